@@ -1,0 +1,3 @@
+module github.com/spoolq/spool
+
+go 1.26.8

@@ -1,0 +1,47 @@
+package job
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors shared by every store and the engine. Stores map their own
+// errors into these at one place; the HTTP layer maps these to error codes.
+var (
+	// ErrNotFound: no job (or queue) with that id exists.
+	ErrNotFound = errors.New("not found")
+	// ErrLeaseLost: the fencing token is not the job's current one, or the
+	// job is no longer active. The call changed nothing.
+	ErrLeaseLost = errors.New("lease lost")
+	// ErrInvalidState: the operation does not apply to the job's current
+	// state (for example retrying a completed job). The call changed nothing.
+	ErrInvalidState = errors.New("invalid state")
+	// ErrStorageFull: the store could not write because its disk is full.
+	// Nothing of the failed operation was acknowledged.
+	ErrStorageFull = errors.New("storage full")
+	// ErrUnavailable: the store cannot serve writes right now (closed,
+	// read-only, lost its database). Nothing of the failed operation was
+	// acknowledged.
+	ErrUnavailable = errors.New("storage unavailable")
+)
+
+// InputError is a request that is invalid as given. Field names the offending
+// field in wire (snake_case) form, with an index for batch items, for
+// example "jobs[3].queue".
+type InputError struct {
+	Field   string
+	Message string
+}
+
+// Error implements error.
+func (e *InputError) Error() string {
+	if e.Field == "" {
+		return e.Message
+	}
+	return fmt.Sprintf("%s: %s", e.Field, e.Message)
+}
+
+// Invalid returns an *InputError for field.
+func Invalid(field, format string, args ...any) error {
+	return &InputError{Field: field, Message: fmt.Sprintf(format, args...)}
+}

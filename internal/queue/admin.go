@@ -1,0 +1,171 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spoolq/spool/internal/job"
+	"github.com/spoolq/spool/internal/store"
+)
+
+// Get returns one job, or job.ErrNotFound.
+func (e *Engine) Get(ctx context.Context, id string) (*job.Job, error) {
+	if !job.ValidName(id) {
+		return nil, fmt.Errorf("get job %q: %w", id, job.ErrNotFound)
+	}
+	j, err := e.st.JobGet(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("get job: %w", err)
+	}
+	return j, nil
+}
+
+// List pages through jobs by queue and state.
+func (e *Engine) List(ctx context.Context, p store.JobListParams) (*store.JobListPage, error) {
+	if p.Queue != "" && !job.ValidName(p.Queue) {
+		return nil, job.Invalid("queue", "must be a queue name")
+	}
+	if p.State != "" && !p.State.Valid() {
+		return nil, job.Invalid("state", "must be one of scheduled, available, active, retrying, completed, dead, cancelled")
+	}
+	if p.Limit == 0 {
+		p.Limit = DefaultListLimit
+	}
+	if p.Limit < 1 || p.Limit > MaxListLimit {
+		return nil, job.Invalid("limit", "must be between 1 and %d", MaxListLimit)
+	}
+	page, err := e.st.JobList(ctx, &p)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	return page, nil
+}
+
+// Cancel cancels a job (see store.Admin.JobCancel).
+func (e *Engine) Cancel(ctx context.Context, id string) (*job.Job, error) {
+	if !job.ValidName(id) {
+		return nil, fmt.Errorf("cancel job %q: %w", id, job.ErrNotFound)
+	}
+	j, err := e.st.JobCancel(ctx, id, e.Now())
+	if err != nil {
+		return nil, fmt.Errorf("cancel job: %w", err)
+	}
+	return j, nil
+}
+
+// Retry makes a dead, cancelled, retrying or scheduled job available now.
+func (e *Engine) Retry(ctx context.Context, id string) (*job.Job, error) {
+	if !job.ValidName(id) {
+		return nil, fmt.Errorf("retry job %q: %w", id, job.ErrNotFound)
+	}
+	j, err := e.st.JobRetry(ctx, id, e.Now())
+	if err != nil {
+		return nil, fmt.Errorf("retry job: %w", err)
+	}
+	e.NotifyAvailable([]string{j.Queue})
+	return j, nil
+}
+
+// Delete removes a job that is not active.
+func (e *Engine) Delete(ctx context.Context, id string) error {
+	if !job.ValidName(id) {
+		return fmt.Errorf("delete job %q: %w", id, job.ErrNotFound)
+	}
+	if err := e.st.JobDelete(ctx, id); err != nil {
+		return fmt.Errorf("delete job: %w", err)
+	}
+	return nil
+}
+
+// RetryMany retries every job of queue in state.
+func (e *Engine) RetryMany(ctx context.Context, queue string, state job.State) (int, error) {
+	if err := checkBulk(queue, state); err != nil {
+		return 0, err
+	}
+	switch state {
+	case job.StateDead, job.StateCancelled, job.StateRetrying, job.StateScheduled:
+	default:
+		return 0, job.Invalid("state", "must be dead, cancelled, retrying or scheduled")
+	}
+	n, err := e.st.JobRetryMany(ctx, &store.JobBulkParams{Queue: queue, State: state, Now: e.Now()})
+	if err != nil {
+		return 0, fmt.Errorf("retry jobs: %w", err)
+	}
+	if n > 0 {
+		e.NotifyAvailable([]string{queue})
+	}
+	return n, nil
+}
+
+// DeleteMany deletes every job of queue in state (not active).
+func (e *Engine) DeleteMany(ctx context.Context, queue string, state job.State) (int, error) {
+	if err := checkBulk(queue, state); err != nil {
+		return 0, err
+	}
+	if state == job.StateActive {
+		return 0, job.Invalid("state", "active jobs cannot be deleted; cancel them first")
+	}
+	n, err := e.st.JobDeleteMany(ctx, &store.JobBulkParams{Queue: queue, State: state, Now: e.Now()})
+	if err != nil {
+		return 0, fmt.Errorf("delete jobs: %w", err)
+	}
+	return n, nil
+}
+
+func checkBulk(queue string, state job.State) error {
+	if !job.ValidName(queue) {
+		return job.Invalid("queue", "must be a queue name")
+	}
+	if !state.Valid() {
+		return job.Invalid("state", "must be one of scheduled, available, active, retrying, completed, dead, cancelled")
+	}
+	return nil
+}
+
+// Queues lists every known queue with its counts.
+func (e *Engine) Queues(ctx context.Context) ([]store.QueueInfo, error) {
+	qs, err := e.st.QueueList(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list queues: %w", err)
+	}
+	return qs, nil
+}
+
+// Queue returns one queue, or job.ErrNotFound.
+func (e *Engine) Queue(ctx context.Context, name string) (*store.QueueInfo, error) {
+	if !job.ValidName(name) {
+		return nil, fmt.Errorf("get queue %q: %w", name, job.ErrNotFound)
+	}
+	q, err := e.st.QueueGet(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("get queue: %w", err)
+	}
+	return q, nil
+}
+
+// SetPaused pauses or resumes a queue and returns it. Resuming wakes the
+// fetches parked on it.
+func (e *Engine) SetPaused(ctx context.Context, name string, paused bool) (*store.QueueInfo, error) {
+	if !job.ValidName(name) {
+		return nil, job.Invalid("queue", "must be a queue name")
+	}
+	if err := e.st.QueueSetPaused(ctx, name, paused); err != nil {
+		return nil, fmt.Errorf("set queue paused: %w", err)
+	}
+	if !paused {
+		e.NotifyAvailable([]string{name})
+	}
+	return e.Queue(ctx, name)
+}
+
+// Purge deletes a queue's available jobs.
+func (e *Engine) Purge(ctx context.Context, name string) (int, error) {
+	if !job.ValidName(name) {
+		return 0, job.Invalid("queue", "must be a queue name")
+	}
+	n, err := e.st.QueuePurge(ctx, name)
+	if err != nil {
+		return 0, fmt.Errorf("purge queue: %w", err)
+	}
+	return n, nil
+}

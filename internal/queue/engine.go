@@ -1,0 +1,167 @@
+// Package queue is Spool's engine: it validates requests and applies
+// defaults, runs the job state machine through a store.Store, and parks
+// long-polling fetches until jobs become available. It never writes SQL.
+package queue
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/spoolq/spool/internal/job"
+	"github.com/spoolq/spool/internal/store"
+)
+
+// Limits and defaults of the engine.
+const (
+	// DefaultQueue is the queue of jobs enqueued without one.
+	DefaultQueue = "default"
+	// DefaultMaxPayloadBytes bounds one job's payload (and result, progress).
+	DefaultMaxPayloadBytes = 1 << 20
+	// DefaultMaxBatch bounds the jobs of one enqueue and items of one batch
+	// ack, fail or extend.
+	DefaultMaxBatch = 10_000
+	// MaxFetch bounds the jobs of one fetch.
+	MaxFetch = 1000
+	// MaxFetchQueues bounds the queues one fetch may name.
+	MaxFetchQueues = 100
+	// MaxWait bounds a long poll.
+	MaxWait = 60 * time.Second
+	// MinLease and MaxLease bound lease durations.
+	MinLease = 100 * time.Millisecond
+	MaxLease = 24 * time.Hour
+	// DefaultLease is the lease of jobs enqueued without lease_ms.
+	DefaultLease = 30 * time.Second
+	// DefaultMaxAttempts is the attempts of jobs enqueued without max_attempts.
+	DefaultMaxAttempts = 25
+	// MaxAttempts bounds max_attempts.
+	MaxAttempts = 1000
+	// MaxPriority bounds priority in both directions.
+	MaxPriority = 1000
+	// MaxDelay bounds delays, unique windows and backoff caps: one year.
+	MaxDelay = 365 * 24 * time.Hour
+	// MaxBackoffBase bounds the first backoff delay.
+	MaxBackoffBase = 24 * time.Hour
+	// MaxUniqueKeyBytes bounds unique keys.
+	MaxUniqueKeyBytes = 256
+	// MaxErrorBytes bounds the error message of one failed attempt.
+	MaxErrorBytes = 64 << 10
+	// MaxWorkerBytes bounds the free-text worker name of a fetch.
+	MaxWorkerBytes = 256
+	// MaxListLimit bounds one page of a job listing.
+	MaxListLimit = 1000
+	// DefaultListLimit is the page size of a listing without limit.
+	DefaultListLimit = 100
+)
+
+// DefaultBackoff is the retry policy of jobs enqueued without one.
+var DefaultBackoff = job.Backoff{Kind: job.BackoffExponential, Base: time.Second, Max: time.Hour, Jitter: 0.2}
+
+// ErrClosed is returned by calls made after Close began.
+var ErrClosed = fmt.Errorf("engine closed: %w", job.ErrUnavailable)
+
+// Clock tells the time. Tests inject their own.
+type Clock interface {
+	Now() time.Time
+}
+
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now().UTC() }
+
+// Config configures an Engine.
+type Config struct {
+	// MaxPayloadBytes bounds one payload, result or progress report.
+	// Defaults to DefaultMaxPayloadBytes.
+	MaxPayloadBytes int
+	// MaxBatch bounds batch sizes. Defaults to DefaultMaxBatch.
+	MaxBatch int
+	// Clock tells the time. Defaults to the wall clock in UTC.
+	Clock Clock
+	// OnScheduled is told the run time of every job that became scheduled
+	// or retrying, so the scheduler can wake for it. Optional.
+	OnScheduled func(runAt time.Time)
+	// OnLeased is told the earliest lease expiry of every claim and extend,
+	// so the rescuer can wake for it. Optional.
+	OnLeased func(expiry time.Time)
+}
+
+// Engine runs the job state machine on a store. It is safe for concurrent
+// use.
+type Engine struct {
+	st      store.Store
+	cfg     Config
+	waiters *waiters
+
+	closeOnce sync.Once
+	closing   chan struct{}
+}
+
+// New returns an engine on st. It does not own st: the caller closes it
+// after the engine.
+func New(st store.Store, cfg Config) *Engine {
+	if cfg.MaxPayloadBytes <= 0 {
+		cfg.MaxPayloadBytes = DefaultMaxPayloadBytes
+	}
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = DefaultMaxBatch
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = wallClock{}
+	}
+	return &Engine{st: st, cfg: cfg, waiters: newWaiters(), closing: make(chan struct{})}
+}
+
+// Config returns the engine's effective configuration.
+func (e *Engine) Config() Config { return e.cfg }
+
+// Now is the engine's clock.
+func (e *Engine) Now() time.Time { return e.cfg.Clock.Now() }
+
+// Close wakes every parked fetch (they return what they have) and refuses
+// new calls that would park. It does not close the store. Idempotent.
+func (e *Engine) Close() {
+	e.closeOnce.Do(func() {
+		close(e.closing)
+		e.waiters.close()
+	})
+}
+
+// NotifyAvailable wakes the fetches parked on queues. Maintenance services
+// and stores with ListenNotify call it when jobs become available.
+func (e *Engine) NotifyAvailable(queues []string) {
+	if len(queues) > 0 {
+		e.waiters.wake(queues)
+	}
+}
+
+// Waiting returns how many fetches are parked.
+func (e *Engine) Waiting() int { return e.waiters.count() }
+
+// Ping reports whether the store can serve.
+func (e *Engine) Ping(ctx context.Context) error {
+	select {
+	case <-e.closing:
+		return ErrClosed
+	default:
+	}
+	return e.st.Ping(ctx)
+}
+
+func (e *Engine) scheduled(runAt time.Time) {
+	if e.cfg.OnScheduled != nil {
+		e.cfg.OnScheduled(runAt)
+	}
+}
+
+func (e *Engine) leased(expiry time.Time) {
+	if e.cfg.OnLeased != nil && !expiry.IsZero() {
+		e.cfg.OnLeased(expiry)
+	}
+}
+
+func (e *Engine) rand() float64 { return rand.Float64() }
+
+// isInput reports whether err is the caller's fault (an *job.InputError).

@@ -1,0 +1,291 @@
+package queue
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/spoolq/spool/internal/job"
+	"github.com/spoolq/spool/internal/store"
+)
+
+// EnqueueRequest is one job to enqueue as a client gave it. Zero values mean
+// "use the default" except where noted.
+type EnqueueRequest struct {
+	// ID makes the enqueue idempotent when set; generated otherwise.
+	ID string
+	// Queue defaults to DefaultQueue.
+	Queue string
+	// Kind is required.
+	Kind string
+	// Payload is any JSON value; nil means null.
+	Payload json.RawMessage
+	// Priority: higher runs first. Zero is the default.
+	Priority int
+	// RunAt, when set, is when the job becomes available. Not with Delay.
+	RunAt time.Time
+	// Delay, when set, makes the job available this long from now.
+	Delay time.Duration
+	// MaxAttempts defaults to DefaultMaxAttempts.
+	MaxAttempts int
+	// Backoff overrides parts of DefaultBackoff.
+	Backoff BackoffRequest
+	// LeaseDuration defaults to DefaultLease.
+	LeaseDuration time.Duration
+	// UniqueKey makes the job unique in its queue; see store.Inserter.
+	UniqueKey string
+	// UniqueFor is the uniqueness window; zero means while pending.
+	UniqueFor time.Duration
+	// Tags label the job.
+	Tags []string
+}
+
+// BackoffRequest overrides parts of the default backoff; nil fields keep
+// the default.
+type BackoffRequest struct {
+	Kind   job.BackoffKind
+	Base   *time.Duration
+	Max    *time.Duration
+	Jitter *float64
+}
+
+// EnqueueResult is the outcome of one enqueued job.
+type EnqueueResult struct {
+	ID        string
+	State     job.State
+	RunAt     time.Time
+	Duplicate bool
+}
+
+// Enqueue stores one job. Invalid input gives an *job.InputError naming the
+// field.
+func (e *Engine) Enqueue(ctx context.Context, req EnqueueRequest) (EnqueueResult, error) {
+	res, err := e.enqueue(ctx, []EnqueueRequest{req}, "")
+	if err != nil {
+		return EnqueueResult{}, err
+	}
+	return res[0], nil
+}
+
+// EnqueueBatch stores up to MaxBatch jobs atomically: all or none. Errors
+// name the item, as in "jobs[3].kind".
+func (e *Engine) EnqueueBatch(ctx context.Context, reqs []EnqueueRequest) ([]EnqueueResult, error) {
+	if len(reqs) == 0 {
+		return nil, job.Invalid("jobs", "must hold at least one job")
+	}
+	if len(reqs) > e.cfg.MaxBatch {
+		return nil, &BatchTooLargeError{Field: "jobs", Max: e.cfg.MaxBatch, Got: len(reqs)}
+	}
+	return e.enqueue(ctx, reqs, "jobs")
+}
+
+// BatchTooLargeError is a batch with more items than the engine allows.
+type BatchTooLargeError struct {
+	Field    string
+	Max, Got int
+}
+
+// Error implements error.
+func (e *BatchTooLargeError) Error() string {
+	return fmt.Sprintf("%s: %d items, at most %d allowed", e.Field, e.Got, e.Max)
+}
+
+// PayloadTooLargeError is a payload, result or progress over the limit.
+type PayloadTooLargeError struct {
+	Field    string
+	Max, Got int
+}
+
+// Error implements error.
+func (e *PayloadTooLargeError) Error() string {
+	return fmt.Sprintf("%s: %d bytes, at most %d allowed", e.Field, e.Got, e.Max)
+}
+
+func (e *Engine) enqueue(ctx context.Context, reqs []EnqueueRequest, prefix string) ([]EnqueueResult, error) {
+	now := e.Now()
+	params := &store.JobInsertManyParams{Jobs: make([]store.JobInsertParams, len(reqs)), Now: now}
+	for i := range reqs {
+		field := func(name string) string {
+			if prefix == "" {
+				return name
+			}
+			return fmt.Sprintf("%s[%d].%s", prefix, i, name)
+		}
+		if err := e.prepare(&reqs[i], &params.Jobs[i], now, field); err != nil {
+			return nil, err
+		}
+	}
+	results, err := e.st.JobInsertMany(ctx, params)
+	if err != nil {
+		return nil, fmt.Errorf("insert jobs: %w", err)
+	}
+	out := make([]EnqueueResult, len(results))
+	var available []string
+	var earliest time.Time
+	for i, r := range results {
+		out[i] = EnqueueResult{ID: r.Job.ID, State: r.Job.State, RunAt: r.Job.RunAt, Duplicate: r.Duplicate}
+		if r.Duplicate {
+			continue
+		}
+		switch r.Job.State {
+		case job.StateAvailable:
+			if len(available) == 0 || available[len(available)-1] != r.Job.Queue {
+				available = append(available, r.Job.Queue)
+			}
+		case job.StateScheduled:
+			if earliest.IsZero() || r.Job.RunAt.Before(earliest) {
+				earliest = r.Job.RunAt
+			}
+		}
+	}
+	e.NotifyAvailable(available)
+	if !earliest.IsZero() {
+		e.scheduled(earliest)
+	}
+	return out, nil
+}
+
+// prepare validates req and fills p with it and the defaults.
+func (e *Engine) prepare(req *EnqueueRequest, p *store.JobInsertParams, now time.Time, field func(string) string) error {
+	p.ID = req.ID
+	if p.ID == "" {
+		p.ID = job.NewID(now)
+	} else if !job.ValidName(p.ID) {
+		return job.Invalid(field("id"), "must be 1-%d characters of A-Za-z0-9_.:- starting with a letter or digit", job.MaxNameLength)
+	}
+	p.Queue = req.Queue
+	if p.Queue == "" {
+		p.Queue = DefaultQueue
+	} else if !job.ValidName(p.Queue) {
+		return job.Invalid(field("queue"), "must be 1-%d characters of A-Za-z0-9_.:- starting with a letter or digit", job.MaxNameLength)
+	}
+	if req.Kind == "" {
+		return job.Invalid(field("kind"), "is required")
+	}
+	if !job.ValidName(req.Kind) {
+		return job.Invalid(field("kind"), "must be 1-%d characters of A-Za-z0-9_.:- starting with a letter or digit", job.MaxNameLength)
+	}
+	p.Kind = req.Kind
+	payload, err := e.checkJSON(req.Payload, field("payload"))
+	if err != nil {
+		return err
+	}
+	p.Payload = payload
+	if req.Priority < -MaxPriority || req.Priority > MaxPriority {
+		return job.Invalid(field("priority"), "must be between %d and %d", -MaxPriority, MaxPriority)
+	}
+	p.Priority = req.Priority
+	switch {
+	case !req.RunAt.IsZero() && req.Delay != 0:
+		return job.Invalid(field("delay_ms"), "cannot be combined with run_at")
+	case req.Delay < 0 || req.Delay > MaxDelay:
+		return job.Invalid(field("delay_ms"), "must be between 0 and %d", MaxDelay.Milliseconds())
+	case !req.RunAt.IsZero():
+		if req.RunAt.After(now.Add(MaxDelay)) {
+			return job.Invalid(field("run_at"), "must be at most one year ahead")
+		}
+		p.RunAt = req.RunAt.UTC()
+	default:
+		p.RunAt = now.Add(req.Delay)
+	}
+	p.State = job.StateAvailable
+	if p.RunAt.After(now) {
+		p.State = job.StateScheduled
+	} else {
+		p.RunAt = now
+	}
+	p.MaxAttempts = req.MaxAttempts
+	if p.MaxAttempts == 0 {
+		p.MaxAttempts = DefaultMaxAttempts
+	} else if p.MaxAttempts < 1 || p.MaxAttempts > MaxAttempts {
+		return job.Invalid(field("max_attempts"), "must be between 1 and %d", MaxAttempts)
+	}
+	if p.Backoff, err = resolveBackoff(req.Backoff, field); err != nil {
+		return err
+	}
+	p.LeaseDuration = req.LeaseDuration
+	if p.LeaseDuration == 0 {
+		p.LeaseDuration = DefaultLease
+	} else if err := checkLease(p.LeaseDuration, field("lease_ms")); err != nil {
+		return err
+	}
+	if len(req.UniqueKey) > MaxUniqueKeyBytes {
+		return job.Invalid(field("unique_key"), "must be at most %d bytes", MaxUniqueKeyBytes)
+	}
+	p.UniqueKey = req.UniqueKey
+	if req.UniqueFor < 0 || req.UniqueFor > MaxDelay {
+		return job.Invalid(field("unique_for_ms"), "must be between 0 and %d", MaxDelay.Milliseconds())
+	}
+	if req.UniqueFor > 0 && req.UniqueKey == "" {
+		return job.Invalid(field("unique_for_ms"), "needs unique_key")
+	}
+	p.UniqueFor = req.UniqueFor
+	if len(req.Tags) > job.MaxTags {
+		return job.Invalid(field("tags"), "at most %d tags allowed", job.MaxTags)
+	}
+	for i, tag := range req.Tags {
+		if !job.ValidName(tag) {
+			return job.Invalid(field(fmt.Sprintf("tags[%d]", i)), "must be 1-%d characters of A-Za-z0-9_.:- starting with a letter or digit", job.MaxNameLength)
+		}
+	}
+	p.Tags = req.Tags
+	return nil
+}
+
+func resolveBackoff(req BackoffRequest, field func(string) string) (job.Backoff, error) {
+	b := DefaultBackoff
+	switch req.Kind {
+	case "":
+	case job.BackoffFixed, job.BackoffExponential:
+		b.Kind = req.Kind
+	default:
+		return b, job.Invalid(field("backoff.type"), "must be fixed or exponential")
+	}
+	if req.Base != nil {
+		if *req.Base < 0 || *req.Base > MaxBackoffBase {
+			return b, job.Invalid(field("backoff.base_ms"), "must be between 0 and %d", MaxBackoffBase.Milliseconds())
+		}
+		b.Base = *req.Base
+		if req.Max == nil && b.Max < b.Base {
+			b.Max = b.Base
+		}
+	}
+	if req.Max != nil {
+		if *req.Max < b.Base || *req.Max > MaxDelay {
+			return b, job.Invalid(field("backoff.max_ms"), "must be between base_ms and %d", MaxDelay.Milliseconds())
+		}
+		b.Max = *req.Max
+	}
+	if req.Jitter != nil {
+		if !(*req.Jitter >= 0 && *req.Jitter <= 1) {
+			return b, job.Invalid(field("backoff.jitter"), "must be between 0 and 1")
+		}
+		b.Jitter = *req.Jitter
+	}
+	return b, nil
+}
+
+func checkLease(d time.Duration, field string) error {
+	if d < MinLease || d > MaxLease {
+		return job.Invalid(field, "must be between %d and %d", MinLease.Milliseconds(), MaxLease.Milliseconds())
+	}
+	return nil
+}
+
+var jsonNull = json.RawMessage("null")
+
+// checkJSON bounds and validates a JSON value; nil or empty becomes null.
+func (e *Engine) checkJSON(raw json.RawMessage, field string) (json.RawMessage, error) {
+	if len(raw) == 0 {
+		return jsonNull, nil
+	}
+	if len(raw) > e.cfg.MaxPayloadBytes {
+		return nil, &PayloadTooLargeError{Field: field, Max: e.cfg.MaxPayloadBytes, Got: len(raw)}
+	}
+	if !json.Valid(raw) {
+		return nil, job.Invalid(field, "must be valid JSON")
+	}
+	return bytes.TrimSpace(raw), nil
+}

@@ -1,0 +1,140 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/spoolq/spool/internal/job"
+	"github.com/spoolq/spool/internal/store"
+)
+
+// Ack completes jobs, each with its fencing token. Per-item failures
+// (job.ErrNotFound, job.ErrLeaseLost) are in the outcomes; the error is for
+// the call as a whole (bad input, store down).
+func (e *Engine) Ack(ctx context.Context, items []store.JobCompleteItem) ([]store.Outcome, error) {
+	if err := e.checkBatch("items", len(items)); err != nil {
+		return nil, err
+	}
+	for i := range items {
+		if err := checkID(items[i].ID, itemField("items", i, len(items), "id")); err != nil {
+			return nil, err
+		}
+		if len(items[i].Result) > 0 {
+			res, err := e.checkJSON(items[i].Result, itemField("items", i, len(items), "result"))
+			if err != nil {
+				return nil, err
+			}
+			items[i].Result = res
+		}
+	}
+	out, err := e.st.JobComplete(ctx, &store.JobCompleteParams{Items: items, Now: e.Now()})
+	if err != nil {
+		return nil, fmt.Errorf("complete jobs: %w", err)
+	}
+	return out, nil
+}
+
+// Fail records failed attempts; see Ack for the error contract. A retrying
+// job wakes the scheduler for its run time.
+func (e *Engine) Fail(ctx context.Context, items []store.JobFailItem) ([]store.Outcome, error) {
+	if err := e.checkBatch("items", len(items)); err != nil {
+		return nil, err
+	}
+	for i := range items {
+		if err := checkID(items[i].ID, itemField("items", i, len(items), "id")); err != nil {
+			return nil, err
+		}
+		if len(items[i].Message) > MaxErrorBytes {
+			items[i].Message = items[i].Message[:MaxErrorBytes]
+		}
+		if items[i].RetryAfter < 0 || items[i].RetryAfter > MaxDelay {
+			return nil, job.Invalid(itemField("items", i, len(items), "retry_after_ms"), "must be between 0 and %d", MaxDelay.Milliseconds())
+		}
+	}
+	out, err := e.st.JobFail(ctx, &store.JobFailParams{Items: items, Now: e.Now(), Rand: e.rand})
+	if err != nil {
+		return nil, fmt.Errorf("fail jobs: %w", err)
+	}
+	var earliest time.Time
+	for _, o := range out {
+		if o.Err == nil && o.State == job.StateRetrying && (earliest.IsZero() || o.RunAt.Before(earliest)) {
+			earliest = o.RunAt
+		}
+	}
+	if !earliest.IsZero() {
+		e.scheduled(earliest)
+	}
+	return out, nil
+}
+
+// Extend moves leases forward (heartbeat); see Ack for the error contract.
+func (e *Engine) Extend(ctx context.Context, items []store.JobExtendItem) ([]store.Outcome, error) {
+	if err := e.checkBatch("items", len(items)); err != nil {
+		return nil, err
+	}
+	for i := range items {
+		if err := checkID(items[i].ID, itemField("items", i, len(items), "id")); err != nil {
+			return nil, err
+		}
+		if items[i].Lease != 0 {
+			if err := checkLease(items[i].Lease, itemField("items", i, len(items), "lease_ms")); err != nil {
+				return nil, err
+			}
+		}
+	}
+	out, err := e.st.JobExtend(ctx, &store.JobExtendParams{Items: items, Now: e.Now()})
+	if err != nil {
+		return nil, fmt.Errorf("extend leases: %w", err)
+	}
+	var earliest time.Time
+	for _, o := range out {
+		if o.Err == nil && (earliest.IsZero() || o.LeaseExpiresAt.Before(earliest)) {
+			earliest = o.LeaseExpiresAt
+		}
+	}
+	e.leased(earliest)
+	return out, nil
+}
+
+// Progress stores a progress report of an active job.
+func (e *Engine) Progress(ctx context.Context, id string, token int64, progress json.RawMessage) error {
+	if err := checkID(id, "id"); err != nil {
+		return err
+	}
+	p, err := e.checkJSON(progress, "progress")
+	if err != nil {
+		return err
+	}
+	if err := e.st.JobProgress(ctx, &store.JobProgressParams{ID: id, Token: token, Progress: p, Now: e.Now()}); err != nil {
+		return fmt.Errorf("report progress: %w", err)
+	}
+	return nil
+}
+
+func (e *Engine) checkBatch(field string, n int) error {
+	if n == 0 {
+		return job.Invalid(field, "must hold at least one item")
+	}
+	if n > e.cfg.MaxBatch {
+		return &BatchTooLargeError{Field: field, Max: e.cfg.MaxBatch, Got: n}
+	}
+	return nil
+}
+
+// itemField names a field of a batch item; a batch of one (the single-job
+// routes) names the bare field.
+func itemField(prefix string, i, n int, name string) string {
+	if n == 1 {
+		return name
+	}
+	return fmt.Sprintf("%s[%d].%s", prefix, i, name)
+}
+
+func checkID(id, field string) error {
+	if !job.ValidName(id) {
+		return job.Invalid(field, "must be a job id")
+	}
+	return nil
+}

@@ -1,0 +1,337 @@
+// Package store defines the storage contract of Spool: the Store interface
+// that every backend (embedded SQLite, PostgreSQL) implements, its small role
+// interfaces and the *Params structs its methods take.
+//
+// Contract common to every method:
+//   - Each call is one atomic operation: it commits entirely or not at all
+//     (batch acks, fails and extends are atomic per item, see their docs).
+//   - A call answers only after its commit is durable at the store's
+//     configured level (default: fsynced).
+//   - Errors wrap the sentinels of package job: job.ErrNotFound,
+//     job.ErrLeaseLost, job.ErrInvalidState for the request's own fault;
+//     job.ErrStorageFull and job.ErrUnavailable when the store cannot write.
+//     Anything else is an internal error.
+//   - Times come from the caller (the Now fields) so that tests can move the
+//     clock; a store never reads the wall clock for job semantics.
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/spoolq/spool/internal/job"
+)
+
+// Capabilities states what a store can do, so that the engine branches on
+// abilities rather than on the backend's name.
+type Capabilities struct {
+	// MultiNode is true when several server processes may share the store.
+	MultiNode bool
+	// ListenNotify is true when the store reports, through
+	// Hooks.OnAvailable, jobs made available by other nodes.
+	ListenNotify bool
+}
+
+// Hooks are callbacks a store may invoke. They must not block.
+type Hooks struct {
+	// OnAvailable is called with the queues in which another node made jobs
+	// available. Stores without ListenNotify never call it; the engine
+	// learns of its own node's changes from the return values.
+	OnAvailable func(queues []string)
+}
+
+// Inserter enqueues jobs.
+type Inserter interface {
+	// JobInsertMany inserts all jobs of p atomically (all or none) and
+	// returns one result per job in the same order.
+	//
+	// A job whose ID already exists is not inserted: its result carries the
+	// existing job and Duplicate=true. A job with a UniqueKey is a duplicate
+	// of the newest job in the same queue with the same key when that job
+	// is pending (scheduled, available, active, retrying) and UniqueFor is
+	// zero, or when that job was created after p.Now-UniqueFor and is not
+	// cancelled. Duplicates within one batch resolve to the first of them.
+	JobInsertMany(ctx context.Context, p *JobInsertManyParams) ([]InsertResult, error)
+}
+
+// Claimer hands out jobs and takes back their outcomes.
+type Claimer interface {
+	// JobClaim leases up to p.Max available jobs from p.Queues (skipping
+	// paused queues) in order of priority (higher first), then RunAt, then
+	// enqueue order, across all the listed queues. Each claimed job comes
+	// back active with Attempt+1, LeaseToken+1, StartedAt=p.Now and
+	// LeaseExpiresAt=p.Now+lease, where lease is p.LeaseDuration if set and
+	// the job's own LeaseDuration otherwise. No job is handed to two
+	// concurrent callers. An empty result is not an error.
+	JobClaim(ctx context.Context, p *JobClaimParams) ([]*job.Job, error)
+
+	// JobComplete acknowledges jobs. Each item is applied on its own: an
+	// item whose ID is unknown gets job.ErrNotFound, one whose token is not
+	// current or whose job is not active gets job.ErrLeaseLost, and neither
+	// changes anything. An accepted item ends completed (or cancelled if a
+	// cancel was requested while it ran), stores its Result and clears the
+	// lease.
+	JobComplete(ctx context.Context, p *JobCompleteParams) ([]Outcome, error)
+
+	// JobFail records failed attempts, item by item with the same token
+	// rules as JobComplete. The error is appended to the job's Errors. The
+	// job ends dead when NoRetry is set or Attempt >= MaxAttempts, cancelled
+	// if a cancel was requested, and retrying otherwise with RunAt =
+	// p.Now + (RetryAfter if set, else Backoff.Delay(Attempt, p.Rand)).
+	JobFail(ctx context.Context, p *JobFailParams) ([]Outcome, error)
+
+	// JobExtend moves the lease expiry of active jobs to p.Now+Lease (the
+	// job's LeaseDuration when Lease is zero), item by item with the same
+	// token rules. Outcome.CancelRequested tells the worker to stop.
+	JobExtend(ctx context.Context, p *JobExtendParams) ([]Outcome, error)
+
+	// JobProgress stores a progress report for an active job, with the same
+	// token rules.
+	JobProgress(ctx context.Context, p *JobProgressParams) error
+}
+
+// Admin inspects and manages jobs and queues.
+type Admin interface {
+	// JobGet returns one job or job.ErrNotFound.
+	JobGet(ctx context.Context, id string) (*job.Job, error)
+	// JobList returns jobs in enqueue order, filtered by queue and state,
+	// one page at a time.
+	JobList(ctx context.Context, p *JobListParams) (*JobListPage, error)
+	// JobCancel cancels a job: a scheduled, available or retrying job ends
+	// cancelled at once; an active job gets CancelRequested and keeps its
+	// lease until its worker acks, fails or loses it. Cancelling a cancelled
+	// job is a no-op; a completed or dead job gives job.ErrInvalidState.
+	// It returns the job as it is after the call.
+	JobCancel(ctx context.Context, id string, now time.Time) (*job.Job, error)
+	// JobRetry makes a dead, cancelled, retrying or scheduled job available
+	// now, with its attempt count reset to zero (its errors are kept). Other
+	// states give job.ErrInvalidState. It returns the updated job.
+	JobRetry(ctx context.Context, id string, now time.Time) (*job.Job, error)
+	// JobDelete removes a job that is not active (job.ErrInvalidState: an
+	// active job must be cancelled first).
+	JobDelete(ctx context.Context, id string) error
+	// JobRetryMany applies JobRetry to every job of one queue in one state
+	// (dead, cancelled, retrying or scheduled) and returns how many it moved.
+	JobRetryMany(ctx context.Context, p *JobBulkParams) (int, error)
+	// JobDeleteMany deletes every job of one queue in one state (any state
+	// but active) and returns how many it removed.
+	JobDeleteMany(ctx context.Context, p *JobBulkParams) (int, error)
+
+	// QueueList returns every known queue (one that ever had a job or was
+	// paused) by name.
+	QueueList(ctx context.Context) ([]QueueInfo, error)
+	// QueueGet returns one queue or job.ErrNotFound.
+	QueueGet(ctx context.Context, name string) (*QueueInfo, error)
+	// QueueSetPaused pauses or resumes a queue (creating it if unknown).
+	// Paused queues keep accepting jobs but JobClaim skips them.
+	QueueSetPaused(ctx context.Context, name string, paused bool) error
+	// QueuePurge deletes a queue's available jobs and returns how many.
+	QueuePurge(ctx context.Context, name string) (int, error)
+}
+
+// Maintainer is what the background services need.
+type Maintainer interface {
+	// JobPromoteDue makes up to limit scheduled and retrying jobs whose
+	// RunAt <= now available.
+	JobPromoteDue(ctx context.Context, now time.Time, limit int) (*MaintenanceResult, error)
+	// JobRescueExpired takes back up to limit active jobs whose lease ran
+	// out (LeaseExpiresAt <= now): each gets an error "lease expired" for
+	// its attempt and ends cancelled (cancel requested), dead (no attempts
+	// left) or available at once.
+	JobRescueExpired(ctx context.Context, now time.Time, limit int) (*MaintenanceResult, error)
+	// JobPrune deletes up to p.Limit final jobs by retention.
+	JobPrune(ctx context.Context, p *JobPruneParams) (int, error)
+}
+
+// Store is the whole storage contract.
+type Store interface {
+	Inserter
+	Claimer
+	Admin
+	Maintainer
+	// Capabilities states what this store can do.
+	Capabilities() Capabilities
+	// Ping reports whether the store can serve requests.
+	Ping(ctx context.Context) error
+	// Close finishes in-flight commits and releases the store. Calls after
+	// Close return job.ErrUnavailable. Close is idempotent.
+	Close() error
+}
+
+// JobInsertParams is one job to insert. The engine has validated it and set
+// its defaults; the store stores it as given.
+type JobInsertParams struct {
+	ID            string
+	Queue         string
+	Kind          string
+	Payload       json.RawMessage
+	Priority      int
+	State         job.State // scheduled or available
+	RunAt         time.Time
+	MaxAttempts   int
+	Backoff       job.Backoff
+	LeaseDuration time.Duration
+	UniqueKey     string
+	UniqueFor     time.Duration
+	Tags          []string
+}
+
+// JobInsertManyParams is one atomic insert of several jobs.
+type JobInsertManyParams struct {
+	Jobs []JobInsertParams
+	Now  time.Time
+}
+
+// InsertResult is the outcome of one inserted job.
+type InsertResult struct {
+	// Job is the inserted job, or the existing one for a duplicate. For a
+	// duplicate, Job is complete; for an insert, Payload may be the caller's
+	// own slice.
+	Job *job.Job
+	// Duplicate is true when nothing was inserted because Job already
+	// existed (same ID or same unique key).
+	Duplicate bool
+}
+
+// JobClaimParams asks for jobs to lease.
+type JobClaimParams struct {
+	Queues []string
+	Max    int
+	// LeaseDuration overrides each job's own when non-zero.
+	LeaseDuration time.Duration
+	Now           time.Time
+}
+
+// Outcome is the result of one item of a batch ack, fail or extend.
+type Outcome struct {
+	// Err is nil, job.ErrNotFound or job.ErrLeaseLost.
+	Err error
+	// State is the job's state after the call (when Err is nil).
+	State job.State
+	// RunAt is when a retrying job runs again.
+	RunAt time.Time
+	// LeaseExpiresAt is the new lease expiry after an extend.
+	LeaseExpiresAt time.Time
+	// CancelRequested tells the worker that a user cancelled the job.
+	CancelRequested bool
+}
+
+// JobCompleteItem acknowledges one job.
+type JobCompleteItem struct {
+	ID     string
+	Token  int64
+	Result json.RawMessage
+}
+
+// JobCompleteParams acknowledges several jobs.
+type JobCompleteParams struct {
+	Items []JobCompleteItem
+	Now   time.Time
+}
+
+// JobFailItem fails one attempt.
+type JobFailItem struct {
+	ID      string
+	Token   int64
+	Message string
+	// NoRetry sends the job to dead whatever attempts it has left.
+	NoRetry bool
+	// RetryAfter overrides the backoff policy when non-zero.
+	RetryAfter time.Duration
+}
+
+// JobFailParams fails several attempts.
+type JobFailParams struct {
+	Items []JobFailItem
+	Now   time.Time
+	// Rand returns a uniform value in [0,1) for backoff jitter; nil means
+	// no jitter.
+	Rand func() float64
+}
+
+// JobExtendItem extends one lease.
+type JobExtendItem struct {
+	ID    string
+	Token int64
+	// Lease is the new lease length from now; zero means the job's own
+	// LeaseDuration.
+	Lease time.Duration
+}
+
+// JobExtendParams extends several leases.
+type JobExtendParams struct {
+	Items []JobExtendItem
+	Now   time.Time
+}
+
+// JobProgressParams stores one progress report.
+type JobProgressParams struct {
+	ID       string
+	Token    int64
+	Progress json.RawMessage
+	Now      time.Time
+}
+
+// JobListParams filters and pages a job listing.
+type JobListParams struct {
+	// Queue filters by queue; empty means every queue.
+	Queue string
+	// State filters by state; empty means every state.
+	State job.State
+	// Cursor is the Next of the previous page; empty starts at the oldest.
+	Cursor string
+	// Limit caps the page size (the engine bounds it).
+	Limit int
+}
+
+// JobListPage is one page of a listing.
+type JobListPage struct {
+	Jobs []*job.Job
+	// Next is the cursor of the following page; empty on the last page.
+	Next string
+}
+
+// JobBulkParams selects jobs for a bulk operation.
+type JobBulkParams struct {
+	Queue string
+	State job.State
+	Now   time.Time
+}
+
+// QueueInfo describes one queue.
+type QueueInfo struct {
+	Name   string
+	Paused bool
+	// Counts has the number of jobs in every state (zero states included).
+	Counts map[job.State]int64
+}
+
+// MaintenanceResult reports what a promotion or rescue pass did.
+type MaintenanceResult struct {
+	// Count is how many jobs changed state.
+	Count int
+	// Available lists the queues in which jobs became available.
+	Available []string
+	// Next is when the next job of this kind is due (the earliest RunAt of
+	// the remaining scheduled/retrying jobs, or the earliest lease expiry
+	// of active jobs); zero when there is none.
+	Next time.Time
+}
+
+// JobPruneParams is the retention policy applied by one prune pass.
+type JobPruneParams struct {
+	// CompletedBefore deletes completed and cancelled jobs finished before
+	// it; zero disables age pruning for them.
+	CompletedBefore time.Time
+	// DeadBefore deletes dead jobs finished before it; zero disables.
+	DeadBefore time.Time
+	// KeepCompleted keeps at most this many completed and cancelled jobs
+	// (the newest); zero means no count limit.
+	KeepCompleted int
+	// KeepDead keeps at most this many dead jobs (the newest); zero means
+	// no count limit.
+	KeepDead int
+	// Limit bounds how many jobs one pass deletes.
+	Limit int
+}
