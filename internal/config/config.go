@@ -1,0 +1,267 @@
+// Package config holds the one Config of the spool server and loads it from
+// flags, SPOOL_* environment variables and an optional JSON file, in that
+// order of precedence over the defaults.
+package config
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// DefaultAddr is the server's fixed default listen address.
+const DefaultAddr = "127.0.0.1:7311"
+
+// Config is every setting of the server.
+type Config struct {
+	// Addr is the HOST:PORT to listen on. Defaults to 127.0.0.1:7311.
+	Addr string
+	// Data is the folder of the embedded store. Defaults to ./spool-data.
+	Data string
+	// Sync is the durability of commits: "full" fsyncs before answering and
+	// survives power loss; "normal" survives a process crash but may lose
+	// the last commits on power loss. Defaults to full.
+	Sync string
+	// MaxPayloadBytes bounds one job's payload, result or progress.
+	// Defaults to 1 MiB.
+	MaxPayloadBytes int
+	// MaxBodyBytes bounds one request body. Defaults to 64 MiB.
+	MaxBodyBytes int64
+	// MaxBatch bounds the jobs of one batch enqueue and the items of one
+	// batch ack, fail or extend. Defaults to 10000.
+	MaxBatch int
+	// RetainCompleted is how long completed and cancelled jobs are kept; 0
+	// keeps them regardless of age. Defaults to 24h.
+	RetainCompleted time.Duration
+	// RetainDead is how long dead jobs are kept; 0 keeps them regardless of
+	// age. Defaults to 168h (7 days).
+	RetainDead time.Duration
+	// MaxCompleted caps how many completed and cancelled jobs are kept; 0
+	// means no cap. Defaults to 1000000.
+	MaxCompleted int
+	// MaxDead caps how many dead jobs are kept; 0 means no cap. Defaults to
+	// 1000000.
+	MaxDead int
+	// PruneInterval is the time between retention passes. Defaults to 30s.
+	PruneInterval time.Duration
+	// ShutdownTimeout bounds a graceful shutdown. Defaults to 30s.
+	ShutdownTimeout time.Duration
+	// LogLevel is debug, info, warn or error. Defaults to info.
+	LogLevel string
+}
+
+// Default returns the defaults.
+func Default() Config {
+	return Config{
+		Addr:            DefaultAddr,
+		Data:            "./spool-data",
+		Sync:            "full",
+		MaxPayloadBytes: 1 << 20,
+		MaxBodyBytes:    64 << 20,
+		MaxBatch:        10_000,
+		RetainCompleted: 24 * time.Hour,
+		RetainDead:      7 * 24 * time.Hour,
+		MaxCompleted:    1_000_000,
+		MaxDead:         1_000_000,
+		PruneInterval:   30 * time.Second,
+		ShutdownTimeout: 30 * time.Second,
+		LogLevel:        "info",
+	}
+}
+
+// Validate checks every field once, at start-up.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Addr == "" {
+		errs = append(errs, errors.New("addr: must be HOST:PORT"))
+	}
+	if c.Data == "" {
+		errs = append(errs, errors.New("data: must name a folder"))
+	}
+	if c.Sync != "full" && c.Sync != "normal" {
+		errs = append(errs, fmt.Errorf("sync: %q is not full or normal", c.Sync))
+	}
+	if c.MaxPayloadBytes < 1 || c.MaxPayloadBytes > 64<<20 {
+		errs = append(errs, errors.New("max-payload-bytes: must be between 1 and 67108864"))
+	}
+	if c.MaxBodyBytes < int64(c.MaxPayloadBytes) {
+		errs = append(errs, errors.New("max-body-bytes: must be at least max-payload-bytes"))
+	}
+	if c.MaxBatch < 1 || c.MaxBatch > 100_000 {
+		errs = append(errs, errors.New("max-batch: must be between 1 and 100000"))
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"retain-completed", c.RetainCompleted}, {"retain-dead", c.RetainDead}} {
+		if d.v < 0 {
+			errs = append(errs, fmt.Errorf("%s: must not be negative", d.name))
+		}
+	}
+	if c.MaxCompleted < 0 || c.MaxDead < 0 {
+		errs = append(errs, errors.New("max-completed, max-dead: must not be negative"))
+	}
+	if c.PruneInterval < time.Second {
+		errs = append(errs, errors.New("prune-interval: must be at least 1s"))
+	}
+	if c.ShutdownTimeout <= 0 {
+		errs = append(errs, errors.New("shutdown-timeout: must be positive"))
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("log-level: %q is not debug, info, warn or error", c.LogLevel))
+	}
+	return errors.Join(errs...)
+}
+
+// setting is one configurable field, known by the same name to the flag,
+// the environment (SPOOL_ plus the name in upper case with underscores) and
+// the file.
+type setting struct {
+	name  string
+	usage string
+	get   func(c *Config) string
+	set   func(c *Config, v string) error
+}
+
+func strVar(name, usage string, p func(c *Config) *string) setting {
+	return setting{name, usage,
+		func(c *Config) string { return *p(c) },
+		func(c *Config, v string) error { *p(c) = v; return nil }}
+}
+
+func intVar(name, usage string, p func(c *Config) *int) setting {
+	return setting{name, usage,
+		func(c *Config) string { return strconv.Itoa(*p(c)) },
+		func(c *Config, v string) (err error) { *p(c), err = strconv.Atoi(v); return err }}
+}
+
+func int64Var(name, usage string, p func(c *Config) *int64) setting {
+	return setting{name, usage,
+		func(c *Config) string { return strconv.FormatInt(*p(c), 10) },
+		func(c *Config, v string) (err error) { *p(c), err = strconv.ParseInt(v, 10, 64); return err }}
+}
+
+func durVar(name, usage string, p func(c *Config) *time.Duration) setting {
+	return setting{name, usage,
+		func(c *Config) string { return p(c).String() },
+		func(c *Config, v string) (err error) { *p(c), err = time.ParseDuration(v); return err }}
+}
+
+func settings() []setting {
+	return []setting{
+		strVar("addr", "HOST:PORT to listen on", func(c *Config) *string { return &c.Addr }),
+		strVar("data", "data folder of the embedded store", func(c *Config) *string { return &c.Data }),
+		strVar("sync", "commit durability: full (fsync, survives power loss) or normal (survives a process crash)", func(c *Config) *string { return &c.Sync }),
+		intVar("max-payload-bytes", "largest payload, result or progress of one job", func(c *Config) *int { return &c.MaxPayloadBytes }),
+		int64Var("max-body-bytes", "largest request body", func(c *Config) *int64 { return &c.MaxBodyBytes }),
+		intVar("max-batch", "most jobs or items in one batch call", func(c *Config) *int { return &c.MaxBatch }),
+		durVar("retain-completed", "how long completed and cancelled jobs are kept (0: no age limit)", func(c *Config) *time.Duration { return &c.RetainCompleted }),
+		durVar("retain-dead", "how long dead jobs are kept (0: no age limit)", func(c *Config) *time.Duration { return &c.RetainDead }),
+		intVar("max-completed", "most completed and cancelled jobs kept (0: no cap)", func(c *Config) *int { return &c.MaxCompleted }),
+		intVar("max-dead", "most dead jobs kept (0: no cap)", func(c *Config) *int { return &c.MaxDead }),
+		durVar("prune-interval", "time between retention passes", func(c *Config) *time.Duration { return &c.PruneInterval }),
+		durVar("shutdown-timeout", "longest graceful shutdown", func(c *Config) *time.Duration { return &c.ShutdownTimeout }),
+		strVar("log-level", "debug, info, warn or error", func(c *Config) *string { return &c.LogLevel }),
+	}
+}
+
+// EnvName is the environment variable of a setting: "max-batch" is
+// SPOOL_MAX_BATCH.
+func EnvName(name string) string {
+	return "SPOOL_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+// Load builds the Config from args (flags of `spool server`), the
+// environment (getenv) and the JSON file named by --config or SPOOL_CONFIG,
+// over the defaults, then validates it. Usage goes to usage.
+func Load(args []string, getenv func(string) string, usage io.Writer) (Config, error) {
+	cfg := Default()
+	all := settings()
+	fs := flag.NewFlagSet("spool server", flag.ContinueOnError)
+	fs.SetOutput(usage)
+	values := make(map[string]*string, len(all))
+	for _, s := range all {
+		values[s.name] = fs.String(s.name, s.get(&cfg), s.usage+" (env "+EnvName(s.name)+")")
+	}
+	configFile := fs.String("config", getenv("SPOOL_CONFIG"), "optional JSON config file with the same names as keys (env SPOOL_CONFIG)")
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	if fs.NArg() > 0 {
+		return cfg, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	known := make(map[string]setting, len(all))
+	for _, s := range all {
+		known[s.name] = s
+	}
+	if *configFile != "" {
+		if err := applyFile(&cfg, *configFile, known); err != nil {
+			return cfg, err
+		}
+	}
+	for _, s := range all {
+		if v := getenv(EnvName(s.name)); v != "" {
+			if err := s.set(&cfg, v); err != nil {
+				return cfg, fmt.Errorf("%s=%q: %w", EnvName(s.name), v, err)
+			}
+		}
+	}
+	var flagErr error
+	fs.Visit(func(f *flag.Flag) {
+		s, ok := known[f.Name]
+		if !ok || flagErr != nil {
+			return
+		}
+		if err := s.set(&cfg, *values[f.Name]); err != nil {
+			flagErr = fmt.Errorf("--%s=%q: %w", f.Name, *values[f.Name], err)
+		}
+	})
+	if flagErr != nil {
+		return cfg, flagErr
+	}
+	return cfg, cfg.Validate()
+}
+
+func applyFile(cfg *Config, path string, known map[string]setting) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("read config file: %w", err)
+	}
+	var raw map[string]any
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return fmt.Errorf("parse config file %s: %w", path, err)
+	}
+	keys := make([]string, 0, len(raw))
+	for k := range raw {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		s, ok := known[k]
+		if !ok {
+			return fmt.Errorf("config file %s: unknown setting %q", path, k)
+		}
+		var v string
+		switch x := raw[k].(type) {
+		case string:
+			v = x
+		case float64:
+			v = strconv.FormatFloat(x, 'f', -1, 64)
+		default:
+			return fmt.Errorf("config file %s: %s must be a string or number", path, k)
+		}
+		if err := s.set(cfg, v); err != nil {
+			return fmt.Errorf("config file %s: %s=%q: %w", path, k, v, err)
+		}
+	}
+	return nil
+}
