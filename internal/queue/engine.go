@@ -163,5 +163,3 @@ func (e *Engine) leased(expiry time.Time) {
 }
 
 func (e *Engine) rand() float64 { return rand.Float64() }
-
-// isInput reports whether err is the caller's fault (an *job.InputError).

@@ -98,6 +98,31 @@ func (e *Engine) Extend(ctx context.Context, items []store.JobExtendItem) ([]sto
 	return out, nil
 }
 
+// Release hands active jobs back unrun (see store.Claimer.JobRelease) and
+// wakes the fetches parked on their queues; see Ack for the error contract.
+func (e *Engine) Release(ctx context.Context, items []store.JobReleaseItem) ([]store.Outcome, error) {
+	if err := e.checkBatch("items", len(items)); err != nil {
+		return nil, err
+	}
+	for i := range items {
+		if err := checkID(items[i].ID, itemField("items", i, len(items), "id")); err != nil {
+			return nil, err
+		}
+	}
+	out, err := e.st.JobRelease(ctx, &store.JobReleaseParams{Items: items, Now: e.Now()})
+	if err != nil {
+		return nil, fmt.Errorf("release jobs: %w", err)
+	}
+	var queues []string
+	for _, o := range out {
+		if o.Err == nil && o.State == job.StateAvailable {
+			queues = append(queues, o.Queue)
+		}
+	}
+	e.NotifyAvailable(queues)
+	return out, nil
+}
+
 // Progress stores a progress report of an active job.
 func (e *Engine) Progress(ctx context.Context, id string, token int64, progress json.RawMessage) error {
 	if err := checkID(id, "id"); err != nil {

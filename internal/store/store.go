@@ -89,6 +89,13 @@ type Claimer interface {
 	// JobProgress stores a progress report for an active job, with the same
 	// token rules.
 	JobProgress(ctx context.Context, p *JobProgressParams) error
+
+	// JobRelease hands active jobs back unrun, item by item with the same
+	// token rules: each becomes available at once with Attempt-1 (the
+	// hand-out does not count) and no error recorded, or cancelled if a
+	// cancel was requested. The lease is cleared; the token keeps its value
+	// so the next hand-out still gets a higher one.
+	JobRelease(ctx context.Context, p *JobReleaseParams) ([]Outcome, error)
 }
 
 // Admin inspects and manages jobs and queues.
@@ -207,6 +214,8 @@ type JobClaimParams struct {
 type Outcome struct {
 	// Err is nil, job.ErrNotFound or job.ErrLeaseLost.
 	Err error
+	// Queue is the job's queue (when Err is nil).
+	Queue string
 	// State is the job's state after the call (when Err is nil).
 	State job.State
 	// RunAt is when a retrying job runs again.
@@ -262,6 +271,18 @@ type JobExtendItem struct {
 // JobExtendParams extends several leases.
 type JobExtendParams struct {
 	Items []JobExtendItem
+	Now   time.Time
+}
+
+// JobReleaseItem hands one job back.
+type JobReleaseItem struct {
+	ID    string
+	Token int64
+}
+
+// JobReleaseParams hands several jobs back.
+type JobReleaseParams struct {
+	Items []JobReleaseItem
 	Now   time.Time
 }
 

@@ -1,0 +1,3 @@
+package main
+
+var cliCommands = map[string]func([]string) int{}

@@ -1,0 +1,50 @@
+// Command spool is the Spool job queue: `spool server` runs a node, and the
+// other subcommands are a command-line client of a running one.
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+const usage = `usage: spool <command> [flags]
+
+Server:
+  server      run a Spool node (embedded SQLite in ./spool-data by default)
+  bench       measure a server's throughput and latency
+
+Client (talks to --server, default http://127.0.0.1:7311; --json for scripts):
+  enqueue     enqueue a job
+  jobs        list, get, cancel, retry or delete jobs
+  queues      list, show, pause, resume or purge queues; retry or delete jobs by state
+  fetch       lease jobs as a worker would
+  ack, fail   finish a leased job
+
+Run "spool <command> -h" for the flags of a command.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	if len(args) == 0 {
+		fmt.Fprint(os.Stderr, usage)
+		return 2
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "server":
+		return runServer(rest)
+	case "bench":
+		return runBench(rest)
+	case "help", "-h", "--help":
+		fmt.Fprint(os.Stdout, usage)
+		return 0
+	}
+	if c, ok := cliCommands[cmd]; ok {
+		return c(rest)
+	}
+	fmt.Fprintf(os.Stderr, "spool: unknown command %q\n\n%s", cmd, usage)
+	return 2
+}

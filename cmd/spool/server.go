@@ -1,0 +1,59 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spoolq/spool/internal/config"
+	"github.com/spoolq/spool/internal/server"
+)
+
+// runServer is `spool server`: it runs a server until SIGINT or SIGTERM,
+// then shuts it down gracefully.
+func runServer(args []string) int {
+	cfg, err := config.Load(args, os.Getenv, os.Stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(os.Stderr, "spool server: %v\n", err)
+		return 2
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel(cfg.LogLevel)}))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	srv := server.New(cfg, logger)
+	if err := srv.Start(ctx); err != nil {
+		logger.Error("start failed", "err", err)
+		return 1
+	}
+	fmt.Fprintf(os.Stderr, "spool listening on http://%s (data %s, sync %s)\n", srv.Addr(), cfg.Data, cfg.Sync)
+	<-ctx.Done()
+	stop() // a second signal now kills the process at once
+	logger.Info("shutting down")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Stop(shutdownCtx); err != nil {
+		logger.Error("shutdown failed", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func logLevel(name string) slog.Level {
+	switch name {
+	case "debug":
+		return slog.LevelDebug
+	case "warn":
+		return slog.LevelWarn
+	case "error":
+		return slog.LevelError
+	}
+	return slog.LevelInfo
+}

@@ -1,0 +1,115 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/spoolq/spool/internal/job"
+	"github.com/spoolq/spool/internal/queue"
+)
+
+// Code is a stable error code of the wire protocol. Clients branch on codes,
+// never on messages.
+type Code string
+
+// The error catalog: every code the API answers with. docs/protocol.md and
+// api/openapi.json list the same codes; a test keeps them in step.
+const (
+	CodeInvalidJSON      Code = "invalid_json"
+	CodeInvalidArgument  Code = "invalid_argument"
+	CodeBatchTooLarge    Code = "batch_too_large"
+	CodeUnauthorized     Code = "unauthorized"
+	CodeForbidden        Code = "forbidden"
+	CodeNotFound         Code = "not_found"
+	CodeMethodNotAllowed Code = "method_not_allowed"
+	CodeLeaseLost        Code = "lease_lost"
+	CodeInvalidState     Code = "invalid_state"
+	CodePayloadTooLarge  Code = "payload_too_large"
+	CodeInternal         Code = "internal_error"
+	CodeUnavailable      Code = "unavailable"
+	CodeStorageFull      Code = "storage_full"
+)
+
+// Catalog maps every code to its HTTP status.
+var Catalog = map[Code]int{
+	CodeInvalidJSON:      http.StatusBadRequest,
+	CodeInvalidArgument:  http.StatusBadRequest,
+	CodeBatchTooLarge:    http.StatusBadRequest,
+	CodeUnauthorized:     http.StatusUnauthorized,
+	CodeForbidden:        http.StatusForbidden,
+	CodeNotFound:         http.StatusNotFound,
+	CodeMethodNotAllowed: http.StatusMethodNotAllowed,
+	CodeLeaseLost:        http.StatusConflict,
+	CodeInvalidState:     http.StatusConflict,
+	CodePayloadTooLarge:  http.StatusRequestEntityTooLarge,
+	CodeInternal:         http.StatusInternalServerError,
+	CodeUnavailable:      http.StatusServiceUnavailable,
+	CodeStorageFull:      http.StatusInsufficientStorage,
+}
+
+// apiError is an error answer: {"error": {"code", "message", "field"}}.
+type apiError struct {
+	Code    Code   `json:"code"`
+	Message string `json:"message"`
+	Field   string `json:"field,omitempty"`
+}
+
+type errorBody struct {
+	Error apiError `json:"error"`
+}
+
+// Status is the HTTP status of the error.
+func (e *apiError) Status() int { return Catalog[e.Code] }
+
+// Error implements error.
+func (e *apiError) Error() string { return string(e.Code) + ": " + e.Message }
+
+func newError(code Code, field, format string, args ...any) *apiError {
+	return &apiError{Code: code, Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// classify maps an engine or store error to its catalog entry. It reports
+// internal=true for errors that are not the caller's fault and must be
+// logged rather than shown.
+func classify(err error) (e *apiError, internal bool) {
+	var ae *apiError
+	var in *job.InputError
+	var batch *queue.BatchTooLargeError
+	var payload *queue.PayloadTooLargeError
+	switch {
+	case errors.As(err, &ae):
+		return ae, false
+	case errors.As(err, &in):
+		return &apiError{Code: CodeInvalidArgument, Field: in.Field, Message: in.Error()}, false
+	case errors.As(err, &batch):
+		return &apiError{Code: CodeBatchTooLarge, Field: batch.Field, Message: batch.Error()}, false
+	case errors.As(err, &payload):
+		return &apiError{Code: CodePayloadTooLarge, Field: payload.Field, Message: payload.Error()}, false
+	case errors.Is(err, job.ErrNotFound):
+		return &apiError{Code: CodeNotFound, Message: "no such job or queue"}, false
+	case errors.Is(err, job.ErrLeaseLost):
+		return &apiError{Code: CodeLeaseLost, Message: "the lease token is not the job's current one, or the job is no longer active; nothing changed"}, false
+	case errors.Is(err, job.ErrInvalidState):
+		return &apiError{Code: CodeInvalidState, Message: stateMessage(err)}, false
+	case errors.Is(err, job.ErrStorageFull):
+		return &apiError{Code: CodeStorageFull, Message: "the server's disk is full; nothing of this call was stored, retry later"}, true
+	case errors.Is(err, job.ErrUnavailable):
+		return &apiError{Code: CodeUnavailable, Message: "the server cannot store changes right now; nothing of this call was stored, retry"}, true
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return &apiError{Code: CodeUnavailable, Message: "the request ended before it was served"}, false
+	}
+	return &apiError{Code: CodeInternal, Message: "internal server error"}, true
+}
+
+// stateMessage keeps the engine's explanation of an invalid state ("job is
+// completed") without the wrapping context, which may name internals.
+func stateMessage(err error) string {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if next := errors.Unwrap(e); next == job.ErrInvalidState {
+			return e.Error()
+		}
+	}
+	return "the operation does not apply to the job's current state"
+}

@@ -1,0 +1,259 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/spoolq/spool/internal/job"
+	"github.com/spoolq/spool/internal/store"
+)
+
+// The items of the calls a lease holder makes. A single-job route takes one
+// as its body with the id in the path (an id in the body must match it); a
+// batch route takes {"items": [...]}.
+type (
+	ackItem struct {
+		ID     string          `json:"id"`
+		Token  *int64          `json:"token"`
+		Result json.RawMessage `json:"result"`
+	}
+	failItem struct {
+		ID           string `json:"id"`
+		Token        *int64 `json:"token"`
+		Error        string `json:"error"`
+		NoRetry      bool   `json:"no_retry"`
+		RetryAfterMS int64  `json:"retry_after_ms"`
+	}
+	extendItem struct {
+		ID      string `json:"id"`
+		Token   *int64 `json:"token"`
+		LeaseMS int64  `json:"lease_ms"`
+	}
+	releaseItem struct {
+		ID    string `json:"id"`
+		Token *int64 `json:"token"`
+	}
+	progressBody struct {
+		Token    *int64          `json:"token"`
+		Progress json.RawMessage `json:"progress"`
+	}
+)
+
+// leaseItem is what the shared handlers need of an item.
+type leaseItem interface {
+	ackItem | failItem | extendItem | releaseItem
+}
+
+// leaseOp applies items whose ids and tokens are checked; answer renders a
+// successful outcome.
+type leaseOp[T leaseItem] struct {
+	apply  func(ctx context.Context, items []T, tokens []int64) ([]store.Outcome, error)
+	answer func(id string, o store.Outcome) outcomeJSON
+}
+
+// outcomeJSON answers one item: the single route's answer, or the item's
+// error in a batch.
+type outcomeJSON struct {
+	ID              string     `json:"id"`
+	State           job.State  `json:"state,omitempty"`
+	RunAt           *time.Time `json:"run_at,omitempty"`
+	LeaseExpiresAt  *time.Time `json:"lease_expires_at,omitempty"`
+	CancelRequested *bool      `json:"cancel_requested,omitempty"`
+	Error           *apiError  `json:"error,omitempty"`
+}
+
+type resultsJSON struct {
+	Results []outcomeJSON `json:"results"`
+}
+
+// idAndToken returns pointers to the id and token of an item.
+func idAndToken[T leaseItem](it *T) (*string, *int64) {
+	switch v := any(it).(type) {
+	case *ackItem:
+		return &v.ID, v.Token
+	case *failItem:
+		return &v.ID, v.Token
+	case *extendItem:
+		return &v.ID, v.Token
+	case *releaseItem:
+		return &v.ID, v.Token
+	}
+	panic("httpapi: unknown lease item type")
+}
+
+// checkToken requires a fencing token; field names it in the request.
+func checkToken(token *int64, field string) (int64, error) {
+	if token == nil {
+		return 0, job.Invalid(field, "is required: the lease token from the fetch")
+	}
+	if *token < 1 {
+		return 0, job.Invalid(field, "must be a lease token from a fetch (1 or more)")
+	}
+	return *token, nil
+}
+
+// serveOne runs op for the job named by the path.
+func serveOne[T leaseItem](a *API, w http.ResponseWriter, r *http.Request, op leaseOp[T]) {
+	var it T
+	if err := a.decode(w, r, &it, false); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	path := r.PathValue("id")
+	id, tokenPtr := idAndToken(&it)
+	if *id != "" && *id != path {
+		a.writeError(w, r, job.Invalid("id", "must match the job id in the path, or be left out"))
+		return
+	}
+	*id = path
+	if !job.ValidName(path) {
+		a.writeError(w, r, fmt.Errorf("job %q: %w", path, job.ErrNotFound))
+		return
+	}
+	token, err := checkToken(tokenPtr, "token")
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	out, err := op.apply(r.Context(), []T{it}, []int64{token})
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	if out[0].Err != nil {
+		a.writeError(w, r, out[0].Err)
+		return
+	}
+	a.writeJSON(w, http.StatusOK, op.answer(path, out[0]))
+}
+
+// serveBatch runs op for every item of {"items": [...]}.
+func serveBatch[T leaseItem](a *API, w http.ResponseWriter, r *http.Request, op leaseOp[T]) {
+	var in struct {
+		Items []T `json:"items"`
+	}
+	if err := a.decode(w, r, &in, false); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	if len(in.Items) == 0 {
+		a.writeError(w, r, job.Invalid("items", "must hold at least one item"))
+		return
+	}
+	tokens := make([]int64, len(in.Items))
+	for i := range in.Items {
+		id, tokenPtr := idAndToken(&in.Items[i])
+		if !job.ValidName(*id) {
+			a.writeError(w, r, job.Invalid(fmt.Sprintf("items[%d].id", i), "must be a job id"))
+			return
+		}
+		token, err := checkToken(tokenPtr, fmt.Sprintf("items[%d].token", i))
+		if err != nil {
+			a.writeError(w, r, err)
+			return
+		}
+		tokens[i] = token
+	}
+	out, err := op.apply(r.Context(), in.Items, tokens)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	res := resultsJSON{Results: make([]outcomeJSON, len(out))}
+	for i, o := range out {
+		id, _ := idAndToken(&in.Items[i])
+		if o.Err != nil {
+			e, _ := classify(o.Err)
+			res.Results[i] = outcomeJSON{ID: *id, Error: e}
+			continue
+		}
+		res.Results[i] = op.answer(*id, o)
+	}
+	a.writeJSON(w, http.StatusOK, res)
+}
+
+func answerState(id string, o store.Outcome) outcomeJSON {
+	return outcomeJSON{ID: id, State: o.State}
+}
+
+func answerFail(id string, o store.Outcome) outcomeJSON {
+	return outcomeJSON{ID: id, State: o.State, RunAt: timeOrNil(o.RunAt)}
+}
+
+func answerExtend(id string, o store.Outcome) outcomeJSON {
+	cancel := o.CancelRequested
+	return outcomeJSON{ID: id, LeaseExpiresAt: timeOrNil(o.LeaseExpiresAt), CancelRequested: &cancel}
+}
+
+func (a *API) ackOp() leaseOp[ackItem] {
+	return leaseOp[ackItem]{answer: answerState, apply: func(ctx context.Context, its []ackItem, tokens []int64) ([]store.Outcome, error) {
+		items := make([]store.JobCompleteItem, len(its))
+		for i, it := range its {
+			items[i] = store.JobCompleteItem{ID: it.ID, Token: tokens[i], Result: it.Result}
+		}
+		return a.engine.Ack(ctx, items)
+	}}
+}
+
+func (a *API) failOp() leaseOp[failItem] {
+	return leaseOp[failItem]{answer: answerFail, apply: func(ctx context.Context, its []failItem, tokens []int64) ([]store.Outcome, error) {
+		items := make([]store.JobFailItem, len(its))
+		for i, it := range its {
+			items[i] = store.JobFailItem{ID: it.ID, Token: tokens[i], Message: it.Error, NoRetry: it.NoRetry, RetryAfter: millis(it.RetryAfterMS)}
+		}
+		return a.engine.Fail(ctx, items)
+	}}
+}
+
+func (a *API) extendOp() leaseOp[extendItem] {
+	return leaseOp[extendItem]{answer: answerExtend, apply: func(ctx context.Context, its []extendItem, tokens []int64) ([]store.Outcome, error) {
+		items := make([]store.JobExtendItem, len(its))
+		for i, it := range its {
+			items[i] = store.JobExtendItem{ID: it.ID, Token: tokens[i], Lease: millis(it.LeaseMS)}
+		}
+		return a.engine.Extend(ctx, items)
+	}}
+}
+
+func (a *API) releaseOp() leaseOp[releaseItem] {
+	return leaseOp[releaseItem]{answer: answerState, apply: func(ctx context.Context, its []releaseItem, tokens []int64) ([]store.Outcome, error) {
+		items := make([]store.JobReleaseItem, len(its))
+		for i, it := range its {
+			items[i] = store.JobReleaseItem{ID: it.ID, Token: tokens[i]}
+		}
+		return a.engine.Release(ctx, items)
+	}}
+}
+
+func (a *API) ackOne(w http.ResponseWriter, r *http.Request)      { serveOne(a, w, r, a.ackOp()) }
+func (a *API) ackBatch(w http.ResponseWriter, r *http.Request)    { serveBatch(a, w, r, a.ackOp()) }
+func (a *API) failOne(w http.ResponseWriter, r *http.Request)     { serveOne(a, w, r, a.failOp()) }
+func (a *API) failBatch(w http.ResponseWriter, r *http.Request)   { serveBatch(a, w, r, a.failOp()) }
+func (a *API) extendOne(w http.ResponseWriter, r *http.Request)   { serveOne(a, w, r, a.extendOp()) }
+func (a *API) extendBatch(w http.ResponseWriter, r *http.Request) { serveBatch(a, w, r, a.extendOp()) }
+func (a *API) releaseOne(w http.ResponseWriter, r *http.Request)  { serveOne(a, w, r, a.releaseOp()) }
+func (a *API) releaseBatch(w http.ResponseWriter, r *http.Request) {
+	serveBatch(a, w, r, a.releaseOp())
+}
+
+func (a *API) progress(w http.ResponseWriter, r *http.Request) {
+	var body progressBody
+	if err := a.decode(w, r, &body, false); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	id := r.PathValue("id")
+	token, err := checkToken(body.Token, "token")
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	if err := a.engine.Progress(r.Context(), id, token, body.Progress); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	a.writeJSON(w, http.StatusOK, outcomeJSON{ID: id})
+}

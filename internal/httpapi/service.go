@@ -1,0 +1,28 @@
+package httpapi
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/spoolq/spool/api"
+)
+
+func (a *API) healthz(w http.ResponseWriter, r *http.Request) {
+	a.writeJSON(w, http.StatusOK, statusJSON{Status: "ok"})
+}
+
+func (a *API) readyz(w http.ResponseWriter, r *http.Request) {
+	if err := a.engine.Ping(r.Context()); err != nil {
+		a.opts.Logger.Warn("not ready", "err", err)
+		a.writeError(w, r, newError(CodeUnavailable, "", "the store cannot serve requests now"))
+		return
+	}
+	a.writeJSON(w, http.StatusOK, statusJSON{Status: "ready"})
+}
+
+func (a *API) openapi(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(api.OpenAPI)))
+	_, _ = w.Write(api.OpenAPI)
+}

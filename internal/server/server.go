@@ -1,0 +1,163 @@
+// Package server wires Spool together and owns its start and stop order:
+// store → maintenance → engine → HTTP on the way up, the reverse on the way
+// down.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/spoolq/spool/internal/config"
+	"github.com/spoolq/spool/internal/httpapi"
+	"github.com/spoolq/spool/internal/maintenance"
+	"github.com/spoolq/spool/internal/queue"
+	"github.com/spoolq/spool/internal/store"
+	"github.com/spoolq/spool/internal/store/sqlitestore"
+)
+
+// idleMaintenance bounds how long the scheduler and rescuer sleep when they
+// know of nothing due. They are woken for everything this process does; the
+// bound only matters for clock jumps.
+const idleMaintenance = time.Second
+
+// Server is one running Spool node.
+type Server struct {
+	cfg    config.Config
+	logger *slog.Logger
+
+	store     store.Store
+	engine    *queue.Engine
+	scheduler *maintenance.Scheduler
+	rescuer   *maintenance.Rescuer
+	pruner    *maintenance.Pruner
+	http      *http.Server
+	listener  net.Listener
+	served    chan error
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// New returns a server for cfg; Start runs it.
+func New(cfg config.Config, logger *slog.Logger) *Server {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return &Server{cfg: cfg, logger: logger}
+}
+
+// Start opens the store, starts the background services and the engine,
+// and listens. It returns once the server accepts connections.
+func (s *Server) Start(ctx context.Context) error {
+	st, err := sqlitestore.Open(ctx, sqlitestore.Config{Dir: s.cfg.Data, Sync: s.cfg.Sync, Logger: s.logger})
+	if err != nil {
+		return fmt.Errorf("open store: %w", err)
+	}
+	s.store = st
+	now := func() time.Time { return time.Now().UTC() }
+	notify := func(queues []string) { s.engine.NotifyAvailable(queues) }
+	s.scheduler = maintenance.NewScheduler(st, notify, now, idleMaintenance, s.logger)
+	s.rescuer = maintenance.NewRescuer(st, notify, now, idleMaintenance, s.logger)
+	s.pruner = maintenance.NewPruner(st, maintenance.Retention{
+		Completed:    s.cfg.RetainCompleted,
+		Dead:         s.cfg.RetainDead,
+		MaxCompleted: s.cfg.MaxCompleted,
+		MaxDead:      s.cfg.MaxDead,
+		Interval:     s.cfg.PruneInterval,
+	}, now, s.logger)
+	s.engine = queue.New(st, queue.Config{
+		MaxPayloadBytes: s.cfg.MaxPayloadBytes,
+		MaxBatch:        s.cfg.MaxBatch,
+		OnScheduled:     s.scheduler.Wake,
+		OnLeased:        s.rescuer.Wake,
+	})
+	for _, svc := range []interface{ Start(context.Context) error }{s.scheduler, s.rescuer, s.pruner} {
+		if err := svc.Start(ctx); err != nil {
+			s.closeBackground()
+			return fmt.Errorf("start maintenance: %w", err)
+		}
+	}
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		s.closeBackground()
+		return fmt.Errorf("listen on %s: %w", s.cfg.Addr, err)
+	}
+	s.listener = ln
+	s.http = &http.Server{
+		Handler:           httpapi.New(s.engine, httpapi.Options{MaxBodyBytes: s.cfg.MaxBodyBytes, Logger: s.logger}),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       2 * time.Minute,
+		WriteTimeout:      queue.MaxWait + 30*time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
+	}
+	s.served = make(chan error, 1)
+	go func() { s.served <- s.http.Serve(ln) }()
+	s.logger.Info("spool server started", "addr", ln.Addr().String(), "data", s.cfg.Data, "sync", s.cfg.Sync)
+	return nil
+}
+
+// Addr is the address the server listens on.
+func (s *Server) Addr() string {
+	if s.listener == nil {
+		return ""
+	}
+	return s.listener.Addr().String()
+}
+
+// Engine is the server's engine, for tests and embedding.
+func (s *Server) Engine() *queue.Engine { return s.engine }
+
+// Stop shuts down gracefully: stop accepting connections, answer parked
+// fetches, let in-flight requests finish (their commits included) until ctx
+// ends, stop the background services, then close the store. Idempotent.
+func (s *Server) Stop(ctx context.Context) error {
+	s.stopOnce.Do(func() { s.stopErr = s.stop(ctx) })
+	return s.stopErr
+}
+
+func (s *Server) stop(ctx context.Context) error {
+	var errs []error
+	if s.http != nil {
+		shutdown := make(chan error, 1)
+		go func() { shutdown <- s.http.Shutdown(ctx) }()
+		s.engine.Close() // parked fetches answer now instead of holding Shutdown
+		if err := <-shutdown; err != nil {
+			errs = append(errs, fmt.Errorf("shut down http: %w", err))
+			_ = s.http.Close()
+		}
+		if err := <-s.served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errs = append(errs, fmt.Errorf("serve http: %w", err))
+		}
+	}
+	if err := s.closeBackground(); err != nil {
+		errs = append(errs, err)
+	}
+	s.logger.Info("spool server stopped")
+	return errors.Join(errs...)
+}
+
+// closeBackground stops the engine and maintenance and closes the store.
+func (s *Server) closeBackground() error {
+	if s.engine != nil {
+		s.engine.Close()
+	}
+	if s.scheduler != nil {
+		s.pruner.Stop()
+		s.rescuer.Stop()
+		s.scheduler.Stop()
+	}
+	if s.store != nil {
+		if err := s.store.Close(); err != nil {
+			return fmt.Errorf("close store: %w", err)
+		}
+	}
+	return nil
+}

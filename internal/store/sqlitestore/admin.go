@@ -1,0 +1,260 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spoolq/spool/internal/job"
+	"github.com/spoolq/spool/internal/store"
+)
+
+const (
+	sqlCancelNow = `UPDATE jobs SET state = 'cancelled', finished_at = ?, lease_expires_at = NULL
+WHERE seq = ? RETURNING ` + jobColumns
+	sqlCancelRequest = `UPDATE jobs SET cancel_requested = 1 WHERE seq = ? RETURNING ` + jobColumns
+	sqlRetry         = `UPDATE jobs SET state = 'available', attempt = 0, run_at = ?, finished_at = NULL,
+	lease_expires_at = NULL, cancel_requested = 0
+WHERE seq = ? RETURNING ` + jobColumns
+	sqlRetryMany = `UPDATE jobs SET state = 'available', attempt = 0, run_at = ?, finished_at = NULL,
+	lease_expires_at = NULL, cancel_requested = 0
+WHERE queue = ? AND state = ?`
+	sqlDelete     = `DELETE FROM jobs WHERE seq = ?`
+	sqlDeleteMany = `DELETE FROM jobs WHERE queue = ? AND state = ?`
+	sqlSetPaused  = `INSERT INTO queues (name, paused) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET paused = excluded.paused`
+	sqlPurgeQueue = `DELETE FROM jobs WHERE queue = ? AND state = 'available'`
+)
+
+// JobGet returns one job or job.ErrNotFound.
+func (s *Store) JobGet(ctx context.Context, id string) (*job.Job, error) {
+	if err := s.check(); err != nil {
+		return nil, wrap("get job", err)
+	}
+	j, _, err := scanJob(s.rdb.QueryRowContext(ctx, sqlJobByID, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("get job %s: %w", id, job.ErrNotFound)
+	}
+	if err != nil {
+		return nil, wrap("get job", err)
+	}
+	return j, nil
+}
+
+// JobCancel cancels a job; see store.Admin.
+func (s *Store) JobCancel(ctx context.Context, id string, now time.Time) (*job.Job, error) {
+	var out *job.Job
+	err := s.do(ctx, 1, func(w *writer) error {
+		j, seq, err := w.jobByIDSeq(id)
+		if err != nil {
+			return err
+		}
+		switch j.State {
+		case job.StateCancelled:
+			out = j
+			return nil
+		case job.StateCompleted, job.StateDead:
+			return fmt.Errorf("job is %s: %w", j.State, job.ErrInvalidState)
+		case job.StateActive:
+			out, _, err = scanJob(w.conn.QueryRowContext(context.Background(), sqlCancelRequest, seq))
+			return err
+		}
+		out, _, err = scanJob(w.conn.QueryRowContext(context.Background(), sqlCancelNow, now.UTC().UnixNano(), seq))
+		if err != nil {
+			return err
+		}
+		w.fx.move(j.Queue, j.State, job.StateCancelled, 1)
+		if j.State == job.StateAvailable {
+			w.madeUnavailable(j.Queue, entryOf(j, seq))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, wrap(fmt.Sprintf("cancel job %s", id), err)
+	}
+	return out, nil
+}
+
+// JobRetry makes a dead, cancelled, retrying or scheduled job available
+// now; see store.Admin.
+func (s *Store) JobRetry(ctx context.Context, id string, now time.Time) (*job.Job, error) {
+	var out *job.Job
+	err := s.do(ctx, 1, func(w *writer) error {
+		j, seq, err := w.jobByIDSeq(id)
+		if err != nil {
+			return err
+		}
+		if !retryable(j.State) {
+			return fmt.Errorf("job is %s: %w", j.State, job.ErrInvalidState)
+		}
+		out, _, err = scanJob(w.conn.QueryRowContext(context.Background(), sqlRetry, now.UTC().UnixNano(), seq))
+		if err != nil {
+			return err
+		}
+		w.fx.move(j.Queue, j.State, job.StateAvailable, 1)
+		w.madeAvailable(j.Queue, entryOf(out, seq))
+		return nil
+	})
+	if err != nil {
+		return nil, wrap(fmt.Sprintf("retry job %s", id), err)
+	}
+	return out, nil
+}
+
+func retryable(s job.State) bool {
+	return s == job.StateDead || s == job.StateCancelled || s == job.StateRetrying || s == job.StateScheduled
+}
+
+// JobDelete removes a job that is not active; see store.Admin.
+func (s *Store) JobDelete(ctx context.Context, id string) error {
+	err := s.do(ctx, 1, func(w *writer) error {
+		j, seq, err := w.jobByIDSeq(id)
+		if err != nil {
+			return err
+		}
+		if j.State == job.StateActive {
+			return fmt.Errorf("job is active, cancel it first: %w", job.ErrInvalidState)
+		}
+		if _, err := w.conn.ExecContext(context.Background(), sqlDelete, seq); err != nil {
+			return err
+		}
+		w.fx.move(j.Queue, j.State, "", 1)
+		if j.State == job.StateAvailable {
+			w.madeUnavailable(j.Queue, entryOf(j, seq))
+		}
+		return nil
+	})
+	if err != nil {
+		return wrap(fmt.Sprintf("delete job %s", id), err)
+	}
+	return nil
+}
+
+// JobRetryMany retries every job of one queue in one state; see
+// store.Admin.
+func (s *Store) JobRetryMany(ctx context.Context, p *store.JobBulkParams) (int, error) {
+	if !retryable(p.State) {
+		return 0, fmt.Errorf("retry jobs in state %q: %w", p.State, job.ErrInvalidState)
+	}
+	var n int64
+	err := s.do(ctx, 1, func(w *writer) error {
+		res, err := w.conn.ExecContext(context.Background(), sqlRetryMany, p.Now.UTC().UnixNano(), p.Queue, string(p.State))
+		if err != nil {
+			return err
+		}
+		if n, err = res.RowsAffected(); err != nil || n == 0 {
+			return err
+		}
+		w.fx.move(p.Queue, p.State, job.StateAvailable, n)
+		w.resetWindow(p.Queue)
+		return nil
+	})
+	if err != nil {
+		return 0, wrap("retry jobs", err)
+	}
+	return int(n), nil
+}
+
+// JobDeleteMany deletes every job of one queue in one state but active;
+// see store.Admin.
+func (s *Store) JobDeleteMany(ctx context.Context, p *store.JobBulkParams) (int, error) {
+	if p.State == job.StateActive || !p.State.Valid() {
+		return 0, fmt.Errorf("delete jobs in state %q: %w", p.State, job.ErrInvalidState)
+	}
+	var n int64
+	err := s.do(ctx, 1, func(w *writer) error {
+		var err error
+		n, err = w.deleteWhere(p.Queue, sqlDeleteMany, p.Queue, string(p.State))
+		if err != nil || n == 0 {
+			return err
+		}
+		w.fx.move(p.Queue, p.State, "", n)
+		return nil
+	})
+	if err != nil {
+		return 0, wrap("delete jobs", err)
+	}
+	return int(n), nil
+}
+
+// deleteWhere runs a delete of jobs of queue and, if it may have removed
+// available jobs, forgets the queue's window.
+func (w *writer) deleteWhere(queue, query string, args ...any) (int64, error) {
+	res, err := w.conn.ExecContext(context.Background(), query, args...)
+	if err != nil {
+		return 0, err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, err
+	}
+	if n > 0 {
+		w.resetWindow(queue)
+	}
+	return n, nil
+}
+
+// QueueList returns every known queue by name; see store.Admin.
+func (s *Store) QueueList(ctx context.Context) ([]store.QueueInfo, error) {
+	if err := s.check(); err != nil {
+		return nil, wrap("list queues", err)
+	}
+	return s.cat.list(), nil
+}
+
+// QueueGet returns one queue or job.ErrNotFound; see store.Admin.
+func (s *Store) QueueGet(ctx context.Context, name string) (*store.QueueInfo, error) {
+	if err := s.check(); err != nil {
+		return nil, wrap("get queue", err)
+	}
+	q, ok := s.cat.info(name)
+	if !ok {
+		return nil, fmt.Errorf("get queue %s: %w", name, job.ErrNotFound)
+	}
+	return q, nil
+}
+
+// QueueSetPaused pauses or resumes a queue, creating it if unknown; see
+// store.Admin.
+func (s *Store) QueueSetPaused(ctx context.Context, name string, paused bool) error {
+	err := s.do(ctx, 1, func(w *writer) error {
+		if _, err := w.st.setPaused.Exec(name, paused); err != nil {
+			return err
+		}
+		q := w.queues[name]
+		if q == nil {
+			q = &wqueue{name: name, win: newWindow(w.cfg.ReadyWindow, true)}
+			w.queues[name] = q
+			w.fx.queues[name] = struct{}{}
+		}
+		q.paused = paused
+		w.fx.paused[name] = paused
+		w.touched = true
+		return nil
+	})
+	if err != nil {
+		return wrap("set queue paused", err)
+	}
+	return nil
+}
+
+// QueuePurge deletes a queue's available jobs; see store.Admin.
+func (s *Store) QueuePurge(ctx context.Context, name string) (int, error) {
+	var n int64
+	err := s.do(ctx, 1, func(w *writer) error {
+		var err error
+		if n, err = w.deleteWhere(name, sqlPurgeQueue, name); err != nil || n == 0 {
+			return err
+		}
+		w.fx.move(name, job.StateAvailable, "", n)
+		if q := w.queues[name]; q != nil {
+			q.win.clear()
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, wrap("purge queue", err)
+	}
+	return int(n), nil
+}

@@ -1,0 +1,255 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/spoolq/spool/internal/job"
+	"github.com/spoolq/spool/internal/store"
+)
+
+// numStates is how many job states there are.
+const numStates = 7
+
+// stateIndex maps a state to its slot in a counts array, in job.States order.
+func stateIndex(s job.State) int {
+	switch s {
+	case job.StateScheduled:
+		return 0
+	case job.StateAvailable:
+		return 1
+	case job.StateActive:
+		return 2
+	case job.StateRetrying:
+		return 3
+	case job.StateCompleted:
+		return 4
+	case job.StateDead:
+		return 5
+	case job.StateCancelled:
+		return 6
+	}
+	panic(fmt.Sprintf("sqlitestore: unknown job state %q", s))
+}
+
+// counts holds the number of jobs of one queue in every state.
+type counts [numStates]int64
+
+// queueRecord is what the catalog knows of one queue.
+type queueRecord struct {
+	paused bool
+	counts counts
+}
+
+// catalog is the committed view of every known queue: paused flags and
+// counts by state. The writer updates it after each successful commit;
+// QueueList and QueueGet read it without touching the database.
+type catalog struct {
+	mu     sync.RWMutex
+	queues map[string]*queueRecord
+}
+
+// loadCatalog reads the queues table and counts jobs by queue and state
+// (one scan of the jobs_queue_state index).
+func loadCatalog(ctx context.Context, conn *sql.Conn) (*catalog, error) {
+	c := &catalog{queues: make(map[string]*queueRecord)}
+	rows, err := conn.QueryContext(ctx, `SELECT name, paused FROM queues`)
+	if err != nil {
+		return nil, fmt.Errorf("read queues: %w", err)
+	}
+	for rows.Next() {
+		var name string
+		var paused bool
+		if err := rows.Scan(&name, &paused); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read queues: %w", err)
+		}
+		c.queues[name] = &queueRecord{paused: paused}
+	}
+	if err := closeRows(rows); err != nil {
+		return nil, fmt.Errorf("read queues: %w", err)
+	}
+	rows, err = conn.QueryContext(ctx, `SELECT queue, state, COUNT(*) FROM jobs INDEXED BY jobs_queue_state GROUP BY queue, state`)
+	if err != nil {
+		return nil, fmt.Errorf("count jobs: %w", err)
+	}
+	for rows.Next() {
+		var name string
+		var state job.State
+		var n int64
+		if err := rows.Scan(&name, &state, &n); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("count jobs: %w", err)
+		}
+		if !state.Valid() {
+			rows.Close()
+			return nil, fmt.Errorf("count jobs: queue %s has jobs in unknown state %q", name, state)
+		}
+		q := c.queues[name]
+		if q == nil {
+			q = &queueRecord{}
+			c.queues[name] = q
+		}
+		q.counts[stateIndex(state)] = n
+	}
+	if err := closeRows(rows); err != nil {
+		return nil, fmt.Errorf("count jobs: %w", err)
+	}
+	return c, nil
+}
+
+// apply records a committed change.
+func (c *catalog) apply(d *delta) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name := range d.queues {
+		if c.queues[name] == nil {
+			c.queues[name] = &queueRecord{}
+		}
+	}
+	for name, paused := range d.paused {
+		q := c.queues[name]
+		if q == nil {
+			q = &queueRecord{}
+			c.queues[name] = q
+		}
+		q.paused = paused
+	}
+	for name, cs := range d.counts {
+		q := c.queues[name]
+		if q == nil {
+			q = &queueRecord{}
+			c.queues[name] = q
+		}
+		for i, n := range cs {
+			q.counts[i] += n
+		}
+	}
+}
+
+// info returns one queue as the store contract shows it.
+func (c *catalog) info(name string) (*store.QueueInfo, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	q := c.queues[name]
+	if q == nil {
+		return nil, false
+	}
+	return q.info(name), true
+}
+
+// list returns every known queue by name.
+func (c *catalog) list() []store.QueueInfo {
+	c.mu.RLock()
+	out := make([]store.QueueInfo, 0, len(c.queues))
+	for name, q := range c.queues {
+		out = append(out, *q.info(name))
+	}
+	c.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// totals sums the counts of states over every queue.
+func (c *catalog) totals(states ...job.State) int64 {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var n int64
+	for _, q := range c.queues {
+		for _, s := range states {
+			n += q.counts[stateIndex(s)]
+		}
+	}
+	return n
+}
+
+// paused returns the paused flag of every known queue.
+func (c *catalog) pausedFlags() map[string]bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make(map[string]bool, len(c.queues))
+	for name, q := range c.queues {
+		out[name] = q.paused
+	}
+	return out
+}
+
+func (q *queueRecord) info(name string) *store.QueueInfo {
+	cs := make(map[job.State]int64, numStates)
+	for i, s := range job.States {
+		cs[s] = q.counts[i]
+	}
+	return &store.QueueInfo{Name: name, Paused: q.paused, Counts: cs}
+}
+
+// delta is a change to the catalog made by one operation or one batch and
+// not yet committed.
+type delta struct {
+	counts map[string]*counts
+	paused map[string]bool
+	queues map[string]struct{}
+}
+
+func newDelta() *delta {
+	return &delta{counts: make(map[string]*counts), paused: make(map[string]bool), queues: make(map[string]struct{})}
+}
+
+// move records n jobs of queue leaving state from (empty: none) for state
+// to (empty: none).
+func (d *delta) move(queue string, from, to job.State, n int64) {
+	cs := d.counts[queue]
+	if cs == nil {
+		cs = new(counts)
+		d.counts[queue] = cs
+	}
+	if from != "" {
+		cs[stateIndex(from)] -= n
+	}
+	if to != "" {
+		cs[stateIndex(to)] += n
+	}
+}
+
+// merge adds o to d.
+func (d *delta) merge(o *delta) {
+	for name := range o.queues {
+		d.queues[name] = struct{}{}
+	}
+	for name, p := range o.paused {
+		d.paused[name] = p
+	}
+	for name, cs := range o.counts {
+		mine := d.counts[name]
+		if mine == nil {
+			mine = new(counts)
+			d.counts[name] = mine
+		}
+		for i, n := range cs {
+			mine[i] += n
+		}
+	}
+}
+
+// total sums the counts of states in d.
+func (d *delta) total(states ...job.State) int64 {
+	var n int64
+	for _, cs := range d.counts {
+		for _, s := range states {
+			n += cs[stateIndex(s)]
+		}
+	}
+	return n
+}
+
+func (d *delta) reset() {
+	clear(d.counts)
+	clear(d.paused)
+	clear(d.queues)
+}
+
+func (d *delta) empty() bool {
+	return len(d.counts) == 0 && len(d.paused) == 0 && len(d.queues) == 0
+}

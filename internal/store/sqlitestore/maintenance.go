@@ -1,0 +1,271 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"strconv"
+	"time"
+
+	"github.com/spoolq/spool/internal/job"
+	"github.com/spoolq/spool/internal/store"
+)
+
+const (
+	sqlDueJobs = `SELECT seq, queue, state, priority, run_at FROM jobs INDEXED BY jobs_due
+WHERE ` + condDue + ` AND run_at <= ? ORDER BY run_at LIMIT ?`
+	sqlPromote = `UPDATE jobs NOT INDEXED SET state = 'available' WHERE seq IN (SELECT value FROM json_each(?))`
+	sqlNextDue = `SELECT MIN(run_at) FROM jobs INDEXED BY jobs_due WHERE ` + condDue
+
+	sqlExpiredJobs = `SELECT seq, queue, priority, run_at, attempt, max_attempts, cancel_requested
+FROM jobs INDEXED BY jobs_lease WHERE state = 'active' AND lease_expires_at <= ? ORDER BY lease_expires_at LIMIT ?`
+	sqlRescue = `UPDATE jobs SET state = ?, finished_at = ?, lease_expires_at = NULL,
+	errors = json_insert(COALESCE(errors, '[]'), '$[#]', json(?))
+WHERE seq = ?`
+	sqlNextExpiry = `SELECT MIN(lease_expires_at) FROM jobs INDEXED BY jobs_lease WHERE state = 'active'`
+
+	// sqlPruneOldest deletes up to ?3 of the oldest jobs in state ?1 or ?2
+	// finished before ?4.
+	sqlPruneOldest = `DELETE FROM jobs NOT INDEXED WHERE seq IN (
+	SELECT seq FROM jobs INDEXED BY jobs_finished WHERE finished_at < ?4 AND state IN (?1, ?2)
+	ORDER BY finished_at LIMIT ?3)
+RETURNING queue, state`
+)
+
+// leaseExpiredMessage is the error recorded for an attempt whose lease ran out.
+const leaseExpiredMessage = "lease expired"
+
+// due is a scheduled or retrying job that has come due.
+type due struct {
+	seq      int64
+	queue    string
+	state    job.State
+	priority int64
+	runAt    int64
+}
+
+// JobPromoteDue makes due scheduled and retrying jobs available; see
+// store.Maintainer.
+func (s *Store) JobPromoteDue(ctx context.Context, now time.Time, limit int) (*store.MaintenanceResult, error) {
+	res := &store.MaintenanceResult{}
+	err := s.do(ctx, 1, func(w *writer) error {
+		*res = store.MaintenanceResult{}
+		return w.promote(now.UTC(), limit, res)
+	})
+	if err != nil {
+		return nil, wrap("promote due jobs", err)
+	}
+	return res, nil
+}
+
+func (w *writer) promote(now time.Time, limit int, res *store.MaintenanceResult) error {
+	ctx := context.Background()
+	rows, err := w.conn.QueryContext(ctx, sqlDueJobs, now.UnixNano(), limit)
+	if err != nil {
+		return err
+	}
+	var jobs []due
+	for rows.Next() {
+		var d due
+		if err := rows.Scan(&d.seq, &d.queue, &d.state, &d.priority, &d.runAt); err != nil {
+			rows.Close()
+			return err
+		}
+		jobs = append(jobs, d)
+	}
+	if err := closeRows(rows); err != nil {
+		return err
+	}
+	if len(jobs) > 0 {
+		seqs := make([]int64, len(jobs))
+		for i, d := range jobs {
+			seqs[i] = d.seq
+		}
+		if _, err := w.conn.ExecContext(ctx, sqlPromote, seqList(seqs)); err != nil {
+			return err
+		}
+	}
+	seen := make(map[string]bool)
+	for _, d := range jobs {
+		w.fx.move(d.queue, d.state, job.StateAvailable, 1)
+		w.madeAvailable(d.queue, entry{priority: int(d.priority), runAt: d.runAt, seq: d.seq})
+		if !seen[d.queue] {
+			seen[d.queue] = true
+			res.Available = append(res.Available, d.queue)
+		}
+	}
+	res.Count = len(jobs)
+	res.Next, err = w.minTime(sqlNextDue)
+	return err
+}
+
+// expired is an active job whose lease ran out.
+type expired struct {
+	seq                  int64
+	queue                string
+	priority, runAt      int64
+	attempt, maxAttempts int64
+	cancelRequested      bool
+}
+
+// JobRescueExpired takes back jobs whose lease ran out; see
+// store.Maintainer.
+func (s *Store) JobRescueExpired(ctx context.Context, now time.Time, limit int) (*store.MaintenanceResult, error) {
+	res := &store.MaintenanceResult{}
+	err := s.do(ctx, 1, func(w *writer) error {
+		*res = store.MaintenanceResult{}
+		return w.rescue(now.UTC(), limit, res)
+	})
+	if err != nil {
+		return nil, wrap("rescue expired jobs", err)
+	}
+	return res, nil
+}
+
+func (w *writer) rescue(now time.Time, limit int, res *store.MaintenanceResult) error {
+	ctx := context.Background()
+	rows, err := w.conn.QueryContext(ctx, sqlExpiredJobs, now.UnixNano(), limit)
+	if err != nil {
+		return err
+	}
+	var jobs []expired
+	for rows.Next() {
+		var e expired
+		if err := rows.Scan(&e.seq, &e.queue, &e.priority, &e.runAt, &e.attempt, &e.maxAttempts, &e.cancelRequested); err != nil {
+			rows.Close()
+			return err
+		}
+		jobs = append(jobs, e)
+	}
+	if err := closeRows(rows); err != nil {
+		return err
+	}
+	seen := make(map[string]bool)
+	for _, e := range jobs {
+		state := job.StateAvailable
+		var finished any
+		switch {
+		case e.cancelRequested:
+			state, finished = job.StateCancelled, now.UnixNano()
+		case e.attempt >= e.maxAttempts:
+			state, finished = job.StateDead, now.UnixNano()
+		}
+		msg, err := encodeAttemptError(int(e.attempt), leaseExpiredMessage, now)
+		if err != nil {
+			return err
+		}
+		if _, err := w.conn.ExecContext(ctx, sqlRescue, string(state), finished, msg, e.seq); err != nil {
+			return err
+		}
+		w.fx.move(e.queue, job.StateActive, state, 1)
+		if state == job.StateAvailable {
+			w.madeAvailable(e.queue, entry{priority: int(e.priority), runAt: e.runAt, seq: e.seq})
+			if !seen[e.queue] {
+				seen[e.queue] = true
+				res.Available = append(res.Available, e.queue)
+			}
+		}
+	}
+	res.Count = len(jobs)
+	res.Next, err = w.minTime(sqlNextExpiry)
+	return err
+}
+
+// minTime runs a query for one nullable time in unix nanoseconds.
+func (w *writer) minTime(query string) (time.Time, error) {
+	var n sql.NullInt64
+	if err := w.conn.QueryRowContext(context.Background(), query).Scan(&n); err != nil {
+		return time.Time{}, err
+	}
+	return nullTime(n), nil
+}
+
+// JobPrune deletes up to p.Limit final jobs by retention: first those past
+// their age, then the oldest beyond the count caps; see store.Maintainer.
+func (s *Store) JobPrune(ctx context.Context, p *store.JobPruneParams) (int, error) {
+	var total int
+	err := s.do(ctx, 1, func(w *writer) error {
+		var err error
+		total, err = w.prune(p)
+		return err
+	})
+	if err != nil {
+		return 0, wrap("prune jobs", err)
+	}
+	return total, nil
+}
+
+func (w *writer) prune(p *store.JobPruneParams) (int, error) {
+	budget := p.Limit
+	if budget <= 0 {
+		return 0, nil
+	}
+	completed := []job.State{job.StateCompleted, job.StateCancelled}
+	dead := []job.State{job.StateDead}
+	total := 0
+	for _, pass := range []struct {
+		states []job.State
+		before time.Time
+		keep   int
+	}{
+		{completed, p.CompletedBefore, 0},
+		{dead, p.DeadBefore, 0},
+		{completed, time.Time{}, p.KeepCompleted},
+		{dead, time.Time{}, p.KeepDead},
+	} {
+		n := 0
+		if !pass.before.IsZero() {
+			n = budget
+		} else if pass.keep > 0 {
+			have := w.cat.totals(pass.states...) + w.batch.total(pass.states...) + w.fx.total(pass.states...)
+			n = int(min(have-int64(pass.keep), int64(budget)))
+		}
+		if n <= 0 {
+			continue
+		}
+		before := pass.before
+		if before.IsZero() {
+			before = time.Unix(0, 1<<62)
+		}
+		deleted, err := w.pruneOldest(pass.states, before, n)
+		if err != nil {
+			return total, err
+		}
+		total += deleted
+		budget -= deleted
+	}
+	return total, nil
+}
+
+// pruneOldest deletes up to n of the oldest jobs in states (one or two)
+// finished before before.
+func (w *writer) pruneOldest(states []job.State, before time.Time, n int) (int, error) {
+	rows, err := w.conn.QueryContext(context.Background(), sqlPruneOldest, string(states[0]), string(states[len(states)-1]), n, before.UnixNano())
+	if err != nil {
+		return 0, err
+	}
+	deleted := 0
+	for rows.Next() {
+		var queue string
+		var state job.State
+		if err := rows.Scan(&queue, &state); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		w.fx.move(queue, state, "", 1)
+		deleted++
+	}
+	return deleted, closeRows(rows)
+}
+
+// seqList is seqs as a JSON array, for json_each.
+func seqList(seqs []int64) string {
+	buf := make([]byte, 0, len(seqs)*8+2)
+	buf = append(buf, '[')
+	for i, seq := range seqs {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = strconv.AppendInt(buf, seq, 10)
+	}
+	return string(append(buf, ']'))
+}

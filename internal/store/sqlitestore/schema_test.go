@@ -1,0 +1,62 @@
+package sqlitestore
+
+import (
+	"strings"
+	"testing"
+)
+
+// The hot queries use their partial indexes rather than scanning jobs.
+func TestQueryPlansUseIndexes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, tc := range []struct {
+		query string
+		args  []any
+		index string
+	}{
+		{sqlRefill, []any{"q", 10}, "jobs_claim"},
+		{sqlDueJobs, []any{int64(0), 10}, "jobs_due"},
+		{sqlNextDue, nil, "jobs_due"},
+		{sqlExpiredJobs, []any{int64(0), 10}, "jobs_lease"},
+		{sqlNextExpiry, nil, "jobs_lease"},
+		{sqlPruneOldest, []any{"dead", "dead", 10, int64(0)}, "jobs_finished"},
+		{sqlNewestUnique, []any{"q", "k"}, "jobs_unique"},
+		{sqlListQueueState, []any{"q", "dead", 0, 10}, "jobs_queue_state"},
+		{sqlListState, []any{"dead", 0, 10}, "jobs_state"},
+		{sqlListQueue, []any{"q", 0, 10}, "jobs_queue_state"},
+		{sqlClaim, []any{int64(0), int64(0), "[1,2]"}, "INTEGER PRIMARY KEY"},
+		{sqlPromote, []any{"[1,2]"}, "INTEGER PRIMARY KEY"},
+		{sqlLeaseLoad, []any{"id"}, "sqlite_autoindex_jobs_1"},
+		{sqlComplete, []any{"completed", nil, 0, 1}, "INTEGER PRIMARY KEY"},
+		{sqlFailUpdate, []any{"dead", nil, 0, "{}", 1}, "INTEGER PRIMARY KEY"},
+		{sqlExtend, []any{0, 1}, "INTEGER PRIMARY KEY"},
+		{sqlJobsBySeq, []any{"[1,2]"}, "INTEGER PRIMARY KEY"},
+		{sqlRetryMany, []any{0, "q", "dead"}, "jobs_queue_state"},
+		{sqlDeleteMany, []any{"q", "dead"}, "jobs_queue_state"},
+		{sqlPurgeQueue, []any{"q"}, "jobs_queue_state"},
+	} {
+		rows, err := b.s.rdb.Query("EXPLAIN QUERY PLAN "+tc.query, tc.args...)
+		if err != nil {
+			t.Fatalf("explain %s: %v", firstLine(tc.query), err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		if err := closeRows(rows); err != nil {
+			t.Fatal(err)
+		}
+		text := strings.Join(plan, "; ")
+		if !strings.Contains(text, tc.index) || strings.Contains(text, "SCAN jobs;") || strings.HasSuffix(text, "SCAN jobs") {
+			t.Errorf("%s\n  plan: %s\n  want it to use %s without scanning jobs", firstLine(tc.query), text, tc.index)
+		}
+		if strings.Contains(text, "TEMP B-TREE") && tc.index != "jobs_queue_state" && tc.index != "INTEGER PRIMARY KEY" {
+			t.Errorf("%s sorts: %s", firstLine(tc.query), text)
+		}
+	}
+}

@@ -1,0 +1,73 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// statements are the writer's prepared statements, bound to its connection.
+type statements struct {
+	begin, commit, savepoint, release, rollbackTo *sql.Stmt
+
+	insertQueue, setPaused                     *sql.Stmt
+	insertJob, jobByID, jobBySeq, newestUnique *sql.Stmt
+	refill, claim, jobsBySeq                   *sql.Stmt
+	complete, failUpdate, extend               *sql.Stmt
+	progress, leaseLoad, releaseJob            *sql.Stmt
+
+	all []*sql.Stmt
+}
+
+// prepare prepares every statement on conn.
+func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
+	for _, p := range []struct {
+		dst   **sql.Stmt
+		query string
+	}{
+		{&s.begin, `BEGIN IMMEDIATE`},
+		{&s.commit, `COMMIT`},
+		{&s.savepoint, `SAVEPOINT op`},
+		{&s.release, `RELEASE op`},
+		{&s.rollbackTo, `ROLLBACK TO op`},
+		{&s.insertQueue, sqlInsertQueue},
+		{&s.setPaused, sqlSetPaused},
+		{&s.insertJob, sqlInsertJob},
+		{&s.jobByID, sqlJobByID},
+		{&s.jobBySeq, sqlJobBySeq},
+		{&s.newestUnique, sqlNewestUnique},
+		{&s.refill, sqlRefill},
+		{&s.claim, sqlClaim},
+		{&s.jobsBySeq, sqlJobsBySeq},
+		{&s.complete, sqlComplete},
+		{&s.failUpdate, sqlFailUpdate},
+		{&s.extend, sqlExtend},
+		{&s.progress, sqlProgress},
+		{&s.leaseLoad, sqlLeaseLoad},
+		{&s.releaseJob, sqlRelease},
+	} {
+		st, err := conn.PrepareContext(ctx, p.query)
+		if err != nil {
+			return fmt.Errorf("prepare %q: %w", firstLine(p.query), err)
+		}
+		*p.dst = st
+		s.all = append(s.all, st)
+	}
+	return nil
+}
+
+func (s *statements) close() {
+	for _, st := range s.all {
+		_ = st.Close()
+	}
+	s.all = nil
+}
+
+func firstLine(q string) string {
+	for i := 0; i < len(q); i++ {
+		if q[i] == '\n' {
+			return q[:i]
+		}
+	}
+	return q
+}

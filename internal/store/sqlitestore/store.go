@@ -1,0 +1,276 @@
+// Package sqlitestore is Spool's embedded default store: one SQLite database
+// in WAL mode owned by one process.
+//
+// Every change goes through one writer goroutine that owns the only write
+// connection and commits whatever operations are waiting in one transaction
+// (group commit), each in its own savepoint, answering callers only after the
+// commit is durable. The writer keeps, per queue, a bounded in-memory window
+// of the next available jobs in claim order, so that a claim rarely asks the
+// database what to hand out, and the per-queue counts by state, so that
+// listing queues costs no query. Reads (JobGet, JobList, Ping) use a separate
+// connection pool and run beside the writer.
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/spoolq/spool/internal/job"
+	"github.com/spoolq/spool/internal/store"
+)
+
+// Defaults of Config.
+const (
+	// DefaultMaxBatchOps bounds the work of one group commit, in jobs or
+	// items (see Config.MaxBatchOps). Measured on 2 cores, throughput is
+	// flat from about 1000 jobs per commit up; the larger bound keeps it so
+	// on disks with slower fsyncs, at a commit latency of tens of ms.
+	DefaultMaxBatchOps = 4096
+	// DefaultReadyWindow is the per-queue ready window size. It is at least
+	// the largest fetch (1000) so that one refill serves a whole claim.
+	DefaultReadyWindow = 2048
+	// minReadyWindow keeps a window useful even when configured tiny.
+	minReadyWindow = 16
+	// readConns bounds the read pool.
+	readConns = 4
+	// busyTimeoutMillis is how long a connection waits for a lock held by
+	// another process before failing with "database is locked".
+	busyTimeoutMillis = 5000
+)
+
+// Config configures a Store.
+type Config struct {
+	// Dir is the data folder; it is created if missing. The database file
+	// is Dir/spool.db. Required: there is no default.
+	Dir string
+	// Sync is the durability of every commit: "full" fsyncs the write-ahead
+	// log before answering, so an answered change survives power loss;
+	// "normal" (WAL synchronous=NORMAL) survives a crash of the process but
+	// may lose the last commits on power loss. Defaults to "full".
+	Sync string
+	// MaxBatchOps bounds how much work one group commit takes, counted in
+	// jobs or items: a call carrying n jobs or items counts n, any other
+	// call counts one. A single call larger than the bound still commits
+	// alone. Defaults to DefaultMaxBatchOps.
+	MaxBatchOps int
+	// ReadyWindow is how many available jobs per queue the store keeps in
+	// memory in claim order. Defaults to DefaultReadyWindow.
+	ReadyWindow int
+	// Logger receives commit failures and other store events. Defaults to
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// Store is the embedded SQLite store. It implements store.Store and is safe
+// for concurrent use.
+type Store struct {
+	cfg    Config
+	logger *slog.Logger
+	wdb    *sql.DB // one connection, owned by the writer
+	rdb    *sql.DB // the read pool
+	w      *writer
+	cat    *catalog
+
+	// mu guards closed; submitters hold it shared while they hand an
+	// operation to the writer, so that Close never races a send.
+	mu        sync.RWMutex
+	closed    bool
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open opens (creating if needed) the database in cfg.Dir, applies schema
+// migrations, loads the queue catalog and counts, and starts the writer.
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	if err := cfg.normalize(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create data folder: %w", err)
+	}
+	path := filepath.Join(cfg.Dir, "spool.db")
+	wdb, err := sql.Open("sqlite3", dsn(path, cfg.Sync, false))
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	wdb.SetMaxOpenConns(1)
+	wdb.SetMaxIdleConns(1)
+	wdb.SetConnMaxLifetime(0)
+	s := &Store{cfg: cfg, logger: cfg.Logger, wdb: wdb}
+	if err := s.open(ctx, path); err != nil {
+		_ = s.closeDBs()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Store) open(ctx context.Context, path string) error {
+	conn, err := s.wdb.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("open database: %w", mapErr(err))
+	}
+	if err := migrate(ctx, conn); err != nil {
+		_ = conn.Close()
+		return fmt.Errorf("migrate schema: %w", mapErr(err))
+	}
+	s.rdb, err = sql.Open("sqlite3", dsn(path, s.cfg.Sync, true))
+	if err != nil {
+		_ = conn.Close()
+		return fmt.Errorf("open read pool: %w", err)
+	}
+	s.rdb.SetMaxOpenConns(readConns)
+	s.rdb.SetMaxIdleConns(readConns)
+	s.cat, err = loadCatalog(ctx, conn)
+	if err != nil {
+		_ = conn.Close()
+		return fmt.Errorf("load queues: %w", mapErr(err))
+	}
+	s.w, err = newWriter(ctx, conn, s.cfg, s.cat)
+	if err != nil {
+		_ = conn.Close()
+		return fmt.Errorf("start writer: %w", mapErr(err))
+	}
+	go s.w.run()
+	return nil
+}
+
+func (c *Config) normalize() error {
+	if c.Dir == "" {
+		return fmt.Errorf("open store: data folder is required")
+	}
+	switch c.Sync {
+	case "":
+		c.Sync = "full"
+	case "full", "normal":
+	default:
+		return fmt.Errorf("open store: sync %q is not full or normal", c.Sync)
+	}
+	if c.MaxBatchOps <= 0 {
+		c.MaxBatchOps = DefaultMaxBatchOps
+	}
+	if c.ReadyWindow <= 0 {
+		c.ReadyWindow = DefaultReadyWindow
+	}
+	if c.ReadyWindow < minReadyWindow {
+		c.ReadyWindow = minReadyWindow
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return nil
+}
+
+// dsn is the go-sqlite3 connection string for path.
+func dsn(path, sync string, readOnly bool) string {
+	q := url.Values{}
+	q.Set("_journal_mode", "WAL")
+	q.Set("_busy_timeout", fmt.Sprint(busyTimeoutMillis))
+	q.Set("_foreign_keys", "0")
+	if sync == "normal" {
+		q.Set("_synchronous", "NORMAL")
+	} else {
+		q.Set("_synchronous", "FULL")
+	}
+	if readOnly {
+		q.Set("_query_only", "1")
+		q.Set("_cache_size", "-16384")
+	} else {
+		q.Set("_cache_size", "-65536")
+	}
+	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
+}
+
+// Capabilities reports a single-process store without cross-node wake-ups.
+func (s *Store) Capabilities() store.Capabilities { return store.Capabilities{} }
+
+// Ping reports whether the store can serve: it is open, its writer has not
+// failed, and the database answers a read.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.check(); err != nil {
+		return fmt.Errorf("ping store: %w", err)
+	}
+	if err := s.w.failure(); err != nil {
+		return fmt.Errorf("ping store: %w", err)
+	}
+	var one int
+	if err := s.rdb.QueryRowContext(ctx, `SELECT 1`).Scan(&one); err != nil {
+		return fmt.Errorf("ping store: %w", mapErr(err))
+	}
+	return nil
+}
+
+// Close stops accepting calls (later ones get job.ErrUnavailable), lets
+// the writer commit every operation already handed to it, and closes the
+// database. It is idempotent.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		close(s.w.ops)
+		s.mu.Unlock()
+		<-s.w.done
+		s.closeErr = s.closeDBs()
+	})
+	return s.closeErr
+}
+
+func (s *Store) closeDBs() error {
+	var first error
+	if s.w != nil {
+		first = s.w.close()
+	}
+	if s.rdb != nil {
+		if err := s.rdb.Close(); err != nil && first == nil {
+			first = fmt.Errorf("close read pool: %w", err)
+		}
+	}
+	if err := s.wdb.Close(); err != nil && first == nil {
+		first = fmt.Errorf("close database: %w", err)
+	}
+	return first
+}
+
+var errClosed = fmt.Errorf("store closed: %w", job.ErrUnavailable)
+
+// check reports errClosed once Close began.
+func (s *Store) check() error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return errClosed
+	}
+	return nil
+}
+
+// do hands fn to the writer, which runs it inside the next group commit, and
+// waits for the commit. weight is how much of a batch fn uses (jobs or
+// items, at least one).
+func (s *Store) do(ctx context.Context, weight int, fn func(*writer) error) error {
+	o := &op{ctx: ctx, fn: fn, weight: max(weight, 1), done: make(chan error, 1)}
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return errClosed
+	}
+	select {
+	case s.w.ops <- o:
+	case <-ctx.Done():
+		s.mu.RUnlock()
+		return ctx.Err()
+	}
+	s.mu.RUnlock()
+	select {
+	case err := <-o.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

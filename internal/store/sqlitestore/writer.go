@@ -1,0 +1,317 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+)
+
+// op is one store call waiting for the writer. fn runs on the writer
+// goroutine inside the batch transaction, in its own savepoint; its error
+// rolls back only its own changes.
+type op struct {
+	ctx    context.Context
+	fn     func(*writer) error
+	weight int
+	done   chan error
+	err    error
+}
+
+// wqueue is the writer's working view of one known queue.
+type wqueue struct {
+	name   string
+	paused bool
+	win    *window
+}
+
+// writer owns the write connection and every piece of in-memory state
+// derived from the database (ready windows, paused flags); only its
+// goroutine touches them. Callers reach it through Store.do.
+type writer struct {
+	conn   *sql.Conn
+	st     statements
+	cfg    Config
+	logger *slog.Logger
+	cat    *catalog
+
+	ops  chan *op
+	done chan struct{}
+
+	queues map[string]*wqueue
+	// fx collects the catalog changes of the running operation, batch those
+	// of the batch's successful operations.
+	fx, batch *delta
+	// touched is set when the running operation changed queues or windows,
+	// which must then be rebuilt if it fails.
+	touched bool
+
+	commits atomic.Int64 // successful group commits, for tests and metrics
+
+	failMu sync.Mutex
+	failed error // set when the database can no longer be trusted
+}
+
+func newWriter(ctx context.Context, conn *sql.Conn, cfg Config, cat *catalog) (*writer, error) {
+	w := &writer{
+		conn:   conn,
+		cfg:    cfg,
+		logger: cfg.Logger,
+		cat:    cat,
+		ops:    make(chan *op, cfg.MaxBatchOps),
+		done:   make(chan struct{}),
+		fx:     newDelta(),
+		batch:  newDelta(),
+	}
+	// Statement journals (used inside savepoints) stay in memory, and the
+	// WAL file shrinks back after a burst.
+	for _, pragma := range []string{`PRAGMA temp_store = MEMORY`, `PRAGMA journal_size_limit = 67108864`} {
+		if _, err := conn.ExecContext(ctx, pragma); err != nil {
+			return nil, fmt.Errorf("configure write connection: %w", err)
+		}
+	}
+	if err := w.st.prepare(ctx, conn); err != nil {
+		w.st.close()
+		return nil, err
+	}
+	w.loadQueues(cat.pausedFlags())
+	return w, nil
+}
+
+// close releases the statements and the connection. The run loop must have
+// ended.
+func (w *writer) close() error {
+	w.st.close()
+	if err := w.conn.Close(); err != nil {
+		return fmt.Errorf("close write connection: %w", err)
+	}
+	return nil
+}
+
+// run is the writer goroutine: it takes every operation waiting (up to
+// MaxBatchOps of weight) and commits them together, until ops is closed and
+// drained.
+func (w *writer) run() {
+	defer close(w.done)
+	var batch []*op
+	var next *op
+	for {
+		if next == nil {
+			o, ok := <-w.ops
+			if !ok {
+				return
+			}
+			next = o
+		}
+		var open bool
+		batch, next, open = w.gather(batch[:0], next)
+		w.commit(batch)
+		clear(batch)
+		if !open {
+			return
+		}
+	}
+}
+
+// gather appends first and then every operation already waiting to batch,
+// up to MaxBatchOps of weight. It returns the operation that did not fit,
+// if any, and whether ops is still open. It never waits.
+func (w *writer) gather(batch []*op, first *op) (_ []*op, next *op, open bool) {
+	batch = append(batch, first)
+	weight := first.weight
+	for weight < w.cfg.MaxBatchOps {
+		select {
+		case o, ok := <-w.ops:
+			if !ok {
+				return batch, nil, false
+			}
+			if weight+o.weight > w.cfg.MaxBatchOps {
+				return batch, o, true
+			}
+			batch = append(batch, o)
+			weight += o.weight
+		default:
+			return batch, nil, true
+		}
+	}
+	return batch, nil, true
+}
+
+// commit runs batch in one transaction and answers every operation after
+// COMMIT returned.
+func (w *writer) commit(batch []*op) {
+	if err := w.failure(); err != nil {
+		w.answerAll(batch, err)
+		return
+	}
+	if _, err := w.st.begin.Exec(); err != nil {
+		w.abort(batch, fmt.Errorf("begin batch: %w", err))
+		return
+	}
+	w.batch.reset()
+	for _, o := range batch {
+		if err := o.ctx.Err(); err != nil {
+			o.err = err
+			continue
+		}
+		if err := w.apply(o); err != nil {
+			w.abort(batch, err)
+			return
+		}
+	}
+	if _, err := w.st.commit.Exec(); err != nil {
+		w.abort(batch, fmt.Errorf("commit batch: %w", err))
+		return
+	}
+	w.commits.Add(1)
+	if !w.batch.empty() {
+		w.cat.apply(w.batch)
+	}
+	for _, o := range batch {
+		o.done <- o.err
+	}
+}
+
+// apply runs one operation in its own savepoint. The operation's own error
+// goes to o.err; the returned error means the transaction itself broke.
+func (w *writer) apply(o *op) error {
+	if _, err := w.st.savepoint.Exec(); err != nil {
+		return fmt.Errorf("open savepoint: %w", err)
+	}
+	w.fx.reset()
+	w.touched = false
+	o.err = o.fn(w)
+	if o.err == nil {
+		if _, err := w.st.release.Exec(); err != nil {
+			return fmt.Errorf("release savepoint: %w", err)
+		}
+		w.batch.merge(w.fx)
+		return nil
+	}
+	if _, err := w.st.rollbackTo.Exec(); err != nil {
+		return fmt.Errorf("roll back savepoint: %w", err)
+	}
+	if _, err := w.st.release.Exec(); err != nil {
+		return fmt.Errorf("release savepoint: %w", err)
+	}
+	if w.touched {
+		if err := w.resync(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// abort rolls the batch back and answers every operation with err. The
+// in-memory state is rebuilt from the database; an I/O failure makes the
+// store refuse further writes, since what reached the disk is unknown.
+func (w *writer) abort(batch []*op, err error) {
+	_, _ = w.conn.ExecContext(context.Background(), `ROLLBACK`)
+	mapped := mapErr(err)
+	if fatal(err) {
+		w.fail(mapped)
+	} else if rerr := w.resync(); rerr != nil {
+		w.fail(mapErr(rerr))
+	}
+	w.logger.Error("sqlitestore: batch not committed", "ops", len(batch), "err", err)
+	w.answerAll(batch, mapped)
+}
+
+func (w *writer) answerAll(batch []*op, err error) {
+	for _, o := range batch {
+		o.done <- err
+	}
+}
+
+// resync rebuilds the queue view from the database as the connection sees
+// it now and empties every window (they refill lazily).
+func (w *writer) resync() error {
+	rows, err := w.conn.QueryContext(context.Background(), `SELECT name, paused FROM queues`)
+	if err != nil {
+		return fmt.Errorf("reload queues: %w", err)
+	}
+	flags := make(map[string]bool)
+	for rows.Next() {
+		var name string
+		var paused bool
+		if err := rows.Scan(&name, &paused); err != nil {
+			rows.Close()
+			return fmt.Errorf("reload queues: %w", err)
+		}
+		flags[name] = paused
+	}
+	if err := closeRows(rows); err != nil {
+		return fmt.Errorf("reload queues: %w", err)
+	}
+	w.loadQueues(flags)
+	return nil
+}
+
+// loadQueues replaces the queue view; every window starts empty and
+// incomplete.
+func (w *writer) loadQueues(flags map[string]bool) {
+	w.queues = make(map[string]*wqueue, len(flags))
+	for name, paused := range flags {
+		w.queues[name] = &wqueue{name: name, paused: paused, win: newWindow(w.cfg.ReadyWindow, false)}
+	}
+}
+
+// fail puts the writer in its failed state: every later write gets err.
+func (w *writer) fail(err error) {
+	w.failMu.Lock()
+	defer w.failMu.Unlock()
+	if w.failed == nil {
+		w.failed = fmt.Errorf("store failed, restart needed: %w", err)
+		w.logger.Error("sqlitestore: refusing writes after a storage failure", "err", err)
+	}
+}
+
+// failure returns the error of the failed state, or nil.
+func (w *writer) failure() error {
+	w.failMu.Lock()
+	defer w.failMu.Unlock()
+	return w.failed
+}
+
+// ensureQueue returns the queue named name, recording it as known first if
+// needed. A new queue has no available job, so its window starts complete.
+func (w *writer) ensureQueue(name string) (*wqueue, error) {
+	if q := w.queues[name]; q != nil {
+		return q, nil
+	}
+	if _, err := w.st.insertQueue.Exec(name); err != nil {
+		return nil, fmt.Errorf("record queue: %w", err)
+	}
+	q := &wqueue{name: name, win: newWindow(w.cfg.ReadyWindow, true)}
+	w.queues[name] = q
+	w.fx.queues[name] = struct{}{}
+	w.touched = true
+	return q, nil
+}
+
+// madeAvailable records that a job of queue became available.
+func (w *writer) madeAvailable(queue string, e entry) {
+	if q := w.queues[queue]; q != nil {
+		q.win.add(e)
+		w.touched = true
+	}
+}
+
+// madeUnavailable records that an available job of queue left that state
+// without a claim.
+func (w *writer) madeUnavailable(queue string, e entry) {
+	if q := w.queues[queue]; q != nil {
+		q.win.remove(e)
+		w.touched = true
+	}
+}
+
+// resetWindow forgets the window of queue; the next claim refills it.
+func (w *writer) resetWindow(queue string) {
+	if q := w.queues[queue]; q != nil {
+		q.win.reset()
+		w.touched = true
+	}
+}
