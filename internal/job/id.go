@@ -3,7 +3,6 @@ package job
 import (
 	"crypto/rand"
 	"encoding/binary"
-	"regexp"
 	"time"
 )
 
@@ -31,8 +30,6 @@ func NewID(now time.Time) string {
 	return string(out[:])
 }
 
-var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:\-]*$`)
-
 // Limits on names, checked at the edge.
 const (
 	// MaxNameLength bounds queue names, kinds, job ids, unique keys and tags.
@@ -45,5 +42,17 @@ const (
 // 1 to MaxNameLength characters of letters, digits and "_.:-", starting with
 // a letter or digit.
 func ValidName(s string) bool {
-	return len(s) > 0 && len(s) <= MaxNameLength && namePattern.MatchString(s)
+	if len(s) == 0 || len(s) > MaxNameLength {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case i > 0 && (c == '_' || c == '.' || c == ':' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
 }

@@ -147,6 +147,10 @@ func (e *Engine) enqueue(ctx context.Context, reqs []EnqueueRequest, prefix stri
 	return out, nil
 }
 
+// reservedIDs are the fixed path segments under /v1/jobs, which a job id
+// must not shadow.
+var reservedIDs = map[string]bool{"batch": true, "ack": true, "fail": true, "extend": true, "release": true}
+
 // prepare validates req and fills p with it and the defaults.
 func (e *Engine) prepare(req *EnqueueRequest, p *store.JobInsertParams, now time.Time, field func(string) string) error {
 	p.ID = req.ID
@@ -154,6 +158,8 @@ func (e *Engine) prepare(req *EnqueueRequest, p *store.JobInsertParams, now time
 		p.ID = job.NewID(now)
 	} else if !job.ValidName(p.ID) {
 		return job.Invalid(field("id"), "must be 1-%d characters of A-Za-z0-9_.:- starting with a letter or digit", job.MaxNameLength)
+	} else if reservedIDs[p.ID] {
+		return job.Invalid(field("id"), "%q is reserved: it names a route under /v1/jobs", p.ID)
 	}
 	p.Queue = req.Queue
 	if p.Queue == "" {

@@ -81,6 +81,7 @@ func TestPrepareRejectsBadInput(t *testing.T) {
 		{"bad queue", EnqueueRequest{Kind: "k", Queue: "a/b"}, "queue"},
 		{"long queue", EnqueueRequest{Kind: "k", Queue: long}, "queue"},
 		{"bad id", EnqueueRequest{Kind: "k", ID: "-x"}, "id"},
+		{"reserved id", EnqueueRequest{Kind: "k", ID: "batch"}, "id"},
 		{"invalid payload", EnqueueRequest{Kind: "k", Payload: []byte("{")}, "payload"},
 		{"priority too high", EnqueueRequest{Kind: "k", Priority: MaxPriority + 1}, "priority"},
 		{"priority too low", EnqueueRequest{Kind: "k", Priority: -MaxPriority - 1}, "priority"},
