@@ -40,6 +40,11 @@ type Server struct {
 	listener  net.Listener
 	served    chan error
 
+	// fresh holds the connections that have not sent a request yet, so
+	// that shutdown can close them at once instead of waiting for them.
+	freshMu sync.Mutex
+	fresh   map[net.Conn]struct{}
+
 	stopOnce sync.Once
 	stopErr  error
 }
@@ -97,6 +102,7 @@ func (s *Server) Start(ctx context.Context) error {
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
+		ConnState:         s.trackFresh,
 	}
 	s.served = make(chan error, 1)
 	go func() { s.served <- s.http.Serve(ln) }()
@@ -129,6 +135,7 @@ func (s *Server) stop(ctx context.Context) error {
 		shutdown := make(chan error, 1)
 		go func() { shutdown <- s.http.Shutdown(ctx) }()
 		s.engine.Close() // parked fetches answer now instead of holding Shutdown
+		s.closeFresh()
 		if err := <-shutdown; err != nil {
 			errs = append(errs, fmt.Errorf("shut down http: %w", err))
 			_ = s.http.Close()
@@ -142,6 +149,31 @@ func (s *Server) stop(ctx context.Context) error {
 	}
 	s.logger.Info("spool server stopped")
 	return errors.Join(errs...)
+}
+
+// trackFresh records which connections have not sent a request yet.
+func (s *Server) trackFresh(c net.Conn, state http.ConnState) {
+	s.freshMu.Lock()
+	defer s.freshMu.Unlock()
+	if state == http.StateNew {
+		if s.fresh == nil {
+			s.fresh = make(map[net.Conn]struct{})
+		}
+		s.fresh[c] = struct{}{}
+		return
+	}
+	delete(s.fresh, c)
+}
+
+// closeFresh closes the connections that never sent a request: http.Server
+// would otherwise wait up to five seconds for each before shutting down.
+func (s *Server) closeFresh() {
+	s.freshMu.Lock()
+	defer s.freshMu.Unlock()
+	for c := range s.fresh {
+		_ = c.Close()
+	}
+	clear(s.fresh)
 }
 
 // closeBackground stops the engine and maintenance and closes the store.

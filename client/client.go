@@ -1,0 +1,221 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// DefaultUserAgent is the User-Agent a Client sends unless WithUserAgent
+// sets another.
+const DefaultUserAgent = "spool-go-client/1"
+
+// maxErrorBody bounds how much of an error answer is read, and how much of
+// any answer is drained so that its connection can be reused.
+const maxErrorBody = 64 << 10
+
+// Client speaks Spool's HTTP API (docs/protocol.md) for producers, workers
+// and admins. It is safe for concurrent use and reuses connections, so one
+// Client per server is enough for a whole program.
+//
+// Every method takes a context that bounds the call, long polls included.
+// Errors the server answers are *Error values that match the package's
+// sentinel errors with errors.Is; transport failures are returned wrapped
+// with the operation that failed.
+type Client struct {
+	base      string
+	http      *http.Client
+	token     string
+	userAgent string
+}
+
+// Option configures a Client in New.
+type Option func(*Client)
+
+// WithHTTPClient makes the Client send its requests through hc instead of
+// its own tuned client. A Timeout set on hc bounds every call, fetches
+// included, so it must be longer than the longest long poll (up to 60 s);
+// prefer contexts for deadlines.
+func WithHTTPClient(hc *http.Client) Option {
+	return func(c *Client) {
+		if hc != nil {
+			c.http = hc
+		}
+	}
+}
+
+// WithToken makes the Client send "Authorization: Bearer token" with every
+// call, for servers that require authentication.
+func WithToken(token string) Option {
+	return func(c *Client) { c.token = token }
+}
+
+// WithUserAgent replaces DefaultUserAgent, to tell callers apart in server
+// logs.
+func WithUserAgent(ua string) Option {
+	return func(c *Client) { c.userAgent = ua }
+}
+
+// New returns a Client for the server at baseURL, such as
+// "http://127.0.0.1:7311". It does not contact the server; a malformed
+// baseURL shows as an error of the first call.
+func New(baseURL string, opts ...Option) *Client {
+	c := &Client{
+		base:      strings.TrimRight(baseURL, "/"),
+		userAgent: DefaultUserAgent,
+	}
+	for _, opt := range opts {
+		opt(c)
+	}
+	if c.http == nil {
+		c.http = &http.Client{Transport: newTransport()}
+	}
+	return c
+}
+
+// newTransport is a transport that keeps enough idle connections per host
+// for a busy worker (heartbeats, acks and a long poll at once) and bounds
+// connection set-up, but not answers: a long poll legitimately takes up to
+// a minute to answer.
+func newTransport() *http.Transport {
+	return &http.Transport{
+		Proxy: http.ProxyFromEnvironment,
+		DialContext: (&net.Dialer{
+			Timeout:   10 * time.Second,
+			KeepAlive: 30 * time.Second,
+		}).DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          256,
+		MaxIdleConnsPerHost:   128,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
+}
+
+// CloseIdleConnections closes the connections the Client keeps open for
+// reuse, for a program that is done with the Client (or a test about to
+// stop its server). Calls made afterwards open new connections.
+func (c *Client) CloseIdleConnections() {
+	c.http.CloseIdleConnections()
+}
+
+// Health asks whether the server process runs (GET /healthz). It returns
+// nil when it does.
+func (c *Client) Health(ctx context.Context) error {
+	if err := c.do(ctx, http.MethodGet, "/healthz", nil, nil, nil); err != nil {
+		return fmt.Errorf("check health: %w", err)
+	}
+	return nil
+}
+
+// Ready asks whether the server can serve (GET /readyz): nil when its store
+// answers, an error matching ErrUnavailable when it does not.
+func (c *Client) Ready(ctx context.Context) error {
+	if err := c.do(ctx, http.MethodGet, "/readyz", nil, nil, nil); err != nil {
+		return fmt.Errorf("check readiness: %w", err)
+	}
+	return nil
+}
+
+// do sends one request and decodes a 2xx answer into out (when out is not
+// nil and the answer has a body). A body in is sent as JSON when not nil.
+// A 4xx/5xx answer becomes an *Error.
+func (c *Client) do(ctx context.Context, method, path string, query url.Values, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		data, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("encode request: %w", err)
+		}
+		body = bytes.NewReader(data)
+	}
+	u := c.base + path
+	if len(query) > 0 {
+		u += "?" + query.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return fmt.Errorf("build request: %w", err)
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	if c.userAgent != "" {
+		req.Header.Set("User-Agent", c.userAgent)
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err // a *url.Error naming the method and URL
+	}
+	defer func() {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
+		_ = resp.Body.Close()
+	}()
+	if resp.StatusCode >= 400 {
+		return decodeError(resp)
+	}
+	if out == nil || resp.StatusCode == http.StatusNoContent {
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return fmt.Errorf("decode answer of %s %s: %w", method, path, err)
+	}
+	return nil
+}
+
+// decodeError reads an error answer. A body that is not a Spool error (from
+// a proxy, say) still gives an *Error, with an empty Code and the start of
+// the body as Message.
+func decodeError(resp *http.Response) error {
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	var body struct {
+		Error *wireError `json:"error"`
+	}
+	if json.Unmarshal(data, &body) == nil && body.Error != nil && body.Error.Code != "" {
+		return &Error{Status: resp.StatusCode, Code: body.Error.Code, Message: body.Error.Message, Field: body.Error.Field}
+	}
+	msg := strings.TrimSpace(string(data))
+	if len(msg) > 200 {
+		msg = msg[:200] + "…"
+	}
+	if msg == "" {
+		msg = http.StatusText(resp.StatusCode)
+	}
+	return &Error{Status: resp.StatusCode, Message: msg}
+}
+
+// msec converts d to whole milliseconds for a `_ms` field, rounding a
+// positive d up so that a short duration never turns into 0 ("use the
+// default").
+func msec(d time.Duration) int64 {
+	ms := d.Milliseconds()
+	if d > 0 && time.Duration(ms)*time.Millisecond < d {
+		ms++
+	}
+	return ms
+}
+
+// jobPath is the path of one job's resource, plus suffix.
+func jobPath(id, suffix string) string {
+	return "/v1/jobs/" + url.PathEscape(id) + suffix
+}
+
+// queuePath is the path of one queue's resource, plus suffix.
+func queuePath(name, suffix string) string {
+	return "/v1/queues/" + url.PathEscape(name) + suffix
+}

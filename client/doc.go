@@ -1,0 +1,65 @@
+// Package client is the Go SDK of Spool, a durable background job queue
+// server. It speaks the HTTP API of docs/protocol.md and uses only the
+// standard library, so importing it pulls in nothing else.
+//
+// A Client enqueues jobs and manages jobs and queues; a Worker fetches jobs
+// and runs them with handlers:
+//
+//	c := client.New("http://127.0.0.1:7311")
+//	_, err := c.Enqueue(ctx, client.EnqueueParams{
+//		Queue:   "emails",
+//		Kind:    "welcome",
+//		Payload: map[string]int{"user": 42},
+//	})
+//
+//	w := client.NewWorker(c, client.WorkerConfig{Queues: []string{"emails"}})
+//	w.Handle("welcome", func(ctx context.Context, j *client.Job) (any, error) {
+//		var p struct{ User int }
+//		if err := json.Unmarshal(j.Payload, &p); err != nil {
+//			return nil, client.NoRetry(err) // retrying cannot fix bad input
+//		}
+//		return map[string]bool{"sent": true}, sendWelcome(ctx, p.User)
+//	})
+//	err = w.Run(ctx) // until ctx ends; then finishes running jobs and releases the rest
+//
+// # Errors
+//
+// Every error the server answers is an *Error carrying the stable catalog
+// code (Code), the HTTP status, a message and, when one field is at fault,
+// its name. Branch on the code with errors.Is and the sentinel errors
+// (ErrLeaseLost, ErrNotFound, ErrInvalidState, …), and reach the details
+// with errors.As:
+//
+//	if _, err := c.Ack(ctx, j.ID, j.Token(), nil); errors.Is(err, client.ErrLeaseLost) {
+//		// another worker owns the job now: drop the result
+//	}
+//	var apiErr *client.Error
+//	if errors.As(err, &apiErr) && apiErr.Field != "" { … }
+//
+// Transport failures are returned as they come from net/http, wrapped with
+// the operation that failed ("ack job 01J…: Post …: connection refused").
+//
+// # Leases
+//
+// Fetch hands each job out with a Lease whose Token only its holder knows.
+// Ack, Fail, Extend, Progress and Release carry that token; a token that is
+// not current (the lease ran out and the job went to another worker, or the
+// job already finished) gets an error matching ErrLeaseLost and changes
+// nothing, and an unknown id one matching ErrNotFound. The batch forms
+// (AckBatch, FailBatch, ExtendBatch, ReleaseBatch) apply their items one
+// by one: the call's error is for the call as a whole (transport, bad
+// input), and each result's Err holds that item's own *Error, so one stale
+// token fails only its own item.
+//
+// # Durations
+//
+// Durations are time.Duration in Go and whole milliseconds on the wire
+// (the `_ms` fields); a positive duration below a millisecond is rounded
+// up, so it never reads as "use the default".
+//
+// # Delivery
+//
+// Delivery is at least once: a job whose worker dies or stalls past its
+// lease is handed out again with a higher fencing token (Lease.Token), so
+// handlers should be idempotent.
+package client

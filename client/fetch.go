@@ -1,0 +1,51 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// FetchParams asks for jobs to work on.
+type FetchParams struct {
+	// Queues to take jobs from, 1 to 100 names. Jobs come in priority
+	// order, then by run time, then in enqueue order, across the queues.
+	Queues []string
+	// Max is the most jobs to lease: 1 to 1000. Defaults to 1.
+	Max int
+	// Wait makes the fetch a long poll: when no job is available the call
+	// waits up to Wait (at most 60 s) and returns as soon as one is.
+	// Defaults to 0 (answer at once).
+	Wait time.Duration
+	// Lease overrides each job's own lease duration for this hand-out
+	// (100 ms to 24 h) when set.
+	Lease time.Duration
+	// Worker names the caller for display (at most 256 bytes).
+	Worker string
+}
+
+// Fetch leases up to p.Max jobs (POST /v1/fetch). Each job comes back
+// active with its Lease; the caller must ack, fail, extend or release it
+// with Lease.Token before the lease runs out, or the job is handed out
+// again. With p.Wait the call long-polls; it may return no jobs (and a nil
+// error) when the wait ends. Paused queues hand out nothing.
+func (c *Client) Fetch(ctx context.Context, p FetchParams) ([]*Job, error) {
+	body := struct {
+		Queues  []string `json:"queues"`
+		Max     int      `json:"max,omitempty"`
+		WaitMS  int64    `json:"wait_ms,omitempty"`
+		LeaseMS int64    `json:"lease_ms,omitempty"`
+		Worker  string   `json:"worker,omitempty"`
+	}{Queues: p.Queues, Max: p.Max, WaitMS: msec(p.Wait), LeaseMS: msec(p.Lease), Worker: p.Worker}
+	if body.Queues == nil {
+		body.Queues = []string{}
+	}
+	var out struct {
+		Jobs []*Job `json:"jobs"`
+	}
+	if err := c.do(ctx, http.MethodPost, "/v1/fetch", nil, body, &out); err != nil {
+		return nil, fmt.Errorf("fetch jobs: %w", err)
+	}
+	return out.Jobs, nil
+}

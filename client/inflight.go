@@ -1,0 +1,198 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// inflight is one job a Worker fetched and has not finished with. The
+// fields from due on are guarded by Worker.mu; the others are set once. The
+// token is kept apart from job, which the handler may modify.
+type inflight struct {
+	job    *Job
+	token  int64         // fencing token of this hand-out
+	lease  time.Duration // asked for at each heartbeat; 0 means the job's own
+	length time.Duration // how long each lease lasts
+	every  time.Duration // heartbeat interval
+
+	due     time.Time // next heartbeat
+	expires time.Time // when the lease runs out, as far as the worker knows
+
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+	abandon chan struct{} // closed by hardStop
+
+	handlerDone bool // the handler returned; the job is being acked or failed
+	lost        bool // the lease is gone; drop the result, stop heartbeats
+	abandoned   bool // given up by hardStop; released at the end of Run
+	cancelSeen  bool // the server reported cancel_requested
+}
+
+// leaseLength is how long each lease of j lasts, as fetched.
+func (w *Worker) leaseLength(j *Job) time.Duration {
+	switch {
+	case w.cfg.Lease > 0:
+		return w.cfg.Lease
+	case j.LeaseDuration > 0:
+		return j.LeaseDuration
+	case j.Lease != nil && !j.StartedAt.IsZero() && j.Lease.ExpiresAt.After(j.StartedAt):
+		return j.Lease.ExpiresAt.Sub(j.StartedAt)
+	default:
+		return 30 * time.Second
+	}
+}
+
+// start registers a fetched job and runs it. It reports false, and does
+// nothing, once the stop began: the caller then releases the job.
+func (w *Worker) start(j *Job) bool {
+	now := time.Now()
+	length := w.leaseLength(j)
+	every := w.cfg.HeartbeatInterval
+	if every <= 0 {
+		every = max(length/3, 10*time.Millisecond)
+	}
+	e := &inflight{
+		job: j, token: j.Token(), lease: w.cfg.Lease, length: length, every: every,
+		due: now.Add(every), expires: now.Add(length), abandon: make(chan struct{}),
+	}
+
+	w.mu.Lock()
+	if w.stopping {
+		w.mu.Unlock()
+		return false
+	}
+	e.ctx, e.cancel = context.WithCancelCause(w.hardCtx)
+	w.jobs[e] = struct{}{}
+	w.running++
+	w.jobsWG.Add(1)
+	w.mu.Unlock()
+
+	select {
+	case w.hbWake <- struct{}{}:
+	default:
+	}
+	go w.runJob(e)
+	return true
+}
+
+// runJob runs e's handler in a goroutine of its own, so that a handler that
+// ignores its cancelled context cannot hold up a stop, then acks or fails
+// the job.
+func (w *Worker) runJob(e *inflight) {
+	defer w.jobsWG.Done()
+	defer w.forget(e)
+	fn := w.handlers[e.job.Kind]
+	// The handler gets its own copy: what it changes does not reach the
+	// ack, fail or heartbeats.
+	hj := *e.job
+	if hj.Lease != nil {
+		lease := *hj.Lease
+		hj.Lease = &lease
+	}
+	results := make(chan outcome, 1)
+	go func() {
+		defer w.freeSlot()
+		results <- w.call(e.ctx, fn, &hj)
+	}()
+	var o outcome
+	select {
+	case o = <-results:
+	case <-e.abandon:
+		return
+	}
+	w.mu.Lock()
+	drop := e.abandoned || e.lost
+	e.handlerDone = !drop
+	w.mu.Unlock()
+	if drop {
+		w.log.Warn("job result dropped: lease lost or worker stopped", "job_id", e.job.ID, "kind", e.job.Kind, "cause", context.Cause(e.ctx))
+		return
+	}
+	w.finish(e, o)
+}
+
+// forget removes e once its runner is done.
+func (w *Worker) forget(e *inflight) {
+	w.mu.Lock()
+	delete(w.jobs, e)
+	w.mu.Unlock()
+	e.cancel(context.Canceled)
+}
+
+// finish acks or fails e's job according to its handler's outcome.
+func (w *Worker) finish(e *inflight, o outcome) {
+	j := e.job
+	id, token := j.ID, e.token
+	log := w.log.With("job_id", j.ID, "kind", j.Kind, "queue", j.Queue, "attempt", j.Attempt)
+	if o.err == nil {
+		raw, err := marshalValue(o.result)
+		if err != nil {
+			o.err = NoRetry(fmt.Errorf("encode result: %w", err))
+		} else {
+			var res *AckResult
+			err = w.settle(e, func(ctx context.Context) (err error) {
+				res, err = w.c.Ack(ctx, id, token, raw)
+				return err
+			})
+			switch {
+			case err == nil:
+				log.Debug("job acked", "state", res.State)
+				return
+			case errors.Is(err, ErrPayloadTooLarge):
+				o.err = NoRetry(fmt.Errorf("store result: %w", err))
+			default:
+				w.logSettleError(log, "ack", err)
+				return
+			}
+		}
+	}
+	p := failParams(o.err)
+	var res *FailResult
+	err := w.settle(e, func(ctx context.Context) (err error) {
+		res, err = w.c.Fail(ctx, id, token, p)
+		return err
+	})
+	if err != nil {
+		w.logSettleError(log, "fail", err)
+		return
+	}
+	log.Debug("job failed", "state", res.State, "err", truncate(p.Error, 200))
+}
+
+func (w *Worker) logSettleError(log interface{ Warn(string, ...any) }, op string, err error) {
+	if errors.Is(err, ErrLeaseLost) {
+		log.Warn(op+" refused: the lease was lost; another worker may run the job", "err", err)
+		return
+	}
+	log.Warn(op+" failed; the job runs again when its lease expires", "err", err)
+}
+
+// settle makes an ack or fail call, retrying temporary failures with
+// backoff while the lease may still be held (heartbeats go on meanwhile).
+// It gives up when the lease is lost or has run out, or at a hard stop.
+func (w *Worker) settle(e *inflight, call func(ctx context.Context) error) error {
+	for n := 1; ; n++ {
+		ctx, cancel := context.WithTimeout(w.baseCtx, callTimeout)
+		err := call(ctx)
+		cancel()
+		if err == nil || !temporary(err) {
+			return err
+		}
+		d := backoff(n)
+		w.mu.Lock()
+		hopeless := e.lost || time.Now().Add(d).After(e.expires)
+		w.mu.Unlock()
+		if hopeless {
+			return err
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-w.hardCh:
+			t.Stop()
+			return err
+		}
+	}
+}

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spoolq/spool/internal/config"
+	"github.com/spoolq/spool/internal/server"
+)
+
+// cliBundle runs CLI commands against a real server on a temporary folder.
+type cliBundle struct {
+	t      *testing.T
+	server string
+}
+
+func setupCLI(t *testing.T) *cliBundle {
+	t.Helper()
+	cfg := config.Default()
+	cfg.Addr = "127.0.0.1:0"
+	cfg.Data = t.TempDir()
+	srv := server.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err := srv.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Stop(ctx)
+	})
+	return &cliBundle{t: t, server: "http://" + srv.Addr()}
+}
+
+// run runs one client command and returns its exit code and output.
+func (b *cliBundle) run(args ...string) (code int, stdout, stderr string) {
+	b.t.Helper()
+	var out, errOut bytes.Buffer
+	c := &cli{out: &out, errOut: &errOut, getenv: func(k string) string {
+		if k == "SPOOL_SERVER" {
+			return b.server
+		}
+		return ""
+	}}
+	cmds := map[string]func([]string) int{
+		"enqueue": c.enqueue, "jobs": c.jobs, "queues": c.queues, "fetch": c.fetch, "ack": c.ackJob, "fail": c.failJob,
+	}
+	code = cmds[args[0]](args[1:])
+	return code, out.String(), errOut.String()
+}
+
+// ok runs a command that must succeed.
+func (b *cliBundle) ok(args ...string) string {
+	b.t.Helper()
+	code, out, errOut := b.run(args...)
+	if code != 0 {
+		b.t.Fatalf("spool %s: exit %d: %s%s", strings.Join(args, " "), code, out, errOut)
+	}
+	return out
+}
+
+// okJSON runs a command with --json and decodes its output.
+func (b *cliBundle) okJSON(args ...string) map[string]any {
+	b.t.Helper()
+	out := b.ok(append(args, "--json")...)
+	var v map[string]any
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		b.t.Fatalf("spool %s --json: %v: %q", strings.Join(args, " "), err, out)
+	}
+	return v
+}
+
+func TestCLITour(t *testing.T) {
+	t.Parallel()
+	b := setupCLI(t)
+	enq := b.okJSON("enqueue", "--queue", "emails", "--kind", "welcome", "--payload", `{"user":42}`, "--tag", "signup")
+	id := enq["id"].(string)
+	if enq["state"] != "available" || enq["duplicate"] != false {
+		t.Fatalf("enqueue: %v", enq)
+	}
+	table := b.ok("queues", "list")
+	if !strings.Contains(table, "QUEUE") || !hasRow(table, "emails", "no", "0", "1") {
+		t.Fatalf("queues list:\n%s", table)
+	}
+	fetched := b.okJSON("fetch", "--queue", "emails", "--max", "5")
+	jobs := fetched["jobs"].([]any)
+	if len(jobs) != 1 {
+		t.Fatalf("fetch: %v", fetched)
+	}
+	token := jobs[0].(map[string]any)["lease"].(map[string]any)["token"].(float64)
+	ack := b.okJSON("ack", id, "--token", formatInt(token), "--result", `{"sent":true}`)
+	if ack["state"] != "completed" {
+		t.Fatalf("ack: %v", ack)
+	}
+	list := b.ok("jobs", "list", "--queue", "emails", "--state", "completed")
+	if !strings.Contains(list, id) || !strings.Contains(list, "welcome") {
+		t.Fatalf("jobs list:\n%s", list)
+	}
+	got := b.okJSON("jobs", "get", id)
+	if got["state"] != "completed" || got["result"].(map[string]any)["sent"] != true {
+		t.Fatalf("jobs get: %v", got)
+	}
+	if detail := b.ok("jobs", "get", id); !strings.Contains(detail, `{"sent":true}`) || !strings.Contains(detail, "signup") {
+		t.Fatalf("jobs get table:\n%s", detail)
+	}
+}
+
+func TestCLIManagement(t *testing.T) {
+	t.Parallel()
+	b := setupCLI(t)
+	later := b.okJSON("enqueue", "--queue", "m", "--kind", "k", "--delay", "1h")["id"].(string)
+	if c := b.okJSON("jobs", "cancel", later); c["state"] != "cancelled" {
+		t.Fatalf("cancel: %v", c)
+	}
+	if r := b.okJSON("jobs", "retry", later); r["state"] != "available" {
+		t.Fatalf("retry: %v", r)
+	}
+	if q := b.okJSON("queues", "pause", "m"); q["paused"] != true {
+		t.Fatalf("pause: %v", q)
+	}
+	if f := b.okJSON("fetch", "--queue", "m"); len(f["jobs"].([]any)) != 0 {
+		t.Fatalf("paused queue handed out %v", f)
+	}
+	b.ok("queues", "resume", "m")
+	f := b.okJSON("fetch", "--queue", "m")["jobs"].([]any)[0].(map[string]any)
+	token := formatInt(f["lease"].(map[string]any)["token"].(float64))
+	if out := b.okJSON("fail", later, "--token", token, "--error", "boom", "--no-retry"); out["state"] != "dead" {
+		t.Fatalf("fail: %v", out)
+	}
+	if n := b.okJSON("queues", "retry", "m", "--state", "dead"); n["count"].(float64) != 1 {
+		t.Fatalf("bulk retry: %v", n)
+	}
+	b.ok("enqueue", "--queue", "m", "--kind", "k")
+	if out := b.ok("queues", "purge", "m"); !strings.Contains(out, "purged 2 jobs") {
+		t.Fatalf("purge: %q", out)
+	}
+	gone := b.okJSON("enqueue", "--queue", "m", "--kind", "k")["id"].(string)
+	b.ok("jobs", "delete", gone)
+	if code, _, errOut := b.run("jobs", "get", gone); code != 1 || !strings.Contains(errOut, "not_found") {
+		t.Fatalf("get of a deleted job: %d %q", code, errOut)
+	}
+}
+
+func TestCLIBadInput(t *testing.T) {
+	t.Parallel()
+	b := setupCLI(t)
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"enqueue", "--queue", "bad name", "--kind", "k"}, 1, "field queue"},
+		{[]string{"enqueue", "--kind", "k", "--payload", "{not json"}, 1, "not valid JSON"},
+		{[]string{"enqueue", "--kind", "k", "extra"}, 2, "want 0 argument"},
+		{[]string{"jobs", "frobnicate"}, 2, "unknown subcommand"},
+		{[]string{"fetch"}, 2, "--queue is required"},
+		{[]string{"queues", "retry", "q"}, 2, "--state is required"},
+		{[]string{"ack", "nosuchjob", "--token", "3"}, 1, "not_found"},
+	} {
+		code, _, errOut := b.run(tc.args...)
+		if code != tc.code || !strings.Contains(errOut, tc.want) {
+			t.Errorf("spool %s: exit %d %q, want exit %d mentioning %q", strings.Join(tc.args, " "), code, errOut, tc.code, tc.want)
+		}
+	}
+	if qs := b.okJSON("queues", "list")["queues"].([]any); len(qs) != 0 {
+		t.Fatalf("bad input created queues: %v", qs)
+	}
+}
+
+// hasRow reports whether some line of table has fields starting with
+// want, in order.
+func hasRow(table string, want ...string) bool {
+	for _, line := range strings.Split(table, "\n") {
+		f := strings.Fields(line)
+		if len(f) < len(want) {
+			continue
+		}
+		match := true
+		for i, w := range want {
+			match = match && f[i] == w
+		}
+		if match {
+			return true
+		}
+	}
+	return false
+}
+
+func formatInt(f float64) string { return strconv.FormatInt(int64(f), 10) }
