@@ -60,9 +60,10 @@ type Claimer interface {
 	// JobClaim leases up to p.Max available jobs from p.Queues (skipping
 	// paused queues) in order of priority (higher first), then RunAt, then
 	// enqueue order, across all the listed queues. Each claimed job comes
-	// back active with Attempt+1, LeaseToken+1, StartedAt=p.Now and
+	// back active with Attempt+1, LeaseToken+1, StartedAt=p.Now,
 	// LeaseExpiresAt=p.Now+lease, where lease is p.LeaseDuration if set and
-	// the job's own LeaseDuration otherwise. No job is handed to two
+	// the job's own LeaseDuration otherwise, and no Progress (a report
+	// belongs to one attempt). No job is handed to two
 	// concurrent callers. An empty result is not an error.
 	JobClaim(ctx context.Context, p *JobClaimParams) ([]*job.Job, error)
 
@@ -76,9 +77,10 @@ type Claimer interface {
 
 	// JobFail records failed attempts, item by item with the same token
 	// rules as JobComplete. The error is appended to the job's Errors. The
-	// job ends dead when NoRetry is set or Attempt >= MaxAttempts, cancelled
-	// if a cancel was requested, and retrying otherwise with RunAt =
-	// p.Now + (RetryAfter if set, else Backoff.Delay(Attempt, p.Rand)).
+	// job ends cancelled if a cancel was requested (that takes precedence),
+	// else dead when NoRetry is set or Attempt >= MaxAttempts, and retrying
+	// otherwise with RunAt = p.Now + (RetryAfter if set, else
+	// Backoff.Delay(Attempt, p.Rand)).
 	JobFail(ctx context.Context, p *JobFailParams) ([]Outcome, error)
 
 	// JobExtend moves the lease expiry of active jobs to p.Now+Lease (the
@@ -94,7 +96,8 @@ type Claimer interface {
 	// token rules: each becomes available at once with Attempt-1 (the
 	// hand-out does not count) and no error recorded, or cancelled if a
 	// cancel was requested. The lease is cleared; the token keeps its value
-	// so the next hand-out still gets a higher one.
+	// so the next hand-out still gets a higher one; RunAt is unchanged, so
+	// the job keeps its place in claim order.
 	JobRelease(ctx context.Context, p *JobReleaseParams) ([]Outcome, error)
 }
 
@@ -112,8 +115,9 @@ type Admin interface {
 	// It returns the job as it is after the call.
 	JobCancel(ctx context.Context, id string, now time.Time) (*job.Job, error)
 	// JobRetry makes a dead, cancelled, retrying or scheduled job available
-	// now, with its attempt count reset to zero (its errors are kept). Other
-	// states give job.ErrInvalidState. It returns the updated job.
+	// now (RunAt = now), with its attempt count reset to zero, FinishedAt
+	// and CancelRequested cleared and its errors kept. Other states give
+	// job.ErrInvalidState. It returns the updated job.
 	JobRetry(ctx context.Context, id string, now time.Time) (*job.Job, error)
 	// JobDelete removes a job that is not active (job.ErrInvalidState: an
 	// active job must be cancelled first).
@@ -126,7 +130,7 @@ type Admin interface {
 	JobDeleteMany(ctx context.Context, p *JobBulkParams) (int, error)
 
 	// QueueList returns every known queue (one that ever had a job or was
-	// paused) by name.
+	// paused), sorted by name.
 	QueueList(ctx context.Context) ([]QueueInfo, error)
 	// QueueGet returns one queue or job.ErrNotFound.
 	QueueGet(ctx context.Context, name string) (*QueueInfo, error)
@@ -167,7 +171,9 @@ type Store interface {
 }
 
 // JobInsertParams is one job to insert. The engine has validated it and set
-// its defaults; the store stores it as given.
+// its defaults; the store stores it as given: Payload byte for byte, times
+// to at least millisecond precision. A State other than scheduled or
+// available is refused with an error, failing the whole insert.
 type JobInsertParams struct {
 	ID            string
 	Queue         string
@@ -301,6 +307,8 @@ type JobListParams struct {
 	// State filters by state; empty means every state.
 	State job.State
 	// Cursor is the Next of the previous page; empty starts at the oldest.
+	// Cursors stay valid across restarts. A cursor the store did not issue
+	// is an error wrapping a *job.InputError.
 	Cursor string
 	// Limit caps the page size (the engine bounds it).
 	Limit int

@@ -1,0 +1,75 @@
+// Package storetest is the conformance suite of the storage contract: the
+// tests and benchmarks that every store.Store backend must pass, whatever
+// database it runs on. A backend's own tests call Run and Bench with a
+// Harness that opens fresh stores; a backend is done when Run passes.
+//
+// The suite holds a store to the doc comments of package store and package
+// job, and nothing else: it reads state only through the Store interface,
+// passes every time explicitly (a fixed base time plus offsets, whole
+// milliseconds so that stores keeping microseconds compare equal), and
+// never sleeps. It asks one thing of a store that the contract implies
+// rather than states: a job whose State is neither scheduled nor available
+// is refused, which is how the suite makes a batch fail to check that
+// JobInsertMany is all or none.
+package storetest
+
+import (
+	"testing"
+
+	"github.com/spoolq/spool/internal/store"
+)
+
+// Harness gives the suite fresh stores of the backend under test.
+type Harness struct {
+	// Open returns a new store on fresh, empty storage. It registers with
+	// tb.Cleanup whatever closes the store and removes its data; the suite
+	// may close the store first, since Close is idempotent.
+	Open func(tb testing.TB) store.Store
+	// Reopen closes s and returns a new store on the same data, as a
+	// restart of the server would, registering the new store's release
+	// with tb.Cleanup. Nil leaves out the restart checks.
+	Reopen func(tb testing.TB, s store.Store) store.Store
+	// Capabilities is what the store must report.
+	Capabilities store.Capabilities
+}
+
+// test is one behaviour of the contract, checked on a fresh store.
+type test struct {
+	name string
+	fn   func(b *bundle)
+}
+
+// group gathers the tests of one store method.
+type group struct {
+	name  string
+	tests []test
+}
+
+// Run checks the store that h opens against the whole storage contract:
+// one parallel subtest per behaviour, each on its own fresh store, grouped
+// by store method; then concurrent claims, acks, inserts and rescues; then
+// seeded runs of random operations compared step by step with a reference
+// model of the contract (the seed is in the subtest's name). After each
+// subtest that leaves its store open, the suite checks that the queue
+// counts agree with the jobs the store lists and that every job's lease
+// and finish times fit its state.
+func Run(t *testing.T, h Harness) {
+	if h.Open == nil {
+		t.Fatal("storetest: Harness.Open is nil")
+	}
+	groups := [][]group{insertTests(), claimTests(), leaseTests(), adminTests(), queueTests(),
+		maintenanceTests(), lifecycleTests(h), concurrencyTests(), modelTests()}
+	for _, gs := range groups {
+		for _, g := range gs {
+			t.Run(g.name, func(t *testing.T) {
+				t.Parallel()
+				for _, tc := range g.tests {
+					t.Run(tc.name, func(t *testing.T) {
+						t.Parallel()
+						tc.fn(setup(t, h))
+					})
+				}
+			})
+		}
+	}
+}
