@@ -8,7 +8,7 @@ import (
 
 // statements are the writer's prepared statements, bound to its connection.
 type statements struct {
-	begin, commit, savepoint, release, rollbackTo *sql.Stmt
+	begin, commit *sql.Stmt
 
 	insertQueue, setPaused                     *sql.Stmt
 	insertJob, jobByID, jobBySeq, newestUnique *sql.Stmt
@@ -27,9 +27,6 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 	}{
 		{&s.begin, `BEGIN IMMEDIATE`},
 		{&s.commit, `COMMIT`},
-		{&s.savepoint, `SAVEPOINT op`},
-		{&s.release, `RELEASE op`},
-		{&s.rollbackTo, `ROLLBACK TO op`},
 		{&s.insertQueue, sqlInsertQueue},
 		{&s.setPaused, sqlSetPaused},
 		{&s.insertJob, sqlInsertJob},

@@ -3,8 +3,9 @@
 //
 // Every change goes through one writer goroutine that owns the only write
 // connection and commits whatever operations are waiting in one transaction
-// (group commit), each in its own savepoint, answering callers only after the
-// commit is durable. The writer keeps, per queue, a bounded in-memory window
+// (group commit), answering callers only after the commit is durable; an
+// operation that fails unexpectedly is split off into a transaction of its
+// own so that it never takes the others down with it. The writer keeps, per queue, a bounded in-memory window
 // of the next available jobs in claim order, so that a claim rarely asks the
 // database what to hand out, and the per-queue counts by state, so that
 // listing queues costs no query. Reads (JobGet, JobList, Ping) use a separate

@@ -3,15 +3,20 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
+
+	"github.com/spoolq/spool/internal/job"
 )
 
 // op is one store call waiting for the writer. fn runs on the writer
-// goroutine inside the batch transaction, in its own savepoint; its error
-// rolls back only its own changes.
+// goroutine inside the batch transaction. It must refuse (with a sentinel
+// of package job or an *job.InputError) before it writes anything; any
+// other error makes the writer roll back and rerun the batch's operations
+// one transaction each (see writer.commit).
 type op struct {
 	ctx    context.Context
 	fn     func(*writer) error
@@ -141,67 +146,103 @@ func (w *writer) gather(batch []*op, first *op) (_ []*op, next *op, open bool) {
 
 // commit runs batch in one transaction and answers every operation after
 // COMMIT returned.
+//
+// Operations run without savepoints: an operation that refuses (not found,
+// lease lost, invalid state, bad input) must do so before it writes
+// anything, so its refusal leaves the transaction clean. Any other error
+// may have left partial writes behind: the whole transaction is rolled back
+// and every operation of the batch runs again in a transaction of its own,
+// so that the failure stays with the operation that caused it.
 func (w *writer) commit(batch []*op) {
 	if err := w.failure(); err != nil {
 		w.answerAll(batch, err)
 		return
 	}
-	if _, err := w.st.begin.Exec(); err != nil {
-		w.abort(batch, fmt.Errorf("begin batch: %w", err))
+	split, err := w.commitTogether(batch)
+	if err != nil {
+		w.abort(batch, err)
 		return
 	}
-	w.batch.reset()
+	if !split {
+		return
+	}
 	for _, o := range batch {
+		if err := w.failure(); err != nil {
+			o.done <- err
+			continue
+		}
+		if _, err := w.commitTogether([]*op{o}); err != nil {
+			w.abort([]*op{o}, err)
+		}
+	}
+}
+
+// commitTogether runs ops in one transaction. When an operation fails in a
+// way that may have left partial writes, it rolls back, resynchronises the
+// in-memory state and reports split (with a single operation it answers
+// that operation with its error instead). It answers the operations once
+// they are committed. err means the transaction itself broke and nobody
+// was answered.
+func (w *writer) commitTogether(ops []*op) (split bool, err error) {
+	if _, err := w.st.begin.Exec(); err != nil {
+		return false, fmt.Errorf("begin batch: %w", err)
+	}
+	w.batch.reset()
+	for _, o := range ops {
 		if err := o.ctx.Err(); err != nil {
 			o.err = err
 			continue
 		}
-		if err := w.apply(o); err != nil {
-			w.abort(batch, err)
-			return
+		if w.apply(o) {
+			continue
 		}
+		if _, err := w.conn.ExecContext(context.Background(), `ROLLBACK`); err != nil {
+			return false, fmt.Errorf("roll back batch: %w", err)
+		}
+		if err := w.resync(); err != nil {
+			return false, fmt.Errorf("roll back batch: %w", err)
+		}
+		if len(ops) > 1 {
+			return true, nil
+		}
+		if fatal(o.err) {
+			w.fail(mapErr(o.err))
+		}
+		o.done <- mapErr(o.err)
+		return false, nil
 	}
 	if _, err := w.st.commit.Exec(); err != nil {
-		w.abort(batch, fmt.Errorf("commit batch: %w", err))
-		return
+		return false, fmt.Errorf("commit batch: %w", err)
 	}
 	w.commits.Add(1)
 	if !w.batch.empty() {
 		w.cat.apply(w.batch)
 	}
-	for _, o := range batch {
+	for _, o := range ops {
 		o.done <- o.err
 	}
+	return false, nil
 }
 
-// apply runs one operation in its own savepoint. The operation's own error
-// goes to o.err; the returned error means the transaction itself broke.
-func (w *writer) apply(o *op) error {
-	if _, err := w.st.savepoint.Exec(); err != nil {
-		return fmt.Errorf("open savepoint: %w", err)
-	}
+// apply runs one operation and reports whether the transaction is still
+// clean: true when it succeeded or refused before writing.
+func (w *writer) apply(o *op) bool {
 	w.fx.reset()
 	w.touched = false
 	o.err = o.fn(w)
 	if o.err == nil {
-		if _, err := w.st.release.Exec(); err != nil {
-			return fmt.Errorf("release savepoint: %w", err)
-		}
 		w.batch.merge(w.fx)
-		return nil
+		return true
 	}
-	if _, err := w.st.rollbackTo.Exec(); err != nil {
-		return fmt.Errorf("roll back savepoint: %w", err)
-	}
-	if _, err := w.st.release.Exec(); err != nil {
-		return fmt.Errorf("release savepoint: %w", err)
-	}
-	if w.touched {
-		if err := w.resync(); err != nil {
-			return err
-		}
-	}
-	return nil
+	return refusal(o.err) && !w.touched
+}
+
+// refusal reports whether err is an operation declining the call for the
+// caller's reason, which by contract happens before any write.
+func refusal(err error) bool {
+	var in *job.InputError
+	return errors.Is(err, job.ErrNotFound) || errors.Is(err, job.ErrLeaseLost) ||
+		errors.Is(err, job.ErrInvalidState) || errors.As(err, &in)
 }
 
 // abort rolls the batch back and answers every operation with err. The
