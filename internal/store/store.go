@@ -60,7 +60,9 @@ type Claimer interface {
 	// JobClaim leases up to p.Max available jobs from p.Queues (skipping
 	// paused queues) in order of priority (higher first), then RunAt, then
 	// enqueue order, across all the listed queues. Each claimed job comes
-	// back active with Attempt+1, LeaseToken+1, StartedAt=p.Now,
+	// back active with Attempt+1, a LeaseToken higher than any token the job
+	// had before (tokens only grow, across restarts and crashes too),
+	// StartedAt=p.Now,
 	// LeaseExpiresAt=p.Now+lease, where lease is p.LeaseDuration if set and
 	// the job's own LeaseDuration otherwise, and no Progress (a report
 	// belongs to one attempt). No job is handed to two

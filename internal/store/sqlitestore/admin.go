@@ -12,19 +12,21 @@ import (
 )
 
 const (
-	sqlCancelNow = `UPDATE jobs SET state = 'cancelled', finished_at = ?, lease_expires_at = NULL
-WHERE seq = ? RETURNING ` + jobColumns
-	sqlCancelRequest = `UPDATE jobs SET cancel_requested = 1 WHERE seq = ? RETURNING ` + jobColumns
-	sqlRetry         = `UPDATE jobs SET state = 'available', attempt = 0, run_at = ?, finished_at = NULL,
+	sqlCancelNow = `UPDATE jobs SET state = 'cancelled', finished_at = ?, lease_expires_at = NULL WHERE seq = ?`
+	// sqlPersistLease writes a lease held in memory to the job's row.
+	sqlPersistLease = `UPDATE jobs SET state = 'active', attempt = ?1, lease_token = ?2, started_at = ?3,
+	lease_expires_at = ?4, cancel_requested = ?5, progress = ?6 WHERE seq = ?7`
+	sqlRetry = `UPDATE jobs SET state = 'available', attempt = 0, run_at = ?, finished_at = NULL,
 	lease_expires_at = NULL, cancel_requested = 0
-WHERE seq = ? RETURNING ` + jobColumns
+WHERE seq = ?`
 	sqlRetryMany = `UPDATE jobs SET state = 'available', attempt = 0, run_at = ?, finished_at = NULL,
 	lease_expires_at = NULL, cancel_requested = 0
 WHERE queue = ? AND state = ?`
-	sqlDelete     = `DELETE FROM jobs WHERE seq = ?`
-	sqlDeleteMany = `DELETE FROM jobs WHERE queue = ? AND state = ?`
+	sqlDelete = `DELETE FROM jobs WHERE seq = ?`
+	// sqlDeleteMany deletes the jobs of queue ?1 in state ?2 but those whose
+	// seqs are in the JSON array ?3 (the active ones).
+	sqlDeleteMany = `DELETE FROM jobs WHERE queue = ?1 AND state = ?2 AND seq NOT IN (SELECT value FROM json_each(?3))`
 	sqlSetPaused  = `INSERT INTO queues (name, paused) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET paused = excluded.paused`
-	sqlPurgeQueue = `DELETE FROM jobs WHERE queue = ? AND state = 'available'`
 )
 
 // JobGet returns one job or job.ErrNotFound.
@@ -39,14 +41,39 @@ func (s *Store) JobGet(ctx context.Context, id string) (*job.Job, error) {
 	if err != nil {
 		return nil, wrap("get job", err)
 	}
+	if v, ok := s.leases.viewOf(id); ok {
+		v.overlay(j)
+	}
 	return j, nil
 }
 
-// JobCancel cancels a job; see store.Admin.
+// persist writes lease l to its job's row, so that it survives a restart.
+func (w *writer) persist(l *lease, cancel bool) error {
+	if _, err := w.st.persistLease.Exec(l.attempt, l.token, l.startedAt.UnixNano(), l.expiresAt.UnixNano(),
+		cancel, blobOrNull(l.progress), l.seq); err != nil {
+		return fmt.Errorf("write lease of job %s: %w", l.id, err)
+	}
+	return nil
+}
+
+// JobCancel cancels a job; see store.Admin. Cancelling an active job
+// writes its lease to the database with the cancel, so that a crash cannot
+// run the job again.
 func (s *Store) JobCancel(ctx context.Context, id string, now time.Time) (*job.Job, error) {
 	var out *job.Job
 	err := s.do(ctx, 1, func(w *writer) error {
-		j, seq, err := w.jobByIDSeq(id)
+		if l := w.leases.get(id); l != nil {
+			if !l.cancel {
+				if err := w.persist(l, true); err != nil {
+					return err
+				}
+				w.change(l, func(l *lease) { l.cancel, l.persisted = true, true })
+			}
+			var err error
+			out, _, err = w.load(id)
+			return err
+		}
+		j, seq, err := w.load(id)
 		if err != nil {
 			return err
 		}
@@ -56,18 +83,16 @@ func (s *Store) JobCancel(ctx context.Context, id string, now time.Time) (*job.J
 			return nil
 		case job.StateCompleted, job.StateDead:
 			return fmt.Errorf("job is %s: %w", j.State, job.ErrInvalidState)
-		case job.StateActive:
-			out, _, err = scanJob(w.conn.QueryRowContext(context.Background(), sqlCancelRequest, seq))
-			return err
 		}
-		out, _, err = scanJob(w.conn.QueryRowContext(context.Background(), sqlCancelNow, now.UTC().UnixNano(), seq))
-		if err != nil {
+		if _, err := w.conn.ExecContext(context.Background(), sqlCancelNow, now.UTC().UnixNano(), seq); err != nil {
 			return err
 		}
 		w.fx.move(j.Queue, j.State, job.StateCancelled, 1)
 		if j.State == job.StateAvailable {
 			w.madeUnavailable(j.Queue, entryOf(j, seq))
 		}
+		j.State, j.FinishedAt, j.LeaseExpiresAt = job.StateCancelled, now.UTC(), time.Time{}
+		out = j
 		return nil
 	})
 	if err != nil {
@@ -81,19 +106,21 @@ func (s *Store) JobCancel(ctx context.Context, id string, now time.Time) (*job.J
 func (s *Store) JobRetry(ctx context.Context, id string, now time.Time) (*job.Job, error) {
 	var out *job.Job
 	err := s.do(ctx, 1, func(w *writer) error {
-		j, seq, err := w.jobByIDSeq(id)
+		j, seq, err := w.load(id)
 		if err != nil {
 			return err
 		}
 		if !retryable(j.State) {
 			return fmt.Errorf("job is %s: %w", j.State, job.ErrInvalidState)
 		}
-		out, _, err = scanJob(w.conn.QueryRowContext(context.Background(), sqlRetry, now.UTC().UnixNano(), seq))
-		if err != nil {
+		at := now.UTC()
+		if _, err := w.conn.ExecContext(context.Background(), sqlRetry, at.UnixNano(), seq); err != nil {
 			return err
 		}
 		w.fx.move(j.Queue, j.State, job.StateAvailable, 1)
-		w.madeAvailable(j.Queue, entryOf(out, seq))
+		j.State, j.Attempt, j.RunAt, j.FinishedAt, j.CancelRequested = job.StateAvailable, 0, at, time.Time{}, false
+		w.madeAvailable(j.Queue, entryOf(j, seq))
+		out = j
 		return nil
 	})
 	if err != nil {
@@ -109,7 +136,7 @@ func retryable(s job.State) bool {
 // JobDelete removes a job that is not active; see store.Admin.
 func (s *Store) JobDelete(ctx context.Context, id string) error {
 	err := s.do(ctx, 1, func(w *writer) error {
-		j, seq, err := w.jobByIDSeq(id)
+		j, seq, err := w.load(id)
 		if err != nil {
 			return err
 		}
@@ -165,7 +192,7 @@ func (s *Store) JobDeleteMany(ctx context.Context, p *store.JobBulkParams) (int,
 	var n int64
 	err := s.do(ctx, 1, func(w *writer) error {
 		var err error
-		n, err = w.deleteWhere(p.Queue, sqlDeleteMany, p.Queue, string(p.State))
+		n, err = w.deleteWhere(p.Queue, sqlDeleteMany, p.Queue, string(p.State), w.leasedSeqs(p.Queue))
 		if err != nil || n == 0 {
 			return err
 		}
@@ -224,7 +251,7 @@ func (s *Store) QueueSetPaused(ctx context.Context, name string, paused bool) er
 		}
 		q := w.queues[name]
 		if q == nil {
-			q = &wqueue{name: name, win: newWindow(w.cfg.ReadyWindow, true)}
+			q = &wqueue{name: name, win: newWindow(w.cfg.ReadyWindow, true, w.cache)}
 			w.queues[name] = q
 			w.fx.queues[name] = struct{}{}
 		}
@@ -244,7 +271,7 @@ func (s *Store) QueuePurge(ctx context.Context, name string) (int, error) {
 	var n int64
 	err := s.do(ctx, 1, func(w *writer) error {
 		var err error
-		if n, err = w.deleteWhere(name, sqlPurgeQueue, name); err != nil || n == 0 {
+		if n, err = w.deleteWhere(name, sqlDeleteMany, name, string(job.StateAvailable), w.leasedSeqs(name)); err != nil || n == 0 {
 			return err
 		}
 		w.fx.move(name, job.StateAvailable, "", n)
@@ -257,4 +284,17 @@ func (s *Store) QueuePurge(ctx context.Context, name string) (int, error) {
 		return 0, wrap("purge queue", err)
 	}
 	return int(n), nil
+}
+
+// leasedSeqs is the JSON array of the seqs of queue's active jobs.
+func (w *writer) leasedSeqs(queue string) string {
+	var seqs []int64
+	if w.leases.inQueue(queue) > 0 {
+		for _, l := range w.leases.byID {
+			if l.queue == queue {
+				seqs = append(seqs, l.seq)
+			}
+		}
+	}
+	return seqList(seqs)
 }

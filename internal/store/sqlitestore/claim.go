@@ -3,27 +3,34 @@ package sqlitestore
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/store"
 )
 
+// The refill reads follow a window's bound (priority p, run time r, seq q)
+// in claim order with three plain range seeks on jobs_claim: the rest of
+// run time r, the rest of priority p, then the lower priorities. (One
+// query with an OR or a row value would scan from the start of priority p,
+// through every job handed out since, whose rows still say available.)
 const (
-	sqlRefill = `SELECT seq, priority, run_at FROM jobs INDEXED BY jobs_claim
-WHERE queue = ? AND state = 'available'
-ORDER BY priority DESC, run_at, seq LIMIT ?`
-	// sqlClaim leases the jobs whose seqs are listed in the JSON array ?3.
-	// ?2 is the lease override in nanoseconds, zero for each job's own.
-	sqlClaim = `UPDATE jobs NOT INDEXED SET state = 'active', attempt = attempt + 1, lease_token = lease_token + 1,
-	started_at = ?1, lease_expires_at = ?1 + (CASE WHEN ?2 > 0 THEN ?2 ELSE lease_ns END), progress = NULL
-WHERE seq IN (SELECT value FROM json_each(?3)) AND state = 'available'`
+	sqlRefillSameRunAt = `SELECT seq, priority, run_at FROM jobs INDEXED BY jobs_claim
+WHERE queue = ?1 AND state = 'available' AND priority = ?2 AND run_at = ?3 AND seq > ?4
+ORDER BY priority DESC, run_at, seq LIMIT ?5`
+	sqlRefillSamePriority = `SELECT seq, priority, run_at FROM jobs INDEXED BY jobs_claim
+WHERE queue = ?1 AND state = 'available' AND priority = ?2 AND run_at > ?3
+ORDER BY priority DESC, run_at, seq LIMIT ?4`
+	sqlRefillBelow = `SELECT seq, priority, run_at FROM jobs INDEXED BY jobs_claim
+WHERE queue = ?1 AND state = 'available' AND priority < ?2
+ORDER BY priority DESC, run_at, seq LIMIT ?3`
 	// sqlJobsBySeq reads the jobs whose seqs are listed in the JSON array.
-	// (RETURNING on the update would cost more than this second pass.)
 	sqlJobsBySeq = `SELECT ` + jobColumns + ` FROM jobs NOT INDEXED WHERE seq IN (SELECT value FROM json_each(?))`
 )
 
-// JobClaim leases up to p.Max available jobs; see store.Claimer.
+// JobClaim leases up to p.Max available jobs; see store.Claimer. The lease
+// lives in memory (see lease); the claim writes nothing.
 func (s *Store) JobClaim(ctx context.Context, p *store.JobClaimParams) ([]*job.Job, error) {
 	if p.Max <= 0 || len(p.Queues) == 0 {
 		if err := s.check(); err != nil {
@@ -53,16 +60,18 @@ type pick struct {
 // order and leases them.
 func (w *writer) claim(p *store.JobClaimParams) ([]*job.Job, error) {
 	qs := w.claimable(p.Queues)
-	if len(qs) == 0 {
+	room := w.cfg.MaxActive - len(w.leases.byID)
+	if len(qs) == 0 || room <= 0 {
 		return nil, nil
 	}
+	want := min(p.Max, room)
 	now := p.Now.UTC()
 	var out []*job.Job
-	for len(out) < p.Max {
-		need := p.Max - len(out)
+	for len(out) < want {
+		need := want - len(out)
 		for _, q := range qs {
 			if q.win.len() < need && !q.win.complete {
-				if err := w.refill(q); err != nil {
+				if err := w.refill(q, need); err != nil {
 					return nil, err
 				}
 			}
@@ -100,30 +109,77 @@ func (w *writer) claimable(names []string) []*wqueue {
 	return qs
 }
 
-// refill replaces the window of q with the first available jobs of q from
-// the claim index.
-func (w *writer) refill(q *wqueue) error {
-	rows, err := w.st.refill.Query(q.name, q.win.capacity)
-	if err != nil {
-		return fmt.Errorf("refill window of %s: %w", q.name, err)
-	}
-	es := make([]entry, 0, q.win.capacity)
-	for rows.Next() {
-		var e entry
-		var prio int64
-		if err := rows.Scan(&e.seq, &prio, &e.runAt); err != nil {
-			rows.Close()
+// refill reads the next available jobs of q after its window's bound from
+// the claim index, skipping leased ones, until the window holds at least
+// need jobs (and up to its capacity) or the queue has no more.
+func (w *writer) refill(q *wqueue, need int) error {
+	w.touched = true
+	for q.win.len() < need && !q.win.complete {
+		limit := q.win.capacity - q.win.len()
+		if limit <= 0 {
+			return nil
+		}
+		rows, last, err := w.readAfter(q, limit)
+		if err != nil {
 			return fmt.Errorf("refill window of %s: %w", q.name, err)
 		}
-		e.priority = int(prio)
-		es = append(es, e)
+		es := rows[:0]
+		for _, e := range rows {
+			if !w.leases.leased(e.seq) {
+				es = append(es, e)
+			}
+		}
+		q.win.extend(es, len(rows) < limit, last)
 	}
-	if err := closeRows(rows); err != nil {
-		return fmt.Errorf("refill window of %s: %w", q.name, err)
-	}
-	q.win.fill(es, len(es) < q.win.capacity)
-	w.touched = true
 	return nil
+}
+
+// readAfter reads up to limit available jobs of q that follow the window's
+// bound in claim order (all of them from the start when it has none).
+func (w *writer) readAfter(q *wqueue, limit int) ([]entry, entry, error) {
+	var out []entry
+	read := func(query string, args ...any) error {
+		rows, err := w.conn.QueryContext(context.Background(), query, args...)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var e entry
+			var prio int64
+			if err := rows.Scan(&e.seq, &prio, &e.runAt); err != nil {
+				rows.Close()
+				return err
+			}
+			e.priority = int(prio)
+			out = append(out, e)
+		}
+		return closeRows(rows)
+	}
+	if !q.win.bounded {
+		if err := read(sqlRefillBelow, q.name, int64(math.MaxInt64), limit); err != nil {
+			return nil, entry{}, err
+		}
+	} else {
+		a := q.win.after
+		if err := read(sqlRefillSameRunAt, q.name, a.priority, a.runAt, a.seq, limit); err != nil {
+			return nil, entry{}, err
+		}
+		if len(out) < limit {
+			if err := read(sqlRefillSamePriority, q.name, a.priority, a.runAt, limit-len(out)); err != nil {
+				return nil, entry{}, err
+			}
+		}
+		if len(out) < limit {
+			if err := read(sqlRefillBelow, q.name, a.priority, limit-len(out)); err != nil {
+				return nil, entry{}, err
+			}
+		}
+	}
+	var last entry
+	if len(out) > 0 {
+		last = out[len(out)-1]
+	}
+	return out, last, nil
 }
 
 // merge pops up to n jobs from the windows of qs in claim order. It stops
@@ -155,37 +211,56 @@ func merge(qs []*wqueue, n int) []pick {
 	return picks
 }
 
-// take runs the claim update for picks and returns the jobs in pick order.
+// take leases the picked jobs: cached ones straight from memory, the rest
+// read from the database in one query. It returns them in pick order.
 func (w *writer) take(picks []pick, override time.Duration, now time.Time) ([]*job.Job, error) {
 	w.touched = true
-	seqs := make([]int64, len(picks))
-	for i, pk := range picks {
-		seqs[i] = pk.e.seq
-	}
-	list := seqList(seqs)
-	res, err := w.st.claim.Exec(now.UnixNano(), int64(override), list)
-	if err != nil {
-		return nil, fmt.Errorf("lease jobs: %w", err)
-	}
-	if n, err := res.RowsAffected(); err != nil || n != int64(len(picks)) {
-		w.logger.Error("sqlitestore: ready window out of step with the database", "leased", n, "picked", len(picks))
-		return nil, fmt.Errorf("lease jobs: %d of %d picked jobs were available (%v)", n, len(picks), err)
-	}
-	rows, err := w.st.jobsBySeq.Query(list)
-	if err != nil {
-		return nil, fmt.Errorf("read leased jobs: %w", err)
-	}
-	jobs, seqs, err := scanJobs(rows)
-	if err != nil {
-		return nil, fmt.Errorf("read leased jobs: %w", err)
-	}
-	bySeq := make(map[int64]*job.Job, len(jobs))
-	for i, j := range jobs {
-		bySeq[seqs[i]] = j
-	}
-	out := make([]*job.Job, 0, len(jobs))
+	var missing []int64
 	for _, pk := range picks {
-		j := bySeq[pk.e.seq]
+		if pk.e.body == nil {
+			missing = append(missing, pk.e.seq)
+		}
+	}
+	var bySeq map[int64]*job.Job
+	if len(missing) > 0 {
+		rows, err := w.st.jobsBySeq.Query(seqList(missing))
+		if err != nil {
+			return nil, fmt.Errorf("read claimed jobs: %w", err)
+		}
+		jobs, seqs, err := scanJobs(rows)
+		if err != nil {
+			return nil, fmt.Errorf("read claimed jobs: %w", err)
+		}
+		bySeq = make(map[int64]*job.Job, len(jobs))
+		for i, j := range jobs {
+			bySeq[seqs[i]] = j
+		}
+	}
+	out := make([]*job.Job, 0, len(picks))
+	for _, pk := range picks {
+		var j *job.Job
+		if pk.e.body != nil {
+			c := *pk.e.body
+			j = &c
+		} else {
+			j = bySeq[pk.e.seq]
+		}
+		if j == nil || j.State != job.StateAvailable {
+			w.logger.Error("sqlitestore: ready window out of step with the database", "seq", pk.e.seq)
+			return nil, fmt.Errorf("lease job %d: not available in the database", pk.e.seq)
+		}
+		dur := override
+		if dur <= 0 {
+			dur = j.LeaseDuration
+		}
+		l := &lease{
+			seq: pk.e.seq, id: j.ID, queue: j.Queue, key: entry{priority: pk.e.priority, runAt: pk.e.runAt, seq: pk.e.seq},
+			token: w.tokens.take(), attempt: j.Attempt + 1, maxAttempts: j.MaxAttempts, backoff: j.Backoff,
+			duration: j.LeaseDuration, startedAt: now, expiresAt: now.Add(dur),
+		}
+		w.grant(l)
+		j.State, j.Attempt, j.LeaseToken = job.StateActive, l.attempt, l.token
+		j.StartedAt, j.LeaseExpiresAt, j.Progress = now, l.expiresAt, nil
 		w.fx.move(j.Queue, job.StateAvailable, job.StateActive, 1)
 		out = append(out, j)
 	}

@@ -11,61 +11,47 @@ import (
 	"github.com/spoolq/spool/internal/store"
 )
 
-// The outcome calls read the job by id, check its token in Go, then update
-// it by seq. (One UPDATE ... RETURNING costs more than the two.)
+// The outcome of a hand-out is the first time the database hears of it:
+// each statement writes the attempt, token and start time of the lease
+// together with the outcome.
 const (
-	sqlLeaseLoad = `SELECT seq, queue, state, lease_token, cancel_requested, lease_ns, attempt, max_attempts,
-	backoff_kind, backoff_base, backoff_max, backoff_jitter
-FROM jobs WHERE id = ?`
-	sqlComplete   = `UPDATE jobs SET state = ?, result = ?, finished_at = ?, lease_expires_at = NULL WHERE seq = ?`
-	sqlFailUpdate = `UPDATE jobs SET state = ?, run_at = COALESCE(?, run_at), finished_at = ?, lease_expires_at = NULL,
-	errors = json_insert(COALESCE(errors, '[]'), '$[#]', json(?))
-WHERE seq = ?`
-	sqlExtend   = `UPDATE jobs SET lease_expires_at = ? WHERE seq = ?`
-	sqlProgress = `UPDATE jobs SET progress = ? WHERE seq = ?`
-	// sqlRelease hands a job back: ?1 is the new state, ?2 finished_at.
-	sqlRelease = `UPDATE jobs SET state = ?1, attempt = MAX(attempt - 1, 0), finished_at = ?2, lease_expires_at = NULL
-WHERE seq = ?3 RETURNING priority, run_at`
+	sqlJobExists = `SELECT 1 FROM jobs WHERE id = ?`
+	sqlComplete  = `UPDATE jobs SET state = ?1, result = ?2, finished_at = ?3, attempt = ?4, lease_token = ?5,
+	started_at = ?6, progress = ?7, lease_expires_at = NULL WHERE seq = ?8`
+	// sqlFinishAttempt records a failed, expired or released attempt: ?9
+	// is the attempt error to append, NULL for none.
+	sqlFinishAttempt = `UPDATE jobs SET state = ?1, run_at = COALESCE(?2, run_at), finished_at = ?3, attempt = ?4,
+	lease_token = ?5, started_at = ?6, progress = ?7, lease_expires_at = NULL,
+	errors = CASE WHEN ?8 IS NULL THEN errors ELSE json_insert(COALESCE(errors, '[]'), '$[#]', json(?8)) END
+WHERE seq = ?9`
 )
 
-// leased is what the outcome calls need to know of a job.
-type leased struct {
-	seq                  int64
-	queue                string
-	cancelRequested      bool
-	lease                time.Duration
-	attempt, maxAttempts int
-	backoff              job.Backoff
-}
-
-// leaseOf reads job id and checks that token is its current lease. miss is
-// job.ErrNotFound or job.ErrLeaseLost when it is not; err is a database
+// holder returns the lease of job id when token is its current one. miss
+// is job.ErrNotFound or job.ErrLeaseLost when it is not; err is a database
 // failure.
-func (w *writer) leaseOf(id string, token int64) (l leased, miss, err error) {
-	var state, kind string
-	var current, lease, attempt, maxAttempts, base, maxDelay int64
-	err = w.st.leaseLoad.QueryRow(id).Scan(&l.seq, &l.queue, &state, &current, &l.cancelRequested, &lease,
-		&attempt, &maxAttempts, &kind, &base, &maxDelay, &l.backoff.Jitter)
+func (w *writer) holder(id string, token int64) (l *lease, miss, err error) {
+	if l = w.leases.get(id); l != nil {
+		if l.token != token {
+			return nil, job.ErrLeaseLost, nil
+		}
+		return l, nil, nil
+	}
+	var one int
+	err = w.st.jobExists.QueryRow(id).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
-		return l, job.ErrNotFound, nil
+		return nil, job.ErrNotFound, nil
 	}
 	if err != nil {
-		return l, nil, fmt.Errorf("read job %s: %w", id, err)
+		return nil, nil, fmt.Errorf("read job %s: %w", id, err)
 	}
-	if state != string(job.StateActive) || current != token {
-		return l, job.ErrLeaseLost, nil
-	}
-	l.lease = time.Duration(lease)
-	l.attempt, l.maxAttempts = int(attempt), int(maxAttempts)
-	l.backoff.Kind, l.backoff.Base, l.backoff.Max = job.BackoffKind(kind), time.Duration(base), time.Duration(maxDelay)
-	return l, nil, nil
+	return nil, job.ErrLeaseLost, nil
 }
 
 // JobComplete acknowledges jobs item by item; see store.Claimer.
 func (s *Store) JobComplete(ctx context.Context, p *store.JobCompleteParams) ([]store.Outcome, error) {
 	out := make([]store.Outcome, len(p.Items))
 	err := s.do(ctx, len(p.Items), func(w *writer) error {
-		now := p.Now.UTC().UnixNano()
+		now := p.Now.UTC()
 		for i := range p.Items {
 			if err := w.complete(&p.Items[i], now, &out[i]); err != nil {
 				return err
@@ -79,20 +65,61 @@ func (s *Store) JobComplete(ctx context.Context, p *store.JobCompleteParams) ([]
 	return out, nil
 }
 
-func (w *writer) complete(it *store.JobCompleteItem, now int64, o *store.Outcome) error {
-	l, miss, err := w.leaseOf(it.ID, it.Token)
+func (w *writer) complete(it *store.JobCompleteItem, now time.Time, o *store.Outcome) error {
+	l, miss, err := w.holder(it.ID, it.Token)
 	if miss != nil || err != nil {
-		o.Err = miss
+		*o = store.Outcome{Err: miss}
 		return err
 	}
-	o.Queue, o.State = l.queue, job.StateCompleted
-	if l.cancelRequested {
+	*o = store.Outcome{Queue: l.queue, State: job.StateCompleted}
+	if l.cancel {
 		o.State = job.StateCancelled
 	}
-	if _, err := w.st.complete.Exec(string(o.State), blobOrNull(it.Result), now, l.seq); err != nil {
+	if _, err := w.st.complete.Exec(string(o.State), blobOrNull(it.Result), now.UnixNano(), l.attempt, l.token,
+		l.startedAt.UnixNano(), blobOrNull(l.progress), l.seq); err != nil {
 		return fmt.Errorf("complete job %s: %w", it.ID, err)
 	}
-	w.fx.move(l.queue, job.StateActive, o.State, 1)
+	w.finish(l, o.State)
+	return nil
+}
+
+// finish forgets lease l, whose job moved to state in the database, and
+// records the move in the counts and, for an available job, its window.
+func (w *writer) finish(l *lease, state job.State) {
+	w.drop(l)
+	w.fx.move(l.queue, job.StateActive, state, 1)
+	if state == job.StateAvailable {
+		w.madeAvailable(l.queue, l.key)
+	}
+}
+
+// endAttempt writes the end of l's attempt with the job moving to state;
+// runAt is set for a retrying job, attemptErr is the error to record (or
+// empty), and attempt is what the attempt count becomes.
+func (w *writer) endAttempt(l *lease, state job.State, runAt time.Time, now time.Time, attempt int, attemptErr string) error {
+	var finished, run, msg any
+	if state.Final() {
+		finished = now.UnixNano()
+	}
+	if !runAt.IsZero() {
+		run = runAt.UnixNano()
+	}
+	if attemptErr != "" {
+		encoded, err := encodeAttemptError(l.attempt, attemptErr, now)
+		if err != nil {
+			return err
+		}
+		msg = encoded
+	}
+	var progress any
+	if state == job.StateRetrying || state.Final() {
+		progress = blobOrNull(l.progress)
+	}
+	if _, err := w.st.finishAttempt.Exec(string(state), run, finished, attempt, l.token, l.startedAt.UnixNano(),
+		progress, msg, l.seq); err != nil {
+		return fmt.Errorf("end attempt of job %s: %w", l.id, err)
+	}
+	w.finish(l, state)
 	return nil
 }
 
@@ -115,61 +142,50 @@ func (s *Store) JobFail(ctx context.Context, p *store.JobFailParams) ([]store.Ou
 }
 
 func (w *writer) failAttempt(it *store.JobFailItem, now time.Time, rnd func() float64, o *store.Outcome) error {
-	l, miss, err := w.leaseOf(it.ID, it.Token)
+	l, miss, err := w.holder(it.ID, it.Token)
 	if miss != nil || err != nil {
-		o.Err = miss
+		*o = store.Outcome{Err: miss}
 		return err
 	}
-	o.Queue = l.queue
-	var runAt, finished any
+	*o = store.Outcome{Queue: l.queue}
 	switch {
-	case l.cancelRequested:
-		o.State, finished = job.StateCancelled, now.UnixNano()
+	case l.cancel:
+		o.State = job.StateCancelled
 	case it.NoRetry || l.attempt >= l.maxAttempts:
-		o.State, finished = job.StateDead, now.UnixNano()
+		o.State = job.StateDead
 	default:
 		delay := it.RetryAfter
 		if delay <= 0 {
 			delay = l.backoff.Delay(l.attempt, rnd)
 		}
 		o.State, o.RunAt = job.StateRetrying, now.Add(delay)
-		runAt = o.RunAt.UnixNano()
 	}
-	attemptErr, err := encodeAttemptError(l.attempt, it.Message, now)
-	if err != nil {
-		return err
-	}
-	if _, err := w.st.failUpdate.Exec(string(o.State), runAt, finished, attemptErr, l.seq); err != nil {
-		return fmt.Errorf("fail job %s: %w", it.ID, err)
-	}
-	w.fx.move(l.queue, job.StateActive, o.State, 1)
-	return nil
+	return w.endAttempt(l, o.State, o.RunAt, now, l.attempt, it.Message)
 }
 
-// JobExtend moves leases forward item by item; see store.Claimer.
+// JobExtend moves leases forward item by item; see store.Claimer. A
+// heartbeat changes only memory.
 func (s *Store) JobExtend(ctx context.Context, p *store.JobExtendParams) ([]store.Outcome, error) {
 	out := make([]store.Outcome, len(p.Items))
 	err := s.do(ctx, len(p.Items), func(w *writer) error {
 		now := p.Now.UTC()
 		for i := range p.Items {
 			it := &p.Items[i]
-			l, miss, err := w.leaseOf(it.ID, it.Token)
+			l, miss, err := w.holder(it.ID, it.Token)
 			if miss != nil || err != nil {
-				out[i].Err = miss
+				out[i] = store.Outcome{Err: miss}
 				if err != nil {
 					return err
 				}
 				continue
 			}
-			lease := it.Lease
-			if lease <= 0 {
-				lease = l.lease
+			dur := it.Lease
+			if dur <= 0 {
+				dur = l.duration
 			}
-			expires := now.Add(lease)
-			if _, err := w.st.extend.Exec(expires.UnixNano(), l.seq); err != nil {
-				return fmt.Errorf("extend lease of job %s: %w", it.ID, err)
-			}
-			out[i] = store.Outcome{Queue: l.queue, State: job.StateActive, LeaseExpiresAt: expires, CancelRequested: l.cancelRequested}
+			expires := now.Add(dur)
+			w.change(l, func(l *lease) { l.expiresAt = expires })
+			out[i] = store.Outcome{Queue: l.queue, State: job.StateActive, LeaseExpiresAt: expires, CancelRequested: l.cancel}
 		}
 		return nil
 	})
@@ -180,19 +196,19 @@ func (s *Store) JobExtend(ctx context.Context, p *store.JobExtendParams) ([]stor
 }
 
 // JobProgress stores a progress report of an active job; see
-// store.Claimer.
+// store.Claimer. The report lives with the lease in memory and is written
+// with the attempt's outcome.
 func (s *Store) JobProgress(ctx context.Context, p *store.JobProgressParams) error {
 	err := s.do(ctx, 1, func(w *writer) error {
-		l, miss, err := w.leaseOf(p.ID, p.Token)
+		l, miss, err := w.holder(p.ID, p.Token)
 		if err != nil {
 			return err
 		}
 		if miss != nil {
 			return fmt.Errorf("job %s: %w", p.ID, miss)
 		}
-		if _, err := w.st.progress.Exec(blobOrNull(p.Progress), l.seq); err != nil {
-			return fmt.Errorf("store progress of job %s: %w", p.ID, err)
-		}
+		progress := append([]byte(nil), p.Progress...)
+		w.change(l, func(l *lease) { l.progress = progress })
 		return nil
 	})
 	if err != nil {
@@ -206,9 +222,22 @@ func (s *Store) JobProgress(ctx context.Context, p *store.JobProgressParams) err
 func (s *Store) JobRelease(ctx context.Context, p *store.JobReleaseParams) ([]store.Outcome, error) {
 	out := make([]store.Outcome, len(p.Items))
 	err := s.do(ctx, len(p.Items), func(w *writer) error {
-		now := p.Now.UTC().UnixNano()
+		now := p.Now.UTC()
 		for i := range p.Items {
-			if err := w.release(&p.Items[i], now, &out[i]); err != nil {
+			it := &p.Items[i]
+			l, miss, err := w.holder(it.ID, it.Token)
+			if miss != nil || err != nil {
+				out[i] = store.Outcome{Err: miss}
+				if err != nil {
+					return err
+				}
+				continue
+			}
+			out[i] = store.Outcome{Queue: l.queue, State: job.StateAvailable}
+			if l.cancel {
+				out[i].State = job.StateCancelled
+			}
+			if err := w.endAttempt(l, out[i].State, time.Time{}, now, l.attempt-1, ""); err != nil {
 				return err
 			}
 		}
@@ -218,26 +247,4 @@ func (s *Store) JobRelease(ctx context.Context, p *store.JobReleaseParams) ([]st
 		return nil, wrap("release jobs", err)
 	}
 	return out, nil
-}
-
-func (w *writer) release(it *store.JobReleaseItem, now int64, o *store.Outcome) error {
-	l, miss, err := w.leaseOf(it.ID, it.Token)
-	if miss != nil || err != nil {
-		o.Err = miss
-		return err
-	}
-	o.Queue, o.State = l.queue, job.StateAvailable
-	var finished any
-	if l.cancelRequested {
-		o.State, finished = job.StateCancelled, now
-	}
-	var priority, runAt int64
-	if err := w.st.releaseJob.QueryRow(string(o.State), finished, l.seq).Scan(&priority, &runAt); err != nil {
-		return fmt.Errorf("release job %s: %w", it.ID, err)
-	}
-	w.fx.move(l.queue, job.StateActive, o.State, 1)
-	if o.State == job.StateAvailable {
-		w.madeAvailable(l.queue, entry{priority: int(priority), runAt: runAt, seq: l.seq})
-	}
-	return nil
 }

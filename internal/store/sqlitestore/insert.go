@@ -68,7 +68,7 @@ func (w *writer) insert(jp *store.JobInsertParams, now time.Time) (store.InsertR
 		return store.InsertResult{}, fmt.Errorf("insert job %s: %w", jp.ID, err)
 	}
 	if n == 0 {
-		existing, err := w.jobByID(jp.ID)
+		existing, _, err := w.load(jp.ID)
 		if err != nil {
 			return store.InsertResult{}, fmt.Errorf("read duplicate job %s: %w", jp.ID, err)
 		}
@@ -88,7 +88,7 @@ func (w *writer) insert(jp *store.JobInsertParams, now time.Time) (store.InsertR
 	}
 	w.fx.move(jp.Queue, "", jp.State, 1)
 	if jp.State == job.StateAvailable {
-		w.madeAvailable(jp.Queue, entry{priority: jp.Priority, runAt: runAt.UnixNano(), seq: seq})
+		w.madeAvailable(jp.Queue, entry{priority: jp.Priority, runAt: runAt.UnixNano(), seq: seq, body: j})
 	}
 	return store.InsertResult{Job: j}, nil
 }
@@ -96,7 +96,7 @@ func (w *writer) insert(jp *store.JobInsertParams, now time.Time) (store.InsertR
 // duplicate returns the existing job that jp duplicates by ID or by unique
 // key, or nil.
 func (w *writer) duplicate(jp *store.JobInsertParams, now time.Time) (*job.Job, error) {
-	existing, err := w.jobByID(jp.ID)
+	existing, _, err := w.load(jp.ID)
 	if err == nil {
 		return existing, nil
 	}
@@ -109,6 +109,9 @@ func (w *writer) duplicate(jp *store.JobInsertParams, now time.Time) (*job.Job, 
 	}
 	if err != nil {
 		return nil, fmt.Errorf("look up unique key: %w", err)
+	}
+	if l := w.leases.get(newest.ID); l != nil {
+		l.view().overlay(newest)
 	}
 	if uniqueConflict(newest, jp.UniqueFor, now) {
 		return newest, nil
@@ -127,21 +130,18 @@ func uniqueConflict(newest *job.Job, uniqueFor time.Duration, now time.Time) boo
 	return newest.CreatedAt.After(now.Add(-uniqueFor)) && newest.State != job.StateCancelled
 }
 
-// jobByID reads one job in the writer's transaction, or job.ErrNotFound.
-func (w *writer) jobByID(id string) (*job.Job, error) {
-	j, _, err := scanJob(w.st.jobByID.QueryRow(id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, job.ErrNotFound
-	}
-	return j, err
-}
-
-// jobByIDSeq reads one job and its seq in the writer's transaction, or
-// job.ErrNotFound.
-func (w *writer) jobByIDSeq(id string) (*job.Job, int64, error) {
+// load reads one job and its seq in the writer's transaction, as it
+// stands with its lease, or job.ErrNotFound.
+func (w *writer) load(id string) (*job.Job, int64, error) {
 	j, seq, err := scanJob(w.st.jobByID.QueryRow(id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, 0, job.ErrNotFound
 	}
-	return j, seq, err
+	if err != nil {
+		return nil, 0, err
+	}
+	if l := w.leases.get(id); l != nil {
+		l.view().overlay(j)
+	}
+	return j, seq, nil
 }

@@ -12,9 +12,10 @@ import (
 )
 
 const (
-	sqlListAll        = `SELECT ` + jobColumns + ` FROM jobs WHERE seq > ? ORDER BY seq LIMIT ?`
-	sqlListState      = `SELECT ` + jobColumns + ` FROM jobs WHERE state = ? AND seq > ? ORDER BY seq LIMIT ?`
-	sqlListQueueState = `SELECT ` + jobColumns + ` FROM jobs WHERE queue = ? AND state = ? AND seq > ? ORDER BY seq LIMIT ?`
+	sqlJobsBySeqOrdered = `SELECT ` + jobColumns + ` FROM jobs NOT INDEXED WHERE seq IN (SELECT value FROM json_each(?)) ORDER BY seq`
+	sqlListAll          = `SELECT ` + jobColumns + ` FROM jobs WHERE seq > ? ORDER BY seq LIMIT ?`
+	sqlListState        = `SELECT ` + jobColumns + ` FROM jobs WHERE state = ? AND seq > ? ORDER BY seq LIMIT ?`
+	sqlListQueueState   = `SELECT ` + jobColumns + ` FROM jobs WHERE queue = ? AND state = ? AND seq > ? ORDER BY seq LIMIT ?`
 )
 
 // cursorPrefix versions the cursor format.
@@ -22,6 +23,10 @@ const cursorPrefix = "s1:"
 
 // JobList returns one page of jobs in enqueue order; see store.Admin. The
 // cursor is opaque to callers: it encodes the seq of the page's last job.
+// Active jobs are the leases in memory, whose rows may still say
+// available: a listing of active jobs reads the lease table, a listing of
+// available jobs leaves them out, and any other listing shows them as they
+// stand.
 func (s *Store) JobList(ctx context.Context, p *store.JobListParams) (*store.JobListPage, error) {
 	if err := s.check(); err != nil {
 		return nil, wrap("list jobs", err)
@@ -36,15 +41,10 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) (*store.Job
 	}
 	var jobs []*job.Job
 	var seqs []int64
-	switch {
-	case p.Queue != "" && p.State == "":
-		jobs, seqs, err = s.query(ctx, sqlListQueue, p.Queue, after, limit+1)
-	case p.Queue != "":
-		jobs, seqs, err = s.query(ctx, sqlListQueueState, p.Queue, string(p.State), after, limit+1)
-	case p.State != "":
-		jobs, seqs, err = s.query(ctx, sqlListState, string(p.State), after, limit+1)
-	default:
-		jobs, seqs, err = s.query(ctx, sqlListAll, after, limit+1)
+	if p.State == job.StateActive {
+		jobs, seqs, err = s.listActive(ctx, p.Queue, after, limit+1)
+	} else {
+		jobs, seqs, err = s.listStored(ctx, p, after, limit+1)
 	}
 	if err != nil {
 		return nil, wrap("list jobs", err)
@@ -55,6 +55,78 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) (*store.Job
 		page.Next = encodeCursor(seqs[limit-1])
 	}
 	return page, nil
+}
+
+// listActive lists up to n active jobs of queue (every queue when empty)
+// after seq.
+func (s *Store) listActive(ctx context.Context, queue string, after int64, n int) ([]*job.Job, []int64, error) {
+	views := s.leases.views(queue, after, n)
+	if len(views) == 0 {
+		return nil, nil, nil
+	}
+	want := make([]int64, len(views))
+	for i, v := range views {
+		want[i] = v.seq
+	}
+	jobs, seqs, err := s.query(ctx, sqlJobsBySeqOrdered, seqList(want))
+	if err != nil {
+		return nil, nil, err
+	}
+	byView := make(map[int64]view, len(views))
+	for _, v := range views {
+		byView[v.seq] = v
+	}
+	out, outSeqs := jobs[:0], seqs[:0]
+	for i, j := range jobs {
+		// The lease may have ended between the two reads: then the job is
+		// no longer active and is left out.
+		if v, ok := s.leases.viewOf(j.ID); ok && v.token == byView[seqs[i]].token {
+			v.overlay(j)
+			out, outSeqs = append(out, j), append(outSeqs, seqs[i])
+		}
+	}
+	return out, outSeqs, nil
+}
+
+// listStored lists up to n jobs from the database after seq, with leases
+// applied; a listing of available jobs skips the active ones.
+func (s *Store) listStored(ctx context.Context, p *store.JobListParams, after int64, n int) ([]*job.Job, []int64, error) {
+	var jobs []*job.Job
+	var seqs []int64
+	for len(jobs) < n {
+		batch := n - len(jobs)
+		var got []*job.Job
+		var gotSeqs []int64
+		var err error
+		switch {
+		case p.Queue != "" && p.State == "":
+			got, gotSeqs, err = s.query(ctx, sqlListQueue, p.Queue, after, batch)
+		case p.Queue != "":
+			got, gotSeqs, err = s.query(ctx, sqlListQueueState, p.Queue, string(p.State), after, batch)
+		case p.State != "":
+			got, gotSeqs, err = s.query(ctx, sqlListState, string(p.State), after, batch)
+		default:
+			got, gotSeqs, err = s.query(ctx, sqlListAll, after, batch)
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		views := s.leases.viewsOfSeqs(gotSeqs)
+		for i, j := range got {
+			if v, ok := views[gotSeqs[i]]; ok {
+				if p.State == job.StateAvailable {
+					continue
+				}
+				v.overlay(j)
+			}
+			jobs, seqs = append(jobs, j), append(seqs, gotSeqs[i])
+		}
+		if len(got) < batch {
+			break
+		}
+		after = gotSeqs[len(gotSeqs)-1]
+	}
+	return jobs, seqs, nil
 }
 
 func (s *Store) query(ctx context.Context, query string, args ...any) ([]*job.Job, []int64, error) {

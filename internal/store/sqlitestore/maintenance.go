@@ -16,13 +16,6 @@ WHERE ` + condDue + ` AND run_at <= ? ORDER BY run_at LIMIT ?`
 	sqlPromote = `UPDATE jobs NOT INDEXED SET state = 'available' WHERE seq IN (SELECT value FROM json_each(?))`
 	sqlNextDue = `SELECT MIN(run_at) FROM jobs INDEXED BY jobs_due WHERE ` + condDue
 
-	sqlExpiredJobs = `SELECT seq, queue, priority, run_at, attempt, max_attempts, cancel_requested
-FROM jobs INDEXED BY jobs_lease WHERE state = 'active' AND lease_expires_at <= ? ORDER BY lease_expires_at LIMIT ?`
-	sqlRescue = `UPDATE jobs SET state = ?, finished_at = ?, lease_expires_at = NULL,
-	errors = json_insert(COALESCE(errors, '[]'), '$[#]', json(?))
-WHERE seq = ?`
-	sqlNextExpiry = `SELECT MIN(lease_expires_at) FROM jobs INDEXED BY jobs_lease WHERE state = 'active'`
-
 	// sqlPruneOldest deletes up to ?3 of the oldest jobs in state ?1 or ?2
 	// finished before ?4.
 	sqlPruneOldest = `DELETE FROM jobs NOT INDEXED WHERE seq IN (
@@ -98,17 +91,9 @@ func (w *writer) promote(now time.Time, limit int, res *store.MaintenanceResult)
 	return err
 }
 
-// expired is an active job whose lease ran out.
-type expired struct {
-	seq                  int64
-	queue                string
-	priority, runAt      int64
-	attempt, maxAttempts int64
-	cancelRequested      bool
-}
-
 // JobRescueExpired takes back jobs whose lease ran out; see
-// store.Maintainer.
+// store.Maintainer. The leases are in memory, ordered by expiry, so a pass
+// reads nothing.
 func (s *Store) JobRescueExpired(ctx context.Context, now time.Time, limit int) (*store.MaintenanceResult, error) {
 	res := &store.MaintenanceResult{}
 	err := s.do(ctx, 1, func(w *writer) error {
@@ -122,52 +107,32 @@ func (s *Store) JobRescueExpired(ctx context.Context, now time.Time, limit int) 
 }
 
 func (w *writer) rescue(now time.Time, limit int, res *store.MaintenanceResult) error {
-	ctx := context.Background()
-	rows, err := w.conn.QueryContext(ctx, sqlExpiredJobs, now.UnixNano(), limit)
-	if err != nil {
-		return err
-	}
-	var jobs []expired
-	for rows.Next() {
-		var e expired
-		if err := rows.Scan(&e.seq, &e.queue, &e.priority, &e.runAt, &e.attempt, &e.maxAttempts, &e.cancelRequested); err != nil {
-			rows.Close()
-			return err
-		}
-		jobs = append(jobs, e)
-	}
-	if err := closeRows(rows); err != nil {
-		return err
-	}
 	seen := make(map[string]bool)
-	for _, e := range jobs {
+	for res.Count < limit {
+		l := w.leases.earliest()
+		if l == nil || l.expiresAt.After(now) {
+			break
+		}
 		state := job.StateAvailable
-		var finished any
 		switch {
-		case e.cancelRequested:
-			state, finished = job.StateCancelled, now.UnixNano()
-		case e.attempt >= e.maxAttempts:
-			state, finished = job.StateDead, now.UnixNano()
+		case l.cancel:
+			state = job.StateCancelled
+		case l.attempt >= l.maxAttempts:
+			state = job.StateDead
 		}
-		msg, err := encodeAttemptError(int(e.attempt), leaseExpiredMessage, now)
-		if err != nil {
+		if err := w.endAttempt(l, state, time.Time{}, now, l.attempt, leaseExpiredMessage); err != nil {
 			return err
 		}
-		if _, err := w.conn.ExecContext(ctx, sqlRescue, string(state), finished, msg, e.seq); err != nil {
-			return err
-		}
-		w.fx.move(e.queue, job.StateActive, state, 1)
-		if state == job.StateAvailable {
-			w.madeAvailable(e.queue, entry{priority: int(e.priority), runAt: e.runAt, seq: e.seq})
-			if !seen[e.queue] {
-				seen[e.queue] = true
-				res.Available = append(res.Available, e.queue)
-			}
+		res.Count++
+		if state == job.StateAvailable && !seen[l.queue] {
+			seen[l.queue] = true
+			res.Available = append(res.Available, l.queue)
 		}
 	}
-	res.Count = len(jobs)
-	res.Next, err = w.minTime(sqlNextExpiry)
-	return err
+	if l := w.leases.earliest(); l != nil {
+		res.Next = l.expiresAt
+	}
+	return nil
 }
 
 // minTime runs a query for one nullable time in unix nanoseconds.

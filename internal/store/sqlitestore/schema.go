@@ -51,6 +51,12 @@ CREATE TABLE queues (
 	paused INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
 `,
+	`
+CREATE TABLE meta (
+	key   TEXT    PRIMARY KEY,
+	value INTEGER NOT NULL
+) WITHOUT ROWID;
+`,
 }
 
 // Partial-index conditions, repeated verbatim in queries so that SQLite's

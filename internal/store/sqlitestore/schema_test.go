@@ -14,26 +14,26 @@ func TestQueryPlansUseIndexes(t *testing.T) {
 		args  []any
 		index string
 	}{
-		{sqlRefill, []any{"q", 10}, "jobs_claim"},
+		{sqlRefillSameRunAt, []any{"q", 0, int64(0), int64(0), 10}, "jobs_claim"},
+		{sqlRefillSamePriority, []any{"q", 0, int64(0), 10}, "jobs_claim"},
+		{sqlRefillBelow, []any{"q", 1000, 10}, "jobs_claim"},
 		{sqlDueJobs, []any{int64(0), 10}, "jobs_due"},
 		{sqlNextDue, nil, "jobs_due"},
-		{sqlExpiredJobs, []any{int64(0), 10}, "jobs_lease"},
-		{sqlNextExpiry, nil, "jobs_lease"},
+		{sqlActiveJobs, nil, "jobs_lease"},
 		{sqlPruneOldest, []any{"dead", "dead", 10, int64(0)}, "jobs_finished"},
 		{sqlNewestUnique, []any{"q", "k"}, "jobs_unique"},
 		{sqlListQueueState, []any{"q", "dead", 0, 10}, "jobs_queue_state"},
 		{sqlListState, []any{"dead", 0, 10}, "jobs_state"},
 		{sqlListQueue, []any{"q", 0, 10}, "jobs_queue_state"},
-		{sqlClaim, []any{int64(0), int64(0), "[1,2]"}, "INTEGER PRIMARY KEY"},
 		{sqlPromote, []any{"[1,2]"}, "INTEGER PRIMARY KEY"},
-		{sqlLeaseLoad, []any{"id"}, "sqlite_autoindex_jobs_1"},
-		{sqlComplete, []any{"completed", nil, 0, 1}, "INTEGER PRIMARY KEY"},
-		{sqlFailUpdate, []any{"dead", nil, 0, "{}", 1}, "INTEGER PRIMARY KEY"},
-		{sqlExtend, []any{0, 1}, "INTEGER PRIMARY KEY"},
+		{sqlJobExists, []any{"id"}, "sqlite_autoindex_jobs_1"},
+		{sqlComplete, []any{"completed", nil, 0, 1, 1, 0, nil, 1}, "INTEGER PRIMARY KEY"},
+		{sqlFinishAttempt, []any{"dead", nil, 0, 1, 1, 0, nil, "{}", 1}, "INTEGER PRIMARY KEY"},
+		{sqlPersistLease, []any{1, 1, 0, 0, 0, nil, 1}, "INTEGER PRIMARY KEY"},
 		{sqlJobsBySeq, []any{"[1,2]"}, "INTEGER PRIMARY KEY"},
+		{sqlJobsBySeqOrdered, []any{"[1,2]"}, "INTEGER PRIMARY KEY"},
 		{sqlRetryMany, []any{0, "q", "dead"}, "jobs_queue_state"},
-		{sqlDeleteMany, []any{"q", "dead"}, "jobs_queue_state"},
-		{sqlPurgeQueue, []any{"q"}, "jobs_queue_state"},
+		{sqlDeleteMany, []any{"q", "dead", "[]"}, "jobs_queue_state"},
 	} {
 		rows, err := b.s.rdb.Query("EXPLAIN QUERY PLAN "+tc.query, tc.args...)
 		if err != nil {

@@ -12,9 +12,8 @@ type statements struct {
 
 	insertQueue, setPaused                     *sql.Stmt
 	insertJob, jobByID, jobBySeq, newestUnique *sql.Stmt
-	refill, claim, jobsBySeq                   *sql.Stmt
-	complete, failUpdate, extend               *sql.Stmt
-	progress, leaseLoad, releaseJob            *sql.Stmt
+	jobsBySeq, jobExists                       *sql.Stmt
+	complete, finishAttempt, persistLease      *sql.Stmt
 
 	all []*sql.Stmt
 }
@@ -33,15 +32,11 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&s.jobByID, sqlJobByID},
 		{&s.jobBySeq, sqlJobBySeq},
 		{&s.newestUnique, sqlNewestUnique},
-		{&s.refill, sqlRefill},
-		{&s.claim, sqlClaim},
 		{&s.jobsBySeq, sqlJobsBySeq},
+		{&s.jobExists, sqlJobExists},
 		{&s.complete, sqlComplete},
-		{&s.failUpdate, sqlFailUpdate},
-		{&s.extend, sqlExtend},
-		{&s.progress, sqlProgress},
-		{&s.leaseLoad, sqlLeaseLoad},
-		{&s.releaseJob, sqlRelease},
+		{&s.finishAttempt, sqlFinishAttempt},
+		{&s.persistLease, sqlPersistLease},
 	} {
 		st, err := conn.PrepareContext(ctx, p.query)
 		if err != nil {

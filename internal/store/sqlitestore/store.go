@@ -36,6 +36,12 @@ const (
 	// DefaultReadyWindow is the per-queue ready window size. It is at least
 	// the largest fetch (1000) so that one refill serves a whole claim.
 	DefaultReadyWindow = 2048
+	// DefaultMaxActive bounds the jobs active at once (see
+	// Config.MaxActive).
+	DefaultMaxActive = 1_000_000
+	// DefaultCacheBytes bounds the memory the ready windows spend on cached
+	// jobs, across every queue.
+	DefaultCacheBytes = 64 << 20
 	// minReadyWindow keeps a window useful even when configured tiny.
 	minReadyWindow = 16
 	// readConns bounds the read pool.
@@ -63,6 +69,14 @@ type Config struct {
 	// ReadyWindow is how many available jobs per queue the store keeps in
 	// memory in claim order. Defaults to DefaultReadyWindow.
 	ReadyWindow int
+	// MaxActive bounds how many jobs may be active (leased) at once: a
+	// claim beyond it hands out nothing until leases end. Each lease takes
+	// a few hundred bytes of memory. Defaults to DefaultMaxActive.
+	MaxActive int
+	// CacheBytes bounds the memory spent keeping newly enqueued jobs in the
+	// ready windows, so that fetching them soon after needs no read.
+	// Defaults to DefaultCacheBytes; negative disables the cache.
+	CacheBytes int64
 	// Logger receives commit failures and other store events. Defaults to
 	// slog.Default().
 	Logger *slog.Logger
@@ -77,6 +91,7 @@ type Store struct {
 	rdb    *sql.DB // the read pool
 	w      *writer
 	cat    *catalog
+	leases *leaseTable
 
 	// mu guards closed; submitters hold it shared while they hand an
 	// operation to the writer, so that Close never races a send.
@@ -134,7 +149,17 @@ func (s *Store) open(ctx context.Context, path string) error {
 		_ = conn.Close()
 		return fmt.Errorf("load queues: %w", mapErr(err))
 	}
-	s.w, err = newWriter(ctx, conn, s.cfg, s.cat)
+	s.leases, err = loadLeases(ctx, conn)
+	if err != nil {
+		_ = conn.Close()
+		return fmt.Errorf("load leases: %w", mapErr(err))
+	}
+	tokens, err := nextEpoch(ctx, conn)
+	if err != nil {
+		_ = conn.Close()
+		return fmt.Errorf("open store: %w", mapErr(err))
+	}
+	s.w, err = newWriter(ctx, conn, s.cfg, s.cat, s.leases, tokens)
 	if err != nil {
 		_ = conn.Close()
 		return fmt.Errorf("start writer: %w", mapErr(err))
@@ -162,6 +187,15 @@ func (c *Config) normalize() error {
 	}
 	if c.ReadyWindow < minReadyWindow {
 		c.ReadyWindow = minReadyWindow
+	}
+	if c.MaxActive <= 0 {
+		c.MaxActive = DefaultMaxActive
+	}
+	switch {
+	case c.CacheBytes == 0:
+		c.CacheBytes = DefaultCacheBytes
+	case c.CacheBytes < 0:
+		c.CacheBytes = 0
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -209,14 +243,20 @@ func (s *Store) Ping(ctx context.Context) error {
 }
 
 // Close stops accepting calls (later ones get job.ErrUnavailable), lets
-// the writer commit every operation already handed to it, and closes the
-// database. It is idempotent.
+// the writer commit every operation already handed to it, writes the
+// leases of active jobs to the database so that they are honoured after a
+// restart, and closes the database. It is idempotent.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.mu.Lock()
 		s.closed = true
-		close(s.w.ops)
 		s.mu.Unlock()
+		keep := &op{ctx: context.Background(), fn: (*writer).persistAll, weight: 1, done: make(chan error, 1)}
+		s.w.ops <- keep
+		if err := <-keep.done; err != nil {
+			s.logger.Error("sqlitestore: leases not written at close; their jobs will be handed out again", "err", err)
+		}
+		close(s.w.ops)
 		<-s.w.done
 		s.closeErr = s.closeDBs()
 	})

@@ -1,12 +1,20 @@
 package sqlitestore
 
-import "sort"
+import (
+	"sort"
 
-// entry is one available job in a ready window: just what claim order needs.
+	"github.com/spoolq/spool/internal/job"
+)
+
+// entry is one available job in a ready window: what claim order needs,
+// and the job itself when the window caches it.
 type entry struct {
 	priority int
 	runAt    int64 // unix nanoseconds
 	seq      int64
+	// body is the whole job as inserted, kept so that a claim soon after
+	// the insert needs no read; nil when not cached. Never changed once set.
+	body *job.Job
 }
 
 // before reports whether e is claimed before o: higher priority first, then
@@ -21,21 +29,63 @@ func (e entry) before(o entry) bool {
 	return e.seq < o.seq
 }
 
+// bodyCache bounds the memory that windows spend on cached jobs, across
+// every queue.
+type bodyCache struct {
+	used, limit int64
+}
+
+// cost is the memory a cached job takes, roughly.
+func cost(j *job.Job) int64 {
+	n := 320 + len(j.ID) + len(j.Queue) + len(j.Kind) + len(j.Payload) + len(j.UniqueKey)
+	for _, t := range j.Tags {
+		n += 16 + len(t)
+	}
+	return int64(n)
+}
+
+// keep reports whether e's body may stay cached and accounts for it; when
+// the budget is spent the body is dropped.
+func (c *bodyCache) keep(e *entry) {
+	if e.body == nil || c == nil {
+		e.body = nil
+		return
+	}
+	n := cost(e.body)
+	if c.used+n > c.limit {
+		e.body = nil
+		return
+	}
+	c.used += n
+}
+
+// release returns the budget of e's body.
+func (c *bodyCache) release(e entry) {
+	if e.body != nil && c != nil {
+		c.used -= cost(e.body)
+	}
+}
+
 // window holds the first available jobs of one queue in claim order.
 //
-// Invariant: items[head:] is exactly the first len(items)-head available
-// jobs of the queue in claim order. When complete is true there are no
-// others; when false, more may wait in the database beyond the last item.
-// Only the writer goroutine touches a window.
+// Invariant: items[head:] are exactly the queue's available, not leased
+// jobs whose key ranks at or before the window's bound, in claim order.
+// The bound is "everything" when complete is set, the key after when
+// bounded is set, and "nothing" otherwise (a fresh window that has not
+// been filled: every job is in the database only). Only the writer
+// goroutine touches a window.
 type window struct {
 	items    []entry
 	head     int
 	complete bool
+	bounded  bool
+	after    entry
 	capacity int
+	cache    *bodyCache
 }
 
-func newWindow(capacity int, complete bool) *window {
-	return &window{capacity: capacity, complete: complete}
+func newWindow(capacity int, complete bool, cache *bodyCache) *window {
+	return &window{capacity: capacity, complete: complete, cache: cache}
 }
 
 // len is the number of jobs in the window.
@@ -45,47 +95,71 @@ func (w *window) len() int { return len(w.items) - w.head }
 // own; callers must not keep it across changes.
 func (w *window) live() []entry { return w.items[w.head:] }
 
-// reset empties the window and marks it incomplete, so that the next claim
-// refills it from the database.
-func (w *window) reset() {
+// covers reports whether a job with key e falls within the window's bound.
+func (w *window) covers(e entry) bool {
+	return w.complete || w.bounded && !w.after.before(e)
+}
+
+// dropAll empties the window, returning the budget of its bodies.
+func (w *window) dropAll() {
+	for _, e := range w.live() {
+		w.cache.release(e)
+	}
+	clear(w.items)
 	w.items = w.items[:0]
 	w.head = 0
-	w.complete = false
+}
+
+// reset empties the window and forgets its bound, so that the next claim
+// refills it from the start of the queue.
+func (w *window) reset() {
+	w.dropAll()
+	w.complete, w.bounded = false, false
 }
 
 // clear empties the window and marks it complete: the queue has no
 // available job left.
 func (w *window) clear() {
-	w.items = w.items[:0]
-	w.head = 0
-	w.complete = true
+	w.dropAll()
+	w.complete, w.bounded = true, false
 }
 
-// fill replaces the window with es (in claim order, the first available
-// jobs of the queue); complete says whether they are all of them.
-func (w *window) fill(es []entry, complete bool) {
-	w.items = append(w.items[:0], es...)
-	w.head = 0
+// extend appends es, the next jobs in claim order after the window's bound
+// as read from the database up to the key last (es leaves out the leased
+// ones), and moves the bound to last, or to everything when complete.
+func (w *window) extend(es []entry, complete bool, last entry) {
+	if w.head > 0 {
+		w.compact()
+	}
+	w.items = append(w.items, es...)
 	w.complete = complete
+	if !complete {
+		w.bounded, w.after = true, last
+	}
 }
 
 // add records that e became available, keeping the invariant.
 func (w *window) add(e entry) {
-	n := w.len()
-	if !w.complete && (n == 0 || !e.before(w.items[len(w.items)-1])) {
+	if !w.covers(e) {
 		return // it ranks after the window: the database holds it
 	}
+	w.cache.keep(&e)
 	if w.head > 0 && len(w.items) == cap(w.items) {
 		w.compact()
 	}
+	n := w.len()
 	live := w.live()
 	i := w.head + sort.Search(n, func(k int) bool { return e.before(live[k]) })
 	w.items = append(w.items, entry{})
 	copy(w.items[i+1:], w.items[i:])
 	w.items[i] = e
 	if w.len() > w.capacity {
+		last := w.items[len(w.items)-1]
+		w.cache.release(last)
+		w.items[len(w.items)-1] = entry{}
 		w.items = w.items[:len(w.items)-1]
 		w.complete = false
+		w.bounded, w.after = true, w.items[len(w.items)-1]
 	}
 }
 
@@ -94,7 +168,9 @@ func (w *window) remove(e entry) {
 	live := w.live()
 	i := sort.Search(len(live), func(k int) bool { return !live[k].before(e) })
 	if i < len(live) && live[i].seq == e.seq {
+		w.cache.release(live[i])
 		copy(live[i:], live[i+1:])
+		w.items[len(w.items)-1] = entry{}
 		w.items = w.items[:len(w.items)-1]
 	}
 }
@@ -109,6 +185,8 @@ func (w *window) peek() (e entry, ok bool) {
 
 // pop removes the first job of the window.
 func (w *window) pop() {
+	w.cache.release(w.items[w.head])
+	w.items[w.head] = entry{}
 	w.head++
 	if w.head == len(w.items) {
 		w.items = w.items[:0]
@@ -122,6 +200,7 @@ func (w *window) compact() {
 		return
 	}
 	n := copy(w.items, w.items[w.head:])
+	clear(w.items[n:])
 	w.items = w.items[:n]
 	w.head = 0
 }

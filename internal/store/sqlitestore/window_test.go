@@ -15,7 +15,7 @@ func TestWindowMatchesModel(t *testing.T) {
 	sortModel := func() {
 		sort.Slice(model, func(i, k int) bool { return model[i].before(model[k]) })
 	}
-	w := newWindow(8, true)
+	w := newWindow(8, true, nil)
 	seq := int64(0)
 	for step := 0; step < 20000; step++ {
 		switch r := rng.IntN(10); {
@@ -32,7 +32,11 @@ func TestWindowMatchesModel(t *testing.T) {
 		case r < 9:
 			if w.len() == 0 && !w.complete {
 				n := min(len(model), w.capacity)
-				w.fill(model[:n], n == len(model))
+				var last entry
+				if n > 0 {
+					last = model[n-1]
+				}
+				w.extend(model[:n], n == len(model), last)
 			}
 			if e, ok := w.peek(); ok {
 				if e != model[0] {

@@ -33,8 +33,8 @@ type wqueue struct {
 }
 
 // writer owns the write connection and every piece of in-memory state
-// derived from the database (ready windows, paused flags); only its
-// goroutine touches them. Callers reach it through Store.do.
+// derived from the database (ready windows, paused flags, leases); only its
+// goroutine changes them. Callers reach it through Store.do.
 type writer struct {
 	conn   *sql.Conn
 	st     statements
@@ -53,13 +53,21 @@ type writer struct {
 	// which must then be rebuilt if it fails.
 	touched bool
 
+	// leases are the active jobs; undo records the running batch's changes
+	// to them so that a batch that does not commit can be taken back.
+	leases *leaseTable
+	undo   undo
+	tokens tokenSource
+	// cache bounds the memory windows spend on cached jobs.
+	cache *bodyCache
+
 	commits atomic.Int64 // successful group commits, for tests and metrics
 
 	failMu sync.Mutex
 	failed error // set when the database can no longer be trusted
 }
 
-func newWriter(ctx context.Context, conn *sql.Conn, cfg Config, cat *catalog) (*writer, error) {
+func newWriter(ctx context.Context, conn *sql.Conn, cfg Config, cat *catalog, leases *leaseTable, tokens tokenSource) (*writer, error) {
 	w := &writer{
 		conn:   conn,
 		cfg:    cfg,
@@ -69,9 +77,12 @@ func newWriter(ctx context.Context, conn *sql.Conn, cfg Config, cat *catalog) (*
 		done:   make(chan struct{}),
 		fx:     newDelta(),
 		batch:  newDelta(),
+		leases: leases,
+		tokens: tokens,
+		cache:  &bodyCache{limit: cfg.CacheBytes},
 	}
-	// Statement journals (used inside savepoints) stay in memory, and the
-	// WAL file shrinks back after a burst.
+	// Temporary tables stay in memory, and the WAL file shrinks back after
+	// a burst.
 	for _, pragma := range []string{`PRAGMA temp_store = MEMORY`, `PRAGMA journal_size_limit = 67108864`} {
 		if _, err := conn.ExecContext(ctx, pragma); err != nil {
 			return nil, fmt.Errorf("configure write connection: %w", err)
@@ -158,6 +169,10 @@ func (w *writer) commit(batch []*op) {
 		w.answerAll(batch, err)
 		return
 	}
+	if err := w.renewTokens(); err != nil {
+		w.abort(batch, err)
+		return
+	}
 	split, err := w.commitTogether(batch)
 	if err != nil {
 		w.abort(batch, err)
@@ -199,6 +214,7 @@ func (w *writer) commitTogether(ops []*op) (split bool, err error) {
 		if _, err := w.conn.ExecContext(context.Background(), `ROLLBACK`); err != nil {
 			return false, fmt.Errorf("roll back batch: %w", err)
 		}
+		w.undo.revert()
 		if err := w.resync(); err != nil {
 			return false, fmt.Errorf("roll back batch: %w", err)
 		}
@@ -215,6 +231,7 @@ func (w *writer) commitTogether(ops []*op) (split bool, err error) {
 		return false, fmt.Errorf("commit batch: %w", err)
 	}
 	w.commits.Add(1)
+	w.undo.reset()
 	if !w.batch.empty() {
 		w.cat.apply(w.batch)
 	}
@@ -250,6 +267,7 @@ func refusal(err error) bool {
 // store refuse further writes, since what reached the disk is unknown.
 func (w *writer) abort(batch []*op, err error) {
 	_, _ = w.conn.ExecContext(context.Background(), `ROLLBACK`)
+	w.undo.revert()
 	mapped := mapErr(err)
 	if fatal(err) {
 		w.fail(mapped)
@@ -294,8 +312,9 @@ func (w *writer) resync() error {
 // incomplete.
 func (w *writer) loadQueues(flags map[string]bool) {
 	w.queues = make(map[string]*wqueue, len(flags))
+	w.cache.used = 0
 	for name, paused := range flags {
-		w.queues[name] = &wqueue{name: name, paused: paused, win: newWindow(w.cfg.ReadyWindow, false)}
+		w.queues[name] = &wqueue{name: name, paused: paused, win: newWindow(w.cfg.ReadyWindow, false, w.cache)}
 	}
 }
 
@@ -325,7 +344,7 @@ func (w *writer) ensureQueue(name string) (*wqueue, error) {
 	if _, err := w.st.insertQueue.Exec(name); err != nil {
 		return nil, fmt.Errorf("record queue: %w", err)
 	}
-	q := &wqueue{name: name, win: newWindow(w.cfg.ReadyWindow, true)}
+	q := &wqueue{name: name, win: newWindow(w.cfg.ReadyWindow, true, w.cache)}
 	w.queues[name] = q
 	w.fx.queues[name] = struct{}{}
 	w.touched = true
@@ -355,4 +374,29 @@ func (w *writer) resetWindow(queue string) {
 		q.win.reset()
 		w.touched = true
 	}
+}
+
+// grant records a new lease as part of the running batch.
+func (w *writer) grant(l *lease) {
+	w.leases.add(l)
+	w.undo.add(func() { w.leases.remove(l) })
+}
+
+// drop forgets a lease as part of the running batch.
+func (w *writer) drop(l *lease) {
+	w.leases.remove(l)
+	w.undo.add(func() { w.leases.add(l) })
+}
+
+// change alters a lease as part of the running batch.
+func (w *writer) change(l *lease, fn func(l *lease)) {
+	before := *l
+	w.leases.update(l, fn)
+	w.undo.add(func() {
+		w.leases.update(l, func(l *lease) {
+			index := l.index
+			*l = before
+			l.index = index
+		})
+	})
 }

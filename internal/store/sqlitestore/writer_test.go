@@ -68,27 +68,35 @@ func TestWindowKeepsClaimOrderAcrossRefills(t *testing.T) {
 	}
 }
 
-// checkWindow compares every window with the database.
+// checkWindow compares every window with the database: a window holds the
+// first available jobs that are not leased, in claim order.
 func checkWindow(t *testing.T, b *bundle) {
 	t.Helper()
 	err := b.s.do(b.ctx, 1, func(w *writer) error {
 		for _, q := range w.queues {
-			rows, err := w.st.refill.Query(q.name, q.win.len()+1)
+			rows, err := w.conn.QueryContext(b.ctx, `SELECT seq FROM jobs WHERE queue = ? AND state = 'available'
+ORDER BY priority DESC, run_at, seq`, q.name)
 			if err != nil {
 				return err
 			}
 			var db []int64
 			for rows.Next() {
-				var seq, prio, runAt int64
-				if err := rows.Scan(&seq, &prio, &runAt); err != nil {
+				var seq int64
+				if err := rows.Scan(&seq); err != nil {
 					return err
 				}
-				db = append(db, seq)
+				if !w.leases.leased(seq) {
+					db = append(db, seq)
+				}
 			}
 			if err := closeRows(rows); err != nil {
 				return err
 			}
 			live := q.win.live()
+			if len(live) > len(db) {
+				t.Errorf("queue %s: window holds %d jobs, the database %d", q.name, len(live), len(db))
+				continue
+			}
 			for i, e := range live {
 				if db[i] != e.seq {
 					t.Errorf("queue %s: window[%d] is seq %d, database has %d", q.name, i, e.seq, db[i])
@@ -247,4 +255,73 @@ func TestCloseFinishesQueuedOps(t *testing.T) {
 	if n != int64(stored) {
 		t.Fatalf("%d inserts acknowledged, %d stored", stored, n)
 	}
+}
+
+// crash stops s the way a killed process would: the writer ends and the
+// database closes without the leases being written.
+func crash(t *testing.T, s *Store) {
+	t.Helper()
+	s.mu.Lock()
+	s.closed = true
+	close(s.w.ops)
+	s.mu.Unlock()
+	<-s.w.done
+	if err := s.closeDBs(); err != nil {
+		t.Fatal(err)
+	}
+	s.closeOnce.Do(func() {})
+}
+
+// After a crash, jobs that were active are available again, their next
+// hand-out has a higher token than any before the crash, and the old
+// holders can no longer ack; a job cancelled while active stays cancelled.
+func TestCrashLosesHandOutsNotJobs(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.insert(params("q", 4)...)
+	before := b.claim(4, "q")
+	if _, err := b.s.JobCancel(b.ctx, before[3].ID, t0); err != nil {
+		t.Fatal(err)
+	}
+	done, err := b.s.JobComplete(b.ctx, &store.JobCompleteParams{Items: []store.JobCompleteItem{{ID: before[0].ID, Token: before[0].LeaseToken}}, Now: t0})
+	if err != nil || done[0].Err != nil {
+		t.Fatalf("ack: %v %+v", err, done)
+	}
+	crash(t, b.s)
+	b.open()
+	if c := b.counts("q"); c[job.StateAvailable] != 2 || c[job.StateCompleted] != 1 || c[job.StateActive] != 1 {
+		t.Fatalf("counts after the crash: %v", c)
+	}
+	again := b.claim(10, "q")
+	if len(again) != 2 {
+		t.Fatalf("claimed %d jobs after the crash, want the 2 that were active", len(again))
+	}
+	var highest int64
+	for _, j := range before {
+		highest = max(highest, j.LeaseToken)
+	}
+	for _, j := range again {
+		if j.LeaseToken <= highest || j.Attempt != 1 {
+			t.Fatalf("hand-out after the crash: token %d (highest before %d), attempt %d", j.LeaseToken, highest, j.Attempt)
+		}
+	}
+	stale := []store.JobCompleteItem{{ID: before[1].ID, Token: before[1].LeaseToken}, {ID: before[2].ID, Token: before[2].LeaseToken}}
+	out, err := b.s.JobComplete(b.ctx, &store.JobCompleteParams{Items: stale, Now: t0})
+	if err != nil || !errors.Is(out[0].Err, job.ErrLeaseLost) || !errors.Is(out[1].Err, job.ErrLeaseLost) {
+		t.Fatalf("acks from before the crash: %v %+v", err, out)
+	}
+	cancelled := b.get(before[3].ID)
+	if cancelled.State != job.StateActive || !cancelled.CancelRequested {
+		t.Fatalf("job cancelled while active, after the crash: %s cancel %v", cancelled.State, cancelled.CancelRequested)
+	}
+	// Its lease ends with the two new ones, all from t0.
+	res, err := b.s.JobRescueExpired(b.ctx, cancelled.LeaseExpiresAt, 10)
+	if err != nil || res.Count != 3 {
+		t.Fatalf("rescue: %+v %v", res, err)
+	}
+	if got := b.get(before[3].ID); got.State != job.StateCancelled {
+		t.Fatalf("cancelled job ends %s", got.State)
+	}
+	b.checkCounts("q")
+	checkWindow(t, b)
 }

@@ -80,9 +80,9 @@ func testClaimOrder(b *bundle) {
 	b.wantCounts("unlisted", map[job.State]int64{job.StateAvailable: 1})
 }
 
-// A claimed job comes back active, with Attempt and LeaseToken one higher,
-// StartedAt now and the lease ending now plus the job's LeaseDuration; it
-// is stored as returned, everything else unchanged.
+// A claimed job comes back active, with Attempt one higher, a higher
+// LeaseToken, StartedAt now and the lease ending now plus the job's
+// LeaseDuration; it is stored as returned, everything else unchanged.
 func testClaimLease(b *bundle) {
 	ids := b.add(newJob("q", withLease(45*time.Second)), newJob("q", withLease(time.Hour)))
 	before := []*job.Job{b.get(ids[0]), b.get(ids[1])}
@@ -92,8 +92,11 @@ func testClaimLease(b *bundle) {
 		b.t.Fatalf("claimed %d jobs, want 2", len(js))
 	}
 	for i, j := range js {
+		if j.LeaseToken <= before[i].LeaseToken {
+			b.t.Fatalf("claimed job %d: token %d, want above %d", i, j.LeaseToken, before[i].LeaseToken)
+		}
 		want := *before[i]
-		want.State, want.Attempt, want.LeaseToken = job.StateActive, 1, 1
+		want.State, want.Attempt, want.LeaseToken = job.StateActive, 1, j.LeaseToken
 		want.StartedAt, want.LeaseExpiresAt = now, now.Add(want.LeaseDuration)
 		if d := diffJob(j, &want); d != "" {
 			b.t.Fatalf("claimed job %d: %s", i, d)

@@ -245,16 +245,17 @@ func (m *model) claim() {
 		if got[i].ID != j.id {
 			m.fatalf("claim %d is %s, want %s", i, got[i].ID, j.id)
 		}
-		j.state, j.attempt, j.token = job.StateActive, j.attempt+1, j.token+1
+		j.state, j.attempt = job.StateActive, j.attempt+1
 		lease := j.lease
 		if override > 0 {
 			lease = override
 		}
 		j.leaseExp = m.now.Add(lease)
-		if got[i].Attempt != j.attempt || got[i].LeaseToken != j.token || !got[i].LeaseExpiresAt.Equal(j.leaseExp) {
-			m.fatalf("claimed %s with attempt %d, token %d, lease until %v; want %d, %d, %v",
+		if got[i].Attempt != j.attempt || got[i].LeaseToken <= j.token || !got[i].LeaseExpiresAt.Equal(j.leaseExp) {
+			m.fatalf("claimed %s with attempt %d, token %d, lease until %v; want %d, above %d, %v",
 				j.id, got[i].Attempt, got[i].LeaseToken, got[i].LeaseExpiresAt, j.attempt, j.token, j.leaseExp)
 		}
+		j.token = got[i].LeaseToken
 	}
 }
 
