@@ -3,8 +3,10 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spoolq/spool/internal/job"
@@ -13,26 +15,66 @@ import (
 
 const (
 	sqlInsertQueue = `INSERT INTO queues (name) VALUES (?) ON CONFLICT (name) DO NOTHING`
-	sqlInsertJob   = `INSERT INTO jobs (id, queue, kind, payload, priority, state, run_at, max_attempts,
-	backoff_kind, backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, created_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (id) DO NOTHING`
-	sqlNewestUnique = `SELECT ` + jobColumns + ` FROM jobs WHERE queue = ? AND unique_key = ? ORDER BY seq DESC LIMIT 1`
+	// insertColumns are the columns an insert sets, in the order of
+	// insertRow's arguments.
+	insertColumns = `seq, id, queue, kind, payload, priority, state, run_at, max_attempts,
+	backoff_kind, backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, created_at`
+	insertPlaceholders = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	insertArity        = 18
+	sqlInsertJob       = `INSERT INTO jobs (` + insertColumns + `) VALUES ` + insertPlaceholders + ` ON CONFLICT (id) DO NOTHING`
+	sqlNewestUnique    = `SELECT ` + jobColumns + ` FROM jobs WHERE queue = ? AND unique_key = ? ORDER BY seq DESC LIMIT 1`
+	sqlSeqsOfIDs       = `SELECT id, seq FROM jobs WHERE id IN (SELECT value FROM json_each(?))`
+	sqlMaxSeq          = `SELECT COALESCE(MAX(seq), 0) FROM jobs`
 )
 
-// JobInsertMany inserts p.Jobs atomically; see store.Inserter.
+// insertChunk is how many rows one multi-row INSERT carries: statements
+// with many rows spend less per row on statement overhead, and 32 rows of
+// 18 values stay well below SQLite's limit of 32766 parameters.
+const insertChunk = 32
+
+// sqlInsertJobs inserts insertChunk rows.
+var sqlInsertJobs = `INSERT INTO jobs (` + insertColumns + `) VALUES ` +
+	strings.TrimSuffix(strings.Repeat(insertPlaceholders+",", insertChunk), ",") + ` ON CONFLICT (id) DO NOTHING`
+
+// JobInsertMany inserts p.Jobs atomically; see store.Inserter. Jobs
+// without a unique key go in with multi-row statements; a job with one is
+// checked against the jobs before it, so it goes in alone, in order.
+// Duplicates within a batch resolve to the first.
 func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams) ([]store.InsertResult, error) {
 	out := make([]store.InsertResult, len(p.Jobs))
 	err := s.do(ctx, len(p.Jobs), func(w *writer) error {
-		now := p.Now.UTC()
+		ins := inserter{w: w, now: p.Now.UTC(), out: out}
 		for i := range p.Jobs {
-			res, err := w.insert(&p.Jobs[i], now)
+			jp := &p.Jobs[i]
+			if jp.State != job.StateAvailable && jp.State != job.StateScheduled {
+				return fmt.Errorf("jobs[%d]: insert job %s in state %q: only scheduled or available", i, jp.ID, jp.State)
+			}
+			if jp.UniqueKey == "" {
+				ins.pending = append(ins.pending, i)
+				if len(ins.pending) == insertChunk {
+					if err := ins.flush(p.Jobs); err != nil {
+						return err
+					}
+				}
+				continue
+			}
+			if err := ins.flush(p.Jobs); err != nil {
+				return err
+			}
+			dup, err := w.duplicate(jp, ins.now)
 			if err != nil {
 				return fmt.Errorf("jobs[%d]: %w", i, err)
 			}
-			out[i] = res
+			if dup != nil {
+				out[i] = store.InsertResult{Job: dup, Duplicate: true}
+				continue
+			}
+			ins.pending = append(ins.pending, i)
+			if err := ins.flush(p.Jobs); err != nil {
+				return err
+			}
 		}
-		return nil
+		return ins.flush(p.Jobs)
 	})
 	if err != nil {
 		return nil, wrap("insert jobs", err)
@@ -40,57 +82,132 @@ func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams)
 	return out, nil
 }
 
-// insert inserts one job unless it duplicates an existing one by ID or
-// unique key. Earlier jobs of the same batch are already in the
-// transaction, so duplicates within a batch resolve to the first.
-func (w *writer) insert(jp *store.JobInsertParams, now time.Time) (store.InsertResult, error) {
-	if jp.State != job.StateAvailable && jp.State != job.StateScheduled {
-		return store.InsertResult{}, fmt.Errorf("insert job %s in state %q: only scheduled or available", jp.ID, jp.State)
+// inserter gathers the rows of one JobInsertMany and writes them in
+// chunks, with seqs it assigns itself (so a chunk needs no read back).
+type inserter struct {
+	w       *writer
+	now     time.Time
+	out     []store.InsertResult
+	pending []int // indexes into the jobs of the call
+	args    []any
+}
+
+// flush inserts the pending jobs.
+func (ins *inserter) flush(jobs []store.JobInsertParams) error {
+	if len(ins.pending) == 0 {
+		return nil
 	}
-	if jp.UniqueKey != "" {
-		if dup, err := w.duplicate(jp, now); dup != nil || err != nil {
-			return store.InsertResult{Job: dup, Duplicate: dup != nil}, err
+	w := ins.w
+	stmt := w.st.insertJob
+	if len(ins.pending) == insertChunk {
+		stmt = w.st.insertJobs
+	} else if len(ins.pending) > 1 {
+		// A partial chunk goes in row by row.
+		pending := ins.pending
+		for _, i := range pending {
+			ins.pending = []int{i}
+			if err := ins.flush(jobs); err != nil {
+				return err
+			}
+		}
+		ins.pending = pending[:0]
+		return nil
+	}
+	first := w.nextSeq
+	ins.args = ins.args[:0]
+	for k, i := range ins.pending {
+		var err error
+		if ins.args, err = appendInsertRow(ins.args, first+int64(k), &jobs[i], ins.now); err != nil {
+			return fmt.Errorf("jobs[%d]: %w", i, err)
 		}
 	}
-	tags, err := encodeTags(jp.Tags)
+	w.nextSeq += int64(len(ins.pending))
+	res, err := stmt.Exec(ins.args...)
 	if err != nil {
-		return store.InsertResult{}, err
-	}
-	runAt := jp.RunAt.UTC()
-	res, err := w.st.insertJob.Exec(jp.ID, jp.Queue, jp.Kind, blobOrNull(jp.Payload), int64(jp.Priority), string(jp.State),
-		runAt.UnixNano(), int64(jp.MaxAttempts), string(jp.Backoff.Kind), int64(jp.Backoff.Base), int64(jp.Backoff.Max),
-		jp.Backoff.Jitter, int64(jp.LeaseDuration), stringOrNull(jp.UniqueKey), int64(jp.UniqueFor), tags, now.UnixNano())
-	if err != nil {
-		return store.InsertResult{}, fmt.Errorf("insert job %s: %w", jp.ID, err)
+		return fmt.Errorf("insert jobs: %w", err)
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
-		return store.InsertResult{}, fmt.Errorf("insert job %s: %w", jp.ID, err)
+		return fmt.Errorf("insert jobs: %w", err)
 	}
-	if n == 0 {
-		existing, _, err := w.load(jp.ID)
-		if err != nil {
-			return store.InsertResult{}, fmt.Errorf("read duplicate job %s: %w", jp.ID, err)
+	var dups map[string]int64 // id → seq in the database, when not ours
+	if int(n) != len(ins.pending) {
+		if dups, err = ins.existing(jobs); err != nil {
+			return err
 		}
-		return store.InsertResult{Job: existing, Duplicate: true}, nil
 	}
-	seq, err := res.LastInsertId()
+	for k, i := range ins.pending {
+		jp := &jobs[i]
+		seq := first + int64(k)
+		if dbSeq, ok := dups[jp.ID]; ok && dbSeq != seq {
+			existing, _, err := w.load(jp.ID)
+			if err != nil {
+				return fmt.Errorf("jobs[%d]: read duplicate job %s: %w", i, jp.ID, err)
+			}
+			ins.out[i] = store.InsertResult{Job: existing, Duplicate: true}
+			continue
+		}
+		if _, err := w.ensureQueue(jp.Queue); err != nil {
+			return err
+		}
+		runAt := jp.RunAt.UTC()
+		j := &job.Job{
+			ID: jp.ID, Queue: jp.Queue, Kind: jp.Kind, Payload: jp.Payload, Priority: jp.Priority, State: jp.State,
+			RunAt: runAt, MaxAttempts: jp.MaxAttempts, Backoff: jp.Backoff, LeaseDuration: jp.LeaseDuration,
+			UniqueKey: jp.UniqueKey, UniqueFor: jp.UniqueFor, Tags: jp.Tags, CreatedAt: ins.now,
+		}
+		w.fx.move(jp.Queue, "", jp.State, 1)
+		if jp.State == job.StateAvailable {
+			w.madeAvailable(jp.Queue, entry{priority: jp.Priority, runAt: runAt.UnixNano(), seq: seq, body: j})
+		}
+		ins.out[i] = store.InsertResult{Job: j}
+	}
+	ins.pending = ins.pending[:0]
+	return nil
+}
+
+// existing reads the seqs of the pending jobs' ids after an insert that
+// skipped some rows: an id whose seq is not the one given to its row
+// belongs to an earlier job (of the database, or earlier in the chunk).
+func (ins *inserter) existing(jobs []store.JobInsertParams) (map[string]int64, error) {
+	ids := make([]string, len(ins.pending))
+	for k, i := range ins.pending {
+		ids[k] = jobs[i].ID
+	}
+	list, err := json.Marshal(ids)
 	if err != nil {
-		return store.InsertResult{}, fmt.Errorf("insert job %s: %w", jp.ID, err)
+		return nil, fmt.Errorf("look up duplicate ids: %w", err)
 	}
-	if _, err := w.ensureQueue(jp.Queue); err != nil {
-		return store.InsertResult{}, err
+	rows, err := ins.w.conn.QueryContext(context.Background(), sqlSeqsOfIDs, string(list))
+	if err != nil {
+		return nil, fmt.Errorf("look up duplicate ids: %w", err)
 	}
-	j := &job.Job{
-		ID: jp.ID, Queue: jp.Queue, Kind: jp.Kind, Payload: jp.Payload, Priority: jp.Priority, State: jp.State,
-		RunAt: runAt, MaxAttempts: jp.MaxAttempts, Backoff: jp.Backoff, LeaseDuration: jp.LeaseDuration,
-		UniqueKey: jp.UniqueKey, UniqueFor: jp.UniqueFor, Tags: jp.Tags, CreatedAt: now,
+	out := make(map[string]int64, len(ids))
+	for rows.Next() {
+		var id string
+		var seq int64
+		if err := rows.Scan(&id, &seq); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("look up duplicate ids: %w", err)
+		}
+		out[id] = seq
 	}
-	w.fx.move(jp.Queue, "", jp.State, 1)
-	if jp.State == job.StateAvailable {
-		w.madeAvailable(jp.Queue, entry{priority: jp.Priority, runAt: runAt.UnixNano(), seq: seq, body: j})
+	if err := closeRows(rows); err != nil {
+		return nil, fmt.Errorf("look up duplicate ids: %w", err)
 	}
-	return store.InsertResult{Job: j}, nil
+	return out, nil
+}
+
+// appendInsertRow appends the insertArity arguments of one row.
+func appendInsertRow(args []any, seq int64, jp *store.JobInsertParams, now time.Time) ([]any, error) {
+	tags, err := encodeTags(jp.Tags)
+	if err != nil {
+		return args, err
+	}
+	return append(args, seq, jp.ID, jp.Queue, jp.Kind, blobOrNull(jp.Payload), int64(jp.Priority), string(jp.State),
+		jp.RunAt.UTC().UnixNano(), int64(jp.MaxAttempts), string(jp.Backoff.Kind), int64(jp.Backoff.Base),
+		int64(jp.Backoff.Max), jp.Backoff.Jitter, int64(jp.LeaseDuration), stringOrNull(jp.UniqueKey),
+		int64(jp.UniqueFor), tags, now.UnixNano()), nil
 }
 
 // duplicate returns the existing job that jp duplicates by ID or by unique

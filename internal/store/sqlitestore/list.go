@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -14,7 +15,6 @@ import (
 const (
 	sqlJobsBySeqOrdered = `SELECT ` + jobColumns + ` FROM jobs NOT INDEXED WHERE seq IN (SELECT value FROM json_each(?)) ORDER BY seq`
 	sqlListAll          = `SELECT ` + jobColumns + ` FROM jobs WHERE seq > ? ORDER BY seq LIMIT ?`
-	sqlListState        = `SELECT ` + jobColumns + ` FROM jobs WHERE state = ? AND seq > ? ORDER BY seq LIMIT ?`
 	sqlListQueueState   = `SELECT ` + jobColumns + ` FROM jobs WHERE queue = ? AND state = ? AND seq > ? ORDER BY seq LIMIT ?`
 )
 
@@ -104,7 +104,7 @@ func (s *Store) listStored(ctx context.Context, p *store.JobListParams, after in
 		case p.Queue != "":
 			got, gotSeqs, err = s.query(ctx, sqlListQueueState, p.Queue, string(p.State), after, batch)
 		case p.State != "":
-			got, gotSeqs, err = s.query(ctx, sqlListState, string(p.State), after, batch)
+			got, gotSeqs, err = s.listStateAcrossQueues(ctx, p.State, after, batch)
 		default:
 			got, gotSeqs, err = s.query(ctx, sqlListAll, after, batch)
 		}
@@ -127,6 +127,35 @@ func (s *Store) listStored(ctx context.Context, p *store.JobListParams, after in
 		after = gotSeqs[len(gotSeqs)-1]
 	}
 	return jobs, seqs, nil
+}
+
+// listStateAcrossQueues lists up to n jobs in state after seq across every
+// queue: one range of the (queue, state, seq) index per queue, merged by
+// seq. (An index on (state, seq) would serve this one listing and cost
+// every state change two more index updates.)
+func (s *Store) listStateAcrossQueues(ctx context.Context, state job.State, after int64, n int) ([]*job.Job, []int64, error) {
+	var jobs []*job.Job
+	var seqs []int64
+	for _, q := range s.cat.list() {
+		got, gotSeqs, err := s.query(ctx, sqlListQueueState, q.Name, string(state), after, n)
+		if err != nil {
+			return nil, nil, err
+		}
+		jobs, seqs = append(jobs, got...), append(seqs, gotSeqs...)
+	}
+	order := make([]int, len(jobs))
+	for i := range order {
+		order[i] = i
+	}
+	sort.Slice(order, func(a, b int) bool { return seqs[order[a]] < seqs[order[b]] })
+	if len(order) > n {
+		order = order[:n]
+	}
+	outJobs, outSeqs := make([]*job.Job, len(order)), make([]int64, len(order))
+	for i, k := range order {
+		outJobs[i], outSeqs[i] = jobs[k], seqs[k]
+	}
+	return outJobs, outSeqs, nil
 }
 
 func (s *Store) query(ctx context.Context, query string, args ...any) ([]*job.Job, []int64, error) {

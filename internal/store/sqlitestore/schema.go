@@ -52,6 +52,7 @@ CREATE TABLE queues (
 ) WITHOUT ROWID;
 `,
 	`
+DROP INDEX jobs_state;
 CREATE TABLE meta (
 	key   TEXT    PRIMARY KEY,
 	value INTEGER NOT NULL
@@ -62,7 +63,7 @@ CREATE TABLE meta (
 // Partial-index conditions, repeated verbatim in queries so that SQLite's
 // planner can prove the query implies the index's WHERE clause. Queries
 // that must use one index name it (INDEXED BY): without statistics the
-// planner would often prefer jobs_state and sort.
+// planner would often choose another index and sort.
 const (
 	condDue = `(state = 'scheduled' OR state = 'retrying')`
 )

@@ -23,7 +23,6 @@ func TestQueryPlansUseIndexes(t *testing.T) {
 		{sqlPruneOldest, []any{"dead", "dead", 10, int64(0)}, "jobs_finished"},
 		{sqlNewestUnique, []any{"q", "k"}, "jobs_unique"},
 		{sqlListQueueState, []any{"q", "dead", 0, 10}, "jobs_queue_state"},
-		{sqlListState, []any{"dead", 0, 10}, "jobs_state"},
 		{sqlListQueue, []any{"q", 0, 10}, "jobs_queue_state"},
 		{sqlPromote, []any{"[1,2]"}, "INTEGER PRIMARY KEY"},
 		{sqlJobExists, []any{"id"}, "sqlite_autoindex_jobs_1"},

@@ -10,10 +10,11 @@ import (
 type statements struct {
 	begin, commit *sql.Stmt
 
-	insertQueue, setPaused                     *sql.Stmt
-	insertJob, jobByID, jobBySeq, newestUnique *sql.Stmt
-	jobsBySeq, jobExists                       *sql.Stmt
-	complete, finishAttempt, persistLease      *sql.Stmt
+	insertQueue, setPaused                   *sql.Stmt
+	insertJob, insertJobs, jobByID, jobBySeq *sql.Stmt
+	newestUnique                             *sql.Stmt
+	jobsBySeq, jobExists                     *sql.Stmt
+	complete, finishAttempt, persistLease    *sql.Stmt
 
 	all []*sql.Stmt
 }
@@ -29,6 +30,7 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&s.insertQueue, sqlInsertQueue},
 		{&s.setPaused, sqlSetPaused},
 		{&s.insertJob, sqlInsertJob},
+		{&s.insertJobs, sqlInsertJobs},
 		{&s.jobByID, sqlJobByID},
 		{&s.jobBySeq, sqlJobBySeq},
 		{&s.newestUnique, sqlNewestUnique},

@@ -60,6 +60,9 @@ type writer struct {
 	tokens tokenSource
 	// cache bounds the memory windows spend on cached jobs.
 	cache *bodyCache
+	// nextSeq is the seq of the next inserted job: inserts assign seqs
+	// themselves.
+	nextSeq int64
 
 	commits atomic.Int64 // successful group commits, for tests and metrics
 
@@ -88,6 +91,10 @@ func newWriter(ctx context.Context, conn *sql.Conn, cfg Config, cat *catalog, le
 			return nil, fmt.Errorf("configure write connection: %w", err)
 		}
 	}
+	if err := conn.QueryRowContext(ctx, sqlMaxSeq).Scan(&w.nextSeq); err != nil {
+		return nil, fmt.Errorf("read the last seq: %w", err)
+	}
+	w.nextSeq++
 	if err := w.st.prepare(ctx, conn); err != nil {
 		w.st.close()
 		return nil, err

@@ -325,3 +325,44 @@ func TestCrashLosesHandOutsNotJobs(t *testing.T) {
 	b.checkCounts("q")
 	checkWindow(t, b)
 }
+
+// A batch large enough for multi-row inserts resolves duplicate ids, of
+// earlier jobs and within the batch, each to the first job with the id.
+func TestChunkedInsertResolvesDuplicates(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	old := b.insert(params("q", 1)...)[0].Job
+	ps := params("q", 3*insertChunk+5)
+	ps[3].ID = old.ID
+	ps[7].ID = ps[5].ID
+	ps[insertChunk+1].ID = ps[2].ID
+	res := b.insert(ps...)
+	for i, r := range res {
+		var want string
+		switch i {
+		case 3:
+			want = old.ID
+		case 7:
+			want = ps[5].ID
+		case insertChunk + 1:
+			want = ps[2].ID
+		}
+		if want != "" {
+			if !r.Duplicate || r.Job.ID != want {
+				t.Fatalf("job %d: duplicate %v of %s, want a duplicate of %s", i, r.Duplicate, r.Job.ID, want)
+			}
+			continue
+		}
+		if r.Duplicate || r.Job.ID != ps[i].ID {
+			t.Fatalf("job %d: %+v", i, r)
+		}
+	}
+	if c := b.counts("q"); c[job.StateAvailable] != int64(1+len(ps)-3) {
+		t.Fatalf("counts %v", c)
+	}
+	if got := b.get(ps[5].ID); string(got.Payload) != string(ps[5].Payload) {
+		t.Fatalf("job %s has payload %s, want the first one's %s", ps[5].ID, got.Payload, ps[5].Payload)
+	}
+	b.checkCounts("q")
+	checkWindow(t, b)
+}
