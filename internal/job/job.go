@@ -63,6 +63,32 @@ func (s State) Pending() bool {
 	return s == StateScheduled || s == StateAvailable || s == StateActive || s == StateRetrying
 }
 
+// Durability says how a job's changes are kept, and so what can lose it.
+type Durability string
+
+// The durability levels.
+const (
+	// DurabilityFull answers a change only once it is fsynced: it survives
+	// a crash of Spool and a power loss or OS crash. The default.
+	DurabilityFull Durability = "full"
+	// DurabilityProcess answers a change once it is written to the
+	// database's log, without waiting for the disk: it survives a crash
+	// of Spool, but a power loss or OS crash can lose the last changes
+	// answered before it.
+	DurabilityProcess Durability = "process"
+	// DurabilityMemory keeps the job in memory only: fastest, and lost on
+	// any restart, graceful or not.
+	DurabilityMemory Durability = "memory"
+)
+
+// Durabilities lists every durability level, strongest first.
+var Durabilities = []Durability{DurabilityFull, DurabilityProcess, DurabilityMemory}
+
+// Valid reports whether d is one of the known levels.
+func (d Durability) Valid() bool {
+	return d == DurabilityFull || d == DurabilityProcess || d == DurabilityMemory
+}
+
 // AttemptError records why one attempt of a job failed.
 type AttemptError struct {
 	// Attempt is the attempt number (1-based) that failed.
@@ -109,6 +135,8 @@ type Job struct {
 	UniqueFor time.Duration
 	// Tags are free labels for filtering and display.
 	Tags []string
+	// Durability is how the job's changes are kept.
+	Durability Durability
 	// Result is the JSON a worker stored with its ack, if any.
 	Result json.RawMessage
 	// Errors has one entry per failed attempt, oldest first.

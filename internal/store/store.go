@@ -141,6 +141,10 @@ type Admin interface {
 	QueueSetPaused(ctx context.Context, name string, paused bool) error
 	// QueuePurge deletes a queue's available jobs and returns how many.
 	QueuePurge(ctx context.Context, name string) (int, error)
+	// QueueSetDurability sets the durability of the jobs later enqueued
+	// into a queue without one of their own (creating the queue if
+	// unknown). Jobs already in the queue keep theirs.
+	QueueSetDurability(ctx context.Context, name string, d job.Durability) error
 }
 
 // Maintainer is what the background services need.
@@ -190,6 +194,9 @@ type JobInsertParams struct {
 	UniqueKey     string
 	UniqueFor     time.Duration
 	Tags          []string
+	// Durability is full or process; a store that keeps jobs in memory only
+	// takes memory. Empty means full.
+	Durability job.Durability
 }
 
 // JobInsertManyParams is one atomic insert of several jobs.
@@ -334,6 +341,9 @@ type JobBulkParams struct {
 type QueueInfo struct {
 	Name   string
 	Paused bool
+	// Durability is the level of jobs enqueued without one: full unless
+	// set with QueueSetDurability.
+	Durability job.Durability
 	// Counts has the number of jobs in every state (zero states included).
 	Counts map[job.State]int64
 }

@@ -25,8 +25,10 @@ WHERE queue = ? AND state = ?`
 	sqlDelete = `DELETE FROM jobs WHERE seq = ?`
 	// sqlDeleteMany deletes the jobs of queue ?1 in state ?2 but those whose
 	// seqs are in the JSON array ?3 (the active ones).
-	sqlDeleteMany = `DELETE FROM jobs WHERE queue = ?1 AND state = ?2 AND seq NOT IN (SELECT value FROM json_each(?3))`
-	sqlSetPaused  = `INSERT INTO queues (name, paused) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET paused = excluded.paused`
+	sqlDeleteMany    = `DELETE FROM jobs WHERE queue = ?1 AND state = ?2 AND seq NOT IN (SELECT value FROM json_each(?3))`
+	sqlSetPaused     = `INSERT INTO queues (name, paused) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET paused = excluded.paused`
+	sqlSetDurability = `INSERT INTO queues (name, durability) VALUES (?, ?)
+ON CONFLICT (name) DO UPDATE SET durability = excluded.durability`
 )
 
 // JobGet returns one job or job.ErrNotFound.
@@ -262,6 +264,30 @@ func (s *Store) QueueSetPaused(ctx context.Context, name string, paused bool) er
 	})
 	if err != nil {
 		return wrap("set queue paused", err)
+	}
+	return nil
+}
+
+// QueueSetDurability sets the durability of jobs later enqueued into a
+// queue without their own, creating the queue if unknown; see store.Admin.
+func (s *Store) QueueSetDurability(ctx context.Context, name string, d job.Durability) error {
+	err := s.do(ctx, 1, func(w *writer) error {
+		if !d.Valid() {
+			return job.Invalid("durability", "must be full, process or memory")
+		}
+		if _, err := w.conn.ExecContext(context.Background(), sqlSetDurability, name, string(d)); err != nil {
+			return err
+		}
+		if w.queues[name] == nil {
+			w.queues[name] = &wqueue{name: name, win: newWindow(w.cfg.ReadyWindow, true, w.cache)}
+			w.fx.queues[name] = struct{}{}
+			w.touched = true
+		}
+		w.fx.durability[name] = d
+		return nil
+	})
+	if err != nil {
+		return wrap("set queue durability", err)
 	}
 	return nil
 }

@@ -40,8 +40,9 @@ type counts [numStates]int64
 
 // queueRecord is what the catalog knows of one queue.
 type queueRecord struct {
-	paused bool
-	counts counts
+	paused     bool
+	durability job.Durability
+	counts     counts
 }
 
 // catalog is the committed view of every known queue: paused flags and
@@ -56,18 +57,19 @@ type catalog struct {
 // (one scan of the jobs_queue_state index).
 func loadCatalog(ctx context.Context, conn *sql.Conn) (*catalog, error) {
 	c := &catalog{queues: make(map[string]*queueRecord)}
-	rows, err := conn.QueryContext(ctx, `SELECT name, paused FROM queues`)
+	rows, err := conn.QueryContext(ctx, `SELECT name, paused, durability FROM queues`)
 	if err != nil {
 		return nil, fmt.Errorf("read queues: %w", err)
 	}
 	for rows.Next() {
 		var name string
 		var paused bool
-		if err := rows.Scan(&name, &paused); err != nil {
+		var d job.Durability
+		if err := rows.Scan(&name, &paused, &d); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("read queues: %w", err)
 		}
-		c.queues[name] = &queueRecord{paused: paused}
+		c.queues[name] = &queueRecord{paused: paused, durability: d}
 	}
 	if err := closeRows(rows); err != nil {
 		return nil, fmt.Errorf("read queues: %w", err)
@@ -117,6 +119,14 @@ func (c *catalog) apply(d *delta) {
 			c.queues[name] = q
 		}
 		q.paused = paused
+	}
+	for name, dur := range d.durability {
+		q := c.queues[name]
+		if q == nil {
+			q = &queueRecord{}
+			c.queues[name] = q
+		}
+		q.durability = dur
 	}
 	for name, cs := range d.counts {
 		q := c.queues[name]
@@ -182,19 +192,25 @@ func (q *queueRecord) info(name string) *store.QueueInfo {
 	for i, s := range job.States {
 		cs[s] = q.counts[i]
 	}
-	return &store.QueueInfo{Name: name, Paused: q.paused, Counts: cs}
+	d := q.durability
+	if d == "" {
+		d = job.DurabilityFull
+	}
+	return &store.QueueInfo{Name: name, Paused: q.paused, Durability: d, Counts: cs}
 }
 
 // delta is a change to the catalog made by one operation or one batch and
 // not yet committed.
 type delta struct {
-	counts map[string]*counts
-	paused map[string]bool
-	queues map[string]struct{}
+	counts     map[string]*counts
+	paused     map[string]bool
+	durability map[string]job.Durability
+	queues     map[string]struct{}
 }
 
 func newDelta() *delta {
-	return &delta{counts: make(map[string]*counts), paused: make(map[string]bool), queues: make(map[string]struct{})}
+	return &delta{counts: make(map[string]*counts), paused: make(map[string]bool),
+		durability: make(map[string]job.Durability), queues: make(map[string]struct{})}
 }
 
 // move records n jobs of queue leaving state from (empty: none) for state
@@ -220,6 +236,9 @@ func (d *delta) merge(o *delta) {
 	}
 	for name, p := range o.paused {
 		d.paused[name] = p
+	}
+	for name, dur := range o.durability {
+		d.durability[name] = dur
 	}
 	for name, cs := range o.counts {
 		mine := d.counts[name]
@@ -247,9 +266,10 @@ func (d *delta) total(states ...job.State) int64 {
 func (d *delta) reset() {
 	clear(d.counts)
 	clear(d.paused)
+	clear(d.durability)
 	clear(d.queues)
 }
 
 func (d *delta) empty() bool {
-	return len(d.counts) == 0 && len(d.paused) == 0 && len(d.queues) == 0
+	return len(d.counts) == 0 && len(d.paused) == 0 && len(d.durability) == 0 && len(d.queues) == 0
 }

@@ -39,7 +39,7 @@ func (s *Store) JobClaim(ctx context.Context, p *store.JobClaimParams) ([]*job.J
 		return nil, nil
 	}
 	var out []*job.Job
-	err := s.do(ctx, p.Max, func(w *writer) error {
+	err := s.doRelaxed(ctx, p.Max, writesNothing, func(w *writer) error {
 		var err error
 		out, err = w.claim(p)
 		return err
@@ -49,6 +49,9 @@ func (s *Store) JobClaim(ctx context.Context, p *store.JobClaimParams) ([]*job.J
 	}
 	return out, nil
 }
+
+// writesNothing marks operations that change memory only.
+func writesNothing(*writer) bool { return true }
 
 // pick is a job chosen from a window for a claim.
 type pick struct {
@@ -256,7 +259,7 @@ func (w *writer) take(picks []pick, override time.Duration, now time.Time) ([]*j
 		l := &lease{
 			seq: pk.e.seq, id: j.ID, queue: j.Queue, key: entry{priority: pk.e.priority, runAt: pk.e.runAt, seq: pk.e.seq},
 			token: w.tokens.take(), attempt: j.Attempt + 1, maxAttempts: j.MaxAttempts, backoff: j.Backoff,
-			duration: j.LeaseDuration, startedAt: now, expiresAt: now.Add(dur),
+			duration: j.LeaseDuration, startedAt: now, expiresAt: now.Add(dur), durability: j.Durability,
 		}
 		w.grant(l)
 		j.State, j.Attempt, j.LeaseToken = job.StateActive, l.attempt, l.token

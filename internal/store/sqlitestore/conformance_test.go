@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/store"
 	"github.com/spoolq/spool/internal/store/storetest"
 )
@@ -47,4 +48,14 @@ func BenchmarkStore(b *testing.B) {
 // may lose the last commits on power loss.
 func BenchmarkStoreSyncNormal(b *testing.B) {
 	storetest.Bench(b, harness(func(c *Config) { c.Sync = "normal" }))
+}
+
+// The memory store keeps memory-durability jobs on a memory folder and
+// passes the same suite.
+func TestConformanceMemory(t *testing.T) {
+	t.Parallel()
+	h := harness(func(c *Config) { c.Memory = true })
+	h.Durabilities = []job.Durability{job.DurabilityMemory}
+	h.Reopen = nil // a restart empties it by design
+	storetest.Run(t, h)
 }

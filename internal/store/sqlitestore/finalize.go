@@ -50,7 +50,8 @@ func (w *writer) holder(id string, token int64) (l *lease, miss, err error) {
 // JobComplete acknowledges jobs item by item; see store.Claimer.
 func (s *Store) JobComplete(ctx context.Context, p *store.JobCompleteParams) ([]store.Outcome, error) {
 	out := make([]store.Outcome, len(p.Items))
-	err := s.do(ctx, len(p.Items), func(w *writer) error {
+	relaxed := leasesRelaxed(p.Items, func(it *store.JobCompleteItem) string { return it.ID })
+	err := s.doRelaxed(ctx, len(p.Items), relaxed, func(w *writer) error {
 		now := p.Now.UTC()
 		for i := range p.Items {
 			if err := w.complete(&p.Items[i], now, &out[i]); err != nil {
@@ -126,7 +127,8 @@ func (w *writer) endAttempt(l *lease, state job.State, runAt time.Time, now time
 // JobFail records failed attempts item by item; see store.Claimer.
 func (s *Store) JobFail(ctx context.Context, p *store.JobFailParams) ([]store.Outcome, error) {
 	out := make([]store.Outcome, len(p.Items))
-	err := s.do(ctx, len(p.Items), func(w *writer) error {
+	relaxed := leasesRelaxed(p.Items, func(it *store.JobFailItem) string { return it.ID })
+	err := s.doRelaxed(ctx, len(p.Items), relaxed, func(w *writer) error {
 		now := p.Now.UTC()
 		for i := range p.Items {
 			if err := w.failAttempt(&p.Items[i], now, p.Rand, &out[i]); err != nil {
@@ -167,7 +169,7 @@ func (w *writer) failAttempt(it *store.JobFailItem, now time.Time, rnd func() fl
 // heartbeat changes only memory.
 func (s *Store) JobExtend(ctx context.Context, p *store.JobExtendParams) ([]store.Outcome, error) {
 	out := make([]store.Outcome, len(p.Items))
-	err := s.do(ctx, len(p.Items), func(w *writer) error {
+	err := s.doRelaxed(ctx, len(p.Items), writesNothing, func(w *writer) error {
 		now := p.Now.UTC()
 		for i := range p.Items {
 			it := &p.Items[i]
@@ -199,7 +201,7 @@ func (s *Store) JobExtend(ctx context.Context, p *store.JobExtendParams) ([]stor
 // store.Claimer. The report lives with the lease in memory and is written
 // with the attempt's outcome.
 func (s *Store) JobProgress(ctx context.Context, p *store.JobProgressParams) error {
-	err := s.do(ctx, 1, func(w *writer) error {
+	err := s.doRelaxed(ctx, 1, writesNothing, func(w *writer) error {
 		l, miss, err := w.holder(p.ID, p.Token)
 		if err != nil {
 			return err
@@ -221,7 +223,8 @@ func (s *Store) JobProgress(ctx context.Context, p *store.JobProgressParams) err
 // store.Claimer.
 func (s *Store) JobRelease(ctx context.Context, p *store.JobReleaseParams) ([]store.Outcome, error) {
 	out := make([]store.Outcome, len(p.Items))
-	err := s.do(ctx, len(p.Items), func(w *writer) error {
+	relaxed := leasesRelaxed(p.Items, func(it *store.JobReleaseItem) string { return it.ID })
+	err := s.doRelaxed(ctx, len(p.Items), relaxed, func(w *writer) error {
 		now := p.Now.UTC()
 		for i := range p.Items {
 			it := &p.Items[i]
@@ -247,4 +250,17 @@ func (s *Store) JobRelease(ctx context.Context, p *store.JobReleaseParams) ([]st
 		return nil, wrap("release jobs", err)
 	}
 	return out, nil
+}
+
+// leasesRelaxed returns a relaxed check (see Store.doRelaxed) for the
+// outcomes of items: none of their active jobs is of full durability.
+func leasesRelaxed[T any](items []T, id func(*T) string) func(*writer) bool {
+	return func(w *writer) bool {
+		for i := range items {
+			if l := w.leases.get(id(&items[i])); l != nil && l.durability == job.DurabilityFull {
+				return false
+			}
+		}
+		return true
+	}
 }

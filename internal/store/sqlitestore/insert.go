@@ -18,9 +18,9 @@ const (
 	// insertColumns are the columns an insert sets, in the order of
 	// insertRow's arguments.
 	insertColumns = `seq, id, queue, kind, payload, priority, state, run_at, max_attempts,
-	backoff_kind, backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, created_at`
-	insertPlaceholders = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	insertArity        = 18
+	backoff_kind, backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, created_at,
+	durability`
+	insertPlaceholders = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	sqlInsertJob       = `INSERT INTO jobs (` + insertColumns + `) VALUES ` + insertPlaceholders + ` ON CONFLICT (id) DO NOTHING`
 	sqlNewestUnique    = `SELECT ` + jobColumns + ` FROM jobs WHERE queue = ? AND unique_key = ? ORDER BY seq DESC LIMIT 1`
 	sqlSeqsOfIDs       = `SELECT id, seq FROM jobs WHERE id IN (SELECT value FROM json_each(?))`
@@ -29,7 +29,7 @@ const (
 
 // insertChunk is how many rows one multi-row INSERT carries: statements
 // with many rows spend less per row on statement overhead, and 32 rows of
-// 18 values stay well below SQLite's limit of 32766 parameters.
+// 19 values stay well below SQLite's limit of 32766 parameters.
 const insertChunk = 32
 
 // sqlInsertJobs inserts insertChunk rows.
@@ -42,13 +42,28 @@ var sqlInsertJobs = `INSERT INTO jobs (` + insertColumns + `) VALUES ` +
 // Duplicates within a batch resolve to the first.
 func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams) ([]store.InsertResult, error) {
 	out := make([]store.InsertResult, len(p.Jobs))
-	err := s.do(ctx, len(p.Jobs), func(w *writer) error {
-		ins := inserter{w: w, now: p.Now.UTC(), out: out}
+	relaxed := func(*writer) bool {
+		for i := range p.Jobs {
+			if d := p.Jobs[i].Durability; d != job.DurabilityProcess && d != job.DurabilityMemory {
+				return false
+			}
+		}
+		return true
+	}
+	err := s.doRelaxed(ctx, len(p.Jobs), relaxed, func(w *writer) error {
 		for i := range p.Jobs {
 			jp := &p.Jobs[i]
 			if jp.State != job.StateAvailable && jp.State != job.StateScheduled {
 				return fmt.Errorf("jobs[%d]: insert job %s in state %q: only scheduled or available", i, jp.ID, jp.State)
 			}
+			if !w.keeps(jp.Durability) {
+				return fmt.Errorf("jobs[%d]: insert job %s: %w", i, jp.ID,
+					job.Invalid(fmt.Sprintf("jobs[%d].durability", i), "this store does not keep %q jobs", jp.Durability))
+			}
+		}
+		ins := inserter{w: w, now: p.Now.UTC(), out: out}
+		for i := range p.Jobs {
+			jp := &p.Jobs[i]
 			if jp.UniqueKey == "" {
 				ins.pending = append(ins.pending, i)
 				if len(ins.pending) == insertChunk {
@@ -117,7 +132,7 @@ func (ins *inserter) flush(jobs []store.JobInsertParams) error {
 	ins.args = ins.args[:0]
 	for k, i := range ins.pending {
 		var err error
-		if ins.args, err = appendInsertRow(ins.args, first+int64(k), &jobs[i], ins.now); err != nil {
+		if ins.args, err = appendInsertRow(ins.args, first+int64(k), &jobs[i], w.durabilityOf(jobs[i].Durability), ins.now); err != nil {
 			return fmt.Errorf("jobs[%d]: %w", i, err)
 		}
 	}
@@ -155,6 +170,7 @@ func (ins *inserter) flush(jobs []store.JobInsertParams) error {
 			ID: jp.ID, Queue: jp.Queue, Kind: jp.Kind, Payload: jp.Payload, Priority: jp.Priority, State: jp.State,
 			RunAt: runAt, MaxAttempts: jp.MaxAttempts, Backoff: jp.Backoff, LeaseDuration: jp.LeaseDuration,
 			UniqueKey: jp.UniqueKey, UniqueFor: jp.UniqueFor, Tags: jp.Tags, CreatedAt: ins.now,
+			Durability: w.durabilityOf(jp.Durability),
 		}
 		w.fx.move(jp.Queue, "", jp.State, 1)
 		if jp.State == job.StateAvailable {
@@ -198,8 +214,29 @@ func (ins *inserter) existing(jobs []store.JobInsertParams) (map[string]int64, e
 	return out, nil
 }
 
-// appendInsertRow appends the insertArity arguments of one row.
-func appendInsertRow(args []any, seq int64, jp *store.JobInsertParams, now time.Time) ([]any, error) {
+// durabilityOf is the stored form of d: empty is the store's own level,
+// full on disk and memory in memory.
+func (w *writer) durabilityOf(d job.Durability) job.Durability {
+	switch {
+	case d != "":
+		return d
+	case w.cfg.Memory:
+		return job.DurabilityMemory
+	}
+	return job.DurabilityFull
+}
+
+// keeps reports whether this store may hold jobs of durability d: an
+// on-disk store takes full and process, an in-memory one memory.
+func (w *writer) keeps(d job.Durability) bool {
+	if w.cfg.Memory {
+		return d == "" || d == job.DurabilityMemory
+	}
+	return d == "" || d == job.DurabilityFull || d == job.DurabilityProcess
+}
+
+// appendInsertRow appends the arguments of one row, in insertColumns order.
+func appendInsertRow(args []any, seq int64, jp *store.JobInsertParams, d job.Durability, now time.Time) ([]any, error) {
 	tags, err := encodeTags(jp.Tags)
 	if err != nil {
 		return args, err
@@ -207,7 +244,7 @@ func appendInsertRow(args []any, seq int64, jp *store.JobInsertParams, now time.
 	return append(args, seq, jp.ID, jp.Queue, jp.Kind, blobOrNull(jp.Payload), int64(jp.Priority), string(jp.State),
 		jp.RunAt.UTC().UnixNano(), int64(jp.MaxAttempts), string(jp.Backoff.Kind), int64(jp.Backoff.Base),
 		int64(jp.Backoff.Max), jp.Backoff.Jitter, int64(jp.LeaseDuration), stringOrNull(jp.UniqueKey),
-		int64(jp.UniqueFor), tags, now.UnixNano()), nil
+		int64(jp.UniqueFor), tags, now.UnixNano(), string(d)), nil
 }
 
 // duplicate returns the existing job that jp duplicates by ID or by unique

@@ -43,6 +43,9 @@ type lease struct {
 	progress  json.RawMessage
 	// persisted is true while the row in the database says active.
 	persisted bool
+	// durability is the job's, which decides whether its outcome's commit
+	// waits for the disk.
+	durability job.Durability
 	// index is the lease's position in the expiry heap.
 	index int
 }
@@ -281,7 +284,7 @@ func loadLeases(ctx context.Context, conn *sql.Conn) (*leaseTable, error) {
 			seq: seqs[i], id: j.ID, queue: j.Queue, key: entryOf(j, seqs[i]), token: j.LeaseToken,
 			attempt: j.Attempt, maxAttempts: j.MaxAttempts, backoff: j.Backoff, duration: j.LeaseDuration,
 			startedAt: j.StartedAt, expiresAt: j.LeaseExpiresAt, cancel: j.CancelRequested, progress: j.Progress,
-			persisted: true,
+			persisted: true, durability: j.Durability,
 		})
 	}
 	return t, nil

@@ -12,7 +12,8 @@ import (
 // jobColumns are the columns scanJob reads, in its order.
 const jobColumns = `seq, id, queue, kind, payload, priority, state, run_at, attempt, max_attempts,
 	backoff_kind, backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags,
-	result, errors, progress, lease_token, lease_expires_at, cancel_requested, created_at, started_at, finished_at`
+	result, errors, progress, lease_token, lease_expires_at, cancel_requested, created_at, started_at, finished_at,
+	durability`
 
 const (
 	sqlJobByID  = `SELECT ` + jobColumns + ` FROM jobs WHERE id = ?`
@@ -31,14 +32,14 @@ func scanJob(sc scanner) (*job.Job, int64, error) {
 		seq, priority, runAt, attempt, maxAttempts int64
 		backoffBase, backoffMax, lease, unique     int64
 		token, cancel, created                     int64
-		state, backoffKind                         string
+		state, backoffKind, durability             string
 		payload, result, progress                  []byte
 		uniqueKey, tags, errs                      sql.NullString
 		leaseExpires, started, finished            sql.NullInt64
 	)
 	err := sc.Scan(&seq, &j.ID, &j.Queue, &j.Kind, &payload, &priority, &state, &runAt, &attempt, &maxAttempts,
 		&backoffKind, &backoffBase, &backoffMax, &j.Backoff.Jitter, &lease, &uniqueKey, &unique, &tags,
-		&result, &errs, &progress, &token, &leaseExpires, &cancel, &created, &started, &finished)
+		&result, &errs, &progress, &token, &leaseExpires, &cancel, &created, &started, &finished, &durability)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -59,6 +60,7 @@ func scanJob(sc scanner) (*job.Job, int64, error) {
 	j.CreatedAt = fromNanos(created)
 	j.StartedAt = nullTime(started)
 	j.FinishedAt = nullTime(finished)
+	j.Durability = job.Durability(durability)
 	if tags.Valid {
 		if err := json.Unmarshal([]byte(tags.String), &j.Tags); err != nil {
 			return nil, 0, fmt.Errorf("decode tags of job %s: %w", j.ID, err)

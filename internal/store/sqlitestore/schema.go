@@ -53,6 +53,8 @@ CREATE TABLE queues (
 `,
 	`
 DROP INDEX jobs_state;
+ALTER TABLE jobs ADD COLUMN durability TEXT NOT NULL DEFAULT 'full';
+ALTER TABLE queues ADD COLUMN durability TEXT NOT NULL DEFAULT 'full';
 CREATE TABLE meta (
 	key   TEXT    PRIMARY KEY,
 	value INTEGER NOT NULL

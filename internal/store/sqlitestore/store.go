@@ -77,6 +77,10 @@ type Config struct {
 	// ready windows, so that fetching them soon after needs no read.
 	// Defaults to DefaultCacheBytes; negative disables the cache.
 	CacheBytes int64
+	// Memory makes this a store of memory-durability jobs only: Dir should
+	// be on a memory file system; it is emptied at open, commits never
+	// wait for the disk, and every job is gone after a restart.
+	Memory bool
 	// Logger receives commit failures and other store events. Defaults to
 	// slog.Default().
 	Logger *slog.Logger
@@ -109,11 +113,21 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err := cfg.normalize(); err != nil {
 		return nil, err
 	}
+	if cfg.Memory {
+		// Memory jobs do not outlive the process that held them.
+		if err := os.RemoveAll(cfg.Dir); err != nil {
+			return nil, fmt.Errorf("empty memory folder: %w", err)
+		}
+	}
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create data folder: %w", err)
 	}
 	path := filepath.Join(cfg.Dir, "spool.db")
-	wdb, err := sql.Open("sqlite3", dsn(path, cfg.Sync, false))
+	sync := cfg.Sync
+	if cfg.Memory {
+		sync = "off"
+	}
+	wdb, err := sql.Open("sqlite3", dsn(path, sync, false))
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
@@ -137,7 +151,7 @@ func (s *Store) open(ctx context.Context, path string) error {
 		_ = conn.Close()
 		return fmt.Errorf("migrate schema: %w", mapErr(err))
 	}
-	s.rdb, err = sql.Open("sqlite3", dsn(path, s.cfg.Sync, true))
+	s.rdb, err = sql.Open("sqlite3", dsn(path, "normal", true))
 	if err != nil {
 		_ = conn.Close()
 		return fmt.Errorf("open read pool: %w", err)
@@ -203,15 +217,19 @@ func (c *Config) normalize() error {
 	return nil
 }
 
-// dsn is the go-sqlite3 connection string for path.
+// dsn is the go-sqlite3 connection string for path; sync is full, normal
+// or off.
 func dsn(path, sync string, readOnly bool) string {
 	q := url.Values{}
 	q.Set("_journal_mode", "WAL")
 	q.Set("_busy_timeout", fmt.Sprint(busyTimeoutMillis))
 	q.Set("_foreign_keys", "0")
-	if sync == "normal" {
+	switch sync {
+	case "normal":
 		q.Set("_synchronous", "NORMAL")
-	} else {
+	case "off":
+		q.Set("_synchronous", "OFF")
+	default:
 		q.Set("_synchronous", "FULL")
 	}
 	if readOnly {
@@ -295,7 +313,16 @@ func (s *Store) check() error {
 // waits for the commit. weight is how much of a batch fn uses (jobs or
 // items, at least one).
 func (s *Store) do(ctx context.Context, weight int, fn func(*writer) error) error {
-	o := &op{ctx: ctx, fn: fn, weight: max(weight, 1), done: make(chan error, 1)}
+	return s.doRelaxed(ctx, weight, nil, fn)
+}
+
+// doRelaxed is do for an operation that may not need its commit fsynced:
+// relaxed, run by the writer before the batch begins, reports whether
+// everything the operation will write is of process durability (or
+// nothing at all). A batch made only of such operations commits without
+// waiting for the disk.
+func (s *Store) doRelaxed(ctx context.Context, weight int, relaxed func(*writer) bool, fn func(*writer) error) error {
+	o := &op{ctx: ctx, fn: fn, relaxed: relaxed, weight: max(weight, 1), done: make(chan error, 1)}
 	s.mu.RLock()
 	if s.closed {
 		s.mu.RUnlock()

@@ -18,11 +18,12 @@ import (
 // other error makes the writer roll back and rerun the batch's operations
 // one transaction each (see writer.commit).
 type op struct {
-	ctx    context.Context
-	fn     func(*writer) error
-	weight int
-	done   chan error
-	err    error
+	ctx     context.Context
+	fn      func(*writer) error
+	relaxed func(*writer) bool // nil: the commit must be fsynced
+	weight  int
+	done    chan error
+	err     error
 }
 
 // wqueue is the writer's working view of one known queue.
@@ -63,8 +64,12 @@ type writer struct {
 	// nextSeq is the seq of the next inserted job: inserts assign seqs
 	// themselves.
 	nextSeq int64
+	// fsync is whether commits currently wait for the disk.
+	fsync bool
 
 	commits atomic.Int64 // successful group commits, for tests and metrics
+	// unsynced counts the commits that did not wait for the disk.
+	unsynced atomic.Int64
 
 	failMu sync.Mutex
 	failed error // set when the database can no longer be trusted
@@ -82,6 +87,7 @@ func newWriter(ctx context.Context, conn *sql.Conn, cfg Config, cat *catalog, le
 		batch:  newDelta(),
 		leases: leases,
 		tokens: tokens,
+		fsync:  cfg.Sync == "full" && !cfg.Memory,
 		cache:  &bodyCache{limit: cfg.CacheBytes},
 	}
 	// Temporary tables stay in memory, and the WAL file shrinks back after
@@ -180,6 +186,10 @@ func (w *writer) commit(batch []*op) {
 		w.abort(batch, err)
 		return
 	}
+	if err := w.chooseSync(batch); err != nil {
+		w.abort(batch, err)
+		return
+	}
 	split, err := w.commitTogether(batch)
 	if err != nil {
 		w.abort(batch, err)
@@ -238,6 +248,9 @@ func (w *writer) commitTogether(ops []*op) (split bool, err error) {
 		return false, fmt.Errorf("commit batch: %w", err)
 	}
 	w.commits.Add(1)
+	if !w.fsync {
+		w.unsynced.Add(1)
+	}
 	w.undo.reset()
 	if !w.batch.empty() {
 		w.cat.apply(w.batch)
@@ -406,4 +419,31 @@ func (w *writer) change(l *lease, fn func(l *lease)) {
 			l.index = index
 		})
 	})
+}
+
+// chooseSync sets whether the next commit waits for the disk: it does in
+// the store's full mode unless every operation of the batch is relaxed.
+// SQLite takes the setting only between transactions.
+func (w *writer) chooseSync(batch []*op) error {
+	want := false
+	if w.cfg.Sync == "full" && !w.cfg.Memory {
+		for _, o := range batch {
+			if o.relaxed == nil || !o.relaxed(w) {
+				want = true
+				break
+			}
+		}
+	}
+	if want == w.fsync {
+		return nil
+	}
+	level := "NORMAL"
+	if want {
+		level = "FULL"
+	}
+	if _, err := w.conn.ExecContext(context.Background(), "PRAGMA synchronous = "+level); err != nil {
+		return fmt.Errorf("set synchronous %s: %w", level, err)
+	}
+	w.fsync = want
+	return nil
 }

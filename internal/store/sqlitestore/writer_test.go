@@ -366,3 +366,52 @@ func TestChunkedInsertResolvesDuplicates(t *testing.T) {
 	b.checkCounts("q")
 	checkWindow(t, b)
 }
+
+// A batch whose changes are all of process durability commits without
+// waiting for the disk; any full change makes the commit wait.
+func TestProcessDurabilitySkipsFsync(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	synced := func(call func()) bool {
+		before := b.s.w.unsynced.Load()
+		call()
+		return b.s.w.unsynced.Load() == before
+	}
+	insert := func(ps ...store.JobInsertParams) func() {
+		return func() { b.insert(ps...) }
+	}
+	process := func(_ int, p *store.JobInsertParams) { p.Durability = job.DurabilityProcess }
+	if synced(insert(params("q", 2, process)...)) {
+		t.Fatal("a process-durability insert was fsynced")
+	}
+	if !synced(insert(params("q", 1)...)) {
+		t.Fatal("a full-durability insert was not fsynced")
+	}
+	if !synced(insert(append(params("q", 1), params("q", 1, process)...)...)) {
+		t.Fatal("an insert with a full-durability job was not fsynced")
+	}
+	var relaxed, full []store.JobCompleteItem
+	for _, j := range b.claim(10, "q") {
+		item := store.JobCompleteItem{ID: j.ID, Token: j.LeaseToken}
+		if j.Durability == job.DurabilityProcess {
+			relaxed = append(relaxed, item)
+		} else {
+			full = append(full, item)
+		}
+	}
+	ack := func(items []store.JobCompleteItem) func() {
+		return func() {
+			out, err := b.s.JobComplete(b.ctx, &store.JobCompleteParams{Items: items, Now: t0})
+			if err != nil || len(out) != len(items) || out[0].Err != nil {
+				t.Fatalf("ack: %v %+v", err, out)
+			}
+		}
+	}
+	if len(relaxed) != 3 || synced(ack(relaxed)) {
+		t.Fatalf("acks of %d process jobs were fsynced", len(relaxed))
+	}
+	if !synced(ack(full)) {
+		t.Fatal("acks of full jobs were not fsynced")
+	}
+	b.checkCounts("q")
+}

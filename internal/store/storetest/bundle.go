@@ -542,3 +542,13 @@ func queueNames(qs []store.QueueInfo) []string {
 	}
 	return out
 }
+
+// queue returns one queue, which must exist.
+func (b *bundle) queue(name string) *store.QueueInfo {
+	b.t.Helper()
+	q, err := b.s.QueueGet(b.ctx, name)
+	if err != nil {
+		b.t.Fatalf("queue %s: %v", name, err)
+	}
+	return q
+}

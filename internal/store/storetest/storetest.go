@@ -16,6 +16,7 @@ package storetest
 import (
 	"testing"
 
+	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/store"
 )
 
@@ -31,6 +32,18 @@ type Harness struct {
 	Reopen func(tb testing.TB, s store.Store) store.Store
 	// Capabilities is what the store must report.
 	Capabilities store.Capabilities
+	// Durabilities are the levels of the jobs the store keeps; the suite
+	// inserts jobs of each and expects any other to be refused. Nil means
+	// full and process, an on-disk store's.
+	Durabilities []job.Durability
+}
+
+// durabilities is h.Durabilities with its default applied.
+func (h Harness) durabilities() []job.Durability {
+	if h.Durabilities == nil {
+		return []job.Durability{job.DurabilityFull, job.DurabilityProcess}
+	}
+	return h.Durabilities
 }
 
 // test is one behaviour of the contract, checked on a fresh store.
@@ -58,7 +71,7 @@ func Run(t *testing.T, h Harness) {
 		t.Fatal("storetest: Harness.Open is nil")
 	}
 	groups := [][]group{insertTests(), claimTests(), leaseTests(), adminTests(), queueTests(),
-		maintenanceTests(), lifecycleTests(h), concurrencyTests(), modelTests()}
+		maintenanceTests(), lifecycleTests(h), concurrencyTests(), modelTests(), durabilityTests()}
 	for _, gs := range groups {
 		for _, g := range gs {
 			t.Run(g.name, func(t *testing.T) {
