@@ -158,6 +158,21 @@ func (e *Engine) SetPaused(ctx context.Context, name string, paused bool) (*stor
 	return e.Queue(ctx, name)
 }
 
+// SetDurability sets the level of the jobs later enqueued into a queue
+// without one of their own, and returns the queue.
+func (e *Engine) SetDurability(ctx context.Context, name string, d job.Durability) (*store.QueueInfo, error) {
+	if !job.ValidName(name) {
+		return nil, job.Invalid("queue", "must be a queue name")
+	}
+	if !d.Valid() {
+		return nil, job.Invalid("durability", "must be full, process or memory")
+	}
+	if err := e.st.QueueSetDurability(ctx, name, d); err != nil {
+		return nil, fmt.Errorf("set queue durability: %w", err)
+	}
+	return e.Queue(ctx, name)
+}
+
 // Purge deletes a queue's available jobs.
 func (e *Engine) Purge(ctx context.Context, name string) (int, error) {
 	if !job.ValidName(name) {

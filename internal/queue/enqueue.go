@@ -40,6 +40,8 @@ type EnqueueRequest struct {
 	UniqueFor time.Duration
 	// Tags label the job.
 	Tags []string
+	// Durability is how the job is kept; empty takes its queue's level.
+	Durability job.Durability
 }
 
 // BackoffRequest overrides parts of the default backoff; nil fields keep
@@ -117,6 +119,7 @@ func (e *Engine) enqueue(ctx context.Context, reqs []EnqueueRequest, prefix stri
 			return nil, err
 		}
 	}
+	e.applyQueueDurability(ctx, params.Jobs)
 	results, err := e.st.JobInsertMany(ctx, params)
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", err)
@@ -237,7 +240,34 @@ func (e *Engine) prepare(req *EnqueueRequest, p *store.JobInsertParams, now time
 		}
 	}
 	p.Tags = req.Tags
+	if req.Durability != "" && !req.Durability.Valid() {
+		return job.Invalid(field("durability"), "must be full, process or memory")
+	}
+	p.Durability = req.Durability
 	return nil
+}
+
+// applyQueueDurability gives the jobs enqueued without a level their
+// queue's, full for an unknown queue.
+func (e *Engine) applyQueueDurability(ctx context.Context, jobs []store.JobInsertParams) {
+	var levels map[string]job.Durability
+	for i := range jobs {
+		if jobs[i].Durability != "" {
+			continue
+		}
+		d, ok := levels[jobs[i].Queue]
+		if !ok {
+			d = job.DurabilityFull
+			if q, err := e.st.QueueGet(ctx, jobs[i].Queue); err == nil && q.Durability != "" {
+				d = q.Durability
+			}
+			if levels == nil {
+				levels = make(map[string]job.Durability)
+			}
+			levels[jobs[i].Queue] = d
+		}
+		jobs[i].Durability = d
+	}
 }
 
 func resolveBackoff(req BackoffRequest, field func(string) string) (job.Backoff, error) {
