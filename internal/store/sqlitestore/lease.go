@@ -301,3 +301,11 @@ func (w *writer) persistAll() error {
 	}
 	return nil
 }
+
+// Active reports whether job id holds a lease in this store. It reads
+// memory only, so a caller that routes calls between stores can ask it on
+// every call.
+func (s *Store) Active(id string) bool {
+	_, ok := s.leases.viewOf(id)
+	return ok
+}

@@ -1,0 +1,416 @@
+// Package tiered puts two stores behind one store.Store: a durable store
+// for jobs of full and process durability, and a memory store for jobs of
+// memory durability, which are lost on restart. The engine sees one store;
+// the tiers show through only where one call spans both:
+//   - an insert batch may not mix memory jobs with others (it could not be
+//     atomic across two stores);
+//   - a claim across both hands out memory jobs first, then durable ones,
+//     each tier in its own claim order;
+//   - a listing pages through the durable jobs, then the memory ones.
+//
+// Queue settings (pause, durability) live in the durable store; pauses
+// apply to both tiers.
+package tiered
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/spoolq/spool/internal/job"
+	"github.com/spoolq/spool/internal/store"
+)
+
+// MemoryStore is what the memory tier must offer besides store.Store: a
+// cheap, memory-only way to tell whether it holds a job's lease, so that
+// acks and heartbeats go to the right tier without a lookup in both.
+type MemoryStore interface {
+	store.Store
+	Active(id string) bool
+}
+
+// Store routes calls between a durable and a memory store. It is safe for
+// concurrent use.
+type Store struct {
+	disk store.Store
+	mem  MemoryStore
+	// used is set once the memory tier took a job; until then every call
+	// goes to the durable store alone.
+	used atomic.Bool
+}
+
+var _ store.Store = (*Store)(nil)
+
+// New returns a store over disk and mem, which it owns: Close closes
+// them. The memory store starts empty, so New gives it the durable store's
+// paused queues.
+func New(ctx context.Context, disk store.Store, mem MemoryStore) (*Store, error) {
+	qs, err := disk.QueueList(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read queues: %w", err)
+	}
+	for _, q := range qs {
+		if q.Paused {
+			if err := mem.QueueSetPaused(ctx, q.Name, true); err != nil {
+				return nil, fmt.Errorf("pause memory queue %s: %w", q.Name, err)
+			}
+		}
+	}
+	return &Store{disk: disk, mem: mem}, nil
+}
+
+// memCursor marks a listing cursor of the memory tier. Durable stores'
+// cursors never contain a dot.
+const memCursor = "m."
+
+// JobInsertMany inserts into the tier of the jobs' durability; see
+// store.Inserter.
+func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams) ([]store.InsertResult, error) {
+	memory := 0
+	for i := range p.Jobs {
+		if p.Jobs[i].Durability == job.DurabilityMemory {
+			memory++
+		}
+	}
+	switch memory {
+	case 0:
+		return s.disk.JobInsertMany(ctx, p)
+	case len(p.Jobs):
+		s.used.Store(true)
+		return s.mem.JobInsertMany(ctx, p)
+	}
+	return nil, fmt.Errorf("insert jobs: %w", job.Invalid("jobs",
+		"a batch cannot mix memory durability with other levels: the two are kept apart and the batch could not be atomic"))
+}
+
+// JobClaim hands out memory jobs first, then durable ones; see
+// store.Claimer.
+func (s *Store) JobClaim(ctx context.Context, p *store.JobClaimParams) ([]*job.Job, error) {
+	if !s.used.Load() {
+		return s.disk.JobClaim(ctx, p)
+	}
+	got, err := s.mem.JobClaim(ctx, p)
+	if err != nil || len(got) >= p.Max {
+		return got, err
+	}
+	rest := *p
+	rest.Max -= len(got)
+	more, err := s.disk.JobClaim(ctx, &rest)
+	if err != nil {
+		if len(got) > 0 {
+			// The memory jobs are leased already: hand them out.
+			return got, nil
+		}
+		return nil, err
+	}
+	return append(got, more...), nil
+}
+
+// split sends the items whose jobs are active in the memory tier there
+// and the others to the durable store, and puts the outcomes back in
+// order.
+func split[T any](s *Store, items []T, id func(*T) string, run func(st store.Store, items []T) ([]store.Outcome, error)) ([]store.Outcome, error) {
+	if !s.used.Load() {
+		return run(s.disk, items)
+	}
+	var memIdx, diskIdx []int
+	for i := range items {
+		if s.mem.Active(id(&items[i])) {
+			memIdx = append(memIdx, i)
+		} else {
+			diskIdx = append(diskIdx, i)
+		}
+	}
+	if len(memIdx) == 0 {
+		return run(s.disk, items)
+	}
+	if len(diskIdx) == 0 {
+		return run(s.mem, items)
+	}
+	out := make([]store.Outcome, len(items))
+	for _, part := range []struct {
+		st  store.Store
+		idx []int
+	}{{s.mem, memIdx}, {s.disk, diskIdx}} {
+		sub := make([]T, len(part.idx))
+		for k, i := range part.idx {
+			sub[k] = items[i]
+		}
+		res, err := run(part.st, sub)
+		if err != nil {
+			return nil, err
+		}
+		for k, i := range part.idx {
+			out[i] = res[k]
+		}
+	}
+	return out, nil
+}
+
+// JobComplete acknowledges jobs in their tiers; see store.Claimer.
+func (s *Store) JobComplete(ctx context.Context, p *store.JobCompleteParams) ([]store.Outcome, error) {
+	return split(s, p.Items, func(it *store.JobCompleteItem) string { return it.ID },
+		func(st store.Store, items []store.JobCompleteItem) ([]store.Outcome, error) {
+			return st.JobComplete(ctx, &store.JobCompleteParams{Items: items, Now: p.Now})
+		})
+}
+
+// JobFail records failed attempts in their tiers; see store.Claimer.
+func (s *Store) JobFail(ctx context.Context, p *store.JobFailParams) ([]store.Outcome, error) {
+	return split(s, p.Items, func(it *store.JobFailItem) string { return it.ID },
+		func(st store.Store, items []store.JobFailItem) ([]store.Outcome, error) {
+			return st.JobFail(ctx, &store.JobFailParams{Items: items, Now: p.Now, Rand: p.Rand})
+		})
+}
+
+// JobExtend extends leases in their tiers; see store.Claimer.
+func (s *Store) JobExtend(ctx context.Context, p *store.JobExtendParams) ([]store.Outcome, error) {
+	return split(s, p.Items, func(it *store.JobExtendItem) string { return it.ID },
+		func(st store.Store, items []store.JobExtendItem) ([]store.Outcome, error) {
+			return st.JobExtend(ctx, &store.JobExtendParams{Items: items, Now: p.Now})
+		})
+}
+
+// JobRelease hands jobs back in their tiers; see store.Claimer.
+func (s *Store) JobRelease(ctx context.Context, p *store.JobReleaseParams) ([]store.Outcome, error) {
+	return split(s, p.Items, func(it *store.JobReleaseItem) string { return it.ID },
+		func(st store.Store, items []store.JobReleaseItem) ([]store.Outcome, error) {
+			return st.JobRelease(ctx, &store.JobReleaseParams{Items: items, Now: p.Now})
+		})
+}
+
+// JobProgress stores a progress report in the job's tier; see
+// store.Claimer.
+func (s *Store) JobProgress(ctx context.Context, p *store.JobProgressParams) error {
+	if s.used.Load() && s.mem.Active(p.ID) {
+		return s.mem.JobProgress(ctx, p)
+	}
+	return s.disk.JobProgress(ctx, p)
+}
+
+// byID runs call on the durable store and, when it does not know the job,
+// on the memory tier.
+func byID[T any](s *Store, call func(st store.Store) (T, error)) (T, error) {
+	v, err := call(s.disk)
+	if err == nil || !errors.Is(err, job.ErrNotFound) || !s.used.Load() {
+		return v, err
+	}
+	return call(s.mem)
+}
+
+// JobGet returns one job from either tier; see store.Admin.
+func (s *Store) JobGet(ctx context.Context, id string) (*job.Job, error) {
+	return byID(s, func(st store.Store) (*job.Job, error) { return st.JobGet(ctx, id) })
+}
+
+// JobCancel cancels a job in its tier; see store.Admin.
+func (s *Store) JobCancel(ctx context.Context, id string, now time.Time) (*job.Job, error) {
+	return byID(s, func(st store.Store) (*job.Job, error) { return st.JobCancel(ctx, id, now) })
+}
+
+// JobRetry retries a job in its tier; see store.Admin.
+func (s *Store) JobRetry(ctx context.Context, id string, now time.Time) (*job.Job, error) {
+	return byID(s, func(st store.Store) (*job.Job, error) { return st.JobRetry(ctx, id, now) })
+}
+
+// JobDelete deletes a job from its tier; see store.Admin.
+func (s *Store) JobDelete(ctx context.Context, id string) error {
+	_, err := byID(s, func(st store.Store) (struct{}, error) { return struct{}{}, st.JobDelete(ctx, id) })
+	return err
+}
+
+// JobList pages through the durable jobs, then the memory ones; see
+// store.Admin.
+func (s *Store) JobList(ctx context.Context, p *store.JobListParams) (*store.JobListPage, error) {
+	if rest, ok := strings.CutPrefix(p.Cursor, memCursor); ok {
+		q := *p
+		q.Cursor = rest
+		return s.memPage(ctx, &q)
+	}
+	page, err := s.disk.JobList(ctx, p)
+	if err != nil || page.Next != "" || !s.used.Load() {
+		return page, err
+	}
+	q := *p
+	q.Cursor, q.Limit = "", p.Limit-len(page.Jobs)
+	if q.Limit <= 0 {
+		// The durable jobs filled the page: the memory ones come next.
+		if more, err := s.mem.JobList(ctx, &store.JobListParams{Queue: p.Queue, State: p.State, Limit: 1}); err == nil && len(more.Jobs) > 0 {
+			page.Next = memCursor
+		}
+		return page, nil
+	}
+	mem, err := s.memPage(ctx, &q)
+	if err != nil {
+		return nil, err
+	}
+	page.Jobs = append(page.Jobs, mem.Jobs...)
+	page.Next = mem.Next
+	return page, nil
+}
+
+func (s *Store) memPage(ctx context.Context, p *store.JobListParams) (*store.JobListPage, error) {
+	page, err := s.mem.JobList(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if page.Next != "" {
+		page.Next = memCursor + page.Next
+	}
+	return page, nil
+}
+
+// JobRetryMany retries in both tiers; see store.Admin.
+func (s *Store) JobRetryMany(ctx context.Context, p *store.JobBulkParams) (int, error) {
+	return s.both(func(st store.Store) (int, error) { return st.JobRetryMany(ctx, p) })
+}
+
+// JobDeleteMany deletes in both tiers; see store.Admin.
+func (s *Store) JobDeleteMany(ctx context.Context, p *store.JobBulkParams) (int, error) {
+	return s.both(func(st store.Store) (int, error) { return st.JobDeleteMany(ctx, p) })
+}
+
+// QueuePurge purges both tiers; see store.Admin.
+func (s *Store) QueuePurge(ctx context.Context, name string) (int, error) {
+	return s.both(func(st store.Store) (int, error) { return st.QueuePurge(ctx, name) })
+}
+
+// both runs a counting call on both tiers and sums the counts.
+func (s *Store) both(call func(st store.Store) (int, error)) (int, error) {
+	n, err := call(s.disk)
+	if err != nil || !s.used.Load() {
+		return n, err
+	}
+	m, err := call(s.mem)
+	return n + m, err
+}
+
+// QueueList lists the queues of both tiers with their counts summed and
+// the settings of the durable store; see store.Admin.
+func (s *Store) QueueList(ctx context.Context) ([]store.QueueInfo, error) {
+	qs, err := s.disk.QueueList(ctx)
+	if err != nil || !s.used.Load() {
+		return qs, err
+	}
+	mem, err := s.mem.QueueList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	byName := make(map[string]int, len(qs))
+	for i := range qs {
+		byName[qs[i].Name] = i
+	}
+	for _, m := range mem {
+		i, ok := byName[m.Name]
+		if !ok {
+			m.Durability = job.DurabilityFull
+			qs = append(qs, m)
+			continue
+		}
+		for st, n := range m.Counts {
+			qs[i].Counts[st] += n
+		}
+	}
+	sortQueues(qs)
+	return qs, nil
+}
+
+// QueueGet returns a queue known to either tier; see store.Admin.
+func (s *Store) QueueGet(ctx context.Context, name string) (*store.QueueInfo, error) {
+	q, err := s.disk.QueueGet(ctx, name)
+	if !s.used.Load() || (err != nil && !errors.Is(err, job.ErrNotFound)) {
+		return q, err
+	}
+	m, merr := s.mem.QueueGet(ctx, name)
+	switch {
+	case merr != nil && !errors.Is(merr, job.ErrNotFound):
+		return nil, merr
+	case merr != nil:
+		return q, err
+	case err != nil:
+		m.Durability = job.DurabilityFull
+		return m, nil
+	}
+	for st, n := range m.Counts {
+		q.Counts[st] += n
+	}
+	return q, nil
+}
+
+// QueueSetPaused pauses or resumes the queue in both tiers; see
+// store.Admin.
+func (s *Store) QueueSetPaused(ctx context.Context, name string, paused bool) error {
+	if err := s.disk.QueueSetPaused(ctx, name, paused); err != nil {
+		return err
+	}
+	return s.mem.QueueSetPaused(ctx, name, paused)
+}
+
+// QueueSetDurability sets the queue's level in the durable store, which
+// keeps the queues' settings; see store.Admin.
+func (s *Store) QueueSetDurability(ctx context.Context, name string, d job.Durability) error {
+	return s.disk.QueueSetDurability(ctx, name, d)
+}
+
+// JobPromoteDue promotes in both tiers; see store.Maintainer.
+func (s *Store) JobPromoteDue(ctx context.Context, now time.Time, limit int) (*store.MaintenanceResult, error) {
+	return s.maintain(func(st store.Store) (*store.MaintenanceResult, error) { return st.JobPromoteDue(ctx, now, limit) })
+}
+
+// JobRescueExpired rescues in both tiers; see store.Maintainer.
+func (s *Store) JobRescueExpired(ctx context.Context, now time.Time, limit int) (*store.MaintenanceResult, error) {
+	return s.maintain(func(st store.Store) (*store.MaintenanceResult, error) { return st.JobRescueExpired(ctx, now, limit) })
+}
+
+// maintain runs a maintenance pass on both tiers and merges the results.
+func (s *Store) maintain(pass func(st store.Store) (*store.MaintenanceResult, error)) (*store.MaintenanceResult, error) {
+	res, err := pass(s.disk)
+	if err != nil || !s.used.Load() {
+		return res, err
+	}
+	m, err := pass(s.mem)
+	if err != nil {
+		return nil, err
+	}
+	out := *res
+	out.Count += m.Count
+	for _, q := range m.Available {
+		if !slices.Contains(out.Available, q) {
+			out.Available = append(out.Available, q)
+		}
+	}
+	if out.Next.IsZero() || (!m.Next.IsZero() && m.Next.Before(out.Next)) {
+		out.Next = m.Next
+	}
+	return &out, nil
+}
+
+// JobPrune prunes both tiers; see store.Maintainer.
+func (s *Store) JobPrune(ctx context.Context, p *store.JobPruneParams) (int, error) {
+	return s.both(func(st store.Store) (int, error) { return st.JobPrune(ctx, p) })
+}
+
+// Capabilities are the durable store's.
+func (s *Store) Capabilities() store.Capabilities { return s.disk.Capabilities() }
+
+// Ping checks both tiers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.disk.Ping(ctx); err != nil {
+		return err
+	}
+	return s.mem.Ping(ctx)
+}
+
+// Close closes both tiers.
+func (s *Store) Close() error {
+	return errors.Join(s.disk.Close(), s.mem.Close())
+}
+
+func sortQueues(qs []store.QueueInfo) {
+	sort.Slice(qs, func(i, j int) bool { return qs[i].Name < qs[j].Name })
+}
