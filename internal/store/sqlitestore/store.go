@@ -245,13 +245,23 @@ func dsn(path, sync string, readOnly bool) string {
 func (s *Store) Capabilities() store.Capabilities { return store.Capabilities{} }
 
 // Ping reports whether the store can serve: it is open, its writer has not
-// failed, and the database answers a read.
+// failed, the database answers a read, and, after a write failed for a
+// full disk, a small write succeeds again (job.ErrStorageFull until then).
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.check(); err != nil {
 		return fmt.Errorf("ping store: %w", err)
 	}
 	if err := s.w.failure(); err != nil {
 		return fmt.Errorf("ping store: %w", err)
+	}
+	if s.w.full.Load() {
+		err := s.do(ctx, 1, func(w *writer) error {
+			_, err := w.conn.ExecContext(context.Background(), sqlTouchEpoch)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("ping store: %w", mapErr(err))
+		}
 	}
 	var one int
 	if err := s.rdb.QueryRowContext(ctx, `SELECT 1`).Scan(&one); err != nil {

@@ -70,6 +70,9 @@ type writer struct {
 	commits atomic.Int64 // successful group commits, for tests and metrics
 	// unsynced counts the commits that did not wait for the disk.
 	unsynced atomic.Int64
+	// full is set when a write failed for a full disk, and cleared by the
+	// next commit, so that readiness reports a full disk while it lasts.
+	full atomic.Bool
 
 	failMu sync.Mutex
 	failed error // set when the database can no longer be trusted
@@ -241,6 +244,7 @@ func (w *writer) commitTogether(ops []*op) (split bool, err error) {
 		if fatal(o.err) {
 			w.fail(mapErr(o.err))
 		}
+		w.noteFull(o.err)
 		o.done <- mapErr(o.err)
 		return false, nil
 	}
@@ -248,6 +252,7 @@ func (w *writer) commitTogether(ops []*op) (split bool, err error) {
 		return false, fmt.Errorf("commit batch: %w", err)
 	}
 	w.commits.Add(1)
+	w.full.Store(false)
 	if !w.fsync {
 		w.unsynced.Add(1)
 	}
@@ -289,6 +294,7 @@ func (w *writer) abort(batch []*op, err error) {
 	_, _ = w.conn.ExecContext(context.Background(), `ROLLBACK`)
 	w.undo.revert()
 	mapped := mapErr(err)
+	w.noteFull(err)
 	if fatal(err) {
 		w.fail(mapped)
 	} else if rerr := w.resync(); rerr != nil {
@@ -446,4 +452,11 @@ func (w *writer) chooseSync(batch []*op) error {
 	}
 	w.fsync = want
 	return nil
+}
+
+// noteFull records a write that failed for a full disk.
+func (w *writer) noteFull(err error) {
+	if errors.Is(mapErr(err), job.ErrStorageFull) {
+		w.full.Store(true)
+	}
 }
