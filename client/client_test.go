@@ -541,14 +541,15 @@ func TestJobJSONRoundTrip(t *testing.T) {
 	in := client.Job{
 		ID: "j1", Queue: "q", Kind: "k", Payload: json.RawMessage(`{"a":1}`), State: client.StateActive,
 		Attempt: 2, MaxAttempts: 5, LeaseDuration: 1500 * time.Millisecond, UniqueFor: time.Minute, UniqueKey: "u",
-		Backoff: client.Backoff{Type: client.BackoffExponential, Base: time.Second, Max: time.Hour, Jitter: 0.2},
-		Lease:   &client.Lease{Token: 9, ExpiresAt: time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)},
+		Durability: client.DurabilityProcess,
+		Backoff:    client.Backoff{Type: client.BackoffExponential, Base: time.Second, Max: time.Hour, Jitter: 0.2},
+		Lease:      &client.Lease{Token: 9, ExpiresAt: time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)},
 	}
 	data, err := json.Marshal(in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, field := range []string{`"lease_ms":1500`, `"unique_for_ms":60000`, `"base_ms":1000`, `"token":9`} {
+	for _, field := range []string{`"lease_ms":1500`, `"unique_for_ms":60000`, `"base_ms":1000`, `"token":9`, `"durability":"process"`} {
 		if !strings.Contains(string(data), field) {
 			t.Fatalf("%s lacks %s", data, field)
 		}
@@ -557,7 +558,7 @@ func TestJobJSONRoundTrip(t *testing.T) {
 	if err := json.Unmarshal(data, &out); err != nil {
 		t.Fatal(err)
 	}
-	if out.LeaseDuration != in.LeaseDuration || out.UniqueFor != in.UniqueFor || out.Backoff != in.Backoff ||
+	if out.LeaseDuration != in.LeaseDuration || out.UniqueFor != in.UniqueFor || out.Backoff != in.Backoff || out.Durability != in.Durability ||
 		out.Token() != 9 || !out.Lease.ExpiresAt.Equal(in.Lease.ExpiresAt) || string(out.Payload) != `{"a":1}` {
 		t.Fatalf("round trip: %+v", out)
 	}

@@ -57,6 +57,16 @@
 // (the `_ms` fields); a positive duration below a millisecond is rounded
 // up, so it never reads as "use the default".
 //
+// # Durability
+//
+// Each job has a Durability level that decides what can lose it:
+// DurabilityFull (the default) survives a crash of the server and a power
+// loss; DurabilityProcess survives a crash of the server, but a power loss
+// or OS crash can lose the last changes answered before it;
+// DurabilityMemory is fastest and lost on any restart of the server. Set it
+// per job with EnqueueParams.Durability, or per queue with
+// SetQueueDurability for the jobs that name none.
+//
 // # Delivery
 //
 // Delivery is at least once: a job whose worker dies or stalls past its

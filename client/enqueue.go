@@ -50,6 +50,10 @@ type EnqueueParams struct {
 	UniqueFor time.Duration
 	// Tags are free labels, at most 32 names.
 	Tags []string
+	// Durability is how the server keeps the job (see Durability).
+	// Defaults to the queue's level, which is DurabilityFull unless set
+	// with Client.SetQueueDurability.
+	Durability Durability
 }
 
 // wireEnqueue is EnqueueParams on the wire.
@@ -67,6 +71,7 @@ type wireEnqueue struct {
 	UniqueKey   string          `json:"unique_key,omitempty"`
 	UniqueForMS int64           `json:"unique_for_ms,omitempty"`
 	Tags        []string        `json:"tags,omitempty"`
+	Durability  Durability      `json:"durability,omitempty"`
 }
 
 func (p *EnqueueParams) wire() (*wireEnqueue, error) {
@@ -74,6 +79,7 @@ func (p *EnqueueParams) wire() (*wireEnqueue, error) {
 		ID: p.ID, Queue: p.Queue, Kind: p.Kind, Priority: p.Priority,
 		DelayMS: msec(p.Delay), MaxAttempts: p.MaxAttempts, LeaseMS: msec(p.Lease),
 		UniqueKey: p.UniqueKey, UniqueForMS: msec(p.UniqueFor), Tags: p.Tags,
+		Durability: p.Durability,
 	}
 	if !p.RunAt.IsZero() {
 		w.RunAt = p.RunAt.UTC()
@@ -122,8 +128,10 @@ type EnqueueResult struct {
 	Duplicate bool `json:"duplicate"`
 }
 
-// Enqueue stores one job (POST /v1/jobs). It returns once the job is
-// durable on the server. A job whose id or unique key matches an existing
+// Enqueue stores one job (POST /v1/jobs). It returns once the server
+// keeps the job as its durability level requires: on disk for
+// DurabilityFull, in the database's log for DurabilityProcess, in memory
+// for DurabilityMemory. A job whose id or unique key matches an existing
 // one is not created again: the result has Duplicate set and the existing
 // job's id. Invalid parameters give an error matching ErrInvalidArgument
 // whose Field names the parameter (such as "kind"); an oversized payload
@@ -143,7 +151,10 @@ func (c *Client) Enqueue(ctx context.Context, p EnqueueParams) (*EnqueueResult, 
 // EnqueueBatch stores many jobs atomically (POST /v1/jobs/batch): all of
 // them or, on any error, none. Results come in the order of ps. Errors name
 // the offending job, as in Field "jobs[3].kind". The server bounds the
-// batch size (10,000 by default; ErrBatchTooLarge beyond).
+// batch size (10,000 by default; ErrBatchTooLarge beyond). Jobs of
+// DurabilityMemory, named or taken from their queue, may not share a batch
+// with jobs of other levels: the server refuses such a batch with
+// ErrInvalidArgument and Field "jobs".
 func (c *Client) EnqueueBatch(ctx context.Context, ps []EnqueueParams) ([]EnqueueResult, error) {
 	body := struct {
 		Jobs []*wireEnqueue `json:"jobs"`

@@ -40,6 +40,27 @@ func (s State) Final() bool {
 	return s == StateCompleted || s == StateDead || s == StateCancelled
 }
 
+// Durability is how the server keeps a job, and so what can lose it
+// (docs/protocol.md, "Durability levels").
+type Durability string
+
+// The durability levels, strongest first.
+const (
+	// DurabilityFull answers a change only once it is fsynced: the job
+	// survives a crash of Spool and a power loss or OS crash. The default.
+	DurabilityFull Durability = "full"
+	// DurabilityProcess answers a change once it is written to the
+	// database's log, before the disk flush: the job survives a crash of
+	// Spool, but a power loss or OS crash (or, with PostgreSQL, a crash of
+	// PostgreSQL) can lose the last changes answered before it.
+	DurabilityProcess Durability = "process"
+	// DurabilityMemory keeps the job in memory only: fastest, and lost on
+	// any restart of the server, graceful or not. Only the embedded store
+	// keeps memory jobs, and a batch may not mix them with jobs of other
+	// levels.
+	DurabilityMemory Durability = "memory"
+)
+
 // BackoffType names how the delay between attempts grows.
 type BackoffType string
 
@@ -154,6 +175,8 @@ type Job struct {
 	UniqueFor time.Duration
 	// Tags are free labels.
 	Tags []string
+	// Durability is how the server keeps the job.
+	Durability Durability
 	// Result is the JSON a worker stored with its ack, if any.
 	Result json.RawMessage
 	// Errors has one entry per failed attempt, oldest first.
@@ -187,6 +210,7 @@ type wireJob struct {
 	UniqueKey       string          `json:"unique_key,omitempty"`
 	UniqueForMS     int64           `json:"unique_for_ms,omitempty"`
 	Tags            []string        `json:"tags,omitempty"`
+	Durability      Durability      `json:"durability,omitempty"`
 	Result          json.RawMessage `json:"result,omitempty"`
 	Errors          []AttemptError  `json:"errors,omitempty"`
 	Progress        json.RawMessage `json:"progress,omitempty"`
@@ -203,7 +227,7 @@ func (j Job) MarshalJSON() ([]byte, error) {
 		ID: j.ID, Queue: j.Queue, Kind: j.Kind, Payload: j.Payload, Priority: j.Priority,
 		State: j.State, RunAt: j.RunAt, Attempt: j.Attempt, MaxAttempts: j.MaxAttempts,
 		LeaseMS: msec(j.LeaseDuration), UniqueKey: j.UniqueKey, UniqueForMS: msec(j.UniqueFor),
-		Tags: j.Tags, Result: j.Result, Errors: j.Errors, Progress: j.Progress, Lease: j.Lease,
+		Tags: j.Tags, Durability: j.Durability, Result: j.Result, Errors: j.Errors, Progress: j.Progress, Lease: j.Lease,
 		CancelRequested: j.CancelRequested, CreatedAt: j.CreatedAt, StartedAt: j.StartedAt,
 		FinishedAt: j.FinishedAt,
 	}
@@ -225,7 +249,7 @@ func (j *Job) UnmarshalJSON(data []byte) error {
 		State: w.State, RunAt: w.RunAt, Attempt: w.Attempt, MaxAttempts: w.MaxAttempts,
 		LeaseDuration: time.Duration(w.LeaseMS) * time.Millisecond, Lease: w.Lease,
 		UniqueKey: w.UniqueKey, UniqueFor: time.Duration(w.UniqueForMS) * time.Millisecond,
-		Tags: w.Tags, Result: w.Result, Errors: w.Errors, Progress: w.Progress,
+		Tags: w.Tags, Durability: w.Durability, Result: w.Result, Errors: w.Errors, Progress: w.Progress,
 		CancelRequested: w.CancelRequested, CreatedAt: w.CreatedAt, StartedAt: w.StartedAt,
 		FinishedAt: w.FinishedAt,
 	}

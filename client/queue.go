@@ -7,12 +7,16 @@ import (
 )
 
 // Queue is a queue and how many of its jobs are in each state. A queue
-// exists once a job was enqueued into it or it was paused.
+// exists once a job was enqueued into it, it was paused or its durability
+// was set.
 type Queue struct {
 	// Name is the queue's name.
 	Name string `json:"name"`
 	// Paused reports that fetches hand out none of the queue's jobs.
 	Paused bool `json:"paused"`
+	// Durability is the level of the jobs enqueued into the queue without
+	// one of their own: DurabilityFull unless set.
+	Durability Durability `json:"durability"`
 	// Counts is how many jobs are in each state.
 	Counts QueueCounts `json:"counts"`
 }
@@ -73,6 +77,22 @@ func (c *Client) ResumeQueue(ctx context.Context, name string) (*Queue, error) {
 	var q Queue
 	if err := c.queueCall(ctx, http.MethodPost, name, "/resume", nil, &q); err != nil {
 		return nil, fmt.Errorf("resume queue %s: %w", name, err)
+	}
+	return &q, nil
+}
+
+// SetQueueDurability sets the level of the jobs later enqueued into the
+// queue without one of their own (POST /v1/queues/{name}/durability) and
+// returns the queue. Jobs already in the queue keep theirs. Setting the
+// level of a queue that holds no jobs creates it. An unknown level gives
+// ErrInvalidArgument with Field "durability".
+func (c *Client) SetQueueDurability(ctx context.Context, name string, d Durability) (*Queue, error) {
+	body := struct {
+		Durability Durability `json:"durability"`
+	}{Durability: d}
+	var q Queue
+	if err := c.queueCall(ctx, http.MethodPost, name, "/durability", body, &q); err != nil {
+		return nil, fmt.Errorf("set durability of queue %s: %w", name, err)
 	}
 	return &q, nil
 }

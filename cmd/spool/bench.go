@@ -3,74 +3,170 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spoolq/spool/internal/bench"
 )
 
-// runBench is `spool bench`: a load generator against an embedded server on
-// a temporary data folder, or against --server.
-func runBench(args []string) int {
+const benchUsage = `usage: spool bench [--mode M] [flags]
+       spool bench --preset seeds [--sync S] [--json]
+
+Modes:
+  enqueue        single-job requests from --concurrency clients
+  enqueue-batch  --batch jobs per request from --concurrency clients
+  process        prefill --jobs jobs, then --workers × --concurrency drain them
+  lifecycle      --producers enqueue while --workers × --concurrency fetch and ack
+  latency        single jobs at a fixed --rate (open loop); reports enqueue → start latency
+
+By default an embedded server runs as a child process on a temporary data
+folder, with the default settings (SPOOL_* variables are not passed to it);
+--server URL targets a running one (add --server-pid PID to measure its CPU
+and memory). Ctrl-C stops the run and prints what was measured.
+
+Flags:
+`
+
+// runBench is `spool bench`: a load generator against an embedded server
+// on a temporary data folder, or against --server.
+func runBench(args []string) int { return benchMain(args, os.Stdout, os.Stderr) }
+
+// benchMain runs `spool bench` with args, writing results to stdout and
+// progress and errors to stderr, and returns the exit code: 0 for a clean
+// run, 1 for a run with errors or stopped early, 2 for bad flags.
+func benchMain(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("spool bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
 	var o bench.Options
-	fs.StringVar(&o.Mode, "mode", bench.ModeLifecycle, "enqueue, enqueue-batch, process or lifecycle")
-	fs.StringVar(&o.Server, "server", "", "base URL of a running server (default: start an embedded one on a temporary folder)")
+	fs.StringVar(&o.Mode, "mode", bench.ModeLifecycle, "one of "+strings.Join(bench.Modes, ", "))
+	fs.StringVar(&o.Server, "server", "", "base URL of a running server (default: an embedded one on a temporary folder)")
+	fs.IntVar(&o.ServerPID, "server-pid", 0, "process id of --server, to report its CPU and memory from /proc")
+	fs.StringVar(&o.Token, "auth-token", "", "bearer token when --server requires one (env SPOOL_TOKEN)")
 	fs.StringVar(&o.Sync, "sync", "full", "durability of the embedded server: full or normal")
-	fs.IntVar(&o.Jobs, "jobs", 100_000, "jobs to move")
-	fs.IntVar(&o.Batch, "batch", 0, "jobs per enqueue request and most jobs per fetch (default 1000; 1 for enqueue)")
-	fs.IntVar(&o.Concurrency, "concurrency", 8, "producer clients")
-	fs.IntVar(&o.Workers, "workers", 4, "consumer clients")
-	fs.IntVar(&o.PayloadBytes, "payload", 100, "payload bytes per job")
+	fs.IntVar(&o.Jobs, "jobs", 0, "jobs to move (default 50000; 500000 in enqueue-batch, 200000 in process)")
+	fs.DurationVar(&o.Duration, "duration", 0, "enqueue for this long instead of --jobs (enqueue, enqueue-batch, lifecycle, latency; latency defaults to 10s)")
+	fs.BoolVar(&o.Batcher, "batcher", false, "enqueue mode: send the single-job calls through the Go client's Batcher, which shares requests between concurrent calls")
+	fs.IntVar(&o.Batch, "batch", 0, "jobs per enqueue request (default 100 in enqueue-batch, 1 elsewhere; process: prefill batch, default 1000)")
+	fs.IntVar(&o.Concurrency, "concurrency", 0, "enqueue modes: producer clients (default 10); worker modes: jobs each worker runs at once (default 100)")
+	fs.IntVar(&o.Workers, "workers", 0, "worker loops in process, lifecycle and latency modes (default 1)")
+	fs.IntVar(&o.Producers, "producers", 0, "producer clients in lifecycle mode (default 10), senders in latency mode (default: enough for the rate)")
+	fs.IntVar(&o.Queues, "queues", 0, "spread the jobs over this many queues (default 1, at most 100)")
+	fs.IntVar(&o.Queues, "partitions", 0, "same as --queues")
+	fs.Float64Var(&o.Rate, "rate", 0, "latency mode: jobs enqueued a second (default 1000)")
+	fs.DurationVar(&o.Work, "work", 0, "simulated work of each job, e.g. 10ms (reports efficiency against workers × concurrency / work)")
+	fs.IntVar(&o.PayloadBytes, "payload", 0, "payload bytes per job (default 100)")
+	timeout := fs.Duration("timeout", 10*time.Minute, "stop the whole command after this long and report what was measured (0: no limit)")
+	preset := fs.String("preset", "", `run a set of configurations: "seeds" runs those of the published benchmarks of Jobbie, BullMQ and Queen`)
 	asJSON := fs.Bool("json", false, "print the result as JSON")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (client and embedded server) to this file")
+	quiet := fs.Bool("quiet", false, "no live progress line")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the load generator (not the server) to this file")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: spool bench [--mode M] [--jobs N] [--batch B] [--concurrency C] [--workers W] [--server URL] [--json]")
+		fmt.Fprint(fs.Output(), benchUsage)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
+		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "spool bench: unexpected argument %q\n", fs.Arg(0))
+		fmt.Fprintf(stderr, "spool bench: unexpected argument %q\n", fs.Arg(0))
 		return 2
+	}
+	if *timeout < 0 {
+		fmt.Fprintln(stderr, "spool bench: --timeout must not be negative")
+		return 2
+	}
+	if o.Token == "" && o.Server != "" {
+		o.Token = os.Getenv("SPOOL_TOKEN")
+	}
+	if !*quiet {
+		o.Progress = stderr
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if !*asJSON {
-		o.Progress = os.Stderr
+	if *timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *timeout)
+		defer cancel()
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "spool bench: %v\n", err)
+			fmt.Fprintf(stderr, "spool bench: %v\n", err)
 			return 1
 		}
 		defer f.Close()
 		if err := pprof.StartCPUProfile(f); err != nil {
-			fmt.Fprintf(os.Stderr, "spool bench: start CPU profile: %v\n", err)
+			fmt.Fprintf(stderr, "spool bench: start CPU profile: %v\n", err)
 			return 1
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if *preset != "" {
+		return benchPreset(ctx, *preset, o, fs, *asJSON, stdout, stderr)
+	}
 	res, err := bench.Run(ctx, o)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "spool bench: %v\n", err)
+		fmt.Fprintf(stderr, "spool bench: %v\n", err)
 		return 1
 	}
 	if *asJSON {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(res)
-		return 0
+		writeJSON(stdout, res)
+	} else {
+		bench.Print(stdout, res)
 	}
-	bench.Print(os.Stdout, res)
+	if res.Errors > 0 || res.Interrupted != "" {
+		return 1
+	}
 	return 0
+}
+
+// benchPreset runs a preset. Only the flags that apply to every
+// configuration may be combined with it.
+func benchPreset(ctx context.Context, name string, o bench.Options, fs *flag.FlagSet, asJSON bool, stdout, stderr io.Writer) int {
+	allowed := map[string]bool{"preset": true, "server": true, "server-pid": true, "auth-token": true, "sync": true, "timeout": true,
+		"json": true, "quiet": true, "cpuprofile": true, "payload": true}
+	var bad []string
+	fs.Visit(func(f *flag.Flag) {
+		if !allowed[f.Name] {
+			bad = append(bad, "--"+f.Name)
+		}
+	})
+	if len(bad) > 0 {
+		fmt.Fprintf(stderr, "spool bench: %s cannot be combined with --preset, which sets them per configuration\n", strings.Join(bad, ", "))
+		return 2
+	}
+	if !asJSON {
+		bench.PrintPresetPlan(stdout, name, o)
+	}
+	res, err := bench.RunPreset(ctx, name, o)
+	if err != nil {
+		fmt.Fprintf(stderr, "spool bench: %v\n", err)
+		return 1
+	}
+	if asJSON {
+		writeJSON(stdout, res)
+	} else {
+		bench.PrintPreset(stdout, res)
+	}
+	if res.Errors() > 0 || res.Interrupted != "" {
+		return 1
+	}
+	return 0
+}
+
+func writeJSON(w io.Writer, v any) {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
 }

@@ -49,7 +49,7 @@ func jsonArg(v string, stdin io.Reader) (json.RawMessage, error) {
 func (c *cli) enqueue(args []string) int {
 	fs, cm := c.flags("enqueue", "enqueue --kind KIND [--queue Q] [--payload JSON|-] [flags]")
 	var p client.EnqueueParams
-	var payload, runAt string
+	var payload, runAt, durability string
 	var tags listFlag
 	fs.StringVar(&p.ID, "id", "", "job id, to make the enqueue idempotent (default: generated)")
 	fs.StringVar(&p.Queue, "queue", "", "queue (default \"default\")")
@@ -63,11 +63,13 @@ func (c *cli) enqueue(args []string) int {
 	fs.StringVar(&p.UniqueKey, "unique-key", "", "unique key within the queue")
 	fs.DurationVar(&p.UniqueFor, "unique-for", 0, "uniqueness window (default: while the job is pending)")
 	fs.Var(&tags, "tag", "tag (repeatable)")
+	fs.StringVar(&durability, "durability", "", "how the job is kept: full, process or memory (default: the queue's level)")
 	_, code, ok := parse(fs, args, 0)
 	if !ok {
 		return code
 	}
 	p.Tags = tags
+	p.Durability = client.Durability(durability)
 	raw, err := jsonArg(payload, os.Stdin)
 	if err != nil {
 		return c.report("enqueue", fmt.Errorf("--payload: %w", err))
@@ -162,6 +164,7 @@ func (c *cli) printJob(j *client.Job) {
 		{"id", j.ID}, {"queue", j.Queue}, {"kind", j.Kind}, {"state", string(j.State)},
 		{"attempt", fmt.Sprintf("%d of %d", j.Attempt, j.MaxAttempts)}, {"priority", strconv.Itoa(j.Priority)},
 		{"payload", string(j.Payload)}, {"run at", shortTime(j.RunAt)}, {"created", shortTime(j.CreatedAt)},
+		{"durability", string(j.Durability)},
 	}
 	add := func(k, v string) {
 		if v != "" {

@@ -13,10 +13,11 @@ func (c *cli) queues(args []string) int {
 		"get":         func(a []string) int { return c.queueAction("get", a) },
 		"pause":       func(a []string) int { return c.queueAction("pause", a) },
 		"resume":      func(a []string) int { return c.queueAction("resume", a) },
+		"durability":  c.queuesDurability,
 		"purge":       c.queuesPurge,
 		"retry":       func(a []string) int { return c.queueBulk("retry", a) },
 		"delete-jobs": func(a []string) int { return c.queueBulk("delete-jobs", a) },
-	}, "list|get|pause|resume|purge|retry|delete-jobs")
+	}, "list|get|pause|resume|durability|purge|retry|delete-jobs")
 }
 
 func (c *cli) queuesList(args []string) int {
@@ -43,12 +44,12 @@ func (c *cli) printQueues(qs ...client.Queue) {
 	rows := make([][]string, len(qs))
 	for i, q := range qs {
 		n := q.Counts
-		rows[i] = []string{q.Name, yesNo(q.Paused)}
+		rows[i] = []string{q.Name, yesNo(q.Paused), string(q.Durability)}
 		for _, v := range []int{n.Scheduled, n.Available, n.Active, n.Retrying, n.Completed, n.Dead, n.Cancelled} {
 			rows[i] = append(rows[i], strconv.Itoa(v))
 		}
 	}
-	c.table([]string{"QUEUE", "PAUSED", "SCHEDULED", "AVAILABLE", "ACTIVE", "RETRYING", "COMPLETED", "DEAD", "CANCELLED"}, rows)
+	c.table([]string{"QUEUE", "PAUSED", "DURABILITY", "SCHEDULED", "AVAILABLE", "ACTIVE", "RETRYING", "COMPLETED", "DEAD", "CANCELLED"}, rows)
 }
 
 // queueAction runs get, pause or resume on one queue.
@@ -72,6 +73,27 @@ func (c *cli) queueAction(action string, args []string) int {
 	}
 	if err != nil {
 		return c.report("queues "+action, err)
+	}
+	if cm.asJSON {
+		return c.printJSON(q)
+	}
+	c.printQueues(*q)
+	return 0
+}
+
+// queuesDurability sets the level of the jobs later enqueued into a queue
+// without one of their own.
+func (c *cli) queuesDurability(args []string) int {
+	fs, cm := c.flags("queues durability", "queues durability NAME full|process|memory")
+	pos, code, ok := parse(fs, args, 2)
+	if !ok {
+		return code
+	}
+	cl, ctx, done := cm.connect()
+	defer done()
+	q, err := cl.SetQueueDurability(ctx, pos[0], client.Durability(pos[1]))
+	if err != nil {
+		return c.report("queues durability", err)
 	}
 	if cm.asJSON {
 		return c.printJSON(q)

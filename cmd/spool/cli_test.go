@@ -85,7 +85,7 @@ func TestCLITour(t *testing.T) {
 		t.Fatalf("enqueue: %v", enq)
 	}
 	table := b.ok("queues", "list")
-	if !strings.Contains(table, "QUEUE") || !hasRow(table, "emails", "no", "0", "1") {
+	if !hasRow(table, "QUEUE", "PAUSED", "DURABILITY", "SCHEDULED", "AVAILABLE") || !hasRow(table, "emails", "no", "full", "0", "1") {
 		t.Fatalf("queues list:\n%s", table)
 	}
 	fetched := b.okJSON("fetch", "--queue", "emails", "--max", "5")
@@ -144,6 +144,50 @@ func TestCLIManagement(t *testing.T) {
 	b.ok("jobs", "delete", gone)
 	if code, _, errOut := b.run("jobs", "get", gone); code != 1 || !strings.Contains(errOut, "not_found") {
 		t.Fatalf("get of a deleted job: %d %q", code, errOut)
+	}
+}
+
+func TestCLIDurability(t *testing.T) {
+	t.Parallel()
+	b := setupCLI(t)
+	memory := b.okJSON("enqueue", "--queue", "d", "--kind", "k", "--durability", "memory")["id"].(string)
+	if got := b.okJSON("jobs", "get", memory)["durability"]; got != "memory" {
+		t.Fatalf("job enqueued with --durability memory: durability %v", got)
+	}
+	if detail := b.ok("jobs", "get", memory); !hasRow(detail, "durability:", "memory") {
+		t.Fatalf("jobs get table:\n%s", detail)
+	}
+	before := b.okJSON("enqueue", "--queue", "d", "--kind", "k")["id"].(string)
+	if q := b.okJSON("queues", "durability", "d", "process"); q["name"] != "d" || q["durability"] != "process" {
+		t.Fatalf("queues durability --json: %v", q)
+	}
+	if table := b.ok("queues", "durability", "d", "full"); !hasRow(table, "d", "no", "full", "0", "2") {
+		t.Fatalf("queues durability table:\n%s", table)
+	}
+	b.ok("queues", "durability", "d", "process")
+	after := b.okJSON("enqueue", "--queue", "d", "--kind", "k")["id"].(string)
+	if got := b.okJSON("jobs", "get", after)["durability"]; got != "process" {
+		t.Fatalf("job enqueued into a process queue: durability %v", got)
+	}
+	if got := b.okJSON("jobs", "get", before)["durability"]; got != "full" {
+		t.Fatalf("job enqueued before the queue's change: durability %v", got)
+	}
+	if table := b.ok("queues", "list"); !hasRow(table, "d", "no", "process", "0", "3") {
+		t.Fatalf("queues list:\n%s", table)
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"enqueue", "--kind", "k", "--durability", "disk"}, 1, "field durability"},
+		{[]string{"queues", "durability", "d", "disk"}, 1, "field durability"},
+		{[]string{"queues", "durability", "d"}, 2, "want 2 argument"},
+	} {
+		code, _, errOut := b.run(tc.args...)
+		if code != tc.code || !strings.Contains(errOut, tc.want) {
+			t.Errorf("spool %s: exit %d %q, want exit %d mentioning %q", strings.Join(tc.args, " "), code, errOut, tc.code, tc.want)
+		}
 	}
 }
 

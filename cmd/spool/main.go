@@ -12,11 +12,13 @@ const usage = `usage: spool <command> [flags]
 Server:
   server      run a Spool node (embedded SQLite in ./spool-data by default)
   bench       measure a server's throughput and latency
+  migrate     apply the PostgreSQL schema migrations (spool migrate --db postgres://…)
+  migrate-store  copy an embedded store into PostgreSQL (--from sqlite:DIR --to postgres://…)
 
 Client (talks to --server, default http://127.0.0.1:7311; --json for scripts):
   enqueue     enqueue a job
   jobs        list, get, cancel, retry or delete jobs
-  queues      list, show, pause, resume or purge queues; retry or delete jobs by state
+  queues      list, show, pause, resume or purge queues; set their durability; retry or delete jobs by state
   fetch       lease jobs as a worker would
   ack, fail   finish a leased job
 
@@ -38,6 +40,12 @@ func run(args []string) int {
 		return runServer(rest)
 	case "bench":
 		return runBench(rest)
+	case "migrate":
+		return runMigrate(rest)
+	case "migrate-store":
+		return runMigrateStore(rest)
+	case "torture":
+		return runTorture(rest)
 	case "help", "-h", "--help":
 		fmt.Fprint(os.Stdout, usage)
 		return 0

@@ -1,399 +1,305 @@
-// Package bench is Spool's built-in load generator: it drives a server over
-// HTTP (an embedded one on a temporary data folder by default) and reports
-// throughput and latency. The client side keeps connections alive and
-// prebuilds request bodies so that it is not the bottleneck.
+// Package bench is Spool's built-in load generator. It drives a server over
+// its HTTP API (by default an embedded one, run as a child process on a
+// temporary data folder) and reports throughput, latency percentiles, and
+// the CPU and memory of the server and of the load generator itself.
+//
+// The client side must not be the bottleneck: it keeps connections alive,
+// prebuilds request bodies, reuses buffers, batches acks the way a fast
+// worker does, and reports its own CPU use so that a reader can tell.
 package bench
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
-	"net/http"
-	"os"
-	"sort"
-	"strconv"
+	"net/url"
+	"os/exec"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
-
-	"github.com/spoolq/spool/internal/config"
-	"github.com/spoolq/spool/internal/server"
 )
 
-// Modes of a benchmark run.
+// Modes of a run.
 const (
-	// ModeEnqueue sends one job per request from Concurrency clients.
+	// ModeEnqueue sends one job per request (POST /v1/jobs) from
+	// Concurrency clients.
 	ModeEnqueue = "enqueue"
-	// ModeEnqueueBatch sends Batch jobs per request from Concurrency clients.
+	// ModeEnqueueBatch sends Batch jobs per request (POST /v1/jobs/batch)
+	// from Concurrency clients.
 	ModeEnqueueBatch = "enqueue-batch"
-	// ModeProcess prefills Jobs jobs, then Workers drain them with batch
-	// fetch and batch ack; only the drain is timed.
+	// ModeProcess prefills Jobs jobs (untimed), then Workers workers, each
+	// running Concurrency jobs at once, drain them; the drain is timed.
 	ModeProcess = "process"
-	// ModeLifecycle runs producers and consumers at once: enqueue → fetch →
-	// ack, timed until every job is acked.
+	// ModeLifecycle runs Producers producers and Workers workers at once:
+	// enqueue → fetch → ack, timed until every job is acked.
 	ModeLifecycle = "lifecycle"
+	// ModeLatency enqueues single jobs at a fixed Rate (open loop) while
+	// Workers drain them, and reports the enqueue → handler-start latency.
+	ModeLatency = "latency"
 )
 
-// Options configure a run.
+// Modes lists every mode, in the order of the documentation.
+var Modes = []string{ModeEnqueue, ModeEnqueueBatch, ModeProcess, ModeLifecycle, ModeLatency}
+
+// Limits on the options, so that every run is bounded.
+const (
+	// MaxQueues is the most queues a run spreads over (the server's bound
+	// on the queues of one fetch).
+	MaxQueues = 100
+	// MaxBatch is the most jobs per enqueue request (the server's default
+	// batch bound).
+	MaxBatch = 10_000
+	// MaxConcurrency bounds producers and the jobs each worker runs at
+	// once.
+	MaxConcurrency = 10_000
+	// MaxWorkers bounds the worker loops.
+	MaxWorkers = 1000
+	// MaxJobs bounds the jobs of one run.
+	MaxJobs = 100_000_000
+	// MaxPayloadBytes bounds the payload of each job.
+	MaxPayloadBytes = 512 << 10
+	// MaxWork bounds the simulated work of each job.
+	MaxWork = time.Minute
+	// MaxRate bounds the enqueue rate of the latency mode, in jobs a
+	// second.
+	MaxRate = 1_000_000
+	// MaxDuration bounds --duration.
+	MaxDuration = 24 * time.Hour
+	// MaxBodyBytes bounds one prebuilt batch request, Batch ×
+	// PayloadBytes (the server's default request body bound).
+	MaxBodyBytes = 64 << 20
+	// MaxErrors is how many failed requests end a run early: past it the
+	// server is evidently not coping, and the run reports what it saw.
+	MaxErrors = 1000
+)
+
+// Options configure one run. Zero values take the defaults of the mode.
 type Options struct {
+	// Batcher sends the single-job enqueues of the enqueue mode through
+	// the Go client's Batcher, which shares one request between the calls
+	// made at about the same time, instead of one request per job.
+	Batcher bool
 	// Mode is one of the Mode constants.
 	Mode string
-	// Server is the base URL of a running server; empty starts an embedded
-	// one on a temporary data folder.
+	// Server is the base URL of a running server. Empty starts an
+	// embedded server as a child process on a temporary data folder.
 	Server string
-	// Sync is the embedded server's durability (full or normal).
+	// ServerPID is the process id of Server, whose CPU and memory are then
+	// read from /proc; without it they are reported as unknown. Only with
+	// Server.
+	ServerPID int
+	// Token is the bearer token sent with every request, for a Server
+	// that requires auth (docs/protocol.md, "Auth"). Only with Server.
+	Token string
+	// Sync is the durability of the embedded server: full or normal.
+	// Defaults to full.
 	Sync string
-	// Jobs is how many jobs the run moves. Defaults to 100000.
+	// Jobs is how many jobs the run moves. Defaults to 50000 (enqueue,
+	// lifecycle), 500000 (enqueue-batch) or 200000 (process); the latency
+	// mode runs for Duration unless Jobs is set.
 	Jobs int
-	// Batch is the jobs per enqueue request and the most jobs per fetch.
-	// Defaults to 1000 (1 in ModeEnqueue).
+	// Duration, when set, bounds the enqueueing of the enqueue,
+	// enqueue-batch, lifecycle and latency modes by time instead of (or as
+	// well as) by Jobs; in lifecycle and latency modes the run then
+	// finishes the jobs already enqueued. Defaults to 10s in latency mode
+	// when Jobs is not set.
+	Duration time.Duration
+	// Batch is the number of jobs per enqueue request. Defaults to 100 in
+	// enqueue-batch mode and 1 elsewhere; enqueue and latency modes always
+	// send one. In process mode it is the prefill's batch (default 1000).
 	Batch int
-	// Concurrency is the number of producer clients. Defaults to 8.
+	// Concurrency is the number of producer clients in the enqueue modes,
+	// and the number of jobs each worker runs at once in the process,
+	// lifecycle and latency modes. Defaults to 10 and 100 respectively.
 	Concurrency int
-	// Workers is the number of consumer clients. Defaults to 4.
+	// Workers is the number of worker loops, each long-polling
+	// POST /v1/fetch for its free slots and acking finished jobs in
+	// batches while it fetches more. Defaults to 1.
 	Workers int
+	// Producers is the number of producer clients in lifecycle mode
+	// (default 10), and of senders in latency mode (default: enough for
+	// the rate, at least 8).
+	Producers int
+	// Queues spreads the jobs over this many queues; workers fetch from all
+	// of them. Defaults to 1.
+	Queues int
+	// Rate is the enqueue rate of latency mode, in jobs a second. Defaults
+	// to 1000.
+	Rate float64
+	// Work is the simulated work of each job. Defaults to none.
+	Work time.Duration
 	// PayloadBytes is the size of each job's payload. Defaults to 100.
 	PayloadBytes int
-	// Progress, when set, receives a live progress line every second.
+	// Timeout bounds the run, the embedded server's start included; a run
+	// that reaches it stops and reports what it measured. Zero means no
+	// bound beyond the run's own job count or duration. (Stopping the
+	// embedded server afterwards has its own bound.)
+	Timeout time.Duration
+	// Progress, when set, receives a live progress line once a second.
 	Progress io.Writer
+	// Label prefixes the progress line (the preset names its runs).
+	Label string
+	// ServerCommand builds the command that runs the embedded server with
+	// the given arguments ("server --addr A --data D --sync S --log-level
+	// warn"). Defaults to DefaultServerCommand, which re-executes the
+	// running binary.
+	ServerCommand func(args []string) (*exec.Cmd, error)
 }
 
-// Result is what a run measured.
-type Result struct {
-	Mode        string  `json:"mode"`
-	Jobs        int     `json:"jobs"`
-	Batch       int     `json:"batch"`
-	Concurrency int     `json:"concurrency"`
-	Workers     int     `json:"workers"`
-	Seconds     float64 `json:"seconds"`
-	JobsPerSec  float64 `json:"jobs_per_sec"`
-	Requests    int     `json:"requests"`
-	LatencyAvg  float64 `json:"latency_avg_ms"`
-	LatencyP50  float64 `json:"latency_p50_ms"`
-	LatencyP99  float64 `json:"latency_p99_ms"`
-	LatencyP999 float64 `json:"latency_p999_ms"`
-	Errors      int     `json:"errors"`
+// workerMode reports whether the mode runs workers.
+func workerMode(mode string) bool {
+	return mode == ModeProcess || mode == ModeLifecycle || mode == ModeLatency
 }
 
-func (o *Options) defaults() {
-	if o.Jobs <= 0 {
-		o.Jobs = 100_000
+// withDefaults returns o with the mode's defaults filled in, or an error
+// naming the first option that is out of bounds.
+func (o Options) withDefaults() (Options, error) {
+	known := false
+	for _, m := range Modes {
+		known = known || o.Mode == m
 	}
-	if o.Batch <= 0 {
-		o.Batch = 1000
-		if o.Mode == ModeEnqueue {
-			o.Batch = 1
-		}
-	}
-	if o.Concurrency <= 0 {
-		o.Concurrency = 8
-	}
-	if o.Workers <= 0 {
-		o.Workers = 4
-	}
-	if o.PayloadBytes <= 0 {
-		o.PayloadBytes = 100
+	if !known {
+		return o, fmt.Errorf("unknown mode %q: want one of %s", o.Mode, strings.Join(Modes, ", "))
 	}
 	if o.Sync == "" {
 		o.Sync = "full"
 	}
-}
-
-// Run runs one benchmark.
-func Run(ctx context.Context, o Options) (*Result, error) {
-	o.defaults()
+	if o.Sync != "full" && o.Sync != "normal" {
+		return o, fmt.Errorf("sync %q: want full or normal", o.Sync)
+	}
+	if o.Server != "" {
+		u, err := url.Parse(o.Server)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return o, fmt.Errorf("server %q: want a URL like http://127.0.0.1:7311", o.Server)
+		}
+		o.Server = strings.TrimRight(o.Server, "/")
+	} else if o.ServerPID != 0 {
+		return o, errors.New("a server pid needs a server URL: the embedded server is measured anyway")
+	} else if o.Token != "" {
+		return o, errors.New("a token needs a server URL: the embedded server runs without auth")
+	}
+	if o.Duration < 0 || o.Duration > MaxDuration {
+		return o, fmt.Errorf("duration %v: want 0 to %v", o.Duration, MaxDuration)
+	}
+	if o.Mode == ModeProcess && o.Duration > 0 {
+		return o, errors.New("duration does not apply to process mode, which drains a prefilled number of jobs; use jobs")
+	}
+	if o.Jobs == 0 && o.Duration == 0 {
+		switch o.Mode {
+		case ModeEnqueueBatch:
+			o.Jobs = 500_000
+		case ModeProcess:
+			o.Jobs = 200_000
+		case ModeLatency:
+			o.Duration = 10 * time.Second
+		default:
+			o.Jobs = 50_000
+		}
+	}
 	switch o.Mode {
-	case ModeEnqueue, ModeEnqueueBatch, ModeProcess, ModeLifecycle:
-	default:
-		return nil, fmt.Errorf("unknown mode %q: want enqueue, enqueue-batch, process or lifecycle", o.Mode)
-	}
-	base := o.Server
-	if base == "" {
-		stop, addr, err := startEmbedded(ctx, o.Sync)
-		if err != nil {
-			return nil, err
+	case ModeEnqueue, ModeLatency:
+		if o.Batch > 1 {
+			return o, fmt.Errorf("%s mode sends one job per request; use enqueue-batch for batches", o.Mode)
 		}
-		defer stop()
-		base = "http://" + addr
-	}
-	r := newRunner(base, o)
-	return r.run(ctx)
-}
-
-func startEmbedded(ctx context.Context, sync string) (func(), string, error) {
-	dir, err := os.MkdirTemp("", "spool-bench-")
-	if err != nil {
-		return nil, "", fmt.Errorf("make data folder: %w", err)
-	}
-	cfg := config.Default()
-	cfg.Addr = "127.0.0.1:0"
-	cfg.Data = dir
-	cfg.Sync = sync
-	cfg.LogLevel = "warn"
-	srv := server.New(cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	if err := srv.Start(ctx); err != nil {
-		os.RemoveAll(dir)
-		return nil, "", fmt.Errorf("start embedded server: %w", err)
-	}
-	stop := func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = srv.Stop(sctx)
-		os.RemoveAll(dir)
-	}
-	return stop, srv.Addr(), nil
-}
-
-type runner struct {
-	base   string
-	o      Options
-	http   *http.Client
-	queue  string
-	body   []byte // one prebuilt enqueue body of o.Batch jobs
-	single []byte // one prebuilt single-job body
-
-	enqueued atomic.Int64
-	acked    atomic.Int64
-	errs     atomic.Int64
-
-	mu        sync.Mutex
-	latencies []time.Duration
-}
-
-func newRunner(base string, o Options) *runner {
-	tr := &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:        1024,
-		MaxIdleConnsPerHost: 1024,
-		IdleConnTimeout:     90 * time.Second,
-	}
-	r := &runner{base: strings.TrimRight(base, "/"), o: o, http: &http.Client{Transport: tr, Timeout: 2 * time.Minute}}
-	r.queue = "bench-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	payload := `{"data":"` + strings.Repeat("x", max(o.PayloadBytes-11, 1)) + `"}`
-	job := `{"queue":"` + r.queue + `","kind":"bench","payload":` + payload + `}`
-	r.single = []byte(job)
-	var b bytes.Buffer
-	b.WriteString(`{"jobs":[`)
-	for i := 0; i < o.Batch; i++ {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(job)
-	}
-	b.WriteString(`]}`)
-	r.body = b.Bytes()
-	return r
-}
-
-func (r *runner) run(ctx context.Context) (*Result, error) {
-	var start time.Time
-	var err error
-	done := make(chan struct{})
-	go r.report(done)
-	defer close(done)
-	switch r.o.Mode {
-	case ModeEnqueue, ModeEnqueueBatch:
-		start = time.Now()
-		err = r.produce(ctx, r.o.Jobs)
+		o.Batch = 1
+	case ModeEnqueueBatch:
+		o.Batch = orDefault(o.Batch, 100)
 	case ModeProcess:
-		if err = r.produce(ctx, r.o.Jobs); err != nil {
-			break
-		}
-		r.resetLatencies()
-		start = time.Now()
-		err = r.consume(ctx, r.o.Jobs)
-	case ModeLifecycle:
-		start = time.Now()
-		var wg sync.WaitGroup
-		var perr error
-		wg.Add(1)
-		go func() { defer wg.Done(); perr = r.produce(ctx, r.o.Jobs) }()
-		err = r.consume(ctx, r.o.Jobs)
-		wg.Wait()
-		err = errors.Join(err, perr)
+		o.Batch = orDefault(o.Batch, 1000)
+	default:
+		o.Batch = orDefault(o.Batch, 1)
 	}
-	elapsed := time.Since(start)
+	if workerMode(o.Mode) {
+		o.Concurrency = orDefault(o.Concurrency, 100)
+		o.Workers = orDefault(o.Workers, 1)
+	} else {
+		o.Concurrency = orDefault(o.Concurrency, 10)
+		o.Workers = 0
+	}
+	switch o.Mode {
+	case ModeLifecycle:
+		o.Producers = orDefault(o.Producers, 10)
+	case ModeLatency:
+		o.Rate = orDefaultFloat(o.Rate, 1000)
+		o.Producers = orDefault(o.Producers, min(max(int(o.Rate/20), 8), 512))
+	default:
+		o.Producers = 0
+	}
+	o.Queues = orDefault(o.Queues, 1)
+	o.PayloadBytes = orDefault(o.PayloadBytes, 100)
+	for _, c := range []struct {
+		name    string
+		v, l, h int
+	}{
+		{"jobs", o.Jobs, 0, MaxJobs},
+		{"batch", o.Batch, 1, MaxBatch},
+		{"concurrency", o.Concurrency, 1, MaxConcurrency},
+		{"workers", o.Workers, 0, MaxWorkers},
+		{"producers", o.Producers, 0, MaxConcurrency},
+		{"queues", o.Queues, 1, MaxQueues},
+		{"payload bytes", o.PayloadBytes, 1, MaxPayloadBytes},
+		{"server pid", o.ServerPID, 0, 1 << 30},
+	} {
+		if c.v < c.l || c.v > c.h {
+			return o, fmt.Errorf("%s %d: want %d to %d", c.name, c.v, c.l, c.h)
+		}
+	}
+	if body := o.Batch * (o.PayloadBytes + 64); body > MaxBodyBytes {
+		return o, fmt.Errorf("batch %d of %d-byte payloads makes %d MiB requests: want at most %d MiB", o.Batch, o.PayloadBytes, body>>20, MaxBodyBytes>>20)
+	}
+	if o.Rate < 0 || o.Rate > MaxRate || (o.Mode == ModeLatency && o.Rate == 0) {
+		return o, fmt.Errorf("rate %v: want more than 0 and at most %d jobs a second", o.Rate, MaxRate)
+	}
+	if o.Work < 0 || o.Work > MaxWork {
+		return o, fmt.Errorf("work %v: want 0 to %v", o.Work, MaxWork)
+	}
+	if o.Work > 0 && !workerMode(o.Mode) {
+		return o, fmt.Errorf("work applies to the modes with workers, not %s", o.Mode)
+	}
+	if o.Timeout < 0 {
+		return o, fmt.Errorf("timeout %v: want 0 (none) or more", o.Timeout)
+	}
+	if o.ServerCommand == nil {
+		o.ServerCommand = DefaultServerCommand
+	}
+	return o, nil
+}
+
+func orDefault(v, def int) int {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+func orDefaultFloat(v, def float64) float64 {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+// Run runs one benchmark and returns what it measured. A run stopped
+// early by ctx, by Options.Timeout or by too many errors still returns its
+// Result, with Interrupted saying why; errors are returned only when the
+// run could not start (bad options, a server that does not come up).
+func Run(ctx context.Context, o Options) (*Result, error) {
+	o, err := o.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	return r.result(elapsed), nil
-}
-
-// produce enqueues total jobs from Concurrency clients.
-func (r *runner) produce(ctx context.Context, total int) error {
-	per := r.o.Batch
-	path, body := "/v1/jobs/batch", r.body
-	if r.o.Mode == ModeEnqueue {
-		per, path, body = 1, "/v1/jobs", r.single
+	if o.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.Timeout)
+		defer cancel()
 	}
-	requests := int64((total + per - 1) / per)
-	var next atomic.Int64
-	return r.parallel(r.o.Concurrency, func() error {
-		for next.Add(1) <= requests && ctx.Err() == nil {
-			if _, err := r.post(path, body); err != nil {
-				return err
-			}
-			r.enqueued.Add(int64(per))
-		}
-		return ctx.Err()
-	})
-}
-
-type fetched struct {
-	Jobs []struct {
-		ID    string `json:"id"`
-		Lease struct {
-			Token int64 `json:"token"`
-		} `json:"lease"`
-	} `json:"jobs"`
-}
-
-// consume fetches and acks until total jobs are acked.
-func (r *runner) consume(ctx context.Context, total int) error {
-	fetchBody := []byte(`{"queues":["` + r.queue + `"],"max":` + strconv.Itoa(min(r.o.Batch, 1000)) + `,"wait_ms":1000}`)
-	return r.parallel(r.o.Workers, func() error {
-		var ack bytes.Buffer
-		for r.acked.Load() < int64(total) && ctx.Err() == nil {
-			data, err := r.post("/v1/fetch", fetchBody)
-			if err != nil {
-				return err
-			}
-			var f fetched
-			if err := json.Unmarshal(data, &f); err != nil {
-				return fmt.Errorf("decode fetch answer: %w", err)
-			}
-			if len(f.Jobs) == 0 {
-				continue
-			}
-			ack.Reset()
-			ack.WriteString(`{"items":[`)
-			for i, j := range f.Jobs {
-				if i > 0 {
-					ack.WriteByte(',')
-				}
-				ack.WriteString(`{"id":"`)
-				ack.WriteString(j.ID)
-				ack.WriteString(`","token":`)
-				ack.WriteString(strconv.FormatInt(j.Lease.Token, 10))
-				ack.WriteByte('}')
-			}
-			ack.WriteString(`]}`)
-			if _, err := r.post("/v1/jobs/ack", ack.Bytes()); err != nil {
-				return err
-			}
-			r.acked.Add(int64(len(f.Jobs)))
-		}
-		return ctx.Err()
-	})
-}
-
-func (r *runner) parallel(n int, fn func() error) error {
-	errs := make(chan error, n)
-	for i := 0; i < n; i++ {
-		go func() { errs <- fn() }()
-	}
-	var all []error
-	for i := 0; i < n; i++ {
-		if err := <-errs; err != nil {
-			all = append(all, err)
-		}
-	}
-	return errors.Join(all...)
-}
-
-func (r *runner) post(path string, body []byte) ([]byte, error) {
-	start := time.Now()
-	resp, err := r.http.Post(r.base+path, "application/json", bytes.NewReader(body))
+	t, err := openTarget(ctx, o)
 	if err != nil {
-		r.errs.Add(1)
-		return nil, fmt.Errorf("POST %s: %w", path, err)
+		return nil, err
 	}
-	data, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		r.errs.Add(1)
-		return nil, fmt.Errorf("POST %s: read answer: %w", path, err)
+	res := newRunner(o, t).run(ctx)
+	if err := t.close(res); err != nil {
+		res.addError(err.Error())
 	}
-	if resp.StatusCode >= 300 {
-		r.errs.Add(1)
-		return nil, fmt.Errorf("POST %s: status %d: %s", path, resp.StatusCode, bytes.TrimSpace(data))
-	}
-	r.mu.Lock()
-	r.latencies = append(r.latencies, time.Since(start))
-	r.mu.Unlock()
-	return data, nil
-}
-
-func (r *runner) resetLatencies() {
-	r.mu.Lock()
-	r.latencies = r.latencies[:0]
-	r.mu.Unlock()
-}
-
-func (r *runner) report(done <-chan struct{}) {
-	if r.o.Progress == nil {
-		return
-	}
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	start := time.Now()
-	for {
-		select {
-		case <-done:
-			fmt.Fprintln(r.o.Progress)
-			return
-		case <-tick.C:
-			fmt.Fprintf(r.o.Progress, "\r%5.0fs  enqueued %d  acked %d  errors %d   ",
-				time.Since(start).Seconds(), r.enqueued.Load(), r.acked.Load(), r.errs.Load())
-		}
-	}
-}
-
-func (r *runner) result(elapsed time.Duration) *Result {
-	r.mu.Lock()
-	lat := append([]time.Duration(nil), r.latencies...)
-	r.mu.Unlock()
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	var sum time.Duration
-	for _, l := range lat {
-		sum += l
-	}
-	pct := func(p float64) float64 {
-		if len(lat) == 0 {
-			return 0
-		}
-		i := int(p * float64(len(lat)-1))
-		return ms(lat[i])
-	}
-	res := &Result{
-		Mode: r.o.Mode, Jobs: r.o.Jobs, Batch: r.o.Batch, Concurrency: r.o.Concurrency, Workers: r.o.Workers,
-		Seconds: elapsed.Seconds(), JobsPerSec: float64(r.o.Jobs) / elapsed.Seconds(),
-		Requests: len(lat), LatencyP50: pct(0.50), LatencyP99: pct(0.99), LatencyP999: pct(0.999),
-		Errors: int(r.errs.Load()),
-	}
-	if len(lat) > 0 {
-		res.LatencyAvg = ms(sum / time.Duration(len(lat)))
-	}
-	if r.o.Mode == ModeEnqueue || r.o.Mode == ModeEnqueueBatch {
-		res.Workers = 0
-	}
-	return res
-}
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-// Print writes res as an aligned table.
-func Print(w io.Writer, res *Result) {
-	fmt.Fprintf(w, "mode         %s\n", res.Mode)
-	fmt.Fprintf(w, "jobs         %d (batch %d, producers %d, workers %d)\n", res.Jobs, res.Batch, res.Concurrency, res.Workers)
-	fmt.Fprintf(w, "elapsed      %.2fs\n", res.Seconds)
-	fmt.Fprintf(w, "throughput   %.0f jobs/s\n", res.JobsPerSec)
-	fmt.Fprintf(w, "requests     %d (errors %d)\n", res.Requests, res.Errors)
-	fmt.Fprintf(w, "latency ms   avg %.2f  p50 %.2f  p99 %.2f  p99.9 %.2f\n", res.LatencyAvg, res.LatencyP50, res.LatencyP99, res.LatencyP999)
+	return res, nil
 }

@@ -25,6 +25,10 @@ type Config struct {
 	Addr string
 	// Data is the folder of the embedded store. Defaults to ./spool-data.
 	Data string
+	// DB is the URL of a PostgreSQL database (postgres://…) that several
+	// nodes share; empty runs the embedded SQLite store in Data. Defaults
+	// to empty.
+	DB string
 	// Sync is the durability of commits: "full" fsyncs before answering and
 	// survives power loss; "normal" survives a process crash but may lose
 	// the last commits on power loss. Defaults to full.
@@ -55,6 +59,17 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// LogLevel is debug, info, warn or error. Defaults to info.
 	LogLevel string
+	// Auth requires a bearer token on every route but /healthz, /readyz
+	// and /v1/openapi.json (docs/protocol.md, "Auth"). Defaults to false.
+	Auth bool
+	// AuthFile names a file of tokens, one per line as "name role
+	// namespaces secret". Defaults to none.
+	AuthFile string
+	// AuthTokens holds more tokens in the same format, ";" or new lines
+	// between them. It is read from SPOOL_AUTH_TOKENS only, never from a
+	// flag or the config file, so that secrets stay out of process lists
+	// and config files. Defaults to none.
+	AuthTokens Secret
 }
 
 // Default returns the defaults.
@@ -84,6 +99,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Data == "" {
 		errs = append(errs, errors.New("data: must name a folder"))
+	}
+	if c.DB != "" && !strings.HasPrefix(c.DB, "postgres://") && !strings.HasPrefix(c.DB, "postgresql://") {
+		errs = append(errs, errors.New("db: must be a postgres:// URL, or empty for the embedded store"))
 	}
 	if c.Sync != "full" && c.Sync != "normal" {
 		errs = append(errs, fmt.Errorf("sync: %q is not full or normal", c.Sync))
@@ -119,6 +137,9 @@ func (c *Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("log-level: %q is not debug, info, warn or error", c.LogLevel))
 	}
+	if c.Auth && c.AuthFile == "" && c.AuthTokens == "" {
+		errs = append(errs, errors.New("auth: needs tokens from --auth-file or SPOOL_AUTH_TOKENS"))
+	}
 	return errors.Join(errs...)
 }
 
@@ -130,36 +151,45 @@ type setting struct {
 	usage string
 	get   func(c *Config) string
 	set   func(c *Config, v string) error
+	// boolean settings are flags that need no value: --auth is --auth=true.
+	boolean bool
 }
 
 func strVar(name, usage string, p func(c *Config) *string) setting {
-	return setting{name, usage,
-		func(c *Config) string { return *p(c) },
-		func(c *Config, v string) error { *p(c) = v; return nil }}
+	return setting{name: name, usage: usage,
+		get: func(c *Config) string { return *p(c) },
+		set: func(c *Config, v string) error { *p(c) = v; return nil }}
+}
+
+func boolVar(name, usage string, p func(c *Config) *bool) setting {
+	return setting{name: name, usage: usage, boolean: true,
+		get: func(c *Config) string { return strconv.FormatBool(*p(c)) },
+		set: func(c *Config, v string) (err error) { *p(c), err = strconv.ParseBool(v); return err }}
 }
 
 func intVar(name, usage string, p func(c *Config) *int) setting {
-	return setting{name, usage,
-		func(c *Config) string { return strconv.Itoa(*p(c)) },
-		func(c *Config, v string) (err error) { *p(c), err = strconv.Atoi(v); return err }}
+	return setting{name: name, usage: usage,
+		get: func(c *Config) string { return strconv.Itoa(*p(c)) },
+		set: func(c *Config, v string) (err error) { *p(c), err = strconv.Atoi(v); return err }}
 }
 
 func int64Var(name, usage string, p func(c *Config) *int64) setting {
-	return setting{name, usage,
-		func(c *Config) string { return strconv.FormatInt(*p(c), 10) },
-		func(c *Config, v string) (err error) { *p(c), err = strconv.ParseInt(v, 10, 64); return err }}
+	return setting{name: name, usage: usage,
+		get: func(c *Config) string { return strconv.FormatInt(*p(c), 10) },
+		set: func(c *Config, v string) (err error) { *p(c), err = strconv.ParseInt(v, 10, 64); return err }}
 }
 
 func durVar(name, usage string, p func(c *Config) *time.Duration) setting {
-	return setting{name, usage,
-		func(c *Config) string { return p(c).String() },
-		func(c *Config, v string) (err error) { *p(c), err = time.ParseDuration(v); return err }}
+	return setting{name: name, usage: usage,
+		get: func(c *Config) string { return p(c).String() },
+		set: func(c *Config, v string) (err error) { *p(c), err = time.ParseDuration(v); return err }}
 }
 
 func settings() []setting {
 	return []setting{
 		strVar("addr", "HOST:PORT to listen on", func(c *Config) *string { return &c.Addr }),
 		strVar("data", "data folder of the embedded store", func(c *Config) *string { return &c.Data }),
+		strVar("db", "PostgreSQL URL (postgres://…) shared by several nodes; empty for the embedded store", func(c *Config) *string { return &c.DB }),
 		strVar("sync", "commit durability: full (fsync, survives power loss) or normal (survives a process crash)", func(c *Config) *string { return &c.Sync }),
 		intVar("max-payload-bytes", "largest payload, result or progress of one job", func(c *Config) *int { return &c.MaxPayloadBytes }),
 		int64Var("max-body-bytes", "largest request body", func(c *Config) *int64 { return &c.MaxBodyBytes }),
@@ -171,8 +201,39 @@ func settings() []setting {
 		durVar("prune-interval", "time between retention passes", func(c *Config) *time.Duration { return &c.PruneInterval }),
 		durVar("shutdown-timeout", "longest graceful shutdown", func(c *Config) *time.Duration { return &c.ShutdownTimeout }),
 		strVar("log-level", "debug, info, warn or error", func(c *Config) *string { return &c.LogLevel }),
+		boolVar("auth", "require a bearer token on every route but the health checks and the OpenAPI document", func(c *Config) *bool { return &c.Auth }),
+		strVar("auth-file", `file of auth tokens, one per line: "name role namespaces secret" (more in env SPOOL_AUTH_TOKENS)`, func(c *Config) *string { return &c.AuthFile }),
 	}
 }
+
+// flagText is the text of one flag, parsed later by its setting so that
+// flags, environment and file share one parser.
+type flagText struct {
+	text    string
+	boolean bool
+}
+
+func (f *flagText) String() string     { return f.text }
+func (f *flagText) Set(v string) error { f.text = v; return nil }
+func (f *flagText) IsBoolFlag() bool   { return f.boolean }
+
+// Secret is a setting that must never be printed: it formats as
+// "[redacted]" when set.
+type Secret string
+
+// String implements fmt.Stringer without revealing the secret.
+func (s Secret) String() string {
+	if s == "" {
+		return ""
+	}
+	return "[redacted]"
+}
+
+// GoString implements fmt.GoStringer without revealing the secret.
+func (s Secret) GoString() string { return s.String() }
+
+// MarshalJSON implements json.Marshaler without revealing the secret.
+func (s Secret) MarshalJSON() ([]byte, error) { return json.Marshal(s.String()) }
 
 // EnvName is the environment variable of a setting: "max-batch" is
 // SPOOL_MAX_BATCH.
@@ -190,7 +251,9 @@ func Load(args []string, getenv func(string) string, usage io.Writer) (Config, e
 	fs.SetOutput(usage)
 	values := make(map[string]*string, len(all))
 	for _, s := range all {
-		values[s.name] = fs.String(s.name, s.get(&cfg), s.usage+" (env "+EnvName(s.name)+")")
+		v := &flagText{text: s.get(&cfg), boolean: s.boolean}
+		fs.Var(v, s.name, s.usage+" (env "+EnvName(s.name)+")")
+		values[s.name] = &v.text
 	}
 	configFile := fs.String("config", getenv("SPOOL_CONFIG"), "optional JSON config file with the same names as keys (env SPOOL_CONFIG)")
 	if err := fs.Parse(args); err != nil {
@@ -215,6 +278,7 @@ func Load(args []string, getenv func(string) string, usage io.Writer) (Config, e
 			}
 		}
 	}
+	cfg.AuthTokens = Secret(getenv("SPOOL_AUTH_TOKENS"))
 	var flagErr error
 	fs.Visit(func(f *flag.Flag) {
 		s, ok := known[f.Name]
@@ -254,6 +318,8 @@ func applyFile(cfg *Config, path string, known map[string]setting) error {
 		switch x := raw[k].(type) {
 		case string:
 			v = x
+		case bool:
+			v = strconv.FormatBool(x)
 		case float64:
 			v = strconv.FormatFloat(x, 'f', -1, 64)
 		default:

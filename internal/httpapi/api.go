@@ -5,6 +5,7 @@
 package httpapi
 
 import (
+	"fmt"
 	"log/slog"
 	"net/http"
 	"sort"
@@ -23,6 +24,10 @@ type Options struct {
 	MaxBodyBytes int64
 	// Logger receives internal errors. Defaults to slog.Default().
 	Logger *slog.Logger
+	// Auth, when not nil, requires a bearer token of the right role and
+	// namespace on every route that is not public (docs/protocol.md,
+	// "Auth"). Defaults to nil: no auth.
+	Auth *Auth
 }
 
 // Route is one registered method and path pattern.
@@ -31,6 +36,8 @@ type Route struct {
 	Method string
 	// Pattern is the path pattern, with {name} wildcards.
 	Pattern string
+	// Permission is what the route requires of a token when auth is on.
+	Permission Permission
 }
 
 // API is the HTTP handler of a Spool node.
@@ -54,48 +61,61 @@ func New(e *queue.Engine, opts Options) *API {
 	return a
 }
 
-// register installs every route. Each is listed once here, so that the
-// route table (Routes) is the router's own, not a copy kept by hand.
+// register installs every route with the permission it requires. Each is
+// listed once here, so that the route table (Routes) is the router's own,
+// not a copy kept by hand.
 func (a *API) register() {
 	for _, r := range []struct {
 		method, pattern string
+		perm            Permission
 		h               http.HandlerFunc
 	}{
-		{"GET", "/healthz", a.healthz},
-		{"GET", "/readyz", a.readyz},
-		{"GET", "/v1/openapi.json", a.openapi},
+		{"GET", "/healthz", PermPublic, a.healthz},
+		{"GET", "/readyz", PermPublic, a.readyz},
+		{"GET", "/v1/openapi.json", PermPublic, a.openapi},
 
-		{"POST", "/v1/jobs", a.enqueue},
-		{"POST", "/v1/jobs/batch", a.enqueueBatch},
-		{"GET", "/v1/jobs", a.listJobs},
-		{"GET", "/v1/jobs/{id}", a.getJob},
-		{"DELETE", "/v1/jobs/{id}", a.deleteJob},
-		{"POST", "/v1/jobs/{id}/cancel", a.cancelJob},
-		{"POST", "/v1/jobs/{id}/retry", a.retryJob},
+		{"POST", "/v1/jobs", PermEnqueue, a.enqueue},
+		{"POST", "/v1/jobs/batch", PermEnqueue, a.enqueueBatch},
+		{"GET", "/v1/jobs", PermRead, a.listJobs},
+		{"GET", "/v1/jobs/{id}", PermRead, a.getJob},
+		{"DELETE", "/v1/jobs/{id}", PermManage, a.deleteJob},
+		{"POST", "/v1/jobs/{id}/cancel", PermManage, a.cancelJob},
+		{"POST", "/v1/jobs/{id}/retry", PermManage, a.retryJob},
 
-		{"POST", "/v1/fetch", a.fetch},
-		{"POST", "/v1/jobs/{id}/ack", a.ackOne},
-		{"POST", "/v1/jobs/{id}/fail", a.failOne},
-		{"POST", "/v1/jobs/{id}/extend", a.extendOne},
-		{"POST", "/v1/jobs/{id}/release", a.releaseOne},
-		{"POST", "/v1/jobs/{id}/progress", a.progress},
-		{"POST", "/v1/jobs/ack", a.ackBatch},
-		{"POST", "/v1/jobs/fail", a.failBatch},
-		{"POST", "/v1/jobs/extend", a.extendBatch},
-		{"POST", "/v1/jobs/release", a.releaseBatch},
+		{"POST", "/v1/fetch", PermWork, a.fetch},
+		{"POST", "/v1/jobs/{id}/ack", PermWork, a.ackOne},
+		{"POST", "/v1/jobs/{id}/fail", PermWork, a.failOne},
+		{"POST", "/v1/jobs/{id}/extend", PermWork, a.extendOne},
+		{"POST", "/v1/jobs/{id}/release", PermWork, a.releaseOne},
+		{"POST", "/v1/jobs/{id}/progress", PermWork, a.progress},
+		{"POST", "/v1/jobs/ack", PermWork, a.ackBatch},
+		{"POST", "/v1/jobs/fail", PermWork, a.failBatch},
+		{"POST", "/v1/jobs/extend", PermWork, a.extendBatch},
+		{"POST", "/v1/jobs/release", PermWork, a.releaseBatch},
 
-		{"GET", "/v1/queues", a.listQueues},
-		{"GET", "/v1/queues/{name}", a.getQueue},
-		{"POST", "/v1/queues/{name}/pause", a.pauseQueue},
-		{"POST", "/v1/queues/{name}/resume", a.resumeQueue},
-		{"POST", "/v1/queues/{name}/purge", a.purgeQueue},
-		{"POST", "/v1/queues/{name}/retry", a.retryQueue},
-		{"POST", "/v1/queues/{name}/delete", a.deleteQueueJobs},
+		{"GET", "/v1/queues", PermRead, a.listQueues},
+		{"GET", "/v1/queues/{name}", PermRead, a.getQueue},
+		{"POST", "/v1/queues/{name}/pause", PermManage, a.pauseQueue},
+		{"POST", "/v1/queues/{name}/resume", PermManage, a.resumeQueue},
+		{"POST", "/v1/queues/{name}/durability", PermManage, a.setQueueDurability},
+		{"POST", "/v1/queues/{name}/purge", PermManage, a.purgeQueue},
+		{"POST", "/v1/queues/{name}/retry", PermManage, a.retryQueue},
+		{"POST", "/v1/queues/{name}/delete", PermManage, a.deleteQueueJobs},
 	} {
-		a.mux.HandleFunc(r.method+" "+r.pattern, r.h)
-		a.routes = append(a.routes, Route{Method: r.method, Pattern: r.pattern})
+		a.handle(r.method, r.pattern, r.perm, r.h)
 	}
 	a.mux.HandleFunc("/", a.noRoute)
+}
+
+// handle registers one route behind the auth check of its permission. A
+// route without a valid permission is a programmer error: it panics, so
+// that no route can be added without deciding who may call it.
+func (a *API) handle(method, pattern string, perm Permission, h http.HandlerFunc) {
+	if !perm.valid() {
+		panic(fmt.Sprintf("httpapi: route %s %s has no valid permission", method, pattern))
+	}
+	a.mux.HandleFunc(method+" "+pattern, a.guard(perm, pattern, h))
+	a.routes = append(a.routes, Route{Method: method, Pattern: pattern, Permission: perm})
 }
 
 // Routes lists every registered route.

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -13,14 +14,44 @@ import (
 	"github.com/spoolq/spool/api"
 	"github.com/spoolq/spool/internal/queue"
 	"github.com/spoolq/spool/internal/store/sqlitestore"
+	"github.com/spoolq/spool/internal/store/tiered"
 )
 
 // newTestAPI returns the API on a real store in a temporary folder.
-func newTestAPI(t *testing.T) *API {
+func newTestAPI(t testing.TB) *API {
 	t.Helper()
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	st, err := sqlitestore.Open(t.Context(), sqlitestore.Config{Dir: t.TempDir(), Logger: logger})
+	return newTestAPIWith(t, Options{})
+}
+
+// newTestAPIWith is newTestAPI with opts; a nil Logger discards the logs.
+func newTestAPIWith(t testing.TB, opts Options) *API {
+	t.Helper()
+	a, _ := newTestAPIStore(t, opts)
+	return a
+}
+
+// newTestAPIStore is newTestAPIWith that also returns the durable store,
+// for tests that break it. As in the embedded server, a memory tier keeps
+// the jobs of memory durability beside it.
+func newTestAPIStore(t testing.TB, opts Options) (*API, *sqlitestore.Store) {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	ctx := context.Background()
+	disk, err := sqlitestore.Open(ctx, sqlitestore.Config{Dir: t.TempDir(), Logger: opts.Logger})
 	if err != nil {
+		t.Fatal(err)
+	}
+	mem, err := sqlitestore.Open(ctx, sqlitestore.Config{Dir: t.TempDir(), Memory: true, Logger: opts.Logger})
+	if err != nil {
+		_ = disk.Close()
+		t.Fatal(err)
+	}
+	st, err := tiered.New(ctx, disk, mem)
+	if err != nil {
+		_ = disk.Close()
+		_ = mem.Close()
 		t.Fatal(err)
 	}
 	e := queue.New(st, queue.Config{})
@@ -28,7 +59,7 @@ func newTestAPI(t *testing.T) *API {
 		e.Close()
 		_ = st.Close()
 	})
-	return New(e, Options{Logger: logger})
+	return New(e, opts), disk
 }
 
 type openAPIDoc struct {

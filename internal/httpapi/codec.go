@@ -4,23 +4,33 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/spoolq/spool/internal/job"
 )
 
 // decode reads the request body, which must be exactly one JSON object of
 // the shape of dst with no unknown fields. An absent or empty body decodes
 // as {} when emptyOK is set.
 func (a *API) decode(w http.ResponseWriter, r *http.Request, dst any, emptyOK bool) error {
+	if r.ContentLength > a.opts.MaxBodyBytes {
+		// Refuse before reading a byte; the server closes the connection
+		// rather than drain the rest.
+		return newError(CodePayloadTooLarge, "", "request body exceeds %d bytes", a.opts.MaxBodyBytes)
+	}
 	body := http.MaxBytesReader(w, r.Body, a.opts.MaxBodyBytes)
 	buf := getBuffer()
 	defer putBuffer(buf)
+	if r.ContentLength > 0 {
+		buf.Grow(int(r.ContentLength) + 1) // +1: ReadFrom wants room to see EOF
+	}
 	if _, err := buf.ReadFrom(body); err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
@@ -28,7 +38,7 @@ func (a *API) decode(w http.ResponseWriter, r *http.Request, dst any, emptyOK bo
 		}
 		return newError(CodeInvalidJSON, "", "read request body: %v", err)
 	}
-	data := bytes.TrimSpace(buf.Bytes())
+	data := bytes.Trim(buf.Bytes(), jsonSpace)
 	if len(data) == 0 {
 		if emptyOK {
 			return nil
@@ -46,11 +56,149 @@ func (a *API) decode(w http.ResponseWriter, r *http.Request, dst any, emptyOK bo
 	if err := dec.Decode(dst); err != nil {
 		return jsonError(err)
 	}
-	if dec.More() {
+	if dec.InputOffset() != int64(len(data)) {
+		// More would miss a stray "}" or "]": data ends in no white space.
 		return newError(CodeInvalidJSON, "", "request body holds more than one JSON value")
+	}
+	return exactKeys(data)
+}
+
+// isFreeField reports whether key names a field whose value is the
+// caller's own JSON, where any key and null go: payload, result, progress.
+func isFreeField(key []byte) bool {
+	switch string(key) {
+	case "payload", "result", "progress":
+		return true
+	}
+	return false
+}
+
+// exactKeys fails on the first object key, outside the free fields, that
+// is not exactly a field name or repeats a key of its object, and on the
+// first null outside them. encoding/json matches field names regardless of
+// case ("Kind", or "\u212aind" with a Kelvin sign, would fill kind), lets
+// a repeated key overwrite the first, and reads null as "leave the field
+// alone"; the protocol does none of these. Every field name is lower case,
+// so a key that survived decoding with DisallowUnknownFields is exact when
+// it is lower case. data must be valid JSON. The scan allocates only for
+// nesting and escaped keys.
+func exactKeys(data []byte) error {
+	type frame struct {
+		field    []byte // the key the object or array is the value of
+		firstKey int    // where the object's keys start in keys
+	}
+	var key []byte    // the field being read, for errors
+	var stack []frame // the open objects and arrays
+	var keys [][]byte // the keys of the open objects, innermost last
+	for i := 0; i < len(data); {
+		switch data[i] {
+		case '"':
+		case 'n': // outside strings, only null has an n
+			return newError(CodeInvalidJSON, string(key), "%s: must not be null; leave the field out instead", key)
+		case '{', '[':
+			stack = append(stack, frame{field: key, firstKey: len(keys)})
+			i++
+			continue
+		case '}', ']':
+			if n := len(stack); n > 0 {
+				top := stack[n-1]
+				key, keys, stack = top.field, keys[:top.firstKey], stack[:n-1]
+			}
+			i++
+			continue
+		default:
+			i++
+			continue
+		}
+		end := skipString(data, i)
+		colon := skipSpace(data, end)
+		if colon >= len(data) || data[colon] != ':' {
+			i = end // a string value
+			continue
+		}
+		key = data[i+1 : end-1]
+		if bytes.IndexByte(key, '\\') >= 0 {
+			var unquoted string
+			if err := json.Unmarshal(data[i:end], &unquoted); err != nil {
+				return newError(CodeInvalidJSON, "", "request body holds a malformed key")
+			}
+			key = []byte(unquoted)
+		}
+		if n := len(stack); n > 0 {
+			for _, k := range keys[stack[n-1].firstKey:] {
+				if bytes.Equal(k, key) {
+					return newError(CodeInvalidJSON, string(key), "%s: given twice", key)
+				}
+			}
+			keys = append(keys, key)
+		}
+		if isFreeField(key) {
+			i = skipValue(data, skipSpace(data, colon+1))
+			continue
+		}
+		for _, c := range key {
+			if (c < 'a' || c > 'z') && c != '_' {
+				return newError(CodeInvalidJSON, string(key), "unknown field %q", key)
+			}
+		}
+		i = colon + 1
 	}
 	return nil
 }
+
+// skipString returns the index just past the string that starts at i.
+func skipString(data []byte, i int) int {
+	for i++; i < len(data); i++ {
+		switch data[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return len(data)
+}
+
+func skipSpace(data []byte, i int) int {
+	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipValue returns the index just past the JSON value that starts at i.
+func skipValue(data []byte, i int) int {
+	depth := 0
+	for i < len(data) {
+		switch data[i] {
+		case '"':
+			i = skipString(data, i)
+			if depth == 0 {
+				return i
+			}
+			continue
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return i
+			}
+			depth--
+			if depth == 0 {
+				return i + 1
+			}
+		case ',':
+			if depth == 0 {
+				return i
+			}
+		}
+		i++
+	}
+	return i
+}
+
+// jsonSpace is the white space JSON allows around values.
+const jsonSpace = " \t\r\n"
 
 // jsonError turns a decoding error into an invalid_json answer naming the
 // field where it can.
@@ -122,11 +270,41 @@ func (a *API) writeJSON(w http.ResponseWriter, status int, v any) {
 		a.writeError(w, nil, newError(CodeInternal, "", "internal server error"))
 		return
 	}
+	writeBody(w, status, buf.Bytes())
+}
+
+// writeBody answers status with body, which is JSON.
+func writeBody(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", fmt.Sprint(buf.Len()))
+	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
-	_, _ = w.Write(buf.Bytes())
+	_, _ = w.Write(body)
+}
+
+// writeJobs answers 200 with {"jobs": [...]} and, when next is set,
+// "next_cursor".
+func writeJobs(w http.ResponseWriter, jobs []*job.Job, next string) {
+	buf := getBuffer()
+	defer putBuffer(buf)
+	b := append(buf.AvailableBuffer(), `{"jobs":`...)
+	b = appendJobs(b, jobs)
+	if next != "" {
+		b = append(b, `,"next_cursor":`...)
+		b = appendString(b, next)
+	}
+	b = append(b, "}\n"...)
+	buf.Write(b)
+	writeBody(w, http.StatusOK, buf.Bytes())
+}
+
+// writeJob answers 200 with one job.
+func writeJob(w http.ResponseWriter, j *job.Job) {
+	buf := getBuffer()
+	defer putBuffer(buf)
+	b := appendJob(buf.AvailableBuffer(), j)
+	buf.Write(append(b, '\n'))
+	writeBody(w, http.StatusOK, buf.Bytes())
 }
 
 // writeError answers err: a catalog error as it is, anything else through

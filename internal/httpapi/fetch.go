@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -12,14 +14,10 @@ import (
 
 type fetchJSON struct {
 	Queues  []string `json:"queues"`
-	Max     int      `json:"max"`
+	Max     *int     `json:"max"`
 	WaitMS  int64    `json:"wait_ms"`
-	LeaseMS int64    `json:"lease_ms"`
+	LeaseMS *int64   `json:"lease_ms"`
 	Worker  string   `json:"worker"`
-}
-
-type fetchResultJSON struct {
-	Jobs []jobJSON `json:"jobs"`
 }
 
 // releaseTimeout bounds the hand-back of jobs claimed for a caller that
@@ -32,9 +30,25 @@ func (a *API) fetch(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	jobs, err := a.engine.Fetch(r.Context(), queue.FetchRequest{
-		Queues: in.Queues, Max: in.Max, Wait: millis(in.WaitMS), LeaseDuration: millis(in.LeaseMS), Worker: in.Worker,
-	})
+	if p := a.namespaced(r); p != nil {
+		for i, q := range in.Queues {
+			if err := p.checkQueue(q, fmt.Sprintf("queues[%d]", i)); err != nil {
+				a.writeError(w, r, err)
+				return
+			}
+		}
+	}
+	req := queue.FetchRequest{Queues: in.Queues, Wait: millis(in.WaitMS), Worker: in.Worker}
+	var leaseMS int64
+	if err := errors.Join(
+		optional(in.Max, &req.Max, fieldName, "max", "must be between 1 and %d", queue.MaxFetch),
+		optional(in.LeaseMS, &leaseMS, fieldName, "lease_ms", leaseRule, queue.MinLease.Milliseconds(), queue.MaxLease.Milliseconds()),
+	); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	req.LeaseDuration = millis(leaseMS)
+	jobs, err := a.engine.Fetch(r.Context(), req)
 	if err != nil {
 		a.writeError(w, r, err)
 		return
@@ -45,7 +59,7 @@ func (a *API) fetch(w http.ResponseWriter, r *http.Request) {
 		a.releaseAbandoned(jobs)
 		return
 	}
-	a.writeJSON(w, http.StatusOK, fetchResultJSON{Jobs: toJobsJSON(jobs)})
+	writeJobs(w, jobs, "")
 }
 
 func (a *API) releaseAbandoned(jobs []*job.Job) {

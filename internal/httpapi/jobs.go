@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -11,41 +12,74 @@ import (
 	"github.com/spoolq/spool/internal/store"
 )
 
-// enqueueJSON is one job to enqueue, as sent.
+// enqueueJSON is one job to enqueue, as sent. The fields whose zero value
+// the engine reads as "use the default" are pointers, so that a value sent
+// explicitly is checked against its range (see optional).
 type enqueueJSON struct {
-	ID          string              `json:"id"`
-	Queue       string              `json:"queue"`
+	ID          *string             `json:"id"`
+	Queue       *string             `json:"queue"`
 	Kind        string              `json:"kind"`
 	Payload     json.RawMessage     `json:"payload"`
 	Priority    int                 `json:"priority"`
 	RunAt       *time.Time          `json:"run_at"`
 	DelayMS     int64               `json:"delay_ms"`
-	MaxAttempts int                 `json:"max_attempts"`
+	MaxAttempts *int                `json:"max_attempts"`
 	Backoff     *backoffRequestJSON `json:"backoff"`
-	LeaseMS     int64               `json:"lease_ms"`
-	UniqueKey   string              `json:"unique_key"`
+	LeaseMS     *int64              `json:"lease_ms"`
+	UniqueKey   *string             `json:"unique_key"`
 	UniqueForMS int64               `json:"unique_for_ms"`
 	Tags        []string            `json:"tags"`
+	Durability  *job.Durability     `json:"durability"`
 }
 
 type backoffRequestJSON struct {
-	Type   job.BackoffKind `json:"type"`
-	BaseMS *int64          `json:"base_ms"`
-	MaxMS  *int64          `json:"max_ms"`
-	Jitter *float64        `json:"jitter"`
+	Type   *job.BackoffKind `json:"type"`
+	BaseMS *int64           `json:"base_ms"`
+	MaxMS  *int64           `json:"max_ms"`
+	Jitter *float64         `json:"jitter"`
 }
 
-func (j *enqueueJSON) request() queue.EnqueueRequest {
-	req := queue.EnqueueRequest{
-		ID: j.ID, Queue: j.Queue, Kind: j.Kind, Payload: j.Payload, Priority: j.Priority,
-		Delay: millis(j.DelayMS), MaxAttempts: j.MaxAttempts, LeaseDuration: millis(j.LeaseMS),
-		UniqueKey: j.UniqueKey, UniqueFor: millis(j.UniqueForMS), Tags: j.Tags,
+// queueName is the queue the job names, "" when it names none.
+func (j *enqueueJSON) queueName() string {
+	if j.Queue == nil {
+		return ""
 	}
+	return *j.Queue
+}
+
+// request is the engine's form of j; field names a wire field in errors.
+func (j *enqueueJSON) request(field func(string) string) (queue.EnqueueRequest, error) {
+	req := queue.EnqueueRequest{
+		Kind: j.Kind, Payload: j.Payload, Priority: j.Priority,
+		Delay: millis(j.DelayMS), UniqueFor: millis(j.UniqueForMS), Tags: j.Tags,
+	}
+	var leaseMS int64
+	if err := optional(j.ID, &req.ID, field, "id", "must be a name"); err != nil {
+		return req, err
+	}
+	if err := optional(j.Queue, &req.Queue, field, "queue", "must be a name"); err != nil {
+		return req, err
+	}
+	if err := optional(j.UniqueKey, &req.UniqueKey, field, "unique_key", "must be 1-%d bytes", queue.MaxUniqueKeyBytes); err != nil {
+		return req, err
+	}
+	if err := optional(j.MaxAttempts, &req.MaxAttempts, field, "max_attempts", "must be between 1 and %d", queue.MaxAttempts); err != nil {
+		return req, err
+	}
+	if err := optional(j.LeaseMS, &leaseMS, field, "lease_ms", leaseRule, queue.MinLease.Milliseconds(), queue.MaxLease.Milliseconds()); err != nil {
+		return req, err
+	}
+	if err := optional(j.Durability, &req.Durability, field, "durability", durabilityRule); err != nil {
+		return req, err
+	}
+	req.LeaseDuration = millis(leaseMS)
 	if j.RunAt != nil {
 		req.RunAt = *j.RunAt
 	}
 	if b := j.Backoff; b != nil {
-		req.Backoff.Kind = b.Type
+		if err := optional(b.Type, &req.Backoff.Kind, field, "backoff.type", "must be fixed or exponential"); err != nil {
+			return req, err
+		}
 		if b.BaseMS != nil {
 			d := millis(*b.BaseMS)
 			req.Backoff.Base = &d
@@ -56,8 +90,35 @@ func (j *enqueueJSON) request() queue.EnqueueRequest {
 		}
 		req.Backoff.Jitter = b.Jitter
 	}
-	return req
+	return req, nil
 }
+
+// leaseRule is the range of every lease_ms field.
+const leaseRule = "must be between %d and %d"
+
+// durabilityRule is the rule of every durability field.
+const durabilityRule = "must be full, process or memory"
+
+// optional copies into dst a field the client may leave out to take its
+// default (src is nil then, and dst keeps its zero value, which the engine
+// reads as "use the default"). A field sent with that zero value is
+// refused with the field's rule instead: the wire accepts only values
+// within the documented ranges. field(name) names the field in the error;
+// it is called only then.
+func optional[T comparable](src *T, dst *T, field func(string) string, name, rule string, args ...any) error {
+	if src == nil {
+		return nil
+	}
+	var zero T
+	if *src == zero {
+		return job.Invalid(field(name), rule+"; leave the field out for its default", args...)
+	}
+	*dst = *src
+	return nil
+}
+
+// fieldName returns the wire name of a top-level field.
+func fieldName(name string) string { return name }
 
 // enqueueResultJSON answers one enqueued job.
 type enqueueResultJSON struct {
@@ -72,7 +133,18 @@ func (a *API) enqueue(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	res, err := a.engine.Enqueue(r.Context(), in.request())
+	if p := a.namespaced(r); p != nil {
+		if err := p.checkQueue(in.queueName(), "queue"); err != nil {
+			a.writeError(w, r, err)
+			return
+		}
+	}
+	req, err := in.request(fieldName)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	res, err := a.engine.Enqueue(r.Context(), req)
 	if err != nil {
 		a.writeError(w, r, err)
 		return
@@ -98,9 +170,22 @@ func (a *API) enqueueBatch(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
+	if p := a.namespaced(r); p != nil {
+		for i := range in.Jobs {
+			if err := p.checkQueue(in.Jobs[i].queueName(), fmt.Sprintf("jobs[%d].queue", i)); err != nil {
+				a.writeError(w, r, err)
+				return
+			}
+		}
+	}
 	reqs := make([]queue.EnqueueRequest, len(in.Jobs))
 	for i := range in.Jobs {
-		reqs[i] = in.Jobs[i].request()
+		var err error
+		reqs[i], err = in.Jobs[i].request(func(name string) string { return fmt.Sprintf("jobs[%d].%s", i, name) })
+		if err != nil {
+			a.writeError(w, r, err)
+			return
+		}
 	}
 	res, err := a.engine.EnqueueBatch(r.Context(), reqs)
 	if err != nil {
@@ -115,22 +200,36 @@ func (a *API) enqueueBatch(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) getJob(w http.ResponseWriter, r *http.Request) {
-	j, err := a.engine.Get(r.Context(), r.PathValue("id"))
-	if err != nil {
-		a.writeError(w, r, err)
-		return
+	j := a.checkedJob(r)
+	if j == nil {
+		var err error
+		if j, err = a.engine.Get(r.Context(), r.PathValue("id")); err != nil {
+			a.writeError(w, r, err)
+			return
+		}
 	}
-	a.writeJSON(w, http.StatusOK, toJobJSON(j))
-}
-
-type jobPageJSON struct {
-	Jobs       []jobJSON `json:"jobs"`
-	NextCursor string    `json:"next_cursor,omitempty"`
+	writeJob(w, j)
 }
 
 func (a *API) listJobs(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
+	for _, name := range []string{"queue", "state", "limit"} {
+		if q.Has(name) && q.Get(name) == "" {
+			a.writeError(w, r, job.Invalid(name, "must not be empty; leave the parameter out instead"))
+			return
+		}
+	}
 	p := store.JobListParams{Queue: q.Get("queue"), State: job.State(q.Get("state")), Cursor: q.Get("cursor")}
+	if who := a.namespaced(r); who != nil {
+		if p.Queue == "" {
+			a.writeError(w, r, newError(CodeForbidden, "queue", "queue: is required with a token limited to namespaces"))
+			return
+		}
+		if err := who.checkQueue(p.Queue, "queue"); err != nil {
+			a.writeError(w, r, err)
+			return
+		}
+	}
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 {
@@ -144,7 +243,7 @@ func (a *API) listJobs(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	a.writeJSON(w, http.StatusOK, jobPageJSON{Jobs: toJobsJSON(page.Jobs), NextCursor: page.Next})
+	writeJobs(w, page.Jobs, page.Next)
 }
 
 func (a *API) deleteJob(w http.ResponseWriter, r *http.Request) {
@@ -165,7 +264,7 @@ func (a *API) cancelJob(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	a.writeJSON(w, http.StatusOK, toJobJSON(j))
+	writeJob(w, j)
 }
 
 func (a *API) retryJob(w http.ResponseWriter, r *http.Request) {
@@ -178,5 +277,5 @@ func (a *API) retryJob(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	a.writeJSON(w, http.StatusOK, toJobJSON(j))
+	writeJob(w, j)
 }

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spoolq/spool/internal/job"
+	"github.com/spoolq/spool/internal/queue"
 	"github.com/spoolq/spool/internal/store"
 )
 
@@ -30,7 +32,7 @@ type (
 	extendItem struct {
 		ID      string `json:"id"`
 		Token   *int64 `json:"token"`
-		LeaseMS int64  `json:"lease_ms"`
+		LeaseMS *int64 `json:"lease_ms"`
 	}
 	releaseItem struct {
 		ID    string `json:"id"`
@@ -48,10 +50,12 @@ type leaseItem interface {
 }
 
 // leaseOp applies items whose ids and tokens are checked; answer renders a
-// successful outcome.
+// successful outcome. check, when set, validates the rest of an item
+// before anything is applied; field names a wire field in its errors.
 type leaseOp[T leaseItem] struct {
 	apply  func(ctx context.Context, items []T, tokens []int64) ([]store.Outcome, error)
 	answer func(id string, o store.Outcome) outcomeJSON
+	check  func(it *T, field func(string) string) error
 }
 
 // outcomeJSON answers one item: the single route's answer, or the item's
@@ -118,6 +122,12 @@ func serveOne[T leaseItem](a *API, w http.ResponseWriter, r *http.Request, op le
 		a.writeError(w, r, err)
 		return
 	}
+	if op.check != nil {
+		if err := op.check(&it, fieldName); err != nil {
+			a.writeError(w, r, err)
+			return
+		}
+	}
 	out, err := op.apply(r.Context(), []T{it}, []int64{token})
 	if err != nil {
 		a.writeError(w, r, err)
@@ -156,8 +166,14 @@ func serveBatch[T leaseItem](a *API, w http.ResponseWriter, r *http.Request, op 
 			return
 		}
 		tokens[i] = token
+		if op.check != nil {
+			if err := op.check(&in.Items[i], func(name string) string { return fmt.Sprintf("items[%d].%s", i, name) }); err != nil {
+				a.writeError(w, r, err)
+				return
+			}
+		}
 	}
-	out, err := op.apply(r.Context(), in.Items, tokens)
+	out, err := applyInScope(a, r, op, in.Items, tokens)
 	if err != nil {
 		a.writeError(w, r, err)
 		return
@@ -173,6 +189,60 @@ func serveBatch[T leaseItem](a *API, w http.ResponseWriter, r *http.Request, op 
 		res.Results[i] = op.answer(*id, o)
 	}
 	a.writeJSON(w, http.StatusOK, res)
+}
+
+// applyInScope runs op for items. For a token limited to namespaces, an
+// item whose job does not exist or lies outside them is not applied and
+// gets the not_found error a missing job gets.
+func applyInScope[T leaseItem](a *API, r *http.Request, op leaseOp[T], items []T, tokens []int64) ([]store.Outcome, error) {
+	p := a.namespaced(r)
+	if p == nil {
+		return op.apply(r.Context(), items, tokens)
+	}
+	ids := make([]string, len(items))
+	for i := range items {
+		id, _ := idAndToken(&items[i])
+		ids[i] = *id
+	}
+	keep, err := a.scopeItems(r.Context(), p, ids)
+	if err != nil {
+		return nil, err
+	}
+	var kept []T
+	var keptTokens []int64
+	for i, ok := range keep {
+		if ok {
+			kept = append(kept, items[i])
+			keptTokens = append(keptTokens, tokens[i])
+		}
+	}
+	var applied []store.Outcome
+	if len(kept) > 0 {
+		if applied, err = op.apply(r.Context(), kept, keptTokens); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]store.Outcome, len(items))
+	for i, ok := range keep {
+		if !ok {
+			out[i] = store.Outcome{Err: notFound(ids[i])}
+			continue
+		}
+		out[i], applied = applied[0], applied[1:]
+	}
+	return out, nil
+}
+
+// cutUTF8 shortens s to at most n bytes without splitting a character,
+// so that a long error message stays valid UTF-8 when it is cut.
+func cutUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 func answerState(id string, o store.Outcome) outcomeJSON {
@@ -202,7 +272,7 @@ func (a *API) failOp() leaseOp[failItem] {
 	return leaseOp[failItem]{answer: answerFail, apply: func(ctx context.Context, its []failItem, tokens []int64) ([]store.Outcome, error) {
 		items := make([]store.JobFailItem, len(its))
 		for i, it := range its {
-			items[i] = store.JobFailItem{ID: it.ID, Token: tokens[i], Message: it.Error, NoRetry: it.NoRetry, RetryAfter: millis(it.RetryAfterMS)}
+			items[i] = store.JobFailItem{ID: it.ID, Token: tokens[i], Message: cutUTF8(it.Error, queue.MaxErrorBytes), NoRetry: it.NoRetry, RetryAfter: millis(it.RetryAfterMS)}
 		}
 		return a.engine.Fail(ctx, items)
 	}}
@@ -212,9 +282,16 @@ func (a *API) extendOp() leaseOp[extendItem] {
 	return leaseOp[extendItem]{answer: answerExtend, apply: func(ctx context.Context, its []extendItem, tokens []int64) ([]store.Outcome, error) {
 		items := make([]store.JobExtendItem, len(its))
 		for i, it := range its {
-			items[i] = store.JobExtendItem{ID: it.ID, Token: tokens[i], Lease: millis(it.LeaseMS)}
+			var leaseMS int64
+			if it.LeaseMS != nil {
+				leaseMS = *it.LeaseMS
+			}
+			items[i] = store.JobExtendItem{ID: it.ID, Token: tokens[i], Lease: millis(leaseMS)}
 		}
 		return a.engine.Extend(ctx, items)
+	}, check: func(it *extendItem, field func(string) string) error {
+		var leaseMS int64
+		return optional(it.LeaseMS, &leaseMS, field, "lease_ms", leaseRule, queue.MinLease.Milliseconds(), queue.MaxLease.Milliseconds())
 	}}
 }
 

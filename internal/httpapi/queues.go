@@ -16,9 +16,12 @@ func (a *API) listQueues(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	out := queuesJSON{Queues: make([]queueJSON, len(qs))}
+	p := a.namespaced(r)
+	out := queuesJSON{Queues: make([]queueJSON, 0, len(qs))}
 	for i := range qs {
-		out.Queues[i] = toQueueJSON(&qs[i])
+		if p == nil || p.allowsQueue(qs[i].Name) {
+			out.Queues = append(out.Queues, toQueueJSON(&qs[i]))
+		}
 	}
 	a.writeJSON(w, http.StatusOK, out)
 }
@@ -41,6 +44,31 @@ func (a *API) setPaused(w http.ResponseWriter, r *http.Request, paused bool) {
 		return
 	}
 	q, err := a.engine.SetPaused(r.Context(), r.PathValue("name"), paused)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	a.writeJSON(w, http.StatusOK, toQueueJSON(q))
+}
+
+// durabilityJSON is the body of a queue's durability route.
+type durabilityJSON struct {
+	Durability *job.Durability `json:"durability"`
+}
+
+// setQueueDurability sets the level of the jobs later enqueued into the
+// queue without one of their own; the queue's jobs keep theirs.
+func (a *API) setQueueDurability(w http.ResponseWriter, r *http.Request) {
+	var in durabilityJSON
+	if err := a.decode(w, r, &in, false); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	if in.Durability == nil {
+		a.writeError(w, r, job.Invalid("durability", "is required"))
+		return
+	}
+	q, err := a.engine.SetDurability(r.Context(), r.PathValue("name"), *in.Durability)
 	if err != nil {
 		a.writeError(w, r, err)
 		return

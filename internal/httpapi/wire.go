@@ -2,48 +2,203 @@ package httpapi
 
 import (
 	"encoding/json"
+	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/store"
 )
 
-// jobJSON is a job on the wire. Fields with no value are omitted.
-type jobJSON struct {
-	ID              string             `json:"id"`
-	Queue           string             `json:"queue"`
-	Kind            string             `json:"kind"`
-	Payload         json.RawMessage    `json:"payload"`
-	Priority        int                `json:"priority"`
-	State           job.State          `json:"state"`
-	RunAt           time.Time          `json:"run_at"`
-	Attempt         int                `json:"attempt"`
-	MaxAttempts     int                `json:"max_attempts"`
-	Backoff         backoffJSON        `json:"backoff"`
-	LeaseMS         int64              `json:"lease_ms"`
-	UniqueKey       string             `json:"unique_key,omitempty"`
-	UniqueForMS     int64              `json:"unique_for_ms,omitempty"`
-	Tags            []string           `json:"tags,omitempty"`
-	Result          json.RawMessage    `json:"result,omitempty"`
-	Errors          []job.AttemptError `json:"errors,omitempty"`
-	Progress        json.RawMessage    `json:"progress,omitempty"`
-	Lease           *leaseJSON         `json:"lease,omitempty"`
-	CancelRequested bool               `json:"cancel_requested"`
-	CreatedAt       time.Time          `json:"created_at"`
-	StartedAt       *time.Time         `json:"started_at,omitempty"`
-	FinishedAt      *time.Time         `json:"finished_at,omitempty"`
+// The job encoder below writes a job's JSON straight into a buffer: fetch
+// and listing answers carry hundreds of jobs, and encoding them through
+// reflection cost more than the rest of a fetch. Fields with no value are
+// omitted. Payloads, results and progress reports go out byte for byte as
+// they were sent.
+
+// appendJob appends j as a JSON object.
+func appendJob(b []byte, j *job.Job) []byte {
+	b = append(b, `{"id":`...)
+	b = appendString(b, j.ID)
+	b = append(b, `,"queue":`...)
+	b = appendString(b, j.Queue)
+	b = append(b, `,"kind":`...)
+	b = appendString(b, j.Kind)
+	b = append(b, `,"payload":`...)
+	b = appendRaw(b, j.Payload)
+	b = append(b, `,"priority":`...)
+	b = strconv.AppendInt(b, int64(j.Priority), 10)
+	b = append(b, `,"state":`...)
+	b = appendString(b, string(j.State))
+	b = append(b, `,"run_at":`...)
+	b = appendTime(b, j.RunAt)
+	b = append(b, `,"attempt":`...)
+	b = strconv.AppendInt(b, int64(j.Attempt), 10)
+	b = append(b, `,"max_attempts":`...)
+	b = strconv.AppendInt(b, int64(j.MaxAttempts), 10)
+	b = append(b, `,"backoff":{"type":`...)
+	b = appendString(b, string(j.Backoff.Kind))
+	b = append(b, `,"base_ms":`...)
+	b = strconv.AppendInt(b, toMillis(j.Backoff.Base), 10)
+	b = append(b, `,"max_ms":`...)
+	b = strconv.AppendInt(b, toMillis(j.Backoff.Max), 10)
+	b = append(b, `,"jitter":`...)
+	b = strconv.AppendFloat(b, j.Backoff.Jitter, 'g', -1, 64)
+	b = append(b, `},"lease_ms":`...)
+	b = strconv.AppendInt(b, toMillis(j.LeaseDuration), 10)
+	b = append(b, `,"durability":`...)
+	b = appendString(b, string(durabilityOf(j.Durability)))
+	if j.UniqueKey != "" {
+		b = append(b, `,"unique_key":`...)
+		b = appendString(b, j.UniqueKey)
+	}
+	if j.UniqueFor != 0 {
+		b = append(b, `,"unique_for_ms":`...)
+		b = strconv.AppendInt(b, toMillis(j.UniqueFor), 10)
+	}
+	if len(j.Tags) > 0 {
+		b = append(b, `,"tags":[`...)
+		for i, t := range j.Tags {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, t)
+		}
+		b = append(b, ']')
+	}
+	if len(j.Result) > 0 {
+		b = append(b, `,"result":`...)
+		b = appendRaw(b, j.Result)
+	}
+	if len(j.Errors) > 0 {
+		b = append(b, `,"errors":[`...)
+		for i, e := range j.Errors {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"attempt":`...)
+			b = strconv.AppendInt(b, int64(e.Attempt), 10)
+			b = append(b, `,"message":`...)
+			b = appendString(b, e.Message)
+			b = append(b, `,"at":`...)
+			b = appendTime(b, e.At)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	if len(j.Progress) > 0 {
+		b = append(b, `,"progress":`...)
+		b = appendRaw(b, j.Progress)
+	}
+	if j.State == job.StateActive {
+		b = append(b, `,"lease":{"token":`...)
+		b = strconv.AppendInt(b, j.LeaseToken, 10)
+		b = append(b, `,"expires_at":`...)
+		b = appendTime(b, j.LeaseExpiresAt)
+		b = append(b, '}')
+	}
+	b = append(b, `,"cancel_requested":`...)
+	b = strconv.AppendBool(b, j.CancelRequested)
+	b = append(b, `,"created_at":`...)
+	b = appendTime(b, j.CreatedAt)
+	if !j.StartedAt.IsZero() {
+		b = append(b, `,"started_at":`...)
+		b = appendTime(b, j.StartedAt)
+	}
+	if !j.FinishedAt.IsZero() {
+		b = append(b, `,"finished_at":`...)
+		b = appendTime(b, j.FinishedAt)
+	}
+	return append(b, '}')
 }
 
-type backoffJSON struct {
-	Type   job.BackoffKind `json:"type"`
-	BaseMS int64           `json:"base_ms"`
-	MaxMS  int64           `json:"max_ms"`
-	Jitter float64         `json:"jitter"`
+// durabilityOf is the wire form of a stored level: a store that keeps no
+// level of its own keeps every job fully durable.
+func durabilityOf(d job.Durability) job.Durability {
+	if d == "" {
+		return job.DurabilityFull
+	}
+	return d
 }
 
-type leaseJSON struct {
-	Token     int64     `json:"token"`
-	ExpiresAt time.Time `json:"expires_at"`
+// appendJobs appends jobs as a JSON array.
+func appendJobs(b []byte, jobs []*job.Job) []byte {
+	b = append(b, '[')
+	for i, j := range jobs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJob(b, j)
+	}
+	return append(b, ']')
+}
+
+// appendRaw appends a stored JSON value as it is; none is null.
+func appendRaw(b []byte, raw json.RawMessage) []byte {
+	if len(raw) == 0 {
+		return append(b, "null"...)
+	}
+	return append(b, raw...)
+}
+
+// appendTime appends t as an RFC 3339 string in UTC, as encoding/json
+// writes a time.Time.
+func appendTime(b []byte, t time.Time) []byte {
+	b = append(b, '"')
+	b = t.UTC().AppendFormat(b, time.RFC3339Nano)
+	return append(b, '"')
+}
+
+// appendString appends s as a JSON string: quotes, backslashes and control
+// characters escaped, invalid UTF-8 replaced by U+FFFD, and <, > and &
+// escaped as encoding/json does, so the answer is safe inside HTML.
+func appendString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
 }
 
 func timeOrNil(t time.Time) *time.Time {
@@ -53,40 +208,12 @@ func timeOrNil(t time.Time) *time.Time {
 	return &t
 }
 
-// toJobJSON is j on the wire.
-func toJobJSON(j *job.Job) jobJSON {
-	out := jobJSON{
-		ID: j.ID, Queue: j.Queue, Kind: j.Kind, Payload: j.Payload, Priority: j.Priority, State: j.State,
-		RunAt: j.RunAt, Attempt: j.Attempt, MaxAttempts: j.MaxAttempts,
-		Backoff:   backoffJSON{Type: j.Backoff.Kind, BaseMS: toMillis(j.Backoff.Base), MaxMS: toMillis(j.Backoff.Max), Jitter: j.Backoff.Jitter},
-		LeaseMS:   toMillis(j.LeaseDuration),
-		UniqueKey: j.UniqueKey, UniqueForMS: toMillis(j.UniqueFor), Tags: j.Tags,
-		Result: j.Result, Errors: j.Errors, Progress: j.Progress,
-		CancelRequested: j.CancelRequested,
-		CreatedAt:       j.CreatedAt, StartedAt: timeOrNil(j.StartedAt), FinishedAt: timeOrNil(j.FinishedAt),
-	}
-	if len(out.Payload) == 0 {
-		out.Payload = json.RawMessage("null")
-	}
-	if j.State == job.StateActive {
-		out.Lease = &leaseJSON{Token: j.LeaseToken, ExpiresAt: j.LeaseExpiresAt}
-	}
-	return out
-}
-
-func toJobsJSON(jobs []*job.Job) []jobJSON {
-	out := make([]jobJSON, len(jobs))
-	for i, j := range jobs {
-		out[i] = toJobJSON(j)
-	}
-	return out
-}
-
 // queueJSON is a queue on the wire.
 type queueJSON struct {
-	Name   string              `json:"name"`
-	Paused bool                `json:"paused"`
-	Counts map[job.State]int64 `json:"counts"`
+	Name       string              `json:"name"`
+	Paused     bool                `json:"paused"`
+	Durability job.Durability      `json:"durability"`
+	Counts     map[job.State]int64 `json:"counts"`
 }
 
 func toQueueJSON(q *store.QueueInfo) queueJSON {
@@ -94,7 +221,7 @@ func toQueueJSON(q *store.QueueInfo) queueJSON {
 	for _, s := range job.States {
 		counts[s] = q.Counts[s]
 	}
-	return queueJSON{Name: q.Name, Paused: q.Paused, Counts: counts}
+	return queueJSON{Name: q.Name, Paused: q.Paused, Durability: durabilityOf(q.Durability), Counts: counts}
 }
 
 // countJSON answers bulk operations.

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spoolq/spool/internal/job"
@@ -66,9 +68,23 @@ type EnqueueResult struct {
 func (e *Engine) Enqueue(ctx context.Context, req EnqueueRequest) (EnqueueResult, error) {
 	res, err := e.enqueue(ctx, []EnqueueRequest{req}, "")
 	if err != nil {
-		return EnqueueResult{}, err
+		return EnqueueResult{}, singleField(err)
 	}
 	return res[0], nil
+}
+
+// singleField names the field of an input error about the only job of a
+// single enqueue as the single form does ("durability", not
+// "jobs[0].durability"): stores name fields by batch item.
+func singleField(err error) error {
+	var in *job.InputError
+	if !errors.As(err, &in) {
+		return err
+	}
+	if f, ok := strings.CutPrefix(in.Field, "jobs[0]."); ok {
+		return &job.InputError{Field: f, Message: in.Message}
+	}
+	return err
 }
 
 // EnqueueBatch stores up to MaxBatch jobs atomically: all or none. Errors

@@ -18,7 +18,6 @@ import (
 	"github.com/spoolq/spool/internal/maintenance"
 	"github.com/spoolq/spool/internal/queue"
 	"github.com/spoolq/spool/internal/store"
-	"github.com/spoolq/spool/internal/store/sqlitestore"
 )
 
 // idleMaintenance bounds how long the scheduler and rescuer sleep when they
@@ -31,14 +30,13 @@ type Server struct {
 	cfg    config.Config
 	logger *slog.Logger
 
-	store     store.Store
-	engine    *queue.Engine
-	scheduler *maintenance.Scheduler
-	rescuer   *maintenance.Rescuer
-	pruner    *maintenance.Pruner
-	http      *http.Server
-	listener  net.Listener
-	served    chan error
+	store    store.Store
+	engine   *queue.Engine
+	bg       *background
+	relay    engineRelay
+	http     *http.Server
+	listener net.Listener
+	served   chan error
 
 	// fresh holds the connections that have not sent a request yet, so
 	// that shutdown can close them at once instead of waiting for them.
@@ -47,6 +45,10 @@ type Server struct {
 
 	stopOnce sync.Once
 	stopErr  error
+
+	// headerTimeout bounds the reading of a request's headers, so that a
+	// client sending them slowly cannot hold a connection. Tests shorten it.
+	headerTimeout time.Duration
 }
 
 // New returns a server for cfg; Start runs it.
@@ -54,39 +56,44 @@ func New(cfg config.Config, logger *slog.Logger) *Server {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	return &Server{cfg: cfg, logger: logger}
+	return &Server{cfg: cfg, logger: logger, headerTimeout: 10 * time.Second}
 }
 
 // Start opens the store, starts the background services and the engine,
 // and listens. It returns once the server accepts connections.
 func (s *Server) Start(ctx context.Context) error {
-	st, err := sqlitestore.Open(ctx, sqlitestore.Config{Dir: s.cfg.Data, Sync: s.cfg.Sync, Logger: s.logger})
+	var auth *httpapi.Auth
+	if s.cfg.Auth {
+		var err error
+		if auth, err = httpapi.LoadAuth(s.cfg.AuthFile, string(s.cfg.AuthTokens)); err != nil {
+			return fmt.Errorf("load auth tokens: %w", err)
+		}
+	}
+	op, err := s.openStore(ctx, &s.relay)
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}
+	st, now := op.store, op.now
 	s.store = st
-	now := func() time.Time { return time.Now().UTC() }
 	notify := func(queues []string) { s.engine.NotifyAvailable(queues) }
-	s.scheduler = maintenance.NewScheduler(st, notify, now, idleMaintenance, s.logger)
-	s.rescuer = maintenance.NewRescuer(st, notify, now, idleMaintenance, s.logger)
-	s.pruner = maintenance.NewPruner(st, maintenance.Retention{
+	s.bg = newBackground(st, notify, now, maintenance.Retention{
 		Completed:    s.cfg.RetainCompleted,
 		Dead:         s.cfg.RetainDead,
 		MaxCompleted: s.cfg.MaxCompleted,
 		MaxDead:      s.cfg.MaxDead,
 		Interval:     s.cfg.PruneInterval,
-	}, now, s.logger)
+	}, op.lock, s.logger)
 	s.engine = queue.New(st, queue.Config{
 		MaxPayloadBytes: s.cfg.MaxPayloadBytes,
 		MaxBatch:        s.cfg.MaxBatch,
-		OnScheduled:     s.scheduler.Wake,
-		OnLeased:        s.rescuer.Wake,
+		Clock:           clockFunc(now),
+		OnScheduled:     s.bg.wakeScheduler,
+		OnLeased:        s.bg.wakeRescuer,
 	})
-	for _, svc := range []interface{ Start(context.Context) error }{s.scheduler, s.rescuer, s.pruner} {
-		if err := svc.Start(ctx); err != nil {
-			s.closeBackground()
-			return fmt.Errorf("start maintenance: %w", err)
-		}
+	s.relay.engine.Store(s.engine)
+	if err := s.bg.Start(ctx); err != nil {
+		s.closeBackground()
+		return fmt.Errorf("start maintenance: %w", err)
 	}
 	ln, err := net.Listen("tcp", s.cfg.Addr)
 	if err != nil {
@@ -95,8 +102,8 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	s.listener = ln
 	s.http = &http.Server{
-		Handler:           httpapi.New(s.engine, httpapi.Options{MaxBodyBytes: s.cfg.MaxBodyBytes, Logger: s.logger}),
-		ReadHeaderTimeout: 10 * time.Second,
+		Handler:           httpapi.New(s.engine, httpapi.Options{MaxBodyBytes: s.cfg.MaxBodyBytes, Logger: s.logger, Auth: auth}),
+		ReadHeaderTimeout: s.headerTimeout,
 		ReadTimeout:       2 * time.Minute,
 		WriteTimeout:      queue.MaxWait + 30*time.Second,
 		IdleTimeout:       2 * time.Minute,
@@ -106,8 +113,20 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	s.served = make(chan error, 1)
 	go func() { s.served <- s.http.Serve(ln) }()
-	s.logger.Info("spool server started", "addr", ln.Addr().String(), "data", s.cfg.Data, "sync", s.cfg.Sync)
+	s.logger.Info("spool server started", "addr", ln.Addr().String(), "store", s.describeStore(), "sync", s.cfg.Sync, "auth", auth != nil)
+	if auth != nil {
+		s.logger.Info("auth on", "tokens", auth.Summary())
+	} else if !loopback(ln.Addr()) {
+		s.logger.Warn("AUTH IS OFF ON A NON-LOOPBACK ADDRESS: anyone who reaches " + ln.Addr().String() +
+			" can enqueue, fetch, cancel and delete jobs; start with --auth and tokens, or listen on 127.0.0.1")
+	}
 	return nil
+}
+
+// loopback reports whether addr is a loopback address only.
+func loopback(addr net.Addr) bool {
+	tcp, ok := addr.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
 }
 
 // Addr is the address the server listens on.
@@ -181,10 +200,8 @@ func (s *Server) closeBackground() error {
 	if s.engine != nil {
 		s.engine.Close()
 	}
-	if s.scheduler != nil {
-		s.pruner.Stop()
-		s.rescuer.Stop()
-		s.scheduler.Stop()
+	if s.bg != nil {
+		s.bg.Stop()
 	}
 	if s.store != nil {
 		if err := s.store.Close(); err != nil {

@@ -46,6 +46,9 @@ const (
 	minReadyWindow = 16
 	// readConns bounds the read pool.
 	readConns = 4
+	// minFreeBytes is the room the data folder's disk needs, after a write
+	// failed for a full disk, before the store reports ready again.
+	minFreeBytes = 8 << 20
 	// busyTimeoutMillis is how long a connection waits for a lock held by
 	// another process before failing with "database is locked".
 	busyTimeoutMillis = 5000
@@ -78,8 +81,9 @@ type Config struct {
 	// Defaults to DefaultCacheBytes; negative disables the cache.
 	CacheBytes int64
 	// Memory makes this a store of memory-durability jobs only: Dir should
-	// be on a memory file system; it is emptied at open, commits never
-	// wait for the disk, and every job is gone after a restart.
+	// be on a memory file system; it is emptied at open and removed at
+	// close, commits never wait for the disk, and every job is gone after
+	// a restart.
 	Memory bool
 	// Logger receives commit failures and other store events. Defaults to
 	// slog.Default().
@@ -246,7 +250,9 @@ func (s *Store) Capabilities() store.Capabilities { return store.Capabilities{} 
 
 // Ping reports whether the store can serve: it is open, its writer has not
 // failed, the database answers a read, and, after a write failed for a
-// full disk, a small write succeeds again (job.ErrStorageFull until then).
+// full disk, the disk has room again (job.ErrStorageFull until then). A
+// single small write can still succeed on a nearly full disk, so readiness
+// waits for minFreeBytes rather than for one success.
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.check(); err != nil {
 		return fmt.Errorf("ping store: %w", err)
@@ -255,13 +261,10 @@ func (s *Store) Ping(ctx context.Context) error {
 		return fmt.Errorf("ping store: %w", err)
 	}
 	if s.w.full.Load() {
-		err := s.do(ctx, 1, func(w *writer) error {
-			_, err := w.conn.ExecContext(context.Background(), sqlTouchEpoch)
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("ping store: %w", mapErr(err))
+		if free, ok := freeBytes(s.cfg.Dir); ok && free < minFreeBytes {
+			return fmt.Errorf("ping store: %d bytes free on the data folder's disk: %w", free, job.ErrStorageFull)
 		}
+		s.w.full.Store(false)
 	}
 	var one int
 	if err := s.rdb.QueryRowContext(ctx, `SELECT 1`).Scan(&one); err != nil {
@@ -287,6 +290,12 @@ func (s *Store) Close() error {
 		close(s.w.ops)
 		<-s.w.done
 		s.closeErr = s.closeDBs()
+		if s.cfg.Memory {
+			// Its jobs end with the process; so does the memory they took.
+			if err := os.RemoveAll(s.cfg.Dir); err != nil && s.closeErr == nil {
+				s.closeErr = fmt.Errorf("remove memory folder: %w", err)
+			}
+		}
 	})
 	return s.closeErr
 }

@@ -28,10 +28,7 @@ func (t *tokenSource) take() int64 {
 }
 
 const (
-	sqlReadEpoch = `SELECT value FROM meta WHERE key = 'epoch'`
-	// sqlTouchEpoch rewrites the epoch as it is: the smallest write, for
-	// checking that the disk takes writes again.
-	sqlTouchEpoch = `UPDATE meta SET value = value WHERE key = 'epoch'`
+	sqlReadEpoch  = `SELECT value FROM meta WHERE key = 'epoch'`
 	sqlWriteEpoch = `INSERT INTO meta (key, value) VALUES ('epoch', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`
 )
 

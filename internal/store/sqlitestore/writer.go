@@ -70,8 +70,8 @@ type writer struct {
 	commits atomic.Int64 // successful group commits, for tests and metrics
 	// unsynced counts the commits that did not wait for the disk.
 	unsynced atomic.Int64
-	// full is set when a write failed for a full disk, and cleared by the
-	// next commit, so that readiness reports a full disk while it lasts.
+	// full is set when a write failed for a full disk; readiness reports
+	// it until the disk has room again (see Store.Ping).
 	full atomic.Bool
 
 	failMu sync.Mutex
@@ -252,7 +252,6 @@ func (w *writer) commitTogether(ops []*op) (split bool, err error) {
 		return false, fmt.Errorf("commit batch: %w", err)
 	}
 	w.commits.Add(1)
-	w.full.Store(false)
 	if !w.fsync {
 		w.unsynced.Add(1)
 	}

@@ -78,14 +78,15 @@ func testDurabilityRefused(b *bundle) {
 	}
 }
 
-// A queue's default level is full until set; setting it creates the
-// queue, survives other changes, and a bad level is an input error.
+// A queue's default level is full until set; setting it to a level the
+// store keeps creates the queue, survives other changes, and a bad level
+// is an input error.
 func testQueueDurability(b *bundle) {
 	b.add(newJob("q"))
 	if q := b.queue("q"); q.Durability != job.DurabilityFull {
 		b.t.Fatalf("new queue durability %q, want full", q.Durability)
 	}
-	for _, d := range job.Durabilities {
+	for _, d := range b.h.durabilities() {
 		if err := b.s.QueueSetDurability(b.ctx, "q", d); err != nil {
 			b.t.Fatalf("set durability %s: %v", d, err)
 		}

@@ -1,0 +1,73 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+)
+
+// requestTimeout bounds one request; a fetch long-polls for at most
+// fetchWait of it.
+const requestTimeout = 2 * time.Minute
+
+// newHTTPClient returns a client that keeps a connection per concurrent
+// caller alive for the whole run, so that no request pays for a dial.
+func newHTTPClient(conns int) *http.Client {
+	tr := &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        conns + 16,
+		MaxIdleConnsPerHost: conns + 16,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+		ForceAttemptHTTP2:   false,
+	}
+	return &http.Client{Transport: tr, Timeout: requestTimeout}
+}
+
+// post sends body to path and reads the answer into out (reset first).
+// On success it records the latency from since in h (when h is set) and
+// counts the request; a failure is counted as an error of the run unless
+// ctx ended, which is the run stopping rather than the server failing.
+func (r *runner) post(ctx context.Context, path string, body []byte, out *bytes.Buffer, h *Histogram, since time.Time) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.base+path, bytes.NewReader(body))
+	if err != nil {
+		return r.fail(ctx, fmt.Errorf("POST %s: %w", path, err))
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if r.auth != "" {
+		req.Header.Set("Authorization", r.auth)
+	}
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return r.fail(ctx, fmt.Errorf("POST %s: %w", path, err))
+	}
+	out.Reset()
+	_, err = out.ReadFrom(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return r.fail(ctx, fmt.Errorf("POST %s: read answer: %w", path, err))
+	}
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusCreated {
+		return r.fail(ctx, fmt.Errorf("POST %s: %s: %s", path, resp.Status, bytes.TrimSpace(out.Bytes())))
+	}
+	if h != nil {
+		h.Record(time.Since(since))
+	}
+	if r.inWindow.Load() {
+		r.requests.Add(1)
+	}
+	return nil
+}
+
+// fail counts err as an error of the run, unless ctx has ended, and
+// returns it.
+func (r *runner) fail(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	r.countError(err.Error())
+	return err
+}

@@ -1,0 +1,183 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+)
+
+// Print writes res as a table for people. A run with errors, or one that
+// stopped early, says so first and last, in capitals.
+func Print(w io.Writer, res *Result) {
+	warn := warning(res)
+	if warn != "" {
+		fmt.Fprintln(w, warn)
+	}
+	fmt.Fprintf(w, "spool bench %s — %s server", res.Mode, res.Server)
+	if res.Sync != "" {
+		fmt.Fprintf(w, ", sync %s", res.Sync)
+	}
+	fmt.Fprintf(w, ", %d CPUs\n", res.CPUs)
+	fmt.Fprintf(w, "  %s\n\n", describeSettings(res))
+
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "elapsed\t%.2f s\n", res.Seconds)
+	fmt.Fprintf(tw, "jobs\t%s enqueued, %s processed\n", thousands(float64(res.Enqueued)), thousands(float64(res.Processed)))
+	fmt.Fprintf(tw, "throughput\t%s jobs/s   %s requests/s\n", thousands(res.JobsPerSec), thousands(res.OpsPerSec))
+	if res.Efficiency != nil {
+		fmt.Fprintf(tw, "efficiency\t%.1f%% of the theoretical %s jobs/s (workers × concurrency / work)\n",
+			100**res.Efficiency, thousands(*res.TheoreticalJobsPerSec))
+	}
+	fmt.Fprintf(tw, "server CPU\t%s   peak RSS %s (sampled max %s)\n",
+		orUnknown(res.ServerCPUPercent, "%.0f%%"), orUnknown(res.ServerPeakRSSMB, "%.1f MB"), orUnknown(res.ServerSampledRSSMB, "%.1f MB"))
+	fmt.Fprintf(tw, "client CPU\t%s   peak RSS %s\n", orUnknown(res.ClientCPUPercent, "%.0f%%"), orUnknown(res.ClientPeakRSSMB, "%.1f MB"))
+	fmt.Fprintf(tw, "errors\t%d\n", res.Errors)
+	if v := res.Verification; v != nil {
+		verdict := "ok"
+		if !v.OK {
+			verdict = "MISMATCH"
+		}
+		fmt.Fprintf(tw, "server counts\t%s: %s (expected %d)\n", verdict, formatCounts(v.Counts), v.Expected)
+	}
+	tw.Flush()
+
+	printLatencies(w, res.Latency)
+	if res.Latency.Fetch != nil {
+		fmt.Fprintf(w, "(fetches long-poll up to %d ms when no job is ready, so their latency includes waiting for work)\n", fetchWaitMS)
+	}
+	if res.Mode == ModeLatency {
+		fmt.Fprintln(w, "(latency mode measures from each job's scheduled send time, so stalls are not hidden)")
+	}
+	if len(res.ServerLog) > 0 {
+		fmt.Fprintln(w, "\nserver log:")
+		for _, l := range res.ServerLog {
+			fmt.Fprintln(w, "  "+l)
+		}
+	}
+	if warn != "" {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, strings.Replace(warn, "FIGURES BELOW", "FIGURES ABOVE", 1))
+		for _, s := range res.ErrorSamples {
+			fmt.Fprintln(w, "  "+s)
+		}
+	}
+}
+
+// printLatencies writes the latency table, one row per kind measured.
+func printLatencies(w io.Writer, l Latencies) {
+	rows := []struct {
+		name string
+		s    *LatencyStats
+	}{
+		{"enqueue request", l.Enqueue},
+		{"fetch request", l.Fetch},
+		{"ack request", l.Ack},
+		{"enqueue → start", l.Start},
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	header := false
+	for _, row := range rows {
+		s := row.s
+		if s == nil {
+			continue
+		}
+		if !header {
+			fmt.Fprintln(w)
+			fmt.Fprintln(tw, "latency ms\tavg\tp50\tp99\tp99.9\tmax\tcount\t")
+			header = true
+		}
+		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t\n", row.name, s.Avg, s.P50, s.P99, s.P999, s.Max, s.Count)
+	}
+	tw.Flush()
+}
+
+// warning is the loud line of a run that had errors or stopped early, or
+// "" for a clean run.
+func warning(res *Result) string {
+	var parts []string
+	if res.Errors > 0 {
+		parts = append(parts, fmt.Sprintf("THIS RUN HAD %d ERRORS", res.Errors))
+	}
+	if res.Interrupted != "" {
+		parts = append(parts, "IT STOPPED EARLY ("+strings.ToUpper(res.Interrupted)+")")
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "!!! " + strings.Join(parts, "; ") + " — THE FIGURES BELOW ARE NOT A CLEAN MEASUREMENT !!!"
+}
+
+func describeSettings(res *Result) string {
+	s := res.Settings
+	var parts []string
+	if s.Jobs > 0 {
+		parts = append(parts, thousands(float64(s.Jobs))+" jobs")
+	}
+	if s.Duration != "" {
+		parts = append(parts, "for "+s.Duration)
+	}
+	switch res.Mode {
+	case ModeEnqueue:
+		parts = append(parts, plural(s.Concurrency, "client"))
+	case ModeEnqueueBatch:
+		parts = append(parts, fmt.Sprintf("%s × batch %d", plural(s.Concurrency, "client"), s.Batch))
+	case ModeProcess:
+		parts = append(parts, fmt.Sprintf("%s × concurrency %d", plural(s.Workers, "worker"), s.Concurrency), fmt.Sprintf("prefill batch %d", s.Batch))
+	case ModeLifecycle:
+		parts = append(parts, fmt.Sprintf("%s × batch %d", plural(s.Producers, "producer"), s.Batch), fmt.Sprintf("%s × concurrency %d", plural(s.Workers, "worker"), s.Concurrency))
+	case ModeLatency:
+		parts = append(parts, fmt.Sprintf("rate %s/s from %s", strconv.FormatFloat(s.Rate, 'f', -1, 64), plural(s.Producers, "sender")), fmt.Sprintf("%s × concurrency %d", plural(s.Workers, "worker"), s.Concurrency))
+	}
+	if s.Work != "" {
+		parts = append(parts, "work "+s.Work)
+	}
+	parts = append(parts, plural(s.Queues, "queue"), fmt.Sprintf("payload %d B", s.PayloadBytes))
+	return strings.Join(parts, " · ")
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return thousands(float64(n)) + " " + noun + "s"
+}
+
+func orUnknown(v *float64, format string) string {
+	if v == nil {
+		return "unknown"
+	}
+	return fmt.Sprintf(format, *v)
+}
+
+func formatCounts(c map[string]int64) string {
+	var parts []string
+	for _, state := range []string{"scheduled", "available", "active", "retrying", "completed", "dead", "cancelled"} {
+		if c[state] != 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", state, c[state]))
+		}
+	}
+	if len(parts) == 0 {
+		return "no jobs"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// thousands formats v rounded to an integer with thousands separators.
+func thousands(v float64) string {
+	s := strconv.FormatFloat(v, 'f', 0, 64)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}

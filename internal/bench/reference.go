@@ -1,0 +1,48 @@
+package bench
+
+// Reference is a figure another system published for a configuration that
+// a preset reproduces. Figure is in jobs (messages) a second; nil means
+// the source publishes no figure for that configuration.
+type Reference struct {
+	System   string   `json:"system"`
+	Figure   *float64 `json:"figure"`
+	Setup    string   `json:"setup"`
+	Hardware string   `json:"hardware"`
+	Source   string   `json:"source"`
+}
+
+// The sources of the reference figures, with the hardware and settings
+// they were measured on as the sources state them.
+var (
+	srcJobbie = Reference{
+		System:   "Jobbie (now Corvo), Go + SQLite, SYNCHRONOUS=NORMAL + BatchWriter, over HTTP; its documented bench command moves 10,000 jobs",
+		Hardware: "Intel Core i7-11850H, Linux 6.9.3, NVMe SSD",
+		Source:   "https://github.com/corvohq/corvo/commits/main/docs/BENCHMARKS.md (SQLite-era revision of docs/BENCHMARKS.md, since replaced by Raft+Pebble figures)",
+	}
+	srcBullMQ = Reference{
+		System:   "BullMQ Elixir on Redis 7.4, no-op jobs",
+		Hardware: "Apple M2 Pro (MacBook Pro), Redis in Docker",
+		Source:   "https://hexdocs.pm/bullmq/benchmarks.html (github.com/taskforcesh/bullmq elixir/guides/benchmarks.md)",
+	}
+	srcQueenBP = Reference{
+		System:   "Queen 0.14.0.alpha.3 on PostgreSQL (synchronous_commit=on), autocannon 1×50 connections, consumer 50 connections at batch 100 running concurrently, 15-minute runs",
+		Hardware: "32 vCPU, 62 GiB RAM, Ubuntu 24.04",
+		Source:   "https://github.com/smartpricing/queen/blob/master/benchmark-queen/2026-04-26/README.md (summarized at https://queenmq.com/benchmarks.html)",
+	}
+	srcQueenT5 = Reference{
+		System:   "Queen on PostgreSQL, its C++ benchmark tool",
+		Hardware: "Apple M4 Air, PostgreSQL in Docker, 4 server workers, 95 DB connections",
+		Source:   "https://github.com/smartpricing/queen/blob/master/website/server/benchmarks.md",
+	}
+)
+
+// ref returns src with a figure (0: none published) and the setup of the
+// figure.
+func ref(src Reference, figure float64, setup string) *Reference {
+	r := src
+	if figure > 0 {
+		r.Figure = ptr(figure)
+	}
+	r.Setup = setup
+	return &r
+}

@@ -1,0 +1,112 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/spoolq/spool/internal/leader"
+	"github.com/spoolq/spool/internal/maintenance"
+	"github.com/spoolq/spool/internal/store"
+)
+
+// background runs the maintenance services (scheduler, rescuer, pruner):
+// from Start to Stop on a node that owns its store, and only while the node
+// leads on a store that several nodes share, so that they run on one node
+// at a time. Each term of leadership gets fresh services.
+type background struct {
+	st        store.Maintainer
+	notify    func(queues []string)
+	now       func() time.Time
+	retention maintenance.Retention
+	logger    *slog.Logger
+	elector   *leader.Elector // nil on a store of one node
+
+	mu        sync.Mutex
+	scheduler *maintenance.Scheduler // nil while not running
+	rescuer   *maintenance.Rescuer
+	pruner    *maintenance.Pruner
+}
+
+func newBackground(st store.Maintainer, notify func([]string), now func() time.Time, r maintenance.Retention, lock leader.Lock, logger *slog.Logger) *background {
+	b := &background{st: st, notify: notify, now: now, retention: r, logger: logger}
+	if lock != nil {
+		b.elector = leader.New(leader.Config{Lock: lock, OnElected: b.startServices, OnDemoted: b.stopServices, Logger: logger})
+	}
+	return b
+}
+
+// Start runs the services, or campaigns for the leadership that runs them.
+func (b *background) Start(ctx context.Context) error {
+	if b.elector != nil {
+		return b.elector.Start(ctx)
+	}
+	b.startServices(ctx)
+	return nil
+}
+
+// Stop stops the services and, on a shared store, gives leadership up so
+// that another node takes over at once. Idempotent.
+func (b *background) Stop() {
+	if b.elector != nil {
+		b.elector.Stop()
+	}
+	b.stopServices()
+}
+
+func (b *background) startServices(ctx context.Context) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.scheduler != nil {
+		return
+	}
+	b.scheduler = maintenance.NewScheduler(b.st, b.notify, b.now, idleMaintenance, b.logger)
+	b.rescuer = maintenance.NewRescuer(b.st, b.notify, b.now, idleMaintenance, b.logger)
+	b.pruner = maintenance.NewPruner(b.st, b.retention, b.now, b.logger)
+	for _, svc := range []interface{ Start(context.Context) error }{b.scheduler, b.rescuer, b.pruner} {
+		_ = svc.Start(ctx) // the loops start in the background and do not fail
+	}
+}
+
+func (b *background) stopServices() {
+	b.mu.Lock()
+	scheduler, rescuer, pruner := b.scheduler, b.rescuer, b.pruner
+	b.scheduler, b.rescuer, b.pruner = nil, nil, nil
+	b.mu.Unlock()
+	if scheduler != nil {
+		pruner.Stop()
+		rescuer.Stop()
+		scheduler.Stop()
+	}
+}
+
+// wakeScheduler asks the running scheduler for a pass by at. A node that
+// does not lead ignores it: the leader's scheduler looks at least every
+// idleMaintenance.
+func (b *background) wakeScheduler(at time.Time) {
+	b.mu.Lock()
+	s := b.scheduler
+	b.mu.Unlock()
+	if s != nil {
+		s.Wake(at)
+	}
+}
+
+// wakeRescuer asks the running rescuer for a pass by at; see
+// wakeScheduler.
+func (b *background) wakeRescuer(at time.Time) {
+	b.mu.Lock()
+	r := b.rescuer
+	b.mu.Unlock()
+	if r != nil {
+		r.Wake(at)
+	}
+}
+
+// leading reports whether this node runs the services now.
+func (b *background) leading() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.scheduler != nil
+}

@@ -1,0 +1,325 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/spoolq/spool/internal/job"
+	"github.com/spoolq/spool/internal/store"
+)
+
+const (
+	sqlJobByID      = `SELECT * FROM (` + hotSelect + ` WHERE j.id = $1 UNION ALL ` + doneSelect + ` WHERE d.id = $1) x LIMIT 1`
+	sqlLockHot      = `SELECT seq, queue, state FROM spool_jobs WHERE id = $1 FOR UPDATE`
+	sqlDoneState    = `SELECT seq, state FROM spool_jobs_done WHERE id = $1 FOR UPDATE`
+	sqlCancelActive = `UPDATE spool_jobs SET cancel_requested = true WHERE seq = $1`
+	// sqlRetryHot makes a waiting job available now with no attempts.
+	sqlRetryHot = `UPDATE spool_jobs SET state = 'available', attempt = 0, run_at = $2, finished_at = NULL,
+	cancel_requested = false
+WHERE seq = ANY($1)`
+	// sqlRetryDone moves finished jobs back to spool_jobs, available now
+	// with no attempts, keeping their seq (so their place in enqueue
+	// order) and their errors.
+	sqlRetryDone = `WITH gone AS (
+	DELETE FROM spool_jobs_done WHERE seq = ANY($1) RETURNING ` + jobColumns + `
+), back AS (
+	INSERT INTO spool_jobs (` + jobColumns + `)
+	SELECT seq, id, queue, kind, payload, priority, 'available', $2, 0, max_attempts, backoff_kind, backoff_base,
+		backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, result, errors, progress, lease_token,
+		false, created_at, started_at, NULL, durability
+	FROM gone
+	RETURNING seq
+)
+SELECT count(*) FROM back`
+	sqlRetryManyHot   = `SELECT seq FROM spool_jobs WHERE queue = $1 AND state = $2 FOR UPDATE`
+	sqlRetryManyDone  = `SELECT seq FROM spool_jobs_done WHERE queue = $1 AND state = $2 FOR UPDATE`
+	sqlDeleteHot      = `DELETE FROM spool_jobs WHERE seq = $1`
+	sqlDeleteDone     = `DELETE FROM spool_jobs_done WHERE id = $1`
+	sqlDeleteManyHot  = `DELETE FROM spool_jobs WHERE queue = $1 AND state = $2`
+	sqlDeleteManyDone = `DELETE FROM spool_jobs_done WHERE queue = $1 AND state = $2`
+	sqlSetPaused      = `INSERT INTO spool_queues (name, paused) VALUES ($1, $2)
+ON CONFLICT (name) DO UPDATE SET paused = excluded.paused`
+	sqlSetDurability = `INSERT INTO spool_queues (name, durability) VALUES ($1, $2)
+ON CONFLICT (name) DO UPDATE SET durability = excluded.durability`
+	sqlPurgeQueue = `DELETE FROM spool_jobs WHERE queue = $1 AND state = 'available'`
+	// sqlCancelWaiting moves a waiting job to spool_jobs_done, cancelled.
+	sqlCancelWaiting = `WITH gone AS (
+	DELETE FROM spool_jobs WHERE seq = $1 RETURNING ` + jobColumns + `
+)
+` + doneInsert + `
+SELECT seq, id, queue, kind, payload, priority, 'cancelled', run_at, attempt, max_attempts, backoff_kind,
+	backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, result, errors, progress,
+	lease_token, cancel_requested, created_at, started_at, $2, durability
+FROM gone`
+)
+
+// JobGet returns one job or job.ErrNotFound.
+func (s *Store) JobGet(ctx context.Context, id string) (*job.Job, error) {
+	if err := s.check(); err != nil {
+		return nil, wrap("get job", err)
+	}
+	j, _, err := scanJob(s.pool.QueryRow(ctx, sqlJobByID, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("get job %s: %w", id, job.ErrNotFound)
+	}
+	if err != nil {
+		return nil, wrap("get job", err)
+	}
+	return j, nil
+}
+
+// getTx reads one job inside tx.
+func getTx(ctx context.Context, tx pgx.Tx, id string) (*job.Job, error) {
+	j, _, err := scanJob(tx.QueryRow(ctx, sqlJobByID, id))
+	if err != nil {
+		return nil, fmt.Errorf("read job %s: %w", id, err)
+	}
+	return j, nil
+}
+
+// hotRow is a locked row of spool_jobs.
+type hotRow struct {
+	seq   int64
+	queue string
+	state job.State
+}
+
+// lockHot locks job id in spool_jobs. found is false when it is not there
+// (it is finished, or unknown).
+func lockHot(ctx context.Context, tx pgx.Tx, id string) (r hotRow, found bool, err error) {
+	var state string
+	err = tx.QueryRow(ctx, sqlLockHot, id).Scan(&r.seq, &r.queue, &state)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r, false, nil
+	}
+	r.state = job.State(state)
+	return r, err == nil, err
+}
+
+// doneState locks a finished job and returns its seq and state, or
+// job.ErrNotFound.
+func doneState(ctx context.Context, tx pgx.Tx, id string) (int64, job.State, error) {
+	var seq int64
+	var state string
+	err := tx.QueryRow(ctx, sqlDoneState, id).Scan(&seq, &state)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, "", job.ErrNotFound
+	}
+	return seq, job.State(state), err
+}
+
+// JobCancel cancels a job; see store.Admin.
+func (s *Store) JobCancel(ctx context.Context, id string, now time.Time) (*job.Job, error) {
+	var out *job.Job
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		r, found, err := lockHot(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if !found {
+			_, st, err := doneState(ctx, tx, id)
+			if err != nil {
+				return err
+			}
+			if st != job.StateCancelled {
+				return fmt.Errorf("job is %s: %w", st, job.ErrInvalidState)
+			}
+		} else if r.state == job.StateActive {
+			if _, err := tx.Exec(ctx, sqlCancelActive, r.seq); err != nil {
+				return err
+			}
+		} else if _, err := tx.Exec(ctx, sqlCancelWaiting, r.seq, micro(now)); err != nil {
+			return err
+		}
+		out, err = getTx(ctx, tx, id)
+		return err
+	})
+	if err != nil {
+		return nil, wrap(fmt.Sprintf("cancel job %s", id), err)
+	}
+	return out, nil
+}
+
+// JobRetry makes a dead, cancelled, retrying or scheduled job available
+// now; see store.Admin.
+func (s *Store) JobRetry(ctx context.Context, id string, now time.Time) (*job.Job, error) {
+	var out *job.Job
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		r, found, err := lockHot(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if found {
+			if r.state != job.StateRetrying && r.state != job.StateScheduled {
+				return fmt.Errorf("job is %s: %w", r.state, job.ErrInvalidState)
+			}
+			if _, err := tx.Exec(ctx, sqlRetryHot, []int64{r.seq}, micro(now)); err != nil {
+				return err
+			}
+		} else {
+			seq, st, err := doneState(ctx, tx, id)
+			if err != nil {
+				return err
+			}
+			if st != job.StateDead && st != job.StateCancelled {
+				return fmt.Errorf("job is %s: %w", st, job.ErrInvalidState)
+			}
+			if _, err := tx.Exec(ctx, sqlRetryDone, []int64{seq}, micro(now)); err != nil {
+				return err
+			}
+		}
+		if out, err = getTx(ctx, tx, id); err != nil {
+			return err
+		}
+		return s.notify(ctx, tx, []string{out.Queue})
+	})
+	if err != nil {
+		return nil, wrap(fmt.Sprintf("retry job %s", id), err)
+	}
+	return out, nil
+}
+
+// JobDelete removes a job that is not active; see store.Admin.
+func (s *Store) JobDelete(ctx context.Context, id string) error {
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		r, found, err := lockHot(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if found {
+			if r.state == job.StateActive {
+				return fmt.Errorf("job is active, cancel it first: %w", job.ErrInvalidState)
+			}
+			_, err := tx.Exec(ctx, sqlDeleteHot, r.seq)
+			return err
+		}
+		tag, err := tx.Exec(ctx, sqlDeleteDone, id)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return job.ErrNotFound
+		}
+		return nil
+	})
+	if err != nil {
+		return wrap(fmt.Sprintf("delete job %s", id), err)
+	}
+	return nil
+}
+
+// JobRetryMany retries every job of one queue in one state; see
+// store.Admin.
+func (s *Store) JobRetryMany(ctx context.Context, p *store.JobBulkParams) (int, error) {
+	if err := s.check(); err != nil {
+		return 0, wrap("retry jobs", err)
+	}
+	var query, move string
+	switch p.State {
+	case job.StateRetrying, job.StateScheduled:
+		query, move = sqlRetryManyHot, sqlRetryHot
+	case job.StateDead, job.StateCancelled:
+		query, move = sqlRetryManyDone, sqlRetryDone
+	default:
+		return 0, fmt.Errorf("retry jobs in state %q: %w", p.State, job.ErrInvalidState)
+	}
+	n := 0
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, query, p.Queue, string(p.State))
+		if err != nil {
+			return err
+		}
+		seqs, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil || len(seqs) == 0 {
+			n = 0
+			return err
+		}
+		if _, err := tx.Exec(ctx, move, seqs, micro(p.Now)); err != nil {
+			return err
+		}
+		n = len(seqs)
+		return s.notify(ctx, tx, []string{p.Queue})
+	})
+	if err != nil {
+		return 0, wrap("retry jobs", err)
+	}
+	return n, nil
+}
+
+// JobDeleteMany deletes every job of one queue in one state but active;
+// see store.Admin.
+func (s *Store) JobDeleteMany(ctx context.Context, p *store.JobBulkParams) (int, error) {
+	if err := s.check(); err != nil {
+		return 0, wrap("delete jobs", err)
+	}
+	if p.State == job.StateActive || !p.State.Valid() {
+		return 0, fmt.Errorf("delete jobs in state %q: %w", p.State, job.ErrInvalidState)
+	}
+	query := sqlDeleteManyHot
+	if p.State.Final() {
+		query = sqlDeleteManyDone
+	}
+	tag, err := s.pool.Exec(ctx, query, p.Queue, string(p.State))
+	if err != nil {
+		return 0, wrap("delete jobs", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// QueueSetPaused pauses or resumes a queue, creating it if unknown; see
+// store.Admin. A resume wakes the fetches parked on the queue on every
+// node.
+func (s *Store) QueueSetPaused(ctx context.Context, name string, paused bool) error {
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, sqlSetPaused, name, paused); err != nil {
+			return err
+		}
+		if paused {
+			return nil
+		}
+		return s.notify(ctx, tx, []string{name})
+	})
+	if err != nil {
+		return wrap("set queue paused", err)
+	}
+	return nil
+}
+
+// QueueSetDurability sets the durability of jobs later enqueued into a
+// queue without their own, creating the queue if unknown; see store.Admin.
+// Every level is stored, memory included, but a job that takes memory
+// from its queue is then refused by JobInsertMany like any memory job. An
+// unknown level is an error wrapping a *job.InputError.
+func (s *Store) QueueSetDurability(ctx context.Context, name string, d job.Durability) error {
+	switch d {
+	case job.DurabilityFull, job.DurabilityProcess:
+	case job.DurabilityMemory:
+		return fmt.Errorf("set queue durability: %w", job.Invalid("durability",
+			"memory durability is not available with PostgreSQL: every node must see every job"))
+	default:
+		return fmt.Errorf("set queue durability: %w", job.Invalid("durability", "must be full, process or memory"))
+	}
+	if err := s.check(); err != nil {
+		return wrap("set queue durability", err)
+	}
+	if _, err := s.pool.Exec(ctx, sqlSetDurability, name, string(d)); err != nil {
+		return wrap("set queue durability", err)
+	}
+	return nil
+}
+
+// QueuePurge deletes a queue's available jobs; see store.Admin.
+func (s *Store) QueuePurge(ctx context.Context, name string) (int, error) {
+	if err := s.check(); err != nil {
+		return 0, wrap("purge queue", err)
+	}
+	tag, err := s.pool.Exec(ctx, sqlPurgeQueue, name)
+	if err != nil {
+		return 0, wrap("purge queue", err)
+	}
+	return int(tag.RowsAffected()), nil
+}

@@ -1,0 +1,100 @@
+package pgstore
+
+import (
+	"context"
+	"slices"
+
+	"github.com/spoolq/spool/internal/job"
+	"github.com/spoolq/spool/internal/store"
+)
+
+// claimTail leases the rows of picked, found by ctid (locked rows cannot
+// move; the array form is a TID scan whatever the planner thinks of the
+// size of picked, never a scan of the table): it moves them to active, counts the hand-out (attempt and token),
+// starts a lease row for each, and returns them in claim order. $2 is now
+// and $3 the lease override in nanoseconds (zero: each job's own).
+const claimTail = `, leased AS (
+	UPDATE spool_jobs j SET state = 'active', attempt = j.attempt + 1, lease_token = j.lease_token + 1,
+		started_at = $2::timestamptz, progress = NULL
+	WHERE j.ctid = ANY(ARRAY(SELECT ctid FROM picked))
+	RETURNING ` + hotColumns + `,
+		$2::timestamptz + ((CASE WHEN $3::int8 > 0 THEN $3::int8 ELSE j.lease_ns END) / 1000) * interval '1 microsecond' AS expires_at
+), lease AS (
+	INSERT INTO spool_leases (seq, expires_at) SELECT seq, expires_at FROM leased
+)
+SELECT ` + leasedColumns + `, leased.expires_at FROM leased
+ORDER BY leased.priority DESC, leased.run_at, leased.seq`
+
+const (
+	// sqlClaimOne claims from one queue: the claim index hands out rows in
+	// claim order and SKIP LOCKED passes over rows other claimers hold.
+	sqlClaimOne = `WITH picked AS (
+	SELECT ctid FROM spool_jobs
+	WHERE state = 'available' AND queue = $1
+		AND NOT EXISTS (SELECT 1 FROM spool_queues WHERE name = $1 AND paused)
+	ORDER BY priority DESC, run_at, seq
+	LIMIT $4::int4
+	FOR UPDATE SKIP LOCKED
+)` + claimTail
+	// sqlClaimMany claims across queues: it takes the head of each
+	// unpaused queue from the claim index, merges them in claim order, and
+	// locks the first $4 that no other claimer holds.
+	sqlClaimMany = `WITH cand AS (
+	SELECT h.seq FROM unnest($1::text[]) AS q(name)
+	CROSS JOIN LATERAL (
+		SELECT seq, priority, run_at FROM spool_jobs
+		WHERE state = 'available' AND queue = q.name
+		ORDER BY priority DESC, run_at, seq LIMIT $4::int4) h
+	WHERE NOT EXISTS (SELECT 1 FROM spool_queues p WHERE p.name = q.name AND p.paused)
+	ORDER BY h.priority DESC, h.run_at, h.seq LIMIT $4::int4
+), picked AS (
+	SELECT ctid FROM spool_jobs
+	WHERE seq IN (SELECT seq FROM cand) AND state = 'available'
+	ORDER BY priority DESC, run_at, seq
+	FOR UPDATE SKIP LOCKED
+)` + claimTail
+)
+
+// maxClaimRounds bounds how often one claim tries again for jobs that
+// other claimers held when it looked.
+const maxClaimRounds = 3
+
+// JobClaim leases up to p.Max available jobs; see store.Claimer.
+func (s *Store) JobClaim(ctx context.Context, p *store.JobClaimParams) ([]*job.Job, error) {
+	if err := s.check(); err != nil {
+		return nil, wrap("claim jobs", err)
+	}
+	if p.Max <= 0 || len(p.Queues) == 0 {
+		return nil, nil
+	}
+	queues := make([]string, 0, len(p.Queues))
+	for _, q := range p.Queues {
+		if !slices.Contains(queues, q) {
+			queues = append(queues, q)
+		}
+	}
+	query, arg := sqlClaimOne, any(queues[0])
+	if len(queues) > 1 {
+		query, arg = sqlClaimMany, queues
+	}
+	now := micro(p.Now)
+	var out []*job.Job
+	for round := 0; round < maxClaimRounds && len(out) < p.Max; round++ {
+		rows, err := s.pool.Query(ctx, query, arg, now, int64(p.LeaseDuration), p.Max-len(out))
+		if err != nil {
+			return out, wrap("claim jobs", err)
+		}
+		jobs, _, err := scanJobs(rows)
+		if err != nil {
+			return out, wrap("claim jobs", err)
+		}
+		out = append(out, jobs...)
+		// A multi-queue claim looked at a fixed set of candidates; when
+		// others held some of them, look again. One queue's claim skips
+		// held rows as it scans, so a short answer means it ran dry.
+		if len(jobs) == 0 || len(queues) == 1 {
+			break
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,128 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/spoolq/spool/internal/job"
+	"github.com/spoolq/spool/internal/store"
+)
+
+const (
+	// sqlQueues reads every queue with its paused flag, its default
+	// durability and its counts: the folded counts plus the deltas not
+	// folded yet. $1 names one queue, or '' for all.
+	sqlQueues = `SELECT q.name, q.paused, q.durability, c.state, c.n FROM spool_queues q
+LEFT JOIN (
+	SELECT queue, state, sum(n)::int8 AS n FROM (
+		SELECT queue, state, n FROM spool_counts
+		UNION ALL SELECT queue, state, n FROM spool_count_deltas) x
+	GROUP BY queue, state
+) c ON c.queue = q.name
+WHERE $1 = '' OR q.name = $1
+ORDER BY q.name`
+	// sqlRollup folds the count deltas into the counts, one node at a
+	// time, in key order so that it never deadlocks with itself.
+	sqlRollupLock = `SELECT pg_try_advisory_xact_lock($1, $2)`
+	sqlRollup     = `WITH d AS (
+	DELETE FROM spool_count_deltas RETURNING queue, state, n
+)
+INSERT INTO spool_counts (queue, state, n)
+SELECT queue, state, sum(n) FROM d GROUP BY queue, state ORDER BY queue, state
+ON CONFLICT (queue, state) DO UPDATE SET n = spool_counts.n + excluded.n`
+)
+
+// QueueList returns every known queue by name; see store.Admin.
+func (s *Store) QueueList(ctx context.Context) ([]store.QueueInfo, error) {
+	qs, err := s.queues(ctx, "")
+	if err != nil {
+		return nil, wrap("list queues", err)
+	}
+	return qs, nil
+}
+
+// QueueGet returns one queue or job.ErrNotFound; see store.Admin.
+func (s *Store) QueueGet(ctx context.Context, name string) (*store.QueueInfo, error) {
+	if name == "" {
+		return nil, fmt.Errorf("get queue: %w", job.ErrNotFound)
+	}
+	qs, err := s.queues(ctx, name)
+	if err != nil {
+		return nil, wrap("get queue", err)
+	}
+	if len(qs) == 0 {
+		return nil, fmt.Errorf("get queue %s: %w", name, job.ErrNotFound)
+	}
+	return &qs[0], nil
+}
+
+func (s *Store) queues(ctx context.Context, name string) ([]store.QueueInfo, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, sqlQueues, name)
+	if err != nil {
+		return nil, err
+	}
+	out := []store.QueueInfo{}
+	var (
+		qname, durability string
+		paused            bool
+		state             *string
+		n                 *int64
+	)
+	_, err = pgx.ForEachRow(rows, []any{&qname, &paused, &durability, &state, &n}, func() error {
+		if len(out) == 0 || out[len(out)-1].Name != qname {
+			counts := make(map[job.State]int64, len(job.States))
+			for _, st := range job.States {
+				counts[st] = 0
+			}
+			out = append(out, store.QueueInfo{Name: qname, Paused: paused, Durability: job.Durability(durability), Counts: counts})
+		}
+		if state != nil && n != nil {
+			out[len(out)-1].Counts[job.State(*state)] += *n
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// rollupLoop folds count deltas every rollupInterval until ctx ends.
+func (s *Store) rollupLoop(ctx context.Context) {
+	t := time.NewTicker(rollupInterval)
+	defer t.Stop()
+	failures := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := s.rollup(ctx); err != nil && ctx.Err() == nil {
+			if failures++; failures == 1 || failures%60 == 0 {
+				s.logger.Warn("pgstore: fold queue counts", "err", err, "failures", failures)
+			}
+			continue
+		}
+		failures = 0
+	}
+}
+
+// rollup folds the count deltas into the counts once, unless another node
+// is doing it.
+func (s *Store) rollup(ctx context.Context) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var got bool
+		if err := tx.QueryRow(ctx, sqlRollupLock, lockClass, s.lockKey("rollup")).Scan(&got); err != nil || !got {
+			return err
+		}
+		_, err := tx.Exec(ctx, sqlRollup)
+		return err
+	})
+}

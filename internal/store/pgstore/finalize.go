@@ -1,0 +1,481 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/spoolq/spool/internal/job"
+	"github.com/spoolq/spool/internal/store"
+)
+
+// doneInsert is the column list of a move into spool_jobs_done.
+const doneInsert = `INSERT INTO spool_jobs_done (` + jobColumns + `)`
+
+const (
+	// sqlComplete acknowledges the items whose token is current: it moves
+	// each job to spool_jobs_done, completed (cancelled if a cancel was
+	// requested) with its result, and ends its lease. It runs alone in its
+	// transaction, so when every job it moved is of process durability,
+	// relax turns synchronous_commit off for that transaction (set_config
+	// is SET LOCAL as a function); cross joined, its one row is always
+	// computed.
+	sqlComplete = `WITH i AS (
+	SELECT * FROM unnest($1::text[], $2::int8[], $3::bytea[]) AS i(id, token, result)
+), gone AS (
+	DELETE FROM spool_jobs j USING i
+	WHERE j.id = i.id AND j.lease_token = i.token AND j.state = 'active'
+	RETURNING ` + hotColumns + `, i.result AS new_result
+), lease AS (
+	DELETE FROM spool_leases WHERE seq IN (SELECT seq FROM gone)
+), moved AS (
+	` + doneInsert + `
+	SELECT seq, id, queue, kind, payload, priority, CASE WHEN cancel_requested THEN 'cancelled' ELSE 'completed' END,
+		run_at, attempt, max_attempts, backoff_kind, backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key,
+		unique_for, tags, new_result, errors, progress, lease_token, cancel_requested, created_at, started_at, $4::timestamptz,
+		durability
+	FROM gone
+	RETURNING id, queue, state, durability
+), relax AS (
+	SELECT CASE WHEN bool_and(durability = 'process') THEN set_config('synchronous_commit', 'off', true) END AS relaxed
+	FROM moved
+)
+SELECT id, queue, state FROM moved CROSS JOIN relax`
+	// sqlLockLeased locks the active jobs whose token is current, in seq
+	// order so that two batches never wait on each other in a cycle.
+	sqlLockLeased = `SELECT i.ord, j.seq, j.queue, j.cancel_requested, j.attempt, j.max_attempts, j.run_at, j.lease_ns,
+	j.backoff_kind, j.backoff_base, j.backoff_max, j.backoff_jitter, j.durability
+FROM unnest($1::text[], $2::int8[]) WITH ORDINALITY AS i(id, token, ord)
+JOIN spool_jobs j ON j.id = i.id AND j.lease_token = i.token AND j.state = 'active'
+ORDER BY j.seq
+FOR UPDATE OF j`
+	// sqlFinish moves jobs to spool_jobs_done in a final state, with a new
+	// attempt count and, when given, one more attempt error; it ends their
+	// leases.
+	sqlFinish = `WITH u AS (
+	SELECT * FROM unnest($1::int8[], $2::text[], $3::int4[], $4::text[]) AS u(seq, state, attempt, err)
+), gone AS (
+	DELETE FROM spool_jobs j USING u WHERE j.seq = u.seq
+	RETURNING ` + hotColumns + `, u.state AS new_state, u.attempt AS new_attempt, u.err
+), lease AS (
+	DELETE FROM spool_leases WHERE seq IN (SELECT seq FROM gone)
+), moved AS (
+	` + doneInsert + `
+	SELECT seq, id, queue, kind, payload, priority, new_state, run_at, new_attempt, max_attempts, backoff_kind,
+		backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, result,
+		CASE WHEN err = '' THEN errors ELSE COALESCE(errors, '[]'::jsonb) || err::jsonb END,
+		progress, lease_token, cancel_requested, created_at, started_at, $5::timestamptz, durability
+	FROM gone
+	RETURNING seq
+)
+SELECT count(*) FROM moved`
+	// sqlRequeue sends active jobs back to wait (available or retrying)
+	// with a run time, an attempt count and optionally one more attempt
+	// error, and ends their leases.
+	sqlRequeue = `WITH u AS (
+	SELECT * FROM unnest($1::int8[], $2::text[], $3::timestamptz[], $4::int4[], $5::text[]) AS u(seq, state, run_at, attempt, err)
+), up AS (
+	UPDATE spool_jobs j SET state = u.state, run_at = u.run_at, attempt = u.attempt,
+		errors = CASE WHEN u.err = '' THEN j.errors ELSE COALESCE(j.errors, '[]'::jsonb) || u.err::jsonb END
+	FROM u WHERE j.seq = u.seq
+	RETURNING j.seq
+)
+DELETE FROM spool_leases WHERE seq IN (SELECT seq FROM up)`
+	sqlExtend = `WITH i AS (
+	SELECT * FROM unnest($1::text[], $2::int8[], $3::int8[]) AS i(id, token, lease_ns)
+)
+UPDATE spool_leases l
+SET expires_at = $4::timestamptz + ((CASE WHEN i.lease_ns > 0 THEN i.lease_ns ELSE j.lease_ns END) / 1000) * interval '1 microsecond'
+FROM spool_jobs j JOIN i ON j.id = i.id AND j.lease_token = i.token AND j.state = 'active'
+WHERE l.seq = j.seq
+RETURNING i.id, j.queue, j.cancel_requested, l.expires_at`
+	sqlProgress = `UPDATE spool_jobs SET progress = $3 WHERE id = $1 AND lease_token = $2 AND state = 'active'`
+	// sqlKnownIDs tells which of the ids exist, in either table.
+	sqlKnownIDs = `SELECT id FROM spool_jobs WHERE id = ANY($1) UNION ALL SELECT id FROM spool_jobs_done WHERE id = ANY($1)`
+)
+
+// leaseMessage is the error recorded for an attempt whose lease ran out.
+const leaseMessage = "lease expired"
+
+// items are the ids and tokens of a batch, each id once: a later item with
+// the id of an earlier one is refused with job.ErrLeaseLost (after the
+// first, the job is no longer active under that lease) unless the id is
+// unknown.
+type items struct {
+	ids    []string
+	tokens []int64
+	pos    []int       // batch position of each unique item
+	repeat map[int]int // batch position of a repeated id → position of its first item
+}
+
+func newItems(n int, item func(i int) (string, int64)) *items {
+	it := &items{ids: make([]string, 0, n), tokens: make([]int64, 0, n), pos: make([]int, 0, n), repeat: map[int]int{}}
+	first := make(map[string]int, n)
+	for i := range n {
+		id, token := item(i)
+		if f, ok := first[id]; ok {
+			it.repeat[i] = f
+			continue
+		}
+		first[id] = i
+		it.ids, it.tokens, it.pos = append(it.ids, id), append(it.tokens, token), append(it.pos, i)
+	}
+	return it
+}
+
+// settle fills the outcomes of the items that no row matched (unknown id:
+// job.ErrNotFound; otherwise job.ErrLeaseLost) and of repeated ids.
+func (it *items) settle(ctx context.Context, q querier, out []store.Outcome, matched []bool) error {
+	var missing []string
+	for k, ok := range matched {
+		if !ok {
+			missing = append(missing, it.ids[k])
+		}
+	}
+	known := make(map[string]bool)
+	if len(missing) > 0 {
+		rows, err := q.Query(ctx, sqlKnownIDs, missing)
+		if err != nil {
+			return fmt.Errorf("look up jobs: %w", err)
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return fmt.Errorf("look up jobs: %w", err)
+		}
+		for _, id := range ids {
+			known[id] = true
+		}
+	}
+	for k, ok := range matched {
+		if ok {
+			continue
+		}
+		if known[it.ids[k]] {
+			out[it.pos[k]] = store.Outcome{Err: job.ErrLeaseLost}
+		} else {
+			out[it.pos[k]] = store.Outcome{Err: job.ErrNotFound}
+		}
+	}
+	for i, f := range it.repeat {
+		if errors.Is(out[f].Err, job.ErrNotFound) {
+			out[i] = store.Outcome{Err: job.ErrNotFound}
+		} else {
+			out[i] = store.Outcome{Err: job.ErrLeaseLost}
+		}
+	}
+	return nil
+}
+
+// querier is a pool or a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// JobComplete acknowledges jobs item by item; see store.Claimer. Its
+// writes are one statement, sqlComplete, which commits without waiting for
+// the WAL flush when every job it completed is of process durability.
+func (s *Store) JobComplete(ctx context.Context, p *store.JobCompleteParams) ([]store.Outcome, error) {
+	if err := s.check(); err != nil {
+		return nil, wrap("complete jobs", err)
+	}
+	it := newItems(len(p.Items), func(i int) (string, int64) { return p.Items[i].ID, p.Items[i].Token })
+	results := make([][]byte, len(it.pos))
+	index := make(map[string]int, len(it.pos))
+	for k, i := range it.pos {
+		results[k] = bytesOrNil(p.Items[i].Result)
+		index[it.ids[k]] = k
+	}
+	out := make([]store.Outcome, len(p.Items))
+	complete := func(q querier) error {
+		rows, err := q.Query(ctx, sqlComplete, it.ids, it.tokens, results, micro(p.Now))
+		if err != nil {
+			return err
+		}
+		matched := make([]bool, len(it.ids))
+		var id, queue, state string
+		_, err = pgx.ForEachRow(rows, []any{&id, &queue, &state}, func() error {
+			k := index[id]
+			matched[k] = true
+			out[it.pos[k]] = store.Outcome{Queue: queue, State: job.State(state)}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		return it.settle(ctx, q, out, matched)
+	}
+	var err error
+	if s.beforeCommit == nil {
+		err = s.retry(ctx, func() error { return complete(s.pool) })
+	} else {
+		err = s.retryTx(ctx, func(tx pgx.Tx) error { return complete(tx) })
+	}
+	if err != nil {
+		return nil, wrap("complete jobs", err)
+	}
+	return out, nil
+}
+
+// leased is what a fail, release or rescue needs to know of a locked job.
+type leased struct {
+	seq                  int64
+	queue                string
+	cancelRequested      bool
+	attempt, maxAttempts int
+	runAt                time.Time
+	backoff              job.Backoff
+	durability           job.Durability
+}
+
+// lockLeased locks the active jobs of it whose token is current and
+// returns them by item.
+func lockLeased(ctx context.Context, tx pgx.Tx, it *items) (map[int]*leased, error) {
+	rows, err := tx.Query(ctx, sqlLockLeased, it.ids, it.tokens)
+	if err != nil {
+		return nil, fmt.Errorf("lock jobs: %w", err)
+	}
+	found := make(map[int]*leased)
+	var (
+		ord                 int64
+		l                   leased
+		attempt, maxAtt     int32
+		leaseNS, base, maxD int64
+		kind, durability    string
+	)
+	_, err = pgx.ForEachRow(rows, []any{&ord, &l.seq, &l.queue, &l.cancelRequested, &attempt, &maxAtt, &l.runAt, &leaseNS,
+		&kind, &base, &maxD, &l.backoff.Jitter, &durability}, func() error {
+		c := l
+		c.attempt, c.maxAttempts = int(attempt), int(maxAtt)
+		c.durability = job.Durability(durability)
+		c.runAt = c.runAt.UTC()
+		c.backoff.Kind, c.backoff.Base, c.backoff.Max = job.BackoffKind(kind), time.Duration(base), time.Duration(maxD)
+		found[int(ord)-1] = &c
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("lock jobs: %w", err)
+	}
+	return found, nil
+}
+
+// change is where one locked job goes: a final state (moved to
+// spool_jobs_done) or back to wait in spool_jobs.
+type change struct {
+	seq     int64
+	state   job.State
+	runAt   time.Time // for a job that waits again
+	attempt int
+	err     string // one more attempt error as a JSON array, or ""
+	// durability is the job's level when known; empty counts as full.
+	durability job.Durability
+}
+
+// apply carries out changes in tx at now and notifies the queues in
+// which jobs became available. When every change is to a process job,
+// tx commits without waiting for the WAL flush.
+func (s *Store) apply(ctx context.Context, tx pgx.Tx, changes []change, available []string, now time.Time) error {
+	var fSeq, wSeq []int64
+	var fState, wState, fErr, wErr []string
+	var fAtt, wAtt []int32
+	var wRun []time.Time
+	for _, c := range changes {
+		if c.state.Final() {
+			fSeq, fState, fAtt, fErr = append(fSeq, c.seq), append(fState, string(c.state)), append(fAtt, int32(c.attempt)), append(fErr, c.err)
+		} else {
+			wSeq, wState, wAtt, wErr = append(wSeq, c.seq), append(wState, string(c.state)), append(wAtt, int32(c.attempt)), append(wErr, c.err)
+			wRun = append(wRun, c.runAt)
+		}
+	}
+	batch := &pgx.Batch{}
+	if allProcess(len(changes), func(i int) job.Durability { return changes[i].durability }) {
+		batch.Queue(sqlRelaxCommit)
+	}
+	if len(fSeq) > 0 {
+		batch.Queue(sqlFinish, fSeq, fState, fAtt, fErr, now)
+	}
+	if len(wSeq) > 0 {
+		batch.Queue(sqlRequeue, wSeq, wState, wRun, wAtt, wErr)
+	}
+	s.queueNotify(batch, available)
+	if batch.Len() == 0 {
+		return nil
+	}
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		return fmt.Errorf("apply changes: %w", err)
+	}
+	return nil
+}
+
+// JobFail records failed attempts item by item; see store.Claimer.
+func (s *Store) JobFail(ctx context.Context, p *store.JobFailParams) ([]store.Outcome, error) {
+	it := newItems(len(p.Items), func(i int) (string, int64) { return p.Items[i].ID, p.Items[i].Token })
+	now := micro(p.Now)
+	var out []store.Outcome
+	err := s.retryTx(ctx, func(tx pgx.Tx) error {
+		out = make([]store.Outcome, len(p.Items))
+		locked, err := lockLeased(ctx, tx, it)
+		if err != nil {
+			return err
+		}
+		matched := make([]bool, len(it.ids))
+		var changes []change
+		for k, i := range it.pos {
+			l := locked[k]
+			if l == nil {
+				continue
+			}
+			matched[k] = true
+			item := &p.Items[i]
+			c := change{seq: l.seq, attempt: l.attempt, runAt: l.runAt, durability: l.durability}
+			o := store.Outcome{Queue: l.queue}
+			switch {
+			case l.cancelRequested:
+				c.state = job.StateCancelled
+			case item.NoRetry || l.attempt >= l.maxAttempts:
+				c.state = job.StateDead
+			default:
+				delay := item.RetryAfter
+				if delay <= 0 {
+					delay = l.backoff.Delay(l.attempt, p.Rand)
+				}
+				c.state, c.runAt = job.StateRetrying, micro(now.Add(delay))
+				o.RunAt = c.runAt
+			}
+			o.State = c.state
+			if c.err, err = attemptErrorString(l.attempt, item.Message, now); err != nil {
+				return err
+			}
+			changes = append(changes, c)
+			out[i] = o
+		}
+		if err := s.apply(ctx, tx, changes, nil, now); err != nil {
+			return err
+		}
+		return it.settle(ctx, tx, out, matched)
+	})
+	if err != nil {
+		return nil, wrap("fail jobs", err)
+	}
+	return out, nil
+}
+
+// JobRelease hands active jobs back unrun, item by item; see
+// store.Claimer.
+func (s *Store) JobRelease(ctx context.Context, p *store.JobReleaseParams) ([]store.Outcome, error) {
+	it := newItems(len(p.Items), func(i int) (string, int64) { return p.Items[i].ID, p.Items[i].Token })
+	now := micro(p.Now)
+	var out []store.Outcome
+	err := s.retryTx(ctx, func(tx pgx.Tx) error {
+		out = make([]store.Outcome, len(p.Items))
+		locked, err := lockLeased(ctx, tx, it)
+		if err != nil {
+			return err
+		}
+		matched := make([]bool, len(it.ids))
+		var changes []change
+		var available []string
+		for k, i := range it.pos {
+			l := locked[k]
+			if l == nil {
+				continue
+			}
+			matched[k] = true
+			c := change{seq: l.seq, state: job.StateAvailable, runAt: l.runAt, attempt: max(l.attempt-1, 0),
+				durability: l.durability}
+			if l.cancelRequested {
+				c.state = job.StateCancelled
+			} else {
+				available = appendOnce(available, l.queue)
+			}
+			changes = append(changes, c)
+			out[i] = store.Outcome{Queue: l.queue, State: c.state}
+		}
+		if err := s.apply(ctx, tx, changes, available, now); err != nil {
+			return err
+		}
+		return it.settle(ctx, tx, out, matched)
+	})
+	if err != nil {
+		return nil, wrap("release jobs", err)
+	}
+	return out, nil
+}
+
+// JobExtend moves leases forward item by item; see store.Claimer. It
+// rewrites only each job's lease row.
+func (s *Store) JobExtend(ctx context.Context, p *store.JobExtendParams) ([]store.Outcome, error) {
+	if err := s.check(); err != nil {
+		return nil, wrap("extend leases", err)
+	}
+	it := newItems(len(p.Items), func(i int) (string, int64) { return p.Items[i].ID, p.Items[i].Token })
+	leases := make([]int64, len(it.pos))
+	index := make(map[string]int, len(it.pos))
+	for k, i := range it.pos {
+		leases[k] = int64(p.Items[i].Lease)
+		index[it.ids[k]] = k
+	}
+	out := make([]store.Outcome, len(p.Items))
+	err := s.retry(ctx, func() error {
+		rows, err := s.pool.Query(ctx, sqlExtend, it.ids, it.tokens, leases, micro(p.Now))
+		if err != nil {
+			return err
+		}
+		matched := make([]bool, len(it.ids))
+		var id, queue string
+		var cancel bool
+		var expires time.Time
+		_, err = pgx.ForEachRow(rows, []any{&id, &queue, &cancel, &expires}, func() error {
+			k := index[id]
+			matched[k] = true
+			out[it.pos[k]] = store.Outcome{Queue: queue, State: job.StateActive, LeaseExpiresAt: expires.UTC(), CancelRequested: cancel}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		return it.settle(ctx, s.pool, out, matched)
+	})
+	if err != nil {
+		return nil, wrap("extend leases", err)
+	}
+	return out, nil
+}
+
+// JobProgress stores a progress report of an active job; see
+// store.Claimer.
+func (s *Store) JobProgress(ctx context.Context, p *store.JobProgressParams) error {
+	if err := s.check(); err != nil {
+		return wrap("report progress", err)
+	}
+	tag, err := s.pool.Exec(ctx, sqlProgress, p.ID, p.Token, bytesOrNil(p.Progress))
+	if err != nil {
+		return wrap("report progress", err)
+	}
+	if tag.RowsAffected() == 1 {
+		return nil
+	}
+	out := make([]store.Outcome, 1)
+	it := newItems(1, func(int) (string, int64) { return p.ID, p.Token })
+	if err := it.settle(ctx, s.pool, out, []bool{false}); err != nil {
+		return wrap("report progress", err)
+	}
+	return fmt.Errorf("report progress: job %s: %w", p.ID, out[0].Err)
+}
+
+// attemptErrorString is attemptErrorJSON as text.
+func attemptErrorString(attempt int, message string, at time.Time) (string, error) {
+	b, err := attemptErrorJSON(attempt, message, at)
+	return string(b), err
+}
+
+func appendOnce(list []string, s string) []string {
+	for _, x := range list {
+		if x == s {
+			return list
+		}
+	}
+	return append(list, s)
+}

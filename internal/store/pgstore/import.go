@@ -1,0 +1,132 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/spoolq/spool/internal/job"
+)
+
+// sqlImport stores jobs exactly as given, in array order: seqs are drawn
+// from spool_jobs' sequence in that order, so enqueue order is kept across
+// both tables; pending jobs go to spool_jobs (active ones with their lease
+// row) and finished ones to spool_jobs_done. Ids that exist are skipped.
+const sqlImport = `WITH u AS (
+	SELECT u.*, nextval(pg_get_serial_sequence('spool_jobs', 'seq')) AS seq
+	FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::int4[], $6::text[], $7::timestamptz[],
+		$8::int4[], $9::int4[], $10::text[], $11::int8[], $12::int8[], $13::float8[], $14::int8[], $15::text[],
+		$16::int8[], $17::text[], $18::bytea[], $19::text[], $20::bytea[], $21::int8[], $22::bool[],
+		$23::timestamptz[], $24::timestamptz[], $25::timestamptz[], $26::timestamptz[], $27::text[])
+		WITH ORDINALITY AS u(id, queue, kind, payload, priority, state, run_at, attempt, max_attempts, backoff_kind,
+		backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, result, errors, progress,
+		lease_token, cancel_requested, created_at, started_at, finished_at, lease_expires_at, durability, ord)
+	WHERE NOT EXISTS (SELECT 1 FROM spool_jobs j WHERE j.id = u.id)
+		AND NOT EXISTS (SELECT 1 FROM spool_jobs_done d WHERE d.id = u.id)
+	ORDER BY ord
+), src AS (
+	SELECT seq, id, queue, kind, payload, priority, state, run_at, attempt, max_attempts, backoff_kind, backoff_base,
+		backoff_max, backoff_jitter, lease_ns, NULLIF(unique_key, ''), unique_for, NULLIF(tags, '')::jsonb, result,
+		NULLIF(errors, '')::jsonb, progress, lease_token, cancel_requested, created_at, started_at, finished_at,
+		durability, lease_expires_at
+	FROM u
+), hot AS (
+	INSERT INTO spool_jobs (` + jobColumns + `)
+	SELECT seq, id, queue, kind, payload, priority, state, run_at, attempt, max_attempts, backoff_kind, backoff_base,
+		backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, result, errors, progress, lease_token,
+		cancel_requested, created_at, started_at, finished_at, durability
+	FROM src AS r(` + jobColumns + `, lease_expires_at)
+	WHERE state NOT IN ('completed', 'dead', 'cancelled')
+	RETURNING seq
+), done AS (
+	` + doneInsert + `
+	SELECT seq, id, queue, kind, payload, priority, state, run_at, attempt, max_attempts, backoff_kind, backoff_base,
+		backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, result, errors, progress, lease_token,
+		cancel_requested, created_at, started_at, finished_at, durability
+	FROM src AS r(` + jobColumns + `, lease_expires_at)
+	WHERE state IN ('completed', 'dead', 'cancelled')
+	RETURNING seq
+), lease AS (
+	INSERT INTO spool_leases (seq, expires_at)
+	SELECT seq, lease_expires_at FROM src AS r(` + jobColumns + `, lease_expires_at)
+	WHERE state = 'active'
+), q AS (
+	INSERT INTO spool_queues (name) SELECT DISTINCT queue FROM u ON CONFLICT (name) DO NOTHING
+)
+SELECT (SELECT count(*) FROM hot) + (SELECT count(*) FROM done)`
+
+// ImportJobs stores jobs exactly as another store holds them: state,
+// attempts, lease tokens and expiries, errors, results, times and
+// durability (empty is full; a level this store does not keep fails the
+// whole import with an error wrapping a *job.InputError), in the given
+// order (which becomes their enqueue order after any job already
+// here). Jobs whose id exists are skipped, so an interrupted import can be
+// run again. It is meant for an idle database (spool migrate-store): it
+// takes no unique-key locks and sends no notifications. It returns how
+// many jobs it stored.
+func (s *Store) ImportJobs(ctx context.Context, jobs []*job.Job) (int, error) {
+	n := len(jobs)
+	var (
+		ids, queues, kinds, states, bkinds, ukeys, tags, errs = make([]string, n), make([]string, n), make([]string, n),
+			make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		durs                        = make([]string, n)
+		payloads, results, progress = make([][]byte, n), make([][]byte, n), make([][]byte, n)
+		prios, attempts, maxAtt     = make([]int32, n), make([]int32, n), make([]int32, n)
+		bases, maxes, leases, ufors = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+		tokens                      = make([]int64, n)
+		jitters                     = make([]float64, n)
+		cancels                     = make([]bool, n)
+		runAts, created             = make([]time.Time, n), make([]time.Time, n)
+		started, finished, expires  = make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n)
+	)
+	for i, j := range jobs {
+		ids[i], queues[i], kinds[i], states[i] = j.ID, j.Queue, j.Kind, string(j.State)
+		payloads[i], results[i], progress[i] = bytesOrNil(j.Payload), bytesOrNil(j.Result), bytesOrNil(j.Progress)
+		prios[i], attempts[i], maxAtt[i] = int32(j.Priority), int32(j.Attempt), int32(j.MaxAttempts)
+		runAts[i], created[i] = micro(j.RunAt), micro(j.CreatedAt)
+		bkinds[i], bases[i], maxes[i], jitters[i] = string(j.Backoff.Kind), int64(j.Backoff.Base), int64(j.Backoff.Max), j.Backoff.Jitter
+		leases[i], ukeys[i], ufors[i] = int64(j.LeaseDuration), j.UniqueKey, int64(j.UniqueFor)
+		tokens[i], cancels[i] = j.LeaseToken, j.CancelRequested
+		started[i], finished[i], expires[i] = tstz(j.StartedAt), tstz(j.FinishedAt), tstz(j.LeaseExpiresAt)
+		if j.State == job.StateActive && j.LeaseExpiresAt.IsZero() {
+			return 0, fmt.Errorf("import jobs: active job %s has no lease expiry", j.ID)
+		}
+		if !keeps(j.Durability) {
+			return 0, fmt.Errorf("import jobs: job %s: %w", j.ID,
+				job.Invalid("durability", "the PostgreSQL store keeps full and process jobs, not %q", j.Durability))
+		}
+		durs[i] = string(durabilityOf(j.Durability))
+		if len(j.Tags) > 0 {
+			b, err := json.Marshal(j.Tags)
+			if err != nil {
+				return 0, fmt.Errorf("import jobs: encode tags of job %s: %w", j.ID, err)
+			}
+			tags[i] = string(b)
+		}
+		if len(j.Errors) > 0 {
+			b, err := json.Marshal(j.Errors)
+			if err != nil {
+				return 0, fmt.Errorf("import jobs: encode errors of job %s: %w", j.ID, err)
+			}
+			errs[i] = string(b)
+		}
+	}
+	var count int64
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, sqlImport, ids, queues, kinds, payloads, prios, states, runAts, attempts, maxAtt, bkinds,
+			bases, maxes, jitters, leases, ukeys, ufors, tags, results, errs, progress, tokens, cancels, created, started,
+			finished, expires, durs).Scan(&count)
+	})
+	if err != nil {
+		return 0, wrap("import jobs", err)
+	}
+	return int(count), nil
+}
+
+func tstz(t time.Time) pgtype.Timestamptz {
+	return pgtype.Timestamptz{Time: micro(t), Valid: !t.IsZero()}
+}

@@ -1,0 +1,358 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/spoolq/spool/internal/job"
+	"github.com/spoolq/spool/internal/store"
+)
+
+const (
+	// sqlInsertJobs inserts the jobs given as parallel arrays ($1-$17), in
+	// array order (which makes their seqs enqueue order), created at $18,
+	// skips ids that already exist, and creates the queues of the jobs it
+	// inserted.
+	sqlInsertJobs = `WITH ins AS (
+	INSERT INTO spool_jobs (id, queue, kind, payload, priority, state, run_at, max_attempts, backoff_kind,
+		backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, durability, created_at)
+	SELECT id, queue, kind, payload, priority, state, run_at, max_attempts, backoff_kind,
+		backoff_base, backoff_max, backoff_jitter, lease_ns, NULLIF(unique_key, ''), unique_for, NULLIF(tags, '')::jsonb,
+		durability, $18
+	FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::int4[], $6::text[], $7::timestamptz[],
+		$8::int4[], $9::text[], $10::int8[], $11::int8[], $12::float8[], $13::int8[], $14::text[], $15::int8[], $16::text[],
+		$17::text[])
+		WITH ORDINALITY AS u(id, queue, kind, payload, priority, state, run_at, max_attempts, backoff_kind,
+		backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, durability, ord)
+	ORDER BY ord
+	ON CONFLICT (id) DO NOTHING
+	RETURNING id, queue
+), q AS (
+	INSERT INTO spool_queues (name) SELECT DISTINCT queue FROM ins ON CONFLICT (name) DO NOTHING
+)
+SELECT id FROM ins`
+	// sqlDoneByIDs finds ids that belong to finished jobs. It runs as its
+	// own statement after the insert so that it sees a job that another
+	// transaction moved to spool_jobs_done while the insert waited on it.
+	sqlDoneByIDs = doneSelect + ` WHERE d.id = ANY($1)`
+	sqlHotByIDs  = hotSelect + ` WHERE j.id = ANY($1)`
+	sqlUndoIDs   = `DELETE FROM spool_jobs WHERE id = ANY($1)`
+	sqlJobsByIDs = `SELECT * FROM (` + hotSelect + ` WHERE j.id = ANY($1) UNION ALL ` + doneSelect + ` WHERE d.id = ANY($1)) x`
+	// sqlLockUnique serialises inserts of the same unique keys; $1 is
+	// sorted so that two batches never wait on each other in a cycle.
+	sqlLockUnique = `SELECT pg_advisory_xact_lock(k) FROM unnest($1::int8[]) WITH ORDINALITY AS u(k, ord) ORDER BY ord`
+	// sqlNewestUnique reads, for each (queue, key), the newest job with
+	// that key in either table.
+	sqlNewestUnique = `SELECT x.* FROM unnest($1::text[], $2::text[]) AS k(queue, key)
+CROSS JOIN LATERAL (
+	SELECT * FROM (
+		(` + hotSelect + ` WHERE j.queue = k.queue AND j.unique_key = k.key ORDER BY j.seq DESC LIMIT 1)
+		UNION ALL
+		(` + doneSelect + ` WHERE d.queue = k.queue AND d.unique_key = k.key ORDER BY d.seq DESC LIMIT 1)
+	) y ORDER BY y.seq DESC LIMIT 1) x`
+	sqlNotify = `SELECT pg_notify($1, $2)`
+)
+
+// JobInsertMany inserts p.Jobs atomically; see store.Inserter. A job of a
+// durability other than full or process is refused with an error wrapping
+// a *job.InputError, failing the whole insert. When every job it inserts
+// is of process durability, the insert commits without waiting for the WAL
+// flush (see sqlRelaxCommit).
+func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams) ([]store.InsertResult, error) {
+	for i := range p.Jobs {
+		jp := &p.Jobs[i]
+		if st := jp.State; st != job.StateAvailable && st != job.StateScheduled {
+			return nil, fmt.Errorf("insert jobs: jobs[%d]: insert job %s in state %q: only scheduled or available", i, jp.ID, st)
+		}
+		if !keeps(jp.Durability) {
+			return nil, fmt.Errorf("insert jobs: jobs[%d]: insert job %s: %w", i, jp.ID,
+				job.Invalid(fmt.Sprintf("jobs[%d].durability", i), "the PostgreSQL store keeps full and process jobs, not %q", jp.Durability))
+		}
+	}
+	var out []store.InsertResult
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		var err error
+		out, err = s.insert(ctx, tx, p.Jobs, micro(p.Now))
+		return err
+	})
+	if err != nil {
+		return nil, wrap("insert jobs", err)
+	}
+	return out, nil
+}
+
+// insert decides which jobs are duplicates, inserts the others and
+// notifies the other nodes of the available ones.
+func (s *Store) insert(ctx context.Context, tx pgx.Tx, jobs []store.JobInsertParams, now time.Time) ([]store.InsertResult, error) {
+	out := make([]store.InsertResult, len(jobs))
+	first := make(map[string]int, len(jobs)) // id → index of its first job in the batch
+	sameAs := make(map[int]int)              // later job with an id seen before → that first job
+	unique := false
+	for i := range jobs {
+		if f, ok := first[jobs[i].ID]; ok {
+			sameAs[i] = f
+			continue
+		}
+		first[jobs[i].ID] = i
+		unique = unique || jobs[i].UniqueKey != ""
+	}
+	insert := make([]int, 0, len(jobs)) // indexes of the jobs to insert
+	if unique {
+		var err error
+		if insert, err = s.resolveUnique(ctx, tx, jobs, sameAs, now, out); err != nil {
+			return nil, err
+		}
+	} else {
+		for i := range jobs {
+			if _, ok := sameAs[i]; !ok {
+				insert = append(insert, i)
+			}
+		}
+	}
+	if len(insert) > 0 {
+		if err := s.insertRows(ctx, tx, jobs, insert, now, out); err != nil {
+			return nil, err
+		}
+	}
+	for i, f := range sameAs {
+		out[i] = store.InsertResult{Job: out[f].Job, Duplicate: true}
+	}
+	return out, nil
+}
+
+// insertRows inserts the jobs at idx, fills their results, and turns into
+// duplicates those whose id turned out to exist.
+func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, jobs []store.JobInsertParams, idx []int, now time.Time, out []store.InsertResult) error {
+	n := len(idx)
+	var (
+		ids, queues, kinds, states, bkinds, ukeys, tags, durs = make([]string, n), make([]string, n), make([]string, n),
+			make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		payloads                    = make([][]byte, n)
+		prios, maxAtt               = make([]int32, n), make([]int32, n)
+		runAts                      = make([]time.Time, n)
+		bases, maxes, leases, ufors = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+		jitters                     = make([]float64, n)
+		availableQueues             []string
+	)
+	for k, i := range idx {
+		jp := &jobs[i]
+		ids[k], queues[k], kinds[k], states[k] = jp.ID, jp.Queue, jp.Kind, string(jp.State)
+		payloads[k] = bytesOrNil(jp.Payload)
+		prios[k], maxAtt[k] = int32(jp.Priority), int32(jp.MaxAttempts)
+		runAts[k] = micro(jp.RunAt)
+		bkinds[k], bases[k], maxes[k], jitters[k] = string(jp.Backoff.Kind), int64(jp.Backoff.Base), int64(jp.Backoff.Max), jp.Backoff.Jitter
+		leases[k], ukeys[k], ufors[k] = int64(jp.LeaseDuration), jp.UniqueKey, int64(jp.UniqueFor)
+		durs[k] = string(durabilityOf(jp.Durability))
+		if len(jp.Tags) > 0 {
+			b, err := json.Marshal(jp.Tags)
+			if err != nil {
+				return fmt.Errorf("encode tags of job %s: %w", jp.ID, err)
+			}
+			tags[k] = string(b)
+		}
+		if jp.State == job.StateAvailable && !slices.Contains(availableQueues, jp.Queue) {
+			availableQueues = append(availableQueues, jp.Queue)
+		}
+	}
+	batch := &pgx.Batch{}
+	relaxed := allProcess(n, func(k int) job.Durability { return job.Durability(durs[k]) })
+	if relaxed {
+		batch.Queue(sqlRelaxCommit)
+	}
+	batch.Queue(sqlInsertJobs, ids, queues, kinds, payloads, prios, states, runAts, maxAtt, bkinds, bases, maxes,
+		jitters, leases, ukeys, ufors, tags, durs, now)
+	batch.Queue(sqlDoneByIDs, ids)
+	s.queueNotify(batch, availableQueues)
+	br := tx.SendBatch(ctx, batch)
+	inserted := make(map[string]bool, n)
+	if relaxed {
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			return fmt.Errorf("relax commit: %w", err)
+		}
+	}
+	rows, err := br.Query()
+	if err != nil {
+		_ = br.Close()
+		return fmt.Errorf("insert jobs: %w", err)
+	}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			_ = br.Close()
+			return fmt.Errorf("insert jobs: %w", err)
+		}
+		inserted[id] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		_ = br.Close()
+		return fmt.Errorf("insert jobs: %w", err)
+	}
+	rows, err = br.Query()
+	if err != nil {
+		_ = br.Close()
+		return fmt.Errorf("look up finished jobs: %w", err)
+	}
+	done, _, err := scanJobs(rows)
+	if err != nil {
+		_ = br.Close()
+		return fmt.Errorf("look up finished jobs: %w", err)
+	}
+	if err := br.Close(); err != nil {
+		return fmt.Errorf("notify: %w", err)
+	}
+	existing := make(map[string]*job.Job)
+	var undo []string
+	for _, j := range done {
+		existing[j.ID] = j
+		if inserted[j.ID] {
+			undo = append(undo, j.ID) // the id was finished while we inserted it
+			delete(inserted, j.ID)
+		}
+	}
+	if len(undo) > 0 {
+		if _, err := tx.Exec(ctx, sqlUndoIDs, undo); err != nil {
+			return fmt.Errorf("undo duplicate inserts: %w", err)
+		}
+	}
+	var missing []string
+	for _, id := range ids {
+		if !inserted[id] && existing[id] == nil {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) > 0 {
+		rows, err := tx.Query(ctx, sqlHotByIDs, missing)
+		if err != nil {
+			return fmt.Errorf("read duplicate jobs: %w", err)
+		}
+		hot, _, err := scanJobs(rows)
+		if err != nil {
+			return fmt.Errorf("read duplicate jobs: %w", err)
+		}
+		for _, j := range hot {
+			existing[j.ID] = j
+		}
+	}
+	for k, i := range idx {
+		if inserted[ids[k]] {
+			out[i] = store.InsertResult{Job: newJob(&jobs[i], runAts[k], now)}
+			continue
+		}
+		dup := existing[ids[k]]
+		if dup == nil {
+			return fmt.Errorf("insert job %s: neither inserted nor found", ids[k])
+		}
+		out[i] = store.InsertResult{Job: dup, Duplicate: true}
+	}
+	return nil
+}
+
+// newJob is the job jp as inserted at now.
+func newJob(jp *store.JobInsertParams, runAt, now time.Time) *job.Job {
+	return &job.Job{
+		ID: jp.ID, Queue: jp.Queue, Kind: jp.Kind, Payload: jp.Payload, Priority: jp.Priority, State: jp.State,
+		RunAt: runAt, MaxAttempts: jp.MaxAttempts, Backoff: jp.Backoff, LeaseDuration: jp.LeaseDuration,
+		UniqueKey: jp.UniqueKey, UniqueFor: jp.UniqueFor, Tags: jp.Tags, Durability: durabilityOf(jp.Durability),
+		CreatedAt: now,
+	}
+}
+
+// uniqueRef names one unique key of one queue.
+type uniqueRef struct{ queue, key string }
+
+// resolveUnique decides, job by job in batch order, which jobs of a batch
+// with unique keys are duplicates, exactly as the contract reads: by id,
+// then by the newest job of the queue with the key, counting the jobs of
+// the batch inserted before. It locks the batch's keys first so that
+// racing inserts of one key resolve one after the other. It fills the
+// results of the duplicates and returns the indexes of the jobs to insert.
+func (s *Store) resolveUnique(ctx context.Context, tx pgx.Tx, jobs []store.JobInsertParams, sameAs map[int]int, now time.Time, out []store.InsertResult) ([]int, error) {
+	var locks []int64
+	var refQueues, refKeys []string
+	seen := make(map[uniqueRef]bool)
+	for i := range jobs {
+		r := uniqueRef{jobs[i].Queue, jobs[i].UniqueKey}
+		if r.key == "" || seen[r] {
+			continue
+		}
+		seen[r] = true
+		refQueues, refKeys = append(refQueues, r.queue), append(refKeys, r.key)
+		h := fnv.New64a()
+		_, _ = h.Write([]byte(s.schema + "/" + r.queue + "/" + r.key))
+		locks = append(locks, int64(h.Sum64()))
+	}
+	slices.Sort(locks)
+	locks = slices.Compact(locks)
+	if _, err := tx.Exec(ctx, sqlLockUnique, locks); err != nil {
+		return nil, fmt.Errorf("lock unique keys: %w", err)
+	}
+	ids := make([]string, len(jobs))
+	for i := range jobs {
+		ids[i] = jobs[i].ID
+	}
+	rows, err := tx.Query(ctx, sqlJobsByIDs, ids)
+	if err != nil {
+		return nil, fmt.Errorf("look up job ids: %w", err)
+	}
+	found, _, err := scanJobs(rows)
+	if err != nil {
+		return nil, fmt.Errorf("look up job ids: %w", err)
+	}
+	byID := make(map[string]*job.Job, len(found))
+	for _, j := range found {
+		byID[j.ID] = j
+	}
+	rows, err = tx.Query(ctx, sqlNewestUnique, refQueues, refKeys)
+	if err != nil {
+		return nil, fmt.Errorf("look up unique keys: %w", err)
+	}
+	found, _, err = scanJobs(rows)
+	if err != nil {
+		return nil, fmt.Errorf("look up unique keys: %w", err)
+	}
+	newest := make(map[uniqueRef]*job.Job, len(found))
+	for _, j := range found {
+		newest[uniqueRef{j.Queue, j.UniqueKey}] = j
+	}
+	var insert []int
+	for i := range jobs {
+		if _, ok := sameAs[i]; ok {
+			continue
+		}
+		jp := &jobs[i]
+		if dup := byID[jp.ID]; dup != nil {
+			out[i] = store.InsertResult{Job: dup, Duplicate: true}
+			continue
+		}
+		if jp.UniqueKey != "" {
+			r := uniqueRef{jp.Queue, jp.UniqueKey}
+			if n := newest[r]; n != nil && uniqueConflict(n, jp.UniqueFor, now) {
+				out[i] = store.InsertResult{Job: n, Duplicate: true}
+				continue
+			}
+			newest[r] = newJob(jp, micro(jp.RunAt), now)
+		}
+		insert = append(insert, i)
+	}
+	return insert, nil
+}
+
+// uniqueConflict reports whether a new job with unique window uniqueFor
+// duplicates newest, the newest job of its queue with its key: while
+// newest is pending when the window is zero, else when newest was created
+// within the window and is not cancelled.
+func uniqueConflict(newest *job.Job, uniqueFor time.Duration, now time.Time) bool {
+	if uniqueFor == 0 {
+		return newest.State.Pending()
+	}
+	return newest.CreatedAt.After(now.Add(-uniqueFor)) && newest.State != job.StateCancelled
+}

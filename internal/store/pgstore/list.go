@@ -1,0 +1,103 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/spoolq/spool/internal/job"
+	"github.com/spoolq/spool/internal/store"
+)
+
+// cursorPrefix versions the cursor format.
+const cursorPrefix = "p1:"
+
+// JobList returns one page of jobs in enqueue order; see store.Admin.
+// Pending jobs are read from spool_jobs and finished ones from
+// spool_jobs_done; without a state filter the two ordered scans are merged
+// by seq. The cursor is the seq of the page's last job.
+func (s *Store) JobList(ctx context.Context, p *store.JobListParams) (*store.JobListPage, error) {
+	if err := s.check(); err != nil {
+		return nil, wrap("list jobs", err)
+	}
+	after, err := decodeCursor(p.Cursor)
+	if err != nil {
+		return nil, err
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	query, args := listQuery(p.Queue, p.State, after, limit+1)
+	rows, err := s.pool.Query(ctx, query, args...)
+	if err != nil {
+		return nil, wrap("list jobs", err)
+	}
+	jobs, seqs, err := scanJobs(rows)
+	if err != nil {
+		return nil, wrap("list jobs", err)
+	}
+	page := &store.JobListPage{Jobs: jobs}
+	if len(jobs) > limit {
+		page.Jobs = jobs[:limit]
+		page.Next = encodeCursor(seqs[limit-1])
+	}
+	return page, nil
+}
+
+// listQuery builds the listing query for the filters: $1 is the cursor
+// seq, $2 the page size, then the queue and the state when set.
+func listQuery(queue string, state job.State, after int64, limit int) (string, []any) {
+	args := []any{after, limit}
+	conds := func(alias string) string {
+		var b strings.Builder
+		fmt.Fprintf(&b, " WHERE %s.seq > $1", alias)
+		n := 2
+		if queue != "" {
+			n++
+			fmt.Fprintf(&b, " AND %s.queue = $%d", alias, n)
+		}
+		if state != "" {
+			n++
+			fmt.Fprintf(&b, " AND %s.state = $%d", alias, n)
+		}
+		fmt.Fprintf(&b, " ORDER BY %s.seq LIMIT $2", alias)
+		return b.String()
+	}
+	if queue != "" {
+		args = append(args, queue)
+	}
+	if state != "" {
+		args = append(args, string(state))
+	}
+	hot := hotSelect + conds("j")
+	done := doneSelect + conds("d")
+	switch {
+	case state != "" && state.Final():
+		return done, args
+	case state != "":
+		return hot, args
+	}
+	return `SELECT * FROM ((` + hot + `) UNION ALL (` + done + `)) x ORDER BY x.seq LIMIT $2`, args
+}
+
+func encodeCursor(seq int64) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(cursorPrefix + strconv.FormatInt(seq, 10)))
+}
+
+// decodeCursor returns the seq a cursor encodes; an empty cursor is 0.
+func decodeCursor(c string) (int64, error) {
+	if c == "" {
+		return 0, nil
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(c)
+	if err == nil && strings.HasPrefix(string(raw), cursorPrefix) {
+		seq, perr := strconv.ParseInt(strings.TrimPrefix(string(raw), cursorPrefix), 10, 64)
+		if perr == nil && seq >= 0 {
+			return seq, nil
+		}
+	}
+	return 0, fmt.Errorf("list jobs: %w", job.Invalid("cursor", "is not a cursor this server issued"))
+}

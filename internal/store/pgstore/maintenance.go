@@ -1,0 +1,190 @@
+package pgstore
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/spoolq/spool/internal/job"
+	"github.com/spoolq/spool/internal/store"
+)
+
+const (
+	sqlPromote = `WITH due AS (
+	SELECT seq FROM spool_jobs WHERE state IN ('scheduled', 'retrying') AND run_at <= $1
+	ORDER BY run_at LIMIT $2
+	FOR UPDATE SKIP LOCKED
+), up AS (
+	UPDATE spool_jobs j SET state = 'available' FROM due WHERE j.seq = due.seq RETURNING j.queue
+)
+SELECT queue, count(*) FROM up GROUP BY queue`
+	sqlNextDue = `SELECT min(run_at) FROM spool_jobs WHERE state IN ('scheduled', 'retrying')`
+
+	// sqlExpired locks the jobs whose lease ran out, with their lease rows,
+	// passing over those that an ack or extend holds right now.
+	sqlExpired = `SELECT j.seq, j.queue, j.cancel_requested, j.attempt, j.max_attempts, j.run_at
+FROM spool_leases l JOIN spool_jobs j ON j.seq = l.seq
+WHERE l.expires_at <= $1 AND j.state = 'active'
+ORDER BY l.expires_at LIMIT $2
+FOR UPDATE OF j, l SKIP LOCKED`
+	sqlNextExpiry = `SELECT min(expires_at) FROM spool_leases`
+
+	// sqlPruneOld deletes up to $3 of the oldest finished jobs in states
+	// $2 that finished before $1.
+	sqlPruneOld = `DELETE FROM spool_jobs_done WHERE seq IN (
+	SELECT seq FROM spool_jobs_done WHERE finished_at < $1 AND state = ANY($2)
+	ORDER BY finished_at, seq LIMIT $3)`
+	sqlFinishedCount = `SELECT COALESCE(sum(n), 0)::int8 FROM (
+	SELECT n FROM spool_counts WHERE state = ANY($1)
+	UNION ALL SELECT n FROM spool_count_deltas WHERE state = ANY($1)) c`
+	// sqlPruneLock keeps two prune passes from both deleting the same
+	// excess over a count cap.
+	sqlPruneLock = `SELECT pg_advisory_xact_lock($1, $2)`
+)
+
+// JobPromoteDue makes due scheduled and retrying jobs available; see
+// store.Maintainer.
+func (s *Store) JobPromoteDue(ctx context.Context, now time.Time, limit int) (*store.MaintenanceResult, error) {
+	var res *store.MaintenanceResult
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		res = &store.MaintenanceResult{}
+		rows, err := tx.Query(ctx, sqlPromote, micro(now), limit)
+		if err != nil {
+			return err
+		}
+		var queue string
+		var n int64
+		if _, err := pgx.ForEachRow(rows, []any{&queue, &n}, func() error {
+			res.Available = append(res.Available, queue)
+			res.Count += int(n)
+			return nil
+		}); err != nil {
+			return err
+		}
+		batch := &pgx.Batch{}
+		batch.Queue(sqlNextDue).QueryRow(func(row pgx.Row) error { return scanNullTime(row, &res.Next) })
+		s.queueNotify(batch, res.Available)
+		return tx.SendBatch(ctx, batch).Close()
+	})
+	if err != nil {
+		return nil, wrap("promote due jobs", err)
+	}
+	return res, nil
+}
+
+// JobRescueExpired takes back jobs whose lease ran out; see
+// store.Maintainer.
+func (s *Store) JobRescueExpired(ctx context.Context, now time.Time, limit int) (*store.MaintenanceResult, error) {
+	now = micro(now)
+	var res *store.MaintenanceResult
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		res = &store.MaintenanceResult{}
+		rows, err := tx.Query(ctx, sqlExpired, now, limit)
+		if err != nil {
+			return err
+		}
+		var changes []change
+		var (
+			l               leased
+			attempt, maxAtt int32
+		)
+		if _, err := pgx.ForEachRow(rows, []any{&l.seq, &l.queue, &l.cancelRequested, &attempt, &maxAtt, &l.runAt}, func() error {
+			c := change{seq: l.seq, state: job.StateAvailable, runAt: l.runAt.UTC(), attempt: int(attempt)}
+			switch {
+			case l.cancelRequested:
+				c.state = job.StateCancelled
+			case attempt >= maxAtt:
+				c.state = job.StateDead
+			default:
+				res.Available = appendOnce(res.Available, l.queue)
+			}
+			var err error
+			c.err, err = attemptErrorString(int(attempt), leaseMessage, now)
+			changes = append(changes, c)
+			return err
+		}); err != nil {
+			return err
+		}
+		res.Count = len(changes)
+		if err := s.apply(ctx, tx, changes, res.Available, now); err != nil {
+			return err
+		}
+		return scanNullTime(tx.QueryRow(ctx, sqlNextExpiry), &res.Next)
+	})
+	if err != nil {
+		return nil, wrap("rescue expired jobs", err)
+	}
+	return res, nil
+}
+
+// JobPrune deletes up to p.Limit final jobs by retention: first those past
+// their age, then the oldest beyond the count caps; see store.Maintainer.
+func (s *Store) JobPrune(ctx context.Context, p *store.JobPruneParams) (int, error) {
+	if err := s.check(); err != nil {
+		return 0, wrap("prune jobs", err)
+	}
+	if p.Limit <= 0 {
+		return 0, nil
+	}
+	completed := []string{string(job.StateCompleted), string(job.StateCancelled)}
+	dead := []string{string(job.StateDead)}
+	total := 0
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		total = 0
+		if _, err := tx.Exec(ctx, sqlPruneLock, lockClass, s.lockKey("prune")); err != nil {
+			return err
+		}
+		budget := p.Limit
+		for _, pass := range []struct {
+			states []string
+			before time.Time
+			keep   int
+		}{
+			{completed, p.CompletedBefore, 0},
+			{dead, p.DeadBefore, 0},
+			{completed, time.Time{}, p.KeepCompleted},
+			{dead, time.Time{}, p.KeepDead},
+		} {
+			n := 0
+			switch {
+			case !pass.before.IsZero():
+				n = budget
+			case pass.keep > 0:
+				var have int64
+				if err := tx.QueryRow(ctx, sqlFinishedCount, pass.states).Scan(&have); err != nil {
+					return err
+				}
+				n = int(min(have-int64(pass.keep), int64(budget)))
+			}
+			if n <= 0 {
+				continue
+			}
+			before := pass.before
+			if before.IsZero() {
+				before = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+			}
+			tag, err := tx.Exec(ctx, sqlPruneOld, micro(before), pass.states, n)
+			if err != nil {
+				return err
+			}
+			total += int(tag.RowsAffected())
+			budget -= int(tag.RowsAffected())
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, wrap("prune jobs", err)
+	}
+	return total, nil
+}
+
+// scanNullTime reads one nullable timestamptz; NULL is the zero time.
+func scanNullTime(row pgx.Row, t *time.Time) error {
+	var v *time.Time
+	if err := row.Scan(&v); err != nil {
+		return err
+	}
+	*t = utc(v)
+	return nil
+}

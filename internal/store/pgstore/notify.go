@@ -1,0 +1,122 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// maxNotifyBytes keeps each NOTIFY payload under PostgreSQL's 8000-byte
+// limit; more queues go out in several notifications.
+const maxNotifyBytes = 7000
+
+// notifyPayloads are the payloads that announce queues: this node's id, a
+// space, then queue names separated by commas (which names never hold).
+func (s *Store) notifyPayloads(queues []string) []string {
+	var out []string
+	var b strings.Builder
+	for _, q := range queues {
+		if b.Len() > 0 && b.Len()+len(q)+1 > maxNotifyBytes {
+			out = append(out, b.String())
+			b.Reset()
+		}
+		if b.Len() == 0 {
+			b.WriteString(s.node)
+			b.WriteByte(' ')
+		} else {
+			b.WriteByte(',')
+		}
+		b.WriteString(q)
+	}
+	if b.Len() > 0 {
+		out = append(out, b.String())
+	}
+	return out
+}
+
+// queueNotify adds to batch the notifications that queues got available
+// jobs. Sent inside a transaction, they go out when it commits, and not
+// at all if it rolls back.
+func (s *Store) queueNotify(batch *pgx.Batch, queues []string) {
+	for _, p := range s.notifyPayloads(queues) {
+		batch.Queue(sqlNotify, s.channel, p)
+	}
+}
+
+// notify sends the notifications for queues in tx.
+func (s *Store) notify(ctx context.Context, tx pgx.Tx, queues []string) error {
+	batch := &pgx.Batch{}
+	s.queueNotify(batch, queues)
+	if batch.Len() == 0 {
+		return nil
+	}
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		return fmt.Errorf("notify: %w", err)
+	}
+	return nil
+}
+
+// listen holds a connection that LISTENs on the schema's channel and hands
+// the queues other nodes announce to Hooks.OnAvailable, until ctx ends. It
+// reconnects after any failure; on every (re)connect it announces every
+// known queue, since notifications sent while it was not listening are
+// lost.
+func (s *Store) listen(ctx context.Context) {
+	wait := 100 * time.Millisecond
+	failures := 0
+	for ctx.Err() == nil {
+		started := time.Now()
+		err := s.listenOnce(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Since(started) > 10*time.Second {
+			failures, wait = 0, 100*time.Millisecond // it had been listening: a fresh failure
+		}
+		if failures++; failures == 1 || failures%30 == 0 {
+			s.logger.Warn("pgstore: listener lost its connection; reconnecting", "err", err, "failures", failures)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, time.Second)
+	}
+}
+
+func (s *Store) listenOnce(ctx context.Context) error {
+	conn, err := pgx.ConnectConfig(ctx, s.connCfg.Copy())
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.channel}.Sanitize()); err != nil {
+		return err
+	}
+	rows, err := conn.Query(ctx, `SELECT name FROM spool_queues`)
+	if err != nil {
+		return err
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	if len(names) > 0 {
+		s.cfg.Hooks.OnAvailable(names)
+	}
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		node, list, ok := strings.Cut(n.Payload, " ")
+		if !ok || node == s.node || list == "" {
+			continue
+		}
+		s.cfg.Hooks.OnAvailable(strings.Split(list, ","))
+	}
+}

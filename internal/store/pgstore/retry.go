@@ -1,0 +1,48 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// maxAttempts bounds how often a call runs again after PostgreSQL chose it
+// as the victim of a deadlock or a serialization failure. Both roll the
+// transaction back whole, so running it again is safe.
+const maxAttempts = 4
+
+// retry runs fn, again when it failed with a deadlock or serialization
+// failure.
+func (s *Store) retry(ctx context.Context, fn func() error) error {
+	var err error
+	for range maxAttempts {
+		if err = s.check(); err != nil {
+			return err
+		}
+		if err = fn(); err == nil || !transient(err) || ctx.Err() != nil {
+			return err
+		}
+	}
+	return err
+}
+
+// retryTx runs fn in a transaction with retry, then the test hook
+// beforeCommit if one is set.
+func (s *Store) retryTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	return s.retry(ctx, func() error {
+		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if err := fn(tx); err != nil || s.beforeCommit == nil {
+				return err
+			}
+			return s.beforeCommit(ctx, tx)
+		})
+	})
+}
+
+// transient reports a deadlock or serialization failure.
+func transient(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001")
+}

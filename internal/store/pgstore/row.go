@@ -1,0 +1,150 @@
+package pgstore
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/spoolq/spool/internal/job"
+)
+
+// jobColumns are the columns of spool_jobs and spool_jobs_done in the
+// order scanJob reads them (after which comes the lease expiry).
+const jobColumns = `seq, id, queue, kind, payload, priority, state, run_at, attempt, max_attempts,
+	backoff_kind, backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags,
+	result, errors, progress, lease_token, cancel_requested, created_at, started_at, finished_at,
+	durability`
+
+// jobColumns qualified by the aliases the queries use.
+const (
+	hotColumns = `j.seq, j.id, j.queue, j.kind, j.payload, j.priority, j.state, j.run_at, j.attempt, j.max_attempts,
+	j.backoff_kind, j.backoff_base, j.backoff_max, j.backoff_jitter, j.lease_ns, j.unique_key, j.unique_for, j.tags,
+	j.result, j.errors, j.progress, j.lease_token, j.cancel_requested, j.created_at, j.started_at, j.finished_at,
+	j.durability`
+	doneColumns = `d.seq, d.id, d.queue, d.kind, d.payload, d.priority, d.state, d.run_at, d.attempt, d.max_attempts,
+	d.backoff_kind, d.backoff_base, d.backoff_max, d.backoff_jitter, d.lease_ns, d.unique_key, d.unique_for, d.tags,
+	d.result, d.errors, d.progress, d.lease_token, d.cancel_requested, d.created_at, d.started_at, d.finished_at,
+	d.durability`
+	leasedColumns = `leased.seq, leased.id, leased.queue, leased.kind, leased.payload, leased.priority, leased.state, leased.run_at, leased.attempt, leased.max_attempts,
+	leased.backoff_kind, leased.backoff_base, leased.backoff_max, leased.backoff_jitter, leased.lease_ns, leased.unique_key, leased.unique_for, leased.tags,
+	leased.result, leased.errors, leased.progress, leased.lease_token, leased.cancel_requested, leased.created_at, leased.started_at, leased.finished_at,
+	leased.durability`
+)
+
+const (
+	// hotSelect reads pending jobs with their lease expiry.
+	hotSelect = `SELECT ` + hotColumns + `, l.expires_at FROM spool_jobs j LEFT JOIN spool_leases l ON l.seq = j.seq`
+	// doneSelect reads finished jobs, which have no lease.
+	doneSelect = `SELECT ` + doneColumns + `, NULL::timestamptz FROM spool_jobs_done d`
+)
+
+// scanJob reads one row of jobColumns plus the lease expiry. It returns
+// the job and its seq.
+func scanJob(row pgx.Row) (*job.Job, int64, error) {
+	var (
+		j                              job.Job
+		seq, backoffBase, backoffMax   int64
+		lease, uniqueFor               int64
+		priority, attempt, maxAttempts int32
+		state, backoffKind             string
+		uniqueKey                      *string
+		tags, errs                     []byte
+		payload, result, progress      []byte
+		started, finished, leaseExpiry *time.Time
+		durability                     string
+	)
+	err := row.Scan(&seq, &j.ID, &j.Queue, &j.Kind, &payload, &priority, &state, &j.RunAt, &attempt, &maxAttempts,
+		&backoffKind, &backoffBase, &backoffMax, &j.Backoff.Jitter, &lease, &uniqueKey, &uniqueFor, &tags,
+		&result, &errs, &progress, &j.LeaseToken, &j.CancelRequested, &j.CreatedAt, &started, &finished,
+		&durability, &leaseExpiry)
+	if err != nil {
+		return nil, 0, err
+	}
+	j.Payload, j.Result, j.Progress = rawOrNil(payload), rawOrNil(result), rawOrNil(progress)
+	j.Priority, j.Attempt, j.MaxAttempts = int(priority), int(attempt), int(maxAttempts)
+	j.State = job.State(state)
+	j.Durability = job.Durability(durability)
+	j.RunAt = j.RunAt.UTC()
+	j.CreatedAt = j.CreatedAt.UTC()
+	j.Backoff.Kind = job.BackoffKind(backoffKind)
+	j.Backoff.Base, j.Backoff.Max = time.Duration(backoffBase), time.Duration(backoffMax)
+	j.LeaseDuration = time.Duration(lease)
+	if uniqueKey != nil {
+		j.UniqueKey = *uniqueKey
+	}
+	j.UniqueFor = time.Duration(uniqueFor)
+	j.StartedAt, j.FinishedAt, j.LeaseExpiresAt = utc(started), utc(finished), utc(leaseExpiry)
+	if len(tags) > 0 {
+		if err := json.Unmarshal(tags, &j.Tags); err != nil {
+			return nil, 0, fmt.Errorf("decode tags of job %s: %w", j.ID, err)
+		}
+	}
+	if len(errs) > 0 {
+		if err := json.Unmarshal(errs, &j.Errors); err != nil {
+			return nil, 0, fmt.Errorf("decode errors of job %s: %w", j.ID, err)
+		}
+	}
+	return &j, seq, nil
+}
+
+// scanJobs reads every row of rows and closes it.
+func scanJobs(rows pgx.Rows) ([]*job.Job, []int64, error) {
+	defer rows.Close()
+	var jobs []*job.Job
+	var seqs []int64
+	for rows.Next() {
+		j, seq, err := scanJob(rows)
+		if err != nil {
+			return nil, nil, err
+		}
+		jobs = append(jobs, j)
+		seqs = append(seqs, seq)
+	}
+	return jobs, seqs, rows.Err()
+}
+
+func utc(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return t.UTC()
+}
+
+func rawOrNil(b []byte) json.RawMessage {
+	if b == nil {
+		return nil
+	}
+	return json.RawMessage(b)
+}
+
+// bytesOrNil is the column value of raw JSON: NULL when absent.
+func bytesOrNil(raw json.RawMessage) []byte {
+	if len(raw) == 0 {
+		return nil
+	}
+	return []byte(raw)
+}
+
+// micro truncates t to the microsecond precision of timestamptz, in UTC,
+// so that times computed here equal the ones read back.
+func micro(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.UTC().Truncate(time.Microsecond)
+}
+
+// attemptErrorJSON is one element of the errors column, as a JSON array of
+// one, ready to be appended with ||.
+func attemptErrorJSON(attempt int, message string, at time.Time) ([]byte, error) {
+	// jsonb cannot hold U+0000: a message with NUL bytes keeps the rest.
+	message = strings.ReplaceAll(message, "\x00", "\uFFFD")
+	b, err := json.Marshal([]job.AttemptError{{Attempt: attempt, Message: message, At: at}})
+	if err != nil {
+		return nil, fmt.Errorf("encode attempt error: %w", err)
+	}
+	return b, nil
+}

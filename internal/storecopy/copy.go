@@ -1,0 +1,113 @@
+// Package storecopy moves a data set from one store to another: every job,
+// in every state, exactly as the source holds it (attempts, lease tokens and
+// expiries, errors, results, times, durability), in enqueue order, and every
+// queue with its paused flag and default durability. `spool migrate-store` uses it to move an embedded SQLite
+// store into PostgreSQL when one machine is no longer enough.
+package storecopy
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spoolq/spool/internal/job"
+	"github.com/spoolq/spool/internal/store"
+)
+
+// PageSize is how many jobs one step of the copy reads and writes.
+const PageSize = 1000
+
+// Importer is a store that can take jobs exactly as another store holds
+// them. Importing a job whose id it already has is a no-op, so that an
+// interrupted copy can be run again.
+type Importer interface {
+	store.Admin
+	// ImportJobs stores jobs as given, in order, and returns how many it
+	// stored (jobs already there are skipped).
+	ImportJobs(ctx context.Context, jobs []*job.Job) (int, error)
+}
+
+// Result is what a copy did.
+type Result struct {
+	// Jobs is how many jobs the source holds.
+	Jobs int
+	// Copied is how many of them this run stored (the rest were there).
+	Copied int
+	// Queues is how many queues the source knows.
+	Queues int
+}
+
+// Copy copies every queue and job of src into dst, then checks that every
+// queue of dst has the paused flag, the default durability and the counts
+// of src. The source must
+// not change meanwhile (stop its server first); dst should hold nothing
+// else, or the check fails.
+func Copy(ctx context.Context, src store.Admin, dst Importer) (Result, error) {
+	var res Result
+	queues, err := src.QueueList(ctx)
+	if err != nil {
+		return res, fmt.Errorf("list queues: %w", err)
+	}
+	res.Queues = len(queues)
+	for _, q := range queues {
+		if err := dst.QueueSetPaused(ctx, q.Name, q.Paused); err != nil {
+			return res, fmt.Errorf("copy queue %s: %w", q.Name, err)
+		}
+		if err := dst.QueueSetDurability(ctx, q.Name, levelOf(q.Durability)); err != nil {
+			return res, fmt.Errorf("copy queue %s: %w", q.Name, err)
+		}
+	}
+	cursor := ""
+	for {
+		page, err := src.JobList(ctx, &store.JobListParams{Cursor: cursor, Limit: PageSize})
+		if err != nil {
+			return res, fmt.Errorf("read jobs: %w", err)
+		}
+		n, err := dst.ImportJobs(ctx, page.Jobs)
+		if err != nil {
+			return res, fmt.Errorf("copy jobs: %w", err)
+		}
+		res.Jobs, res.Copied = res.Jobs+len(page.Jobs), res.Copied+n
+		if page.Next == "" {
+			break
+		}
+		cursor = page.Next
+	}
+	return res, Verify(ctx, src, dst)
+}
+
+// Verify fails unless dst has every queue of src with the same paused
+// flag, the same default durability and the same number of jobs in every
+// state.
+func Verify(ctx context.Context, src, dst store.Admin) error {
+	want, err := src.QueueList(ctx)
+	if err != nil {
+		return fmt.Errorf("verify: list source queues: %w", err)
+	}
+	for _, q := range want {
+		got, err := dst.QueueGet(ctx, q.Name)
+		if err != nil {
+			return fmt.Errorf("verify queue %s: %w", q.Name, err)
+		}
+		if got.Paused != q.Paused {
+			return fmt.Errorf("verify queue %s: paused %v, the source says %v", q.Name, got.Paused, q.Paused)
+		}
+		if levelOf(got.Durability) != levelOf(q.Durability) {
+			return fmt.Errorf("verify queue %s: durability %s, the source says %s", q.Name, levelOf(got.Durability), levelOf(q.Durability))
+		}
+		for _, st := range job.States {
+			if got.Counts[st] != q.Counts[st] {
+				return fmt.Errorf("verify queue %s: %d %s jobs, the source has %d (did the target hold other jobs?)",
+					q.Name, got.Counts[st], st, q.Counts[st])
+			}
+		}
+	}
+	return nil
+}
+
+// levelOf is a queue's durability as the contract reads it: empty is full.
+func levelOf(d job.Durability) job.Durability {
+	if d == "" {
+		return job.DurabilityFull
+	}
+	return d
+}
