@@ -169,7 +169,7 @@ func TestRunLatency(t *testing.T) {
 // memory are known with its pid and unknown without.
 func TestRunAgainstServer(t *testing.T) {
 	t.Parallel()
-	c, err := startChild(context.Background(), testServerCommand, "full")
+	c, err := startChild(context.Background(), testServerCommand, []string{"--sync", "full"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,7 +285,7 @@ func TestRunWithToken(t *testing.T) {
 		}
 		return cmd, err
 	}
-	c, err := startChild(context.Background(), authed, "normal")
+	c, err := startChild(context.Background(), authed, []string{"--sync", "normal"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -73,10 +73,10 @@ type childServer struct {
 
 // startChild starts a server with command on a free local port and a new
 // temporary data folder, and returns once its /readyz answers.
-func startChild(ctx context.Context, command func([]string) (*exec.Cmd, error), sync string) (*childServer, error) {
+func startChild(ctx context.Context, command func([]string) (*exec.Cmd, error), extra []string) (*childServer, error) {
 	var errs []error
 	for attempt := 0; attempt < startAttempts; attempt++ {
-		c, err := tryStartChild(ctx, command, sync)
+		c, err := tryStartChild(ctx, command, extra)
 		if err == nil {
 			return c, nil
 		}
@@ -90,7 +90,7 @@ func startChild(ctx context.Context, command func([]string) (*exec.Cmd, error), 
 
 var errExitedEarly = errors.New("server exited before it was ready")
 
-func tryStartChild(ctx context.Context, command func([]string) (*exec.Cmd, error), sync string) (*childServer, error) {
+func tryStartChild(ctx context.Context, command func([]string) (*exec.Cmd, error), extra []string) (*childServer, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
@@ -99,7 +99,7 @@ func tryStartChild(ctx context.Context, command func([]string) (*exec.Cmd, error
 	if err != nil {
 		return nil, fmt.Errorf("make data folder: %w", err)
 	}
-	cmd, err := command([]string{"server", "--addr", addr, "--data", dir, "--sync", sync, "--log-level", "warn"})
+	cmd, err := command(append([]string{"server", "--addr", addr, "--data", dir, "--log-level", "warn"}, extra...))
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err

@@ -14,17 +14,22 @@ type target struct {
 	url   string
 	pid   int // 0 when unknown
 	child *childServer
+	db    string // the embedded server's PostgreSQL URL, if any
 }
 
 // openTarget starts the embedded server, or checks that the given one is
 // ready (and that its pid can be read).
 func openTarget(ctx context.Context, o Options) (*target, error) {
 	if o.Server == "" {
-		c, err := startChild(ctx, o.ServerCommand, o.Sync)
+		extra := []string{"--sync", o.Sync}
+		if o.DB != "" {
+			extra = append(extra, "--db", o.DB)
+		}
+		c, err := startChild(ctx, o.ServerCommand, extra)
 		if err != nil {
 			return nil, err
 		}
-		return &target{url: c.url, pid: c.pid, child: c}, nil
+		return &target{url: c.url, pid: c.pid, child: c, db: o.DB}, nil
 	}
 	t := &target{url: o.Server, pid: o.ServerPID}
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -51,7 +56,10 @@ func openTarget(ctx context.Context, o Options) (*target, error) {
 
 // describe names the target for reports.
 func (t *target) describe() string {
-	if t.child != nil {
+	switch {
+	case t.child != nil && t.db != "":
+		return "embedded on PostgreSQL"
+	case t.child != nil:
 		return "embedded"
 	}
 	return t.url
