@@ -13,22 +13,27 @@ import (
 
 // Batcher defaults and bounds.
 const (
-	// DefaultBatcherDelay is how long a Batcher waits for more calls before
-	// it sends a batch.
-	DefaultBatcherDelay = time.Millisecond
+	// DefaultBatcherInFlight is how many batch requests a Batcher keeps in
+	// flight at once.
+	DefaultBatcherInFlight = 2
 	// DefaultBatcherMax is the most jobs a Batcher sends in one request.
 	DefaultBatcherMax = 1000
 )
 
 // BatcherConfig configures a Batcher.
 type BatcherConfig struct {
-	// MaxDelay is the longest a call waits for others to share its request.
-	// Defaults to DefaultBatcherDelay.
-	MaxDelay time.Duration
-	// MaxBatch is the most jobs in one request; a full batch goes at once.
-	// Defaults to DefaultBatcherMax. It must not exceed the server's batch
-	// limit (10,000 by default).
+	// MaxInFlight is how many requests may be in flight at once. A call
+	// made while that many are goes out with the next request, together
+	// with every call made meanwhile. Defaults to DefaultBatcherInFlight.
+	MaxInFlight int
+	// MaxBatch is the most jobs in one request. Defaults to
+	// DefaultBatcherMax. It must not exceed the server's batch limit
+	// (10,000 by default).
 	MaxBatch int
+	// MaxDelay, when set, holds a call that finds no request in flight
+	// for up to this long, for others to join it: fewer, larger requests
+	// for sparse callers, at that much more latency. Zero sends at once.
+	MaxDelay time.Duration
 }
 
 // Batcher is a producer for hot paths: it gathers the Enqueue calls that
@@ -48,11 +53,12 @@ type Batcher struct {
 	c   *Client
 	cfg BatcherConfig
 
-	mu      sync.Mutex
-	pending []*batchCall
-	timer   *time.Timer
-	closed  bool
-	flights sync.WaitGroup
+	mu       sync.Mutex
+	pending  []*batchCall
+	timer    *time.Timer
+	inFlight int
+	closed   bool
+	flights  sync.WaitGroup
 }
 
 // batchCall is one Enqueue call waiting in a Batcher.
@@ -69,8 +75,8 @@ var ErrBatcherClosed = errors.New("batcher closed")
 
 // NewBatcher returns a Batcher sending through c.
 func NewBatcher(c *Client, cfg BatcherConfig) *Batcher {
-	if cfg.MaxDelay <= 0 {
-		cfg.MaxDelay = DefaultBatcherDelay
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = DefaultBatcherInFlight
 	}
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = DefaultBatcherMax
@@ -95,10 +101,14 @@ func (b *Batcher) Enqueue(ctx context.Context, p EnqueueParams) (*EnqueueResult,
 	}
 	b.pending = append(b.pending, call)
 	switch {
-	case len(b.pending) >= b.cfg.MaxBatch:
+	case b.inFlight >= b.cfg.MaxInFlight && len(b.pending) < b.cfg.MaxBatch:
+		// A request coming back sends the calls gathered meanwhile.
+	case b.cfg.MaxDelay > 0 && len(b.pending) < b.cfg.MaxBatch:
+		if b.timer == nil {
+			b.timer = time.AfterFunc(b.cfg.MaxDelay, b.flush)
+		}
+	default:
 		b.sendLocked()
-	case b.timer == nil:
-		b.timer = time.AfterFunc(b.cfg.MaxDelay, b.flush)
 	}
 	b.mu.Unlock()
 	<-call.done
@@ -125,11 +135,24 @@ func (b *Batcher) sendLocked() {
 		return
 	}
 	calls := b.pending
-	b.pending = nil
+	if len(calls) > b.cfg.MaxBatch {
+		calls, b.pending = calls[:b.cfg.MaxBatch:b.cfg.MaxBatch], calls[b.cfg.MaxBatch:]
+	} else {
+		b.pending = nil
+	}
+	b.inFlight++
 	b.flights.Add(1)
 	go func() {
 		defer b.flights.Done()
 		b.send(calls)
+		b.mu.Lock()
+		b.inFlight--
+		if len(b.pending) > 0 && (b.closed || b.cfg.MaxDelay == 0 || len(b.pending) >= b.cfg.MaxBatch) {
+			b.sendLocked()
+		} else if len(b.pending) > 0 && b.timer == nil {
+			b.timer = time.AfterFunc(b.cfg.MaxDelay, b.flush)
+		}
+		b.mu.Unlock()
 	}()
 }
 
