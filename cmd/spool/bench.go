@@ -50,6 +50,7 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.Server, "server", "", "base URL of a running server (default: an embedded one on a temporary folder)")
 	fs.IntVar(&o.ServerPID, "server-pid", 0, "process id of --server, to report its CPU and memory from /proc")
 	fs.StringVar(&o.Token, "auth-token", "", "bearer token when --server requires one (env SPOOL_TOKEN)")
+	fs.StringVar(&o.Durability, "durability", "", "durability level of every job: full, process or memory (default: the queue's, full)")
 	fs.StringVar(&o.DB, "db", "", "PostgreSQL URL for the embedded server's store (default: SQLite in a temporary folder)")
 	fs.StringVar(&o.Sync, "sync", "full", "durability of the embedded server: full or normal")
 	fs.IntVar(&o.Jobs, "jobs", 0, "jobs to move (default 50000; 500000 in enqueue-batch, 200000 in process)")

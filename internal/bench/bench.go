@@ -91,6 +91,9 @@ type Options struct {
 	// Token is the bearer token sent with every request, for a Server
 	// that requires auth (docs/protocol.md, "Auth"). Only with Server.
 	Token string
+	// Durability, when set, is the durability level of every job enqueued
+	// (full, process or memory); empty takes the queue's (full).
+	Durability string
 	// DB, when set, is a PostgreSQL URL for the embedded server's store
 	// (spool server --db) instead of SQLite in a temporary folder.
 	DB string

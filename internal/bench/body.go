@@ -46,7 +46,11 @@ func newBodies(o Options, queues []string) *bodies {
 		rem = o.Jobs % o.Batch
 	}
 	for _, q := range queues {
-		head := `{"queue":` + strconv.Quote(q) + `,"kind":"bench","payload":`
+		head := `{"queue":` + strconv.Quote(q) + `,"kind":"bench",`
+		if o.Durability != "" {
+			head += `"durability":` + strconv.Quote(o.Durability) + `,`
+		}
+		head += `"payload":`
 		job := head + `{"d":"` + filler + `"}}`
 		b.single = append(b.single, []byte(job))
 		b.batch = append(b.batch, batchBody(job, o.Batch))

@@ -133,7 +133,8 @@ func (r *runner) produceAtRate(ctx context.Context) {
 // the call as a request.
 func (r *runner) enqueueThrough(ctx context.Context, bat *client.Batcher, q int, h *Histogram) {
 	start := time.Now()
-	_, err := bat.Enqueue(ctx, client.EnqueueParams{Queue: r.queues[q], Kind: "bench", Payload: r.bodies.payload})
+	_, err := bat.Enqueue(ctx, client.EnqueueParams{Queue: r.queues[q], Kind: "bench", Payload: r.bodies.payload,
+		Durability: client.Durability(r.o.Durability)})
 	if err != nil {
 		_ = r.fail(ctx, fmt.Errorf("enqueue through the batcher: %w", err))
 		return
