@@ -47,18 +47,38 @@ func (w *writer) holder(id string, token int64) (l *lease, miss, err error) {
 	return nil, job.ErrLeaseLost, nil
 }
 
+// forEachHeld runs apply for every item whose token is its job's current
+// lease, with that lease; an item that misses (unknown job, lease lost)
+// gets the miss in its outcome instead. An error from apply or from
+// reading stops the batch.
+func forEachHeld[T any](w *writer, items []T, key func(*T) (string, int64), out []store.Outcome,
+	apply func(it *T, l *lease, o *store.Outcome) error) error {
+	for i := range items {
+		id, token := key(&items[i])
+		l, miss, err := w.holder(id, token)
+		if err != nil {
+			return err
+		}
+		if miss != nil {
+			out[i] = store.Outcome{Err: miss}
+			continue
+		}
+		if err := apply(&items[i], l, &out[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // JobComplete acknowledges jobs item by item; see store.Claimer.
 func (s *Store) JobComplete(ctx context.Context, p *store.JobCompleteParams) ([]store.Outcome, error) {
 	out := make([]store.Outcome, len(p.Items))
 	relaxed := leasesRelaxed(p.Items, func(it *store.JobCompleteItem) string { return it.ID })
 	err := s.doRelaxed(ctx, len(p.Items), relaxed, func(w *writer) error {
 		now := p.Now.UTC()
-		for i := range p.Items {
-			if err := w.complete(&p.Items[i], now, &out[i]); err != nil {
-				return err
-			}
-		}
-		return nil
+		return forEachHeld(w, p.Items, completeKey, out, func(it *store.JobCompleteItem, l *lease, o *store.Outcome) error {
+			return w.complete(it, l, now, o)
+		})
 	})
 	if err != nil {
 		return nil, wrap("complete jobs", err)
@@ -66,12 +86,9 @@ func (s *Store) JobComplete(ctx context.Context, p *store.JobCompleteParams) ([]
 	return out, nil
 }
 
-func (w *writer) complete(it *store.JobCompleteItem, now time.Time, o *store.Outcome) error {
-	l, miss, err := w.holder(it.ID, it.Token)
-	if miss != nil || err != nil {
-		*o = store.Outcome{Err: miss}
-		return err
-	}
+func completeKey(it *store.JobCompleteItem) (string, int64) { return it.ID, it.Token }
+
+func (w *writer) complete(it *store.JobCompleteItem, l *lease, now time.Time, o *store.Outcome) error {
 	*o = store.Outcome{Queue: l.queue, State: job.StateCompleted}
 	if l.cancel {
 		o.State = job.StateCancelled
@@ -130,12 +147,9 @@ func (s *Store) JobFail(ctx context.Context, p *store.JobFailParams) ([]store.Ou
 	relaxed := leasesRelaxed(p.Items, func(it *store.JobFailItem) string { return it.ID })
 	err := s.doRelaxed(ctx, len(p.Items), relaxed, func(w *writer) error {
 		now := p.Now.UTC()
-		for i := range p.Items {
-			if err := w.failAttempt(&p.Items[i], now, p.Rand, &out[i]); err != nil {
-				return err
-			}
-		}
-		return nil
+		return forEachHeld(w, p.Items, failKey, out, func(it *store.JobFailItem, l *lease, o *store.Outcome) error {
+			return w.failAttempt(it, l, now, p.Rand, o)
+		})
 	})
 	if err != nil {
 		return nil, wrap("fail jobs", err)
@@ -143,12 +157,9 @@ func (s *Store) JobFail(ctx context.Context, p *store.JobFailParams) ([]store.Ou
 	return out, nil
 }
 
-func (w *writer) failAttempt(it *store.JobFailItem, now time.Time, rnd func() float64, o *store.Outcome) error {
-	l, miss, err := w.holder(it.ID, it.Token)
-	if miss != nil || err != nil {
-		*o = store.Outcome{Err: miss}
-		return err
-	}
+func failKey(it *store.JobFailItem) (string, int64) { return it.ID, it.Token }
+
+func (w *writer) failAttempt(it *store.JobFailItem, l *lease, now time.Time, rnd func() float64, o *store.Outcome) error {
 	*o = store.Outcome{Queue: l.queue}
 	switch {
 	case l.cancel:
@@ -171,25 +182,17 @@ func (s *Store) JobExtend(ctx context.Context, p *store.JobExtendParams) ([]stor
 	out := make([]store.Outcome, len(p.Items))
 	err := s.doRelaxed(ctx, len(p.Items), writesNothing, func(w *writer) error {
 		now := p.Now.UTC()
-		for i := range p.Items {
-			it := &p.Items[i]
-			l, miss, err := w.holder(it.ID, it.Token)
-			if miss != nil || err != nil {
-				out[i] = store.Outcome{Err: miss}
-				if err != nil {
-					return err
-				}
-				continue
-			}
+		key := func(it *store.JobExtendItem) (string, int64) { return it.ID, it.Token }
+		return forEachHeld(w, p.Items, key, out, func(it *store.JobExtendItem, l *lease, o *store.Outcome) error {
 			dur := it.Lease
 			if dur <= 0 {
 				dur = l.duration
 			}
 			expires := now.Add(dur)
 			w.change(l, func(l *lease) { l.expiresAt = expires })
-			out[i] = store.Outcome{Queue: l.queue, State: job.StateActive, LeaseExpiresAt: expires, CancelRequested: l.cancel}
-		}
-		return nil
+			*o = store.Outcome{Queue: l.queue, State: job.StateActive, LeaseExpiresAt: expires, CancelRequested: l.cancel}
+			return nil
+		})
 	})
 	if err != nil {
 		return nil, wrap("extend leases", err)
@@ -226,25 +229,14 @@ func (s *Store) JobRelease(ctx context.Context, p *store.JobReleaseParams) ([]st
 	relaxed := leasesRelaxed(p.Items, func(it *store.JobReleaseItem) string { return it.ID })
 	err := s.doRelaxed(ctx, len(p.Items), relaxed, func(w *writer) error {
 		now := p.Now.UTC()
-		for i := range p.Items {
-			it := &p.Items[i]
-			l, miss, err := w.holder(it.ID, it.Token)
-			if miss != nil || err != nil {
-				out[i] = store.Outcome{Err: miss}
-				if err != nil {
-					return err
-				}
-				continue
-			}
-			out[i] = store.Outcome{Queue: l.queue, State: job.StateAvailable}
+		key := func(it *store.JobReleaseItem) (string, int64) { return it.ID, it.Token }
+		return forEachHeld(w, p.Items, key, out, func(_ *store.JobReleaseItem, l *lease, o *store.Outcome) error {
+			*o = store.Outcome{Queue: l.queue, State: job.StateAvailable}
 			if l.cancel {
-				out[i].State = job.StateCancelled
+				o.State = job.StateCancelled
 			}
-			if err := w.endAttempt(l, out[i].State, time.Time{}, now, l.attempt-1, ""); err != nil {
-				return err
-			}
-		}
-		return nil
+			return w.endAttempt(l, o.State, time.Time{}, now, l.attempt-1, "")
+		})
 	})
 	if err != nil {
 		return nil, wrap("release jobs", err)
