@@ -2,17 +2,16 @@ package pgstore
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/store"
 )
 
-// cursorPrefix versions the cursor format.
-const cursorPrefix = "p1:"
+// cursors are this store's listing cursors; the prefix versions their
+// format.
+const cursors = store.SeqCursor("p1:")
 
 // JobList returns one page of jobs in enqueue order; see store.Admin.
 // Pending jobs are read from spool_jobs and finished ones from
@@ -83,21 +82,13 @@ func listQuery(queue string, state job.State, after int64, limit int) (string, [
 	return `SELECT * FROM ((` + hot + `) UNION ALL (` + done + `)) x ORDER BY x.seq LIMIT $2`, args
 }
 
-func encodeCursor(seq int64) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(cursorPrefix + strconv.FormatInt(seq, 10)))
-}
+func encodeCursor(seq int64) string { return cursors.Encode(seq) }
 
-// decodeCursor returns the seq a cursor encodes; an empty cursor is 0.
+// decodeCursor returns the seq a cursor stands for; an empty cursor is 0.
 func decodeCursor(c string) (int64, error) {
-	if c == "" {
-		return 0, nil
+	seq, err := cursors.Decode(c)
+	if err != nil {
+		return 0, fmt.Errorf("list jobs: %w", err)
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(c)
-	if err == nil && strings.HasPrefix(string(raw), cursorPrefix) {
-		seq, perr := strconv.ParseInt(strings.TrimPrefix(string(raw), cursorPrefix), 10, 64)
-		if perr == nil && seq >= 0 {
-			return seq, nil
-		}
-	}
-	return 0, fmt.Errorf("list jobs: %w", job.Invalid("cursor", "is not a cursor this server issued"))
+	return seq, nil
 }

@@ -2,10 +2,8 @@ package sqlitestore
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/spoolq/spool/internal/job"
@@ -18,8 +16,9 @@ const (
 	sqlListQueueState   = `SELECT ` + jobColumns + ` FROM jobs WHERE queue = ? AND state = ? AND seq > ? ORDER BY seq LIMIT ?`
 )
 
-// cursorPrefix versions the cursor format.
-const cursorPrefix = "s1:"
+// cursors are this store's listing cursors; the prefix versions their
+// format.
+const cursors = store.SeqCursor("s1:")
 
 // JobList returns one page of jobs in enqueue order; see store.Admin. The
 // cursor is opaque to callers: it encodes the seq of the page's last job.
@@ -182,21 +181,13 @@ var sqlListQueue = func() string {
 	return b.String()
 }()
 
-func encodeCursor(seq int64) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(cursorPrefix + strconv.FormatInt(seq, 10)))
-}
+func encodeCursor(seq int64) string { return cursors.Encode(seq) }
 
-// decodeCursor returns the seq a cursor encodes; an empty cursor is 0.
+// decodeCursor returns the seq a cursor stands for; an empty cursor is 0.
 func decodeCursor(c string) (int64, error) {
-	if c == "" {
-		return 0, nil
+	seq, err := cursors.Decode(c)
+	if err != nil {
+		return 0, fmt.Errorf("list jobs: %w", err)
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(c)
-	if err == nil && strings.HasPrefix(string(raw), cursorPrefix) {
-		seq, perr := strconv.ParseInt(strings.TrimPrefix(string(raw), cursorPrefix), 10, 64)
-		if perr == nil && seq >= 0 {
-			return seq, nil
-		}
-	}
-	return 0, fmt.Errorf("list jobs: %w", job.Invalid("cursor", "is not a cursor this server issued"))
+	return seq, nil
 }

@@ -1,0 +1,38 @@
+package store
+
+import (
+	"encoding/base64"
+	"strconv"
+	"strings"
+
+	"github.com/spoolq/spool/internal/job"
+)
+
+// SeqCursor is a listing cursor that stands for the seq of a page's last
+// job, marked with a store's prefix (such as "s1:") so that a cursor from
+// another store or format is refused rather than misread. Cursors are
+// opaque to callers: base64url text without padding.
+type SeqCursor string
+
+// Encode returns the cursor of seq.
+func (prefix SeqCursor) Encode(seq int64) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(string(prefix) + strconv.FormatInt(seq, 10)))
+}
+
+// Decode returns the seq a cursor stands for; an empty cursor is 0. A
+// cursor this prefix did not make is an error wrapping a *job.InputError
+// for the field "cursor".
+func (prefix SeqCursor) Decode(c string) (int64, error) {
+	if c == "" {
+		return 0, nil
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(c)
+	if err == nil {
+		if rest, ok := strings.CutPrefix(string(raw), string(prefix)); ok {
+			if seq, perr := strconv.ParseInt(rest, 10, 64); perr == nil && seq >= 0 {
+				return seq, nil
+			}
+		}
+	}
+	return 0, job.Invalid("cursor", "is not a cursor this server issued")
+}
