@@ -8,10 +8,11 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/spoolq/spool/internal/tail"
 )
 
 // Bounds on the embedded server's start and stop.
@@ -63,7 +64,7 @@ type childServer struct {
 	pid  int
 	dir  string
 	cmd  *exec.Cmd
-	logs *tailBuffer
+	logs *tail.Buffer
 
 	exited  chan struct{} // closed when the process has exited
 	waitErr error         // its exit status, set before exited closes
@@ -104,7 +105,7 @@ func tryStartChild(ctx context.Context, command func([]string) (*exec.Cmd, error
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	c := &childServer{url: "http://" + addr, dir: dir, cmd: cmd, logs: &tailBuffer{max: logTail}, exited: make(chan struct{})}
+	c := &childServer{url: "http://" + addr, dir: dir, cmd: cmd, logs: &tail.Buffer{Max: logTail}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = c.logs, c.logs
 	cmd.SysProcAttr = childProcAttr()
 	if err := cmd.Start(); err != nil {
@@ -216,36 +217,4 @@ func (c *childServer) exitStatus() string {
 		return "exited with status 0"
 	}
 	return c.waitErr.Error()
-}
-
-// tailBuffer keeps the last max bytes written to it. It is safe for
-// concurrent use.
-type tailBuffer struct {
-	mu      sync.Mutex
-	max     int
-	buf     []byte
-	dropped int64
-}
-
-// Write keeps p, dropping the oldest bytes past max.
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if over := len(t.buf) - t.max; over > 0 {
-		t.dropped += int64(over)
-		t.buf = append(t.buf[:0], t.buf[over:]...)
-	}
-	return len(p), nil
-}
-
-// String returns the bytes kept, noting how many were dropped before them.
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	s := string(t.buf)
-	if t.dropped > 0 {
-		s = "[" + strconv.FormatInt(t.dropped, 10) + " earlier bytes dropped]\n" + s
-	}
-	return s
 }

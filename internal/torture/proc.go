@@ -9,9 +9,10 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
+
+	"github.com/spoolq/spool/internal/tail"
 )
 
 // logTail bounds the output of a child process kept for error reports.
@@ -22,7 +23,7 @@ const logTail = 32 << 10
 type Proc struct {
 	name    string
 	cmd     *exec.Cmd
-	logs    *tailBuffer
+	logs    *tail.Buffer
 	exited  chan struct{}
 	waitErr error
 }
@@ -32,7 +33,7 @@ type Proc struct {
 // are closed once it runs. Without stdout, the child's standard output
 // joins its stderr in the log tail.
 func startProc(name, bin string, args []string, stdin, stdout *os.File) (*Proc, error) {
-	p := &Proc{name: name, logs: &tailBuffer{max: logTail}, exited: make(chan struct{})}
+	p := &Proc{name: name, logs: &tail.Buffer{Max: logTail}, exited: make(chan struct{})}
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
 	if stdin != nil {
@@ -153,33 +154,4 @@ func statusKB(status []byte, name string) int64 {
 		}
 	}
 	return 0
-}
-
-// tailBuffer keeps the last max bytes written to it; safe for concurrent
-// use.
-type tailBuffer struct {
-	mu      sync.Mutex
-	max     int
-	buf     []byte
-	dropped int64
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if over := len(t.buf) - t.max; over > 0 {
-		t.dropped += int64(over)
-		t.buf = append(t.buf[:0], t.buf[over:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.dropped > 0 {
-		return fmt.Sprintf("[%d earlier bytes dropped]\n%s", t.dropped, t.buf)
-	}
-	return string(t.buf)
 }

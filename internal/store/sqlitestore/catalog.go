@@ -108,36 +108,31 @@ func (c *catalog) apply(d *delta) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for name := range d.queues {
-		if c.queues[name] == nil {
-			c.queues[name] = &queueRecord{}
-		}
+		c.record(name)
 	}
 	for name, paused := range d.paused {
-		q := c.queues[name]
-		if q == nil {
-			q = &queueRecord{}
-			c.queues[name] = q
-		}
-		q.paused = paused
+		c.record(name).paused = paused
 	}
 	for name, dur := range d.durability {
-		q := c.queues[name]
-		if q == nil {
-			q = &queueRecord{}
-			c.queues[name] = q
-		}
-		q.durability = dur
+		c.record(name).durability = dur
 	}
 	for name, cs := range d.counts {
-		q := c.queues[name]
-		if q == nil {
-			q = &queueRecord{}
-			c.queues[name] = q
-		}
+		q := c.record(name)
 		for i, n := range cs {
 			q.counts[i] += n
 		}
 	}
+}
+
+// record returns the record of queue name, making it first if needed.
+// c.mu is held.
+func (c *catalog) record(name string) *queueRecord {
+	q := c.queues[name]
+	if q == nil {
+		q = &queueRecord{}
+		c.queues[name] = q
+	}
+	return q
 }
 
 // info returns one queue as the store contract shows it.
