@@ -3,8 +3,10 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spoolq/spool/internal/job"
@@ -18,6 +20,9 @@ const (
 	sqlJobExists = `SELECT 1 FROM jobs WHERE id = ?`
 	sqlComplete  = `UPDATE jobs SET state = ?1, result = ?2, finished_at = ?3, attempt = ?4, lease_token = ?5,
 	started_at = ?6, progress = ?7, lease_expires_at = NULL WHERE seq = ?8`
+	// completeValues is one row of sqlCompleteMany, in the order of
+	// sqlComplete's parameters.
+	completeValues = `(?, ?, ?, ?, ?, ?, ?, ?)`
 	// sqlFinishAttempt records a failed, expired or released attempt: ?9
 	// is the attempt error to append, NULL for none.
 	sqlFinishAttempt = `UPDATE jobs SET state = ?1, run_at = COALESCE(?2, run_at), finished_at = ?3, attempt = ?4,
@@ -25,6 +30,18 @@ const (
 	errors = CASE WHEN ?8 IS NULL THEN errors ELSE json_insert(COALESCE(errors, '[]'), '$[#]', json(?8)) END
 WHERE seq = ?9`
 )
+
+// completeChunk is how many acks one multi-row UPDATE carries: one
+// statement for many rows spends less per row on statement overhead than
+// one statement each.
+const completeChunk = 32
+
+// sqlCompleteMany acknowledges completeChunk jobs.
+var sqlCompleteMany = `WITH v(state, result, finished_at, attempt, lease_token, started_at, progress, seq) AS (VALUES ` +
+	strings.TrimSuffix(strings.Repeat(completeValues+",", completeChunk), ",") + `)
+UPDATE jobs SET state = v.state, result = v.result, finished_at = v.finished_at, attempt = v.attempt,
+	lease_token = v.lease_token, started_at = v.started_at, progress = v.progress, lease_expires_at = NULL
+FROM v WHERE jobs.seq = v.seq`
 
 // holder returns the lease of job id when token is its current one. miss
 // is job.ErrNotFound or job.ErrLeaseLost when it is not; err is a database
@@ -75,10 +92,21 @@ func (s *Store) JobComplete(ctx context.Context, p *store.JobCompleteParams) ([]
 	out := make([]store.Outcome, len(p.Items))
 	relaxed := leasesRelaxed(p.Items, func(it *store.JobCompleteItem) string { return it.ID })
 	err := s.doRelaxed(ctx, len(p.Items), relaxed, func(w *writer) error {
-		now := p.Now.UTC()
-		return forEachHeld(w, p.Items, completeKey, out, func(it *store.JobCompleteItem, l *lease, o *store.Outcome) error {
-			return w.complete(it, l, now, o)
+		now := p.Now.UTC().UnixNano()
+		acks := completions{w: w}
+		err := forEachHeld(w, p.Items, completeKey, out, func(it *store.JobCompleteItem, l *lease, o *store.Outcome) error {
+			*o = store.Outcome{Queue: l.queue, State: job.StateCompleted}
+			if l.cancel {
+				o.State = job.StateCancelled
+			}
+			acks.add(o.State, it.Result, now, l)
+			w.finish(l, o.State)
+			return acks.flushFull()
 		})
+		if err != nil {
+			return err
+		}
+		return acks.flush()
 	})
 	if err != nil {
 		return nil, wrap("complete jobs", err)
@@ -88,16 +116,46 @@ func (s *Store) JobComplete(ctx context.Context, p *store.JobCompleteParams) ([]
 
 func completeKey(it *store.JobCompleteItem) (string, int64) { return it.ID, it.Token }
 
-func (w *writer) complete(it *store.JobCompleteItem, l *lease, now time.Time, o *store.Outcome) error {
-	*o = store.Outcome{Queue: l.queue, State: job.StateCompleted}
-	if l.cancel {
-		o.State = job.StateCancelled
+// completions collects the rows of acknowledged jobs and writes them with
+// multi-row statements, completeChunk at a time, the rest one by one.
+type completions struct {
+	w    *writer
+	args []any
+	rows int
+}
+
+// add appends the row of l's job, acknowledged at now (Unix nanoseconds)
+// and moving to state.
+func (c *completions) add(state job.State, result json.RawMessage, now int64, l *lease) {
+	c.args = append(c.args, string(state), blobOrNull(result), now, l.attempt, l.token,
+		l.startedAt.UnixNano(), blobOrNull(l.progress), l.seq)
+	c.rows++
+}
+
+// flushFull writes the collected rows when they fill a chunk.
+func (c *completions) flushFull() error {
+	if c.rows < completeChunk {
+		return nil
 	}
-	if _, err := w.st.complete.Exec(string(o.State), blobOrNull(it.Result), now.UnixNano(), l.attempt, l.token,
-		l.startedAt.UnixNano(), blobOrNull(l.progress), l.seq); err != nil {
-		return fmt.Errorf("complete job %s: %w", it.ID, err)
+	if _, err := c.w.st.completeMany.Exec(c.args...); err != nil {
+		return fmt.Errorf("complete %d jobs: %w", c.rows, err)
 	}
-	w.finish(l, o.State)
+	c.args, c.rows = c.args[:0], 0
+	return nil
+}
+
+// flush writes every collected row.
+func (c *completions) flush() error {
+	if err := c.flushFull(); err != nil {
+		return err
+	}
+	const n = 8 // values per row
+	for i := 0; i < c.rows; i++ {
+		if _, err := c.w.st.complete.Exec(c.args[i*n : (i+1)*n]...); err != nil {
+			return fmt.Errorf("complete job with seq %v: %w", c.args[(i+1)*n-1], err)
+		}
+	}
+	c.args, c.rows = c.args[:0], 0
 	return nil
 }
 

@@ -14,7 +14,8 @@ type statements struct {
 	insertJob, insertJobs, jobByID, jobBySeq *sql.Stmt
 	newestUnique                             *sql.Stmt
 	jobsBySeq, jobExists                     *sql.Stmt
-	complete, finishAttempt, persistLease    *sql.Stmt
+	complete, completeMany                   *sql.Stmt
+	finishAttempt, persistLease              *sql.Stmt
 
 	all []*sql.Stmt
 }
@@ -37,6 +38,7 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&s.jobsBySeq, sqlJobsBySeq},
 		{&s.jobExists, sqlJobExists},
 		{&s.complete, sqlComplete},
+		{&s.completeMany, sqlCompleteMany},
 		{&s.finishAttempt, sqlFinishAttempt},
 		{&s.persistLease, sqlPersistLease},
 	} {
