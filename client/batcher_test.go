@@ -93,40 +93,41 @@ func TestBatcherSharesRequests(t *testing.T) {
 // batch goes at once; after Close calls are refused.
 func TestBatcherContextAndClose(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	bat := client.NewBatcher(b.c, client.BatcherConfig{MaxDelay: time.Hour, MaxBatch: 2})
-	gone, cancel := context.WithCancel(b.ctx)
-	cancel()
-	done := make(chan error, 2)
-	go func() {
-		_, err := bat.Enqueue(gone, client.EnqueueParams{Queue: "c", Kind: "k"})
-		done <- err
-	}()
-	go func() {
-		_, err := bat.Enqueue(b.ctx, client.EnqueueParams{Queue: "c", Kind: "k"})
-		done <- err
-	}()
-	var cancelled, stored int
-	for i := 0; i < 2; i++ {
-		switch err := <-done; {
-		case err == nil:
-			stored++
-		case errors.Is(err, context.Canceled):
-			cancelled++
-		default:
-			t.Fatalf("call: %v", err)
+	eachTransport(t, func(t *testing.T, b *bundle) {
+		bat := client.NewBatcher(b.c, client.BatcherConfig{MaxDelay: time.Hour, MaxBatch: 2})
+		gone, cancel := context.WithCancel(b.ctx)
+		cancel()
+		done := make(chan error, 2)
+		go func() {
+			_, err := bat.Enqueue(gone, client.EnqueueParams{Queue: "c", Kind: "k"})
+			done <- err
+		}()
+		go func() {
+			_, err := bat.Enqueue(b.ctx, client.EnqueueParams{Queue: "c", Kind: "k"})
+			done <- err
+		}()
+		var cancelled, stored int
+		for i := 0; i < 2; i++ {
+			switch err := <-done; {
+			case err == nil:
+				stored++
+			case errors.Is(err, context.Canceled):
+				cancelled++
+			default:
+				t.Fatalf("call: %v", err)
+			}
 		}
-	}
-	if cancelled != 1 || stored != 1 {
-		t.Fatalf("%d cancelled, %d stored", cancelled, stored)
-	}
-	if err := bat.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if q, err := b.c.Queue(b.ctx, "c"); err != nil || q.Counts.Available != 1 {
-		t.Fatalf("queue: %+v %v", q, err)
-	}
-	if _, err := bat.Enqueue(b.ctx, client.EnqueueParams{Queue: "c", Kind: "k"}); !errors.Is(err, client.ErrBatcherClosed) {
-		t.Fatalf("enqueue after close: %v", err)
-	}
+		if cancelled != 1 || stored != 1 {
+			t.Fatalf("%d cancelled, %d stored", cancelled, stored)
+		}
+		if err := bat.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if q, err := b.c.Queue(b.ctx, "c"); err != nil || q.Counts.Available != 1 {
+			t.Fatalf("queue: %+v %v", q, err)
+		}
+		if _, err := bat.Enqueue(b.ctx, client.EnqueueParams{Queue: "c", Kind: "k"}); !errors.Is(err, client.ErrBatcherClosed) {
+			t.Fatalf("enqueue after close: %v", err)
+		}
+	})
 }

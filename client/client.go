@@ -1,7 +1,6 @@
 package client
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -22,8 +21,9 @@ const DefaultUserAgent = "spool-go-client/1"
 const maxErrorBody = 64 << 10
 
 // Client speaks Spool's HTTP API (docs/protocol.md) for producers, workers
-// and admins. It is safe for concurrent use and reuses connections, so one
-// Client per server is enough for a whole program.
+// and admins, as HTTP requests or, with WithStream, as frames of one
+// multiplexed connection. It is safe for concurrent use and reuses
+// connections, so one Client per server is enough for a whole program.
 //
 // Every method takes a context that bounds the call, long polls included.
 // Errors the server answers are *Error values that match the package's
@@ -34,6 +34,8 @@ type Client struct {
 	http      *http.Client
 	token     string
 	userAgent string
+	stream    bool
+	tr        transport
 }
 
 // Option configures a Client in New.
@@ -77,6 +79,11 @@ func New(baseURL string, opts ...Option) *Client {
 	if c.http == nil {
 		c.http = &http.Client{Transport: newTransport()}
 	}
+	if c.stream {
+		c.tr = newStreamTransport(c)
+	} else {
+		c.tr = &httpTransport{c: c}
+	}
 	return c
 }
 
@@ -102,9 +109,11 @@ func newTransport() *http.Transport {
 
 // CloseIdleConnections closes the connections the Client keeps open for
 // reuse, for a program that is done with the Client (or a test about to
-// stop its server). Calls made afterwards open new connections.
+// stop its server). With WithStream it closes the stream connection once
+// the calls in flight on it are answered. Calls made afterwards open new
+// connections.
 func (c *Client) CloseIdleConnections() {
-	c.http.CloseIdleConnections()
+	c.tr.closeIdle()
 }
 
 // Health asks whether the server process runs (GET /healthz). It returns
@@ -127,49 +136,32 @@ func (c *Client) Ready(ctx context.Context) error {
 
 // do sends one request and decodes a 2xx answer into out (when out is not
 // nil and the answer has a body). A body in is sent as JSON when not nil.
-// A 4xx/5xx answer becomes an *Error.
+// A 4xx/5xx answer becomes an *Error. The transport (HTTP, or the stream
+// of WithStream) only carries the call, so both give the same results and
+// errors.
 func (c *Client) do(ctx context.Context, method, path string, query url.Values, in, out any) error {
-	var body io.Reader
+	var data []byte
 	if in != nil {
-		data, err := json.Marshal(in)
-		if err != nil {
+		var err error
+		if data, err = json.Marshal(in); err != nil {
 			return fmt.Errorf("encode request: %w", err)
 		}
-		body = bytes.NewReader(data)
 	}
-	u := c.base + path
-	if len(query) > 0 {
-		u += "?" + query.Encode()
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	status, body, err := c.tr.roundTrip(ctx, method, path, query, data)
 	if err != nil {
-		return fmt.Errorf("build request: %w", err)
-	}
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("Accept", "application/json")
-	if c.userAgent != "" {
-		req.Header.Set("User-Agent", c.userAgent)
-	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return err // a *url.Error naming the method and URL
+		return err
 	}
 	defer func() {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
-		_ = resp.Body.Close()
+		_, _ = io.Copy(io.Discard, io.LimitReader(body, maxErrorBody))
+		_ = body.Close()
 	}()
-	if resp.StatusCode >= 400 {
-		return decodeError(resp)
+	if status >= 400 {
+		return decodeError(status, body)
 	}
-	if out == nil || resp.StatusCode == http.StatusNoContent {
+	if out == nil || status == http.StatusNoContent {
 		return nil
 	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+	if err := json.NewDecoder(body).Decode(out); err != nil {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
@@ -178,25 +170,25 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	return nil
 }
 
-// decodeError reads an error answer. A body that is not a Spool error (from
-// a proxy, say) still gives an *Error, with an empty Code and the start of
-// the body as Message.
-func decodeError(resp *http.Response) error {
-	data, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-	var body struct {
+// decodeError reads an error answer of status. A body that is not a Spool
+// error (from a proxy, say) still gives an *Error, with an empty Code and
+// the start of the body as Message.
+func decodeError(status int, body io.Reader) error {
+	data, _ := io.ReadAll(io.LimitReader(body, maxErrorBody))
+	var wire struct {
 		Error *wireError `json:"error"`
 	}
-	if json.Unmarshal(data, &body) == nil && body.Error != nil && body.Error.Code != "" {
-		return &Error{Status: resp.StatusCode, Code: body.Error.Code, Message: body.Error.Message, Field: body.Error.Field}
+	if json.Unmarshal(data, &wire) == nil && wire.Error != nil && wire.Error.Code != "" {
+		return &Error{Status: status, Code: wire.Error.Code, Message: wire.Error.Message, Field: wire.Error.Field}
 	}
 	msg := strings.TrimSpace(string(data))
 	if len(msg) > 200 {
 		msg = msg[:200] + "…"
 	}
 	if msg == "" {
-		msg = http.StatusText(resp.StatusCode)
+		msg = http.StatusText(status)
 	}
-	return &Error{Status: resp.StatusCode, Message: msg}
+	return &Error{Status: status, Message: msg}
 }
 
 // msec converts d to whole milliseconds for a `_ms` field, rounding a

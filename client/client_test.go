@@ -16,59 +16,60 @@ import (
 
 func TestEnqueueFetchAckRoundTrip(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	res, err := b.c.Enqueue(b.ctx, client.EnqueueParams{
-		Queue: "emails", Kind: "welcome", Payload: map[string]int{"user": 42}, Tags: []string{"signup"}, Priority: 5,
+	eachTransport(t, func(t *testing.T, b *bundle) {
+		res, err := b.c.Enqueue(b.ctx, client.EnqueueParams{
+			Queue: "emails", Kind: "welcome", Payload: map[string]int{"user": 42}, Tags: []string{"signup"}, Priority: 5,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.ID == "" || res.State != client.StateAvailable || res.Duplicate {
+			t.Fatalf("enqueue result: %+v", res)
+		}
+		if j := b.get(res.ID); j.State != client.StateAvailable || j.Attempt != 0 || j.Lease != nil || j.Priority != 5 {
+			t.Fatalf("new job: %+v", j)
+		}
+
+		j := b.fetchOne("emails")
+		if j.ID != res.ID || j.State != client.StateActive || j.Attempt != 1 || j.Lease == nil || j.Token() == 0 {
+			t.Fatalf("fetched job: %+v", j)
+		}
+		if string(j.Payload) != `{"user":42}` || len(j.Tags) != 1 || j.Tags[0] != "signup" {
+			t.Fatalf("fetched payload %s tags %v", j.Payload, j.Tags)
+		}
+		if time.Until(j.Lease.ExpiresAt) <= 0 || j.LeaseDuration != 30*time.Second {
+			t.Fatalf("lease %+v, duration %v", j.Lease, j.LeaseDuration)
+		}
+
+		if err := b.c.Progress(b.ctx, j.ID, j.Token(), map[string]int{"pct": 50}); err != nil {
+			t.Fatal(err)
+		}
+		ext, err := b.c.Extend(b.ctx, j.ID, j.Token(), time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ext.ID != j.ID || ext.CancelRequested || time.Until(ext.LeaseExpiresAt) < 50*time.Second {
+			t.Fatalf("extend: %+v", ext)
+		}
+		if got := b.get(j.ID); string(got.Progress) != `{"pct":50}` {
+			t.Fatalf("progress: %s", got.Progress)
+		}
+
+		ack, err := b.c.Ack(b.ctx, j.ID, j.Token(), map[string]bool{"sent": true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ack.ID != j.ID || ack.State != client.StateCompleted {
+			t.Fatalf("ack: %+v", ack)
+		}
+		done := b.get(j.ID)
+		if done.State != client.StateCompleted || string(done.Result) != `{"sent":true}` || done.FinishedAt.IsZero() || done.Lease != nil {
+			t.Fatalf("acked job: %+v", done)
+		}
+		if !done.State.Final() || client.StateActive.Final() {
+			t.Fatal("State.Final is wrong")
+		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.ID == "" || res.State != client.StateAvailable || res.Duplicate {
-		t.Fatalf("enqueue result: %+v", res)
-	}
-	if j := b.get(res.ID); j.State != client.StateAvailable || j.Attempt != 0 || j.Lease != nil || j.Priority != 5 {
-		t.Fatalf("new job: %+v", j)
-	}
-
-	j := b.fetchOne("emails")
-	if j.ID != res.ID || j.State != client.StateActive || j.Attempt != 1 || j.Lease == nil || j.Token() == 0 {
-		t.Fatalf("fetched job: %+v", j)
-	}
-	if string(j.Payload) != `{"user":42}` || len(j.Tags) != 1 || j.Tags[0] != "signup" {
-		t.Fatalf("fetched payload %s tags %v", j.Payload, j.Tags)
-	}
-	if time.Until(j.Lease.ExpiresAt) <= 0 || j.LeaseDuration != 30*time.Second {
-		t.Fatalf("lease %+v, duration %v", j.Lease, j.LeaseDuration)
-	}
-
-	if err := b.c.Progress(b.ctx, j.ID, j.Token(), map[string]int{"pct": 50}); err != nil {
-		t.Fatal(err)
-	}
-	ext, err := b.c.Extend(b.ctx, j.ID, j.Token(), time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ext.ID != j.ID || ext.CancelRequested || time.Until(ext.LeaseExpiresAt) < 50*time.Second {
-		t.Fatalf("extend: %+v", ext)
-	}
-	if got := b.get(j.ID); string(got.Progress) != `{"pct":50}` {
-		t.Fatalf("progress: %s", got.Progress)
-	}
-
-	ack, err := b.c.Ack(b.ctx, j.ID, j.Token(), map[string]bool{"sent": true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ack.ID != j.ID || ack.State != client.StateCompleted {
-		t.Fatalf("ack: %+v", ack)
-	}
-	done := b.get(j.ID)
-	if done.State != client.StateCompleted || string(done.Result) != `{"sent":true}` || done.FinishedAt.IsZero() || done.Lease != nil {
-		t.Fatalf("acked job: %+v", done)
-	}
-	if !done.State.Final() || client.StateActive.Final() {
-		t.Fatal("State.Final is wrong")
-	}
 }
 
 func TestEnqueueOptions(t *testing.T) {
@@ -126,35 +127,36 @@ func TestEnqueueOptions(t *testing.T) {
 
 func TestEnqueueBatch(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	ps := make([]client.EnqueueParams, 50)
-	for i := range ps {
-		ps[i] = client.EnqueueParams{Queue: "batch", Kind: "k", Payload: i}
-	}
-	res, err := b.c.EnqueueBatch(b.ctx, ps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(res) != 50 {
-		t.Fatalf("%d results", len(res))
-	}
-	for i, r := range res {
-		if r.ID == "" || r.State != client.StateAvailable || r.Duplicate {
-			t.Fatalf("result %d: %+v", i, r)
+	eachTransport(t, func(t *testing.T, b *bundle) {
+		ps := make([]client.EnqueueParams, 50)
+		for i := range ps {
+			ps[i] = client.EnqueueParams{Queue: "batch", Kind: "k", Payload: i}
 		}
-		if got := string(b.get(r.ID).Payload); got != strings.TrimSpace(mustJSON(t, i)) {
-			t.Fatalf("result %d is job with payload %s", i, got)
+		res, err := b.c.EnqueueBatch(b.ctx, ps)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
+		if len(res) != 50 {
+			t.Fatalf("%d results", len(res))
+		}
+		for i, r := range res {
+			if r.ID == "" || r.State != client.StateAvailable || r.Duplicate {
+				t.Fatalf("result %d: %+v", i, r)
+			}
+			if got := string(b.get(r.ID).Payload); got != strings.TrimSpace(mustJSON(t, i)) {
+				t.Fatalf("result %d is job with payload %s", i, got)
+			}
+		}
 
-	_, err = b.c.EnqueueBatch(b.ctx, []client.EnqueueParams{{Queue: "batch2", Kind: "k"}, {Queue: "batch2"}})
-	var apiErr *client.Error
-	if !errors.As(err, &apiErr) || !errors.Is(err, client.ErrInvalidArgument) || apiErr.Field != "jobs[1].kind" || apiErr.Status != 400 {
-		t.Fatalf("invalid batch: %v (%+v)", err, apiErr)
-	}
-	if _, err := b.c.Queue(b.ctx, "batch2"); !errors.Is(err, client.ErrNotFound) {
-		t.Fatalf("a rejected batch left a queue behind: %v", err)
-	}
+		_, err = b.c.EnqueueBatch(b.ctx, []client.EnqueueParams{{Queue: "batch2", Kind: "k"}, {Queue: "batch2"}})
+		var apiErr *client.Error
+		if !errors.As(err, &apiErr) || !errors.Is(err, client.ErrInvalidArgument) || apiErr.Field != "jobs[1].kind" || apiErr.Status != 400 {
+			t.Fatalf("invalid batch: %v (%+v)", err, apiErr)
+		}
+		if _, err := b.c.Queue(b.ctx, "batch2"); !errors.Is(err, client.ErrNotFound) {
+			t.Fatalf("a rejected batch left a queue behind: %v", err)
+		}
+	})
 }
 
 func mustJSON(t *testing.T, v any) string {
@@ -168,142 +170,144 @@ func mustJSON(t *testing.T, v any) string {
 
 func TestTypedErrors(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	id := b.enqueue(client.EnqueueParams{Queue: "errs", Kind: "k"})
-	j := b.fetchOne("errs")
+	eachTransport(t, func(t *testing.T, b *bundle) {
+		id := b.enqueue(client.EnqueueParams{Queue: "errs", Kind: "k"})
+		j := b.fetchOne("errs")
 
-	_, err := b.c.Ack(b.ctx, id, j.Token()+1, nil)
-	var apiErr *client.Error
-	if !errors.Is(err, client.ErrLeaseLost) || !errors.As(err, &apiErr) || apiErr.Status != http.StatusConflict || apiErr.Code != "lease_lost" {
-		t.Fatalf("stale ack: %v", err)
-	}
-	if !strings.HasPrefix(err.Error(), "ack job "+id+": lease_lost") {
-		t.Fatalf("error text %q", err)
-	}
-	if errors.Is(err, client.ErrNotFound) || errors.Is(err, client.ErrInvalidState) {
-		t.Fatal("lease_lost matches other sentinels")
-	}
-	if _, err := b.c.Fail(b.ctx, id, j.Token()+1, client.FailParams{Error: "x"}); !errors.Is(err, client.ErrLeaseLost) {
-		t.Fatalf("stale fail: %v", err)
-	}
-	if err := b.c.Progress(b.ctx, id, j.Token()+1, 1); !errors.Is(err, client.ErrLeaseLost) {
-		t.Fatalf("stale progress: %v", err)
-	}
-
-	for name, call := range map[string]func() error{
-		"get":          func() error { _, err := b.c.Get(b.ctx, "nosuchjob"); return err },
-		"get empty id": func() error { _, err := b.c.Get(b.ctx, ""); return err },
-		"ack":          func() error { _, err := b.c.Ack(b.ctx, "nosuchjob", 1, nil); return err },
-		"delete":       func() error { return b.c.Delete(b.ctx, "nosuchjob") },
-		"queue":        func() error { _, err := b.c.Queue(b.ctx, "nosuchqueue"); return err },
-	} {
-		if err := call(); !errors.Is(err, client.ErrNotFound) {
-			t.Errorf("%s: %v, want not_found", name, err)
+		_, err := b.c.Ack(b.ctx, id, j.Token()+1, nil)
+		var apiErr *client.Error
+		if !errors.Is(err, client.ErrLeaseLost) || !errors.As(err, &apiErr) || apiErr.Status != http.StatusConflict || apiErr.Code != "lease_lost" {
+			t.Fatalf("stale ack: %v", err)
 		}
-	}
+		if !strings.HasPrefix(err.Error(), "ack job "+id+": lease_lost") {
+			t.Fatalf("error text %q", err)
+		}
+		if errors.Is(err, client.ErrNotFound) || errors.Is(err, client.ErrInvalidState) {
+			t.Fatal("lease_lost matches other sentinels")
+		}
+		if _, err := b.c.Fail(b.ctx, id, j.Token()+1, client.FailParams{Error: "x"}); !errors.Is(err, client.ErrLeaseLost) {
+			t.Fatalf("stale fail: %v", err)
+		}
+		if err := b.c.Progress(b.ctx, id, j.Token()+1, 1); !errors.Is(err, client.ErrLeaseLost) {
+			t.Fatalf("stale progress: %v", err)
+		}
 
-	_, err = b.c.Enqueue(b.ctx, client.EnqueueParams{Queue: "errs"})
-	if !errors.As(err, &apiErr) || !errors.Is(err, client.ErrInvalidArgument) || apiErr.Field != "kind" {
-		t.Fatalf("enqueue without kind: %v", err)
-	}
-	_, err = b.c.Fetch(b.ctx, client.FetchParams{Queues: []string{"bad queue!"}})
-	if !errors.As(err, &apiErr) || !errors.Is(err, client.ErrInvalidArgument) || apiErr.Field != "queues[0]" {
-		t.Fatalf("fetch from a bad queue name: %v", err)
-	}
-	if _, err := b.c.Retry(b.ctx, id); !errors.Is(err, client.ErrInvalidState) {
-		t.Fatalf("retry of an active job: %v", err)
-	}
-	if err := b.c.Delete(b.ctx, id); !errors.Is(err, client.ErrInvalidState) {
-		t.Fatalf("delete of an active job: %v", err)
-	}
+		for name, call := range map[string]func() error{
+			"get":          func() error { _, err := b.c.Get(b.ctx, "nosuchjob"); return err },
+			"get empty id": func() error { _, err := b.c.Get(b.ctx, ""); return err },
+			"ack":          func() error { _, err := b.c.Ack(b.ctx, "nosuchjob", 1, nil); return err },
+			"delete":       func() error { return b.c.Delete(b.ctx, "nosuchjob") },
+			"queue":        func() error { _, err := b.c.Queue(b.ctx, "nosuchqueue"); return err },
+		} {
+			if err := call(); !errors.Is(err, client.ErrNotFound) {
+				t.Errorf("%s: %v, want not_found", name, err)
+			}
+		}
+
+		_, err = b.c.Enqueue(b.ctx, client.EnqueueParams{Queue: "errs"})
+		if !errors.As(err, &apiErr) || !errors.Is(err, client.ErrInvalidArgument) || apiErr.Field != "kind" {
+			t.Fatalf("enqueue without kind: %v", err)
+		}
+		_, err = b.c.Fetch(b.ctx, client.FetchParams{Queues: []string{"bad queue!"}})
+		if !errors.As(err, &apiErr) || !errors.Is(err, client.ErrInvalidArgument) || apiErr.Field != "queues[0]" {
+			t.Fatalf("fetch from a bad queue name: %v", err)
+		}
+		if _, err := b.c.Retry(b.ctx, id); !errors.Is(err, client.ErrInvalidState) {
+			t.Fatalf("retry of an active job: %v", err)
+		}
+		if err := b.c.Delete(b.ctx, id); !errors.Is(err, client.ErrInvalidState) {
+			t.Fatalf("delete of an active job: %v", err)
+		}
+	})
 }
 
 func TestBatchLeaseCalls(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	for i := 0; i < 8; i++ {
-		b.enqueue(client.EnqueueParams{Queue: "bl", Kind: "k", MaxAttempts: 3})
-	}
-	jobs, err := b.c.Fetch(b.ctx, client.FetchParams{Queues: []string{"bl"}, Max: 8, Lease: 5 * time.Second, Worker: "test"})
-	if err != nil || len(jobs) != 8 {
-		t.Fatalf("fetch: %d jobs, %v", len(jobs), err)
-	}
-	if d := time.Until(jobs[0].Lease.ExpiresAt); d > 6*time.Second || d < 3*time.Second {
-		t.Fatalf("fetch lease override: expires in %v", d)
-	}
+	eachTransport(t, func(t *testing.T, b *bundle) {
+		for i := 0; i < 8; i++ {
+			b.enqueue(client.EnqueueParams{Queue: "bl", Kind: "k", MaxAttempts: 3})
+		}
+		jobs, err := b.c.Fetch(b.ctx, client.FetchParams{Queues: []string{"bl"}, Max: 8, Lease: 5 * time.Second, Worker: "test"})
+		if err != nil || len(jobs) != 8 {
+			t.Fatalf("fetch: %d jobs, %v", len(jobs), err)
+		}
+		if d := time.Until(jobs[0].Lease.ExpiresAt); d > 6*time.Second || d < 3*time.Second {
+			t.Fatalf("fetch lease override: expires in %v", d)
+		}
 
-	ext, err := b.c.ExtendBatch(b.ctx, []client.ExtendItem{
-		{ID: jobs[0].ID, Token: jobs[0].Token(), Lease: time.Minute},
-		{ID: jobs[1].ID, Token: jobs[1].Token() + 1},
+		ext, err := b.c.ExtendBatch(b.ctx, []client.ExtendItem{
+			{ID: jobs[0].ID, Token: jobs[0].Token(), Lease: time.Minute},
+			{ID: jobs[1].ID, Token: jobs[1].Token() + 1},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ext[0].Err != nil || time.Until(ext[0].LeaseExpiresAt) < 50*time.Second {
+			t.Fatalf("extend item 0: %+v", ext[0])
+		}
+		if !errors.Is(ext[1].Err, client.ErrLeaseLost) || ext[1].ID != jobs[1].ID {
+			t.Fatalf("stale extend item: %+v", ext[1])
+		}
+
+		acks, err := b.c.AckBatch(b.ctx, []client.AckItem{
+			{ID: jobs[0].ID, Token: jobs[0].Token(), Result: "r0"},
+			{ID: jobs[1].ID, Token: jobs[1].Token() + 5},
+			{ID: "nosuchjob", Token: 1},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var itemErr *client.Error
+		if acks[0].Err != nil || acks[0].State != client.StateCompleted ||
+			!errors.Is(acks[1].Err, client.ErrLeaseLost) || !errors.As(acks[1].Err, &itemErr) || itemErr.Status != http.StatusConflict ||
+			!errors.Is(acks[2].Err, client.ErrNotFound) {
+			t.Fatalf("batch ack: %+v", acks)
+		}
+		if r := b.get(jobs[0].ID).Result; string(r) != `"r0"` {
+			t.Fatalf("batch ack result: %s", r)
+		}
+
+		fails, err := b.c.FailBatch(b.ctx, []client.FailItem{
+			{ID: jobs[2].ID, Token: jobs[2].Token(), Error: "later", RetryAfter: time.Hour},
+			{ID: jobs[3].ID, Token: jobs[3].Token(), Error: "never", NoRetry: true},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fails[0].State != client.StateRetrying || time.Until(fails[0].RunAt) < 59*time.Minute || fails[1].State != client.StateDead {
+			t.Fatalf("batch fail: %+v", fails)
+		}
+
+		rels, err := b.c.ReleaseBatch(b.ctx, []client.ReleaseItem{
+			{ID: jobs[4].ID, Token: jobs[4].Token()},
+			{ID: jobs[0].ID, Token: jobs[0].Token()},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rels[0].Err != nil || rels[0].State != client.StateAvailable || !errors.Is(rels[1].Err, client.ErrLeaseLost) {
+			t.Fatalf("batch release: %+v", rels)
+		}
+		if j := b.get(jobs[4].ID); j.State != client.StateAvailable || j.Attempt != 0 || len(j.Errors) != 0 {
+			t.Fatalf("released job: %+v", j)
+		}
+
+		rel, err := b.c.Release(b.ctx, jobs[5].ID, jobs[5].Token())
+		if err != nil || rel.State != client.StateAvailable {
+			t.Fatalf("release: %+v, %v", rel, err)
+		}
+		fail, err := b.c.Fail(b.ctx, jobs[6].ID, jobs[6].Token(), client.FailParams{Error: "boom", RetryAfter: 10 * time.Minute})
+		if err != nil || fail.State != client.StateRetrying || time.Until(fail.RunAt) < 9*time.Minute {
+			t.Fatalf("fail: %+v, %v", fail, err)
+		}
+		if j := b.get(jobs[6].ID); len(j.Errors) != 1 || j.Errors[0].Message != "boom" || j.Errors[0].Attempt != 1 || j.Errors[0].At.IsZero() {
+			t.Fatalf("failed job errors: %+v", j.Errors)
+		}
+		fail, err = b.c.Fail(b.ctx, jobs[7].ID, jobs[7].Token(), client.FailParams{Error: "bad input", NoRetry: true})
+		if err != nil || fail.State != client.StateDead {
+			t.Fatalf("fail without retry: %+v, %v", fail, err)
+		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ext[0].Err != nil || time.Until(ext[0].LeaseExpiresAt) < 50*time.Second {
-		t.Fatalf("extend item 0: %+v", ext[0])
-	}
-	if !errors.Is(ext[1].Err, client.ErrLeaseLost) || ext[1].ID != jobs[1].ID {
-		t.Fatalf("stale extend item: %+v", ext[1])
-	}
-
-	acks, err := b.c.AckBatch(b.ctx, []client.AckItem{
-		{ID: jobs[0].ID, Token: jobs[0].Token(), Result: "r0"},
-		{ID: jobs[1].ID, Token: jobs[1].Token() + 5},
-		{ID: "nosuchjob", Token: 1},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var itemErr *client.Error
-	if acks[0].Err != nil || acks[0].State != client.StateCompleted ||
-		!errors.Is(acks[1].Err, client.ErrLeaseLost) || !errors.As(acks[1].Err, &itemErr) || itemErr.Status != http.StatusConflict ||
-		!errors.Is(acks[2].Err, client.ErrNotFound) {
-		t.Fatalf("batch ack: %+v", acks)
-	}
-	if r := b.get(jobs[0].ID).Result; string(r) != `"r0"` {
-		t.Fatalf("batch ack result: %s", r)
-	}
-
-	fails, err := b.c.FailBatch(b.ctx, []client.FailItem{
-		{ID: jobs[2].ID, Token: jobs[2].Token(), Error: "later", RetryAfter: time.Hour},
-		{ID: jobs[3].ID, Token: jobs[3].Token(), Error: "never", NoRetry: true},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fails[0].State != client.StateRetrying || time.Until(fails[0].RunAt) < 59*time.Minute || fails[1].State != client.StateDead {
-		t.Fatalf("batch fail: %+v", fails)
-	}
-
-	rels, err := b.c.ReleaseBatch(b.ctx, []client.ReleaseItem{
-		{ID: jobs[4].ID, Token: jobs[4].Token()},
-		{ID: jobs[0].ID, Token: jobs[0].Token()},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rels[0].Err != nil || rels[0].State != client.StateAvailable || !errors.Is(rels[1].Err, client.ErrLeaseLost) {
-		t.Fatalf("batch release: %+v", rels)
-	}
-	if j := b.get(jobs[4].ID); j.State != client.StateAvailable || j.Attempt != 0 || len(j.Errors) != 0 {
-		t.Fatalf("released job: %+v", j)
-	}
-
-	rel, err := b.c.Release(b.ctx, jobs[5].ID, jobs[5].Token())
-	if err != nil || rel.State != client.StateAvailable {
-		t.Fatalf("release: %+v, %v", rel, err)
-	}
-	fail, err := b.c.Fail(b.ctx, jobs[6].ID, jobs[6].Token(), client.FailParams{Error: "boom", RetryAfter: 10 * time.Minute})
-	if err != nil || fail.State != client.StateRetrying || time.Until(fail.RunAt) < 9*time.Minute {
-		t.Fatalf("fail: %+v, %v", fail, err)
-	}
-	if j := b.get(jobs[6].ID); len(j.Errors) != 1 || j.Errors[0].Message != "boom" || j.Errors[0].Attempt != 1 || j.Errors[0].At.IsZero() {
-		t.Fatalf("failed job errors: %+v", j.Errors)
-	}
-	fail, err = b.c.Fail(b.ctx, jobs[7].ID, jobs[7].Token(), client.FailParams{Error: "bad input", NoRetry: true})
-	if err != nil || fail.State != client.StateDead {
-		t.Fatalf("fail without retry: %+v, %v", fail, err)
-	}
 }
 
 func TestListPaging(t *testing.T) {
@@ -470,26 +474,27 @@ func TestAdminCalls(t *testing.T) {
 
 func TestLongPollWakesOnEnqueue(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	type result struct {
-		jobs []*client.Job
-		err  error
-	}
-	got := make(chan result, 1)
-	go func() {
-		jobs, err := b.c.Fetch(b.ctx, client.FetchParams{Queues: []string{"lp"}, Wait: 10 * time.Second})
-		got <- result{jobs, err}
-	}()
-	time.Sleep(50 * time.Millisecond) // let the fetch park; it works either way
-	began := time.Now()
-	id := b.enqueue(client.EnqueueParams{Queue: "lp", Kind: "k"})
-	r := recv(t, got, 5*time.Second, "the long poll")
-	if r.err != nil || len(r.jobs) != 1 || r.jobs[0].ID != id {
-		t.Fatalf("long poll: %+v", r)
-	}
-	if took := time.Since(began); took > 2*time.Second {
-		t.Fatalf("long poll answered %v after the enqueue", took)
-	}
+	eachTransport(t, func(t *testing.T, b *bundle) {
+		type result struct {
+			jobs []*client.Job
+			err  error
+		}
+		got := make(chan result, 1)
+		go func() {
+			jobs, err := b.c.Fetch(b.ctx, client.FetchParams{Queues: []string{"lp"}, Wait: 10 * time.Second})
+			got <- result{jobs, err}
+		}()
+		time.Sleep(50 * time.Millisecond) // let the fetch park; it works either way
+		began := time.Now()
+		id := b.enqueue(client.EnqueueParams{Queue: "lp", Kind: "k"})
+		r := recv(t, got, 5*time.Second, "the long poll")
+		if r.err != nil || len(r.jobs) != 1 || r.jobs[0].ID != id {
+			t.Fatalf("long poll: %+v", r)
+		}
+		if took := time.Since(began); took > 2*time.Second {
+			t.Fatalf("long poll answered %v after the enqueue", took)
+		}
+	})
 }
 
 func TestOptionsAndForeignErrors(t *testing.T) {

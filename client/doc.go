@@ -37,7 +37,30 @@
 //	if errors.As(err, &apiErr) && apiErr.Field != "" { … }
 //
 // Transport failures are returned as they come from net/http, wrapped with
-// the operation that failed ("ack job 01J…: Post …: connection refused").
+// the operation that failed ("ack job 01J…: Post …: connection refused");
+// over the stream transport they are *url.Error values of the same form.
+//
+// # Stream transport
+//
+// By default every call is one HTTP/1.1 request, and the HTTP work of each
+// (parsing, headers, a write and a read) costs the server and the client
+// more than a small job itself. A busy producer or worker can pass
+// WithStream to New instead: the Client then opens one connection,
+// upgraded to spool-stream/1 (docs/protocol.md, "Stream transport"), and
+// sends every call as a frame on it, many at once from many goroutines,
+// with calls made at about the same time sharing system calls:
+//
+//	c := client.New("http://127.0.0.1:7311", client.WithStream(), client.WithToken(token))
+//
+// The calls, their answers and their errors are the same as over HTTP;
+// Worker and Batcher work unchanged. The connection is dialled on the first
+// call and again after it breaks; the calls in flight when it breaks fail
+// with a network error (a *url.Error), which the Worker retries as it
+// retries any. A call whose context ends is abandoned at once and the
+// server is told to stop it. The stream needs an http:// base URL (it does
+// not speak TLS; with https:// every call fails saying so) and, with auth
+// on, a token even for Health and Ready. CloseIdleConnections closes the
+// stream once the calls in flight on it are answered.
 //
 // # Leases
 //

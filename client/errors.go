@@ -33,6 +33,10 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrMethodNotAllowed matches code method_not_allowed.
 	ErrMethodNotAllowed = errors.New("method not allowed")
+	// ErrUpgradeRequired matches code upgrade_required: the server (or a
+	// proxy in front of it) did not let WithStream's connection upgrade
+	// to the stream protocol.
+	ErrUpgradeRequired = errors.New("upgrade required")
 	// ErrLeaseLost matches code lease_lost: the fencing token is not the
 	// job's current one, or the job is no longer active. The call changed
 	// nothing; another worker may own the job now, so drop the result. A
@@ -67,6 +71,7 @@ var codes = map[string]struct {
 	"forbidden":          {ErrForbidden, http.StatusForbidden},
 	"not_found":          {ErrNotFound, http.StatusNotFound},
 	"method_not_allowed": {ErrMethodNotAllowed, http.StatusMethodNotAllowed},
+	"upgrade_required":   {ErrUpgradeRequired, http.StatusUpgradeRequired},
 	"lease_lost":         {ErrLeaseLost, http.StatusConflict},
 	"invalid_state":      {ErrInvalidState, http.StatusConflict},
 	"payload_too_large":  {ErrPayloadTooLarge, http.StatusRequestEntityTooLarge},

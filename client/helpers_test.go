@@ -25,8 +25,8 @@ type bundle struct {
 }
 
 // setup starts a server on a free loopback port and returns a client for
-// it; both go away when the test ends.
-func setup(t *testing.T) *bundle {
+// it, made with opts; both go away when the test ends.
+func setup(t *testing.T, opts ...client.Option) *bundle {
 	t.Helper()
 	cfg := config.Default()
 	cfg.Addr = "127.0.0.1:0"
@@ -48,7 +48,7 @@ func setup(t *testing.T) *bundle {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	t.Cleanup(cancel)
 	base := "http://" + srv.Addr()
-	c := client.New(base)
+	c := client.New(base, opts...)
 	// Runs before the server stops: a connection the client dialed but
 	// never used would hold up the server's graceful shutdown for 5 s.
 	t.Cleanup(c.CloseIdleConnections)
@@ -57,6 +57,28 @@ func setup(t *testing.T) *bundle {
 
 func quietLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// transports are the ways a Client reaches the server: the key flows run
+// over each.
+var transports = []struct {
+	name string
+	opts []client.Option
+}{
+	{"http", nil},
+	{"stream", []client.Option{client.WithStream()}},
+}
+
+// eachTransport runs test once per transport, in parallel, each with its
+// own server and client.
+func eachTransport(t *testing.T, test func(t *testing.T, b *bundle)) {
+	t.Helper()
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			t.Parallel()
+			test(t, setup(t, tr.opts...))
+		})
+	}
 }
 
 // enqueue enqueues one job and returns its id.

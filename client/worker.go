@@ -405,7 +405,8 @@ func (w *Worker) fetchLoop(ctx context.Context) error {
 // wrong, so that retrying it cannot help.
 func permanent(err error) bool {
 	return errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrInvalidJSON) ||
-		errors.Is(err, ErrBatchTooLarge) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrMethodNotAllowed)
+		errors.Is(err, ErrBatchTooLarge) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrMethodNotAllowed) ||
+		errors.Is(err, ErrUpgradeRequired)
 }
 
 // waitFree blocks until a slot is free and returns how many are, or 0 once

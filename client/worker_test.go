@@ -52,33 +52,34 @@ func (b *bundle) worker(cfg client.WorkerConfig) *client.Worker {
 
 func TestWorkerRunsHandlersAndAcksResults(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	const n = 20
-	var ids []string
-	for i := 0; i < n; i++ {
-		ids = append(ids, b.enqueue(client.EnqueueParams{Queue: "w", Kind: "double", Payload: i}))
-	}
-	w := b.worker(client.WorkerConfig{Queues: []string{"w"}, Concurrency: 4, Name: "test-worker"})
-	handled := make(chan struct{}, n)
-	w.Handle("double", func(ctx context.Context, j *client.Job) (any, error) {
-		var x int
-		if err := json.Unmarshal(j.Payload, &x); err != nil {
-			return nil, client.NoRetry(err)
+	eachTransport(t, func(t *testing.T, b *bundle) {
+		const n = 20
+		var ids []string
+		for i := 0; i < n; i++ {
+			ids = append(ids, b.enqueue(client.EnqueueParams{Queue: "w", Kind: "double", Payload: i}))
 		}
-		handled <- struct{}{}
-		return map[string]int{"double": 2 * x}, nil
+		w := b.worker(client.WorkerConfig{Queues: []string{"w"}, Concurrency: 4, Name: "test-worker"})
+		handled := make(chan struct{}, n)
+		w.Handle("double", func(ctx context.Context, j *client.Job) (any, error) {
+			var x int
+			if err := json.Unmarshal(j.Payload, &x); err != nil {
+				return nil, client.NoRetry(err)
+			}
+			handled <- struct{}{}
+			return map[string]int{"double": 2 * x}, nil
+		})
+		done := runWorker(t, w)
+		for i := 0; i < n; i++ {
+			recv(t, handled, 10*time.Second, "the handlers")
+		}
+		for i, id := range ids {
+			j := b.waitState(id, client.StateCompleted, 5*time.Second)
+			if string(j.Result) != fmt.Sprintf(`{"double":%d}`, 2*i) || j.Attempt != 1 {
+				t.Fatalf("job %d: result %s attempt %d", i, j.Result, j.Attempt)
+			}
+		}
+		stopWorker(t, w, done)
 	})
-	done := runWorker(t, w)
-	for i := 0; i < n; i++ {
-		recv(t, handled, 10*time.Second, "the handlers")
-	}
-	for i, id := range ids {
-		j := b.waitState(id, client.StateCompleted, 5*time.Second)
-		if string(j.Result) != fmt.Sprintf(`{"double":%d}`, 2*i) || j.Attempt != 1 {
-			t.Fatalf("job %d: result %s attempt %d", i, j.Result, j.Attempt)
-		}
-	}
-	stopWorker(t, w, done)
 }
 
 func TestWorkerFailingHandlerRetriesThenDead(t *testing.T) {
@@ -246,50 +247,51 @@ func TestWorkerLeaseLostCancelsHandlerAndDropsResult(t *testing.T) {
 
 func TestWorkerStopReleasesUnfinishedJobs(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	quick := b.enqueue(client.EnqueueParams{Queue: "w", Kind: "quick"})
-	stuck := b.enqueue(client.EnqueueParams{Queue: "w", Kind: "stuck"})
-	w := b.worker(client.WorkerConfig{Queues: []string{"w"}, Concurrency: 2})
-	started := make(chan string, 2)
-	stuckCause := make(chan error, 1)
-	w.Handle("quick", func(ctx context.Context, j *client.Job) (any, error) {
-		started <- "quick"
-		time.Sleep(150 * time.Millisecond)
-		return "finished", nil
-	})
-	w.Handle("stuck", func(ctx context.Context, j *client.Job) (any, error) {
-		started <- "stuck"
-		<-ctx.Done()
-		stuckCause <- context.Cause(ctx)
-		return nil, ctx.Err()
-	})
-	done := runWorker(t, w)
-	recv(t, started, 10*time.Second, "a handler to start")
-	recv(t, started, 10*time.Second, "both handlers to start")
+	eachTransport(t, func(t *testing.T, b *bundle) {
+		quick := b.enqueue(client.EnqueueParams{Queue: "w", Kind: "quick"})
+		stuck := b.enqueue(client.EnqueueParams{Queue: "w", Kind: "stuck"})
+		w := b.worker(client.WorkerConfig{Queues: []string{"w"}, Concurrency: 2})
+		started := make(chan string, 2)
+		stuckCause := make(chan error, 1)
+		w.Handle("quick", func(ctx context.Context, j *client.Job) (any, error) {
+			started <- "quick"
+			time.Sleep(150 * time.Millisecond)
+			return "finished", nil
+		})
+		w.Handle("stuck", func(ctx context.Context, j *client.Job) (any, error) {
+			started <- "stuck"
+			<-ctx.Done()
+			stuckCause <- context.Cause(ctx)
+			return nil, ctx.Err()
+		})
+		done := runWorker(t, w)
+		recv(t, started, 10*time.Second, "a handler to start")
+		recv(t, started, 10*time.Second, "both handlers to start")
 
-	ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
-	defer cancel()
-	err := w.Stop(ctx)
-	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "released 1 unfinished jobs") {
-		t.Fatalf("stop: %v", err)
-	}
-	if err := recv(t, done, time.Second, "Run to return"); err != nil {
-		t.Fatalf("run: %v", err)
-	}
-	if err := recv(t, stuckCause, time.Second, "the stuck handler to be cancelled"); !errors.Is(err, client.ErrWorkerStopped) {
-		t.Fatalf("stuck handler's cause: %v", err)
-	}
-	// Stop returned only after the finished job was acked and the
-	// unfinished one released, attempt given back.
-	if j := b.get(quick); j.State != client.StateCompleted || string(j.Result) != `"finished"` {
-		t.Fatalf("quick job: %+v", j)
-	}
-	if j := b.get(stuck); j.State != client.StateAvailable || j.Attempt != 0 || len(j.Errors) != 0 || j.Lease != nil {
-		t.Fatalf("stuck job: %+v", j)
-	}
-	if err := w.Stop(ctx); err != nil && !strings.Contains(err.Error(), "released 1") {
-		t.Fatalf("second stop: %v", err)
-	}
+		ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
+		defer cancel()
+		err := w.Stop(ctx)
+		if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "released 1 unfinished jobs") {
+			t.Fatalf("stop: %v", err)
+		}
+		if err := recv(t, done, time.Second, "Run to return"); err != nil {
+			t.Fatalf("run: %v", err)
+		}
+		if err := recv(t, stuckCause, time.Second, "the stuck handler to be cancelled"); !errors.Is(err, client.ErrWorkerStopped) {
+			t.Fatalf("stuck handler's cause: %v", err)
+		}
+		// Stop returned only after the finished job was acked and the
+		// unfinished one released, attempt given back.
+		if j := b.get(quick); j.State != client.StateCompleted || string(j.Result) != `"finished"` {
+			t.Fatalf("quick job: %+v", j)
+		}
+		if j := b.get(stuck); j.State != client.StateAvailable || j.Attempt != 0 || len(j.Errors) != 0 || j.Lease != nil {
+			t.Fatalf("stuck job: %+v", j)
+		}
+		if err := w.Stop(ctx); err != nil && !strings.Contains(err.Error(), "released 1") {
+			t.Fatalf("second stop: %v", err)
+		}
+	})
 }
 
 func TestWorkerStopWaitsForRunningHandlers(t *testing.T) {

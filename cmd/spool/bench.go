@@ -55,6 +55,7 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.Sync, "sync", "full", "durability of the embedded server: full or normal")
 	fs.IntVar(&o.Jobs, "jobs", 0, "jobs to move (default 50000; 500000 in enqueue-batch, 200000 in process)")
 	fs.DurationVar(&o.Duration, "duration", 0, "enqueue for this long instead of --jobs (enqueue, enqueue-batch, lifecycle, latency; latency defaults to 10s)")
+	fs.StringVar(&o.Transport, "transport", bench.TransportHTTP, "how producers and workers reach the server: http (a request each) or stream (frames multiplexed over one spool-stream/1 connection)")
 	fs.BoolVar(&o.Batcher, "batcher", false, "enqueue mode: send the single-job calls through the Go client's Batcher, which shares requests between concurrent calls")
 	fs.IntVar(&o.Batch, "batch", 0, "jobs per enqueue request (default 100 in enqueue-batch, 1 elsewhere; process: prefill batch, default 1000)")
 	fs.IntVar(&o.Concurrency, "concurrency", 0, "enqueue modes: producer clients (default 10); worker modes: jobs each worker runs at once (default 100)")

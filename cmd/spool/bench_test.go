@@ -54,6 +54,8 @@ func TestBenchCLIBadFlags(t *testing.T) {
 	}{
 		{[]string{"--preset", "seeds", "--jobs", "5"}, 2, "--jobs cannot be combined with --preset"},
 		{[]string{"--mode", "nope"}, 1, `unknown mode "nope"`},
+		{[]string{"--mode", "enqueue", "--transport", "grpc"}, 1, `transport "grpc": want http or stream`},
+		{[]string{"--preset", "seeds", "--transport", "stream"}, 2, "--transport cannot be combined with --preset"},
 		{[]string{"--mode", "enqueue", "--batch", "10"}, 1, "use enqueue-batch"},
 		{[]string{"--mode", "process", "--duration", "1s"}, 1, "duration does not apply to process mode"},
 		{[]string{"--mode", "enqueue", "--server-pid", "1"}, 1, "a server pid needs a server URL"},

@@ -41,6 +41,16 @@ const (
 // Modes lists every mode, in the order of the documentation.
 var Modes = []string{ModeEnqueue, ModeEnqueueBatch, ModeProcess, ModeLifecycle, ModeLatency}
 
+// Transports of a run's producers and workers.
+const (
+	// TransportHTTP sends each request as an HTTP/1.1 request over a pool
+	// of keep-alive connections.
+	TransportHTTP = "http"
+	// TransportStream sends every request as a frame of one spool-stream/1
+	// connection (docs/protocol.md, "Stream transport").
+	TransportStream = "stream"
+)
+
 // Limits on the options, so that every run is bounded.
 const (
 	// MaxQueues is the most queues a run spreads over (the server's bound
@@ -79,6 +89,10 @@ type Options struct {
 	// the Go client's Batcher, which shares one request between the calls
 	// made at about the same time, instead of one request per job.
 	Batcher bool
+	// Transport carries the producers' and workers' requests: TransportHTTP
+	// or TransportStream. Defaults to TransportHTTP. The count check after
+	// the run uses HTTP either way.
+	Transport string
 	// Mode is one of the Mode constants.
 	Mode string
 	// Server is the base URL of a running server. Empty starts an
@@ -173,12 +187,21 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Sync != "full" && o.Sync != "normal" {
 		return o, fmt.Errorf("sync %q: want full or normal", o.Sync)
 	}
+	if o.Transport == "" {
+		o.Transport = TransportHTTP
+	}
+	if o.Transport != TransportHTTP && o.Transport != TransportStream {
+		return o, fmt.Errorf("transport %q: want %s or %s", o.Transport, TransportHTTP, TransportStream)
+	}
 	if o.Server != "" {
 		u, err := url.Parse(o.Server)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return o, fmt.Errorf("server %q: want a URL like http://127.0.0.1:7311", o.Server)
 		}
 		o.Server = strings.TrimRight(o.Server, "/")
+		if o.Transport == TransportStream && u.Scheme != "http" {
+			return o, fmt.Errorf("server %q: the stream transport needs an http:// URL", o.Server)
+		}
 	} else if o.ServerPID != 0 {
 		return o, errors.New("a server pid needs a server URL: the embedded server is measured anyway")
 	} else if o.Token != "" {

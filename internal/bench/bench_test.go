@@ -95,6 +95,27 @@ func TestRunEnqueue(t *testing.T) {
 	}
 }
 
+// The stream transport carries the same requests, answered the same.
+func TestRunEnqueueOverStream(t *testing.T) {
+	t.Parallel()
+	res := run(t, Options{Mode: ModeEnqueue, Jobs: 300, Concurrency: 8, Sync: "normal", Transport: TransportStream})
+	if res.Enqueued != 300 || res.Requests != 300 || res.Verification.Counts["available"] != 300 || res.Transport != TransportStream {
+		t.Fatalf("enqueued %d in %d requests over %q; counts %v", res.Enqueued, res.Requests, res.Transport, res.Verification.Counts)
+	}
+	var b bytes.Buffer
+	Print(&b, res)
+	if !strings.Contains(strings.SplitN(b.String(), "\n", 2)[0], ", transport stream,") {
+		t.Fatalf("the header line does not name the transport:\n%s", b.String())
+	}
+}
+
+// Workers fetch and ack over the stream too.
+func TestRunLifecycleOverStream(t *testing.T) {
+	t.Parallel()
+	res := run(t, Options{Mode: ModeLifecycle, Jobs: 200, Producers: 4, Workers: 2, Concurrency: 8, Transport: TransportStream})
+	wantProcessedOnce(t, res, 200)
+}
+
 func TestRunEnqueueBatch(t *testing.T) {
 	t.Parallel()
 	// 350 jobs in batches of 100 over 3 queues: 4 requests, the last of 50.

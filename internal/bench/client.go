@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/spoolq/spool/internal/stream"
 )
 
 // requestTimeout bounds one request; a fetch long-polls for at most
@@ -27,31 +29,22 @@ func newHTTPClient(conns int) *http.Client {
 	return &http.Client{Transport: tr, Timeout: requestTimeout}
 }
 
-// post sends body to path and reads the answer into out (reset first).
-// On success it records the latency from since in h (when h is set) and
-// counts the request; a failure is counted as an error of the run unless
-// ctx ended, which is the run stopping rather than the server failing.
+// post sends body to path and reads the answer into out (reset first),
+// over HTTP or the stream of the run's transport. On success it records
+// the latency from since in h (when h is set) and counts the request; a
+// failure is counted as an error of the run unless ctx ended, which is the
+// run stopping rather than the server failing.
 func (r *runner) post(ctx context.Context, path string, body []byte, out *bytes.Buffer, h *Histogram, since time.Time) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.base+path, bytes.NewReader(body))
+	send := r.postHTTP
+	if r.stream != nil {
+		send = r.postStream
+	}
+	status, err := send(ctx, path, body, out)
 	if err != nil {
 		return r.fail(ctx, fmt.Errorf("POST %s: %w", path, err))
 	}
-	req.Header.Set("Content-Type", "application/json")
-	if r.auth != "" {
-		req.Header.Set("Authorization", r.auth)
-	}
-	resp, err := r.client.Do(req)
-	if err != nil {
-		return r.fail(ctx, fmt.Errorf("POST %s: %w", path, err))
-	}
-	out.Reset()
-	_, err = out.ReadFrom(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		return r.fail(ctx, fmt.Errorf("POST %s: read answer: %w", path, err))
-	}
-	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusCreated {
-		return r.fail(ctx, fmt.Errorf("POST %s: %s: %s", path, resp.Status, bytes.TrimSpace(out.Bytes())))
+	if status != http.StatusOK && status != http.StatusCreated {
+		return r.fail(ctx, fmt.Errorf("POST %s: %d %s: %s", path, status, http.StatusText(status), bytes.TrimSpace(out.Bytes())))
 	}
 	if h != nil {
 		h.Record(time.Since(since))
@@ -60,6 +53,53 @@ func (r *runner) post(ctx context.Context, path string, body []byte, out *bytes.
 		r.requests.Add(1)
 	}
 	return nil
+}
+
+// postHTTP sends one HTTP request and reads its answer into out.
+func (r *runner) postHTTP(ctx context.Context, path string, body []byte, out *bytes.Buffer) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.base+path, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if r.auth != "" {
+		req.Header.Set("Authorization", r.auth)
+	}
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	out.Reset()
+	_, err = out.ReadFrom(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return 0, fmt.Errorf("read answer: %w", err)
+	}
+	return resp.StatusCode, nil
+}
+
+// postStream sends one request frame on the run's stream and copies its
+// answer into out.
+func (r *runner) postStream(ctx context.Context, path string, body []byte, out *bytes.Buffer) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	a, err := r.stream.Do(ctx, http.MethodPost, path, body)
+	if err != nil {
+		return 0, err
+	}
+	out.Reset()
+	out.Write(a.Body)
+	return a.Status, nil
+}
+
+// newStreamClient returns the stream of a run with TransportStream, dialled
+// on its first request and again if it breaks.
+func newStreamClient(base, auth string) *stream.Client {
+	h := http.Header{}
+	if auth != "" {
+		h.Set("Authorization", auth)
+	}
+	return stream.NewClient(stream.Config{URL: base, Header: h})
 }
 
 // fail counts err as an error of the run, unless ctx has ended, and

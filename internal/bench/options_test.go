@@ -31,6 +31,8 @@ func TestOptionsDefaults(t *testing.T) {
 		{Options{Mode: ModeLatency, Rate: 20}, func(o Options) bool { return o.Producers == 8 }},
 		{Options{Mode: ModeLatency, Rate: 1e6}, func(o Options) bool { return o.Producers == 512 }},
 		{Options{Mode: ModeEnqueue, Server: "http://h:1/"}, func(o Options) bool { return o.Server == "http://h:1" }},
+		{Options{Mode: ModeEnqueue}, func(o Options) bool { return o.Transport == TransportHTTP }},
+		{Options{Mode: ModeLifecycle, Transport: TransportStream, Server: "http://h:1"}, func(o Options) bool { return o.Transport == TransportStream }},
 	} {
 		got, err := tc.in.withDefaults()
 		if err != nil {
@@ -51,6 +53,8 @@ func TestOptionsBounds(t *testing.T) {
 	}{
 		{Options{Mode: "fast"}, "unknown mode"},
 		{Options{Mode: ModeEnqueue, Sync: "off"}, "sync"},
+		{Options{Mode: ModeEnqueue, Transport: "grpc"}, "transport"},
+		{Options{Mode: ModeEnqueue, Transport: TransportStream, Server: "https://h:1"}, "needs an http:// URL"},
 		{Options{Mode: ModeEnqueue, Server: "localhost:7311"}, "want a URL"},
 		{Options{Mode: ModeEnqueue, ServerPID: 12}, "needs a server URL"},
 		{Options{Mode: ModeEnqueue, Token: "abc"}, "needs a server URL"},

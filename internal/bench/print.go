@@ -19,6 +19,9 @@ func Print(w io.Writer, res *Result) {
 	if res.Sync != "" {
 		fmt.Fprintf(w, ", sync %s", res.Sync)
 	}
+	if res.Transport != "" {
+		fmt.Fprintf(w, ", transport %s", res.Transport)
+	}
 	fmt.Fprintf(w, ", %d CPUs\n", res.CPUs)
 	fmt.Fprintf(w, "  %s\n\n", describeSettings(res))
 

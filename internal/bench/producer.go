@@ -51,7 +51,12 @@ func (r *runner) produce(ctx context.Context, s produceSpec) {
 		if r.o.Token != "" {
 			opts = append(opts, client.WithToken(r.o.Token))
 		}
-		bat = client.NewBatcher(client.New(r.base, opts...), client.BatcherConfig{})
+		if r.stream != nil {
+			opts = append(opts, client.WithStream())
+		}
+		c := client.New(r.base, opts...)
+		bat = client.NewBatcher(c, client.BatcherConfig{})
+		defer c.CloseIdleConnections()
 		defer bat.Close()
 	}
 	for c := 0; c < s.clients; c++ {

@@ -11,6 +11,9 @@ type Result struct {
 	Server string `json:"server"`
 	Sync   string `json:"sync,omitempty"`
 	CPUs   int    `json:"cpus"`
+	// Transport is TransportStream when the run's requests went over a
+	// stream; empty for HTTP, the default.
+	Transport string `json:"transport,omitempty"`
 	// Settings are the effective options, defaults filled in.
 	Settings Settings `json:"settings"`
 

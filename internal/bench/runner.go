@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/spoolq/spool/internal/stream"
 )
 
 // prefillClients is the number of clients that prefill process mode.
@@ -25,6 +27,7 @@ type runner struct {
 	base   string
 	auth   string // the Authorization header, or ""
 	client *http.Client
+	stream *stream.Client // the stream of TransportStream, else nil
 	res    *Result
 	queues []string
 	bodies *bodies
@@ -74,6 +77,10 @@ func newRunner(o Options, t *target) *runner {
 	r.bodies = newBodies(o, r.queues)
 	if o.Token != "" {
 		r.auth = "Bearer " + o.Token
+	}
+	if o.Transport == TransportStream {
+		r.stream = newStreamClient(r.base, r.auth)
+		r.res.Transport = o.Transport
 	}
 	r.setPhase("run")
 	return r
@@ -147,6 +154,9 @@ func (r *runner) finishProducing() {
 func (r *runner) run(ctx context.Context) *Result {
 	ctx, r.stop = context.WithCancelCause(ctx)
 	defer r.stop(nil)
+	if r.stream != nil {
+		defer r.stream.Close()
+	}
 	mon := r.startMonitor()
 	var w *window
 	switch r.o.Mode {

@@ -42,10 +42,11 @@ type Route struct {
 
 // API is the HTTP handler of a Spool node.
 type API struct {
-	engine *queue.Engine
-	opts   Options
-	mux    *http.ServeMux
-	routes []Route
+	engine  *queue.Engine
+	opts    Options
+	mux     *http.ServeMux
+	routes  []Route
+	streams streamSet // the open streams, for CloseStreams
 }
 
 // New returns the API on e.
@@ -73,6 +74,9 @@ func (a *API) register() {
 		{"GET", "/healthz", PermPublic, a.healthz},
 		{"GET", "/readyz", PermPublic, a.readyz},
 		{"GET", "/v1/openapi.json", PermPublic, a.openapi},
+		// The stream needs a token to open; each of its frames then needs
+		// its own route's permission.
+		{"GET", "/v1/stream", PermRead, a.openStream},
 
 		{"POST", "/v1/jobs", PermEnqueue, a.enqueue},
 		{"POST", "/v1/jobs/batch", PermEnqueue, a.enqueueBatch},

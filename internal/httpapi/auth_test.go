@@ -1,12 +1,14 @@
 package httpapi
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -21,6 +23,7 @@ import (
 	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/queue"
 	"github.com/spoolq/spool/internal/store/sqlitestore"
+	"github.com/spoolq/spool/internal/stream"
 )
 
 // nsPrefix is the namespace of the fixture's limited tokens.
@@ -103,15 +106,42 @@ func (f *authFixture) state(id string) job.State {
 }
 
 // do sends one request with the Authorization header authz (none when
-// empty).
+// empty). A request for the stream asks to upgrade, and a successful
+// upgrade shows as status 101.
 func (f *authFixture) do(method, path, body, authz string) *httptest.ResponseRecorder {
 	req := httptest.NewRequest(method, path, strings.NewReader(body))
 	if authz != "" {
 		req.Header.Set("Authorization", authz)
 	}
 	rec := httptest.NewRecorder()
-	f.a.ServeHTTP(rec, req)
+	if path != stream.Path {
+		f.a.ServeHTTP(rec, req)
+		return rec
+	}
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", stream.Protocol)
+	f.a.ServeHTTP(&hijackRecorder{rec}, req)
 	return rec
+}
+
+// hijackRecorder is a ResponseRecorder that the stream's upgrade can take
+// over: it records the status line written after the hijack, then closes
+// the connection, which ends the stream.
+type hijackRecorder struct {
+	*httptest.ResponseRecorder
+}
+
+// Hijack implements http.Hijacker.
+func (h *hijackRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	server, client := net.Pipe()
+	go func() {
+		line, _ := bufio.NewReader(client).ReadString('\n')
+		if strings.HasPrefix(line, "HTTP/1.1 101 ") {
+			h.Code = http.StatusSwitchingProtocols
+		}
+		_ = client.Close()
+	}()
+	return server, bufio.NewReadWriter(bufio.NewReader(server), bufio.NewWriter(server)), nil
 }
 
 // call is a request that succeeds for an admin token.
@@ -178,7 +208,16 @@ func recipes(f *authFixture) map[string]func(q string) call {
 		"GET /healthz":         func(string) call { return call{path: "/healthz"} },
 		"GET /readyz":          func(string) call { return call{path: "/readyz"} },
 		"GET /v1/openapi.json": func(string) call { return call{path: "/v1/openapi.json"} },
-		"POST /v1/jobs":        func(q string) call { return call{path: "/v1/jobs", body: fmt.Sprintf(`{"queue":%q,"kind":"k"}`, q)} },
+		"GET /v1/stream": func(string) call {
+			// The stream names no queue: any token of any role opens it,
+			// and each frame is checked as its route is.
+			return call{path: stream.Path, verify: func(t *testing.T, rec *httptest.ResponseRecorder, _ bool) {
+				if rec.Code != http.StatusSwitchingProtocols {
+					t.Errorf("open stream: %d %s, want 101", rec.Code, rec.Body)
+				}
+			}}
+		},
+		"POST /v1/jobs": func(q string) call { return call{path: "/v1/jobs", body: fmt.Sprintf(`{"queue":%q,"kind":"k"}`, q)} },
 		"POST /v1/jobs/batch": func(q string) call {
 			return call{path: "/v1/jobs/batch", body: fmt.Sprintf(`{"jobs":[{"queue":%q,"kind":"k"},{"queue":%q,"kind":"k"}]}`, f.queue(true), q)}
 		},
@@ -236,7 +275,9 @@ func recipes(f *authFixture) map[string]func(q string) call {
 	}
 }
 
-func is2xx(code int) bool { return code >= 200 && code < 300 }
+// is2xx reports whether code is a success: 2xx, or the 101 of the
+// stream's upgrade.
+func is2xx(code int) bool { return code >= 200 && code < 300 || code == http.StatusSwitchingProtocols }
 
 // errorCode decodes an error answer, failing the test unless it is one.
 func errorCode(t *testing.T, rec *httptest.ResponseRecorder) Code {

@@ -24,6 +24,7 @@ const (
 	CodeForbidden        Code = "forbidden"
 	CodeNotFound         Code = "not_found"
 	CodeMethodNotAllowed Code = "method_not_allowed"
+	CodeUpgradeRequired  Code = "upgrade_required"
 	CodeLeaseLost        Code = "lease_lost"
 	CodeInvalidState     Code = "invalid_state"
 	CodePayloadTooLarge  Code = "payload_too_large"
@@ -41,6 +42,7 @@ var Catalog = map[Code]int{
 	CodeForbidden:        http.StatusForbidden,
 	CodeNotFound:         http.StatusNotFound,
 	CodeMethodNotAllowed: http.StatusMethodNotAllowed,
+	CodeUpgradeRequired:  http.StatusUpgradeRequired,
 	CodeLeaseLost:        http.StatusConflict,
 	CodeInvalidState:     http.StatusConflict,
 	CodePayloadTooLarge:  http.StatusRequestEntityTooLarge,

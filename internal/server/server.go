@@ -34,6 +34,7 @@ type Server struct {
 	engine   *queue.Engine
 	bg       *background
 	relay    engineRelay
+	api      *httpapi.API
 	http     *http.Server
 	listener net.Listener
 	served   chan error
@@ -101,8 +102,9 @@ func (s *Server) Start(ctx context.Context) error {
 		return fmt.Errorf("listen on %s: %w", s.cfg.Addr, err)
 	}
 	s.listener = ln
+	s.api = httpapi.New(s.engine, httpapi.Options{MaxBodyBytes: s.cfg.MaxBodyBytes, Logger: s.logger, Auth: auth})
 	s.http = &http.Server{
-		Handler:           httpapi.New(s.engine, httpapi.Options{MaxBodyBytes: s.cfg.MaxBodyBytes, Logger: s.logger, Auth: auth}),
+		Handler:           s.api,
 		ReadHeaderTimeout: s.headerTimeout,
 		ReadTimeout:       2 * time.Minute,
 		WriteTimeout:      queue.MaxWait + 30*time.Second,
@@ -142,7 +144,9 @@ func (s *Server) Engine() *queue.Engine { return s.engine }
 
 // Stop shuts down gracefully: stop accepting connections, answer parked
 // fetches, let in-flight requests finish (their commits included) until ctx
-// ends, stop the background services, then close the store. Idempotent.
+// ends, close the streams (which http.Server.Shutdown does not track, see
+// httpapi.API.CloseStreams) likewise, stop the background services, then
+// close the store. Idempotent.
 func (s *Server) Stop(ctx context.Context) error {
 	s.stopOnce.Do(func() { s.stopErr = s.stop(ctx) })
 	return s.stopErr
@@ -155,6 +159,9 @@ func (s *Server) stop(ctx context.Context) error {
 		go func() { shutdown <- s.http.Shutdown(ctx) }()
 		s.engine.Close() // parked fetches answer now instead of holding Shutdown
 		s.closeFresh()
+		if err := s.api.CloseStreams(ctx); err != nil {
+			errs = append(errs, err)
+		}
 		if err := <-shutdown; err != nil {
 			errs = append(errs, fmt.Errorf("shut down http: %w", err))
 			_ = s.http.Close()

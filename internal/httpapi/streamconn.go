@@ -1,0 +1,359 @@
+package httpapi
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spoolq/spool/internal/stream"
+)
+
+// MaxStreamInFlight bounds the requests of one stream in flight at once:
+// read and not yet answered. When it is reached the server stops reading
+// the stream's frames until an answer is written, which pushes back on the
+// client through TCP.
+const MaxStreamInFlight = 1024
+
+// streamBufferSize is the size of a stream's read and write buffers, so
+// that many frames share one system call.
+const streamBufferSize = 64 << 10
+
+// streamWriteTimeout bounds each flush of a stream's answers: a client
+// that stops reading them loses its stream rather than holding it.
+const streamWriteTimeout = 2 * time.Minute
+
+// streamConn is the server side of one stream: a reader that hands each
+// request frame to a handler goroutine of its own, which runs the API's
+// own handler on a request made from the frame, and a writer that writes
+// their answers, flushing when no more are queued.
+type streamConn struct {
+	a      *API
+	nc     net.Conn
+	rd     *bufio.Reader
+	limit  int64    // the longest request frame allowed
+	auth   []string // the upgrade's Authorization header
+	host   string   // the upgrade's Host
+	remote string   // the upgrade's remote address
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	slots   chan struct{}      // one per request in flight: the bound
+	work    chan frameJob      // requests for an idle handler goroutine
+	answers chan stream.Answer // answers to write; never full (see readLoop)
+	done    chan struct{}      // closed when the stream has ended
+
+	handlers sync.WaitGroup // the handler goroutines
+	mu       sync.Mutex
+	inflight map[uint32]context.CancelFunc // requests running, by id
+}
+
+func newStreamConn(a *API, nc net.Conn, rd *bufio.Reader, r *http.Request) *streamConn {
+	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), streamKey{}, true))
+	return &streamConn{
+		a: a, nc: nc,
+		rd:    bufio.NewReaderSize(rd, streamBufferSize), // takes over what rd holds
+		limit: a.opts.MaxBodyBytes + stream.MaxRequestHeader,
+		auth:  r.Header.Values("Authorization"), host: r.Host, remote: r.RemoteAddr,
+		ctx: ctx, cancel: cancel,
+		slots: make(chan struct{}, MaxStreamInFlight),
+		work:  make(chan frameJob),
+		// Each answer holds a slot until written, and a refused frame
+		// one more answer, so sends never block.
+		answers:  make(chan stream.Answer, MaxStreamInFlight+1),
+		done:     make(chan struct{}),
+		inflight: make(map[uint32]context.CancelFunc),
+	}
+}
+
+// serve runs the stream until the client closes it, breaks the protocol,
+// or stop is called; then it cancels the requests in flight, writes their
+// answers (while the connection takes them) and closes the connection.
+func (s *streamConn) serve() {
+	defer close(s.done)
+	written := make(chan struct{})
+	go func() {
+		defer close(written)
+		s.writeLoop()
+	}()
+	if err := s.readLoop(); err != nil {
+		s.a.opts.Logger.Warn("stream closed for a protocol error", "remote", s.remote, "err", err)
+	}
+	s.cancel()
+	s.handlers.Wait()
+	close(s.answers)
+	<-written
+	_ = s.nc.Close()
+}
+
+// stop ends the stream: no frame is read any more and the requests in
+// flight are cancelled.
+func (s *streamConn) stop() {
+	s.cancel()
+	_ = s.nc.SetReadDeadline(time.Unix(1, 0))
+}
+
+// readLoop reads request frames and starts each until the stream ends. It
+// returns an error for a frame that breaks the protocol, after queueing
+// the answer of a frame too long if there was one.
+func (s *streamConn) readLoop() error {
+	for {
+		select {
+		case s.slots <- struct{}{}:
+		case <-s.ctx.Done():
+			return nil
+		}
+		f, err := stream.ReadRequest(s.rd, s.limit)
+		var tooLong *stream.TooLargeError
+		switch {
+		case errors.As(err, &tooLong):
+			s.answers <- s.errorAnswer(tooLong.ID, newError(CodePayloadTooLarge, "",
+				"frame of %d bytes exceeds the limit of %d (the request body limit plus the frame header)", tooLong.Length, tooLong.Limit))
+			return err // the answer keeps the slot
+		case errors.Is(err, stream.ErrMalformed):
+			<-s.slots
+			return err
+		case err != nil:
+			<-s.slots
+			return nil // the client left, or stop was called
+		case f.Method == stream.MethodCancel:
+			<-s.slots
+			s.cancelRequest(f.ID)
+			continue
+		}
+		ctx, cancel := context.WithCancel(s.ctx)
+		s.mu.Lock()
+		_, dup := s.inflight[f.ID]
+		if !dup {
+			s.inflight[f.ID] = cancel
+		}
+		s.mu.Unlock()
+		if dup {
+			cancel()
+			<-s.slots
+			return fmt.Errorf("frame %d: the id of a request in flight", f.ID)
+		}
+		s.dispatch(frameJob{ctx: ctx, cancel: cancel, f: f})
+	}
+}
+
+// frameJob is a request frame read and waiting for a goroutine to run it.
+type frameJob struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	f      stream.Request
+}
+
+// dispatch hands j to an idle handler goroutine of the stream, or starts
+// one. Handler goroutines live as long as the stream, so that their
+// stacks, grown by the first request, serve the next ones too; there are
+// never more than MaxStreamInFlight of them, since one starts only when
+// every other is busy with a request holding a slot.
+func (s *streamConn) dispatch(j frameJob) {
+	select {
+	case s.work <- j:
+	default:
+		s.handlers.Add(1)
+		go s.handleLoop(j)
+	}
+}
+
+// handleLoop runs j, then each job dispatched to it, until the stream
+// ends.
+func (s *streamConn) handleLoop(j frameJob) {
+	defer s.handlers.Done()
+	for {
+		s.handle(j.ctx, j.cancel, j.f)
+		select {
+		case j = <-s.work:
+		case <-s.ctx.Done():
+			return
+		}
+	}
+}
+
+// cancelRequest cancels the request id, if it is in flight.
+func (s *streamConn) cancelRequest(id uint32) {
+	s.mu.Lock()
+	cancel := s.inflight[id]
+	s.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+// handle runs one request frame through the API's handler and queues its
+// answer. A panic of the handler is logged and answered internal_error,
+// so that it ends neither the stream nor the server.
+func (s *streamConn) handle(ctx context.Context, cancel context.CancelFunc, f stream.Request) {
+	w := &frameWriter{}
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				if p != http.ErrAbortHandler {
+					s.a.opts.Logger.Error("panic serving a stream frame", "method", f.Method, "target", f.Target, "panic", p, "stack", string(debug.Stack()))
+				}
+				w = &frameWriter{}
+				s.a.writeError(w, nil, newError(CodeInternal, "", "internal server error"))
+			}
+		}()
+		r, err := s.request(ctx, f)
+		if err != nil {
+			s.a.writeError(w, nil, err)
+			return
+		}
+		s.a.ServeHTTP(w, r)
+	}()
+	s.mu.Lock()
+	delete(s.inflight, f.ID)
+	s.mu.Unlock()
+	cancel()
+	status := w.code
+	if status == 0 {
+		status = http.StatusOK // net/http's answer of a handler that wrote nothing
+	}
+	if len(w.body) > math.MaxUint32-16 {
+		s.a.opts.Logger.Error("answer too long for a frame", "method", f.Method, "target", f.Target, "bytes", len(w.body))
+		s.answers <- s.errorAnswer(f.ID, newError(CodeInternal, "", "internal server error"))
+		return
+	}
+	s.answers <- stream.Answer{ID: f.ID, Status: status, Body: w.body}
+}
+
+// request makes the HTTP request of frame f: its method, target and body,
+// with the Authorization, Host and remote address of the upgrade.
+func (s *streamConn) request(ctx context.Context, f stream.Request) (*http.Request, error) {
+	if !validMethod(f.Method) {
+		return nil, newError(CodeInvalidArgument, "", "frame %d: method %q is not an HTTP method", f.ID, f.Method)
+	}
+	if f.Target == "" || f.Target[0] != '/' {
+		return nil, newError(CodeInvalidArgument, "", "frame %d: the target must be a path starting with /", f.ID)
+	}
+	u, err := url.ParseRequestURI(f.Target)
+	if err != nil {
+		return nil, newError(CodeInvalidArgument, "", "frame %d: target %q is not a path and query", f.ID, f.Target)
+	}
+	r := &http.Request{
+		Method: f.Method, URL: u, RequestURI: f.Target,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header:        http.Header{},
+		Body:          http.NoBody,
+		ContentLength: int64(len(f.Body)),
+		Host:          s.host,
+		RemoteAddr:    s.remote,
+	}
+	if len(s.auth) > 0 {
+		r.Header["Authorization"] = s.auth
+	}
+	if len(f.Body) > 0 {
+		r.Body = &frameBody{Reader: bytes.NewReader(f.Body)}
+		r.Header["Content-Type"] = jsonContentType
+	}
+	return r.WithContext(ctx), nil
+}
+
+// jsonContentType is the Content-Type of a frame's body. Shared: handlers
+// only read request headers.
+var jsonContentType = []string{"application/json"}
+
+// validMethod reports whether m is an HTTP method token.
+func validMethod(m string) bool {
+	if m == "" {
+		return false
+	}
+	for i := 0; i < len(m); i++ {
+		c := m[i]
+		if c < '!' || c > '~' || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// frameBody is a frame's body as a request body.
+type frameBody struct{ *bytes.Reader }
+
+// Close implements io.Closer.
+func (*frameBody) Close() error { return nil }
+
+// frameWriter is the http.ResponseWriter of a frame: it keeps the status
+// and body for the answer frame. Headers are dropped: an answer frame has
+// none.
+type frameWriter struct {
+	header http.Header
+	code   int
+	body   []byte
+}
+
+// Header implements http.ResponseWriter.
+func (w *frameWriter) Header() http.Header {
+	if w.header == nil {
+		w.header = make(http.Header, 2)
+	}
+	return w.header
+}
+
+// WriteHeader implements http.ResponseWriter.
+func (w *frameWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+}
+
+// Write implements http.ResponseWriter.
+func (w *frameWriter) Write(p []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	w.body = append(w.body, p...)
+	return len(p), nil
+}
+
+// errorAnswer is the answer frame of err to the request id.
+func (s *streamConn) errorAnswer(id uint32, err error) stream.Answer {
+	w := &frameWriter{}
+	s.a.writeError(w, nil, err)
+	return stream.Answer{ID: id, Status: w.code, Body: w.body}
+}
+
+// writeLoop writes the queued answers, flushing whenever the queue is
+// empty, until the queue is closed. A failed write stops the stream; the
+// answers queued after it are dropped.
+func (s *streamConn) writeLoop() {
+	w := bufio.NewWriterSize(s.nc, streamBufferSize)
+	broken := false
+	for a := range s.answers {
+		var err error
+		if !broken {
+			err = stream.WriteAnswer(w, a)
+			if err == nil && len(s.answers) == 0 {
+				// Let the handlers about to answer (a commit answers many
+				// at once) queue their answers before the flush.
+				runtime.Gosched()
+			}
+			if err == nil && len(s.answers) == 0 {
+				_ = s.nc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+				err = w.Flush()
+			}
+		}
+		<-s.slots
+		if err != nil {
+			broken = true
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				s.a.opts.Logger.Warn("stream closed: the client does not read its answers", "remote", s.remote)
+			}
+			s.stop()
+		}
+	}
+}

@@ -1,0 +1,280 @@
+package stream
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"runtime"
+	"sync"
+)
+
+// DefaultMaxAnswer bounds one answer frame a client reads unless
+// Config.MaxAnswer says otherwise: far above any answer of the API, low
+// enough that a garbled length cannot exhaust memory.
+const DefaultMaxAnswer = 1 << 30
+
+// writeQueue is how many frames wait for a connection's writer before
+// callers block: the client's back-pressure.
+const writeQueue = 1024
+
+// ErrClosed is the error of calls on a connection closed by Close.
+var ErrClosed = errors.New("stream connection closed")
+
+// errNotSent marks an error of a call whose frame never reached the
+// connection's writer, so that it can be sent again on a new connection.
+var errNotSent = errors.New("frame not sent")
+
+// Conn is the client side of one spool-stream/1 connection. Many
+// goroutines share it: each Do sends a request frame and waits for the
+// answer with the same id. One writer goroutine writes the frames through
+// a buffer that it flushes when no more frames wait, so that frames sent
+// at about the same time share a write; one reader goroutine hands each
+// answer to its caller. Once the connection breaks, every call in flight
+// and every later call fails with the error that broke it (Err); a Conn is
+// never reconnected (Client does that).
+type Conn struct {
+	nc        net.Conn
+	rd        *bufio.Reader
+	maxAnswer int64
+	writes    chan []byte
+	done      chan struct{} // closed once the connection is broken
+
+	failOnce sync.Once
+	err      error // why the connection broke; set before done closes
+
+	mu      sync.Mutex
+	calls   map[uint32]*call // requests sent and not answered
+	next    uint32           // the next id to try
+	live    int              // calls whose callers still wait
+	retired bool             // close once live reaches 0
+}
+
+// call is one request in flight.
+type call struct {
+	answer    chan Answer // buffered: the reader never blocks on it
+	abandoned bool        // the caller left; the answer will be dropped
+}
+
+// framePool recycles request frames once written.
+var framePool = sync.Pool{New: func() any { return new([]byte) }}
+
+// Do sends one request and returns its answer. It fails with ctx's error
+// when ctx ends first, which abandons the request: a cancel frame asks the
+// server to stop it, and its answer is dropped when it comes. It fails
+// with an error wrapping Err when the connection breaks first; the request
+// may then have taken effect or not, as with an HTTP request whose
+// connection drops.
+func (c *Conn) Do(ctx context.Context, method, target string, body []byte) (Answer, error) {
+	if err := ctx.Err(); err != nil {
+		return Answer{}, err
+	}
+	id, cl, err := c.open()
+	if err != nil {
+		return Answer{}, err
+	}
+	bp := framePool.Get().(*[]byte)
+	frame, err := AppendRequest((*bp)[:0], Request{ID: id, Method: method, Target: target, Body: body})
+	if err != nil {
+		framePool.Put(bp)
+		c.forget(id)
+		return Answer{}, fmt.Errorf("encode frame: %w", err)
+	}
+	select {
+	case c.writes <- frame:
+	case <-ctx.Done():
+		c.forget(id)
+		return Answer{}, ctx.Err()
+	case <-c.done:
+		return Answer{}, fmt.Errorf("%w: %w", errNotSent, c.err)
+	}
+	select {
+	case a := <-cl.answer:
+		return a, nil
+	case <-ctx.Done():
+		if c.abandon(id) {
+			c.cancel(id)
+		}
+		return Answer{}, ctx.Err()
+	case <-c.done:
+		select {
+		case a := <-cl.answer: // answered just before the break
+			return a, nil
+		default:
+		}
+		return Answer{}, c.err
+	}
+}
+
+// open registers a new call under an id no request in flight has.
+func (c *Conn) open() (uint32, *call, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	select {
+	case <-c.done:
+		return 0, nil, fmt.Errorf("%w: %w", errNotSent, c.err)
+	default:
+	}
+	id := c.next
+	for c.calls[id] != nil {
+		id++
+	}
+	c.next = id + 1
+	cl := &call{answer: make(chan Answer, 1)}
+	c.calls[id] = cl
+	c.live++
+	return id, cl, nil
+}
+
+// abandon marks the call id, whose request was sent, as left by its
+// caller, and reports whether it was still waiting for its answer. The id
+// stays taken until the answer comes, so that it is not reused while the
+// server may still answer it.
+func (c *Conn) abandon(id uint32) bool {
+	return c.drop(id, false)
+}
+
+// forget drops the call id, whose request was never sent.
+func (c *Conn) forget(id uint32) {
+	c.drop(id, true)
+}
+
+func (c *Conn) drop(id uint32, unsent bool) bool {
+	c.mu.Lock()
+	cl := c.calls[id]
+	waiting := cl != nil && !cl.abandoned
+	if waiting {
+		cl.abandoned = true
+		c.live--
+	}
+	if unsent {
+		delete(c.calls, id)
+	}
+	idle := c.retired && c.live == 0
+	c.mu.Unlock()
+	if idle {
+		c.Close()
+	}
+	return waiting
+}
+
+// cancel asks the server to stop the request id, without waiting for room
+// in the write queue.
+func (c *Conn) cancel(id uint32) {
+	frame, _ := AppendRequest(nil, Request{ID: id, Method: MethodCancel})
+	select {
+	case c.writes <- frame:
+	default:
+		go func() {
+			select {
+			case c.writes <- frame:
+			case <-c.done:
+			}
+		}()
+	}
+}
+
+// Close closes the connection; calls in flight fail with ErrClosed. It is
+// idempotent.
+func (c *Conn) Close() { c.fail(ErrClosed) }
+
+// Retire closes the connection once no caller waits for an answer on it:
+// at once when none does. Calls made after Retire still work, and delay
+// the close until they are answered; Client makes none.
+func (c *Conn) Retire() {
+	c.mu.Lock()
+	c.retired = true
+	idle := c.live == 0
+	c.mu.Unlock()
+	if idle {
+		c.Close()
+	}
+}
+
+// Done is closed when the connection is broken or closed.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Err is why the connection broke, or nil while it works.
+func (c *Conn) Err() error {
+	select {
+	case <-c.done:
+		return c.err
+	default:
+		return nil
+	}
+}
+
+// fail breaks the connection with err, once.
+func (c *Conn) fail(err error) {
+	c.failOnce.Do(func() {
+		c.err = err
+		close(c.done)
+		_ = c.nc.Close()
+	})
+}
+
+// readLoop hands each answer to its caller until the connection breaks.
+func (c *Conn) readLoop() {
+	for {
+		a, err := ReadAnswer(c.rd, c.maxAnswer)
+		if err != nil {
+			select {
+			case <-c.done: // closed here: keep that reason
+			default:
+				c.fail(fmt.Errorf("stream connection lost: read answer: %w", err))
+			}
+			return
+		}
+		c.mu.Lock()
+		cl := c.calls[a.ID]
+		delete(c.calls, a.ID)
+		if cl != nil && !cl.abandoned {
+			c.live--
+			cl.answer <- a
+		}
+		idle := c.retired && c.live == 0
+		c.mu.Unlock()
+		switch {
+		case cl == nil:
+			c.fail(fmt.Errorf("stream connection lost: answer for unknown request %d", a.ID))
+			return
+		case idle:
+			c.Close()
+			return
+		}
+	}
+}
+
+// writeLoop writes queued frames, flushing whenever the queue is empty
+// (after one yield, so that frames sent together share the write), until
+// the connection breaks.
+func (c *Conn) writeLoop(w *bufio.Writer) {
+	for {
+		select {
+		case frame := <-c.writes:
+			_, err := w.Write(frame)
+			if cap(frame) <= maxPooledFrame {
+				frame = frame[:0]
+				framePool.Put(&frame)
+			}
+			if err == nil && len(c.writes) == 0 {
+				// Let the callers about to send (an answer burst wakes
+				// many) queue their frames before the flush.
+				runtime.Gosched()
+			}
+			if err == nil && len(c.writes) == 0 {
+				err = w.Flush()
+			}
+			if err != nil {
+				c.fail(fmt.Errorf("stream connection lost: write request: %w", err))
+				return
+			}
+		case <-c.done:
+			return
+		}
+	}
+}
+
+// maxPooledFrame keeps one huge request from pinning its buffer.
+const maxPooledFrame = 64 << 10
