@@ -30,7 +30,7 @@ Scenarios:
   poison        a job that crashes its worker on every attempt
   disk-full     the data folder on a small tmpfs that fills up (root only)
   read-only     the data folder's ext4 file system goes read-only (root only)
-  backlog       memory and restart time with a deep backlog
+  backlog       memory, restart time and fetch rate with a deep backlog
   all           every scenario above, in that order
 
 Flags:
@@ -100,6 +100,8 @@ func parseTorture(args []string, stderr io.Writer) (o tortureOptions, names []st
 	fs.StringVar(&o.sync, "sync", "full", "the server's --sync for crash")
 	fs.Uint64Var(&o.seed, "seed", 0, "seed of kill times and load choices (default: the clock)")
 	fs.IntVar(&o.jobs, "jobs", 0, "backlog size (default 1000000, long 10000000)")
+	fs.IntVar(&o.drain, "drain", 0, "jobs fetched and acked from each server over the backlog's fetch-rate rounds, on 100000 jobs and on the backlog (default 10000, long 50000)")
+	fs.IntVar(&o.rounds, "rounds", 0, "backlog fetch-rate rounds on each server, alternating; the ratio compares the median rounds (default 5)")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
 	switch {
 	case len(args) > 0 && (args[0] == "help" || args[0] == "-h" || args[0] == "--help"):
@@ -142,6 +144,8 @@ type tortureOptions struct {
 	sync   string
 	seed   uint64
 	jobs   int
+	drain  int
+	rounds int
 	log    io.Writer
 }
 
@@ -175,7 +179,10 @@ func (o tortureOptions) run(ctx context.Context, name, dir string) (torture.Resu
 	case "read-only":
 		return result(torture.RunReadOnly(ctx, torture.ReadOnlyConfig{Bin: o.bin, Dir: dir, Log: o.log}))
 	case "backlog":
-		return result(torture.RunBacklog(ctx, torture.BacklogConfig{Bin: o.bin, Dir: dir, Jobs: o.pick(o.jobs, 1_000_000, 10_000_000), Log: o.log}))
+		return result(torture.RunBacklog(ctx, torture.BacklogConfig{
+			Bin: o.bin, Dir: dir, Jobs: o.pick(o.jobs, 1_000_000, 10_000_000), DrainJobs: o.pick(o.drain, 10_000, 50_000),
+			FetchRounds: o.rounds, Log: o.log,
+		}))
 	}
 	return nil, fmt.Errorf("unknown scenario %q (want crash, graceful, worker-fault, poison, disk-full, read-only, backlog or all)", name)
 }

@@ -20,6 +20,10 @@ func TestParseTorture(t *testing.T) {
 	if got := o.pick(o.cycles, 50, 500); got != 500 {
 		t.Fatalf("pick with --long: %d", got)
 	}
+	o, names, _, ok = parseTorture([]string{"backlog", "--jobs", "200000", "--drain", "5000", "--rounds", "7", "--bin", "/x/spool"}, io.Discard)
+	if !ok || !reflect.DeepEqual(names, []string{"backlog"}) || o.jobs != 200000 || o.drain != 5000 || o.rounds != 7 {
+		t.Fatalf("backlog: parsed %+v %v %v", o, names, ok)
+	}
 	_, names, _, ok = parseTorture([]string{"all", "--bin", "/x/spool"}, io.Discard)
 	if !ok || len(names) != 7 {
 		t.Fatalf("all: %v", names)

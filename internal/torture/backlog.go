@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -34,6 +35,29 @@ type BacklogConfig struct {
 	// ReadyLimit is the pass mark for a restart with the backlog to answer
 	// /readyz. Defaults to 10s.
 	ReadyLimit time.Duration
+	// ReferenceJobs is the backlog of the reference fetch rate, filled the
+	// same way in a data folder and server of its own. Defaults to
+	// 100,000.
+	ReferenceJobs int
+	// DrainJobs is how many jobs the fetch-rate rounds fetch and ack from
+	// the top of each backlog, split evenly over the rounds; less than
+	// ReferenceJobs and Jobs, so that neither queue runs dry. Defaults to
+	// 50,000.
+	DrainJobs int
+	// FetchRounds is how many fetch-rate rounds run on each server,
+	// alternating between the reference and the full backlog; the ratio
+	// compares the median rounds. At most DrainJobs. Defaults to 5.
+	FetchRounds int
+	// Fetchers is how many fetch-and-ack loops run at once in a fetch-rate
+	// round. Defaults to 4.
+	Fetchers int
+	// FetchMax is the most jobs one fetch asks for (1 to 1000). Defaults
+	// to 100.
+	FetchMax int
+	// MinFetchRatio is the pass mark for the median fetch rate on the full
+	// backlog, as a share of the median rate on the reference backlog.
+	// Defaults to 0.70.
+	MinFetchRatio float64
 	// Log receives progress lines; nil for none.
 	Log io.Writer
 }
@@ -60,22 +84,110 @@ type BacklogResult struct {
 	// to /readyz; RestartRSSMB its memory then.
 	RestartReadyMS int64   `json:"restart_ready_ms"`
 	RestartRSSMB   float64 `json:"restart_rss_mb"`
-	// FirstFetchMS is the time of the first fetch after the restart.
-	FirstFetchMS int64 `json:"first_fetch_ms"`
-	// Drained is how many jobs were fetched and acked after the restart;
-	// DrainedRSSMB and DrainedHWMMB the server's memory after that.
-	Drained      int     `json:"drained"`
+	// Fetchers, FetchMax and FetchRounds are the worker setup and the
+	// rounds of both fetch-rate series.
+	Fetchers    int `json:"fetchers"`
+	FetchMax    int `json:"fetch_max"`
+	FetchRounds int `json:"fetch_rounds"`
+	// ReferenceFetch is the fetch rate on the reference backlog
+	// (ReferenceJobs) and Fetch the same on the full backlog, each round
+	// by round from the server's restart on.
+	ReferenceFetch FetchSeries `json:"reference_fetch"`
+	Fetch          FetchSeries `json:"fetch"`
+	// FetchRatio is Fetch.MedianPerSecond over
+	// ReferenceFetch.MedianPerSecond, rounded to 3 places; 0 when a round
+	// failed.
+	FetchRatio float64 `json:"fetch_ratio"`
+	// DrainedRSSMB and DrainedHWMMB are the server's memory after the
+	// fetch-rate rounds on the full backlog.
 	DrainedRSSMB float64 `json:"drained_rss_mb"`
 	DrainedHWMMB float64 `json:"drained_hwm_mb"`
 }
 
-// RunBacklog runs the deep-backlog scenario: it fills one queue with Jobs
-// jobs, reporting the server's resident memory at 100 k, 1 M and 10 M,
-// restarts the server on the backlog, and fetches and acks some of it.
-// Pass: resident memory never above MaxRSS (the backlog is not held in
-// memory, before or after the restart), ready within ReadyLimit, and the
-// counts add up.
+// backlogQueue is the queue the deep-backlog scenario fills.
+const backlogQueue = "backlog"
+
+// RunBacklog runs the deep-backlog scenario. It fills one queue with Jobs
+// jobs, reporting the server's resident memory at 100 k, 1 M and 10 M, and
+// restarts the server on the backlog, timing it. Only then does it fill
+// the reference, a queue of ReferenceJobs jobs on a server and data folder
+// of its own, and restart that server too, so that no other server works
+// while the memory and the restart are measured. With both servers
+// running it measures the fetch rate (fetchRounds) in alternating rounds,
+// so that both see the same load from whatever else shares the machine,
+// and compares the median rounds. Pass: resident memory never above MaxRSS
+// (the backlog is not held in memory, before or after the restart), ready
+// within ReadyLimit, the median fetch rate on the full backlog at least
+// MinFetchRatio of the reference's, and the counts add up. A config that
+// cannot be run (DrainJobs not below a backlog) is an error.
 func RunBacklog(ctx context.Context, cfg BacklogConfig) (*BacklogResult, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	began := time.Now()
+	res := &BacklogResult{
+		Verdict:     Verdict{Scenario: "backlog"},
+		Jobs:        cfg.Jobs,
+		Fetchers:    cfg.Fetchers,
+		FetchMax:    cfg.FetchMax,
+		FetchRounds: cfg.FetchRounds,
+	}
+	srv, err := NewServer(cfg.Bin, filepath.Join(cfg.Dir, "data"))
+	if err != nil {
+		return nil, err
+	}
+	defer srv.Close()
+	if err := fillFull(ctx, cfg, srv, res); err != nil {
+		return nil, err
+	}
+	took, err := srv.Start(ctx, max(time.Minute, 2*cfg.ReadyLimit))
+	if err != nil {
+		return nil, fmt.Errorf("backlog: restart: %w", err)
+	}
+	res.RestartReadyMS = took.Milliseconds()
+	if took > cfg.ReadyLimit {
+		res.failf("restart with %d jobs ready after %v, more than %v", cfg.Jobs, took.Round(time.Millisecond), cfg.ReadyLimit)
+	}
+	m := checkMem(res, srv, cfg.MaxRSS, "after the restart")
+	res.RestartRSSMB = mb(m.RSS)
+	logf(cfg.Log, "backlog: restarted in %v, rss %.1f MiB", took.Round(time.Millisecond), res.RestartRSSMB)
+
+	ref, err := startReference(ctx, cfg, res)
+	if err != nil {
+		return nil, err
+	}
+	defer ref.Close()
+	fetchRounds(ctx, cfg, ref, srv, res)
+	m = checkMem(res, srv, cfg.MaxRSS, "after fetching")
+	res.DrainedRSSMB, res.DrainedHWMMB = mb(m.RSS), mb(m.HWM)
+	for _, side := range []struct {
+		name   string
+		srv    *Server
+		series FetchSeries
+	}{{"reference", ref, res.ReferenceFetch}, {"full backlog", srv, res.Fetch}} {
+		want := side.series.Backlog - side.series.Drained
+		c := client.New(side.srv.URL())
+		n, err := available(ctx, c, backlogQueue)
+		c.CloseIdleConnections()
+		if err != nil || n != want {
+			res.failf("%s: after the restart and %d acks, %d jobs available (%v), want %d", side.name, side.series.Drained, n, err, want)
+		}
+	}
+	if err := ref.Terminate(2 * time.Minute); err != nil {
+		res.failf("reference: final stop: %v", err)
+	}
+	if err := srv.Terminate(2 * time.Minute); err != nil {
+		res.failf("final stop: %v", err)
+	}
+	checkFetchRatio(res, cfg)
+	res.finish(began)
+	return res, nil
+}
+
+// withDefaults returns cfg with its zero fields set to their defaults, or
+// an error when it cannot be run.
+func (cfg BacklogConfig) withDefaults() (BacklogConfig, error) {
 	if cfg.Jobs <= 0 {
 		cfg.Jobs = 1_000_000
 	}
@@ -91,60 +203,46 @@ func RunBacklog(ctx context.Context, cfg BacklogConfig) (*BacklogResult, error) 
 	if cfg.ReadyLimit <= 0 {
 		cfg.ReadyLimit = 10 * time.Second
 	}
-	began := time.Now()
-	res := &BacklogResult{Verdict: Verdict{Scenario: "backlog"}, Jobs: cfg.Jobs}
-	data := filepath.Join(cfg.Dir, "data")
-	srv, err := NewServer(cfg.Bin, data)
-	if err != nil {
-		return nil, err
+	if cfg.ReferenceJobs <= 0 {
+		cfg.ReferenceJobs = 100_000
 	}
-	defer srv.Close()
-	if _, err := srv.Start(ctx, 30*time.Second); err != nil {
-		return nil, fmt.Errorf("backlog: %w", err)
+	if cfg.DrainJobs <= 0 {
+		cfg.DrainJobs = 50_000
 	}
-	c := client.New(srv.URL())
-	const queue = "backlog"
-	if err := fillBacklog(ctx, cfg, srv, c, queue, res); err != nil {
-		return nil, err
+	if cfg.FetchRounds <= 0 {
+		cfg.FetchRounds = 5
 	}
-	if n, err := available(ctx, c, queue); err != nil || n != cfg.Jobs {
-		res.failf("after filling, %d jobs available (%v), want %d", n, err, cfg.Jobs)
+	if cfg.Fetchers <= 0 {
+		cfg.Fetchers = 4
 	}
-	res.DBMB = mb(dirSize(data))
-
-	if err := srv.Terminate(2 * time.Minute); err != nil {
-		res.failf("stop with the backlog: %v", err)
+	if cfg.FetchMax <= 0 {
+		cfg.FetchMax = 100
 	}
-	took, err := srv.Start(ctx, max(time.Minute, 2*cfg.ReadyLimit))
-	if err != nil {
-		return nil, fmt.Errorf("backlog: restart: %w", err)
+	if cfg.MinFetchRatio <= 0 {
+		cfg.MinFetchRatio = 0.70
 	}
-	res.RestartReadyMS = took.Milliseconds()
-	if took > cfg.ReadyLimit {
-		res.failf("restart with %d jobs ready after %v, more than %v", cfg.Jobs, took.Round(time.Millisecond), cfg.ReadyLimit)
+	if cfg.DrainJobs >= cfg.Jobs || cfg.DrainJobs >= cfg.ReferenceJobs {
+		return cfg, fmt.Errorf("backlog: drain %d jobs from each backlog, not less than the backlog (%d jobs) or the reference backlog (%d jobs)", cfg.DrainJobs, cfg.Jobs, cfg.ReferenceJobs)
 	}
-	m := checkMem(res, srv, cfg.MaxRSS, "after the restart")
-	res.RestartRSSMB = mb(m.RSS)
-	logf(cfg.Log, "backlog: restarted in %v, rss %.1f MiB", took.Round(time.Millisecond), res.RestartRSSMB)
-
-	if err := drainSome(ctx, c, queue, res); err != nil {
-		res.failf("fetch after the restart: %v", err)
+	if cfg.FetchRounds > cfg.DrainJobs {
+		return cfg, fmt.Errorf("backlog: %d fetch-rate rounds, more than the %d jobs they drain", cfg.FetchRounds, cfg.DrainJobs)
 	}
-	m = checkMem(res, srv, cfg.MaxRSS, "after fetching")
-	res.DrainedRSSMB, res.DrainedHWMMB = mb(m.RSS), mb(m.HWM)
-	if n, err := available(ctx, c, queue); err != nil || n != cfg.Jobs-res.Drained {
-		res.failf("after the restart and %d acks, %d jobs available (%v), want %d", res.Drained, n, err, cfg.Jobs-res.Drained)
+	if cfg.FetchMax > 1000 {
+		return cfg, fmt.Errorf("backlog: fetch max %d, more than the server's limit of 1000", cfg.FetchMax)
 	}
-	if err := srv.Terminate(2 * time.Minute); err != nil {
-		res.failf("final stop: %v", err)
-	}
-	res.finish(began)
-	return res, nil
+	return cfg, nil
 }
 
-// fillBacklog enqueues cfg.Jobs jobs in batches from cfg.Producers
-// goroutines, reading the server's memory at each mark.
-func fillBacklog(ctx context.Context, cfg BacklogConfig, srv *Server, c *client.Client, queue string, res *BacklogResult) error {
+// fillFull starts srv, fills its queue with cfg.Jobs jobs, recording the
+// memory marks, the fill time and the database size in res, and stops it.
+// A count that does not add up is a violation; a server that does not
+// start or a fill that fails is an error.
+func fillFull(ctx context.Context, cfg BacklogConfig, srv *Server, res *BacklogResult) error {
+	if _, err := srv.Start(ctx, 30*time.Second); err != nil {
+		return fmt.Errorf("backlog: %w", err)
+	}
+	c := client.New(srv.URL())
+	defer c.CloseIdleConnections()
 	var marks []int
 	for _, m := range []int{100_000, 1_000_000, 10_000_000} {
 		if m < cfg.Jobs {
@@ -152,14 +250,146 @@ func fillBacklog(ctx context.Context, cfg BacklogConfig, srv *Server, c *client.
 		}
 	}
 	marks = append(marks, cfg.Jobs)
+	fillBegan := time.Now()
+	err := fillBacklog(ctx, cfg, c, cfg.Jobs, func(total int) {
+		for len(marks) > 0 && total >= marks[0] {
+			m := checkMem(res, srv, cfg.MaxRSS, fmt.Sprintf("at %d jobs", marks[0]))
+			res.Marks = append(res.Marks, BacklogMark{Jobs: marks[0], RSSMB: mb(m.RSS), HWMMB: mb(m.HWM)})
+			logf(cfg.Log, "backlog: %d jobs, rss %.1f MiB, peak %.1f MiB", marks[0], mb(m.RSS), mb(m.HWM))
+			marks = marks[1:]
+		}
+	})
+	res.EnqueueSeconds = seconds(time.Since(fillBegan))
+	if err != nil {
+		return err
+	}
+	if n, err := available(ctx, c, backlogQueue); err != nil || n != cfg.Jobs {
+		res.failf("after filling, %d jobs available (%v), want %d", n, err, cfg.Jobs)
+	}
+	res.DBMB = mb(dirSize(srv.Dir))
+	if err := srv.Terminate(2 * time.Minute); err != nil {
+		res.failf("stop with the backlog: %v", err)
+	}
+	return nil
+}
+
+// startReference fills a queue with cfg.ReferenceJobs jobs on a server of
+// its own (data folder Dir/reference) and restarts it, so that its ready
+// windows are as cold as those of the full backlog's server. It returns
+// the running server, which the caller closes. A count that does not add
+// up is a violation recorded in res; a server that does not start or a
+// fill that fails is an error.
+func startReference(ctx context.Context, cfg BacklogConfig, res *BacklogResult) (*Server, error) {
+	srv, err := NewServer(cfg.Bin, filepath.Join(cfg.Dir, "reference"))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := srv.Start(ctx, 30*time.Second); err != nil {
+		srv.Close()
+		return nil, fmt.Errorf("backlog: reference: %w", err)
+	}
+	c := client.New(srv.URL())
+	defer c.CloseIdleConnections()
+	fillBegan := time.Now()
+	if err := fillBacklog(ctx, cfg, c, cfg.ReferenceJobs, nil); err != nil {
+		srv.Close()
+		return nil, fmt.Errorf("backlog: reference: %w", err)
+	}
+	if n, err := available(ctx, c, backlogQueue); err != nil || n != cfg.ReferenceJobs {
+		res.failf("reference: after filling, %d jobs available (%v), want %d", n, err, cfg.ReferenceJobs)
+	}
+	if err := srv.Terminate(2 * time.Minute); err != nil {
+		res.failf("reference: stop with the backlog: %v", err)
+	}
+	took, err := srv.Start(ctx, max(time.Minute, 2*cfg.ReadyLimit))
+	if err != nil {
+		srv.Close()
+		return nil, fmt.Errorf("backlog: reference: restart: %w", err)
+	}
+	logf(cfg.Log, "backlog: reference of %d jobs filled in %v, restarted in %v",
+		cfg.ReferenceJobs, time.Since(fillBegan).Round(time.Millisecond), took.Round(time.Millisecond))
+	return srv, nil
+}
+
+// fetchRounds measures the fetch rate (measureFetch) on the reference
+// server ref and on the full backlog's server full in cfg.FetchRounds
+// alternating rounds, reference first, each draining its share of
+// cfg.DrainJobs from both, and records both series in res. A failed round
+// is a violation and ends the rounds.
+func fetchRounds(ctx context.Context, cfg BacklogConfig, ref, full *Server, res *BacklogResult) {
+	res.ReferenceFetch = FetchSeries{Backlog: cfg.ReferenceJobs}
+	res.Fetch = FetchSeries{Backlog: cfg.Jobs}
+	sides := []struct {
+		name   string
+		srv    *Server
+		series *FetchSeries
+	}{
+		{fmt.Sprintf("the reference backlog of %d jobs", cfg.ReferenceJobs), ref, &res.ReferenceFetch},
+		{fmt.Sprintf("%d jobs", cfg.Jobs), full, &res.Fetch},
+	}
+	for round := range cfg.FetchRounds {
+		drain := roundDrain(cfg.DrainJobs, cfg.FetchRounds, round)
+		for _, side := range sides {
+			s := side.series
+			r, err := measureFetch(ctx, cfg, side.srv.URL(), backlogQueue, s.Backlog-s.Drained, drain)
+			s.add(r)
+			if err != nil {
+				res.failf("fetch rate on %s, round %d of %d: %v", side.name, round+1, cfg.FetchRounds, err)
+				return
+			}
+		}
+		rr, fr := res.ReferenceFetch.Rounds[round], res.Fetch.Rounds[round]
+		logf(cfg.Log, "backlog: round %d of %d, %d jobs each: reference %.0f jobs/s (first fetch %d ms), full %.0f jobs/s (first fetch %d ms)",
+			round+1, cfg.FetchRounds, drain, rr.PerSecond, rr.FirstFetchMS, fr.PerSecond, fr.FirstFetchMS)
+	}
+}
+
+// roundDrain is how many of drain jobs round (from 0) of rounds drains:
+// an even share, the first rounds one more when rounds does not divide
+// drain.
+func roundDrain(drain, rounds, round int) int {
+	n := drain / rounds
+	if round < drain%rounds {
+		n++
+	}
+	return n
+}
+
+// checkFetchRatio sets res.FetchRatio from the median rounds and records a
+// violation when it is below cfg.MinFetchRatio. It does nothing when a
+// round failed (that is a violation already).
+func checkFetchRatio(res *BacklogResult, cfg BacklogConfig) {
+	ref, full := res.ReferenceFetch, res.Fetch
+	for _, s := range []FetchSeries{ref, full} {
+		if len(s.Rounds) != cfg.FetchRounds || s.Drained != cfg.DrainJobs {
+			return
+		}
+	}
+	if ref.MedianPerSecond <= 0 {
+		return
+	}
+	ratio := full.MedianPerSecond / ref.MedianPerSecond
+	res.FetchRatio = math.Round(ratio*1000) / 1000
+	logf(cfg.Log, "backlog: median fetch rate on %d jobs %.0f jobs/s (cold %.0f), on %d jobs %.0f jobs/s (cold %.0f): ratio %.3f",
+		cfg.Jobs, full.MedianPerSecond, full.ColdPerSecond, cfg.ReferenceJobs, ref.MedianPerSecond, ref.ColdPerSecond, ratio)
+	if ratio < cfg.MinFetchRatio {
+		res.failf("median fetch rate on %d jobs %.0f jobs/s, %.3f of the %.0f jobs/s on %d jobs, below %.2f",
+			cfg.Jobs, full.MedianPerSecond, ratio, ref.MedianPerSecond, cfg.ReferenceJobs, cfg.MinFetchRatio)
+	}
+}
+
+// fillBacklog enqueues jobs jobs into the backlog queue in batches of
+// cfg.Batch from cfg.Producers goroutines. After each batch it calls
+// progress, when not nil, with the number of jobs enqueued so far; the
+// calls never overlap.
+func fillBacklog(ctx context.Context, cfg BacklogConfig, c *client.Client, jobs int, progress func(total int)) error {
 	var (
 		next, done atomic.Int64
 		mu         sync.Mutex
 		firstErr   error
 		wg         sync.WaitGroup
 	)
-	batches := (cfg.Jobs + cfg.Batch - 1) / cfg.Batch
-	start := time.Now()
+	batches := (jobs + cfg.Batch - 1) / cfg.Batch
 	for range cfg.Producers {
 		wg.Add(1)
 		go func() {
@@ -169,71 +399,36 @@ func fillBacklog(ctx context.Context, cfg BacklogConfig, srv *Server, c *client.
 				if b >= batches || ctx.Err() != nil {
 					return
 				}
-				n := min(cfg.Batch, cfg.Jobs-b*cfg.Batch)
+				n := min(cfg.Batch, jobs-b*cfg.Batch)
 				ps := make([]client.EnqueueParams, n)
 				for i := range ps {
 					payload := strconv.AppendInt([]byte(`{"n":`), int64(b*cfg.Batch+i), 10)
-					ps[i] = client.EnqueueParams{Queue: queue, Kind: "backlog", Payload: json.RawMessage(append(payload, '}'))}
+					ps[i] = client.EnqueueParams{Queue: backlogQueue, Kind: "backlog", Payload: json.RawMessage(append(payload, '}'))}
 				}
 				cctx, cancel := context.WithTimeout(ctx, time.Minute)
 				_, err := c.EnqueueBatch(cctx, ps)
 				cancel()
+				mu.Lock()
 				if err != nil {
-					mu.Lock()
-					firstErr = fmt.Errorf("backlog: enqueue batch %d: %w", b, err)
+					if firstErr == nil {
+						firstErr = fmt.Errorf("backlog: enqueue batch %d: %w", b, err)
+					}
 					mu.Unlock()
 					return
 				}
 				total := int(done.Add(int64(n)))
-				mu.Lock()
-				for len(marks) > 0 && total >= marks[0] {
-					m := checkMem(res, srv, cfg.MaxRSS, fmt.Sprintf("at %d jobs", marks[0]))
-					res.Marks = append(res.Marks, BacklogMark{Jobs: marks[0], RSSMB: mb(m.RSS), HWMMB: mb(m.HWM)})
-					logf(cfg.Log, "backlog: %d jobs, rss %.1f MiB, peak %.1f MiB", marks[0], mb(m.RSS), mb(m.HWM))
-					marks = marks[1:]
+				if progress != nil {
+					progress(total)
 				}
 				mu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
-	res.EnqueueSeconds = seconds(time.Since(start))
 	if firstErr != nil {
 		return firstErr
 	}
 	return ctx.Err()
-}
-
-// drainSome fetches and acks 10 batches of 1000 jobs.
-func drainSome(ctx context.Context, c *client.Client, queue string, res *BacklogResult) error {
-	for i := range 10 {
-		began := time.Now()
-		jobs, err := c.Fetch(ctx, client.FetchParams{Queues: []string{queue}, Max: 1000})
-		if err != nil {
-			return err
-		}
-		if i == 0 {
-			res.FirstFetchMS = time.Since(began).Milliseconds()
-		}
-		if len(jobs) != 1000 {
-			return fmt.Errorf("fetch %d handed out %d jobs, want 1000", i, len(jobs))
-		}
-		items := make([]client.AckItem, len(jobs))
-		for k, j := range jobs {
-			items[k] = client.AckItem{ID: j.ID, Token: j.Token()}
-		}
-		out, err := c.AckBatch(ctx, items)
-		if err != nil {
-			return err
-		}
-		for _, r := range out {
-			if r.Err != nil {
-				return fmt.Errorf("ack %s: %w", r.ID, r.Err)
-			}
-		}
-		res.Drained += len(jobs)
-	}
-	return nil
 }
 
 // checkMem reads the server's memory and records a violation when its
