@@ -36,6 +36,9 @@ func runServer(args []string) int {
 		}
 		defer stopProfile()
 	}
+	if path := os.Getenv("SPOOL_MEMPROFILE"); path != "" {
+		defer writeAllocProfile(path, logger)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	srv := server.New(cfg, logger)
@@ -84,4 +87,18 @@ func startCPUProfile(path string) (func(), error) {
 		pprof.StopCPUProfile()
 		f.Close()
 	}, nil
+}
+
+// writeAllocProfile writes the allocations made since the server started
+// to path. SPOOL_MEMPROFILE turns it on, beside SPOOL_CPUPROFILE.
+func writeAllocProfile(path string, logger *slog.Logger) {
+	f, err := os.Create(path)
+	if err != nil {
+		logger.Error("create allocation profile", "err", err)
+		return
+	}
+	defer f.Close()
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		logger.Error("write allocation profile", "err", err)
+	}
 }

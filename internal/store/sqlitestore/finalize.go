@@ -137,7 +137,7 @@ func (c *completions) flushFull() error {
 	if c.rows < completeChunk {
 		return nil
 	}
-	if _, err := c.w.st.completeMany.Exec(c.args...); err != nil {
+	if _, err := c.w.st.completeMany.exec(c.args); err != nil {
 		return fmt.Errorf("complete %d jobs: %w", c.rows, err)
 	}
 	c.args, c.rows = c.args[:0], 0
@@ -151,7 +151,7 @@ func (c *completions) flush() error {
 	}
 	const n = 8 // values per row
 	for i := 0; i < c.rows; i++ {
-		if _, err := c.w.st.complete.Exec(c.args[i*n : (i+1)*n]...); err != nil {
+		if _, err := c.w.st.complete.exec(c.args[i*n : (i+1)*n]); err != nil {
 			return fmt.Errorf("complete job with seq %v: %w", c.args[(i+1)*n-1], err)
 		}
 	}

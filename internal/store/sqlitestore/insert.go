@@ -137,11 +137,7 @@ func (ins *inserter) flush(jobs []store.JobInsertParams) error {
 		}
 	}
 	w.nextSeq += int64(len(ins.pending))
-	res, err := stmt.Exec(ins.args...)
-	if err != nil {
-		return fmt.Errorf("insert jobs: %w", err)
-	}
-	n, err := res.RowsAffected()
+	n, err := stmt.exec(ins.args)
 	if err != nil {
 		return fmt.Errorf("insert jobs: %w", err)
 	}

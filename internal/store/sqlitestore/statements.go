@@ -10,14 +10,17 @@ import (
 type statements struct {
 	begin, commit *sql.Stmt
 
-	insertQueue, setPaused                   *sql.Stmt
-	insertJob, insertJobs, jobByID, jobBySeq *sql.Stmt
-	newestUnique                             *sql.Stmt
-	jobsBySeq, jobExists                     *sql.Stmt
-	complete, completeMany                   *sql.Stmt
-	finishAttempt, persistLease              *sql.Stmt
+	insertQueue, setPaused      *sql.Stmt
+	jobByID, jobBySeq           *sql.Stmt
+	newestUnique                *sql.Stmt
+	jobsBySeq, jobExists        *sql.Stmt
+	finishAttempt, persistLease *sql.Stmt
+
+	// The statements of the hot paths, run without database/sql.
+	insertJob, insertJobs, complete, completeMany *rawStmt
 
 	all []*sql.Stmt
+	raw []*rawStmt
 }
 
 // prepare prepares every statement on conn.
@@ -30,15 +33,11 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&s.commit, `COMMIT`},
 		{&s.insertQueue, sqlInsertQueue},
 		{&s.setPaused, sqlSetPaused},
-		{&s.insertJob, sqlInsertJob},
-		{&s.insertJobs, sqlInsertJobs},
 		{&s.jobByID, sqlJobByID},
 		{&s.jobBySeq, sqlJobBySeq},
 		{&s.newestUnique, sqlNewestUnique},
 		{&s.jobsBySeq, sqlJobsBySeq},
 		{&s.jobExists, sqlJobExists},
-		{&s.complete, sqlComplete},
-		{&s.completeMany, sqlCompleteMany},
 		{&s.finishAttempt, sqlFinishAttempt},
 		{&s.persistLease, sqlPersistLease},
 	} {
@@ -49,6 +48,22 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 		*p.dst = st
 		s.all = append(s.all, st)
 	}
+	for _, p := range []struct {
+		dst   **rawStmt
+		query string
+	}{
+		{&s.insertJob, sqlInsertJob},
+		{&s.insertJobs, sqlInsertJobs},
+		{&s.complete, sqlComplete},
+		{&s.completeMany, sqlCompleteMany},
+	} {
+		st, err := prepareRaw(ctx, conn, p.query)
+		if err != nil {
+			return fmt.Errorf("prepare %q: %w", firstLine(p.query), err)
+		}
+		*p.dst = st
+		s.raw = append(s.raw, st)
+	}
 	return nil
 }
 
@@ -56,7 +71,10 @@ func (s *statements) close() {
 	for _, st := range s.all {
 		_ = st.Close()
 	}
-	s.all = nil
+	for _, st := range s.raw {
+		_ = st.close()
+	}
+	s.all, s.raw = nil, nil
 }
 
 func firstLine(q string) string {
