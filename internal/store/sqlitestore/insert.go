@@ -17,10 +17,11 @@ const (
 	sqlInsertQueue = `INSERT INTO queues (name) VALUES (?) ON CONFLICT (name) DO NOTHING`
 	// insertColumns are the columns an insert sets, in the order of
 	// insertRow's arguments.
-	insertColumns = `seq, id, queue, kind, payload, priority, state, run_at, max_attempts,
-	backoff_kind, backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, created_at,
-	durability`
-	insertPlaceholders = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	// The columns after spec are those of the fields spec holds, which
+	// rows since schema version 3 leave at zero.
+	insertColumns = `seq, id, queue, payload, priority, state, run_at, unique_key, spec,
+	kind, max_attempts, backoff_kind, backoff_base, backoff_max, backoff_jitter, lease_ns, created_at`
+	insertPlaceholders = `(?, ?, ?, ?, ?, ?, ?, ?, ?, '', 0, '', 0, 0, 0, 0, 0)`
 	sqlInsertJob       = `INSERT INTO jobs (` + insertColumns + `) VALUES ` + insertPlaceholders + ` ON CONFLICT (id) DO NOTHING`
 	sqlNewestUnique    = `SELECT ` + jobColumns + ` FROM jobs WHERE queue = ? AND unique_key = ? ORDER BY seq DESC LIMIT 1`
 	sqlSeqsOfIDs       = `SELECT id, seq FROM jobs WHERE id IN (SELECT value FROM json_each(?))`
@@ -29,7 +30,7 @@ const (
 
 // insertChunk is how many rows one multi-row INSERT carries: statements
 // with many rows spend less per row on statement overhead, and 32 rows of
-// 19 values stay well below SQLite's limit of 32766 parameters.
+// 9 values stay well below SQLite's limit of 32766 parameters.
 const insertChunk = 32
 
 // sqlInsertJobs inserts insertChunk rows.
@@ -105,6 +106,7 @@ type inserter struct {
 	out     []store.InsertResult
 	pending []int // indexes into the jobs of the call
 	args    []any
+	specs   []byte // the spec values of args
 }
 
 // flush inserts the pending jobs.
@@ -129,12 +131,9 @@ func (ins *inserter) flush(jobs []store.JobInsertParams) error {
 		return nil
 	}
 	first := w.nextSeq
-	ins.args = ins.args[:0]
+	ins.args, ins.specs = ins.args[:0], ins.specs[:0]
 	for k, i := range ins.pending {
-		var err error
-		if ins.args, err = appendInsertRow(ins.args, first+int64(k), &jobs[i], w.durabilityOf(jobs[i].Durability), ins.now); err != nil {
-			return fmt.Errorf("jobs[%d]: %w", i, err)
-		}
+		ins.args, ins.specs = appendInsertRow(ins.args, ins.specs, first+int64(k), &jobs[i], w.durabilityOf(jobs[i].Durability), ins.now)
 	}
 	w.nextSeq += int64(len(ins.pending))
 	n, err := stmt.exec(ins.args)
@@ -232,15 +231,16 @@ func (w *writer) keeps(d job.Durability) bool {
 }
 
 // appendInsertRow appends the arguments of one row, in insertColumns order.
-func appendInsertRow(args []any, seq int64, jp *store.JobInsertParams, d job.Durability, now time.Time) ([]any, error) {
-	tags, err := encodeTags(jp.Tags)
-	if err != nil {
-		return args, err
-	}
-	return append(args, seq, jp.ID, jp.Queue, jp.Kind, blobOrNull(jp.Payload), int64(jp.Priority), string(jp.State),
-		jp.RunAt.UTC().UnixNano(), int64(jp.MaxAttempts), string(jp.Backoff.Kind), int64(jp.Backoff.Base),
-		int64(jp.Backoff.Max), jp.Backoff.Jitter, int64(jp.LeaseDuration), stringOrNull(jp.UniqueKey),
-		int64(jp.UniqueFor), tags, now.UnixNano(), string(d)), nil
+// Its spec is appended to specs, whose bytes the row's spec refers to
+// until the statement has run.
+func appendInsertRow(args []any, specs []byte, seq int64, jp *store.JobInsertParams, d job.Durability, now time.Time) ([]any, []byte) {
+	start := len(specs)
+	specs = appendSpec(specs, &spec{
+		kind: jp.Kind, maxAttempts: jp.MaxAttempts, backoff: jp.Backoff, lease: jp.LeaseDuration,
+		uniqueFor: jp.UniqueFor, createdAt: now.UnixNano(), durability: d, tags: jp.Tags,
+	})
+	return append(args, seq, jp.ID, jp.Queue, blobOrNull(jp.Payload), int64(jp.Priority), string(jp.State),
+		jp.RunAt.UTC().UnixNano(), stringOrNull(jp.UniqueKey), specs[start:len(specs):len(specs)]), specs
 }
 
 // duplicate returns the existing job that jp duplicates by ID or by unique

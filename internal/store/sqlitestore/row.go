@@ -10,10 +10,8 @@ import (
 )
 
 // jobColumns are the columns scanJob reads, in its order.
-const jobColumns = `seq, id, queue, kind, payload, priority, state, run_at, attempt, max_attempts,
-	backoff_kind, backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags,
-	result, errors, progress, lease_token, lease_expires_at, cancel_requested, created_at, started_at, finished_at,
-	durability`
+const jobColumns = `seq, id, queue, payload, priority, state, run_at, attempt, unique_key,
+	result, errors, progress, lease_token, lease_expires_at, cancel_requested, started_at, finished_at, spec`
 
 const (
 	sqlJobByID  = `SELECT ` + jobColumns + ` FROM jobs WHERE id = ?`
@@ -28,44 +26,33 @@ type scanner interface {
 // scanJob reads one row of jobColumns. It returns the job and its seq.
 func scanJob(sc scanner) (*job.Job, int64, error) {
 	var (
-		j                                          job.Job
-		seq, priority, runAt, attempt, maxAttempts int64
-		backoffBase, backoffMax, lease, unique     int64
-		token, cancel, created                     int64
-		state, backoffKind, durability             string
-		payload, result, progress                  []byte
-		uniqueKey, tags, errs                      sql.NullString
-		leaseExpires, started, finished            sql.NullInt64
+		j                               job.Job
+		seq, priority, runAt, attempt   int64
+		token, cancel                   int64
+		state                           string
+		payload, result, progress, spec []byte
+		uniqueKey, errs                 sql.NullString
+		leaseExpires, started, finished sql.NullInt64
 	)
-	err := sc.Scan(&seq, &j.ID, &j.Queue, &j.Kind, &payload, &priority, &state, &runAt, &attempt, &maxAttempts,
-		&backoffKind, &backoffBase, &backoffMax, &j.Backoff.Jitter, &lease, &uniqueKey, &unique, &tags,
-		&result, &errs, &progress, &token, &leaseExpires, &cancel, &created, &started, &finished, &durability)
+	err := sc.Scan(&seq, &j.ID, &j.Queue, &payload, &priority, &state, &runAt, &attempt, &uniqueKey,
+		&result, &errs, &progress, &token, &leaseExpires, &cancel, &started, &finished, &spec)
 	if err != nil {
 		return nil, 0, err
+	}
+	if err := decodeSpec(spec, &j); err != nil {
+		return nil, 0, fmt.Errorf("read job %s: %w", j.ID, err)
 	}
 	j.Payload, j.Result, j.Progress = payload, result, progress
 	j.Priority = int(priority)
 	j.State = job.State(state)
 	j.RunAt = fromNanos(runAt)
-	j.Attempt, j.MaxAttempts = int(attempt), int(maxAttempts)
-	j.Backoff.Kind = job.BackoffKind(backoffKind)
-	j.Backoff.Base = time.Duration(backoffBase)
-	j.Backoff.Max = time.Duration(backoffMax)
-	j.LeaseDuration = time.Duration(lease)
+	j.Attempt = int(attempt)
 	j.UniqueKey = uniqueKey.String
-	j.UniqueFor = time.Duration(unique)
 	j.LeaseToken = token
 	j.LeaseExpiresAt = nullTime(leaseExpires)
 	j.CancelRequested = cancel != 0
-	j.CreatedAt = fromNanos(created)
 	j.StartedAt = nullTime(started)
 	j.FinishedAt = nullTime(finished)
-	j.Durability = job.Durability(durability)
-	if tags.Valid {
-		if err := json.Unmarshal([]byte(tags.String), &j.Tags); err != nil {
-			return nil, 0, fmt.Errorf("decode tags of job %s: %w", j.ID, err)
-		}
-	}
 	if errs.Valid {
 		if err := json.Unmarshal([]byte(errs.String), &j.Errors); err != nil {
 			return nil, 0, fmt.Errorf("decode errors of job %s: %w", j.ID, err)
@@ -136,18 +123,6 @@ func blobOrNull(raw json.RawMessage) any {
 		return nil
 	}
 	return []byte(raw)
-}
-
-// encodeTags is the column value of tags: a JSON array, NULL when empty.
-func encodeTags(tags []string) (any, error) {
-	if len(tags) == 0 {
-		return nil, nil
-	}
-	b, err := json.Marshal(tags)
-	if err != nil {
-		return nil, fmt.Errorf("encode tags: %w", err)
-	}
-	return string(b), nil
 }
 
 // encodeAttemptError is one element of the errors column.

@@ -3,13 +3,24 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
+	"time"
+
+	"github.com/spoolq/spool/internal/job"
 )
+
+// migration is one step of the schema: SQL, then, when set, a Go step in
+// the same transaction.
+type migration struct {
+	sql  string
+	then func(ctx context.Context, conn *sql.Conn) error
+}
 
 // migrations are applied in order at Open; PRAGMA user_version records how
 // many have run. Never edit a released migration: append a new one.
-var migrations = []string{
-	`
+var migrations = []migration{
+	{sql: `
 CREATE TABLE jobs (
 	seq              INTEGER PRIMARY KEY,
 	id               TEXT    NOT NULL UNIQUE,
@@ -50,8 +61,8 @@ CREATE TABLE queues (
 	name   TEXT    PRIMARY KEY,
 	paused INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
-`,
-	`
+`},
+	{sql: `
 DROP INDEX jobs_state;
 ALTER TABLE jobs ADD COLUMN durability TEXT NOT NULL DEFAULT 'full';
 ALTER TABLE queues ADD COLUMN durability TEXT NOT NULL DEFAULT 'full';
@@ -59,7 +70,10 @@ CREATE TABLE meta (
 	key   TEXT    PRIMARY KEY,
 	value INTEGER NOT NULL
 ) WITHOUT ROWID;
-`,
+`},
+	// The fields packed into spec (see spec.go) keep their old columns,
+	// which new rows set to zeros.
+	{sql: `ALTER TABLE jobs ADD COLUMN spec BLOB;`, then: fillSpecs},
 }
 
 // Partial-index conditions, repeated verbatim in queries so that SQLite's
@@ -86,7 +100,12 @@ func migrate(ctx context.Context, conn *sql.Conn) error {
 		return fmt.Errorf("begin migration: %w", err)
 	}
 	for i := version; i < len(migrations); i++ {
-		if _, err := conn.ExecContext(ctx, migrations[i]); err != nil {
+		m := migrations[i]
+		_, err := conn.ExecContext(ctx, m.sql)
+		if err == nil && m.then != nil {
+			err = m.then(ctx, conn)
+		}
+		if err != nil {
 			_, _ = conn.ExecContext(ctx, `ROLLBACK`)
 			return fmt.Errorf("apply migration %d: %w", i+1, err)
 		}
@@ -100,4 +119,60 @@ func migrate(ctx context.Context, conn *sql.Conn) error {
 		return fmt.Errorf("commit migration: %w", err)
 	}
 	return nil
+}
+
+// fillSpecs writes the spec column of every job from the columns that held
+// its fields before, a chunk of rows at a time.
+func fillSpecs(ctx context.Context, conn *sql.Conn) error {
+	const chunk = 1000
+	type row struct {
+		seq  int64
+		spec []byte
+	}
+	for after := int64(0); ; {
+		rows, err := conn.QueryContext(ctx, `SELECT seq, kind, max_attempts, backoff_kind, backoff_base, backoff_max,
+	backoff_jitter, lease_ns, unique_for, tags, created_at, durability FROM jobs WHERE seq > ? ORDER BY seq LIMIT ?`, after, chunk)
+		if err != nil {
+			return fmt.Errorf("read jobs for their spec: %w", err)
+		}
+		var got []row
+		for rows.Next() {
+			var (
+				r                             row
+				s                             spec
+				maxAttempts, base, max, lease int64
+				uniqueFor                     int64
+				backoffKind, durability       string
+				tags                          sql.NullString
+			)
+			if err := rows.Scan(&r.seq, &s.kind, &maxAttempts, &backoffKind, &base, &max, &s.backoff.Jitter, &lease,
+				&uniqueFor, &tags, &s.createdAt, &durability); err != nil {
+				rows.Close()
+				return fmt.Errorf("read jobs for their spec: %w", err)
+			}
+			s.maxAttempts, s.lease, s.uniqueFor = int(maxAttempts), time.Duration(lease), time.Duration(uniqueFor)
+			s.backoff.Kind, s.backoff.Base, s.backoff.Max = job.BackoffKind(backoffKind), time.Duration(base), time.Duration(max)
+			s.durability = job.Durability(durability)
+			if tags.Valid {
+				if err := json.Unmarshal([]byte(tags.String), &s.tags); err != nil {
+					rows.Close()
+					return fmt.Errorf("decode tags of the job with seq %d: %w", r.seq, err)
+				}
+			}
+			r.spec = appendSpec(nil, &s)
+			got = append(got, r)
+		}
+		if err := closeRows(rows); err != nil {
+			return fmt.Errorf("read jobs for their spec: %w", err)
+		}
+		for _, r := range got {
+			if _, err := conn.ExecContext(ctx, `UPDATE jobs SET spec = ? WHERE seq = ?`, r.spec, r.seq); err != nil {
+				return fmt.Errorf("write spec of the job with seq %d: %w", r.seq, err)
+			}
+		}
+		if len(got) < chunk {
+			return nil
+		}
+		after = got[len(got)-1].seq
+	}
 }
