@@ -182,6 +182,13 @@ func (s *Store) open(ctx context.Context, path string) error {
 		_ = conn.Close()
 		return fmt.Errorf("start writer: %w", mapErr(err))
 	}
+	sync := s.cfg.Sync
+	if s.cfg.Memory {
+		sync = "off"
+	}
+	if s.w.ckpt, err = newCheckpointer(path, sync, s.logger); err != nil {
+		return err
+	}
 	go s.w.run()
 	return nil
 }
@@ -302,8 +309,13 @@ func (s *Store) Close() error {
 
 func (s *Store) closeDBs() error {
 	var first error
+	if s.w != nil && s.w.ckpt != nil {
+		first = s.w.ckpt.close()
+	}
 	if s.w != nil {
-		first = s.w.close()
+		if err := s.w.close(); err != nil && first == nil {
+			first = err
+		}
 	}
 	if s.rdb != nil {
 		if err := s.rdb.Close(); err != nil && first == nil {

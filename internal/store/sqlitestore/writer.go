@@ -74,6 +74,9 @@ type writer struct {
 	// it until the disk has room again (see Store.Ping).
 	full atomic.Bool
 
+	// ckpt copies the WAL into the database file beside the writer.
+	ckpt *checkpointer
+
 	failMu sync.Mutex
 	failed error // set when the database can no longer be trusted
 }
@@ -93,9 +96,10 @@ func newWriter(ctx context.Context, conn *sql.Conn, cfg Config, cat *catalog, le
 		fsync:  cfg.Sync == "full" && !cfg.Memory,
 		cache:  &bodyCache{limit: cfg.CacheBytes},
 	}
-	// Temporary tables stay in memory, and the WAL file shrinks back after
-	// a burst.
-	for _, pragma := range []string{`PRAGMA temp_store = MEMORY`, `PRAGMA journal_size_limit = 67108864`} {
+	// Temporary tables stay in memory, the WAL file shrinks back after a
+	// burst, and commits leave checkpoints to the checkpointer.
+	for _, pragma := range []string{`PRAGMA temp_store = MEMORY`, `PRAGMA journal_size_limit = 67108864`,
+		`PRAGMA wal_autocheckpoint = 0`} {
 		if _, err := conn.ExecContext(ctx, pragma); err != nil {
 			return nil, fmt.Errorf("configure write connection: %w", err)
 		}
@@ -141,6 +145,9 @@ func (w *writer) run() {
 		batch, next, open = w.gather(batch[:0], next)
 		w.commit(batch)
 		clear(batch)
+		if w.ckpt.behind.Load() {
+			w.catchUpWAL()
+		}
 		if !open {
 			return
 		}
@@ -252,6 +259,7 @@ func (w *writer) commitTogether(ops []*op) (split bool, err error) {
 		return false, fmt.Errorf("commit batch: %w", err)
 	}
 	w.commits.Add(1)
+	w.ckpt.nudge()
 	if !w.fsync {
 		w.unsynced.Add(1)
 	}
@@ -457,5 +465,18 @@ func (w *writer) chooseSync(batch []*op) error {
 func (w *writer) noteFull(err error) {
 	if errors.Is(mapErr(err), job.ErrStorageFull) {
 		w.full.Store(true)
+	}
+}
+
+// catchUpWAL checkpoints the WAL on the writer's connection, so that the
+// next commit can start it over; the checkpointer found it too long.
+func (w *writer) catchUpWAL() {
+	frames, copied, err := checkpoint(context.Background(), w.conn.QueryRowContext)
+	if err != nil {
+		w.logger.Warn("sqlitestore: checkpoint failed", "err", err)
+		return
+	}
+	if copied == frames {
+		w.ckpt.behind.Store(false)
 	}
 }
