@@ -1,6 +1,7 @@
 package main
 
 import (
+	"runtime"
 	"runtime/debug"
 )
 
@@ -31,4 +32,23 @@ func tuneGC(getenv func(string) string) (setPercent, setLimit bool) {
 		setLimit = true
 	}
 	return setPercent, setLimit
+}
+
+// serverExtraProcs is how many more Ps than CPUs `spool server` runs with,
+// unless GOMAXPROCS says otherwise. The store's writer calls into SQLite
+// through cgo, and a call that waits for the disk (a commit's fsync) keeps
+// its P until the runtime takes it back; meanwhile the other goroutines
+// have one P fewer. Two spare Ps were measured (BENCHMARKS.md) at 11–16 %
+// more single-job enqueues a second over the stream transport on two
+// cores, and no change elsewhere.
+const serverExtraProcs = 2
+
+// tuneProcs raises GOMAXPROCS by serverExtraProcs unless getenv names it,
+// and reports whether it did.
+func tuneProcs(getenv func(string) string) bool {
+	if getenv("GOMAXPROCS") != "" {
+		return false
+	}
+	runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + serverExtraProcs)
+	return true
 }

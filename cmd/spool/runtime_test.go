@@ -2,6 +2,7 @@ package main
 
 import (
 	"math"
+	"runtime"
 	"runtime/debug"
 	"testing"
 )
@@ -38,5 +39,23 @@ func TestTuneGC(t *testing.T) {
 	}
 	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
 		t.Fatalf("memory limit %d, want it unchanged", got)
+	}
+}
+
+// The server runs with spare Ps unless GOMAXPROCS says otherwise.
+func TestTuneProcs(t *testing.T) {
+	procs := runtime.GOMAXPROCS(0)
+	t.Cleanup(func() { runtime.GOMAXPROCS(procs) })
+	if tuneProcs(func(k string) string { return map[string]string{"GOMAXPROCS": "3"}[k] }) {
+		t.Fatal("tuneProcs changed GOMAXPROCS although the variable is set")
+	}
+	if got := runtime.GOMAXPROCS(0); got != procs {
+		t.Fatalf("GOMAXPROCS %d, want %d unchanged", got, procs)
+	}
+	if !tuneProcs(func(string) string { return "" }) {
+		t.Fatal("tuneProcs did not change GOMAXPROCS")
+	}
+	if got := runtime.GOMAXPROCS(0); got != procs+serverExtraProcs {
+		t.Fatalf("GOMAXPROCS %d, want %d", got, procs+serverExtraProcs)
 	}
 }
