@@ -4,45 +4,42 @@ import (
 	"context"
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/spoolq/spool/client"
 	"github.com/spoolq/spool/internal/config"
-	"github.com/spoolq/spool/internal/server"
 )
+
+// The tokens of the server startAuthServer starts: a producer limited to
+// the "mail." namespace and a worker for every queue.
+const (
+	producerToken = "producer-secret-0123456789"
+	workerToken   = "worker-secret-0123456789ab"
+)
+
+// startAuthServer starts a server with auth on and the two tokens above,
+// stopped when the test ends, and returns its base URL.
+func startAuthServer(t *testing.T) string {
+	t.Helper()
+	cfg := config.Default()
+	cfg.Addr = "127.0.0.1:0"
+	cfg.Data = t.TempDir()
+	cfg.Auth = true
+	cfg.AuthTokens = "p producer mail. " + producerToken + "; w worker * " + workerToken
+	srv, _ := startServer(t, cfg)
+	return "http://" + srv.Addr()
+}
 
 // A client with WithToken works against a server with auth on; one without
 // a token, or with a token of the wrong role or namespace, is refused with
 // the matching sentinel.
 func TestClientWithToken(t *testing.T) {
 	t.Parallel()
-	const (
-		producer = "producer-secret-0123456789"
-		worker   = "worker-secret-0123456789ab"
-	)
-	cfg := config.Default()
-	cfg.Addr = "127.0.0.1:0"
-	cfg.Data = t.TempDir()
-	cfg.Auth = true
-	cfg.AuthTokens = "p producer mail. " + producer + "; w worker * " + worker
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	srv := server.New(cfg, quietLogger())
-	if err := srv.Start(context.Background()); err != nil {
-		t.Fatalf("start server: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = srv.Stop(ctx)
-	})
+	base := startAuthServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	base := "http://" + srv.Addr()
 	anon := client.New(base)
-	prod := client.New(base, client.WithToken(producer))
-	work := client.New(base, client.WithToken(worker))
+	prod := client.New(base, client.WithToken(producerToken))
+	work := client.New(base, client.WithToken(workerToken))
 	for _, c := range []*client.Client{anon, prod, work} {
 		t.Cleanup(c.CloseIdleConnections)
 	}

@@ -99,22 +99,12 @@ func TestStreamReconnectsAfterRestart(t *testing.T) {
 // Tokens work over a stream as over HTTP, and opening the stream needs one.
 func TestStreamWithToken(t *testing.T) {
 	t.Parallel()
-	const (
-		producer = "producer-secret-0123456789"
-		worker   = "worker-secret-0123456789ab"
-	)
-	cfg := config.Default()
-	cfg.Addr = "127.0.0.1:0"
-	cfg.Data = t.TempDir()
-	cfg.Auth = true
-	cfg.AuthTokens = "p producer mail. " + producer + "; w worker * " + worker
-	srv, _ := startServer(t, cfg)
-	base := "http://" + srv.Addr()
+	base := startAuthServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	anon := client.New(base, client.WithStream())
-	prod := client.New(base, client.WithStream(), client.WithToken(producer))
-	work := client.New(base, client.WithStream(), client.WithToken(worker))
+	prod := client.New(base, client.WithStream(), client.WithToken(producerToken))
+	work := client.New(base, client.WithStream(), client.WithToken(workerToken))
 	for _, c := range []*client.Client{anon, prod, work} {
 		t.Cleanup(c.CloseIdleConnections)
 	}

@@ -95,12 +95,7 @@ func (c *Client) dial(d *attempt, gen int) {
 // CloseIdle retires the current connection: it closes once the calls in
 // flight on it are answered. Later calls dial a new one.
 func (c *Client) CloseIdle() {
-	c.mu.Lock()
-	conn := c.conn
-	c.conn = nil
-	c.gen++
-	c.mu.Unlock()
-	if conn != nil {
+	if conn := c.detach(); conn != nil {
 		conn.Retire()
 	}
 }
@@ -108,12 +103,18 @@ func (c *Client) CloseIdle() {
 // Close closes the current connection at once; its calls in flight fail
 // with ErrClosed. Later calls dial a new one.
 func (c *Client) Close() {
+	if conn := c.detach(); conn != nil {
+		conn.Close()
+	}
+}
+
+// detach takes the current connection out of use, so that later calls
+// dial a new one, and returns it (nil when there was none).
+func (c *Client) detach() *Conn {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	conn := c.conn
 	c.conn = nil
 	c.gen++
-	c.mu.Unlock()
-	if conn != nil {
-		conn.Close()
-	}
+	return conn
 }
