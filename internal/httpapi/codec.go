@@ -51,6 +51,28 @@ func (a *API) decode(w http.ResponseWriter, r *http.Request, dst any, emptyOK bo
 	if !utf8.Valid(data) {
 		return newError(CodeInvalidJSON, "", "request body is not valid UTF-8")
 	}
+	if fastDecode(data, dst) {
+		return nil
+	}
+	return decodeStrict(data, dst)
+}
+
+// fastDecode decodes the enqueue bodies with the fast decoder when they
+// are valid JSON of the shape it handles (see fastdecode.go).
+func fastDecode(data []byte, dst any) bool {
+	switch v := dst.(type) {
+	case *enqueueBatchJSON:
+		return json.Valid(data) && fastDecodeEnqueueBatch(data, v)
+	case *enqueueJSON:
+		return json.Valid(data) && fastDecodeEnqueue(data, v)
+	}
+	return false
+}
+
+// decodeStrict decodes data, valid UTF-8 starting with '{', into dst with
+// encoding/json, refusing unknown fields, trailing data, inexact or
+// repeated keys and nulls.
+func decodeStrict(data []byte, dst any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {

@@ -1,0 +1,124 @@
+package httpapi
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// fastCases are enqueue bodies of every shape: each field, each kind of
+// payload, and the things the fast decoder leaves to encoding/json.
+var fastCases = []string{
+	`{"kind":"send"}`,
+	`{"id":"a1","queue":"emails","kind":"send","payload":{"user":42,"tags":["x",null],"s":"q\"uote}"},"priority":-5,
+	"run_at":"2026-11-23T08:00:00.5Z","delay_ms":0,"max_attempts":3,"backoff":{"type":"exponential","base_ms":100,
+	"max_ms":60000,"jitter":0.25},"lease_ms":30000,"unique_key":"k","unique_for_ms":1000,"tags":["a","b"],"durability":"memory"}`,
+	` { "kind" : "k" , "payload" : [1, 2.5e3, true, false, "x"] , "tags" : [ ] } `,
+	`{"kind":"k","payload":"just a string"}`,
+	`{"kind":"k","payload":12.5}`,
+	`{"kind":"k","payload":true}`,
+	`{"kind":"k","payload":null}`,
+	`{"kind":"k","payload":{}}`,
+	`{"kind":"k\u00e9"}`,
+	`{"Kind":"k"}`,
+	`{"kind":"k","kind":"j"}`,
+	`{"kind":"k","priority":1.0}`,
+	`{"kind":"k","priority":1e2}`,
+	`{"kind":"k","priority":99999999999999999999}`,
+	`{"kind":"k","max_attempts":null}`,
+	`{"kind":"k","run_at":"yesterday"}`,
+	`{"kind":"k","backoff":{"jitter":1e400}}`,
+	`{"kind":"k","backoff":{"type":"fixed","type":"fixed"}}`,
+	`{"kind":"k","tags":["a",1]}`,
+	`{"kind":"k","extra":1}`,
+	`{"kind":"k"} {}`,
+	`{"kind":"k",}`,
+	`{"kind":"é—ü"}`,
+}
+
+// checkFast decodes body both ways: whatever the fast decoder accepts,
+// encoding/json with the exact-key check must accept too, with the same
+// result.
+func checkFast(t *testing.T, body []byte) {
+	t.Helper()
+	body = bytes.Trim(body, jsonSpace) // as decode hands bodies on
+	if !utf8.Valid(body) || len(body) == 0 || body[0] != '{' {
+		return
+	}
+	var fast, strict enqueueJSON
+	if fastDecode(body, &fast) {
+		if err := decodeStrict(body, &strict); err != nil {
+			t.Fatalf("fast decoder accepted %q, encoding/json refuses it: %v", body, err)
+		}
+		if !reflect.DeepEqual(fast, strict) {
+			t.Fatalf("%q decodes to\n%#v\nwith the fast decoder, to\n%#v\nwith encoding/json", body, fast, strict)
+		}
+	}
+	batch := append(append([]byte(`{"jobs":[`), body...), `,{"kind":"b"}]}`...)
+	var fastB, strictB enqueueBatchJSON
+	if fastDecode(batch, &fastB) {
+		if err := decodeStrict(batch, &strictB); err != nil {
+			t.Fatalf("fast decoder accepted %q, encoding/json refuses it: %v", batch, err)
+		}
+		if !reflect.DeepEqual(fastB, strictB) {
+			t.Fatalf("%q decodes to\n%#v\nwith the fast decoder, to\n%#v\nwith encoding/json", batch, fastB, strictB)
+		}
+	}
+}
+
+// The fast decoder takes the common bodies and gives up on the rest, and
+// what it takes it decodes as encoding/json does.
+func TestFastDecodeMatchesEncodingJSON(t *testing.T) {
+	t.Parallel()
+	for _, body := range fastCases {
+		checkFast(t, []byte(body))
+	}
+	for _, body := range []string{fastCases[0], fastCases[1], fastCases[3], `{"kind":"é—ü"}`} {
+		var j enqueueJSON
+		if !fastDecode([]byte(body), &j) {
+			t.Errorf("the fast decoder gave up on %q", body)
+		}
+	}
+	for _, body := range []string{`{"kind":"k\u00e9"}`, `{"Kind":"k"}`, `{"kind":"k","kind":"j"}`, `{"kind":"k","priority":1.0}`,
+		`{"kind":"k","payload":null}`, `{"kind":"k","max_attempts":null}`, `{"kind":"k","extra":1}`} {
+		var j enqueueJSON
+		if fastDecode([]byte(body), &j) {
+			t.Errorf("the fast decoder took %q, which it must leave to encoding/json", body)
+		}
+	}
+	var empty enqueueBatchJSON
+	if !fastDecode([]byte(`{"jobs":[]}`), &empty) || empty.Jobs == nil || len(empty.Jobs) != 0 {
+		t.Errorf(`{"jobs":[]} decodes to %#v, want an empty, non-nil list`, empty)
+	}
+}
+
+// FuzzFastDecodeMatchesEncodingJSON checks checkFast on any body, seeded
+// with the cases above and the enqueue fuzzers' corpora.
+func FuzzFastDecodeMatchesEncodingJSON(f *testing.F) {
+	for _, body := range fastCases {
+		f.Add([]byte(body))
+	}
+	for _, dir := range []string{"FuzzEnqueue", "FuzzEnqueueBatch"} {
+		files, _ := filepath.Glob(filepath.Join("testdata", "fuzz", dir, "*"))
+		for _, file := range files {
+			data, err := os.ReadFile(file)
+			if err != nil {
+				f.Fatal(err)
+			}
+			// The corpus files hold `[]byte("…")` on their second line.
+			if lines := strings.SplitN(string(data), "\n", 3); len(lines) > 1 {
+				if lit, ok := strings.CutPrefix(lines[1], "[]byte("); ok {
+					if s, err := strconv.Unquote(strings.TrimSuffix(lit, ")")); err == nil {
+						f.Add([]byte(s))
+					}
+				}
+			}
+		}
+	}
+	f.Fuzz(func(t *testing.T, body []byte) { checkFast(t, body) })
+}
