@@ -50,7 +50,7 @@ func (j *enqueueJSON) queueName() string {
 // request is the engine's form of j; field names a wire field in errors.
 func (j *enqueueJSON) request(field func(string) string) (queue.EnqueueRequest, error) {
 	req := queue.EnqueueRequest{
-		Kind: j.Kind, Payload: j.Payload, Priority: j.Priority,
+		Kind: j.Kind, Payload: j.Payload, PayloadValid: true, Priority: j.Priority,
 		Delay: millis(j.DelayMS), UniqueFor: millis(j.UniqueForMS), Tags: j.Tags,
 	}
 	var leaseMS int64

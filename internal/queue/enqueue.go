@@ -44,6 +44,10 @@ type EnqueueRequest struct {
 	Tags []string
 	// Durability is how the job is kept; empty takes its queue's level.
 	Durability job.Durability
+	// PayloadValid says Payload is known to be one valid JSON value (it was
+	// decoded from a JSON request body), so the engine checks only its
+	// size and does not scan it again.
+	PayloadValid bool
 }
 
 // BackoffRequest overrides parts of the default backoff; nil fields keep
@@ -193,7 +197,7 @@ func (e *Engine) prepare(req *EnqueueRequest, p *store.JobInsertParams, now time
 		return job.Invalid(field("kind"), "must be 1-%d characters of A-Za-z0-9_.:- starting with a letter or digit", job.MaxNameLength)
 	}
 	p.Kind = req.Kind
-	payload, err := e.checkJSON(req.Payload, field("payload"))
+	payload, err := e.checkJSON(req.Payload, req.PayloadValid, field("payload"))
 	if err != nil {
 		return err
 	}
@@ -328,15 +332,16 @@ func checkLease(d time.Duration, field string) error {
 
 var jsonNull = json.RawMessage("null")
 
-// checkJSON bounds and validates a JSON value; nil or empty becomes null.
-func (e *Engine) checkJSON(raw json.RawMessage, field string) (json.RawMessage, error) {
+// checkJSON bounds and validates a JSON value (known valid when valid is
+// set); nil or empty becomes null.
+func (e *Engine) checkJSON(raw json.RawMessage, valid bool, field string) (json.RawMessage, error) {
 	if len(raw) == 0 {
 		return jsonNull, nil
 	}
 	if len(raw) > e.cfg.MaxPayloadBytes {
 		return nil, &PayloadTooLargeError{Field: field, Max: e.cfg.MaxPayloadBytes, Got: len(raw)}
 	}
-	if !json.Valid(raw) {
+	if !valid && !json.Valid(raw) {
 		return nil, job.Invalid(field, "must be valid JSON")
 	}
 	return bytes.TrimSpace(raw), nil

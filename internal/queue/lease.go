@@ -22,7 +22,7 @@ func (e *Engine) Ack(ctx context.Context, items []store.JobCompleteItem) ([]stor
 			return nil, err
 		}
 		if len(items[i].Result) > 0 {
-			res, err := e.checkJSON(items[i].Result, itemField("items", i, len(items), "result"))
+			res, err := e.checkJSON(items[i].Result, false, itemField("items", i, len(items), "result"))
 			if err != nil {
 				return nil, err
 			}
@@ -128,7 +128,7 @@ func (e *Engine) Progress(ctx context.Context, id string, token int64, progress 
 	if err := checkID(id, "id"); err != nil {
 		return err
 	}
-	p, err := e.checkJSON(progress, "progress")
+	p, err := e.checkJSON(progress, false, "progress")
 	if err != nil {
 		return err
 	}
