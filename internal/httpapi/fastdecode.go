@@ -42,28 +42,11 @@ func fastDecodeEnqueueBatch(data []byte, dst *enqueueBatchJSON) bool {
 			return false
 		}
 		seen = true
-		if !d.byte('[') {
-			return false
-		}
 		out.Jobs = []enqueueJSON{}
-		d.space()
-		if d.byte(']') {
-			return true
-		}
-		for {
+		return d.array(func() bool {
 			out.Jobs = append(out.Jobs, enqueueJSON{})
-			if !d.enqueue(&out.Jobs[len(out.Jobs)-1]) {
-				return false
-			}
-			d.space()
-			if d.byte(']') {
-				return true
-			}
-			if !d.byte(',') {
-				return false
-			}
-			d.space()
-		}
+			return d.enqueue(&out.Jobs[len(out.Jobs)-1])
+		})
 	})
 	if !ok || !d.end() {
 		return false
@@ -399,26 +382,34 @@ func (d *fastDecoder) backoff(b *backoffRequestJSON) bool {
 
 // strings reads an array of strings.
 func (d *fastDecoder) strings() ([]string, bool) {
-	if !d.byte('[') {
-		return nil, false
-	}
 	out := []string{}
+	ok := d.array(func() bool {
+		s, ok := d.string()
+		out = append(out, s)
+		return ok
+	})
+	return out, ok
+}
+
+// array reads an array, calling elem to read each element.
+func (d *fastDecoder) array(elem func() bool) bool {
+	if !d.byte('[') {
+		return false
+	}
 	d.space()
 	if d.byte(']') {
-		return out, true
+		return true
 	}
 	for {
-		s, ok := d.string()
-		if !ok {
-			return nil, false
+		if !elem() {
+			return false
 		}
-		out = append(out, s)
 		d.space()
 		if d.byte(']') {
-			return out, true
+			return true
 		}
 		if !d.byte(',') {
-			return nil, false
+			return false
 		}
 		d.space()
 	}

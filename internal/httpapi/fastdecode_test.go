@@ -41,33 +41,32 @@ var fastCases = []string{
 	`{"kind":"é—ü"}`,
 }
 
-// checkFast decodes body both ways: whatever the fast decoder accepts,
-// encoding/json with the exact-key check must accept too, with the same
-// result.
+// checkFast decodes body both ways, alone and in a batch: whatever the
+// fast decoder accepts, encoding/json with the exact-key check must accept
+// too, with the same result.
 func checkFast(t *testing.T, body []byte) {
 	t.Helper()
 	body = bytes.Trim(body, jsonSpace) // as decode hands bodies on
 	if !utf8.Valid(body) || len(body) == 0 || body[0] != '{' {
 		return
 	}
-	var fast, strict enqueueJSON
-	if fastDecode(body, &fast) {
-		if err := decodeStrict(body, &strict); err != nil {
-			t.Fatalf("fast decoder accepted %q, encoding/json refuses it: %v", body, err)
-		}
-		if !reflect.DeepEqual(fast, strict) {
-			t.Fatalf("%q decodes to\n%#v\nwith the fast decoder, to\n%#v\nwith encoding/json", body, fast, strict)
-		}
+	sameAsStrict[enqueueJSON](t, body)
+	sameAsStrict[enqueueBatchJSON](t, append(append([]byte(`{"jobs":[`), body...), `,{"kind":"b"}]}`...))
+}
+
+// sameAsStrict checks that a body the fast decoder takes into a T decodes
+// to the same T with decodeStrict.
+func sameAsStrict[T any](t *testing.T, body []byte) {
+	t.Helper()
+	var fast, strict T
+	if !fastDecode(body, &fast) {
+		return
 	}
-	batch := append(append([]byte(`{"jobs":[`), body...), `,{"kind":"b"}]}`...)
-	var fastB, strictB enqueueBatchJSON
-	if fastDecode(batch, &fastB) {
-		if err := decodeStrict(batch, &strictB); err != nil {
-			t.Fatalf("fast decoder accepted %q, encoding/json refuses it: %v", batch, err)
-		}
-		if !reflect.DeepEqual(fastB, strictB) {
-			t.Fatalf("%q decodes to\n%#v\nwith the fast decoder, to\n%#v\nwith encoding/json", batch, fastB, strictB)
-		}
+	if err := decodeStrict(body, &strict); err != nil {
+		t.Fatalf("fast decoder accepted %q, encoding/json refuses it: %v", body, err)
+	}
+	if !reflect.DeepEqual(fast, strict) {
+		t.Fatalf("%q decodes to\n%#v\nwith the fast decoder, to\n%#v\nwith encoding/json", body, fast, strict)
 	}
 }
 
