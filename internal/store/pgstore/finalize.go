@@ -313,48 +313,27 @@ func (s *Store) apply(ctx context.Context, tx pgx.Tx, changes []change, availabl
 func (s *Store) JobFail(ctx context.Context, p *store.JobFailParams) ([]store.Outcome, error) {
 	it := newItems(len(p.Items), func(i int) (string, int64) { return p.Items[i].ID, p.Items[i].Token })
 	now := micro(p.Now)
-	var out []store.Outcome
-	err := s.retryTx(ctx, func(tx pgx.Tx) error {
-		out = make([]store.Outcome, len(p.Items))
-		locked, err := lockLeased(ctx, tx, it)
-		if err != nil {
-			return err
-		}
-		matched := make([]bool, len(it.ids))
-		var changes []change
-		for k, i := range it.pos {
-			l := locked[k]
-			if l == nil {
-				continue
+	out, err := s.endLeases(ctx, it, len(p.Items), now, func(i int, l *leased) (change, store.Outcome, error) {
+		item := &p.Items[i]
+		c := change{seq: l.seq, attempt: l.attempt, runAt: l.runAt, durability: l.durability}
+		o := store.Outcome{Queue: l.queue}
+		switch {
+		case l.cancelRequested:
+			c.state = job.StateCancelled
+		case item.NoRetry || l.attempt >= l.maxAttempts:
+			c.state = job.StateDead
+		default:
+			delay := item.RetryAfter
+			if delay <= 0 {
+				delay = l.backoff.Delay(l.attempt, p.Rand)
 			}
-			matched[k] = true
-			item := &p.Items[i]
-			c := change{seq: l.seq, attempt: l.attempt, runAt: l.runAt, durability: l.durability}
-			o := store.Outcome{Queue: l.queue}
-			switch {
-			case l.cancelRequested:
-				c.state = job.StateCancelled
-			case item.NoRetry || l.attempt >= l.maxAttempts:
-				c.state = job.StateDead
-			default:
-				delay := item.RetryAfter
-				if delay <= 0 {
-					delay = l.backoff.Delay(l.attempt, p.Rand)
-				}
-				c.state, c.runAt = job.StateRetrying, micro(now.Add(delay))
-				o.RunAt = c.runAt
-			}
-			o.State = c.state
-			if c.err, err = attemptErrorString(l.attempt, item.Message, now); err != nil {
-				return err
-			}
-			changes = append(changes, c)
-			out[i] = o
+			c.state, c.runAt = job.StateRetrying, micro(now.Add(delay))
+			o.RunAt = c.runAt
 		}
-		if err := s.apply(ctx, tx, changes, nil, now); err != nil {
-			return err
-		}
-		return it.settle(ctx, tx, out, matched)
+		o.State = c.state
+		var err error
+		c.err, err = attemptErrorString(l.attempt, item.Message, now)
+		return c, o, err
 	})
 	if err != nil {
 		return nil, wrap("fail jobs", err)
@@ -366,10 +345,29 @@ func (s *Store) JobFail(ctx context.Context, p *store.JobFailParams) ([]store.Ou
 // store.Claimer.
 func (s *Store) JobRelease(ctx context.Context, p *store.JobReleaseParams) ([]store.Outcome, error) {
 	it := newItems(len(p.Items), func(i int) (string, int64) { return p.Items[i].ID, p.Items[i].Token })
-	now := micro(p.Now)
+	out, err := s.endLeases(ctx, it, len(p.Items), micro(p.Now), func(_ int, l *leased) (change, store.Outcome, error) {
+		c := change{seq: l.seq, state: job.StateAvailable, runAt: l.runAt, attempt: max(l.attempt-1, 0),
+			durability: l.durability}
+		if l.cancelRequested {
+			c.state = job.StateCancelled
+		}
+		return c, store.Outcome{Queue: l.queue, State: c.state}, nil
+	})
+	if err != nil {
+		return nil, wrap("release jobs", err)
+	}
+	return out, nil
+}
+
+// endLeases locks the leased jobs of it, n items in all, and ends each
+// lease with the change and outcome end gives for item i; items that do
+// not hold their job's lease get its miss. Queues that get a job back
+// available are woken.
+func (s *Store) endLeases(ctx context.Context, it *items, n int, now time.Time,
+	end func(i int, l *leased) (change, store.Outcome, error)) ([]store.Outcome, error) {
 	var out []store.Outcome
 	err := s.retryTx(ctx, func(tx pgx.Tx) error {
-		out = make([]store.Outcome, len(p.Items))
+		out = make([]store.Outcome, n)
 		locked, err := lockLeased(ctx, tx, it)
 		if err != nil {
 			return err
@@ -383,25 +381,22 @@ func (s *Store) JobRelease(ctx context.Context, p *store.JobReleaseParams) ([]st
 				continue
 			}
 			matched[k] = true
-			c := change{seq: l.seq, state: job.StateAvailable, runAt: l.runAt, attempt: max(l.attempt-1, 0),
-				durability: l.durability}
-			if l.cancelRequested {
-				c.state = job.StateCancelled
-			} else {
+			c, o, err := end(i, l)
+			if err != nil {
+				return err
+			}
+			if c.state == job.StateAvailable {
 				available = appendOnce(available, l.queue)
 			}
 			changes = append(changes, c)
-			out[i] = store.Outcome{Queue: l.queue, State: c.state}
+			out[i] = o
 		}
 		if err := s.apply(ctx, tx, changes, available, now); err != nil {
 			return err
 		}
 		return it.settle(ctx, tx, out, matched)
 	})
-	if err != nil {
-		return nil, wrap("release jobs", err)
-	}
-	return out, nil
+	return out, err
 }
 
 // JobExtend moves leases forward item by item; see store.Claimer. It
