@@ -36,3 +36,15 @@ func (prefix SeqCursor) Decode(c string) (int64, error) {
 	}
 	return 0, job.Invalid("cursor", "is not a cursor this server issued")
 }
+
+// Page makes the listing page of jobs, read with their seqs for one more
+// than size: the first size jobs, and the cursor after the last of them
+// when more followed.
+func (prefix SeqCursor) Page(jobs []*job.Job, seqs []int64, size int) *JobListPage {
+	page := &JobListPage{Jobs: jobs}
+	if len(jobs) > size {
+		page.Jobs = jobs[:size]
+		page.Next = prefix.Encode(seqs[size-1])
+	}
+	return page
+}

@@ -323,6 +323,17 @@ type JobListParams struct {
 	Limit int
 }
 
+// defaultPageSize is the page size of a listing without a limit.
+const defaultPageSize = 100
+
+// PageSize is the page size p asks for: Limit, or 100 when it is not set.
+func (p *JobListParams) PageSize() int {
+	if p.Limit <= 0 {
+		return defaultPageSize
+	}
+	return p.Limit
+}
+
 // JobListPage is one page of a listing.
 type JobListPage struct {
 	Jobs []*job.Job

@@ -25,10 +25,7 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) (*store.Job
 	if err != nil {
 		return nil, err
 	}
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 100
-	}
+	limit := p.PageSize()
 	query, args := listQuery(p.Queue, p.State, after, limit+1)
 	rows, err := s.pool.Query(ctx, query, args...)
 	if err != nil {
@@ -38,12 +35,7 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) (*store.Job
 	if err != nil {
 		return nil, wrap("list jobs", err)
 	}
-	page := &store.JobListPage{Jobs: jobs}
-	if len(jobs) > limit {
-		page.Jobs = jobs[:limit]
-		page.Next = encodeCursor(seqs[limit-1])
-	}
-	return page, nil
+	return cursors.Page(jobs, seqs, limit), nil
 }
 
 // listQuery builds the listing query for the filters: $1 is the cursor
@@ -81,8 +73,6 @@ func listQuery(queue string, state job.State, after int64, limit int) (string, [
 	}
 	return `SELECT * FROM ((` + hot + `) UNION ALL (` + done + `)) x ORDER BY x.seq LIMIT $2`, args
 }
-
-func encodeCursor(seq int64) string { return cursors.Encode(seq) }
 
 // decodeCursor returns the seq a cursor stands for; an empty cursor is 0.
 func decodeCursor(c string) (int64, error) {

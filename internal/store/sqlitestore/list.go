@@ -34,10 +34,7 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) (*store.Job
 	if err != nil {
 		return nil, err
 	}
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 100
-	}
+	limit := p.PageSize()
 	var jobs []*job.Job
 	var seqs []int64
 	if p.State == job.StateActive {
@@ -48,12 +45,7 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) (*store.Job
 	if err != nil {
 		return nil, wrap("list jobs", err)
 	}
-	page := &store.JobListPage{Jobs: jobs}
-	if len(jobs) > limit {
-		page.Jobs = jobs[:limit]
-		page.Next = encodeCursor(seqs[limit-1])
-	}
-	return page, nil
+	return cursors.Page(jobs, seqs, limit), nil
 }
 
 // listActive lists up to n active jobs of queue (every queue when empty)
@@ -180,8 +172,6 @@ var sqlListQueue = func() string {
 	b.WriteString(`) ORDER BY seq LIMIT ?3`)
 	return b.String()
 }()
-
-func encodeCursor(seq int64) string { return cursors.Encode(seq) }
 
 // decodeCursor returns the seq a cursor stands for; an empty cursor is 0.
 func decodeCursor(c string) (int64, error) {
