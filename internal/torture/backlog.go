@@ -280,13 +280,9 @@ func fillFull(ctx context.Context, cfg BacklogConfig, srv *Server, res *BacklogR
 // up is a violation recorded in res; a server that does not start or a
 // fill that fails is an error.
 func startReference(ctx context.Context, cfg BacklogConfig, res *BacklogResult) (*Server, error) {
-	srv, err := NewServer(cfg.Bin, filepath.Join(cfg.Dir, "reference"))
+	srv, err := StartServer(ctx, "backlog: reference", cfg.Bin, filepath.Join(cfg.Dir, "reference"))
 	if err != nil {
 		return nil, err
-	}
-	if _, err := srv.Start(ctx, 30*time.Second); err != nil {
-		srv.Close()
-		return nil, fmt.Errorf("backlog: reference: %w", err)
 	}
 	c := client.New(srv.URL())
 	defer c.CloseIdleConnections()

@@ -103,14 +103,11 @@ func RunCrash(ctx context.Context, cfg CrashConfig) (*CrashResult, error) {
 	began := time.Now()
 	res := &CrashResult{Verdict: Verdict{Scenario: "crash"}, Seed: cfg.Seed, Sync: cfg.Sync}
 	data := filepath.Join(cfg.Dir, "data")
-	srv, err := NewServer(cfg.Bin, data, "--sync", cfg.Sync)
+	srv, err := StartServer(ctx, "crash", cfg.Bin, data, "--sync", cfg.Sync)
 	if err != nil {
 		return nil, err
 	}
 	defer srv.Close()
-	if _, err := srv.Start(ctx, 30*time.Second); err != nil {
-		return nil, fmt.Errorf("crash: %w", err)
-	}
 	h := &History{}
 	c := client.New(srv.URL())
 	cfg.Load.SlowConsumer = true
@@ -124,13 +121,11 @@ func RunCrash(ctx context.Context, cfg CrashConfig) (*CrashResult, error) {
 		return res, nil
 	}
 
-	final := settleLoad(ctx, &res.Verdict, c, load, cfg.Load.Queue, cfg.DrainLimit)
-	res.Summary = Check(h.Events(), final)
-	res.CallErrors = load.CallErrors()
-	res.History = filepath.Join(cfg.Dir, "history.jsonl")
-	if err := writeHistory(res.History, h); err != nil {
+	out, err := endLoad(ctx, &res.Verdict, c, load, h, cfg.Load.Queue, cfg.DrainLimit, cfg.Dir)
+	if err != nil {
 		return nil, err
 	}
+	res.Summary, res.CallErrors, res.History = out.summary, out.callErrors, out.history
 	if err := srv.Terminate(30 * time.Second); err != nil {
 		res.failf("final stop: %v", err)
 	}
@@ -138,7 +133,7 @@ func RunCrash(ctx context.Context, cfg CrashConfig) (*CrashResult, error) {
 		res.failf("after the final stop: %v", err)
 	}
 
-	judgeCrash(res, final != nil)
+	judgeCrash(res, out.final != nil)
 	res.finish(began)
 	return res, nil
 }
@@ -256,6 +251,32 @@ func judgeHistory(v *Verdict, s Summary, listed bool) {
 	if s.Enqueued == 0 {
 		v.failf("no job was enqueued")
 	}
+}
+
+// loadOutcome is what a run of the load leaves: the final states listed
+// after the drain (nil when they could not be listed), the checker's
+// summary of the history, the calls that failed after their retries, and
+// the file the history was written to.
+type loadOutcome struct {
+	final      map[string]string
+	summary    Summary
+	callErrors map[string]int
+	history    string
+}
+
+// endLoad settles load, checks its history h against the final listing
+// and writes the history to history.jsonl in dir.
+func endLoad(ctx context.Context, v *Verdict, c *client.Client, load *Load, h *History, queue string,
+	drainLimit time.Duration, dir string) (loadOutcome, error) {
+	var out loadOutcome
+	out.final = settleLoad(ctx, v, c, load, queue, drainLimit)
+	out.summary = Check(h.Events(), out.final)
+	out.callErrors = load.CallErrors()
+	out.history = filepath.Join(dir, "history.jsonl")
+	if err := writeHistory(out.history, h); err != nil {
+		return out, err
+	}
+	return out, nil
 }
 
 // writeHistory writes h to path as JSON lines.

@@ -86,14 +86,11 @@ func RunDiskFull(ctx context.Context, cfg DiskFullConfig) (*DiskFullResult, erro
 	}
 	defer fs.Close()
 	data := filepath.Join(fs.Dir, "data")
-	srv, err := NewServer(cfg.Bin, data)
+	srv, err := StartServer(ctx, "disk full", cfg.Bin, data)
 	if err != nil {
 		return nil, err
 	}
 	defer srv.Close()
-	if _, err := srv.Start(ctx, 30*time.Second); err != nil {
-		return nil, fmt.Errorf("disk full: %w", err)
-	}
 	h := &History{}
 	p := &prober{c: client.New(srv.URL()), h: h, queue: "full"}
 	ballasts, err := fillDisk(ctx, fs, p, res)

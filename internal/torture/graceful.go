@@ -4,7 +4,6 @@ package torture
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"path/filepath"
 	"time"
@@ -81,14 +80,11 @@ func RunGraceful(ctx context.Context, cfg GracefulConfig) (*GracefulResult, erro
 	began := time.Now()
 	res := &GracefulResult{Verdict: Verdict{Scenario: "graceful"}, Seed: cfg.Seed}
 	data := filepath.Join(cfg.Dir, "data")
-	srv, err := NewServer(cfg.Bin, data)
+	srv, err := StartServer(ctx, "graceful", cfg.Bin, data)
 	if err != nil {
 		return nil, err
 	}
 	defer srv.Close()
-	if _, err := srv.Start(ctx, 30*time.Second); err != nil {
-		return nil, fmt.Errorf("graceful: %w", err)
-	}
 	h := &History{}
 	c := client.New(srv.URL())
 	load := StartLoad(c, h, cfg.Load)
@@ -121,17 +117,15 @@ func RunGraceful(ctx context.Context, cfg GracefulConfig) (*GracefulResult, erro
 	}
 	res.StopMaxMS, res.ReadyMaxMS = stopMax.Milliseconds(), readyMax.Milliseconds()
 
-	final := settleLoad(ctx, &res.Verdict, c, load, cfg.Load.Queue, cfg.DrainLimit)
-	res.Summary = Check(h.Events(), final)
-	res.CallErrors = load.CallErrors()
-	res.History = filepath.Join(cfg.Dir, "history.jsonl")
-	if err := writeHistory(res.History, h); err != nil {
+	out, err := endLoad(ctx, &res.Verdict, c, load, h, cfg.Load.Queue, cfg.DrainLimit, cfg.Dir)
+	if err != nil {
 		return nil, err
 	}
+	res.Summary, res.CallErrors, res.History = out.summary, out.callErrors, out.history
 	if err := srv.Terminate(cfg.StopLimit); err != nil {
 		res.failf("final stop: %v", err)
 	}
-	judgeHistory(&res.Verdict, res.Summary, final != nil)
+	judgeHistory(&res.Verdict, res.Summary, out.final != nil)
 	for _, k := range sortedKeys(res.CallErrors) {
 		res.failf("%d calls ended with %s after their retries", res.CallErrors[k], k)
 	}

@@ -76,14 +76,11 @@ func RunPoison(ctx context.Context, cfg PoisonConfig) (*PoisonResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.Limit)
 	defer cancel()
 	res := &PoisonResult{Verdict: Verdict{Scenario: "poison"}, MaxAttempts: cfg.MaxAttempts}
-	srv, err := NewServer(cfg.Bin, filepath.Join(cfg.Dir, "data"))
+	srv, err := StartServer(ctx, "poison", cfg.Bin, filepath.Join(cfg.Dir, "data"))
 	if err != nil {
 		return nil, err
 	}
 	defer srv.Close()
-	if _, err := srv.Start(ctx, 30*time.Second); err != nil {
-		return nil, fmt.Errorf("poison: %w", err)
-	}
 	c := client.New(srv.URL())
 	const queue, poisonID = "poison", "poison-1"
 	if _, err := c.Enqueue(ctx, client.EnqueueParams{ID: poisonID, Queue: queue, Kind: "poison", MaxAttempts: cfg.MaxAttempts, Lease: cfg.Lease}); err != nil {

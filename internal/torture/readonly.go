@@ -74,14 +74,11 @@ func RunReadOnly(ctx context.Context, cfg ReadOnlyConfig) (*ReadOnlyResult, erro
 	}
 	defer fs.Close()
 	data := filepath.Join(fs.Dir, "data")
-	srv, err := NewServer(cfg.Bin, data)
+	srv, err := StartServer(ctx, "read-only", cfg.Bin, data)
 	if err != nil {
 		return nil, err
 	}
 	defer srv.Close()
-	if _, err := srv.Start(ctx, 30*time.Second); err != nil {
-		return nil, fmt.Errorf("read-only: %w", err)
-	}
 	h := &History{}
 	c := client.New(srv.URL())
 	probes := &roProbes{res: res, stop: make(chan struct{})}

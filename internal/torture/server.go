@@ -33,6 +33,21 @@ func NewServer(bin, dir string, args ...string) (*Server, error) {
 	return &Server{Bin: bin, Dir: dir, Addr: addr, Args: args}, nil
 }
 
+// StartServer makes the server of NewServer and starts it, allowing 30 s
+// to be ready; a start that fails is an error naming scenario, and leaves
+// nothing running.
+func StartServer(ctx context.Context, scenario, bin, dir string, args ...string) (*Server, error) {
+	srv, err := NewServer(bin, dir, args...)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := srv.Start(ctx, 30*time.Second); err != nil {
+		srv.Close()
+		return nil, fmt.Errorf("%s: %w", scenario, err)
+	}
+	return srv, nil
+}
+
 // URL is the server's base URL.
 func (s *Server) URL() string { return "http://" + s.Addr }
 

@@ -65,14 +65,11 @@ func RunWorkerFault(ctx context.Context, cfg WorkerFaultConfig) (*WorkerFaultRes
 	}
 	began := time.Now()
 	res := &WorkerFaultResult{Verdict: Verdict{Scenario: "worker-fault"}, LeaseMS: cfg.Lease.Milliseconds()}
-	srv, err := NewServer(cfg.Bin, filepath.Join(cfg.Dir, "data"))
+	srv, err := StartServer(ctx, "worker fault", cfg.Bin, filepath.Join(cfg.Dir, "data"))
 	if err != nil {
 		return nil, err
 	}
 	defer srv.Close()
-	if _, err := srv.Start(ctx, 30*time.Second); err != nil {
-		return nil, fmt.Errorf("worker fault: %w", err)
-	}
 	c := client.New(srv.URL())
 	if err := killWorker(ctx, cfg, srv, c, res); err != nil {
 		res.failf("killed worker: %v", err)
@@ -90,18 +87,11 @@ func RunWorkerFault(ctx context.Context, cfg WorkerFaultConfig) (*WorkerFaultRes
 
 func killWorker(ctx context.Context, cfg WorkerFaultConfig, srv *Server, c *client.Client, res *WorkerFaultResult) error {
 	const queue, id = "worker-kill", "worker-kill-1"
-	if _, err := c.Enqueue(ctx, client.EnqueueParams{ID: id, Queue: queue, Kind: "hang", MaxAttempts: 5, Lease: cfg.Lease}); err != nil {
-		return err
-	}
-	w, err := StartWorker(cfg.Bin, srv.URL(), "--mode", ModeHang, "--queue", queue, "--lease", cfg.Lease.String())
+	w, first, err := startOnJob(ctx, cfg, srv, c, queue, id, "hang", ModeHang)
 	if err != nil {
 		return err
 	}
 	defer w.Close()
-	first, err := w.next(10*time.Second, func(e WorkerEvent) bool { return e.Event == "started" && e.Job == id })
-	if err != nil {
-		return err
-	}
 	// Let a few heartbeats pass, then kill the worker mid-job.
 	sleepCtx(ctx, cfg.Lease*3/2)
 	if err := w.Kill(); err != nil {
@@ -139,18 +129,11 @@ func killWorker(ctx context.Context, cfg WorkerFaultConfig, srv *Server, c *clie
 
 func stopWorker(ctx context.Context, cfg WorkerFaultConfig, srv *Server, c *client.Client, res *WorkerFaultResult) error {
 	const queue, id = "worker-stop", "worker-stop-1"
-	if _, err := c.Enqueue(ctx, client.EnqueueParams{ID: id, Queue: queue, Kind: "stall", MaxAttempts: 5, Lease: cfg.Lease}); err != nil {
-		return err
-	}
-	w, err := StartWorker(cfg.Bin, srv.URL(), "--mode", ModeStall, "--queue", queue, "--lease", cfg.Lease.String())
+	w, first, err := startOnJob(ctx, cfg, srv, c, queue, id, "stall", ModeStall)
 	if err != nil {
 		return err
 	}
 	defer w.Close()
-	first, err := w.next(10*time.Second, func(e WorkerEvent) bool { return e.Event == "started" && e.Job == id })
-	if err != nil {
-		return err
-	}
 	if err := w.Signal(syscall.SIGSTOP); err != nil {
 		return err
 	}
@@ -241,4 +224,23 @@ func fetchOne(ctx context.Context, c *client.Client, queue string, deadline time
 		}
 	}
 	return nil, time.Now(), fmt.Errorf("no job handed out from %s in time", queue)
+}
+
+// startOnJob enqueues job id of kind on queue, starts a worker process in
+// mode on the queue, and waits for it to start the job; it returns the
+// worker, which the caller closes, and its "started" event.
+func startOnJob(ctx context.Context, cfg WorkerFaultConfig, srv *Server, c *client.Client, queue, id, kind, mode string) (*WorkerProc, WorkerEvent, error) {
+	if _, err := c.Enqueue(ctx, client.EnqueueParams{ID: id, Queue: queue, Kind: kind, MaxAttempts: 5, Lease: cfg.Lease}); err != nil {
+		return nil, WorkerEvent{}, err
+	}
+	w, err := StartWorker(cfg.Bin, srv.URL(), "--mode", mode, "--queue", queue, "--lease", cfg.Lease.String())
+	if err != nil {
+		return nil, WorkerEvent{}, err
+	}
+	first, err := w.next(10*time.Second, func(e WorkerEvent) bool { return e.Event == "started" && e.Job == id })
+	if err != nil {
+		w.Close()
+		return nil, WorkerEvent{}, err
+	}
+	return w, first, nil
 }
