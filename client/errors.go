@@ -14,6 +14,9 @@ import (
 // the details (status, message, field) with errors.As. The sentinels
 // themselves are never returned bare.
 var (
+	// ErrBadRequest matches code bad_request: the request was not valid
+	// HTTP/1.1 (a proxy or a broken transport sent it so).
+	ErrBadRequest = errors.New("bad request")
 	// ErrInvalidJSON matches code invalid_json: the body was not valid JSON,
 	// had an unknown field, or a field had the wrong type.
 	ErrInvalidJSON = errors.New("invalid json")
@@ -37,6 +40,10 @@ var (
 	// proxy in front of it) did not let WithStream's connection upgrade
 	// to the stream protocol.
 	ErrUpgradeRequired = errors.New("upgrade required")
+	// ErrIDTaken matches code id_taken: an enqueue named an id that belongs
+	// to a job of another queue. Nothing was stored; Error.Field names the
+	// id.
+	ErrIDTaken = errors.New("id taken")
 	// ErrLeaseLost matches code lease_lost: the fencing token is not the
 	// job's current one, or the job is no longer active. The call changed
 	// nothing; another worker may own the job now, so drop the result. A
@@ -49,6 +56,9 @@ var (
 	// ErrPayloadTooLarge matches code payload_too_large: the body or one
 	// payload, result or progress report exceeds its limit.
 	ErrPayloadTooLarge = errors.New("payload too large")
+	// ErrHeadersTooLarge matches code headers_too_large: the request's
+	// headers exceed what the server reads.
+	ErrHeadersTooLarge = errors.New("headers too large")
 	// ErrInternal matches code internal_error: a server fault.
 	ErrInternal = errors.New("internal error")
 	// ErrUnavailable matches code unavailable: the server is shutting down
@@ -64,6 +74,7 @@ var codes = map[string]struct {
 	sentinel error
 	status   int
 }{
+	"bad_request":        {ErrBadRequest, http.StatusBadRequest},
 	"invalid_json":       {ErrInvalidJSON, http.StatusBadRequest},
 	"invalid_argument":   {ErrInvalidArgument, http.StatusBadRequest},
 	"batch_too_large":    {ErrBatchTooLarge, http.StatusBadRequest},
@@ -72,9 +83,11 @@ var codes = map[string]struct {
 	"not_found":          {ErrNotFound, http.StatusNotFound},
 	"method_not_allowed": {ErrMethodNotAllowed, http.StatusMethodNotAllowed},
 	"upgrade_required":   {ErrUpgradeRequired, http.StatusUpgradeRequired},
+	"id_taken":           {ErrIDTaken, http.StatusConflict},
 	"lease_lost":         {ErrLeaseLost, http.StatusConflict},
 	"invalid_state":      {ErrInvalidState, http.StatusConflict},
 	"payload_too_large":  {ErrPayloadTooLarge, http.StatusRequestEntityTooLarge},
+	"headers_too_large":  {ErrHeadersTooLarge, http.StatusRequestHeaderFieldsTooLarge},
 	"internal_error":     {ErrInternal, http.StatusInternalServerError},
 	"unavailable":        {ErrUnavailable, http.StatusServiceUnavailable},
 	"storage_full":       {ErrStorageFull, http.StatusInsufficientStorage},

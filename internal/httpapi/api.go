@@ -125,11 +125,6 @@ func (a *API) handle(method, pattern string, perm Permission, h http.HandlerFunc
 // Routes lists every registered route.
 func (a *API) Routes() []Route { return append([]Route(nil), a.routes...) }
 
-// ServeHTTP implements http.Handler.
-func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	a.mux.ServeHTTP(w, r)
-}
-
 // noRoute answers requests that match no route: 405 with Allow when the
 // path exists for other methods, else 404.
 func (a *API) noRoute(w http.ResponseWriter, r *http.Request) {

@@ -43,7 +43,7 @@ func newTestAPIStore(t testing.TB, opts Options) (*API, *sqlitestore.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mem, err := sqlitestore.Open(ctx, sqlitestore.Config{Dir: t.TempDir(), Memory: true, Logger: opts.Logger})
+	mem, err := sqlitestore.Open(ctx, sqlitestore.Config{Dir: t.TempDir(), Memory: true, TokensFrom: disk, Logger: opts.Logger})
 	if err != nil {
 		_ = disk.Close()
 		t.Fatal(err)

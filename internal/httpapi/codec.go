@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
@@ -105,10 +106,7 @@ func isFreeField(key []byte) bool {
 // it is lower case. data must be valid JSON. The scan allocates only for
 // nesting and escaped keys.
 func exactKeys(data []byte) error {
-	type frame struct {
-		field    []byte // the key the object or array is the value of
-		firstKey int    // where the object's keys start in keys
-	}
+	type frame = keyFrame
 	var key []byte    // the field being read, for errors
 	var stack []frame // the open objects and arrays
 	var keys [][]byte // the keys of the open objects, innermost last
@@ -118,7 +116,13 @@ func exactKeys(data []byte) error {
 		case 'n': // outside strings, only null has an n
 			return newError(CodeInvalidJSON, string(key), "%s: must not be null; leave the field out instead", key)
 		case '{', '[':
-			stack = append(stack, frame{field: key, firstKey: len(keys)})
+			stack = append(stack, frame{field: key, firstKey: len(keys), array: data[i] == '['})
+			i++
+			continue
+		case ',':
+			if n := len(stack); n > 0 && stack[n-1].array {
+				stack[n-1].index++
+			}
 			i++
 			continue
 		case '}', ']':
@@ -135,7 +139,15 @@ func exactKeys(data []byte) error {
 		end := skipString(data, i)
 		colon := skipSpace(data, end)
 		if colon >= len(data) || data[colon] != ':' {
-			i = end // a string value
+			// A string value. encoding/json reads half of a UTF-16
+			// surrogate pair as U+FFFD, so that two different keys would
+			// become one: refuse it.
+			// A failed attempt's error is free text, kept with U+FFFD.
+			if bytes.IndexByte(data[i:end], '\\') >= 0 && string(key) != "error" && loneSurrogate(data[i:end]) {
+				field := fieldPath(stack, key)
+				return newError(CodeInvalidArgument, field, "%s: must be valid Unicode: it holds half of a UTF-16 surrogate pair (an escape \\ud800-\\udfff without its other half)", field)
+			}
+			i = end
 			continue
 		}
 		key = data[i+1 : end-1]
@@ -166,6 +178,72 @@ func exactKeys(data []byte) error {
 		i = colon + 1
 	}
 	return nil
+}
+
+// keyFrame is an object or array open at some point of exactKeys' scan.
+type keyFrame struct {
+	field    []byte // the key the object or array is the value of
+	firstKey int    // where the object's keys start in keys
+	array    bool   // an array, whose element index counts its commas
+	index    int
+}
+
+// fieldPath names the value being read, in the wire form of field names:
+// "jobs[3].unique_key", "tags[1]". key is the key of the innermost object.
+func fieldPath(stack []keyFrame, key []byte) string {
+	var b strings.Builder
+	step := func(parent keyFrame, name []byte) {
+		if parent.array {
+			fmt.Fprintf(&b, "[%d]", parent.index)
+			return
+		}
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.Write(name)
+	}
+	for k := 1; k < len(stack); k++ {
+		step(stack[k-1], stack[k].field)
+	}
+	if n := len(stack); n > 0 {
+		step(stack[n-1], key)
+	}
+	return b.String()
+}
+
+// loneSurrogate reports whether the JSON string s (with its quotes)
+// escapes half of a UTF-16 surrogate pair without the other half.
+func loneSurrogate(s []byte) bool {
+	hex4 := func(i int) (rune, bool) {
+		if i+6 > len(s) || s[i] != '\\' || s[i+1] != 'u' {
+			return 0, false
+		}
+		v, err := strconv.ParseUint(string(s[i+2:i+6]), 16, 32)
+		return rune(v), err == nil
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] != '\\' {
+			continue
+		}
+		r, ok := hex4(i)
+		if !ok {
+			i++ // a one-character escape
+			continue
+		}
+		switch {
+		case r >= 0xDC00 && r < 0xE000:
+			return true // a low half first
+		case r >= 0xD800 && r < 0xDC00:
+			low, ok := hex4(i + 6)
+			if !ok || low < 0xDC00 || low >= 0xE000 {
+				return true
+			}
+			i += 11
+		default:
+			i += 5
+		}
+	}
+	return false
 }
 
 // skipString returns the index just past the string that starts at i.

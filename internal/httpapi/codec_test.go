@@ -1,9 +1,7 @@
 package httpapi
 
 import (
-	"strings"
 	"testing"
-	"unicode/utf8"
 )
 
 func TestExactKeys(t *testing.T) {
@@ -44,13 +42,38 @@ func TestExactKeys(t *testing.T) {
 	}
 }
 
-func TestCutUTF8(t *testing.T) {
+// Half of a UTF-16 surrogate pair in a string value is refused, naming the
+// value's field with its batch index; a whole pair, other escapes, the
+// caller's own JSON and the free text of an error pass.
+func TestLoneSurrogates(t *testing.T) {
 	t.Parallel()
-	s := strings.Repeat("é", 10) // 2 bytes each
-	for n := 0; n <= len(s)+1; n++ {
-		got := cutUTF8(s, n)
-		if len(got) > n || !utf8.ValidString(got) || len(got) < n-1 {
-			t.Errorf("cutUTF8(%d): %d bytes, valid %v", n, len(got), utf8.ValidString(got))
+	for _, c := range []struct {
+		body  string
+		field string // "" when the body passes
+	}{
+		{`{"unique_key":"\ud800"}`, "unique_key"},
+		{`{"unique_key":"\udfff"}`, "unique_key"},
+		{`{"unique_key":"a\uDBFFb"}`, "unique_key"},
+		{`{"unique_key":"\ud800\u0041"}`, "unique_key"},
+		{`{"unique_key":"\udc00\ud800"}`, "unique_key"},
+		{`{"unique_key":"\ud83d\ude00"}`, ""},
+		{`{"unique_key":"\\ud800"}`, ""},
+		{`{"unique_key":"\"\u00e9\n"}`, ""},
+		{`{"payload":{"x":"\ud800"},"kind":"k"}`, ""},
+		{`{"jobs":[{"kind":"k"},{"kind":"k","unique_key":"\ud800"}]}`, "jobs[1].unique_key"},
+		{`{"jobs":[{"kind":"k","payload":[1,2,{"a":"b"}]},{"tags":["a","\udc01"]}]}`, "jobs[1].tags[1]"},
+		{`{"items":[{"id":"a","error":"\ud800"}]}`, ""},
+		{`{"queues":["a","\ud800"]}`, "queues[1]"},
+	} {
+		err := exactKeys([]byte(c.body))
+		switch {
+		case c.field == "" && err != nil:
+			t.Errorf("%s: %v, want no error", c.body, err)
+		case c.field != "":
+			e, ok := err.(*apiError)
+			if !ok || e.Code != CodeInvalidArgument || e.Field != c.field {
+				t.Errorf("%s: %v, want invalid_argument on field %q", c.body, err, c.field)
+			}
 		}
 	}
 }

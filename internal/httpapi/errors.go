@@ -17,6 +17,7 @@ type Code string
 // The error catalog: every code the API answers with. docs/protocol.md and
 // api/openapi.json list the same codes; a test keeps them in step.
 const (
+	CodeBadRequest       Code = "bad_request"
 	CodeInvalidJSON      Code = "invalid_json"
 	CodeInvalidArgument  Code = "invalid_argument"
 	CodeBatchTooLarge    Code = "batch_too_large"
@@ -25,9 +26,11 @@ const (
 	CodeNotFound         Code = "not_found"
 	CodeMethodNotAllowed Code = "method_not_allowed"
 	CodeUpgradeRequired  Code = "upgrade_required"
+	CodeIDTaken          Code = "id_taken"
 	CodeLeaseLost        Code = "lease_lost"
 	CodeInvalidState     Code = "invalid_state"
 	CodePayloadTooLarge  Code = "payload_too_large"
+	CodeHeadersTooLarge  Code = "headers_too_large"
 	CodeInternal         Code = "internal_error"
 	CodeUnavailable      Code = "unavailable"
 	CodeStorageFull      Code = "storage_full"
@@ -35,6 +38,7 @@ const (
 
 // Catalog maps every code to its HTTP status.
 var Catalog = map[Code]int{
+	CodeBadRequest:       http.StatusBadRequest,
 	CodeInvalidJSON:      http.StatusBadRequest,
 	CodeInvalidArgument:  http.StatusBadRequest,
 	CodeBatchTooLarge:    http.StatusBadRequest,
@@ -43,9 +47,11 @@ var Catalog = map[Code]int{
 	CodeNotFound:         http.StatusNotFound,
 	CodeMethodNotAllowed: http.StatusMethodNotAllowed,
 	CodeUpgradeRequired:  http.StatusUpgradeRequired,
+	CodeIDTaken:          http.StatusConflict,
 	CodeLeaseLost:        http.StatusConflict,
 	CodeInvalidState:     http.StatusConflict,
 	CodePayloadTooLarge:  http.StatusRequestEntityTooLarge,
+	CodeHeadersTooLarge:  http.StatusRequestHeaderFieldsTooLarge,
 	CodeInternal:         http.StatusInternalServerError,
 	CodeUnavailable:      http.StatusServiceUnavailable,
 	CodeStorageFull:      http.StatusInsufficientStorage,
@@ -78,6 +84,7 @@ func newError(code Code, field, format string, args ...any) *apiError {
 func classify(err error) (e *apiError, internal bool) {
 	var ae *apiError
 	var in *job.InputError
+	var taken *job.IDTakenError
 	var batch *queue.BatchTooLargeError
 	var payload *queue.PayloadTooLargeError
 	switch {
@@ -85,6 +92,8 @@ func classify(err error) (e *apiError, internal bool) {
 		return ae, false
 	case errors.As(err, &in):
 		return &apiError{Code: CodeInvalidArgument, Field: in.Field, Message: in.Error()}, false
+	case errors.As(err, &taken):
+		return &apiError{Code: CodeIDTaken, Field: taken.Field, Message: taken.Error()}, false
 	case errors.As(err, &batch):
 		return &apiError{Code: CodeBatchTooLarge, Field: batch.Field, Message: batch.Error()}, false
 	case errors.As(err, &payload):

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"time"
-	"unicode/utf8"
 
 	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/queue"
@@ -233,18 +232,6 @@ func applyInScope[T leaseItem](a *API, r *http.Request, op leaseOp[T], items []T
 	return out, nil
 }
 
-// cutUTF8 shortens s to at most n bytes without splitting a character,
-// so that a long error message stays valid UTF-8 when it is cut.
-func cutUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
-}
-
 func answerState(id string, o store.Outcome) outcomeJSON {
 	return outcomeJSON{ID: id, State: o.State}
 }
@@ -272,7 +259,7 @@ func (a *API) failOp() leaseOp[failItem] {
 	return leaseOp[failItem]{answer: answerFail, apply: func(ctx context.Context, its []failItem, tokens []int64) ([]store.Outcome, error) {
 		items := make([]store.JobFailItem, len(its))
 		for i, it := range its {
-			items[i] = store.JobFailItem{ID: it.ID, Token: tokens[i], Message: cutUTF8(it.Error, queue.MaxErrorBytes), NoRetry: it.NoRetry, RetryAfter: millis(it.RetryAfterMS)}
+			items[i] = store.JobFailItem{ID: it.ID, Token: tokens[i], Message: it.Error, NoRetry: it.NoRetry, RetryAfter: millis(it.RetryAfterMS)}
 		}
 		return a.engine.Fail(ctx, items)
 	}}

@@ -223,6 +223,9 @@ func (s *streamConn) handle(ctx context.Context, cancel context.CancelFunc, f st
 	if status == 0 {
 		status = http.StatusOK // net/http's answer of a handler that wrote nothing
 	}
+	if f.Method == http.MethodHead {
+		w.body = nil // as over HTTP: the answer to HEAD has no body
+	}
 	if len(w.body) > math.MaxUint32-16 {
 		s.a.opts.Logger.Error("answer too long for a frame", "method", f.Method, "target", f.Target, "bytes", len(w.body))
 		s.answers <- s.errorAnswer(f.ID, newError(CodeInternal, "", "internal server error"))

@@ -45,3 +45,23 @@ func (e *InputError) Error() string {
 func Invalid(field, format string, args ...any) error {
 	return &InputError{Field: field, Message: fmt.Sprintf(format, args...)}
 }
+
+// ErrIDTaken: an enqueue names an id that belongs to a job in another
+// queue. Ids are one space across queues and durability levels, and a job
+// never moves between queues, so such an enqueue can be neither a new job
+// nor a duplicate. The call changed nothing.
+var ErrIDTaken = errors.New("id taken")
+
+// IDTakenError is ErrIDTaken for one field of a request, for example
+// "jobs[3].id". It names nothing of the job that holds the id.
+type IDTakenError struct {
+	Field string
+}
+
+// Error implements error.
+func (e *IDTakenError) Error() string {
+	return fmt.Sprintf("%s: the id is taken by a job of another queue", e.Field)
+}
+
+// Is makes an *IDTakenError match ErrIDTaken.
+func (e *IDTakenError) Is(target error) bool { return target == ErrIDTaken }

@@ -47,7 +47,7 @@ const (
 	// MaxUniqueKeyBytes bounds unique keys.
 	MaxUniqueKeyBytes = 256
 	// MaxErrorBytes bounds the error message of one failed attempt.
-	MaxErrorBytes = 64 << 10
+	MaxErrorBytes = job.MaxErrorBytes
 	// MaxWorkerBytes bounds the free-text worker name of a fetch.
 	MaxWorkerBytes = 256
 	// MaxListLimit bounds one page of a job listing.

@@ -82,11 +82,16 @@ func (e *Engine) Enqueue(ctx context.Context, req EnqueueRequest) (EnqueueResult
 // "jobs[0].durability"): stores name fields by batch item.
 func singleField(err error) error {
 	var in *job.InputError
-	if !errors.As(err, &in) {
-		return err
-	}
-	if f, ok := strings.CutPrefix(in.Field, "jobs[0]."); ok {
-		return &job.InputError{Field: f, Message: in.Message}
+	var taken *job.IDTakenError
+	switch {
+	case errors.As(err, &in):
+		if f, ok := strings.CutPrefix(in.Field, "jobs[0]."); ok {
+			return &job.InputError{Field: f, Message: in.Message}
+		}
+	case errors.As(err, &taken):
+		if f, ok := strings.CutPrefix(taken.Field, "jobs[0]."); ok {
+			return &job.IDTakenError{Field: f}
+		}
 	}
 	return err
 }
@@ -242,6 +247,9 @@ func (e *Engine) prepare(req *EnqueueRequest, p *store.JobInsertParams, now time
 	}
 	if len(req.UniqueKey) > MaxUniqueKeyBytes {
 		return job.Invalid(field("unique_key"), "must be at most %d bytes", MaxUniqueKeyBytes)
+	}
+	if strings.IndexByte(req.UniqueKey, 0) >= 0 {
+		return job.Invalid(field("unique_key"), "must not contain U+0000 (NUL), which not every store can keep")
 	}
 	p.UniqueKey = req.UniqueKey
 	if req.UniqueFor < 0 || req.UniqueFor > MaxDelay {

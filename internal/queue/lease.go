@@ -46,9 +46,7 @@ func (e *Engine) Fail(ctx context.Context, items []store.JobFailItem) ([]store.O
 		if err := checkID(items[i].ID, itemField("items", i, len(items), "id")); err != nil {
 			return nil, err
 		}
-		if len(items[i].Message) > MaxErrorBytes {
-			items[i].Message = items[i].Message[:MaxErrorBytes]
-		}
+		items[i].Message = job.ErrorMessage(items[i].Message)
 		if items[i].RetryAfter < 0 || items[i].RetryAfter > MaxDelay {
 			return nil, job.Invalid(itemField("items", i, len(items), "retry_after_ms"), "must be between 0 and %d", MaxDelay.Milliseconds())
 		}

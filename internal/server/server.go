@@ -114,7 +114,7 @@ func (s *Server) Start(ctx context.Context) error {
 		ConnState:         s.trackFresh,
 	}
 	s.served = make(chan error, 1)
-	go func() { s.served <- s.http.Serve(ln) }()
+	go func() { s.served <- s.http.Serve(httpapi.CatalogListener(ln)) }()
 	s.logger.Info("spool server started", "addr", ln.Addr().String(), "store", s.describeStore(), "sync", s.cfg.Sync, "auth", auth != nil)
 	if auth != nil {
 		s.logger.Info("auth on", "tokens", auth.Summary())

@@ -41,7 +41,7 @@ func (s *Server) openStore(ctx context.Context, relay *engineRelay) (*opened, er
 		if err != nil {
 			return nil, err
 		}
-		mem, err := sqlitestore.Open(ctx, sqlitestore.Config{Dir: memoryDir(s.cfg.Data), Memory: true, Logger: s.logger})
+		mem, err := sqlitestore.Open(ctx, sqlitestore.Config{Dir: memoryDir(s.cfg.Data), Memory: true, TokensFrom: disk, Logger: s.logger})
 		if err != nil {
 			_ = disk.Close()
 			return nil, fmt.Errorf("open memory tier: %w", err)

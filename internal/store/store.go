@@ -46,8 +46,10 @@ type Inserter interface {
 	// JobInsertMany inserts all jobs of p atomically (all or none) and
 	// returns one result per job in the same order.
 	//
-	// A job whose ID already exists is not inserted: its result carries the
-	// existing job and Duplicate=true. A job with a UniqueKey is a duplicate
+	// A job whose ID already exists in the same queue is not inserted: its
+	// result carries the existing job and Duplicate=true. A job whose ID
+	// belongs to a job of another queue fails the whole insert with a
+	// *job.IDTakenError naming "jobs[i].id" (job.DuplicateByID decides). A job with a UniqueKey is a duplicate
 	// of the newest job in the same queue with the same key when that job
 	// is pending (scheduled, available, active, retrying) and UniqueFor is
 	// zero, or when that job was created after p.Now-UniqueFor and is not

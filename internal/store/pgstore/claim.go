@@ -10,11 +10,13 @@ import (
 
 // claimTail leases the rows of picked, found by ctid (locked rows cannot
 // move; the array form is a TID scan whatever the planner thinks of the
-// size of picked, never a scan of the table): it moves them to active, counts the hand-out (attempt and token),
-// starts a lease row for each, and returns them in claim order. $2 is now
-// and $3 the lease override in nanoseconds (zero: each job's own).
+// size of picked, never a scan of the table): it moves them to active,
+// counts the attempt, gives each a token from the one sequence of every
+// hand-out, starts a lease row for each, and returns them in claim order.
+// $2 is now and $3 the lease override in nanoseconds (zero: each job's
+// own).
 const claimTail = `, leased AS (
-	UPDATE spool_jobs j SET state = 'active', attempt = j.attempt + 1, lease_token = j.lease_token + 1,
+	UPDATE spool_jobs j SET state = 'active', attempt = j.attempt + 1, lease_token = nextval('spool_lease_tokens'),
 		started_at = $2::timestamptz, progress = NULL
 	WHERE j.ctid = ANY(ARRAY(SELECT ctid FROM picked))
 	RETURNING ` + hotColumns + `,

@@ -59,6 +59,11 @@ const sqlImport = `WITH u AS (
 )
 SELECT (SELECT count(*) FROM hot) + (SELECT count(*) FROM done)`
 
+// sqlTokensAbove moves the token sequence past every token of $1, so that
+// the next hand-out of an imported job gets a higher one.
+const sqlTokensAbove = `SELECT setval('spool_lease_tokens', GREATEST(
+	(SELECT last_value FROM spool_lease_tokens), (SELECT COALESCE(max(t), 0) FROM unnest($1::int8[]) AS t)))`
+
 // ImportJobs stores jobs exactly as another store holds them: state,
 // attempts, lease tokens and expiries, errors, results, times and
 // durability (empty is full; a level this store does not keep fails the
@@ -108,7 +113,11 @@ func (s *Store) ImportJobs(ctx context.Context, jobs []*job.Job) (int, error) {
 			tags[i] = string(b)
 		}
 		if len(j.Errors) > 0 {
-			b, err := json.Marshal(j.Errors)
+			kept := make([]job.AttemptError, len(j.Errors))
+			for k, e := range j.Errors {
+				kept[k] = job.AttemptError{Attempt: e.Attempt, Message: job.ErrorMessage(e.Message), At: e.At}
+			}
+			b, err := json.Marshal(kept)
 			if err != nil {
 				return 0, fmt.Errorf("import jobs: encode errors of job %s: %w", j.ID, err)
 			}
@@ -117,9 +126,13 @@ func (s *Store) ImportJobs(ctx context.Context, jobs []*job.Job) (int, error) {
 	}
 	var count int64
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		return tx.QueryRow(ctx, sqlImport, ids, queues, kinds, payloads, prios, states, runAts, attempts, maxAtt, bkinds,
+		if err := tx.QueryRow(ctx, sqlImport, ids, queues, kinds, payloads, prios, states, runAts, attempts, maxAtt, bkinds,
 			bases, maxes, jitters, leases, ukeys, ufors, tags, results, errs, progress, tokens, cancels, created, started,
-			finished, expires, durs).Scan(&count)
+			finished, expires, durs).Scan(&count); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, sqlTokensAbove, tokens)
+		return err
 	})
 	if err != nil {
 		return 0, wrap("import jobs", err)

@@ -121,6 +121,9 @@ func (s *Store) insert(ctx context.Context, tx pgx.Tx, jobs []store.JobInsertPar
 		}
 	}
 	for i, f := range sameAs {
+		if err := job.DuplicateByID(out[f].Job, jobs[i].Queue, fmt.Sprintf("jobs[%d].id", i)); err != nil {
+			return nil, err
+		}
 		out[i] = store.InsertResult{Job: out[f].Job, Duplicate: true}
 	}
 	return out, nil
@@ -251,6 +254,9 @@ func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, jobs []store.JobInser
 		if dup == nil {
 			return fmt.Errorf("insert job %s: neither inserted nor found", ids[k])
 		}
+		if err := job.DuplicateByID(dup, jobs[i].Queue, fmt.Sprintf("jobs[%d].id", i)); err != nil {
+			return err
+		}
 		out[i] = store.InsertResult{Job: dup, Duplicate: true}
 	}
 	return nil
@@ -330,12 +336,15 @@ func (s *Store) resolveUnique(ctx context.Context, tx pgx.Tx, jobs []store.JobIn
 		}
 		jp := &jobs[i]
 		if dup := byID[jp.ID]; dup != nil {
+			if err := job.DuplicateByID(dup, jp.Queue, fmt.Sprintf("jobs[%d].id", i)); err != nil {
+				return nil, err
+			}
 			out[i] = store.InsertResult{Job: dup, Duplicate: true}
 			continue
 		}
 		if jp.UniqueKey != "" {
 			r := uniqueRef{jp.Queue, jp.UniqueKey}
-			if n := newest[r]; n != nil && uniqueConflict(n, jp.UniqueFor, now) {
+			if n := newest[r]; n != nil && job.UniqueConflict(n, jp.UniqueFor, now) {
 				out[i] = store.InsertResult{Job: n, Duplicate: true}
 				continue
 			}
@@ -344,15 +353,4 @@ func (s *Store) resolveUnique(ctx context.Context, tx pgx.Tx, jobs []store.JobIn
 		insert = append(insert, i)
 	}
 	return insert, nil
-}
-
-// uniqueConflict reports whether a new job with unique window uniqueFor
-// duplicates newest, the newest job of its queue with its key: while
-// newest is pending when the window is zero, else when newest was created
-// within the window and is not cancelled.
-func uniqueConflict(newest *job.Job, uniqueFor time.Duration, now time.Time) bool {
-	if uniqueFor == 0 {
-		return newest.State.Pending()
-	}
-	return newest.CreatedAt.After(now.Add(-uniqueFor)) && newest.State != job.StateCancelled
 }

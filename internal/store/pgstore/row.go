@@ -3,7 +3,6 @@ package pgstore
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -140,9 +139,9 @@ func micro(t time.Time) time.Time {
 // attemptErrorJSON is one element of the errors column, as a JSON array of
 // one, ready to be appended with ||.
 func attemptErrorJSON(attempt int, message string, at time.Time) ([]byte, error) {
-	// jsonb cannot hold U+0000: a message with NUL bytes keeps the rest.
-	message = strings.ReplaceAll(message, "\x00", "\uFFFD")
-	b, err := json.Marshal([]job.AttemptError{{Attempt: attempt, Message: message, At: at}})
+	// The engine keeps messages free of NUL, which jsonb cannot hold;
+	// imported ones go through the same rule.
+	b, err := json.Marshal([]job.AttemptError{{Attempt: attempt, Message: job.ErrorMessage(message), At: at}})
 	if err != nil {
 		return nil, fmt.Errorf("encode attempt error: %w", err)
 	}

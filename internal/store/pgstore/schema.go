@@ -129,6 +129,16 @@ CREATE TRIGGER spool_jobs_done_count_delete AFTER DELETE ON spool_jobs_done
 CREATE TRIGGER spool_jobs_done_count_update AFTER UPDATE ON spool_jobs_done
 	REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION spool_count_update();
 `,
+	// Version 2: fencing tokens from one sequence instead of a counter per
+	// job, so that a job deleted and enqueued again under its id never
+	// gets a token its earlier job handed out. The sequence starts above
+	// every token handed out so far.
+	`
+CREATE SEQUENCE spool_lease_tokens;
+SELECT setval('spool_lease_tokens', GREATEST(1,
+	(SELECT COALESCE(max(lease_token), 0) FROM spool_jobs),
+	(SELECT COALESCE(max(lease_token), 0) FROM spool_jobs_done)));
+`,
 }
 
 // SchemaVersion is the schema version this binary brings a database to.

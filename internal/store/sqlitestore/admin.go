@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -47,6 +48,42 @@ func (s *Store) JobGet(ctx context.Context, id string) (*job.Job, error) {
 		v.overlay(j)
 	}
 	return j, nil
+}
+
+// JobGetMany returns the jobs of ids that exist, by id, as they stand
+// with their leases, in one read beside the writer. Ids that name no job
+// are left out.
+func (s *Store) JobGetMany(ctx context.Context, ids []string) (map[string]*job.Job, error) {
+	if err := s.check(); err != nil {
+		return nil, wrap("get jobs", err)
+	}
+	out := make(map[string]*job.Job, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	list, err := json.Marshal(ids)
+	if err != nil {
+		return nil, fmt.Errorf("get jobs: %w", err)
+	}
+	rows, err := s.rdb.QueryContext(ctx, sqlJobsByIDs, string(list))
+	if err != nil {
+		return nil, wrap("get jobs", err)
+	}
+	for rows.Next() {
+		j, _, err := scanJob(rows)
+		if err != nil {
+			rows.Close()
+			return nil, wrap("get jobs", err)
+		}
+		if v, ok := s.leases.viewOf(j.ID); ok {
+			v.overlay(j)
+		}
+		out[j.ID] = j
+	}
+	if err := closeRows(rows); err != nil {
+		return nil, wrap("get jobs", err)
+	}
+	return out, nil
 }
 
 // persist writes lease l to its job's row, so that it survives a restart.

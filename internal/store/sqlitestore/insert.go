@@ -77,7 +77,7 @@ func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams)
 			if err := ins.flush(p.Jobs); err != nil {
 				return err
 			}
-			dup, err := w.duplicate(jp, ins.now)
+			dup, err := w.duplicate(jp, ins.now, i)
 			if err != nil {
 				return fmt.Errorf("jobs[%d]: %w", i, err)
 			}
@@ -153,6 +153,11 @@ func (ins *inserter) flush(jobs []store.JobInsertParams) error {
 			existing, _, err := w.load(jp.ID)
 			if err != nil {
 				return fmt.Errorf("jobs[%d]: read duplicate job %s: %w", i, jp.ID, err)
+			}
+			if err := job.DuplicateByID(existing, jp.Queue, fmt.Sprintf("jobs[%d].id", i)); err != nil {
+				// Not a refusal before writing: rows of this call may be
+				// written, so the writer rolls the call back.
+				return err
 			}
 			ins.out[i] = store.InsertResult{Job: existing, Duplicate: true}
 			continue
@@ -243,11 +248,15 @@ func appendInsertRow(args []any, specs []byte, seq int64, jp *store.JobInsertPar
 		jp.RunAt.UTC().UnixNano(), stringOrNull(jp.UniqueKey), specs[start:len(specs):len(specs)]), specs
 }
 
-// duplicate returns the existing job that jp duplicates by ID or by unique
-// key, or nil.
-func (w *writer) duplicate(jp *store.JobInsertParams, now time.Time) (*job.Job, error) {
+// duplicate returns the existing job that jp, the i-th job of its call,
+// duplicates by ID or by unique key, or nil; or a *job.IDTakenError when
+// its id belongs to a job of another queue.
+func (w *writer) duplicate(jp *store.JobInsertParams, now time.Time, i int) (*job.Job, error) {
 	existing, _, err := w.load(jp.ID)
 	if err == nil {
+		if err := job.DuplicateByID(existing, jp.Queue, fmt.Sprintf("jobs[%d].id", i)); err != nil {
+			return nil, err
+		}
 		return existing, nil
 	}
 	if !errors.Is(err, job.ErrNotFound) {
@@ -263,21 +272,10 @@ func (w *writer) duplicate(jp *store.JobInsertParams, now time.Time) (*job.Job, 
 	if l := w.leases.get(newest.ID); l != nil {
 		l.view().overlay(newest)
 	}
-	if uniqueConflict(newest, jp.UniqueFor, now) {
+	if job.UniqueConflict(newest, jp.UniqueFor, now) {
 		return newest, nil
 	}
 	return nil, nil
-}
-
-// uniqueConflict reports whether a new job with unique window uniqueFor
-// duplicates newest, the newest job of its queue with its key: while
-// newest is pending when the window is zero, else when newest was created
-// within the window and is not cancelled.
-func uniqueConflict(newest *job.Job, uniqueFor time.Duration, now time.Time) bool {
-	if uniqueFor == 0 {
-		return newest.State.Pending()
-	}
-	return newest.CreatedAt.After(now.Add(-uniqueFor)) && newest.State != job.StateCancelled
 }
 
 // load reads one job and its seq in the writer's transaction, as it

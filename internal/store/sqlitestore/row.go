@@ -14,8 +14,9 @@ const jobColumns = `seq, id, queue, payload, priority, state, run_at, attempt, u
 	result, errors, progress, lease_token, lease_expires_at, cancel_requested, started_at, finished_at, spec`
 
 const (
-	sqlJobByID  = `SELECT ` + jobColumns + ` FROM jobs WHERE id = ?`
-	sqlJobBySeq = `SELECT ` + jobColumns + ` FROM jobs WHERE seq = ?`
+	sqlJobByID   = `SELECT ` + jobColumns + ` FROM jobs WHERE id = ?`
+	sqlJobsByIDs = `SELECT ` + jobColumns + ` FROM jobs WHERE id IN (SELECT value FROM json_each(?))`
+	sqlJobBySeq  = `SELECT ` + jobColumns + ` FROM jobs WHERE seq = ?`
 )
 
 // scanner is a *sql.Row or *sql.Rows.

@@ -85,6 +85,12 @@ type Config struct {
 	// close, commits never wait for the disk, and every job is gone after
 	// a restart.
 	Memory bool
+	// TokensFrom, when set, is the durable store whose fencing tokens this
+	// store hands out, instead of its own: a memory store beside a durable
+	// one takes its tokens, so that the two never hand out one token twice
+	// and a restart moves both on. TokensFrom must stay open while this
+	// store is. Defaults to nil: the store's own.
+	TokensFrom *Store
 	// Logger receives commit failures and other store events. Defaults to
 	// slog.Default().
 	Logger *slog.Logger
@@ -172,10 +178,16 @@ func (s *Store) open(ctx context.Context, path string) error {
 		_ = conn.Close()
 		return fmt.Errorf("load leases: %w", mapErr(err))
 	}
-	tokens, err := nextEpoch(ctx, conn)
-	if err != nil {
-		_ = conn.Close()
-		return fmt.Errorf("open store: %w", mapErr(err))
+	tokens := &tokenSource{}
+	if from := s.cfg.TokensFrom; from != nil {
+		tokens = from.w.tokens
+	} else {
+		epoch, err := nextEpoch(ctx, conn)
+		if err != nil {
+			_ = conn.Close()
+			return fmt.Errorf("open store: %w", mapErr(err))
+		}
+		tokens.start(epoch)
 	}
 	s.w, err = newWriter(ctx, conn, s.cfg, s.cat, s.leases, tokens)
 	if err != nil {

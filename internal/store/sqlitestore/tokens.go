@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync"
 )
 
 // tokenSource hands out fencing tokens. A token is epoch<<32 | n: the
@@ -13,7 +14,13 @@ import (
 // of the processes before it, crashed ones included, whose hand-outs were
 // never written. Tokens stay below 2^53 for the first two million epochs,
 // so clients that read JSON numbers as doubles see them exactly.
+//
+// A memory store takes the tokens of the durable store beside it (see
+// Config.TokensFrom): one source for both, so that no token is handed out
+// twice in a process, and one stored epoch, so that a memory job enqueued
+// after a restart never gets a token a worker of the old process holds.
 type tokenSource struct {
+	mu       sync.Mutex
 	epoch, n int64
 }
 
@@ -23,8 +30,25 @@ const tokenRenewAt = 1 << 31
 
 // take returns the next token.
 func (t *tokenSource) take() int64 {
+	t.mu.Lock()
 	t.n++
-	return t.epoch<<32 | t.n
+	token := t.epoch<<32 | t.n
+	t.mu.Unlock()
+	return token
+}
+
+// due reports whether the source should move to a new epoch.
+func (t *tokenSource) due() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.n >= tokenRenewAt
+}
+
+// start makes epoch the current one, counting from its first token.
+func (t *tokenSource) start(epoch int64) {
+	t.mu.Lock()
+	t.epoch, t.n = epoch, 0
+	t.mu.Unlock()
 }
 
 const (
@@ -32,31 +56,37 @@ const (
 	sqlWriteEpoch = `INSERT INTO meta (key, value) VALUES ('epoch', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`
 )
 
-// nextEpoch moves the stored epoch on by one, durably, and returns a token
-// source for it.
-func nextEpoch(ctx context.Context, conn *sql.Conn) (tokenSource, error) {
+// nextEpoch moves the stored epoch on by one, durably, and returns it.
+func nextEpoch(ctx context.Context, conn *sql.Conn) (int64, error) {
 	var epoch int64
 	err := conn.QueryRowContext(ctx, sqlReadEpoch).Scan(&epoch)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return tokenSource{}, fmt.Errorf("read token epoch: %w", err)
+		return 0, fmt.Errorf("read token epoch: %w", err)
 	}
 	epoch++
 	if _, err := conn.ExecContext(ctx, sqlWriteEpoch, epoch); err != nil {
-		return tokenSource{}, fmt.Errorf("write token epoch: %w", err)
+		return 0, fmt.Errorf("write token epoch: %w", err)
 	}
-	return tokenSource{epoch: epoch}, nil
+	return epoch, nil
 }
 
 // renewTokens moves to a new epoch, in a transaction of its own, once the
-// current one is half used.
+// current one is half used. A store that takes another store's tokens
+// has that store's writer do it, by a call of its own.
 func (w *writer) renewTokens() error {
-	if w.tokens.n < tokenRenewAt {
+	if !w.tokens.due() {
 		return nil
 	}
-	ts, err := nextEpoch(context.Background(), w.conn)
+	if from := w.cfg.TokensFrom; from != nil {
+		if err := from.do(context.Background(), 1, func(*writer) error { return nil }); err != nil {
+			return fmt.Errorf("renew tokens of the durable store: %w", err)
+		}
+		return nil
+	}
+	epoch, err := nextEpoch(context.Background(), w.conn)
 	if err != nil {
 		return err
 	}
-	w.tokens = ts
+	w.tokens.start(epoch)
 	return nil
 }

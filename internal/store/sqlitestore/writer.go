@@ -58,7 +58,7 @@ type writer struct {
 	// to them so that a batch that does not commit can be taken back.
 	leases *leaseTable
 	undo   undo
-	tokens tokenSource
+	tokens *tokenSource
 	// cache bounds the memory windows spend on cached jobs.
 	cache *bodyCache
 	// nextSeq is the seq of the next inserted job: inserts assign seqs
@@ -81,7 +81,7 @@ type writer struct {
 	failed error // set when the database can no longer be trusted
 }
 
-func newWriter(ctx context.Context, conn *sql.Conn, cfg Config, cat *catalog, leases *leaseTable, tokens tokenSource) (*writer, error) {
+func newWriter(ctx context.Context, conn *sql.Conn, cfg Config, cat *catalog, leases *leaseTable, tokens *tokenSource) (*writer, error) {
 	w := &writer{
 		conn:   conn,
 		cfg:    cfg,

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spoolq/spool/internal/job"
@@ -15,6 +16,7 @@ func insertTests() []group {
 		{"StoresEveryFieldAsGiven", testInsertRoundTrip},
 		{"BatchIsAllOrNone", testInsertAtomic},
 		{"DuplicateIDReturnsExistingJob", testInsertDuplicateID},
+		{"IDOfAnotherQueueFailsTheInsert", testInsertIDTaken},
 		{"UniqueKeyWithoutWindowHoldsWhilePending", testInsertUniquePending},
 		{"UniqueKeyWindowCountsEveryStateButCancelled", testInsertUniqueWindow},
 		{"UniqueWindowEndsAfterUniqueFor", testInsertUniqueWindowEnd},
@@ -91,7 +93,7 @@ func testInsertAtomic(b *bundle) {
 // one batch the second of two equal IDs is the duplicate.
 func testInsertDuplicateID(b *bundle) {
 	first := b.jobIn(job.StateActive, "q")
-	again := newJob("other", func(p *store.JobInsertParams) {
+	again := newJob("q", func(p *store.JobInsertParams) {
 		p.ID, p.Kind, p.Payload = first.ID, "different", json.RawMessage(`{"other":true}`)
 	})
 	res := b.insertAt(at(time.Minute), again)
@@ -102,9 +104,6 @@ func testInsertDuplicateID(b *bundle) {
 		b.t.Fatalf("duplicate result is not the existing job: %s", d)
 	}
 	b.unchanged("a duplicate insert", first)
-	if _, err := b.s.QueueGet(b.ctx, "other"); !errors.Is(err, job.ErrNotFound) {
-		b.t.Fatalf("queue of a duplicate only: %v, want not found", err)
-	}
 
 	a := newJob("q")
 	twin := newJob("q", func(p *store.JobInsertParams) { p.ID, p.Kind = a.ID, "twin" })
@@ -217,4 +216,43 @@ func testInsertUniquePerQueue(b *bundle) {
 	}
 	b.wantCounts("a", map[job.State]int64{job.StateAvailable: 2})
 	b.wantCounts("b", map[job.State]int64{job.StateAvailable: 2})
+}
+
+// An id that belongs to a job of another queue fails the whole insert
+// with an id taken error naming the item, and changes nothing: not the
+// job that holds the id, not the other jobs of the batch, not the queues.
+// Within a batch, the second of two jobs with one id in two queues does
+// the same.
+func testInsertIDTaken(b *bundle) {
+	first := b.jobIn(job.StateActive, "q")
+	fresh := newJob("other")
+	again := newJob("other", func(p *store.JobInsertParams) { p.ID = first.ID })
+	keyed := newJob("other", func(p *store.JobInsertParams) { p.ID, p.UniqueKey = first.ID, "k" })
+	for _, batch := range [][]store.JobInsertParams{{fresh, again}, {fresh, keyed}} {
+		_, err := b.s.JobInsertMany(b.ctx, &store.JobInsertManyParams{Jobs: batch, Now: at(time.Minute)})
+		var taken *job.IDTakenError
+		if !errors.Is(err, job.ErrIDTaken) || !errors.As(err, &taken) || taken.Field != "jobs[1].id" {
+			b.t.Fatalf("insert of an id of queue q into queue other: %v, want an id taken error on jobs[1].id", err)
+		}
+		if strings.Contains(err.Error(), first.Kind) {
+			b.t.Errorf("the error tells of the job that holds the id: %v", err)
+		}
+	}
+	b.unchanged("an insert of its id into another queue", first)
+	if _, err := b.s.JobGet(b.ctx, fresh.ID); !errors.Is(err, job.ErrNotFound) {
+		b.t.Fatalf("the other job of the failed batch: %v, want not found", err)
+	}
+	if _, err := b.s.QueueGet(b.ctx, "other"); !errors.Is(err, job.ErrNotFound) {
+		b.t.Fatalf("queue of a failed insert only: %v, want not found", err)
+	}
+
+	a := newJob("x")
+	twin := newJob("y", func(p *store.JobInsertParams) { p.ID = a.ID })
+	_, err := b.s.JobInsertMany(b.ctx, &store.JobInsertManyParams{Jobs: []store.JobInsertParams{a, twin}, Now: t0})
+	if !errors.Is(err, job.ErrIDTaken) {
+		b.t.Fatalf("one id in two queues in a batch: %v, want id taken", err)
+	}
+	if _, err := b.s.JobGet(b.ctx, a.ID); !errors.Is(err, job.ErrNotFound) {
+		b.t.Fatalf("first job of a failed batch: %v, want not found", err)
+	}
 }

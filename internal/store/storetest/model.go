@@ -149,10 +149,20 @@ func (m *model) insert() {
 		}
 		if len(m.ids) > 0 && m.rng.IntN(10) == 0 {
 			p.ID = m.ids[m.rng.IntN(len(m.ids))]
+			if j := m.jobs[p.ID]; j != nil && m.rng.IntN(4) != 0 {
+				p.Queue = j.queue // mostly a retried enqueue; else an id taken
+			}
 		}
 		ps[i] = p
 	}
 	res, err := m.b.s.JobInsertMany(m.b.ctx, &store.JobInsertManyParams{Jobs: ps, Now: m.now})
+	if taken := m.takenIDs(ps); len(taken) > 0 {
+		var e *job.IDTakenError
+		if !errors.As(err, &e) || !errors.Is(err, job.ErrIDTaken) || !taken[e.Field] {
+			m.fatalf("%d results, %v; want an id taken error on one of %v", len(res), err, taken)
+		}
+		return
+	}
 	if err != nil || len(res) != n {
 		m.fatalf("%d results, %v", len(res), err)
 	}
@@ -176,6 +186,32 @@ func (m *model) insert() {
 			m.fatalf("job %d: result %s (duplicate %v), want a duplicate of %s", i, res[i].Job.ID, res[i].Duplicate, dup.id)
 		}
 	}
+}
+
+// takenIDs returns the fields ("jobs[i].id") of the jobs of ps whose id
+// belongs to a job of another queue, in the store or earlier in ps,
+// taking the batch's duplicates as the contract does; none when ps goes
+// in. It leaves the model as it was.
+func (m *model) takenIDs(ps []store.JobInsertParams) map[string]bool {
+	taken := make(map[string]bool)
+	added := make(map[string]*mjob)
+	for i := range ps {
+		p := &ps[i]
+		if j := m.jobs[p.ID]; j != nil {
+			if j.queue != p.Queue {
+				taken[fmt.Sprintf("jobs[%d].id", i)] = true
+			}
+			continue
+		}
+		if m.duplicate(p) == nil {
+			j := &mjob{id: p.ID, queue: p.Queue, key: p.UniqueKey, state: p.State, created: m.now}
+			m.jobs[p.ID], added[p.ID] = j, j
+		}
+	}
+	for id := range added {
+		delete(m.jobs, id)
+	}
+	return taken
 }
 
 // duplicate returns the job that p duplicates by the contract, or nil.

@@ -19,6 +19,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -26,30 +27,45 @@ import (
 	"github.com/spoolq/spool/internal/store"
 )
 
-// MemoryStore is what the memory tier must offer besides store.Store: a
-// cheap, memory-only way to tell whether it holds a job's lease, so that
-// acks and heartbeats go to the right tier without a lookup in both.
-type MemoryStore interface {
+// Tier is what each tier must offer besides store.Store: a read of many
+// jobs by id beside its writer, so that an insert into one tier can look
+// for its ids in the other.
+type Tier interface {
 	store.Store
+	// JobGetMany returns the jobs of ids that exist, by id.
+	JobGetMany(ctx context.Context, ids []string) (map[string]*job.Job, error)
+}
+
+// MemoryStore is what the memory tier must offer besides Tier: a cheap,
+// memory-only way to tell whether it holds a job's lease, so that acks and
+// heartbeats go to the right tier without a lookup in both.
+type MemoryStore interface {
+	Tier
 	Active(id string) bool
 }
 
 // Store routes calls between a durable and a memory store. It is safe for
 // concurrent use.
 type Store struct {
-	disk store.Store
+	disk Tier
 	mem  MemoryStore
 	// used is set once the memory tier took a job; until then every call
 	// goes to the durable store alone.
 	used atomic.Bool
+	// gate holds the first memory insert back until the durable inserts
+	// that did not register their ids have ended (see ids.go).
+	gate sync.RWMutex
+	// ids registers the ids of the inserts in flight once used is set.
+	ids *idGuard
 }
 
 var _ store.Store = (*Store)(nil)
 
 // New returns a store over disk and mem, which it owns: Close closes
 // them. The memory store starts empty, so New gives it the durable store's
-// paused queues.
-func New(ctx context.Context, disk store.Store, mem MemoryStore) (*Store, error) {
+// paused queues. mem should take disk's fencing tokens, so that the two
+// never hand out one token twice.
+func New(ctx context.Context, disk Tier, mem MemoryStore) (*Store, error) {
 	qs, err := disk.QueueList(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read queues: %w", err)
@@ -61,15 +77,15 @@ func New(ctx context.Context, disk store.Store, mem MemoryStore) (*Store, error)
 			}
 		}
 	}
-	return &Store{disk: disk, mem: mem}, nil
+	return &Store{disk: disk, mem: mem, ids: newIDGuard()}, nil
 }
 
 // memCursor marks a listing cursor of the memory tier. Durable stores'
 // cursors never contain a dot.
 const memCursor = "m."
 
-// JobInsertMany inserts into the tier of the jobs' durability; see
-// store.Inserter.
+// JobInsertMany inserts into the tier of the jobs' durability, with ids
+// one space across both tiers (see ids.go); see store.Inserter.
 func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams) ([]store.InsertResult, error) {
 	memory := 0
 	for i := range p.Jobs {
@@ -79,10 +95,18 @@ func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams)
 	}
 	switch memory {
 	case 0:
-		return s.disk.JobInsertMany(ctx, p)
+		if !s.used.Load() {
+			s.gate.RLock()
+			if !s.used.Load() {
+				defer s.gate.RUnlock()
+				return s.disk.JobInsertMany(ctx, p)
+			}
+			s.gate.RUnlock()
+		}
+		return s.insertInto(ctx, p, s.disk, s.mem, false)
 	case len(p.Jobs):
-		s.used.Store(true)
-		return s.mem.JobInsertMany(ctx, p)
+		s.useMemory()
+		return s.insertInto(ctx, p, s.mem, s.disk, true)
 	}
 	return nil, fmt.Errorf("insert jobs: %w", job.Invalid("jobs",
 		"a batch cannot mix memory durability with other levels: the two are kept apart and the batch could not be atomic"))
@@ -126,30 +150,56 @@ func split[T any](s *Store, items []T, id func(*T) string, run func(st store.Sto
 			diskIdx = append(diskIdx, i)
 		}
 	}
-	if len(memIdx) == 0 {
-		return run(s.disk, items)
-	}
 	if len(diskIdx) == 0 {
 		return run(s.mem, items)
 	}
-	out := make([]store.Outcome, len(items))
-	for _, part := range []struct {
-		st  store.Store
-		idx []int
-	}{{s.mem, memIdx}, {s.disk, diskIdx}} {
-		sub := make([]T, len(part.idx))
-		for k, i := range part.idx {
-			sub[k] = items[i]
-		}
-		res, err := run(part.st, sub)
-		if err != nil {
+	var out []store.Outcome
+	if len(memIdx) == 0 {
+		var err error
+		if out, err = run(s.disk, items); err != nil {
 			return nil, err
 		}
-		for k, i := range part.idx {
-			out[i] = res[k]
+	} else {
+		out = make([]store.Outcome, len(items))
+		if err := runPart(s.mem, items, memIdx, out, run); err != nil {
+			return nil, err
+		}
+		if err := runPart(s.disk, items, diskIdx, out, run); err != nil {
+			return nil, err
 		}
 	}
+	// A memory job that is no longer active (acked already, or rescued)
+	// went to the durable store, which does not know it: the memory tier
+	// answers for it, lease_lost as for any job.
+	var unknown []int
+	for _, i := range diskIdx {
+		if errors.Is(out[i].Err, job.ErrNotFound) {
+			unknown = append(unknown, i)
+		}
+	}
+	if err := runPart(s.mem, items, unknown, out, run); err != nil {
+		return nil, err
+	}
 	return out, nil
+}
+
+// runPart runs the items at idx on st and puts their outcomes in out.
+func runPart[T any](st store.Store, items []T, idx []int, out []store.Outcome, run func(st store.Store, items []T) ([]store.Outcome, error)) error {
+	if len(idx) == 0 {
+		return nil
+	}
+	sub := make([]T, len(idx))
+	for k, i := range idx {
+		sub[k] = items[i]
+	}
+	res, err := run(st, sub)
+	if err != nil {
+		return err
+	}
+	for k, i := range idx {
+		out[i] = res[k]
+	}
+	return nil
 }
 
 // JobComplete acknowledges jobs in their tiers; see store.Claimer.
@@ -190,7 +240,11 @@ func (s *Store) JobProgress(ctx context.Context, p *store.JobProgressParams) err
 	if s.used.Load() && s.mem.Active(p.ID) {
 		return s.mem.JobProgress(ctx, p)
 	}
-	return s.disk.JobProgress(ctx, p)
+	err := s.disk.JobProgress(ctx, p)
+	if errors.Is(err, job.ErrNotFound) && s.used.Load() {
+		return s.mem.JobProgress(ctx, p)
+	}
+	return err
 }
 
 // byID runs call on the durable store and, when it does not know the job,
@@ -408,7 +462,8 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // Close closes both tiers.
 func (s *Store) Close() error {
-	return errors.Join(s.disk.Close(), s.mem.Close())
+	// The memory tier takes the durable store's tokens: it closes first.
+	return errors.Join(s.mem.Close(), s.disk.Close())
 }
 
 func sortQueues(qs []store.QueueInfo) {

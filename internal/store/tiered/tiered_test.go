@@ -30,7 +30,7 @@ func open(tb testing.TB, dir string) *Store {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	mem, err := sqlitestore.Open(ctx, sqlitestore.Config{Dir: filepath.Join(dir, "mem"), Memory: true, Logger: logger})
+	mem, err := sqlitestore.Open(ctx, sqlitestore.Config{Dir: filepath.Join(dir, "mem"), Memory: true, TokensFrom: disk, Logger: logger})
 	if err != nil {
 		tb.Fatal(err)
 	}

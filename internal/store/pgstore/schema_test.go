@@ -1,0 +1,55 @@
+package pgstore
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/spoolq/spool/internal/job"
+	"github.com/spoolq/spool/internal/pgtest"
+	"github.com/spoolq/spool/internal/store"
+)
+
+// A database of schema version 1 counted tokens per job. Brought to the
+// current version, it hands out tokens from one sequence that starts above
+// every token of the old counters, so that no job gets a token one of its
+// earlier hand-outs had.
+func TestTokenSequenceStartsAboveOldTokens(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.Schema(t)
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, sql := range []string{sqlMigrationsTable, migrations[0], `INSERT INTO spool_migrations (version) VALUES (1)`,
+		`INSERT INTO spool_jobs (id, queue, kind, state, run_at, max_attempts, backoff_kind, backoff_base, backoff_max,
+			backoff_jitter, lease_ns, unique_for, durability, created_at, lease_token, attempt, priority)
+		VALUES ('old', 'q', 'k', 'available', now(), 50, 'fixed', 0, 0, 0, 30000000000, 0, 'full', now(), 41, 41, 0)`,
+	} {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatalf("make a version 1 database: %v", err)
+		}
+	}
+	s := open(t, url)
+	js, err := s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"q"}, Max: 1, Now: time.Now()})
+	if err != nil || len(js) != 1 {
+		t.Fatalf("claim: %v, %v", js, err)
+	}
+	if js[0].ID != "old" || js[0].LeaseToken <= 41 {
+		t.Fatalf("claimed %s with token %d, want job old with a token above 41", js[0].ID, js[0].LeaseToken)
+	}
+	if _, err := s.JobInsertMany(ctx, &store.JobInsertManyParams{Now: time.Now(), Jobs: []store.JobInsertParams{{
+		ID: "new", Queue: "q2", Kind: "k", State: job.StateAvailable, RunAt: time.Now(), MaxAttempts: 1,
+		LeaseDuration: time.Minute, Backoff: job.Backoff{Kind: job.BackoffFixed},
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	next, err := s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"q2"}, Max: 1, Now: time.Now()})
+	if err != nil || len(next) != 1 || next[0].LeaseToken <= js[0].LeaseToken {
+		t.Fatalf("next claim: %v, %v; want a token above %d", next, err, js[0].LeaseToken)
+	}
+}

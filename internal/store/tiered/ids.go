@@ -1,0 +1,177 @@
+package tiered
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/spoolq/spool/internal/job"
+	"github.com/spoolq/spool/internal/store"
+)
+
+// Ids are one space across the two tiers: an insert into one tier first
+// looks for its ids in the other, and a job found there makes the insert
+// a duplicate of it (or, in another queue, job.ErrIDTaken), as it would
+// in the tier itself. Two inserts of one id into different tiers at once
+// could each miss the other, so every insert registers its ids for as long
+// as it runs, and an insert whose ids are being inserted into the other
+// tier waits for that insert to end, then looks.
+//
+// Until the memory tier first takes a job no insert registers anything:
+// the first memory insert waits for the durable inserts in flight (the
+// gate), so that it sees their jobs.
+
+// idGuard registers the ids of the inserts in flight, by tier.
+type idGuard struct {
+	mu       sync.Mutex
+	cond     *sync.Cond
+	inflight map[string]*flight
+}
+
+// flight counts the inserts of one id in flight, all into one tier.
+type flight struct {
+	memory bool
+	n      int
+}
+
+func newIDGuard() *idGuard {
+	g := &idGuard{inflight: make(map[string]*flight)}
+	g.cond = sync.NewCond(&g.mu)
+	return g
+}
+
+// enter registers ids as being inserted into the memory tier (memory) or
+// the durable one, once no insert into the other tier holds any of them.
+// The caller must call leave with the same ids.
+func (g *idGuard) enter(ids []string, memory bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for g.crossed(ids, memory) {
+		g.cond.Wait()
+	}
+	for _, id := range ids {
+		f := g.inflight[id]
+		if f == nil {
+			f = &flight{memory: memory}
+			g.inflight[id] = f
+		}
+		f.n++
+	}
+}
+
+// crossed reports whether an insert into the other tier holds one of ids.
+func (g *idGuard) crossed(ids []string, memory bool) bool {
+	for _, id := range ids {
+		if f := g.inflight[id]; f != nil && f.memory != memory {
+			return true
+		}
+	}
+	return false
+}
+
+// leave ends the registration of ids made by enter.
+func (g *idGuard) leave(ids []string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, id := range ids {
+		if f := g.inflight[id]; f != nil {
+			if f.n--; f.n == 0 {
+				delete(g.inflight, id)
+			}
+		}
+	}
+	g.cond.Broadcast()
+}
+
+// insertInto inserts p into tier to, after looking for its ids in the
+// other tier, other. Jobs whose ids the other tier holds are duplicates of
+// the jobs there (or fail the insert, in another queue); the rest go into
+// to, whose results fill in the others.
+func (s *Store) insertInto(ctx context.Context, p *store.JobInsertManyParams, to, other Tier, memory bool) ([]store.InsertResult, error) {
+	ids := make([]string, len(p.Jobs))
+	for i := range p.Jobs {
+		ids[i] = p.Jobs[i].ID
+	}
+	s.ids.enter(ids, memory)
+	defer s.ids.leave(ids)
+	found, err := other.JobGetMany(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("insert jobs: look up ids in the other tier: %w", err)
+	}
+	if len(found) == 0 {
+		return to.JobInsertMany(ctx, p)
+	}
+	out := make([]store.InsertResult, len(p.Jobs))
+	rest := &store.JobInsertManyParams{Now: p.Now}
+	var restIdx []int
+	for i := range p.Jobs {
+		jp := &p.Jobs[i]
+		existing := found[jp.ID]
+		if existing == nil {
+			rest.Jobs = append(rest.Jobs, *jp)
+			restIdx = append(restIdx, i)
+			continue
+		}
+		if err := job.DuplicateByID(existing, jp.Queue, fmt.Sprintf("jobs[%d].id", i)); err != nil {
+			return nil, fmt.Errorf("insert jobs: %w", err)
+		}
+		out[i] = store.InsertResult{Job: existing, Duplicate: true}
+	}
+	if len(rest.Jobs) == 0 {
+		return out, nil
+	}
+	res, err := to.JobInsertMany(ctx, rest)
+	if err != nil {
+		return nil, renumber(err, restIdx)
+	}
+	for k, i := range restIdx {
+		out[i] = res[k]
+	}
+	return out, nil
+}
+
+// useMemory opens the memory tier to inserts: once the durable inserts
+// that passed the gate before it have ended, every insert registers its
+// ids.
+func (s *Store) useMemory() {
+	if s.used.Load() {
+		return
+	}
+	s.gate.Lock()
+	s.used.Store(true)
+	s.gate.Unlock()
+}
+
+// renumber names the fields of an input or id error of a part of a batch
+// as the whole batch does: "jobs[k]" of the part is "jobs[idx[k]]".
+func renumber(err error, idx []int) error {
+	var in *job.InputError
+	var taken *job.IDTakenError
+	switch {
+	case errors.As(err, &in):
+		return fmt.Errorf("insert jobs: %w", &job.InputError{Field: renumberField(in.Field, idx), Message: in.Message})
+	case errors.As(err, &taken):
+		return fmt.Errorf("insert jobs: %w", &job.IDTakenError{Field: renumberField(taken.Field, idx)})
+	}
+	return err
+}
+
+// renumberField maps "jobs[k].rest" to "jobs[idx[k]].rest".
+func renumberField(field string, idx []int) string {
+	rest, ok := strings.CutPrefix(field, "jobs[")
+	if !ok {
+		return field
+	}
+	end := strings.IndexByte(rest, ']')
+	if end < 0 {
+		return field
+	}
+	k, err := strconv.Atoi(rest[:end])
+	if err != nil || k < 0 || k >= len(idx) {
+		return field
+	}
+	return fmt.Sprintf("jobs[%d]%s", idx[k], rest[end+1:])
+}
