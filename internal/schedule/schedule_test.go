@@ -1,0 +1,269 @@
+package schedule
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/spoolq/spool/internal/job"
+)
+
+func mustParse(t *testing.T, tm Timing) Timetable {
+	t.Helper()
+	tt, err := Parse(tm)
+	if err != nil {
+		t.Fatalf("parse %v: %v", tm, err)
+	}
+	return tt
+}
+
+// ticks lists the ticks of tt in (from, to].
+func ticks(tt Timetable, from, to time.Time) []time.Time {
+	var out []time.Time
+	for t := tt.Next(from); !t.IsZero() && !t.After(to); t = tt.Next(t) {
+		out = append(out, t)
+	}
+	return out
+}
+
+func TestParseRefusesWithTheField(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name  string
+		in    Timing
+		field string
+	}{
+		{"nothing", Timing{}, "cron"},
+		{"both", Timing{Cron: "* * * * *", Every: time.Minute}, "every_ms"},
+		{"garbage", Timing{Cron: "every day"}, "cron"},
+		{"too many fields", Timing{Cron: "0 0 0 * * * *"}, "cron"},
+		{"minute 61", Timing{Cron: "61 * * * *"}, "cron"},
+		{"never", Timing{Cron: "0 0 30 2 *"}, "cron"},
+		{"@every", Timing{Cron: "@every 5m"}, "cron"},
+		{"zone inside", Timing{Cron: "TZ=Europe/Berlin 0 9 * * *"}, "cron"},
+		{"hash", Timing{Cron: "H * * * *"}, "cron"},
+		{"unknown zone", Timing{Cron: "0 9 * * *", Timezone: "Mars/Olympus"}, "timezone"},
+		{"local zone", Timing{Cron: "0 9 * * *", Timezone: "Local"}, "timezone"},
+		{"zone with every", Timing{Every: time.Minute, Timezone: "UTC"}, "timezone"},
+		{"every too short", Timing{Every: time.Millisecond}, "every_ms"},
+		{"every too long", Timing{Every: 400 * 24 * time.Hour}, "every_ms"},
+		{"every negative", Timing{Every: -time.Minute}, "every_ms"},
+	} {
+		_, err := Parse(c.in)
+		var in *job.InputError
+		if !errors.As(err, &in) || in.Field != c.field {
+			t.Errorf("%s: %v, want an input error on %s", c.name, err, c.field)
+		}
+	}
+	for _, ok := range []Timing{
+		{Cron: "*/5 * * * *"}, {Cron: "30 */10 * * * *"}, {Cron: "@hourly"}, {Cron: "@daily", Timezone: "Asia/Tokyo"},
+		{Cron: "0 9 * * MON-FRI", Timezone: "Europe/Berlin"}, {Cron: "0 0 1 JAN,JUL *"}, {Every: 1500 * time.Millisecond},
+	} {
+		if _, err := Parse(ok); err != nil {
+			t.Errorf("%v: %v", ok, err)
+		}
+	}
+}
+
+func TestCronTicks(t *testing.T) {
+	t.Parallel()
+	from := time.Date(2026, 11, 24, 10, 7, 0, 0, time.UTC)
+	for _, c := range []struct {
+		in   Timing
+		to   time.Duration
+		want []string
+	}{
+		{Timing{Cron: "*/5 * * * *"}, 10 * time.Minute, []string{"10:10", "10:15"}},
+		{Timing{Cron: "@hourly"}, 2 * time.Hour, []string{"11:00", "12:00"}},
+		{Timing{Cron: "15 7 * * * *"}, 90 * time.Minute, []string{"10:07:15", "11:07:15"}},
+		// 09:00 in Tokyo is 00:00 UTC.
+		{Timing{Cron: "0 9 * * *", Timezone: "Asia/Tokyo"}, 24 * time.Hour, []string{"2026-11-25 00:00"}},
+	} {
+		got := ticks(mustParse(t, c.in), from, from.Add(c.to))
+		if len(got) != len(c.want) {
+			t.Errorf("%v: %v, want %v", c.in, got, c.want)
+			continue
+		}
+		for i, w := range c.want {
+			if !matches(got[i], w) {
+				t.Errorf("%v: tick %d is %v, want %s", c.in, i, got[i], w)
+			}
+		}
+	}
+}
+
+// matches compares t (UTC) with "15:04", "15:04:05" or "2006-01-02 15:04".
+func matches(t time.Time, want string) bool {
+	for _, layout := range []string{"15:04", "15:04:05", "2006-01-02 15:04"} {
+		if len(layout) == len(want) {
+			return t.UTC().Format(layout) == want
+		}
+	}
+	return false
+}
+
+// A daily 02:30 in New York fires once on the day the clocks spring
+// forward (02:30 does not exist: it fires an hour later on the clock, at
+// 03:30) and once on the day they fall back (01:30 happens twice: it
+// fires in the first pass); so do the other times of those days.
+func TestCronAcrossDaylightSaving(t *testing.T) {
+	t.Parallel()
+	ny, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		t.Fatal(err)
+	}
+	day := func(y int, m time.Month, d int) (time.Time, time.Time) {
+		start := time.Date(y, m, d, 0, 0, 0, 0, ny)
+		return start, start.AddDate(0, 0, 1)
+	}
+	for _, c := range []struct {
+		name     string
+		cron     string
+		y        int
+		m        time.Month
+		d        int
+		wantWall string
+	}{
+		{"spring forward, 02:30", "30 2 * * *", 2026, time.March, 8, "03:30"},
+		{"spring forward, 02:00", "0 2 * * *", 2026, time.March, 8, "03:00"},
+		{"spring forward, 01:30", "30 1 * * *", 2026, time.March, 8, "01:30"},
+		{"spring forward, 03:30", "30 3 * * *", 2026, time.March, 8, "03:30"},
+		{"fall back, 01:30", "30 1 * * *", 2026, time.November, 1, "01:30"},
+		{"fall back, 02:30", "30 2 * * *", 2026, time.November, 1, "02:30"},
+		{"plain day", "30 2 * * *", 2026, time.March, 9, "02:30"},
+	} {
+		tt := mustParse(t, Timing{Cron: c.cron, Timezone: "America/New_York"})
+		start, end := day(c.y, c.m, c.d)
+		got := ticks(tt, start.Add(-time.Nanosecond), end.Add(-time.Nanosecond))
+		if len(got) != 1 {
+			t.Errorf("%s: %d ticks %v, want exactly 1", c.name, len(got), got)
+			continue
+		}
+		if wall := got[0].In(ny).Format("15:04"); wall != c.wantWall {
+			t.Errorf("%s: fired at %s New York time, want %s", c.name, wall, c.wantWall)
+		}
+	}
+}
+
+func TestEveryTicksFromTheEpoch(t *testing.T) {
+	t.Parallel()
+	tt := mustParse(t, Timing{Every: 5 * time.Minute})
+	from := time.Date(2026, 11, 24, 10, 7, 30, 0, time.UTC)
+	got := ticks(tt, from, from.Add(11*time.Minute))
+	if len(got) != 2 || !matches(got[0], "10:10") || !matches(got[1], "10:15") {
+		t.Fatalf("ticks %v, want 10:10 and 10:15", got)
+	}
+	if n := tt.Next(got[0]); !n.Equal(got[1]) {
+		t.Fatalf("next after a tick: %v, want %v", n, got[1])
+	}
+}
+
+func TestDue(t *testing.T) {
+	t.Parallel()
+	tt := mustParse(t, Timing{Every: time.Minute})
+	base := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
+	at := func(min float64) time.Time { return base.Add(time.Duration(min * float64(time.Minute))) }
+	for _, c := range []struct {
+		name      string
+		last, now float64
+		policy    Misfire
+		catchUp   int
+		fire      []float64
+		handled   float64
+		next      float64
+	}{
+		{"nothing due", 0, 0.5, MisfireSkip, 10, nil, 0, 1},
+		{"on time", 0, 1.01, MisfireSkip, 10, []float64{1}, 1, 2},
+		{"exactly at the tick", 0, 1, MisfireSkip, 10, []float64{1}, 1, 2},
+		{"skip fires the newest on-time tick", 0, 3.5, MisfireSkip, 10, []float64{3}, 3, 4},
+		{"skip drops a tick past the grace", 0, 1 + 1.5, MisfireSkip, 10, []float64{2}, 2, 3},
+		{"skip drops everything late", 0.5, 0.9 + 0, MisfireSkip, 10, nil, 0.5, 1},
+		{"run_once", 0, 30.5, MisfireRunOnce, 10, []float64{30}, 30, 31},
+		{"catch_up", 0, 3.5, MisfireCatchUp, 10, []float64{1, 2, 3}, 3, 4},
+		{"catch_up keeps the newest", 0, 30.5, MisfireCatchUp, 3, []float64{28, 29, 30}, 30, 31},
+	} {
+		fire, handled, next := Due(tt, at(c.last), at(c.now), c.policy, c.catchUp)
+		if len(fire) != len(c.fire) {
+			t.Errorf("%s: fire %v, want %v", c.name, fire, c.fire)
+			continue
+		}
+		for i := range fire {
+			if !fire[i].Equal(at(c.fire[i])) {
+				t.Errorf("%s: fire %v, want %v", c.name, fire, c.fire)
+			}
+		}
+		if !handled.Equal(at(c.handled)) || !next.Equal(at(c.next)) {
+			t.Errorf("%s: handled %v next %v, want %v and %v", c.name, handled, next, at(c.handled), at(c.next))
+		}
+	}
+	// Skip, with the newest tick past the grace: nothing fires, but the
+	// tick is handled.
+	hourly := mustParse(t, Timing{Every: time.Hour})
+	fire, handled, next := Due(hourly, base, base.Add(time.Hour+Grace+time.Second), MisfireSkip, 10)
+	if len(fire) != 0 || !handled.Equal(base.Add(time.Hour)) || !next.Equal(base.Add(2*time.Hour)) {
+		t.Fatalf("late skip: fire %v handled %v next %v", fire, handled, next)
+	}
+}
+
+// A schedule that ticks every second and was down for a year costs the
+// ticks it keeps, not every tick of the year.
+func TestDueAfterAYearDown(t *testing.T) {
+	t.Parallel()
+	counted := &counting{Timetable: mustParse(t, Timing{Cron: "* * * * * *"})}
+	now := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
+	fire, handled, _ := Due(counted, now.AddDate(-1, 0, 0), now, MisfireCatchUp, 5)
+	if len(fire) != 5 || !fire[4].Equal(now) || !handled.Equal(now) {
+		t.Fatalf("fire %v handled %v, want the 5 seconds up to %v", fire, handled, now)
+	}
+	if counted.n > 10_000 {
+		t.Fatalf("%d ticks computed for 5 fired", counted.n)
+	}
+}
+
+type counting struct {
+	Timetable
+	n int
+}
+
+func (c *counting) Next(t time.Time) time.Time {
+	c.n++
+	return c.Timetable.Next(t)
+}
+
+func TestJobIDIsAName(t *testing.T) {
+	t.Parallel()
+	name := string(make([]byte, MaxNameLength))
+	for i := range []byte(name) {
+		name = name[:i] + "n" + name[i+1:]
+	}
+	id := JobID(name, time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC))
+	if !job.ValidName(id) {
+		t.Fatalf("tick job id %q (%d bytes) is not a valid job id", id, len(id))
+	}
+	a := JobID("s", time.UnixMilli(1000))
+	if a != JobID("s", time.UnixMilli(1000)) || a == JobID("s", time.UnixMilli(2000)) {
+		t.Fatal("tick job ids are not one per tick")
+	}
+}
+
+// An expression that fires in every hour keeps firing in real time
+// through the hour the clocks repeat: two 01:30 ticks an hour apart, 25
+// hourly ticks that day.
+func TestEveryHourKeepsItsPaceWhenClocksFallBack(t *testing.T) {
+	t.Parallel()
+	ny, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Date(2026, 11, 1, 0, 0, 0, 0, ny)
+	end := time.Date(2026, 11, 2, 0, 0, 0, 0, ny)
+	for _, expr := range []string{"30 * * * *", "0 30 */1 * * *"} {
+		got := ticks(mustParse(t, Timing{Cron: expr, Timezone: "America/New_York"}), start, end)
+		if len(got) != 25 {
+			t.Fatalf("%s: %d ticks on the day the clocks fall back, want 25", expr, len(got))
+		}
+	}
+	if got := ticks(mustParse(t, Timing{Cron: "@hourly", Timezone: "America/New_York"}), start, end); len(got) != 25 {
+		t.Fatalf("@hourly: %d ticks, want 25", len(got))
+	}
+}
