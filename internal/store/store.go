@@ -81,10 +81,10 @@ type Claimer interface {
 
 	// JobFail records failed attempts, item by item with the same token
 	// rules as JobComplete. The error is appended to the job's Errors. The
-	// job ends cancelled if a cancel was requested (that takes precedence),
-	// else dead when NoRetry is set or Attempt >= MaxAttempts, and retrying
-	// otherwise with RunAt = p.Now + (RetryAfter if set, else
-	// Backoff.Delay(Attempt, p.Rand)).
+	// job ends where job.AfterFailure sends it: cancelled if a cancel was
+	// requested (that takes precedence), else dead when NoRetry is set or
+	// Attempt >= MaxAttempts, and retrying otherwise with RunAt = p.Now +
+	// (RetryAfter if set, else Backoff.Delay(Attempt, p.Rand)).
 	JobFail(ctx context.Context, p *JobFailParams) ([]Outcome, error)
 
 	// JobExtend moves the lease expiry of active jobs to p.Now+Lease (the

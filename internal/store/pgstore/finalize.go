@@ -309,28 +309,21 @@ func (s *Store) apply(ctx context.Context, tx pgx.Tx, changes []change, availabl
 	return nil
 }
 
-// JobFail records failed attempts item by item; see store.Claimer.
+// JobFail records failed attempts item by item, each where
+// job.AfterFailure sends it; see store.Claimer.
 func (s *Store) JobFail(ctx context.Context, p *store.JobFailParams) ([]store.Outcome, error) {
 	it := newItems(len(p.Items), func(i int) (string, int64) { return p.Items[i].ID, p.Items[i].Token })
 	now := micro(p.Now)
 	out, err := s.endLeases(ctx, it, len(p.Items), now, func(i int, l *leased) (change, store.Outcome, error) {
 		item := &p.Items[i]
-		c := change{seq: l.seq, attempt: l.attempt, runAt: l.runAt, durability: l.durability}
-		o := store.Outcome{Queue: l.queue}
-		switch {
-		case l.cancelRequested:
-			c.state = job.StateCancelled
-		case item.NoRetry || l.attempt >= l.maxAttempts:
-			c.state = job.StateDead
-		default:
-			delay := item.RetryAfter
-			if delay <= 0 {
-				delay = l.backoff.Delay(l.attempt, p.Rand)
-			}
-			c.state, c.runAt = job.StateRetrying, micro(now.Add(delay))
+		state, runAt := job.AfterFailure(&job.Failure{CancelRequested: l.cancelRequested, Attempt: l.attempt,
+			MaxAttempts: l.maxAttempts, NoRetry: item.NoRetry, RetryAfter: item.RetryAfter, Backoff: l.backoff}, now, p.Rand)
+		c := change{seq: l.seq, state: state, attempt: l.attempt, runAt: l.runAt, durability: l.durability}
+		o := store.Outcome{Queue: l.queue, State: state}
+		if !runAt.IsZero() {
+			c.runAt = micro(runAt)
 			o.RunAt = c.runAt
 		}
-		o.State = c.state
 		var err error
 		c.err, err = attemptErrorString(l.attempt, item.Message, now)
 		return c, o, err

@@ -199,7 +199,8 @@ func (w *writer) endAttempt(l *lease, state job.State, runAt time.Time, now time
 	return nil
 }
 
-// JobFail records failed attempts item by item; see store.Claimer.
+// JobFail records failed attempts item by item, each where
+// job.AfterFailure sends it; see store.Claimer.
 func (s *Store) JobFail(ctx context.Context, p *store.JobFailParams) ([]store.Outcome, error) {
 	out := make([]store.Outcome, len(p.Items))
 	relaxed := leasesRelaxed(p.Items, func(it *store.JobFailItem) string { return it.ID })
@@ -217,21 +218,13 @@ func (s *Store) JobFail(ctx context.Context, p *store.JobFailParams) ([]store.Ou
 
 func failKey(it *store.JobFailItem) (string, int64) { return it.ID, it.Token }
 
+// failAttempt ends l's attempt as failed by it, where job.AfterFailure
+// sends it.
 func (w *writer) failAttempt(it *store.JobFailItem, l *lease, now time.Time, rnd func() float64, o *store.Outcome) error {
-	*o = store.Outcome{Queue: l.queue}
-	switch {
-	case l.cancel:
-		o.State = job.StateCancelled
-	case it.NoRetry || l.attempt >= l.maxAttempts:
-		o.State = job.StateDead
-	default:
-		delay := it.RetryAfter
-		if delay <= 0 {
-			delay = l.backoff.Delay(l.attempt, rnd)
-		}
-		o.State, o.RunAt = job.StateRetrying, now.Add(delay)
-	}
-	return w.endAttempt(l, o.State, o.RunAt, now, l.attempt, it.Message)
+	state, runAt := job.AfterFailure(&job.Failure{CancelRequested: l.cancel, Attempt: l.attempt, MaxAttempts: l.maxAttempts,
+		NoRetry: it.NoRetry, RetryAfter: it.RetryAfter, Backoff: l.backoff}, now, rnd)
+	*o = store.Outcome{Queue: l.queue, State: state, RunAt: runAt}
+	return w.endAttempt(l, state, runAt, now, l.attempt, it.Message)
 }
 
 // JobExtend moves leases forward item by item; see store.Claimer. A
