@@ -155,9 +155,10 @@ type Maintainer interface {
 	// RunAt <= now available.
 	JobPromoteDue(ctx context.Context, now time.Time, limit int) (*MaintenanceResult, error)
 	// JobRescueExpired takes back up to limit active jobs whose lease ran
-	// out (LeaseExpiresAt <= now): each gets an error "lease expired" for
-	// its attempt and ends cancelled (cancel requested), dead (no attempts
-	// left) or available at once.
+	// out (LeaseExpiresAt <= now): each gets an error
+	// job.LeaseExpiredMessage ("lease expired") for its attempt and ends
+	// where job.AfterLeaseExpiry sends it: cancelled (cancel requested),
+	// dead (no attempts left) or available at once.
 	JobRescueExpired(ctx context.Context, now time.Time, limit int) (*MaintenanceResult, error)
 	// JobPrune deletes up to p.Limit final jobs by retention.
 	JobPrune(ctx context.Context, p *JobPruneParams) (int, error)

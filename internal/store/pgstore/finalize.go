@@ -97,9 +97,6 @@ RETURNING i.id, j.queue, j.cancel_requested, l.expires_at`
 	sqlKnownIDs = `SELECT id FROM spool_jobs WHERE id = ANY($1) UNION ALL SELECT id FROM spool_jobs_done WHERE id = ANY($1)`
 )
 
-// leaseMessage is the error recorded for an attempt whose lease ran out.
-const leaseMessage = "lease expired"
-
 // items are the ids and tokens of a batch, each id once: a later item with
 // the id of an earlier one is refused with job.ErrLeaseLost (after the
 // first, the job is no longer active under that lease) unless the id is

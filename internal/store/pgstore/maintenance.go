@@ -73,8 +73,8 @@ func (s *Store) JobPromoteDue(ctx context.Context, now time.Time, limit int) (*s
 	return res, nil
 }
 
-// JobRescueExpired takes back jobs whose lease ran out; see
-// store.Maintainer.
+// JobRescueExpired takes back jobs whose lease ran out, each where
+// job.AfterLeaseExpiry sends it; see store.Maintainer.
 func (s *Store) JobRescueExpired(ctx context.Context, now time.Time, limit int) (*store.MaintenanceResult, error) {
 	now = micro(now)
 	var res *store.MaintenanceResult
@@ -90,17 +90,13 @@ func (s *Store) JobRescueExpired(ctx context.Context, now time.Time, limit int) 
 			attempt, maxAtt int32
 		)
 		if _, err := pgx.ForEachRow(rows, []any{&l.seq, &l.queue, &l.cancelRequested, &attempt, &maxAtt, &l.runAt}, func() error {
-			c := change{seq: l.seq, state: job.StateAvailable, runAt: l.runAt.UTC(), attempt: int(attempt)}
-			switch {
-			case l.cancelRequested:
-				c.state = job.StateCancelled
-			case attempt >= maxAtt:
-				c.state = job.StateDead
-			default:
+			state := job.AfterLeaseExpiry(l.cancelRequested, int(attempt), int(maxAtt))
+			c := change{seq: l.seq, state: state, runAt: l.runAt.UTC(), attempt: int(attempt)}
+			if state == job.StateAvailable {
 				res.Available = appendOnce(res.Available, l.queue)
 			}
 			var err error
-			c.err, err = attemptErrorString(int(attempt), leaseMessage, now)
+			c.err, err = attemptErrorString(int(attempt), job.LeaseExpiredMessage, now)
 			changes = append(changes, c)
 			return err
 		}); err != nil {

@@ -24,9 +24,6 @@ WHERE ` + condDue + ` AND run_at <= ? ORDER BY run_at LIMIT ?`
 RETURNING queue, state`
 )
 
-// leaseExpiredMessage is the error recorded for an attempt whose lease ran out.
-const leaseExpiredMessage = "lease expired"
-
 // due is a scheduled or retrying job that has come due.
 type due struct {
 	seq      int64
@@ -91,9 +88,9 @@ func (w *writer) promote(now time.Time, limit int, res *store.MaintenanceResult)
 	return err
 }
 
-// JobRescueExpired takes back jobs whose lease ran out; see
-// store.Maintainer. The leases are in memory, ordered by expiry, so a pass
-// reads nothing.
+// JobRescueExpired takes back jobs whose lease ran out, each where
+// job.AfterLeaseExpiry sends it; see store.Maintainer. The leases are in
+// memory, ordered by expiry, so a pass reads nothing.
 func (s *Store) JobRescueExpired(ctx context.Context, now time.Time, limit int) (*store.MaintenanceResult, error) {
 	res := &store.MaintenanceResult{}
 	err := s.do(ctx, 1, func(w *writer) error {
@@ -113,14 +110,8 @@ func (w *writer) rescue(now time.Time, limit int, res *store.MaintenanceResult) 
 		if l == nil || l.expiresAt.After(now) {
 			break
 		}
-		state := job.StateAvailable
-		switch {
-		case l.cancel:
-			state = job.StateCancelled
-		case l.attempt >= l.maxAttempts:
-			state = job.StateDead
-		}
-		if err := w.endAttempt(l, state, time.Time{}, now, l.attempt, leaseExpiredMessage); err != nil {
+		state := job.AfterLeaseExpiry(l.cancel, l.attempt, l.maxAttempts)
+		if err := w.endAttempt(l, state, time.Time{}, now, l.attempt, job.LeaseExpiredMessage); err != nil {
 			return err
 		}
 		res.Count++
