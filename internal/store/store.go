@@ -74,9 +74,9 @@ type Claimer interface {
 	// JobComplete acknowledges jobs. Each item is applied on its own: an
 	// item whose ID is unknown gets job.ErrNotFound, one whose token is not
 	// current or whose job is not active gets job.ErrLeaseLost, and neither
-	// changes anything. An accepted item ends completed (or cancelled if a
-	// cancel was requested while it ran), stores its Result and clears the
-	// lease.
+	// changes anything. An accepted item ends where job.AfterCompletion
+	// sends it, completed (or cancelled if a cancel was requested while it
+	// ran), stores its Result and clears the lease.
 	JobComplete(ctx context.Context, p *JobCompleteParams) ([]Outcome, error)
 
 	// JobFail records failed attempts, item by item with the same token
@@ -97,9 +97,9 @@ type Claimer interface {
 	JobProgress(ctx context.Context, p *JobProgressParams) error
 
 	// JobRelease hands active jobs back unrun, item by item with the same
-	// token rules: each becomes available at once with Attempt-1 (the
-	// hand-out does not count) and no error recorded, or cancelled if a
-	// cancel was requested. The lease is cleared; the token keeps its value
+	// token rules: as job.AfterRelease decides, each becomes available at
+	// once with Attempt-1 (the hand-out does not count) and no error
+	// recorded, or cancelled if a cancel was requested. The lease is cleared; the token keeps its value
 	// so the next hand-out still gets a higher one; RunAt is unchanged, so
 	// the job keeps its place in claim order.
 	JobRelease(ctx context.Context, p *JobReleaseParams) ([]Outcome, error)

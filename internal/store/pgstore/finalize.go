@@ -17,8 +17,9 @@ const doneInsert = `INSERT INTO spool_jobs_done (` + jobColumns + `)`
 
 const (
 	// sqlComplete acknowledges the items whose token is current: it moves
-	// each job to spool_jobs_done, completed (cancelled if a cancel was
-	// requested) with its result, and ends its lease. It runs alone in its
+	// each job to spool_jobs_done with its result, in state $5 if a cancel
+	// was requested and $6 otherwise (job.AfterCompletion's two answers,
+	// see ackCancelled), and ends its lease. It runs alone in its
 	// transaction, so when every job it moved is of process durability,
 	// relax turns synchronous_commit off for that transaction (set_config
 	// is SET LOCAL as a function); cross joined, its one row is always
@@ -33,7 +34,7 @@ const (
 	DELETE FROM spool_leases WHERE seq IN (SELECT seq FROM gone)
 ), moved AS (
 	` + doneInsert + `
-	SELECT seq, id, queue, kind, payload, priority, CASE WHEN cancel_requested THEN 'cancelled' ELSE 'completed' END,
+	SELECT seq, id, queue, kind, payload, priority, CASE WHEN cancel_requested THEN $5::text ELSE $6::text END,
 		run_at, attempt, max_attempts, backoff_kind, backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key,
 		unique_for, tags, new_result, errors, progress, lease_token, cancel_requested, created_at, started_at, $4::timestamptz,
 		durability
@@ -95,6 +96,15 @@ RETURNING i.id, j.queue, j.cancel_requested, l.expires_at`
 	sqlProgress = `UPDATE spool_jobs SET progress = $3 WHERE id = $1 AND lease_token = $2 AND state = 'active'`
 	// sqlKnownIDs tells which of the ids exist, in either table.
 	sqlKnownIDs = `SELECT id FROM spool_jobs WHERE id = ANY($1) UNION ALL SELECT id FROM spool_jobs_done WHERE id = ANY($1)`
+)
+
+// ackCancelled and ackCompleted are the states job.AfterCompletion gives
+// an acknowledged job with and without a cancel requested. sqlComplete
+// picks one of them for each row, so that an ack stays one statement
+// while the rule decides.
+var (
+	ackCancelled = string(job.AfterCompletion(true))
+	ackCompleted = string(job.AfterCompletion(false))
 )
 
 // items are the ids and tokens of a batch, each id once: a later item with
@@ -171,7 +181,8 @@ type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-// JobComplete acknowledges jobs item by item; see store.Claimer. Its
+// JobComplete acknowledges jobs item by item, each where
+// job.AfterCompletion sends it; see store.Claimer. Its
 // writes are one statement, sqlComplete, which commits without waiting for
 // the WAL flush when every job it completed is of process durability.
 func (s *Store) JobComplete(ctx context.Context, p *store.JobCompleteParams) ([]store.Outcome, error) {
@@ -187,7 +198,7 @@ func (s *Store) JobComplete(ctx context.Context, p *store.JobCompleteParams) ([]
 	}
 	out := make([]store.Outcome, len(p.Items))
 	complete := func(q querier) error {
-		rows, err := q.Query(ctx, sqlComplete, it.ids, it.tokens, results, micro(p.Now))
+		rows, err := q.Query(ctx, sqlComplete, it.ids, it.tokens, results, micro(p.Now), ackCancelled, ackCompleted)
 		if err != nil {
 			return err
 		}
@@ -331,17 +342,14 @@ func (s *Store) JobFail(ctx context.Context, p *store.JobFailParams) ([]store.Ou
 	return out, nil
 }
 
-// JobRelease hands active jobs back unrun, item by item; see
-// store.Claimer.
+// JobRelease hands active jobs back unrun, item by item, each where
+// job.AfterRelease sends it; see store.Claimer.
 func (s *Store) JobRelease(ctx context.Context, p *store.JobReleaseParams) ([]store.Outcome, error) {
 	it := newItems(len(p.Items), func(i int) (string, int64) { return p.Items[i].ID, p.Items[i].Token })
 	out, err := s.endLeases(ctx, it, len(p.Items), micro(p.Now), func(_ int, l *leased) (change, store.Outcome, error) {
-		c := change{seq: l.seq, state: job.StateAvailable, runAt: l.runAt, attempt: max(l.attempt-1, 0),
-			durability: l.durability}
-		if l.cancelRequested {
-			c.state = job.StateCancelled
-		}
-		return c, store.Outcome{Queue: l.queue, State: c.state}, nil
+		state, attempt := job.AfterRelease(l.cancelRequested, l.attempt)
+		c := change{seq: l.seq, state: state, runAt: l.runAt, attempt: attempt, durability: l.durability}
+		return c, store.Outcome{Queue: l.queue, State: state}, nil
 	})
 	if err != nil {
 		return nil, wrap("release jobs", err)
