@@ -77,14 +77,13 @@ func (e *Engine) Delete(ctx context.Context, id string) error {
 	return nil
 }
 
-// RetryMany retries every job of queue in state.
+// RetryMany retries every job of queue in state, one that
+// job.State.Retryable lets through.
 func (e *Engine) RetryMany(ctx context.Context, queue string, state job.State) (int, error) {
 	if err := checkBulk(queue, state); err != nil {
 		return 0, err
 	}
-	switch state {
-	case job.StateDead, job.StateCancelled, job.StateRetrying, job.StateScheduled:
-	default:
+	if !state.Retryable() {
 		return 0, job.Invalid("state", "must be dead, cancelled, retrying or scheduled")
 	}
 	n, err := e.st.JobRetryMany(ctx, &store.JobBulkParams{Queue: queue, State: state, Now: e.Now()})

@@ -118,16 +118,18 @@ type Admin interface {
 	// job is a no-op; a completed or dead job gives job.ErrInvalidState.
 	// It returns the job as it is after the call.
 	JobCancel(ctx context.Context, id string, now time.Time) (*job.Job, error)
-	// JobRetry makes a dead, cancelled, retrying or scheduled job available
-	// now (RunAt = now), with its attempt count reset to zero, FinishedAt
-	// and CancelRequested cleared and its errors kept. Other states give
+	// JobRetry makes a dead, cancelled, retrying or scheduled job (the
+	// states job.State.Retryable lets through) available now (RunAt =
+	// now), with its attempt count reset to zero, FinishedAt and
+	// CancelRequested cleared and its errors kept. Other states give
 	// job.ErrInvalidState. It returns the updated job.
 	JobRetry(ctx context.Context, id string, now time.Time) (*job.Job, error)
 	// JobDelete removes a job that is not active (job.ErrInvalidState: an
 	// active job must be cancelled first).
 	JobDelete(ctx context.Context, id string) error
 	// JobRetryMany applies JobRetry to every job of one queue in one state
-	// (dead, cancelled, retrying or scheduled) and returns how many it moved.
+	// (dead, cancelled, retrying or scheduled: job.State.Retryable) and
+	// returns how many it moved; another state gives job.ErrInvalidState.
 	JobRetryMany(ctx context.Context, p *JobBulkParams) (int, error)
 	// JobDeleteMany deletes every job of one queue in one state (any state
 	// but active) and returns how many it removed.
