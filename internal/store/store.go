@@ -162,7 +162,9 @@ type Maintainer interface {
 	// where job.AfterLeaseExpiry sends it: cancelled (cancel requested),
 	// dead (no attempts left) or available at once.
 	JobRescueExpired(ctx context.Context, now time.Time, limit int) (*MaintenanceResult, error)
-	// JobPrune deletes up to p.Limit final jobs by retention.
+	// JobPrune deletes up to p.Limit final jobs by retention, running the
+	// passes of p.Passes in order: completed and cancelled jobs past their
+	// age, dead jobs past theirs, then the oldest beyond each count cap.
 	JobPrune(ctx context.Context, p *JobPruneParams) (int, error)
 }
 
@@ -391,4 +393,10 @@ type JobPruneParams struct {
 	KeepDead int
 	// Limit bounds how many jobs one pass deletes.
 	Limit int
+}
+
+// Passes is the retention sweep p asks for, in the order a store runs it
+// against p.Limit (job.PrunePasses decides the passes and their order).
+func (p *JobPruneParams) Passes() []job.PrunePass {
+	return job.PrunePasses(p.CompletedBefore, p.DeadBefore, p.KeepCompleted, p.KeepDead)
 }

@@ -135,8 +135,8 @@ func (w *writer) minTime(query string) (time.Time, error) {
 	return nullTime(n), nil
 }
 
-// JobPrune deletes up to p.Limit final jobs by retention: first those past
-// their age, then the oldest beyond the count caps; see store.Maintainer.
+// JobPrune deletes up to p.Limit final jobs by retention, pass by pass as
+// p.Passes lists them; see store.Maintainer.
 func (s *Store) JobPrune(ctx context.Context, p *store.JobPruneParams) (int, error) {
 	var total int
 	err := s.do(ctx, 1, func(w *writer) error {
@@ -155,34 +155,20 @@ func (w *writer) prune(p *store.JobPruneParams) (int, error) {
 	if budget <= 0 {
 		return 0, nil
 	}
-	completed := []job.State{job.StateCompleted, job.StateCancelled}
-	dead := []job.State{job.StateDead}
 	total := 0
-	for _, pass := range []struct {
-		states []job.State
-		before time.Time
-		keep   int
-	}{
-		{completed, p.CompletedBefore, 0},
-		{dead, p.DeadBefore, 0},
-		{completed, time.Time{}, p.KeepCompleted},
-		{dead, time.Time{}, p.KeepDead},
-	} {
-		n := 0
-		if !pass.before.IsZero() {
-			n = budget
-		} else if pass.keep > 0 {
-			have := w.cat.totals(pass.states...) + w.batch.total(pass.states...) + w.fx.total(pass.states...)
-			n = int(min(have-int64(pass.keep), int64(budget)))
+	for _, pass := range p.Passes() {
+		before := pass.Before
+		var have int64
+		if !pass.ByAge() {
+			// A pass by count has no age bound: it deletes the oldest jobs of its states.
+			before = time.Unix(0, 1<<62)
+			have = w.cat.totals(pass.States...) + w.batch.total(pass.States...) + w.fx.total(pass.States...)
 		}
-		if n <= 0 {
+		n := pass.Quota(have, budget)
+		if n == 0 {
 			continue
 		}
-		before := pass.before
-		if before.IsZero() {
-			before = time.Unix(0, 1<<62)
-		}
-		deleted, err := w.pruneOldest(pass.states, before, n)
+		deleted, err := w.pruneOldest(pass.States, before, n)
 		if err != nil {
 			return total, err
 		}
