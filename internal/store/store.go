@@ -330,10 +330,12 @@ type JobListParams struct {
 	Limit int
 }
 
-// defaultPageSize is the page size of a listing without a limit.
+// defaultPageSize is the page size of a listing without a limit, for every
+// store and the engine alike.
 const defaultPageSize = 100
 
-// PageSize is the page size p asks for: Limit, or 100 when it is not set.
+// PageSize is the page size p asks for: Limit, or defaultPageSize (100)
+// when it is not set.
 func (p *JobListParams) PageSize() int {
 	if p.Limit <= 0 {
 		return defaultPageSize
