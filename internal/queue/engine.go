@@ -113,9 +113,6 @@ func New(st store.Store, cfg Config) *Engine {
 	return &Engine{st: st, cfg: cfg, waiters: newWaiters(), closing: make(chan struct{})}
 }
 
-// Config returns the engine's effective configuration.
-func (e *Engine) Config() Config { return e.cfg }
-
 // Now is the engine's clock.
 func (e *Engine) Now() time.Time { return e.cfg.Clock.Now() }
 
