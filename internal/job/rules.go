@@ -168,9 +168,10 @@ type PrunePass struct {
 // ByAge reports whether p deletes by finishing time rather than by count.
 func (p *PrunePass) ByAge() bool { return !p.Before.IsZero() }
 
-// Quota is how many jobs p deletes out of budget, the deletions left to the
-// sweep: all it finds for a pass by age, and for a pass by count the excess
-// of have (the jobs now in p.States) over Keep. It is never negative.
+// Quota is how many jobs p may delete out of budget, the deletions left to
+// the sweep: the whole budget for a pass by age (it deletes what it finds,
+// up to that), and for a pass by count the excess of have (the jobs now in
+// p.States) over Keep, within the budget. It is never negative.
 func (p *PrunePass) Quota(have int64, budget int) int {
 	n := int64(budget)
 	if !p.ByAge() {
