@@ -315,6 +315,10 @@ func (a *API) progress(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
+	if !job.ValidName(id) {
+		a.writeError(w, r, job.Invalid("id", "must be a job id"))
+		return
+	}
 	if err := a.engine.Progress(r.Context(), id, token, body.Progress); err != nil {
 		a.writeError(w, r, err)
 		return

@@ -6,10 +6,12 @@ import (
 	"unicode/utf8"
 )
 
-// The job rules: what an enqueue of a known id or unique key, a failed
-// attempt and an expired lease lead to. They are pure functions of the job
-// and the moment, called by every store, so that a store decides how to
-// write a transition and never which transition to write.
+// The job rules: what an enqueue of a known id or unique key, an
+// acknowledged, failed, expired or released attempt lead to, which jobs can
+// be retried by hand and which finished jobs retention deletes. They are
+// pure functions of the job and the moment, called by every store, so that
+// a store decides how to write a transition and never which transition to
+// write: a rule changes in one place for every store.
 
 // DuplicateByID decides an enqueue into queue (field names its id in the
 // request, as in "jobs[3].id") whose id belongs to existing: it is a
@@ -55,4 +57,151 @@ func ErrorMessage(message string) string {
 		cut--
 	}
 	return message[:cut]
+}
+
+// LeaseExpiredMessage is the error recorded for an attempt whose lease ran
+// out before its worker acknowledged or failed it, so that the job's errors
+// tell a lost worker from a failing handler.
+const LeaseExpiredMessage = "lease expired"
+
+// Failure is what the rules need to know of a failed attempt: the job's
+// own state and what the worker asked for.
+type Failure struct {
+	// CancelRequested is true when a user cancelled the job while it ran.
+	CancelRequested bool
+	// Attempt is the number of the attempt that failed (1-based) and
+	// MaxAttempts the number the job may have.
+	Attempt, MaxAttempts int
+	// NoRetry is the worker's word that another attempt cannot succeed.
+	NoRetry bool
+	// RetryAfter is the worker's delay before the next attempt; zero leaves
+	// the delay to Backoff.
+	RetryAfter time.Duration
+	// Backoff is the job's retry policy.
+	Backoff Backoff
+}
+
+// AfterFailure decides where a job goes after the failed attempt f at now:
+// cancelled when a cancel was requested (that takes precedence, since the
+// user no longer wants the job run); else dead when the worker said not to
+// retry or the attempts are used up; else retrying, to run again at
+// now + RetryAfter, or after the backoff delay of the attempt when
+// RetryAfter is zero (rnd decides its jitter, nil means none). runAt is set
+// for retrying only.
+func AfterFailure(f *Failure, now time.Time, rnd func() float64) (state State, runAt time.Time) {
+	switch {
+	case f.CancelRequested:
+		return StateCancelled, time.Time{}
+	case f.NoRetry || exhausted(f.Attempt, f.MaxAttempts):
+		return StateDead, time.Time{}
+	}
+	delay := f.RetryAfter
+	if delay <= 0 {
+		delay = f.Backoff.Delay(f.Attempt, rnd)
+	}
+	return StateRetrying, now.Add(delay)
+}
+
+// AfterLeaseExpiry decides where a job goes when the lease of its attempt
+// number attempt (of maxAttempts) runs out: cancelled when a cancel was
+// requested, dead when that was its last attempt, else available at once
+// with its run time unchanged, since a lost worker says nothing about the
+// job (no backoff). The store records LeaseExpiredMessage as the attempt's
+// error.
+func AfterLeaseExpiry(cancelRequested bool, attempt, maxAttempts int) State {
+	switch {
+	case cancelRequested:
+		return StateCancelled
+	case exhausted(attempt, maxAttempts):
+		return StateDead
+	}
+	return StateAvailable
+}
+
+// AfterCompletion decides where an acknowledged job goes: cancelled when a
+// cancel was requested while it ran, so that a cancel is never lost, else
+// completed.
+func AfterCompletion(cancelRequested bool) State {
+	if cancelRequested {
+		return StateCancelled
+	}
+	return StateCompleted
+}
+
+// AfterRelease decides where a job handed back unrun goes, and its attempt
+// count: cancelled when a cancel was requested, else available at once;
+// either way the hand-out does not count, so the count goes back to
+// attempt-1 (never below zero) and no error is recorded.
+func AfterRelease(cancelRequested bool, attempt int) (State, int) {
+	state := StateAvailable
+	if cancelRequested {
+		state = StateCancelled
+	}
+	return state, max(attempt-1, 0)
+}
+
+// exhausted reports whether attempt was the last of maxAttempts.
+func exhausted(attempt, maxAttempts int) bool { return attempt >= maxAttempts }
+
+// Retryable reports whether a job in state s can be retried by hand (made
+// available now with its attempts reset): a dead, cancelled, retrying or
+// scheduled job. An available or active job is already on its way and a
+// completed one has done its work.
+func (s State) Retryable() bool {
+	return s == StateDead || s == StateCancelled || s == StateRetrying || s == StateScheduled
+}
+
+// PrunePass is one pass of a retention sweep: it deletes the oldest jobs
+// that finished in one of States, either those that finished before Before
+// (a pass by age) or, when Before is zero, all but the newest Keep (a pass
+// by count).
+type PrunePass struct {
+	// States are the final states the pass covers, one or two of them.
+	States []State
+	// Before is the finishing time a pass by age deletes before; zero for
+	// a pass by count.
+	Before time.Time
+	// Keep is how many of the newest jobs a pass by count keeps.
+	Keep int
+}
+
+// ByAge reports whether p deletes by finishing time rather than by count.
+func (p *PrunePass) ByAge() bool { return !p.Before.IsZero() }
+
+// Quota is how many jobs p may delete out of budget, the deletions left to
+// the sweep: the whole budget for a pass by age (it deletes what it finds,
+// up to that), and for a pass by count the excess of have (the jobs now in
+// p.States) over Keep, within the budget. It is never negative.
+func (p *PrunePass) Quota(have int64, budget int) int {
+	n := int64(budget)
+	if !p.ByAge() {
+		n = min(have-int64(p.Keep), n)
+	}
+	return int(max(n, 0))
+}
+
+// PrunePasses is the retention sweep of a policy, in the order a store runs
+// it against one budget of deletions: completed and cancelled jobs that
+// finished before completedBefore, dead jobs that finished before
+// deadBefore, then completed and cancelled jobs beyond the newest
+// keepCompleted, and dead jobs beyond the newest keepDead. Age goes first
+// so that jobs past their age do not count against the caps. Completed and
+// cancelled jobs share one policy; dead jobs, which an operator may still
+// want to retry, have their own. A zero time or cap turns its pass off and
+// leaves it out.
+func PrunePasses(completedBefore, deadBefore time.Time, keepCompleted, keepDead int) []PrunePass {
+	passes := make([]PrunePass, 0, 4)
+	if !completedBefore.IsZero() {
+		passes = append(passes, PrunePass{States: []State{StateCompleted, StateCancelled}, Before: completedBefore})
+	}
+	if !deadBefore.IsZero() {
+		passes = append(passes, PrunePass{States: []State{StateDead}, Before: deadBefore})
+	}
+	if keepCompleted > 0 {
+		passes = append(passes, PrunePass{States: []State{StateCompleted, StateCancelled}, Keep: keepCompleted})
+	}
+	if keepDead > 0 {
+		passes = append(passes, PrunePass{States: []State{StateDead}, Keep: keepDead})
+	}
+	return passes
 }

@@ -2,6 +2,7 @@ package job
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -72,5 +73,158 @@ func TestErrorMessage(t *testing.T) {
 		if len(got) > MaxErrorBytes || len(got) < MaxErrorBytes-3 || !utf8.ValidString(got) || !strings.HasPrefix(s, got) {
 			t.Errorf("cut of %d bytes: %d bytes, valid %v", len(s), len(got), utf8.ValidString(got))
 		}
+	}
+}
+
+func TestAfterFailure(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	fixed := Backoff{Kind: BackoffFixed, Base: 10 * time.Second, Jitter: 0.5}
+	half := func() float64 { return 0.5 }
+	for _, c := range []struct {
+		name      string
+		f         Failure
+		rnd       func() float64
+		want      State
+		wantRunAt time.Time
+	}{
+		{"attempts left: backoff", Failure{Attempt: 1, MaxAttempts: 3, Backoff: fixed}, nil, StateRetrying, now.Add(10 * time.Second)},
+		{"backoff with jitter", Failure{Attempt: 1, MaxAttempts: 3, Backoff: fixed}, half, StateRetrying, now.Add(7500 * time.Millisecond)},
+		{"retry_after wins over backoff", Failure{Attempt: 2, MaxAttempts: 3, RetryAfter: time.Minute, Backoff: fixed}, half, StateRetrying, now.Add(time.Minute)},
+		{"last attempt", Failure{Attempt: 3, MaxAttempts: 3, RetryAfter: time.Minute, Backoff: fixed}, nil, StateDead, time.Time{}},
+		{"past the last attempt", Failure{Attempt: 4, MaxAttempts: 3, Backoff: fixed}, nil, StateDead, time.Time{}},
+		{"no retry", Failure{Attempt: 1, MaxAttempts: 3, NoRetry: true, Backoff: fixed}, nil, StateDead, time.Time{}},
+		{"cancel requested", Failure{CancelRequested: true, Attempt: 1, MaxAttempts: 3, Backoff: fixed}, nil, StateCancelled, time.Time{}},
+		{"cancel wins over no retry", Failure{CancelRequested: true, Attempt: 1, MaxAttempts: 3, NoRetry: true}, nil, StateCancelled, time.Time{}},
+		{"cancel wins over the last attempt", Failure{CancelRequested: true, Attempt: 3, MaxAttempts: 3}, nil, StateCancelled, time.Time{}},
+	} {
+		state, runAt := AfterFailure(&c.f, now, c.rnd)
+		if state != c.want || !runAt.Equal(c.wantRunAt) {
+			t.Errorf("%s: %s at %v, want %s at %v", c.name, state, runAt, c.want, c.wantRunAt)
+		}
+	}
+}
+
+func TestAfterFailureBackoffGrowsWithTheAttempt(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	exp := Backoff{Kind: BackoffExponential, Base: time.Second, Max: time.Hour}
+	for attempt, want := range map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 5: 16 * time.Second, 20: time.Hour} {
+		f := Failure{Attempt: attempt, MaxAttempts: 25, Backoff: exp}
+		if state, runAt := AfterFailure(&f, now, nil); state != StateRetrying || runAt.Sub(now) != want {
+			t.Errorf("attempt %d: %s after %v, want retrying after %v", attempt, state, runAt.Sub(now), want)
+		}
+	}
+}
+
+func TestAfterLeaseExpiry(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name             string
+		cancel           bool
+		attempt, maxAtts int
+		want             State
+	}{
+		{"attempts left", false, 1, 3, StateAvailable},
+		{"last attempt", false, 3, 3, StateDead},
+		{"cancel requested", true, 1, 3, StateCancelled},
+		{"cancel wins over the last attempt", true, 3, 3, StateCancelled},
+	} {
+		if got := AfterLeaseExpiry(c.cancel, c.attempt, c.maxAtts); got != c.want {
+			t.Errorf("%s: %s, want %s", c.name, got, c.want)
+		}
+	}
+	if LeaseExpiredMessage != "lease expired" {
+		t.Errorf("LeaseExpiredMessage = %q: the text is part of the wire format", LeaseExpiredMessage)
+	}
+}
+
+func TestAfterCompletionAndRelease(t *testing.T) {
+	t.Parallel()
+	if got := AfterCompletion(false); got != StateCompleted {
+		t.Errorf("ack: %s, want completed", got)
+	}
+	if got := AfterCompletion(true); got != StateCancelled {
+		t.Errorf("ack with a cancel requested: %s, want cancelled", got)
+	}
+	for _, c := range []struct {
+		name        string
+		cancel      bool
+		attempt     int
+		want        State
+		wantAttempt int
+	}{
+		{"first hand-out", false, 1, StateAvailable, 0},
+		{"later hand-out", false, 4, StateAvailable, 3},
+		{"cancel requested", true, 2, StateCancelled, 1},
+		{"never below zero", false, 0, StateAvailable, 0},
+	} {
+		state, attempt := AfterRelease(c.cancel, c.attempt)
+		if state != c.want || attempt != c.wantAttempt {
+			t.Errorf("%s: %s with attempt %d, want %s with attempt %d", c.name, state, attempt, c.want, c.wantAttempt)
+		}
+	}
+}
+
+func TestRetryable(t *testing.T) {
+	t.Parallel()
+	want := map[State]bool{StateDead: true, StateCancelled: true, StateRetrying: true, StateScheduled: true}
+	for _, s := range append(States, "bogus") {
+		if got := s.Retryable(); got != want[s] {
+			t.Errorf("%s: retryable %v, want %v", s, got, want[s])
+		}
+	}
+}
+
+func TestPrunePasses(t *testing.T) {
+	t.Parallel()
+	day := time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC)
+	week := day.Add(-6 * 24 * time.Hour)
+	done := []State{StateCompleted, StateCancelled}
+	dead := []State{StateDead}
+	for _, c := range []struct {
+		name                    string
+		completedBefore, deadAt time.Time
+		keepCompleted, keepDead int
+		want                    []PrunePass
+	}{
+		{"nothing", time.Time{}, time.Time{}, 0, 0, []PrunePass{}},
+		{"every pass, age first", day, week, 10, 20, []PrunePass{
+			{States: done, Before: day}, {States: dead, Before: week}, {States: done, Keep: 10}, {States: dead, Keep: 20},
+		}},
+		{"completed by age only", day, time.Time{}, 0, 0, []PrunePass{{States: done, Before: day}}},
+		{"dead by count only", time.Time{}, time.Time{}, 0, 5, []PrunePass{{States: dead, Keep: 5}}},
+		{"negative caps are off", time.Time{}, week, -1, -1, []PrunePass{{States: dead, Before: week}}},
+	} {
+		if got := PrunePasses(c.completedBefore, c.deadAt, c.keepCompleted, c.keepDead); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: %+v, want %+v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestPrunePassQuota(t *testing.T) {
+	t.Parallel()
+	byAge := PrunePass{States: []State{StateDead}, Before: time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC)}
+	byCount := PrunePass{States: []State{StateDead}, Keep: 10}
+	for _, c := range []struct {
+		name   string
+		pass   PrunePass
+		have   int64
+		budget int
+		want   int
+	}{
+		{"by age: the whole budget", byAge, 0, 500, 500},
+		{"by age: no budget left", byAge, 0, 0, 0},
+		{"by count: the excess", byCount, 25, 500, 15},
+		{"by count: the budget caps the excess", byCount, 2000, 500, 500},
+		{"by count: under the cap", byCount, 4, 500, 0},
+		{"by count: at the cap", byCount, 10, 500, 0},
+	} {
+		if got := c.pass.Quota(c.have, c.budget); got != c.want {
+			t.Errorf("%s: %d, want %d", c.name, got, c.want)
+		}
+	}
+	if !byAge.ByAge() || byCount.ByAge() {
+		t.Errorf("ByAge: %v for a pass by age, %v for a pass by count", byAge.ByAge(), byCount.ByAge())
 	}
 }

@@ -20,7 +20,8 @@ func (e *Engine) Get(ctx context.Context, id string) (*job.Job, error) {
 	return j, nil
 }
 
-// List pages through jobs by queue and state.
+// List pages through jobs by queue and state, p.Limit jobs a page (the
+// store's default page size when zero, at most MaxListLimit).
 func (e *Engine) List(ctx context.Context, p store.JobListParams) (*store.JobListPage, error) {
 	if p.Queue != "" && !job.ValidName(p.Queue) {
 		return nil, job.Invalid("queue", "must be a queue name")
@@ -28,12 +29,10 @@ func (e *Engine) List(ctx context.Context, p store.JobListParams) (*store.JobLis
 	if p.State != "" && !p.State.Valid() {
 		return nil, job.Invalid("state", "must be one of scheduled, available, active, retrying, completed, dead, cancelled")
 	}
-	if p.Limit == 0 {
-		p.Limit = DefaultListLimit
-	}
-	if p.Limit < 1 || p.Limit > MaxListLimit {
+	if p.Limit < 0 || p.Limit > MaxListLimit {
 		return nil, job.Invalid("limit", "must be between 1 and %d", MaxListLimit)
 	}
+	p.Limit = p.PageSize()
 	page, err := e.st.JobList(ctx, &p)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
@@ -77,14 +76,13 @@ func (e *Engine) Delete(ctx context.Context, id string) error {
 	return nil
 }
 
-// RetryMany retries every job of queue in state.
+// RetryMany retries every job of queue in state, one that
+// job.State.Retryable lets through.
 func (e *Engine) RetryMany(ctx context.Context, queue string, state job.State) (int, error) {
 	if err := checkBulk(queue, state); err != nil {
 		return 0, err
 	}
-	switch state {
-	case job.StateDead, job.StateCancelled, job.StateRetrying, job.StateScheduled:
-	default:
+	if !state.Retryable() {
 		return 0, job.Invalid("state", "must be dead, cancelled, retrying or scheduled")
 	}
 	n, err := e.st.JobRetryMany(ctx, &store.JobBulkParams{Queue: queue, State: state, Now: e.Now()})

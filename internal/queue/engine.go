@@ -50,10 +50,9 @@ const (
 	MaxErrorBytes = job.MaxErrorBytes
 	// MaxWorkerBytes bounds the free-text worker name of a fetch.
 	MaxWorkerBytes = 256
-	// MaxListLimit bounds one page of a job listing.
+	// MaxListLimit bounds one page of a job listing. A listing without a
+	// limit gets store.JobListParams.PageSize's default.
 	MaxListLimit = 1000
-	// DefaultListLimit is the page size of a listing without limit.
-	DefaultListLimit = 100
 )
 
 // DefaultBackoff is the retry policy of jobs enqueued without one.
@@ -113,9 +112,6 @@ func New(st store.Store, cfg Config) *Engine {
 	}
 	return &Engine{st: st, cfg: cfg, waiters: newWaiters(), closing: make(chan struct{})}
 }
-
-// Config returns the engine's effective configuration.
-func (e *Engine) Config() Config { return e.cfg }
 
 // Now is the engine's clock.
 func (e *Engine) Now() time.Time { return e.cfg.Clock.Now() }

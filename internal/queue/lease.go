@@ -12,15 +12,14 @@ import (
 
 // Ack completes jobs, each with its fencing token. Per-item failures
 // (job.ErrNotFound, job.ErrLeaseLost) are in the outcomes; the error is for
-// the call as a whole (bad input, store down).
+// the call as a whole (bad input, store down). Item ids are checked at the
+// edge, where the request names its fields (httpapi); an id that is no job
+// id names no job and gets job.ErrNotFound like any unknown id.
 func (e *Engine) Ack(ctx context.Context, items []store.JobCompleteItem) ([]store.Outcome, error) {
 	if err := e.checkBatch("items", len(items)); err != nil {
 		return nil, err
 	}
 	for i := range items {
-		if err := checkID(items[i].ID, itemField("items", i, len(items), "id")); err != nil {
-			return nil, err
-		}
 		if len(items[i].Result) > 0 {
 			res, err := e.checkJSON(items[i].Result, false, itemField("items", i, len(items), "result"))
 			if err != nil {
@@ -43,9 +42,6 @@ func (e *Engine) Fail(ctx context.Context, items []store.JobFailItem) ([]store.O
 		return nil, err
 	}
 	for i := range items {
-		if err := checkID(items[i].ID, itemField("items", i, len(items), "id")); err != nil {
-			return nil, err
-		}
 		items[i].Message = job.ErrorMessage(items[i].Message)
 		if items[i].RetryAfter < 0 || items[i].RetryAfter > MaxDelay {
 			return nil, job.Invalid(itemField("items", i, len(items), "retry_after_ms"), "must be between 0 and %d", MaxDelay.Milliseconds())
@@ -73,9 +69,6 @@ func (e *Engine) Extend(ctx context.Context, items []store.JobExtendItem) ([]sto
 		return nil, err
 	}
 	for i := range items {
-		if err := checkID(items[i].ID, itemField("items", i, len(items), "id")); err != nil {
-			return nil, err
-		}
 		if items[i].Lease != 0 {
 			if err := checkLease(items[i].Lease, itemField("items", i, len(items), "lease_ms")); err != nil {
 				return nil, err
@@ -102,11 +95,6 @@ func (e *Engine) Release(ctx context.Context, items []store.JobReleaseItem) ([]s
 	if err := e.checkBatch("items", len(items)); err != nil {
 		return nil, err
 	}
-	for i := range items {
-		if err := checkID(items[i].ID, itemField("items", i, len(items), "id")); err != nil {
-			return nil, err
-		}
-	}
 	out, err := e.st.JobRelease(ctx, &store.JobReleaseParams{Items: items, Now: e.Now()})
 	if err != nil {
 		return nil, fmt.Errorf("release jobs: %w", err)
@@ -121,11 +109,9 @@ func (e *Engine) Release(ctx context.Context, items []store.JobReleaseItem) ([]s
 	return out, nil
 }
 
-// Progress stores a progress report of an active job.
+// Progress stores a progress report of an active job; its id is checked
+// at the edge, as Ack's are.
 func (e *Engine) Progress(ctx context.Context, id string, token int64, progress json.RawMessage) error {
-	if err := checkID(id, "id"); err != nil {
-		return err
-	}
 	p, err := e.checkJSON(progress, false, "progress")
 	if err != nil {
 		return err
@@ -153,11 +139,4 @@ func itemField(prefix string, i, n int, name string) string {
 		return name
 	}
 	return fmt.Sprintf("%s[%d].%s", prefix, i, name)
-}
-
-func checkID(id, field string) error {
-	if !job.ValidName(id) {
-		return job.Invalid(field, "must be a job id")
-	}
-	return nil
 }

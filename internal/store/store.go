@@ -74,17 +74,17 @@ type Claimer interface {
 	// JobComplete acknowledges jobs. Each item is applied on its own: an
 	// item whose ID is unknown gets job.ErrNotFound, one whose token is not
 	// current or whose job is not active gets job.ErrLeaseLost, and neither
-	// changes anything. An accepted item ends completed (or cancelled if a
-	// cancel was requested while it ran), stores its Result and clears the
-	// lease.
+	// changes anything. An accepted item ends where job.AfterCompletion
+	// sends it, completed (or cancelled if a cancel was requested while it
+	// ran), stores its Result and clears the lease.
 	JobComplete(ctx context.Context, p *JobCompleteParams) ([]Outcome, error)
 
 	// JobFail records failed attempts, item by item with the same token
 	// rules as JobComplete. The error is appended to the job's Errors. The
-	// job ends cancelled if a cancel was requested (that takes precedence),
-	// else dead when NoRetry is set or Attempt >= MaxAttempts, and retrying
-	// otherwise with RunAt = p.Now + (RetryAfter if set, else
-	// Backoff.Delay(Attempt, p.Rand)).
+	// job ends where job.AfterFailure sends it: cancelled if a cancel was
+	// requested (that takes precedence), else dead when NoRetry is set or
+	// Attempt >= MaxAttempts, and retrying otherwise with RunAt = p.Now +
+	// (RetryAfter if set, else Backoff.Delay(Attempt, p.Rand)).
 	JobFail(ctx context.Context, p *JobFailParams) ([]Outcome, error)
 
 	// JobExtend moves the lease expiry of active jobs to p.Now+Lease (the
@@ -97,9 +97,9 @@ type Claimer interface {
 	JobProgress(ctx context.Context, p *JobProgressParams) error
 
 	// JobRelease hands active jobs back unrun, item by item with the same
-	// token rules: each becomes available at once with Attempt-1 (the
-	// hand-out does not count) and no error recorded, or cancelled if a
-	// cancel was requested. The lease is cleared; the token keeps its value
+	// token rules: as job.AfterRelease decides, each becomes available at
+	// once with Attempt-1 (the hand-out does not count) and no error
+	// recorded, or cancelled if a cancel was requested. The lease is cleared; the token keeps its value
 	// so the next hand-out still gets a higher one; RunAt is unchanged, so
 	// the job keeps its place in claim order.
 	JobRelease(ctx context.Context, p *JobReleaseParams) ([]Outcome, error)
@@ -118,16 +118,18 @@ type Admin interface {
 	// job is a no-op; a completed or dead job gives job.ErrInvalidState.
 	// It returns the job as it is after the call.
 	JobCancel(ctx context.Context, id string, now time.Time) (*job.Job, error)
-	// JobRetry makes a dead, cancelled, retrying or scheduled job available
-	// now (RunAt = now), with its attempt count reset to zero, FinishedAt
-	// and CancelRequested cleared and its errors kept. Other states give
+	// JobRetry makes a dead, cancelled, retrying or scheduled job (the
+	// states job.State.Retryable lets through) available now (RunAt =
+	// now), with its attempt count reset to zero, FinishedAt and
+	// CancelRequested cleared and its errors kept. Other states give
 	// job.ErrInvalidState. It returns the updated job.
 	JobRetry(ctx context.Context, id string, now time.Time) (*job.Job, error)
 	// JobDelete removes a job that is not active (job.ErrInvalidState: an
 	// active job must be cancelled first).
 	JobDelete(ctx context.Context, id string) error
 	// JobRetryMany applies JobRetry to every job of one queue in one state
-	// (dead, cancelled, retrying or scheduled) and returns how many it moved.
+	// (dead, cancelled, retrying or scheduled: job.State.Retryable) and
+	// returns how many it moved; another state gives job.ErrInvalidState.
 	JobRetryMany(ctx context.Context, p *JobBulkParams) (int, error)
 	// JobDeleteMany deletes every job of one queue in one state (any state
 	// but active) and returns how many it removed.
@@ -155,11 +157,14 @@ type Maintainer interface {
 	// RunAt <= now available.
 	JobPromoteDue(ctx context.Context, now time.Time, limit int) (*MaintenanceResult, error)
 	// JobRescueExpired takes back up to limit active jobs whose lease ran
-	// out (LeaseExpiresAt <= now): each gets an error "lease expired" for
-	// its attempt and ends cancelled (cancel requested), dead (no attempts
-	// left) or available at once.
+	// out (LeaseExpiresAt <= now): each gets an error
+	// job.LeaseExpiredMessage ("lease expired") for its attempt and ends
+	// where job.AfterLeaseExpiry sends it: cancelled (cancel requested),
+	// dead (no attempts left) or available at once.
 	JobRescueExpired(ctx context.Context, now time.Time, limit int) (*MaintenanceResult, error)
-	// JobPrune deletes up to p.Limit final jobs by retention.
+	// JobPrune deletes up to p.Limit final jobs by retention, running the
+	// passes of p.Passes in order: completed and cancelled jobs past their
+	// age, dead jobs past theirs, then the oldest beyond each count cap.
 	JobPrune(ctx context.Context, p *JobPruneParams) (int, error)
 }
 
@@ -325,10 +330,12 @@ type JobListParams struct {
 	Limit int
 }
 
-// defaultPageSize is the page size of a listing without a limit.
+// defaultPageSize is the page size of a listing without a limit, for every
+// store and the engine alike.
 const defaultPageSize = 100
 
-// PageSize is the page size p asks for: Limit, or 100 when it is not set.
+// PageSize is the page size p asks for: Limit, or defaultPageSize (100)
+// when it is not set.
 func (p *JobListParams) PageSize() int {
 	if p.Limit <= 0 {
 		return defaultPageSize
@@ -388,4 +395,10 @@ type JobPruneParams struct {
 	KeepDead int
 	// Limit bounds how many jobs one pass deletes.
 	Limit int
+}
+
+// Passes is the retention sweep p asks for, in the order a store runs it
+// against p.Limit (job.PrunePasses decides the passes and their order).
+func (p *JobPruneParams) Passes() []job.PrunePass {
+	return job.PrunePasses(p.CompletedBefore, p.DeadBefore, p.KeepCompleted, p.KeepDead)
 }

@@ -144,8 +144,9 @@ func (s *Store) JobCancel(ctx context.Context, id string, now time.Time) (*job.J
 	return out, nil
 }
 
-// JobRetry makes a dead, cancelled, retrying or scheduled job available
-// now; see store.Admin.
+// JobRetry makes a job that job.State.Retryable lets through available
+// now, from spool_jobs or spool_jobs_done, wherever its state keeps it;
+// see store.Admin.
 func (s *Store) JobRetry(ctx context.Context, id string, now time.Time) (*job.Job, error) {
 	var out *job.Job
 	err := s.tx(ctx, func(tx pgx.Tx) error {
@@ -154,7 +155,7 @@ func (s *Store) JobRetry(ctx context.Context, id string, now time.Time) (*job.Jo
 			return err
 		}
 		if found {
-			if r.state != job.StateRetrying && r.state != job.StateScheduled {
+			if !r.state.Retryable() {
 				return fmt.Errorf("job is %s: %w", r.state, job.ErrInvalidState)
 			}
 			if _, err := tx.Exec(ctx, sqlRetryHot, []int64{r.seq}, micro(now)); err != nil {
@@ -165,7 +166,7 @@ func (s *Store) JobRetry(ctx context.Context, id string, now time.Time) (*job.Jo
 			if err != nil {
 				return err
 			}
-			if st != job.StateDead && st != job.StateCancelled {
+			if !st.Retryable() {
 				return fmt.Errorf("job is %s: %w", st, job.ErrInvalidState)
 			}
 			if _, err := tx.Exec(ctx, sqlRetryDone, []int64{seq}, micro(now)); err != nil {
@@ -218,14 +219,12 @@ func (s *Store) JobRetryMany(ctx context.Context, p *store.JobBulkParams) (int, 
 	if err := s.check(); err != nil {
 		return 0, wrap("retry jobs", err)
 	}
-	var query, move string
-	switch p.State {
-	case job.StateRetrying, job.StateScheduled:
-		query, move = sqlRetryManyHot, sqlRetryHot
-	case job.StateDead, job.StateCancelled:
-		query, move = sqlRetryManyDone, sqlRetryDone
-	default:
+	if !p.State.Retryable() {
 		return 0, fmt.Errorf("retry jobs in state %q: %w", p.State, job.ErrInvalidState)
+	}
+	query, move := sqlRetryManyHot, sqlRetryHot
+	if p.State.Final() {
+		query, move = sqlRetryManyDone, sqlRetryDone
 	}
 	n := 0
 	err := s.tx(ctx, func(tx pgx.Tx) error {

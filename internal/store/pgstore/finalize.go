@@ -17,8 +17,9 @@ const doneInsert = `INSERT INTO spool_jobs_done (` + jobColumns + `)`
 
 const (
 	// sqlComplete acknowledges the items whose token is current: it moves
-	// each job to spool_jobs_done, completed (cancelled if a cancel was
-	// requested) with its result, and ends its lease. It runs alone in its
+	// each job to spool_jobs_done with its result, in state $5 if a cancel
+	// was requested and $6 otherwise (job.AfterCompletion's two answers,
+	// see ackCancelled), and ends its lease. It runs alone in its
 	// transaction, so when every job it moved is of process durability,
 	// relax turns synchronous_commit off for that transaction (set_config
 	// is SET LOCAL as a function); cross joined, its one row is always
@@ -33,7 +34,7 @@ const (
 	DELETE FROM spool_leases WHERE seq IN (SELECT seq FROM gone)
 ), moved AS (
 	` + doneInsert + `
-	SELECT seq, id, queue, kind, payload, priority, CASE WHEN cancel_requested THEN 'cancelled' ELSE 'completed' END,
+	SELECT seq, id, queue, kind, payload, priority, CASE WHEN cancel_requested THEN $5::text ELSE $6::text END,
 		run_at, attempt, max_attempts, backoff_kind, backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key,
 		unique_for, tags, new_result, errors, progress, lease_token, cancel_requested, created_at, started_at, $4::timestamptz,
 		durability
@@ -97,8 +98,14 @@ RETURNING i.id, j.queue, j.cancel_requested, l.expires_at`
 	sqlKnownIDs = `SELECT id FROM spool_jobs WHERE id = ANY($1) UNION ALL SELECT id FROM spool_jobs_done WHERE id = ANY($1)`
 )
 
-// leaseMessage is the error recorded for an attempt whose lease ran out.
-const leaseMessage = "lease expired"
+// ackCancelled and ackCompleted are the states job.AfterCompletion gives
+// an acknowledged job with and without a cancel requested. sqlComplete
+// picks one of them for each row, so that an ack stays one statement
+// while the rule decides.
+var (
+	ackCancelled = string(job.AfterCompletion(true))
+	ackCompleted = string(job.AfterCompletion(false))
+)
 
 // items are the ids and tokens of a batch, each id once: a later item with
 // the id of an earlier one is refused with job.ErrLeaseLost (after the
@@ -174,7 +181,8 @@ type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-// JobComplete acknowledges jobs item by item; see store.Claimer. Its
+// JobComplete acknowledges jobs item by item, each where
+// job.AfterCompletion sends it; see store.Claimer. Its
 // writes are one statement, sqlComplete, which commits without waiting for
 // the WAL flush when every job it completed is of process durability.
 func (s *Store) JobComplete(ctx context.Context, p *store.JobCompleteParams) ([]store.Outcome, error) {
@@ -190,7 +198,7 @@ func (s *Store) JobComplete(ctx context.Context, p *store.JobCompleteParams) ([]
 	}
 	out := make([]store.Outcome, len(p.Items))
 	complete := func(q querier) error {
-		rows, err := q.Query(ctx, sqlComplete, it.ids, it.tokens, results, micro(p.Now))
+		rows, err := q.Query(ctx, sqlComplete, it.ids, it.tokens, results, micro(p.Now), ackCancelled, ackCompleted)
 		if err != nil {
 			return err
 		}
@@ -309,28 +317,21 @@ func (s *Store) apply(ctx context.Context, tx pgx.Tx, changes []change, availabl
 	return nil
 }
 
-// JobFail records failed attempts item by item; see store.Claimer.
+// JobFail records failed attempts item by item, each where
+// job.AfterFailure sends it; see store.Claimer.
 func (s *Store) JobFail(ctx context.Context, p *store.JobFailParams) ([]store.Outcome, error) {
 	it := newItems(len(p.Items), func(i int) (string, int64) { return p.Items[i].ID, p.Items[i].Token })
 	now := micro(p.Now)
 	out, err := s.endLeases(ctx, it, len(p.Items), now, func(i int, l *leased) (change, store.Outcome, error) {
 		item := &p.Items[i]
-		c := change{seq: l.seq, attempt: l.attempt, runAt: l.runAt, durability: l.durability}
-		o := store.Outcome{Queue: l.queue}
-		switch {
-		case l.cancelRequested:
-			c.state = job.StateCancelled
-		case item.NoRetry || l.attempt >= l.maxAttempts:
-			c.state = job.StateDead
-		default:
-			delay := item.RetryAfter
-			if delay <= 0 {
-				delay = l.backoff.Delay(l.attempt, p.Rand)
-			}
-			c.state, c.runAt = job.StateRetrying, micro(now.Add(delay))
+		state, runAt := job.AfterFailure(&job.Failure{CancelRequested: l.cancelRequested, Attempt: l.attempt,
+			MaxAttempts: l.maxAttempts, NoRetry: item.NoRetry, RetryAfter: item.RetryAfter, Backoff: l.backoff}, now, p.Rand)
+		c := change{seq: l.seq, state: state, attempt: l.attempt, runAt: l.runAt, durability: l.durability}
+		o := store.Outcome{Queue: l.queue, State: state}
+		if !runAt.IsZero() {
+			c.runAt = micro(runAt)
 			o.RunAt = c.runAt
 		}
-		o.State = c.state
 		var err error
 		c.err, err = attemptErrorString(l.attempt, item.Message, now)
 		return c, o, err
@@ -341,17 +342,14 @@ func (s *Store) JobFail(ctx context.Context, p *store.JobFailParams) ([]store.Ou
 	return out, nil
 }
 
-// JobRelease hands active jobs back unrun, item by item; see
-// store.Claimer.
+// JobRelease hands active jobs back unrun, item by item, each where
+// job.AfterRelease sends it; see store.Claimer.
 func (s *Store) JobRelease(ctx context.Context, p *store.JobReleaseParams) ([]store.Outcome, error) {
 	it := newItems(len(p.Items), func(i int) (string, int64) { return p.Items[i].ID, p.Items[i].Token })
 	out, err := s.endLeases(ctx, it, len(p.Items), micro(p.Now), func(_ int, l *leased) (change, store.Outcome, error) {
-		c := change{seq: l.seq, state: job.StateAvailable, runAt: l.runAt, attempt: max(l.attempt-1, 0),
-			durability: l.durability}
-		if l.cancelRequested {
-			c.state = job.StateCancelled
-		}
-		return c, store.Outcome{Queue: l.queue, State: c.state}, nil
+		state, attempt := job.AfterRelease(l.cancelRequested, l.attempt)
+		c := change{seq: l.seq, state: state, runAt: l.runAt, attempt: attempt, durability: l.durability}
+		return c, store.Outcome{Queue: l.queue, State: state}, nil
 	})
 	if err != nil {
 		return nil, wrap("release jobs", err)

@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -73,8 +74,8 @@ func (s *Store) JobPromoteDue(ctx context.Context, now time.Time, limit int) (*s
 	return res, nil
 }
 
-// JobRescueExpired takes back jobs whose lease ran out; see
-// store.Maintainer.
+// JobRescueExpired takes back jobs whose lease ran out, each where
+// job.AfterLeaseExpiry sends it; see store.Maintainer.
 func (s *Store) JobRescueExpired(ctx context.Context, now time.Time, limit int) (*store.MaintenanceResult, error) {
 	now = micro(now)
 	var res *store.MaintenanceResult
@@ -90,17 +91,13 @@ func (s *Store) JobRescueExpired(ctx context.Context, now time.Time, limit int) 
 			attempt, maxAtt int32
 		)
 		if _, err := pgx.ForEachRow(rows, []any{&l.seq, &l.queue, &l.cancelRequested, &attempt, &maxAtt, &l.runAt}, func() error {
-			c := change{seq: l.seq, state: job.StateAvailable, runAt: l.runAt.UTC(), attempt: int(attempt)}
-			switch {
-			case l.cancelRequested:
-				c.state = job.StateCancelled
-			case attempt >= maxAtt:
-				c.state = job.StateDead
-			default:
+			state := job.AfterLeaseExpiry(l.cancelRequested, int(attempt), int(maxAtt))
+			c := change{seq: l.seq, state: state, runAt: l.runAt.UTC(), attempt: int(attempt)}
+			if state == job.StateAvailable {
 				res.Available = appendOnce(res.Available, l.queue)
 			}
 			var err error
-			c.err, err = attemptErrorString(int(attempt), leaseMessage, now)
+			c.err, err = attemptErrorString(int(attempt), job.LeaseExpiredMessage, now)
 			changes = append(changes, c)
 			return err
 		}); err != nil {
@@ -118,8 +115,8 @@ func (s *Store) JobRescueExpired(ctx context.Context, now time.Time, limit int) 
 	return res, nil
 }
 
-// JobPrune deletes up to p.Limit final jobs by retention: first those past
-// their age, then the oldest beyond the count caps; see store.Maintainer.
+// JobPrune deletes up to p.Limit final jobs by retention, pass by pass as
+// p.Passes lists them; see store.Maintainer.
 func (s *Store) JobPrune(ctx context.Context, p *store.JobPruneParams) (int, error) {
 	if err := s.check(); err != nil {
 		return 0, wrap("prune jobs", err)
@@ -127,8 +124,7 @@ func (s *Store) JobPrune(ctx context.Context, p *store.JobPruneParams) (int, err
 	if p.Limit <= 0 {
 		return 0, nil
 	}
-	completed := []string{string(job.StateCompleted), string(job.StateCancelled)}
-	dead := []string{string(job.StateDead)}
+	passes := p.Passes()
 	total := 0
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		total = 0
@@ -136,40 +132,13 @@ func (s *Store) JobPrune(ctx context.Context, p *store.JobPruneParams) (int, err
 			return err
 		}
 		budget := p.Limit
-		for _, pass := range []struct {
-			states []string
-			before time.Time
-			keep   int
-		}{
-			{completed, p.CompletedBefore, 0},
-			{dead, p.DeadBefore, 0},
-			{completed, time.Time{}, p.KeepCompleted},
-			{dead, time.Time{}, p.KeepDead},
-		} {
-			n := 0
-			switch {
-			case !pass.before.IsZero():
-				n = budget
-			case pass.keep > 0:
-				var have int64
-				if err := tx.QueryRow(ctx, sqlFinishedCount, pass.states).Scan(&have); err != nil {
-					return err
-				}
-				n = int(min(have-int64(pass.keep), int64(budget)))
-			}
-			if n <= 0 {
-				continue
-			}
-			before := pass.before
-			if before.IsZero() {
-				before = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
-			}
-			tag, err := tx.Exec(ctx, sqlPruneOld, micro(before), pass.states, n)
+		for _, pass := range passes {
+			deleted, err := prunePass(ctx, tx, &pass, budget)
 			if err != nil {
 				return err
 			}
-			total += int(tag.RowsAffected())
-			budget -= int(tag.RowsAffected())
+			total += deleted
+			budget -= deleted
 		}
 		return nil
 	})
@@ -177,6 +146,33 @@ func (s *Store) JobPrune(ctx context.Context, p *store.JobPruneParams) (int, err
 		return 0, wrap("prune jobs", err)
 	}
 	return total, nil
+}
+
+// prunePass runs one retention pass in tx, deleting at most budget jobs,
+// and returns how many it deleted.
+func prunePass(ctx context.Context, tx pgx.Tx, pass *job.PrunePass, budget int) (int, error) {
+	states := make([]string, len(pass.States))
+	for i, st := range pass.States {
+		states[i] = string(st)
+	}
+	before := pass.Before
+	var have int64
+	if !pass.ByAge() {
+		// A pass by count has no age bound: it deletes the oldest jobs of its states.
+		before = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+		if err := tx.QueryRow(ctx, sqlFinishedCount, states).Scan(&have); err != nil {
+			return 0, fmt.Errorf("count %v jobs: %w", states, err)
+		}
+	}
+	n := pass.Quota(have, budget)
+	if n == 0 {
+		return 0, nil
+	}
+	tag, err := tx.Exec(ctx, sqlPruneOld, micro(before), states, n)
+	if err != nil {
+		return 0, fmt.Errorf("delete %v jobs: %w", states, err)
+	}
+	return int(tag.RowsAffected()), nil
 }
 
 // scanNullTime reads one nullable timestamptz; NULL is the zero time.

@@ -140,7 +140,7 @@ func (s *Store) JobCancel(ctx context.Context, id string, now time.Time) (*job.J
 	return out, nil
 }
 
-// JobRetry makes a dead, cancelled, retrying or scheduled job available
+// JobRetry makes a job that job.State.Retryable lets through available
 // now; see store.Admin.
 func (s *Store) JobRetry(ctx context.Context, id string, now time.Time) (*job.Job, error) {
 	var out *job.Job
@@ -149,7 +149,7 @@ func (s *Store) JobRetry(ctx context.Context, id string, now time.Time) (*job.Jo
 		if err != nil {
 			return err
 		}
-		if !retryable(j.State) {
+		if !j.State.Retryable() {
 			return fmt.Errorf("job is %s: %w", j.State, job.ErrInvalidState)
 		}
 		at := now.UTC()
@@ -166,10 +166,6 @@ func (s *Store) JobRetry(ctx context.Context, id string, now time.Time) (*job.Jo
 		return nil, wrap(fmt.Sprintf("retry job %s", id), err)
 	}
 	return out, nil
-}
-
-func retryable(s job.State) bool {
-	return s == job.StateDead || s == job.StateCancelled || s == job.StateRetrying || s == job.StateScheduled
 }
 
 // JobDelete removes a job that is not active; see store.Admin.
@@ -200,7 +196,7 @@ func (s *Store) JobDelete(ctx context.Context, id string) error {
 // JobRetryMany retries every job of one queue in one state; see
 // store.Admin.
 func (s *Store) JobRetryMany(ctx context.Context, p *store.JobBulkParams) (int, error) {
-	if !retryable(p.State) {
+	if !p.State.Retryable() {
 		return 0, fmt.Errorf("retry jobs in state %q: %w", p.State, job.ErrInvalidState)
 	}
 	var n int64

@@ -87,7 +87,8 @@ func forEachHeld[T any](w *writer, items []T, key func(*T) (string, int64), out 
 	return nil
 }
 
-// JobComplete acknowledges jobs item by item; see store.Claimer.
+// JobComplete acknowledges jobs item by item, each where
+// job.AfterCompletion sends it; see store.Claimer.
 func (s *Store) JobComplete(ctx context.Context, p *store.JobCompleteParams) ([]store.Outcome, error) {
 	out := make([]store.Outcome, len(p.Items))
 	relaxed := leasesRelaxed(p.Items, func(it *store.JobCompleteItem) string { return it.ID })
@@ -95,10 +96,7 @@ func (s *Store) JobComplete(ctx context.Context, p *store.JobCompleteParams) ([]
 		now := p.Now.UTC().UnixNano()
 		acks := completions{w: w}
 		err := forEachHeld(w, p.Items, completeKey, out, func(it *store.JobCompleteItem, l *lease, o *store.Outcome) error {
-			*o = store.Outcome{Queue: l.queue, State: job.StateCompleted}
-			if l.cancel {
-				o.State = job.StateCancelled
-			}
+			*o = store.Outcome{Queue: l.queue, State: job.AfterCompletion(l.cancel)}
 			acks.add(o.State, it.Result, now, l)
 			w.finish(l, o.State)
 			return acks.flushFull()
@@ -199,7 +197,8 @@ func (w *writer) endAttempt(l *lease, state job.State, runAt time.Time, now time
 	return nil
 }
 
-// JobFail records failed attempts item by item; see store.Claimer.
+// JobFail records failed attempts item by item, each where
+// job.AfterFailure sends it; see store.Claimer.
 func (s *Store) JobFail(ctx context.Context, p *store.JobFailParams) ([]store.Outcome, error) {
 	out := make([]store.Outcome, len(p.Items))
 	relaxed := leasesRelaxed(p.Items, func(it *store.JobFailItem) string { return it.ID })
@@ -217,21 +216,13 @@ func (s *Store) JobFail(ctx context.Context, p *store.JobFailParams) ([]store.Ou
 
 func failKey(it *store.JobFailItem) (string, int64) { return it.ID, it.Token }
 
+// failAttempt ends l's attempt as failed by it, where job.AfterFailure
+// sends it.
 func (w *writer) failAttempt(it *store.JobFailItem, l *lease, now time.Time, rnd func() float64, o *store.Outcome) error {
-	*o = store.Outcome{Queue: l.queue}
-	switch {
-	case l.cancel:
-		o.State = job.StateCancelled
-	case it.NoRetry || l.attempt >= l.maxAttempts:
-		o.State = job.StateDead
-	default:
-		delay := it.RetryAfter
-		if delay <= 0 {
-			delay = l.backoff.Delay(l.attempt, rnd)
-		}
-		o.State, o.RunAt = job.StateRetrying, now.Add(delay)
-	}
-	return w.endAttempt(l, o.State, o.RunAt, now, l.attempt, it.Message)
+	state, runAt := job.AfterFailure(&job.Failure{CancelRequested: l.cancel, Attempt: l.attempt, MaxAttempts: l.maxAttempts,
+		NoRetry: it.NoRetry, RetryAfter: it.RetryAfter, Backoff: l.backoff}, now, rnd)
+	*o = store.Outcome{Queue: l.queue, State: state, RunAt: runAt}
+	return w.endAttempt(l, state, runAt, now, l.attempt, it.Message)
 }
 
 // JobExtend moves leases forward item by item; see store.Claimer. A
@@ -280,8 +271,8 @@ func (s *Store) JobProgress(ctx context.Context, p *store.JobProgressParams) err
 	return nil
 }
 
-// JobRelease hands active jobs back unrun, item by item; see
-// store.Claimer.
+// JobRelease hands active jobs back unrun, item by item, each where
+// job.AfterRelease sends it; see store.Claimer.
 func (s *Store) JobRelease(ctx context.Context, p *store.JobReleaseParams) ([]store.Outcome, error) {
 	out := make([]store.Outcome, len(p.Items))
 	relaxed := leasesRelaxed(p.Items, func(it *store.JobReleaseItem) string { return it.ID })
@@ -289,11 +280,9 @@ func (s *Store) JobRelease(ctx context.Context, p *store.JobReleaseParams) ([]st
 		now := p.Now.UTC()
 		key := func(it *store.JobReleaseItem) (string, int64) { return it.ID, it.Token }
 		return forEachHeld(w, p.Items, key, out, func(_ *store.JobReleaseItem, l *lease, o *store.Outcome) error {
-			*o = store.Outcome{Queue: l.queue, State: job.StateAvailable}
-			if l.cancel {
-				o.State = job.StateCancelled
-			}
-			return w.endAttempt(l, o.State, time.Time{}, now, l.attempt-1, "")
+			state, attempt := job.AfterRelease(l.cancel, l.attempt)
+			*o = store.Outcome{Queue: l.queue, State: state}
+			return w.endAttempt(l, state, time.Time{}, now, attempt, "")
 		})
 	})
 	if err != nil {

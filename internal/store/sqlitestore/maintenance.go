@@ -24,9 +24,6 @@ WHERE ` + condDue + ` AND run_at <= ? ORDER BY run_at LIMIT ?`
 RETURNING queue, state`
 )
 
-// leaseExpiredMessage is the error recorded for an attempt whose lease ran out.
-const leaseExpiredMessage = "lease expired"
-
 // due is a scheduled or retrying job that has come due.
 type due struct {
 	seq      int64
@@ -91,9 +88,9 @@ func (w *writer) promote(now time.Time, limit int, res *store.MaintenanceResult)
 	return err
 }
 
-// JobRescueExpired takes back jobs whose lease ran out; see
-// store.Maintainer. The leases are in memory, ordered by expiry, so a pass
-// reads nothing.
+// JobRescueExpired takes back jobs whose lease ran out, each where
+// job.AfterLeaseExpiry sends it; see store.Maintainer. The leases are in
+// memory, ordered by expiry, so a pass reads nothing.
 func (s *Store) JobRescueExpired(ctx context.Context, now time.Time, limit int) (*store.MaintenanceResult, error) {
 	res := &store.MaintenanceResult{}
 	err := s.do(ctx, 1, func(w *writer) error {
@@ -113,14 +110,8 @@ func (w *writer) rescue(now time.Time, limit int, res *store.MaintenanceResult) 
 		if l == nil || l.expiresAt.After(now) {
 			break
 		}
-		state := job.StateAvailable
-		switch {
-		case l.cancel:
-			state = job.StateCancelled
-		case l.attempt >= l.maxAttempts:
-			state = job.StateDead
-		}
-		if err := w.endAttempt(l, state, time.Time{}, now, l.attempt, leaseExpiredMessage); err != nil {
+		state := job.AfterLeaseExpiry(l.cancel, l.attempt, l.maxAttempts)
+		if err := w.endAttempt(l, state, time.Time{}, now, l.attempt, job.LeaseExpiredMessage); err != nil {
 			return err
 		}
 		res.Count++
@@ -144,8 +135,8 @@ func (w *writer) minTime(query string) (time.Time, error) {
 	return nullTime(n), nil
 }
 
-// JobPrune deletes up to p.Limit final jobs by retention: first those past
-// their age, then the oldest beyond the count caps; see store.Maintainer.
+// JobPrune deletes up to p.Limit final jobs by retention, pass by pass as
+// p.Passes lists them; see store.Maintainer.
 func (s *Store) JobPrune(ctx context.Context, p *store.JobPruneParams) (int, error) {
 	var total int
 	err := s.do(ctx, 1, func(w *writer) error {
@@ -164,34 +155,20 @@ func (w *writer) prune(p *store.JobPruneParams) (int, error) {
 	if budget <= 0 {
 		return 0, nil
 	}
-	completed := []job.State{job.StateCompleted, job.StateCancelled}
-	dead := []job.State{job.StateDead}
 	total := 0
-	for _, pass := range []struct {
-		states []job.State
-		before time.Time
-		keep   int
-	}{
-		{completed, p.CompletedBefore, 0},
-		{dead, p.DeadBefore, 0},
-		{completed, time.Time{}, p.KeepCompleted},
-		{dead, time.Time{}, p.KeepDead},
-	} {
-		n := 0
-		if !pass.before.IsZero() {
-			n = budget
-		} else if pass.keep > 0 {
-			have := w.cat.totals(pass.states...) + w.batch.total(pass.states...) + w.fx.total(pass.states...)
-			n = int(min(have-int64(pass.keep), int64(budget)))
+	for _, pass := range p.Passes() {
+		before := pass.Before
+		var have int64
+		if !pass.ByAge() {
+			// A pass by count has no age bound: it deletes the oldest jobs of its states.
+			before = time.Unix(0, 1<<62)
+			have = w.cat.totals(pass.States...) + w.batch.total(pass.States...) + w.fx.total(pass.States...)
 		}
-		if n <= 0 {
+		n := pass.Quota(have, budget)
+		if n == 0 {
 			continue
 		}
-		before := pass.before
-		if before.IsZero() {
-			before = time.Unix(0, 1<<62)
-		}
-		deleted, err := w.pruneOldest(pass.states, before, n)
+		deleted, err := w.pruneOldest(pass.States, before, n)
 		if err != nil {
 			return total, err
 		}

@@ -102,14 +102,6 @@ func nullTime(n sql.NullInt64) time.Time {
 	return fromNanos(n.Int64)
 }
 
-// nanosOrNull is the column value of t: unix nanoseconds, NULL when zero.
-func nanosOrNull(t time.Time) any {
-	if t.IsZero() {
-		return nil
-	}
-	return t.UnixNano()
-}
-
 // stringOrNull is the column value of s: NULL when empty.
 func stringOrNull(s string) any {
 	if s == "" {

@@ -291,7 +291,7 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) (*store.Job
 		return page, err
 	}
 	q := *p
-	q.Cursor, q.Limit = "", p.Limit-len(page.Jobs)
+	q.Cursor, q.Limit = "", p.PageSize()-len(page.Jobs)
 	if q.Limit <= 0 {
 		// The durable jobs filled the page: the memory ones come next.
 		if more, err := s.mem.JobList(ctx, &store.JobListParams{Queue: p.Queue, State: p.State, Limit: 1}); err == nil && len(more.Jobs) > 0 {
