@@ -174,6 +174,7 @@ type Store interface {
 	Claimer
 	Admin
 	Maintainer
+	Scheduler
 	// Capabilities states what this store can do.
 	Capabilities() Capabilities
 	// Ping reports whether the store can serve requests.

@@ -65,15 +65,8 @@ CROSS JOIN LATERAL (
 // is of process durability, the insert commits without waiting for the WAL
 // flush (see sqlRelaxCommit).
 func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams) ([]store.InsertResult, error) {
-	for i := range p.Jobs {
-		jp := &p.Jobs[i]
-		if st := jp.State; st != job.StateAvailable && st != job.StateScheduled {
-			return nil, fmt.Errorf("insert jobs: jobs[%d]: insert job %s in state %q: only scheduled or available", i, jp.ID, st)
-		}
-		if !keeps(jp.Durability) {
-			return nil, fmt.Errorf("insert jobs: jobs[%d]: insert job %s: %w", i, jp.ID,
-				job.Invalid(fmt.Sprintf("jobs[%d].durability", i), "the PostgreSQL store keeps full and process jobs, not %q", jp.Durability))
-		}
+	if err := checkInserts(p.Jobs); err != nil {
+		return nil, fmt.Errorf("insert jobs: %w", err)
 	}
 	var out []store.InsertResult
 	err := s.tx(ctx, func(tx pgx.Tx) error {
@@ -85,6 +78,22 @@ func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams)
 		return nil, wrap("insert jobs", err)
 	}
 	return out, nil
+}
+
+// checkInserts refuses jobs this store cannot insert: in a state other
+// than scheduled or available, or of memory durability.
+func checkInserts(jobs []store.JobInsertParams) error {
+	for i := range jobs {
+		jp := &jobs[i]
+		if st := jp.State; st != job.StateAvailable && st != job.StateScheduled {
+			return fmt.Errorf("jobs[%d]: insert job %s in state %q: only scheduled or available", i, jp.ID, st)
+		}
+		if !keeps(jp.Durability) {
+			return fmt.Errorf("jobs[%d]: insert job %s: %w", i, jp.ID,
+				job.Invalid(fmt.Sprintf("jobs[%d].durability", i), "the PostgreSQL store keeps full and process jobs, not %q", jp.Durability))
+		}
+	}
+	return nil
 }
 
 // insert decides which jobs are duplicates, inserts the others and

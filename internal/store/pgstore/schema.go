@@ -139,6 +139,26 @@ SELECT setval('spool_lease_tokens', GREATEST(1,
 	(SELECT COALESCE(max(lease_token), 0) FROM spool_jobs),
 	(SELECT COALESCE(max(lease_token), 0) FROM spool_jobs_done)));
 `,
+	// Version 3: cron schedules (schedule.go).
+	`
+CREATE TABLE spool_schedules (
+	name         text        PRIMARY KEY,
+	cron         text        NOT NULL,
+	timezone     text        NOT NULL,
+	every_ns     bigint      NOT NULL,
+	misfire      text        NOT NULL,
+	max_catch_up integer     NOT NULL,
+	job          bytea       NOT NULL,
+	paused       boolean     NOT NULL DEFAULT false,
+	created_at   timestamptz NOT NULL,
+	updated_at   timestamptz NOT NULL,
+	last_tick    timestamptz NOT NULL,
+	last_run_at  timestamptz,
+	last_job_id  text,
+	next_run_at  timestamptz
+);
+CREATE INDEX spool_schedules_due ON spool_schedules (next_run_at) WHERE NOT paused AND next_run_at IS NOT NULL;
+`,
 }
 
 // SchemaVersion is the schema version this binary brings a database to.

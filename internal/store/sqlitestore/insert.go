@@ -52,50 +52,56 @@ func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams)
 		return true
 	}
 	err := s.doRelaxed(ctx, len(p.Jobs), relaxed, func(w *writer) error {
-		for i := range p.Jobs {
-			jp := &p.Jobs[i]
-			if jp.State != job.StateAvailable && jp.State != job.StateScheduled {
-				return fmt.Errorf("jobs[%d]: insert job %s in state %q: only scheduled or available", i, jp.ID, jp.State)
-			}
-			if !w.keeps(jp.Durability) {
-				return fmt.Errorf("jobs[%d]: insert job %s: %w", i, jp.ID,
-					job.Invalid(fmt.Sprintf("jobs[%d].durability", i), "this store does not keep %q jobs", jp.Durability))
-			}
-		}
-		ins := inserter{w: w, now: p.Now.UTC(), out: out}
-		for i := range p.Jobs {
-			jp := &p.Jobs[i]
-			if jp.UniqueKey == "" {
-				ins.pending = append(ins.pending, i)
-				if len(ins.pending) == insertChunk {
-					if err := ins.flush(p.Jobs); err != nil {
-						return err
-					}
-				}
-				continue
-			}
-			if err := ins.flush(p.Jobs); err != nil {
-				return err
-			}
-			dup, err := w.duplicate(jp, ins.now, i)
-			if err != nil {
-				return fmt.Errorf("jobs[%d]: %w", i, err)
-			}
-			if dup != nil {
-				out[i] = store.InsertResult{Job: dup, Duplicate: true}
-				continue
-			}
-			ins.pending = append(ins.pending, i)
-			if err := ins.flush(p.Jobs); err != nil {
-				return err
-			}
-		}
-		return ins.flush(p.Jobs)
+		return w.insertJobs(p.Jobs, p.Now, out)
 	})
 	if err != nil {
 		return nil, wrap("insert jobs", err)
 	}
 	return out, nil
+}
+
+// insertJobs inserts jobs in the writer's transaction, filling out with
+// one result per job; see JobInsertMany.
+func (w *writer) insertJobs(jobs []store.JobInsertParams, now time.Time, out []store.InsertResult) error {
+	for i := range jobs {
+		jp := &jobs[i]
+		if jp.State != job.StateAvailable && jp.State != job.StateScheduled {
+			return fmt.Errorf("jobs[%d]: insert job %s in state %q: only scheduled or available", i, jp.ID, jp.State)
+		}
+		if !w.keeps(jp.Durability) {
+			return fmt.Errorf("jobs[%d]: insert job %s: %w", i, jp.ID,
+				job.Invalid(fmt.Sprintf("jobs[%d].durability", i), "this store does not keep %q jobs", jp.Durability))
+		}
+	}
+	ins := inserter{w: w, now: now.UTC(), out: out}
+	for i := range jobs {
+		jp := &jobs[i]
+		if jp.UniqueKey == "" {
+			ins.pending = append(ins.pending, i)
+			if len(ins.pending) == insertChunk {
+				if err := ins.flush(jobs); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		if err := ins.flush(jobs); err != nil {
+			return err
+		}
+		dup, err := w.duplicate(jp, ins.now, i)
+		if err != nil {
+			return fmt.Errorf("jobs[%d]: %w", i, err)
+		}
+		if dup != nil {
+			out[i] = store.InsertResult{Job: dup, Duplicate: true}
+			continue
+		}
+		ins.pending = append(ins.pending, i)
+		if err := ins.flush(jobs); err != nil {
+			return err
+		}
+	}
+	return ins.flush(jobs)
 }
 
 // inserter gathers the rows of one JobInsertMany and writes them in

@@ -74,6 +74,26 @@ CREATE TABLE meta (
 	// The fields packed into spec (see spec.go) keep their old columns,
 	// which new rows set to zeros.
 	{sql: `ALTER TABLE jobs ADD COLUMN spec BLOB;`, then: fillSpecs},
+	// Cron schedules (schedule.go); times in unix nanoseconds.
+	{sql: `
+CREATE TABLE schedules (
+	name         TEXT    PRIMARY KEY,
+	cron         TEXT    NOT NULL,
+	timezone     TEXT    NOT NULL,
+	every_ns     INTEGER NOT NULL,
+	misfire      TEXT    NOT NULL,
+	max_catch_up INTEGER NOT NULL,
+	job          BLOB    NOT NULL,
+	paused       INTEGER NOT NULL DEFAULT 0,
+	created_at   INTEGER NOT NULL,
+	updated_at   INTEGER NOT NULL,
+	last_tick    INTEGER NOT NULL,
+	last_run_at  INTEGER,
+	last_job_id  TEXT,
+	next_run_at  INTEGER
+) WITHOUT ROWID;
+CREATE INDEX schedules_due ON schedules (next_run_at) WHERE paused = 0 AND next_run_at IS NOT NULL;
+`},
 }
 
 // Partial-index conditions, repeated verbatim in queries so that SQLite's

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/spoolq/spool/internal/job"
+	"github.com/spoolq/spool/internal/store"
 )
 
 // op is one store call waiting for the writer. fn runs on the writer
@@ -291,7 +292,7 @@ func (w *writer) apply(o *op) bool {
 func refusal(err error) bool {
 	var in *job.InputError
 	return errors.Is(err, job.ErrNotFound) || errors.Is(err, job.ErrLeaseLost) ||
-		errors.Is(err, job.ErrInvalidState) || errors.As(err, &in)
+		errors.Is(err, job.ErrInvalidState) || errors.Is(err, store.ErrScheduleMoved) || errors.As(err, &in)
 }
 
 // abort rolls the batch back and answers every operation with err. The

@@ -91,9 +91,21 @@ func (g *idGuard) leave(ids []string) {
 // the jobs there (or fail the insert, in another queue); the rest go into
 // to, whose results fill in the others.
 func (s *Store) insertInto(ctx context.Context, p *store.JobInsertManyParams, to, other Tier, memory bool) ([]store.InsertResult, error) {
-	ids := make([]string, len(p.Jobs))
-	for i := range p.Jobs {
-		ids[i] = p.Jobs[i].ID
+	return s.guarded(ctx, p.Jobs, other, memory, false, func(rest []store.JobInsertParams) ([]store.InsertResult, error) {
+		return to.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: rest, Now: p.Now})
+	})
+}
+
+// guarded runs insert on the jobs whose ids the other tier does not hold,
+// with the ids of every job registered while it runs (see idGuard); the
+// others are duplicates of the jobs there, or fail the call in another
+// queue. insert runs even with no job left when always is set. Results
+// come back in the order of jobs.
+func (s *Store) guarded(ctx context.Context, jobs []store.JobInsertParams, other Tier, memory, always bool,
+	insert func(rest []store.JobInsertParams) ([]store.InsertResult, error)) ([]store.InsertResult, error) {
+	ids := make([]string, len(jobs))
+	for i := range jobs {
+		ids[i] = jobs[i].ID
 	}
 	s.ids.enter(ids, memory)
 	defer s.ids.leave(ids)
@@ -102,16 +114,16 @@ func (s *Store) insertInto(ctx context.Context, p *store.JobInsertManyParams, to
 		return nil, fmt.Errorf("insert jobs: look up ids in the other tier: %w", err)
 	}
 	if len(found) == 0 {
-		return to.JobInsertMany(ctx, p)
+		return insert(jobs)
 	}
-	out := make([]store.InsertResult, len(p.Jobs))
-	rest := &store.JobInsertManyParams{Now: p.Now}
+	out := make([]store.InsertResult, len(jobs))
+	var rest []store.JobInsertParams
 	var restIdx []int
-	for i := range p.Jobs {
-		jp := &p.Jobs[i]
+	for i := range jobs {
+		jp := &jobs[i]
 		existing := found[jp.ID]
 		if existing == nil {
-			rest.Jobs = append(rest.Jobs, *jp)
+			rest = append(rest, *jp)
 			restIdx = append(restIdx, i)
 			continue
 		}
@@ -120,10 +132,10 @@ func (s *Store) insertInto(ctx context.Context, p *store.JobInsertManyParams, to
 		}
 		out[i] = store.InsertResult{Job: existing, Duplicate: true}
 	}
-	if len(rest.Jobs) == 0 {
+	if len(rest) == 0 && !always {
 		return out, nil
 	}
-	res, err := to.JobInsertMany(ctx, rest)
+	res, err := insert(rest)
 	if err != nil {
 		return nil, renumber(err, restIdx)
 	}

@@ -1,0 +1,116 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// Scheduler keeps cron schedules: their definitions, and how far each has
+// fired. The store does not read cron expressions: the engine decides
+// which ticks are due (package schedule) and the store records, in one
+// atomic step with the jobs those ticks enqueue, that they were handled.
+type Scheduler interface {
+	// ScheduleUpsert stores p.Schedule under its name, creating it
+	// (created=true) or replacing the definition of the one there. A
+	// replaced schedule keeps its LastTick, LastRunAt and LastJobID unless
+	// p.Restart is set, which sets LastTick to p.Schedule.LastTick: the
+	// engine restarts a schedule whose timing changed. It returns the
+	// schedule as stored.
+	ScheduleUpsert(ctx context.Context, p *ScheduleUpsertParams) (s *Schedule, created bool, err error)
+	// ScheduleGet returns one schedule or job.ErrNotFound.
+	ScheduleGet(ctx context.Context, name string) (*Schedule, error)
+	// ScheduleList returns every schedule, sorted by name.
+	ScheduleList(ctx context.Context) ([]*Schedule, error)
+	// ScheduleDelete removes a schedule (job.ErrNotFound if unknown). The
+	// jobs it enqueued stay.
+	ScheduleDelete(ctx context.Context, name string) error
+	// ScheduleSetPaused pauses or resumes a schedule and returns it
+	// (job.ErrNotFound if unknown). Ticks that pass while it is paused
+	// are missed ticks when it resumes.
+	ScheduleSetPaused(ctx context.Context, name string, paused bool, now time.Time) (*Schedule, error)
+	// ScheduleFire inserts p.Jobs as JobInsertMany does and records the
+	// firing, atomically: LastTick becomes p.Handled, NextRunAt p.Next,
+	// and, when p.Jobs is not empty, LastRunAt p.Now and LastJobID the id
+	// of the last job. It fires only a schedule whose LastTick is still
+	// p.Last and that is not paused; otherwise it changes nothing and
+	// returns ErrScheduleMoved (another node fired it, or a user changed
+	// or paused it in between). With p.Manual set (a trigger by hand)
+	// neither condition applies and LastTick and NextRunAt are kept.
+	ScheduleFire(ctx context.Context, p *ScheduleFireParams) ([]InsertResult, error)
+	// ScheduleDue returns up to limit schedules that are not paused and
+	// whose NextRunAt is not after now, earliest first, and the earliest
+	// NextRunAt of the other schedules that are not paused (zero when
+	// there is none).
+	ScheduleDue(ctx context.Context, now time.Time, limit int) (due []*Schedule, next time.Time, err error)
+}
+
+// ErrScheduleMoved is ScheduleFire's answer when the schedule is no
+// longer where the caller saw it: paused, redefined, deleted or fired by
+// another node. The caller reads it again.
+var ErrScheduleMoved = errors.New("schedule moved on")
+
+// Schedule is one cron schedule as the store keeps it.
+type Schedule struct {
+	// Name identifies the schedule.
+	Name string
+	// Cron and Timezone, or Every, say when it fires (see package
+	// schedule); the store keeps them as given.
+	Cron     string
+	Timezone string
+	Every    time.Duration
+	// Misfire is the policy for missed ticks: skip, run_once or catch_up.
+	Misfire string
+	// MaxCatchUp bounds the jobs catch_up fires at once.
+	MaxCatchUp int
+	// Job is the template of the jobs it enqueues, in the wire form of an
+	// enqueue body, kept byte for byte.
+	Job json.RawMessage
+	// Paused schedules fire nothing.
+	Paused bool
+	// CreatedAt and UpdatedAt are when it was created and last redefined,
+	// paused or resumed.
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	// LastTick is the newest tick handled (fired or skipped); ticks after
+	// it and not after now are due.
+	LastTick time.Time
+	// LastRunAt is when it last enqueued a job (zero: never), and
+	// LastJobID that job's id.
+	LastRunAt time.Time
+	LastJobID string
+	// NextRunAt is its next tick, zero when it has none.
+	NextRunAt time.Time
+}
+
+// ScheduleUpsertParams creates or redefines a schedule.
+type ScheduleUpsertParams struct {
+	// Schedule is the definition. Its LastTick is where a new (or
+	// restarted) schedule starts; LastRunAt and LastJobID are ignored.
+	Schedule Schedule
+	// Restart sets LastTick of an existing schedule too.
+	Restart bool
+	Now     time.Time
+}
+
+// ScheduleFireParams records a firing of a schedule.
+type ScheduleFireParams struct {
+	Name string
+	// Last is the LastTick the caller read; Handled the newest tick it
+	// handled now; Next the tick after now.
+	Last    time.Time
+	Handled time.Time
+	Next    time.Time
+	// Jobs are the jobs of the ticks fired (none when all were skipped).
+	Jobs []JobInsertParams
+	// Manual marks a firing by hand: it enqueues Jobs whatever the
+	// schedule's ticks and pause, and moves neither.
+	Manual bool
+	// Enqueued, when set, is recorded as LastJobID (and Now as LastRunAt)
+	// in place of the last of Jobs: the id of a job the caller enqueued
+	// elsewhere as part of this firing (a memory job, kept apart from the
+	// durable store that keeps schedules).
+	Enqueued string
+	Now      time.Time
+}

@@ -1,0 +1,242 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spoolq/spool/internal/job"
+	"github.com/spoolq/spool/internal/store"
+)
+
+const (
+	scheduleColumns = `name, cron, timezone, every_ns, misfire, max_catch_up, job, paused, created_at, updated_at,
+	last_tick, last_run_at, last_job_id, next_run_at`
+	sqlScheduleByName = `SELECT ` + scheduleColumns + ` FROM schedules WHERE name = ?`
+	sqlScheduleList   = `SELECT ` + scheduleColumns + ` FROM schedules ORDER BY name`
+	sqlScheduleDue    = `SELECT ` + scheduleColumns + ` FROM schedules INDEXED BY schedules_due
+WHERE paused = 0 AND next_run_at IS NOT NULL AND next_run_at <= ? ORDER BY next_run_at LIMIT ?`
+	sqlScheduleNext = `SELECT MIN(next_run_at) FROM schedules INDEXED BY schedules_due
+WHERE paused = 0 AND next_run_at IS NOT NULL AND next_run_at > ?`
+	sqlScheduleInsert = `INSERT INTO schedules (` + scheduleColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, ?)`
+	sqlScheduleUpdate = `UPDATE schedules SET cron = ?, timezone = ?, every_ns = ?, misfire = ?, max_catch_up = ?, job = ?,
+	paused = ?, updated_at = ?, last_tick = ?, next_run_at = ? WHERE name = ?`
+	sqlScheduleDelete = `DELETE FROM schedules WHERE name = ?`
+	sqlSchedulePause  = `UPDATE schedules SET paused = ?, updated_at = ? WHERE name = ?`
+	sqlScheduleFired  = `UPDATE schedules SET last_tick = ?, next_run_at = ?,
+	last_run_at = COALESCE(?, last_run_at), last_job_id = COALESCE(?, last_job_id) WHERE name = ?`
+)
+
+// scanSchedule reads one row of scheduleColumns.
+func scanSchedule(sc scanner) (*store.Schedule, error) {
+	var (
+		s                          store.Schedule
+		every, maxCatchUp          int64
+		paused                     bool
+		created, updated, lastTick int64
+		lastRun, next              sql.NullInt64
+		lastJob                    sql.NullString
+	)
+	if err := sc.Scan(&s.Name, &s.Cron, &s.Timezone, &every, &s.Misfire, &maxCatchUp, &s.Job, &paused, &created, &updated,
+		&lastTick, &lastRun, &lastJob, &next); err != nil {
+		return nil, err
+	}
+	s.Every, s.MaxCatchUp, s.Paused = time.Duration(every), int(maxCatchUp), paused
+	s.CreatedAt, s.UpdatedAt, s.LastTick = fromNanos(created), fromNanos(updated), fromNanos(lastTick)
+	s.LastRunAt, s.NextRunAt, s.LastJobID = nullTime(lastRun), nullTime(next), lastJob.String
+	return &s, nil
+}
+
+// timeOrNull is the column value of t: unix nanoseconds, NULL when zero.
+func timeOrNull(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UnixNano()
+}
+
+// ScheduleUpsert creates or redefines a schedule; see store.Scheduler.
+func (s *Store) ScheduleUpsert(ctx context.Context, p *store.ScheduleUpsertParams) (*store.Schedule, bool, error) {
+	var out *store.Schedule
+	var created bool
+	err := s.do(ctx, 1, func(w *writer) error {
+		def := &p.Schedule
+		now := p.Now.UTC().UnixNano()
+		old, err := w.schedule(def.Name)
+		switch {
+		case errors.Is(err, job.ErrNotFound):
+			created = true
+			_, err = w.conn.ExecContext(context.Background(), sqlScheduleInsert, def.Name, def.Cron, def.Timezone,
+				int64(def.Every), def.Misfire, def.MaxCatchUp, []byte(def.Job), def.Paused, now, now,
+				def.LastTick.UTC().UnixNano(), timeOrNull(def.NextRunAt))
+		case err == nil:
+			lastTick := old.LastTick
+			if p.Restart {
+				lastTick = def.LastTick
+			}
+			_, err = w.conn.ExecContext(context.Background(), sqlScheduleUpdate, def.Cron, def.Timezone, int64(def.Every),
+				def.Misfire, def.MaxCatchUp, []byte(def.Job), def.Paused, now, lastTick.UTC().UnixNano(),
+				timeOrNull(def.NextRunAt), def.Name)
+		}
+		if err != nil {
+			return fmt.Errorf("write schedule %s: %w", def.Name, err)
+		}
+		out, err = w.schedule(def.Name)
+		return err
+	})
+	if err != nil {
+		return nil, false, wrap("upsert schedule", err)
+	}
+	return out, created, nil
+}
+
+// schedule reads one schedule in the writer's transaction.
+func (w *writer) schedule(name string) (*store.Schedule, error) {
+	sc, err := scanSchedule(w.conn.QueryRowContext(context.Background(), sqlScheduleByName, name))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("schedule %s: %w", name, job.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read schedule %s: %w", name, err)
+	}
+	return sc, nil
+}
+
+// ScheduleGet returns one schedule; see store.Scheduler.
+func (s *Store) ScheduleGet(ctx context.Context, name string) (*store.Schedule, error) {
+	if err := s.check(); err != nil {
+		return nil, wrap("get schedule", err)
+	}
+	sc, err := scanSchedule(s.rdb.QueryRowContext(ctx, sqlScheduleByName, name))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("get schedule %s: %w", name, job.ErrNotFound)
+	}
+	if err != nil {
+		return nil, wrap("get schedule", err)
+	}
+	return sc, nil
+}
+
+// ScheduleList returns every schedule; see store.Scheduler.
+func (s *Store) ScheduleList(ctx context.Context) ([]*store.Schedule, error) {
+	out, err := s.schedules(ctx, sqlScheduleList)
+	if err != nil {
+		return nil, wrap("list schedules", err)
+	}
+	return out, nil
+}
+
+// schedules reads the schedules a query selects on the read pool.
+func (s *Store) schedules(ctx context.Context, query string, args ...any) ([]*store.Schedule, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	rows, err := s.rdb.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	var out []*store.Schedule
+	for rows.Next() {
+		sc, err := scanSchedule(rows)
+		if err != nil {
+			rows.Close()
+			return nil, err
+		}
+		out = append(out, sc)
+	}
+	return out, closeRows(rows)
+}
+
+// ScheduleDelete removes a schedule; see store.Scheduler.
+func (s *Store) ScheduleDelete(ctx context.Context, name string) error {
+	err := s.do(ctx, 1, func(w *writer) error {
+		res, err := w.conn.ExecContext(context.Background(), sqlScheduleDelete, name)
+		if err != nil {
+			return fmt.Errorf("delete schedule %s: %w", name, err)
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return fmt.Errorf("schedule %s: %w", name, job.ErrNotFound)
+		}
+		return nil
+	})
+	if err != nil {
+		return wrap("delete schedule", err)
+	}
+	return nil
+}
+
+// ScheduleSetPaused pauses or resumes a schedule; see store.Scheduler.
+func (s *Store) ScheduleSetPaused(ctx context.Context, name string, paused bool, now time.Time) (*store.Schedule, error) {
+	var out *store.Schedule
+	err := s.do(ctx, 1, func(w *writer) error {
+		if _, err := w.schedule(name); err != nil {
+			return err
+		}
+		if _, err := w.conn.ExecContext(context.Background(), sqlSchedulePause, paused, now.UTC().UnixNano(), name); err != nil {
+			return fmt.Errorf("pause schedule %s: %w", name, err)
+		}
+		var err error
+		out, err = w.schedule(name)
+		return err
+	})
+	if err != nil {
+		return nil, wrap("pause schedule", err)
+	}
+	return out, nil
+}
+
+// ScheduleFire inserts the jobs of a firing and records it; see
+// store.Scheduler.
+func (s *Store) ScheduleFire(ctx context.Context, p *store.ScheduleFireParams) ([]store.InsertResult, error) {
+	out := make([]store.InsertResult, len(p.Jobs))
+	err := s.do(ctx, max(len(p.Jobs), 1), func(w *writer) error {
+		sc, err := w.schedule(p.Name)
+		if errors.Is(err, job.ErrNotFound) && !p.Manual {
+			return store.ErrScheduleMoved
+		}
+		if err != nil {
+			return err
+		}
+		handled, next := p.Handled, p.Next
+		if p.Manual {
+			handled, next = sc.LastTick, sc.NextRunAt
+		} else if sc.Paused || !sc.LastTick.Equal(p.Last.UTC()) {
+			return store.ErrScheduleMoved
+		}
+		if err := w.insertJobs(p.Jobs, p.Now, out); err != nil {
+			return err
+		}
+		var lastRun, lastJob any
+		switch {
+		case p.Enqueued != "":
+			lastRun, lastJob = p.Now.UTC().UnixNano(), p.Enqueued
+		case len(out) > 0:
+			lastRun, lastJob = p.Now.UTC().UnixNano(), out[len(out)-1].Job.ID
+		}
+		if _, err := w.conn.ExecContext(context.Background(), sqlScheduleFired, handled.UTC().UnixNano(), timeOrNull(next),
+			lastRun, lastJob, p.Name); err != nil {
+			return fmt.Errorf("record firing of schedule %s: %w", p.Name, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, wrap("fire schedule", err)
+	}
+	return out, nil
+}
+
+// ScheduleDue returns the schedules due at now; see store.Scheduler.
+func (s *Store) ScheduleDue(ctx context.Context, now time.Time, limit int) ([]*store.Schedule, time.Time, error) {
+	at := now.UTC().UnixNano()
+	due, err := s.schedules(ctx, sqlScheduleDue, at, limit)
+	if err != nil {
+		return nil, time.Time{}, wrap("read due schedules", err)
+	}
+	var next sql.NullInt64
+	if err := s.rdb.QueryRowContext(ctx, sqlScheduleNext, at).Scan(&next); err != nil {
+		return nil, time.Time{}, wrap("read due schedules", err)
+	}
+	return due, nullTime(next), nil
+}
