@@ -5,6 +5,7 @@ package queue
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -85,6 +86,14 @@ type Config struct {
 	// OnLeased is told the earliest lease expiry of every claim and extend,
 	// so the rescuer can wake for it. Optional.
 	OnLeased func(expiry time.Time)
+	// OnSchedule is told the next tick of every schedule created, changed
+	// or resumed, so the service that fires schedules can wake for it.
+	// Optional.
+	OnSchedule func(next time.Time)
+	// DecodeJob reads a schedule's job template, the wire form of an
+	// enqueue body, into a request; its errors name the template's
+	// fields. Required for schedules.
+	DecodeJob func(raw json.RawMessage) (EnqueueRequest, error)
 }
 
 // Engine runs the job state machine on a store. It is safe for concurrent

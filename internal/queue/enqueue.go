@@ -150,28 +150,10 @@ func (e *Engine) enqueue(ctx context.Context, reqs []EnqueueRequest, prefix stri
 		return nil, fmt.Errorf("insert jobs: %w", err)
 	}
 	out := make([]EnqueueResult, len(results))
-	var available []string
-	var earliest time.Time
 	for i, r := range results {
 		out[i] = EnqueueResult{ID: r.Job.ID, State: r.Job.State, RunAt: r.Job.RunAt, Duplicate: r.Duplicate}
-		if r.Duplicate {
-			continue
-		}
-		switch r.Job.State {
-		case job.StateAvailable:
-			if len(available) == 0 || available[len(available)-1] != r.Job.Queue {
-				available = append(available, r.Job.Queue)
-			}
-		case job.StateScheduled:
-			if earliest.IsZero() || r.Job.RunAt.Before(earliest) {
-				earliest = r.Job.RunAt
-			}
-		}
 	}
-	e.NotifyAvailable(available)
-	if !earliest.IsZero() {
-		e.scheduled(earliest)
-	}
+	e.inserted(results)
 	return out, nil
 }
 
@@ -353,4 +335,30 @@ func (e *Engine) checkJSON(raw json.RawMessage, valid bool, field string) (json.
 		return nil, job.Invalid(field, "must be valid JSON")
 	}
 	return bytes.TrimSpace(raw), nil
+}
+
+// inserted wakes the fetches of queues that got available jobs and the
+// scheduler for jobs that wait for their run time.
+func (e *Engine) inserted(res []store.InsertResult) {
+	var available []string
+	var earliest time.Time
+	for _, r := range res {
+		if r.Duplicate {
+			continue
+		}
+		switch r.Job.State {
+		case job.StateAvailable:
+			if len(available) == 0 || available[len(available)-1] != r.Job.Queue {
+				available = append(available, r.Job.Queue)
+			}
+		case job.StateScheduled:
+			if earliest.IsZero() || r.Job.RunAt.Before(earliest) {
+				earliest = r.Job.RunAt
+			}
+		}
+	}
+	e.NotifyAvailable(available)
+	if !earliest.IsZero() {
+		e.scheduled(earliest)
+	}
 }

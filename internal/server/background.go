@@ -11,7 +11,8 @@ import (
 	"github.com/spoolq/spool/internal/store"
 )
 
-// background runs the maintenance services (scheduler, rescuer, pruner):
+// background runs the maintenance services (scheduler, rescuer, pruner,
+// cron):
 // from Start to Stop on a node that owns its store, and only while the node
 // leads on a store that several nodes share, so that they run on one node
 // at a time. Each term of leadership gets fresh services.
@@ -20,17 +21,21 @@ type background struct {
 	notify    func(queues []string)
 	now       func() time.Time
 	retention maintenance.Retention
-	logger    *slog.Logger
-	elector   *leader.Elector // nil on a store of one node
+	// fire fires the schedules due at now; see queue.Engine.FireSchedules.
+	fire    func(ctx context.Context, now time.Time) (time.Time, error)
+	logger  *slog.Logger
+	elector *leader.Elector // nil on a store of one node
 
 	mu        sync.Mutex
 	scheduler *maintenance.Scheduler // nil while not running
 	rescuer   *maintenance.Rescuer
 	pruner    *maintenance.Pruner
+	cron      *maintenance.Cron
 }
 
-func newBackground(st store.Maintainer, notify func([]string), now func() time.Time, r maintenance.Retention, lock leader.Lock, logger *slog.Logger) *background {
-	b := &background{st: st, notify: notify, now: now, retention: r, logger: logger}
+func newBackground(st store.Maintainer, notify func([]string), fire func(context.Context, time.Time) (time.Time, error),
+	now func() time.Time, r maintenance.Retention, lock leader.Lock, logger *slog.Logger) *background {
+	b := &background{st: st, notify: notify, fire: fire, now: now, retention: r, logger: logger}
 	if lock != nil {
 		b.elector = leader.New(leader.Config{Lock: lock, OnElected: b.startServices, OnDemoted: b.stopServices, Logger: logger})
 	}
@@ -64,17 +69,19 @@ func (b *background) startServices(ctx context.Context) {
 	b.scheduler = maintenance.NewScheduler(b.st, b.notify, b.now, idleMaintenance, b.logger)
 	b.rescuer = maintenance.NewRescuer(b.st, b.notify, b.now, idleMaintenance, b.logger)
 	b.pruner = maintenance.NewPruner(b.st, b.retention, b.now, b.logger)
-	for _, svc := range []interface{ Start(context.Context) error }{b.scheduler, b.rescuer, b.pruner} {
+	b.cron = maintenance.NewCron(b.fire, b.now, idleMaintenance, b.logger)
+	for _, svc := range []interface{ Start(context.Context) error }{b.scheduler, b.rescuer, b.pruner, b.cron} {
 		_ = svc.Start(ctx) // the loops start in the background and do not fail
 	}
 }
 
 func (b *background) stopServices() {
 	b.mu.Lock()
-	scheduler, rescuer, pruner := b.scheduler, b.rescuer, b.pruner
-	b.scheduler, b.rescuer, b.pruner = nil, nil, nil
+	scheduler, rescuer, pruner, cron := b.scheduler, b.rescuer, b.pruner, b.cron
+	b.scheduler, b.rescuer, b.pruner, b.cron = nil, nil, nil, nil
 	b.mu.Unlock()
 	if scheduler != nil {
+		cron.Stop()
 		pruner.Stop()
 		rescuer.Stop()
 		scheduler.Stop()
@@ -101,6 +108,17 @@ func (b *background) wakeRescuer(at time.Time) {
 	b.mu.Unlock()
 	if r != nil {
 		r.Wake(at)
+	}
+}
+
+// wakeCron asks the running cron service for a pass by at; see
+// wakeScheduler.
+func (b *background) wakeCron(at time.Time) {
+	b.mu.Lock()
+	c := b.cron
+	b.mu.Unlock()
+	if c != nil {
+		c.Wake(at)
 	}
 }
 

@@ -77,7 +77,8 @@ func (s *Server) Start(ctx context.Context) error {
 	st, now := op.store, op.now
 	s.store = st
 	notify := func(queues []string) { s.engine.NotifyAvailable(queues) }
-	s.bg = newBackground(st, notify, now, maintenance.Retention{
+	fire := func(ctx context.Context, now time.Time) (time.Time, error) { return s.engine.FireSchedules(ctx, now) }
+	s.bg = newBackground(st, notify, fire, now, maintenance.Retention{
 		Completed:    s.cfg.RetainCompleted,
 		Dead:         s.cfg.RetainDead,
 		MaxCompleted: s.cfg.MaxCompleted,
@@ -90,6 +91,7 @@ func (s *Server) Start(ctx context.Context) error {
 		Clock:           clockFunc(now),
 		OnScheduled:     s.bg.wakeScheduler,
 		OnLeased:        s.bg.wakeRescuer,
+		OnSchedule:      s.bg.wakeCron,
 	})
 	s.relay.engine.Store(s.engine)
 	if err := s.bg.Start(ctx); err != nil {
