@@ -16,8 +16,8 @@ type Scheduler interface {
 	// (created=true) or replacing the definition of the one there. A
 	// replaced schedule keeps its LastTick, LastRunAt and LastJobID unless
 	// p.Restart is set, which sets LastTick to p.Schedule.LastTick: the
-	// engine restarts a schedule whose timing changed. It returns the
-	// schedule as stored.
+	// engine restarts a schedule whose timing changed. With p.Exact every
+	// field is stored as given. It returns the schedule as stored.
 	ScheduleUpsert(ctx context.Context, p *ScheduleUpsertParams) (s *Schedule, created bool, err error)
 	// ScheduleGet returns one schedule or job.ErrNotFound.
 	ScheduleGet(ctx context.Context, name string) (*Schedule, error)
@@ -91,7 +91,11 @@ type ScheduleUpsertParams struct {
 	Schedule Schedule
 	// Restart sets LastTick of an existing schedule too.
 	Restart bool
-	Now     time.Time
+	// Exact stores the schedule exactly as given, every time and
+	// LastJobID included, whether or not it exists (a copy between
+	// stores); Restart and Now are then ignored.
+	Exact bool
+	Now   time.Time
 }
 
 // ScheduleFireParams records a firing of a schedule.

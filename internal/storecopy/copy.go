@@ -1,8 +1,10 @@
 // Package storecopy moves a data set from one store to another: every job,
 // in every state, exactly as the source holds it (attempts, lease tokens and
-// expiries, errors, results, times, durability), in enqueue order, and every
-// queue with its paused flag and default durability. `spool migrate-store` uses it to move an embedded SQLite
-// store into PostgreSQL when one machine is no longer enough.
+// expiries, errors, results, times, durability), in enqueue order; every
+// queue with its paused flag and default durability; and every cron
+// schedule with how far it fired. `spool migrate-store` uses it to move an
+// embedded SQLite store into PostgreSQL when one machine is no longer
+// enough.
 package storecopy
 
 import (
@@ -16,11 +18,18 @@ import (
 // PageSize is how many jobs one step of the copy reads and writes.
 const PageSize = 1000
 
+// Source is a store to copy from.
+type Source interface {
+	store.Admin
+	store.Scheduler
+}
+
 // Importer is a store that can take jobs exactly as another store holds
 // them. Importing a job whose id it already has is a no-op, so that an
 // interrupted copy can be run again.
 type Importer interface {
 	store.Admin
+	store.Scheduler
 	// ImportJobs stores jobs as given, in order, and returns how many it
 	// stored (jobs already there are skipped).
 	ImportJobs(ctx context.Context, jobs []*job.Job) (int, error)
@@ -34,6 +43,8 @@ type Result struct {
 	Copied int
 	// Queues is how many queues the source knows.
 	Queues int
+	// Schedules is how many cron schedules the source holds.
+	Schedules int
 }
 
 // Copy copies every queue and job of src into dst, then checks that every
@@ -41,7 +52,7 @@ type Result struct {
 // of src. The source must
 // not change meanwhile (stop its server first); dst should hold nothing
 // else, or the check fails.
-func Copy(ctx context.Context, src store.Admin, dst Importer) (Result, error) {
+func Copy(ctx context.Context, src Source, dst Importer) (Result, error) {
 	var res Result
 	queues, err := src.QueueList(ctx)
 	if err != nil {
@@ -54,6 +65,16 @@ func Copy(ctx context.Context, src store.Admin, dst Importer) (Result, error) {
 		}
 		if err := dst.QueueSetDurability(ctx, q.Name, levelOf(q.Durability)); err != nil {
 			return res, fmt.Errorf("copy queue %s: %w", q.Name, err)
+		}
+	}
+	schedules, err := src.ScheduleList(ctx)
+	if err != nil {
+		return res, fmt.Errorf("list schedules: %w", err)
+	}
+	res.Schedules = len(schedules)
+	for _, sc := range schedules {
+		if _, _, err := dst.ScheduleUpsert(ctx, &store.ScheduleUpsertParams{Schedule: *sc, Exact: true}); err != nil {
+			return res, fmt.Errorf("copy schedule %s: %w", sc.Name, err)
 		}
 	}
 	cursor := ""

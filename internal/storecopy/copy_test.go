@@ -3,6 +3,7 @@ package storecopy
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"testing"
@@ -102,13 +103,37 @@ func TestCopyEmbeddedStoreToPostgres(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	sched := store.Schedule{Name: "nightly", Cron: "0 3 * * *", Timezone: "Europe/Berlin", Misfire: "catch_up", MaxCatchUp: 5,
+		Job: json.RawMessage(`{"queue":"a","kind":"report"}`), LastTick: t0, NextRunAt: t0.Add(time.Hour)}
+	if _, _, err := src.ScheduleUpsert(ctx, &store.ScheduleUpsertParams{Schedule: sched, Now: t0}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := src.ScheduleFire(ctx, &store.ScheduleFireParams{Name: "nightly", Manual: true, Now: now,
+		Jobs: []store.JobInsertParams{{ID: "nightly-manual", Queue: "a", Kind: "report", State: job.StateAvailable, RunAt: now,
+			MaxAttempts: 1, LeaseDuration: time.Minute, Backoff: job.Backoff{Kind: job.BackoffFixed}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := src.ScheduleSetPaused(ctx, "nightly", true, now); err != nil {
+		t.Fatal(err)
+	}
+	wantSchedule, err := src.ScheduleGet(ctx, "nightly")
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	res, err := Copy(ctx, src, dst)
 	if err != nil {
 		t.Fatalf("copy: %v", err)
 	}
-	if res.Jobs != 2500 || res.Copied != 2500 || res.Queues != 5 {
+	if res.Jobs != 2501 || res.Copied != 2501 || res.Queues != 5 || res.Schedules != 1 {
 		t.Fatalf("copy result %+v", res)
+	}
+	gotSchedule, err := dst.ScheduleGet(ctx, "nightly")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprintf("%+v", *gotSchedule) != fmt.Sprintf("%+v", *wantSchedule) {
+		t.Fatalf("schedule after the copy:\n%+v\nwant\n%+v", *gotSchedule, *wantSchedule)
 	}
 	for q, want := range map[string]job.Durability{"a": job.DurabilityFull, "b": job.DurabilityProcess, "fast": job.DurabilityProcess} {
 		info, err := dst.QueueGet(ctx, q)

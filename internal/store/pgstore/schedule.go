@@ -32,6 +32,14 @@ ON CONFLICT (name) DO UPDATE SET cron = excluded.cron, timezone = excluded.timez
 	updated_at = excluded.updated_at, next_run_at = excluded.next_run_at,
 	last_tick = CASE WHEN $12::bool THEN excluded.last_tick ELSE spool_schedules.last_tick END
 RETURNING (xmax = 0) AS created, ` + scheduleColumns
+	// sqlScheduleExact stores a schedule exactly as given.
+	sqlScheduleExact = `INSERT INTO spool_schedules (` + scheduleColumns + `)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+ON CONFLICT (name) DO UPDATE SET cron = excluded.cron, timezone = excluded.timezone, every_ns = excluded.every_ns,
+	misfire = excluded.misfire, max_catch_up = excluded.max_catch_up, job = excluded.job, paused = excluded.paused,
+	created_at = excluded.created_at, updated_at = excluded.updated_at, last_tick = excluded.last_tick,
+	last_run_at = excluded.last_run_at, last_job_id = excluded.last_job_id, next_run_at = excluded.next_run_at
+RETURNING (xmax = 0) AS created, ` + scheduleColumns
 	sqlScheduleDelete = `DELETE FROM spool_schedules WHERE name = $1`
 	sqlSchedulePause  = `UPDATE spool_schedules SET paused = $2, updated_at = $3 WHERE name = $1 RETURNING ` + scheduleColumns
 	sqlScheduleFired  = `UPDATE spool_schedules SET last_tick = $2, next_run_at = $3,
@@ -71,6 +79,16 @@ func (s *Store) ScheduleUpsert(ctx context.Context, p *store.ScheduleUpsertParam
 	var created bool
 	err := s.retry(ctx, func() error {
 		var err error
+		if p.Exact {
+			var lastJob pgtype.Text
+			if def.LastJobID != "" {
+				lastJob = pgtype.Text{String: def.LastJobID, Valid: true}
+			}
+			out, err = scanSchedule(s.pool.QueryRow(ctx, sqlScheduleExact, def.Name, def.Cron, def.Timezone, int64(def.Every),
+				def.Misfire, int32(def.MaxCatchUp), []byte(def.Job), def.Paused, micro(def.CreatedAt), micro(def.UpdatedAt),
+				micro(def.LastTick), tstz(def.LastRunAt), lastJob, tstz(def.NextRunAt)), &created)
+			return err
+		}
 		out, err = scanSchedule(s.pool.QueryRow(ctx, sqlScheduleUpsert, def.Name, def.Cron, def.Timezone, int64(def.Every),
 			def.Misfire, int32(def.MaxCatchUp), []byte(def.Job), def.Paused, micro(p.Now), micro(def.LastTick),
 			tstz(def.NextRunAt), p.Restart), &created)

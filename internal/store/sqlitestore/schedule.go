@@ -23,6 +23,7 @@ WHERE paused = 0 AND next_run_at IS NOT NULL AND next_run_at > ?`
 	sqlScheduleInsert = `INSERT INTO schedules (` + scheduleColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, ?)`
 	sqlScheduleUpdate = `UPDATE schedules SET cron = ?, timezone = ?, every_ns = ?, misfire = ?, max_catch_up = ?, job = ?,
 	paused = ?, updated_at = ?, last_tick = ?, next_run_at = ? WHERE name = ?`
+	sqlScheduleExact  = `INSERT OR REPLACE INTO schedules (` + scheduleColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	sqlScheduleDelete = `DELETE FROM schedules WHERE name = ?`
 	sqlSchedulePause  = `UPDATE schedules SET paused = ?, updated_at = ? WHERE name = ?`
 	sqlScheduleFired  = `UPDATE schedules SET last_tick = ?, next_run_at = ?,
@@ -66,6 +67,12 @@ func (s *Store) ScheduleUpsert(ctx context.Context, p *store.ScheduleUpsertParam
 		now := p.Now.UTC().UnixNano()
 		old, err := w.schedule(def.Name)
 		switch {
+		case p.Exact:
+			created = errors.Is(err, job.ErrNotFound)
+			_, err = w.conn.ExecContext(context.Background(), sqlScheduleExact, def.Name, def.Cron, def.Timezone,
+				int64(def.Every), def.Misfire, def.MaxCatchUp, []byte(def.Job), def.Paused, def.CreatedAt.UTC().UnixNano(),
+				def.UpdatedAt.UTC().UnixNano(), def.LastTick.UTC().UnixNano(), timeOrNull(def.LastRunAt),
+				stringOrNull(def.LastJobID), timeOrNull(def.NextRunAt))
 		case errors.Is(err, job.ErrNotFound):
 			created = true
 			_, err = w.conn.ExecContext(context.Background(), sqlScheduleInsert, def.Name, def.Cron, def.Timezone,

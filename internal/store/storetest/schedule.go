@@ -23,6 +23,7 @@ func scheduleTests() []group {
 		{"OneTickFiresOnceUnderRacingFires", testScheduleFireRace},
 		{"DueListsUnpausedSchedulesInTimeOrder", testScheduleDue},
 		{"FiresJobsAtEveryLevel", testScheduleLevels},
+		{"ExactUpsertKeepsEveryField", testScheduleExact},
 	}}}
 }
 
@@ -372,6 +373,26 @@ func testScheduleLevels(b *bundle) {
 		}
 		if s := b.getSchedule(name); s.LastJobID != p.ID || !s.LastTick.Equal(at(time.Minute)) {
 			b.t.Fatalf("schedule after firing a %s job: %+v", d, s)
+		}
+	}
+}
+
+// An exact upsert (a copy between stores) keeps every field as given,
+// over an existing schedule too.
+func testScheduleExact(b *bundle) {
+	def := newSchedule("copied")
+	def.Paused, def.CreatedAt, def.UpdatedAt = true, at(-time.Hour), at(-time.Minute)
+	def.LastTick, def.LastRunAt, def.LastJobID, def.NextRunAt = at(-2*time.Minute), at(-2*time.Minute+time.Second), "copied:1", at(-time.Minute)
+	for _, existing := range []bool{false, true} {
+		got, created, err := b.s.ScheduleUpsert(b.ctx, &store.ScheduleUpsertParams{Schedule: def, Exact: true, Now: at(time.Hour)})
+		if err != nil || created == existing {
+			b.t.Fatalf("exact upsert (existing %v): created %v, %v", existing, created, err)
+		}
+		if d := diffSchedule(got, &def); d != "" {
+			b.t.Fatalf("exact upsert (existing %v): %s", existing, d)
+		}
+		if d := diffSchedule(b.getSchedule("copied"), &def); d != "" {
+			b.t.Fatalf("exact upsert read back (existing %v): %s", existing, d)
 		}
 	}
 }
