@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/spoolq/spool/internal/httpapi/auth"
 	"github.com/spoolq/spool/internal/queue"
 )
 
@@ -27,7 +28,7 @@ type Options struct {
 	// Auth, when not nil, requires a bearer token of the right role and
 	// namespace on every route that is not public (docs/protocol.md,
 	// "Auth"). Defaults to nil: no auth.
-	Auth *Auth
+	Auth *auth.Authenticator
 }
 
 // Route is one registered method and path pattern.
@@ -37,7 +38,7 @@ type Route struct {
 	// Pattern is the path pattern, with {name} wildcards.
 	Pattern string
 	// Permission is what the route requires of a token when auth is on.
-	Permission Permission
+	Permission auth.Permission
 }
 
 // API is the HTTP handler of a Spool node.
@@ -68,43 +69,43 @@ func New(e *queue.Engine, opts Options) *API {
 func (a *API) register() {
 	for _, r := range []struct {
 		method, pattern string
-		perm            Permission
+		perm            auth.Permission
 		h               http.HandlerFunc
 	}{
-		{"GET", "/healthz", PermPublic, a.healthz},
-		{"GET", "/readyz", PermPublic, a.readyz},
-		{"GET", "/v1/openapi.json", PermPublic, a.openapi},
+		{"GET", "/healthz", auth.PermPublic, a.healthz},
+		{"GET", "/readyz", auth.PermPublic, a.readyz},
+		{"GET", "/v1/openapi.json", auth.PermPublic, a.openapi},
 		// The stream needs a token to open; each of its frames then needs
 		// its own route's permission.
-		{"GET", "/v1/stream", PermRead, a.openStream},
+		{"GET", "/v1/stream", auth.PermRead, a.openStream},
 
-		{"POST", "/v1/jobs", PermEnqueue, a.enqueue},
-		{"POST", "/v1/jobs/batch", PermEnqueue, a.enqueueBatch},
-		{"GET", "/v1/jobs", PermRead, a.listJobs},
-		{"GET", "/v1/jobs/{id}", PermRead, a.getJob},
-		{"DELETE", "/v1/jobs/{id}", PermManage, a.deleteJob},
-		{"POST", "/v1/jobs/{id}/cancel", PermManage, a.cancelJob},
-		{"POST", "/v1/jobs/{id}/retry", PermManage, a.retryJob},
+		{"POST", "/v1/jobs", auth.PermEnqueue, a.enqueue},
+		{"POST", "/v1/jobs/batch", auth.PermEnqueue, a.enqueueBatch},
+		{"GET", "/v1/jobs", auth.PermRead, a.listJobs},
+		{"GET", "/v1/jobs/{id}", auth.PermRead, a.getJob},
+		{"DELETE", "/v1/jobs/{id}", auth.PermManage, a.deleteJob},
+		{"POST", "/v1/jobs/{id}/cancel", auth.PermManage, a.cancelJob},
+		{"POST", "/v1/jobs/{id}/retry", auth.PermManage, a.retryJob},
 
-		{"POST", "/v1/fetch", PermWork, a.fetch},
-		{"POST", "/v1/jobs/{id}/ack", PermWork, a.ackOne},
-		{"POST", "/v1/jobs/{id}/fail", PermWork, a.failOne},
-		{"POST", "/v1/jobs/{id}/extend", PermWork, a.extendOne},
-		{"POST", "/v1/jobs/{id}/release", PermWork, a.releaseOne},
-		{"POST", "/v1/jobs/{id}/progress", PermWork, a.progress},
-		{"POST", "/v1/jobs/ack", PermWork, a.ackBatch},
-		{"POST", "/v1/jobs/fail", PermWork, a.failBatch},
-		{"POST", "/v1/jobs/extend", PermWork, a.extendBatch},
-		{"POST", "/v1/jobs/release", PermWork, a.releaseBatch},
+		{"POST", "/v1/fetch", auth.PermWork, a.fetch},
+		{"POST", "/v1/jobs/{id}/ack", auth.PermWork, a.ackOne},
+		{"POST", "/v1/jobs/{id}/fail", auth.PermWork, a.failOne},
+		{"POST", "/v1/jobs/{id}/extend", auth.PermWork, a.extendOne},
+		{"POST", "/v1/jobs/{id}/release", auth.PermWork, a.releaseOne},
+		{"POST", "/v1/jobs/{id}/progress", auth.PermWork, a.progress},
+		{"POST", "/v1/jobs/ack", auth.PermWork, a.ackBatch},
+		{"POST", "/v1/jobs/fail", auth.PermWork, a.failBatch},
+		{"POST", "/v1/jobs/extend", auth.PermWork, a.extendBatch},
+		{"POST", "/v1/jobs/release", auth.PermWork, a.releaseBatch},
 
-		{"GET", "/v1/queues", PermRead, a.listQueues},
-		{"GET", "/v1/queues/{name}", PermRead, a.getQueue},
-		{"POST", "/v1/queues/{name}/pause", PermManage, a.pauseQueue},
-		{"POST", "/v1/queues/{name}/resume", PermManage, a.resumeQueue},
-		{"POST", "/v1/queues/{name}/durability", PermManage, a.setQueueDurability},
-		{"POST", "/v1/queues/{name}/purge", PermManage, a.purgeQueue},
-		{"POST", "/v1/queues/{name}/retry", PermManage, a.retryQueue},
-		{"POST", "/v1/queues/{name}/delete", PermManage, a.deleteQueueJobs},
+		{"GET", "/v1/queues", auth.PermRead, a.listQueues},
+		{"GET", "/v1/queues/{name}", auth.PermRead, a.getQueue},
+		{"POST", "/v1/queues/{name}/pause", auth.PermManage, a.pauseQueue},
+		{"POST", "/v1/queues/{name}/resume", auth.PermManage, a.resumeQueue},
+		{"POST", "/v1/queues/{name}/durability", auth.PermManage, a.setQueueDurability},
+		{"POST", "/v1/queues/{name}/purge", auth.PermManage, a.purgeQueue},
+		{"POST", "/v1/queues/{name}/retry", auth.PermManage, a.retryQueue},
+		{"POST", "/v1/queues/{name}/delete", auth.PermManage, a.deleteQueueJobs},
 	} {
 		a.handle(r.method, r.pattern, r.perm, r.h)
 	}
@@ -114,8 +115,8 @@ func (a *API) register() {
 // handle registers one route behind the auth check of its permission. A
 // route without a valid permission is a programmer error: it panics, so
 // that no route can be added without deciding who may call it.
-func (a *API) handle(method, pattern string, perm Permission, h http.HandlerFunc) {
-	if !perm.valid() {
+func (a *API) handle(method, pattern string, perm auth.Permission, h http.HandlerFunc) {
+	if !perm.Valid() {
 		panic(fmt.Sprintf("httpapi: route %s %s has no valid permission", method, pattern))
 	}
 	a.mux.HandleFunc(method+" "+pattern, a.guard(perm, pattern, h))

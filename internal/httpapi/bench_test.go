@@ -9,6 +9,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/spoolq/spool/internal/httpapi/auth"
 )
 
 // The benchmarks of the API's hot paths run the real handler on a real
@@ -19,14 +21,14 @@ import (
 // so that the disk's fsync does not hide the API's own time.
 
 // benchTokens are the tokens of the benchmarks with auth on.
-var benchTokens = []Token{{Name: "bench", Role: RoleAdmin, Namespaces: []string{"bench."}, Secret: "bench-secret-0123456789abcdef"}}
+var benchTokens = []auth.Token{{Name: "bench", Role: auth.RoleAdmin, Namespaces: []string{"bench."}, Secret: "bench-secret-0123456789abcdef"}}
 
 // benchAPI returns an API with auth off or with benchTokens.
 func benchAPI(b *testing.B, limited bool) (a *API, authz string) {
 	b.Helper()
 	var opts Options
 	if limited {
-		au, err := NewAuth(benchTokens)
+		au, err := auth.New(benchTokens)
 		if err != nil {
 			b.Fatal(err)
 		}

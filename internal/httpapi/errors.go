@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/spoolq/spool/internal/httpapi/auth"
 	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/queue"
 )
@@ -87,9 +88,15 @@ func classify(err error) (e *apiError, internal bool) {
 	var taken *job.IDTakenError
 	var batch *queue.BatchTooLargeError
 	var payload *queue.PayloadTooLargeError
+	var unauthorized *auth.UnauthorizedError
+	var forbidden *auth.ForbiddenError
 	switch {
 	case errors.As(err, &ae):
 		return ae, false
+	case errors.As(err, &unauthorized):
+		return &apiError{Code: CodeUnauthorized, Message: unauthorized.Message}, false
+	case errors.As(err, &forbidden):
+		return &apiError{Code: CodeForbidden, Field: forbidden.Field, Message: forbidden.Message}, false
 	case errors.As(err, &in):
 		return &apiError{Code: CodeInvalidArgument, Field: in.Field, Message: in.Error()}, false
 	case errors.As(err, &taken):

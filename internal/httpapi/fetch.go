@@ -32,7 +32,7 @@ func (a *API) fetch(w http.ResponseWriter, r *http.Request) {
 	}
 	if p := a.namespaced(r); p != nil {
 		for i, q := range in.Queues {
-			if err := p.checkQueue(q, fmt.Sprintf("queues[%d]", i)); err != nil {
+			if err := checkQueue(p, q, fmt.Sprintf("queues[%d]", i)); err != nil {
 				a.writeError(w, r, err)
 				return
 			}

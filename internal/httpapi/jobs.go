@@ -134,7 +134,7 @@ func (a *API) enqueue(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if p := a.namespaced(r); p != nil {
-		if err := p.checkQueue(in.queueName(), "queue"); err != nil {
+		if err := checkQueue(p, in.queueName(), "queue"); err != nil {
 			a.writeError(w, r, err)
 			return
 		}
@@ -172,7 +172,7 @@ func (a *API) enqueueBatch(w http.ResponseWriter, r *http.Request) {
 	}
 	if p := a.namespaced(r); p != nil {
 		for i := range in.Jobs {
-			if err := p.checkQueue(in.Jobs[i].queueName(), fmt.Sprintf("jobs[%d].queue", i)); err != nil {
+			if err := checkQueue(p, in.Jobs[i].queueName(), fmt.Sprintf("jobs[%d].queue", i)); err != nil {
 				a.writeError(w, r, err)
 				return
 			}
@@ -225,7 +225,7 @@ func (a *API) listJobs(w http.ResponseWriter, r *http.Request) {
 			a.writeError(w, r, newError(CodeForbidden, "queue", "queue: is required with a token limited to namespaces"))
 			return
 		}
-		if err := who.checkQueue(p.Queue, "queue"); err != nil {
+		if err := checkQueue(who, p.Queue, "queue"); err != nil {
 			a.writeError(w, r, err)
 			return
 		}

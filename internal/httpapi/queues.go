@@ -19,7 +19,7 @@ func (a *API) listQueues(w http.ResponseWriter, r *http.Request) {
 	p := a.namespaced(r)
 	out := queuesJSON{Queues: make([]queueJSON, 0, len(qs))}
 	for i := range qs {
-		if p == nil || p.allowsQueue(qs[i].Name) {
+		if p == nil || p.AllowsQueue(qs[i].Name) {
 			out.Queues = append(out.Queues, toQueueJSON(&qs[i]))
 		}
 	}
