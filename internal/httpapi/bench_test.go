@@ -152,19 +152,3 @@ func BenchmarkFetchAck100(b *testing.B) {
 		})
 	}
 }
-
-// BenchmarkDecodeEnqueueBatch1000 is the decoding of a batch enqueue body
-// alone: reading it, the checks of decode, and the fast decoder.
-func BenchmarkDecodeEnqueueBatch1000(b *testing.B) {
-	a := newTestAPI(b)
-	body := benchBatchBody("bench.q", 1000)
-	b.SetBytes(int64(len(body)))
-	b.ReportAllocs()
-	for b.Loop() {
-		req := httptest.NewRequest("POST", "/v1/jobs/batch", bytes.NewReader(body))
-		var in enqueueBatchJSON
-		if err := a.decode(nil, req, &in, false); err != nil || len(in.Jobs) != 1000 {
-			b.Fatalf("decode: %d jobs, %v", len(in.Jobs), err)
-		}
-	}
-}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/spoolq/spool/internal/httpapi/auth"
+	"github.com/spoolq/spool/internal/httpapi/wire"
 	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/queue"
 )
@@ -90,6 +91,8 @@ func classify(err error) (e *apiError, internal bool) {
 	var payload *queue.PayloadTooLargeError
 	var unauthorized *auth.UnauthorizedError
 	var forbidden *auth.ForbiddenError
+	var body *wire.InvalidJSONError
+	var tooLarge *wire.TooLargeError
 	switch {
 	case errors.As(err, &ae):
 		return ae, false
@@ -97,6 +100,10 @@ func classify(err error) (e *apiError, internal bool) {
 		return &apiError{Code: CodeUnauthorized, Message: unauthorized.Message}, false
 	case errors.As(err, &forbidden):
 		return &apiError{Code: CodeForbidden, Field: forbidden.Field, Message: forbidden.Message}, false
+	case errors.As(err, &body):
+		return &apiError{Code: CodeInvalidJSON, Field: body.Field, Message: body.Message}, false
+	case errors.As(err, &tooLarge):
+		return &apiError{Code: CodePayloadTooLarge, Message: tooLarge.Error()}, false
 	case errors.As(err, &in):
 		return &apiError{Code: CodeInvalidArgument, Field: in.Field, Message: in.Error()}, false
 	case errors.As(err, &taken):

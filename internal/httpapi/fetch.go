@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/spoolq/spool/internal/httpapi/wire"
 	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/queue"
 	"github.com/spoolq/spool/internal/store"
@@ -59,7 +60,7 @@ func (a *API) fetch(w http.ResponseWriter, r *http.Request) {
 		a.releaseAbandoned(jobs)
 		return
 	}
-	writeJobs(w, jobs, "")
+	wire.WriteJobs(w, jobs, "")
 }
 
 func (a *API) releaseAbandoned(jobs []*job.Job) {

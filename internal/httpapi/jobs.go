@@ -1,54 +1,19 @@
 package httpapi
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
-	"time"
 
+	"github.com/spoolq/spool/internal/httpapi/wire"
 	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/queue"
 	"github.com/spoolq/spool/internal/store"
 )
 
-// enqueueJSON is one job to enqueue, as sent. The fields whose zero value
-// the engine reads as "use the default" are pointers, so that a value sent
-// explicitly is checked against its range (see optional).
-type enqueueJSON struct {
-	ID          *string             `json:"id"`
-	Queue       *string             `json:"queue"`
-	Kind        string              `json:"kind"`
-	Payload     json.RawMessage     `json:"payload"`
-	Priority    int                 `json:"priority"`
-	RunAt       *time.Time          `json:"run_at"`
-	DelayMS     int64               `json:"delay_ms"`
-	MaxAttempts *int                `json:"max_attempts"`
-	Backoff     *backoffRequestJSON `json:"backoff"`
-	LeaseMS     *int64              `json:"lease_ms"`
-	UniqueKey   *string             `json:"unique_key"`
-	UniqueForMS int64               `json:"unique_for_ms"`
-	Tags        []string            `json:"tags"`
-	Durability  *job.Durability     `json:"durability"`
-}
-
-type backoffRequestJSON struct {
-	Type   *job.BackoffKind `json:"type"`
-	BaseMS *int64           `json:"base_ms"`
-	MaxMS  *int64           `json:"max_ms"`
-	Jitter *float64         `json:"jitter"`
-}
-
-// queueName is the queue the job names, "" when it names none.
-func (j *enqueueJSON) queueName() string {
-	if j.Queue == nil {
-		return ""
-	}
-	return *j.Queue
-}
-
-// request is the engine's form of j; field names a wire field in errors.
-func (j *enqueueJSON) request(field func(string) string) (queue.EnqueueRequest, error) {
+// enqueueRequest is the engine's form of j; field names a wire field in
+// errors.
+func enqueueRequest(j *wire.EnqueueJob, field func(string) string) (queue.EnqueueRequest, error) {
 	req := queue.EnqueueRequest{
 		Kind: j.Kind, Payload: j.Payload, PayloadValid: true, Priority: j.Priority,
 		Delay: millis(j.DelayMS), UniqueFor: millis(j.UniqueForMS), Tags: j.Tags,
@@ -128,18 +93,18 @@ type enqueueResultJSON struct {
 }
 
 func (a *API) enqueue(w http.ResponseWriter, r *http.Request) {
-	var in enqueueJSON
+	var in wire.EnqueueJob
 	if err := a.decode(w, r, &in, false); err != nil {
 		a.writeError(w, r, err)
 		return
 	}
 	if p := a.namespaced(r); p != nil {
-		if err := checkQueue(p, in.queueName(), "queue"); err != nil {
+		if err := checkQueue(p, in.QueueName(), "queue"); err != nil {
 			a.writeError(w, r, err)
 			return
 		}
 	}
-	req, err := in.request(fieldName)
+	req, err := enqueueRequest(&in, fieldName)
 	if err != nil {
 		a.writeError(w, r, err)
 		return
@@ -156,23 +121,19 @@ func (a *API) enqueue(w http.ResponseWriter, r *http.Request) {
 	a.writeJSON(w, status, enqueueResultJSON{ID: res.ID, State: res.State, Duplicate: res.Duplicate})
 }
 
-type enqueueBatchJSON struct {
-	Jobs []enqueueJSON `json:"jobs"`
-}
-
 type enqueueBatchResultJSON struct {
 	Jobs []enqueueResultJSON `json:"jobs"`
 }
 
 func (a *API) enqueueBatch(w http.ResponseWriter, r *http.Request) {
-	var in enqueueBatchJSON
+	var in wire.EnqueueBatch
 	if err := a.decode(w, r, &in, false); err != nil {
 		a.writeError(w, r, err)
 		return
 	}
 	if p := a.namespaced(r); p != nil {
 		for i := range in.Jobs {
-			if err := checkQueue(p, in.Jobs[i].queueName(), fmt.Sprintf("jobs[%d].queue", i)); err != nil {
+			if err := checkQueue(p, in.Jobs[i].QueueName(), fmt.Sprintf("jobs[%d].queue", i)); err != nil {
 				a.writeError(w, r, err)
 				return
 			}
@@ -181,7 +142,7 @@ func (a *API) enqueueBatch(w http.ResponseWriter, r *http.Request) {
 	reqs := make([]queue.EnqueueRequest, len(in.Jobs))
 	for i := range in.Jobs {
 		var err error
-		reqs[i], err = in.Jobs[i].request(func(name string) string { return fmt.Sprintf("jobs[%d].%s", i, name) })
+		reqs[i], err = enqueueRequest(&in.Jobs[i], func(name string) string { return fmt.Sprintf("jobs[%d].%s", i, name) })
 		if err != nil {
 			a.writeError(w, r, err)
 			return
@@ -208,7 +169,7 @@ func (a *API) getJob(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	writeJob(w, j)
+	wire.WriteJob(w, j)
 }
 
 func (a *API) listJobs(w http.ResponseWriter, r *http.Request) {
@@ -243,7 +204,7 @@ func (a *API) listJobs(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	writeJobs(w, page.Jobs, page.Next)
+	wire.WriteJobs(w, page.Jobs, page.Next)
 }
 
 func (a *API) deleteJob(w http.ResponseWriter, r *http.Request) {
@@ -264,7 +225,7 @@ func (a *API) cancelJob(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	writeJob(w, j)
+	wire.WriteJob(w, j)
 }
 
 func (a *API) retryJob(w http.ResponseWriter, r *http.Request) {
@@ -277,5 +238,5 @@ func (a *API) retryJob(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	writeJob(w, j)
+	wire.WriteJob(w, j)
 }

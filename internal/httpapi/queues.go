@@ -3,8 +3,31 @@ package httpapi
 import (
 	"net/http"
 
+	"github.com/spoolq/spool/internal/httpapi/wire"
 	"github.com/spoolq/spool/internal/job"
+	"github.com/spoolq/spool/internal/store"
 )
+
+// queueJSON is a queue on the wire.
+type queueJSON struct {
+	Name       string              `json:"name"`
+	Paused     bool                `json:"paused"`
+	Durability job.Durability      `json:"durability"`
+	Counts     map[job.State]int64 `json:"counts"`
+}
+
+func toQueueJSON(q *store.QueueInfo) queueJSON {
+	counts := make(map[job.State]int64, len(job.States))
+	for _, s := range job.States {
+		counts[s] = q.Counts[s]
+	}
+	return queueJSON{Name: q.Name, Paused: q.Paused, Durability: wire.DurabilityOf(q.Durability), Counts: counts}
+}
+
+// countJSON answers bulk operations.
+type countJSON struct {
+	Count int `json:"count"`
+}
 
 type queuesJSON struct {
 	Queues []queueJSON `json:"queues"`
