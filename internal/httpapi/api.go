@@ -5,6 +5,7 @@
 package httpapi
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/spoolq/spool/internal/httpapi/auth"
+	"github.com/spoolq/spool/internal/httpapi/streamserver"
 	"github.com/spoolq/spool/internal/queue"
 )
 
@@ -47,7 +49,7 @@ type API struct {
 	opts    Options
 	mux     *http.ServeMux
 	routes  []Route
-	streams streamSet // the open streams, for CloseStreams
+	streams *streamserver.Server
 }
 
 // New returns the API on e.
@@ -59,6 +61,9 @@ func New(e *queue.Engine, opts Options) *API {
 		opts.Logger = slog.Default()
 	}
 	a := &API{engine: e, opts: opts, mux: http.NewServeMux()}
+	a.streams = streamserver.New(streamserver.Options{
+		Handler: a, WriteError: a.writeError, MaxBodyBytes: opts.MaxBodyBytes, Logger: opts.Logger,
+	})
 	a.register()
 	return a
 }
@@ -77,7 +82,7 @@ func (a *API) register() {
 		{"GET", "/v1/openapi.json", auth.PermPublic, a.openapi},
 		// The stream needs a token to open; each of its frames then needs
 		// its own route's permission.
-		{"GET", "/v1/stream", auth.PermRead, a.openStream},
+		{"GET", "/v1/stream", auth.PermRead, a.streams.Open},
 
 		{"POST", "/v1/jobs", auth.PermEnqueue, a.enqueue},
 		{"POST", "/v1/jobs/batch", auth.PermEnqueue, a.enqueueBatch},
@@ -148,3 +153,11 @@ func (a *API) noRoute(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Allow", strings.Join(allowed, ", "))
 	a.writeError(w, r, newError(CodeMethodNotAllowed, "", "%s is not allowed on %s; use %s", r.Method, r.URL.Path, strings.Join(allowed, ", ")))
 }
+
+// CloseStreams closes every open stream and refuses new ones, for a server
+// shutting down after its listener closed: http.Server.Shutdown does not
+// track the connections streams took over. The requests in flight are
+// cancelled and answered; CloseStreams waits for that until ctx ends, then
+// closes the connections at once and returns ctx's error (see
+// streamserver.Server.Close). It is idempotent.
+func (a *API) CloseStreams(ctx context.Context) error { return a.streams.Close(ctx) }
