@@ -463,13 +463,46 @@ func TestRouteWithoutPermissionPanics(t *testing.T) {
 					t.Errorf("registering a route with permission %q did not panic", perm)
 				}
 			}()
-			a.handle("GET", "/v1/new-"+string(perm), perm, a.healthz)
+			a.handle(route{"GET", "/v1/new-" + string(perm), perm, noQueue, plain(a.healthz)})
 		}()
 	}
 	for _, rt := range newTestAPI(t).Routes() {
 		if !rt.Permission.Valid() {
 			t.Errorf("%s %s: permission %q", rt.Method, rt.Pattern, rt.Permission)
 		}
+	}
+}
+
+// A route whose scope is left out, or does not fit its pattern, its
+// permission or its endpoint, stops the API's start: no route can be
+// added without declaring which queues it touches, and no declaration
+// can go unchecked.
+func TestRouteWithoutScopePanics(t *testing.T) {
+	t.Parallel()
+	a := newTestAPI(t)
+	enqueueScope := queuesInBody("queue", enqueueQueue)
+	for name, rt := range map[string]route{
+		"no scope":                  {"GET", "/v1/new", auth.PermRead, scope{}, plain(a.healthz)},
+		"no endpoint":               {"GET", "/v1/new", auth.PermRead, noQueue, endpoint{}},
+		"job id named nowhere":      {"GET", "/v1/new/{id}", auth.PermRead, noQueue, plain(a.healthz)},
+		"queue name named nowhere":  {"GET", "/v1/new/{name}", auth.PermRead, noQueue, plain(a.healthz)},
+		"a path scope without path": {"GET", "/v1/new", auth.PermRead, jobInPath, plain(a.healthz)},
+		"a public scoped route":     {"GET", "/v1/new/{name}", auth.PermPublic, queueInPath, plain(a.healthz)},
+		"a body scope, no body":     {"POST", "/v1/new", auth.PermEnqueue, enqueueScope, plain(a.healthz)},
+		"a body scope, other body":  {"POST", "/v1/new", auth.PermEnqueue, enqueueScope, withBody(a.enqueueBatch)},
+		"items without their scope": {"POST", "/v1/new", auth.PermWork, noQueue, leaseBatch(a.ackOp())},
+		"items of another kind":     {"POST", "/v1/new", auth.PermWork, jobsInBody("items[].id", itemIDs[failItem]), leaseBatch(a.ackOp())},
+		"a listing without its cut": {"GET", "/v1/new", auth.PermRead, noQueue, queueListing(a.listQueues)},
+		"a query without its check": {"GET", "/v1/new", auth.PermRead, noQueue, withQuery(parseJobsQuery, a.listJobs)},
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("registering a route with %s did not panic", name)
+				}
+			}()
+			a.handle(rt)
+		}()
 	}
 }
 

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"time"
 
@@ -25,20 +24,10 @@ type fetchJSON struct {
 // left before its answer.
 const releaseTimeout = 5 * time.Second
 
-func (a *API) fetch(w http.ResponseWriter, r *http.Request) {
-	var in fetchJSON
-	if err := a.decode(w, r, &in, false); err != nil {
-		a.writeError(w, r, err)
-		return
-	}
-	if p := a.namespaced(r); p != nil {
-		for i, q := range in.Queues {
-			if err := checkQueue(p, q, fmt.Sprintf("queues[%d]", i)); err != nil {
-				a.writeError(w, r, err)
-				return
-			}
-		}
-	}
+// fetchQueues are the queues a fetch names, for its route's scope.
+func fetchQueues(in *fetchJSON) []string { return in.Queues }
+
+func (a *API) fetch(w http.ResponseWriter, r *http.Request, in *fetchJSON) {
 	req := queue.FetchRequest{Queues: in.Queues, Wait: millis(in.WaitMS), Worker: in.Worker}
 	var leaseMS int64
 	if err := errors.Join(

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 
 	"github.com/spoolq/spool/internal/httpapi/wire"
@@ -92,19 +93,11 @@ type enqueueResultJSON struct {
 	Duplicate bool      `json:"duplicate"`
 }
 
-func (a *API) enqueue(w http.ResponseWriter, r *http.Request) {
-	var in wire.EnqueueJob
-	if err := a.decode(w, r, &in, false); err != nil {
-		a.writeError(w, r, err)
-		return
-	}
-	if p := a.namespaced(r); p != nil {
-		if err := checkQueue(p, in.QueueName(), "queue"); err != nil {
-			a.writeError(w, r, err)
-			return
-		}
-	}
-	req, err := enqueueRequest(&in, fieldName)
+// enqueueQueue is the queue an enqueue body names, for its route's scope.
+func enqueueQueue(in *wire.EnqueueJob) []string { return []string{in.QueueName()} }
+
+func (a *API) enqueue(w http.ResponseWriter, r *http.Request, in *wire.EnqueueJob) {
+	req, err := enqueueRequest(in, fieldName)
 	if err != nil {
 		a.writeError(w, r, err)
 		return
@@ -125,20 +118,17 @@ type enqueueBatchResultJSON struct {
 	Jobs []enqueueResultJSON `json:"jobs"`
 }
 
-func (a *API) enqueueBatch(w http.ResponseWriter, r *http.Request) {
-	var in wire.EnqueueBatch
-	if err := a.decode(w, r, &in, false); err != nil {
-		a.writeError(w, r, err)
-		return
+// enqueueBatchQueues are the queues of a batch's jobs in order, for its
+// route's scope.
+func enqueueBatchQueues(in *wire.EnqueueBatch) []string {
+	names := make([]string, len(in.Jobs))
+	for i := range in.Jobs {
+		names[i] = in.Jobs[i].QueueName()
 	}
-	if p := a.namespaced(r); p != nil {
-		for i := range in.Jobs {
-			if err := checkQueue(p, in.Jobs[i].QueueName(), fmt.Sprintf("jobs[%d].queue", i)); err != nil {
-				a.writeError(w, r, err)
-				return
-			}
-		}
-	}
+	return names
+}
+
+func (a *API) enqueueBatch(w http.ResponseWriter, r *http.Request, in *wire.EnqueueBatch) {
 	reqs := make([]queue.EnqueueRequest, len(in.Jobs))
 	for i := range in.Jobs {
 		var err error
@@ -172,26 +162,32 @@ func (a *API) getJob(w http.ResponseWriter, r *http.Request) {
 	wire.WriteJob(w, j)
 }
 
-func (a *API) listJobs(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
+// jobsQuery is the query of GET /v1/jobs.
+type jobsQuery struct {
+	params store.JobListParams
+	limit  string // checked by listJobs
+}
+
+// parseJobsQuery reads the query of GET /v1/jobs, whose parameters may be
+// left out but not sent empty.
+func parseJobsQuery(q url.Values) (jobsQuery, error) {
 	for _, name := range []string{"queue", "state", "limit"} {
 		if q.Has(name) && q.Get(name) == "" {
-			a.writeError(w, r, job.Invalid(name, "must not be empty; leave the parameter out instead"))
-			return
+			return jobsQuery{}, job.Invalid(name, "must not be empty; leave the parameter out instead")
 		}
 	}
-	p := store.JobListParams{Queue: q.Get("queue"), State: job.State(q.Get("state")), Cursor: q.Get("cursor")}
-	if who := a.namespaced(r); who != nil {
-		if p.Queue == "" {
-			a.writeError(w, r, newError(CodeForbidden, "queue", "queue: is required with a token limited to namespaces"))
-			return
-		}
-		if err := checkQueue(who, p.Queue, "queue"); err != nil {
-			a.writeError(w, r, err)
-			return
-		}
-	}
-	if s := q.Get("limit"); s != "" {
+	return jobsQuery{
+		params: store.JobListParams{Queue: q.Get("queue"), State: job.State(q.Get("state")), Cursor: q.Get("cursor")},
+		limit:  q.Get("limit"),
+	}, nil
+}
+
+// jobsQueryQueue is the queue a listing names, for its route's scope.
+func jobsQueryQueue(q *jobsQuery) string { return q.params.Queue }
+
+func (a *API) listJobs(w http.ResponseWriter, r *http.Request, q *jobsQuery) {
+	p := q.params
+	if s := q.limit; s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 {
 			a.writeError(w, r, newError(CodeInvalidArgument, "limit", "limit: must be an integer between 1 and %d", queue.MaxListLimit))
@@ -216,10 +212,6 @@ func (a *API) deleteJob(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) cancelJob(w http.ResponseWriter, r *http.Request) {
-	if err := a.decode(w, r, &struct{}{}, true); err != nil {
-		a.writeError(w, r, err)
-		return
-	}
 	j, err := a.engine.Cancel(r.Context(), r.PathValue("id"))
 	if err != nil {
 		a.writeError(w, r, err)
@@ -229,10 +221,6 @@ func (a *API) cancelJob(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) retryJob(w http.ResponseWriter, r *http.Request) {
-	if err := a.decode(w, r, &struct{}{}, true); err != nil {
-		a.writeError(w, r, err)
-		return
-	}
 	j, err := a.engine.Retry(r.Context(), r.PathValue("id"))
 	if err != nil {
 		a.writeError(w, r, err)
