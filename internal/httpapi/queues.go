@@ -40,26 +40,6 @@ func (a *API) listQueues(r *http.Request) ([]store.QueueInfo, error) {
 	return a.engine.Queues(r.Context())
 }
 
-// queueListing serves a route that answers the queues list returns: it
-// cuts them to those the caller may see, then writes them.
-func queueListing(list func(r *http.Request) ([]store.QueueInfo, error)) endpoint {
-	return endpoint{kind: servesQueueList, build: func(a *API, _ *scope) http.HandlerFunc {
-		return func(w http.ResponseWriter, r *http.Request) {
-			qs, err := list(r)
-			if err != nil {
-				a.writeError(w, r, err)
-				return
-			}
-			qs = a.queuesInScope(r, qs)
-			out := queuesJSON{Queues: make([]queueJSON, len(qs))}
-			for i := range qs {
-				out.Queues[i] = toQueueJSON(&qs[i])
-			}
-			a.writeJSON(w, http.StatusOK, out)
-		}
-	}}
-}
-
 func (a *API) getQueue(w http.ResponseWriter, r *http.Request) {
 	q, err := a.engine.Queue(r.Context(), r.PathValue("name"))
 	if err != nil {

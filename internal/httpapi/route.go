@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/spoolq/spool/internal/httpapi/auth"
+	"github.com/spoolq/spool/internal/store"
 )
 
 // Route is one registered method and path pattern, as the route table
@@ -163,6 +164,26 @@ func withQuery[In any](parse func(url.Values) (In, error), h func(w http.Respons
 				return
 			}
 			h(w, r, &in)
+		}
+	}}
+}
+
+// queueListing serves a route that answers the queues list returns: it
+// cuts them to those the caller may see, then writes them.
+func queueListing(list func(r *http.Request) ([]store.QueueInfo, error)) endpoint {
+	return endpoint{kind: servesQueueList, build: func(a *API, _ *scope) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			qs, err := list(r)
+			if err != nil {
+				a.writeError(w, r, err)
+				return
+			}
+			qs = a.queuesInScope(r, qs)
+			out := queuesJSON{Queues: make([]queueJSON, len(qs))}
+			for i := range qs {
+				out.Queues[i] = toQueueJSON(&qs[i])
+			}
+			a.writeJSON(w, http.StatusOK, out)
 		}
 	}}
 }
