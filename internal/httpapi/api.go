@@ -18,6 +18,7 @@ import (
 
 	"github.com/spoolq/spool/internal/httpapi/auth"
 	"github.com/spoolq/spool/internal/httpapi/streamserver"
+	"github.com/spoolq/spool/internal/httpapi/wire"
 	"github.com/spoolq/spool/internal/queue"
 )
 
@@ -76,7 +77,7 @@ func (a *API) register() {
 		// its own route's permission and scope.
 		{"GET", "/v1/stream", auth.PermRead, noQueue, plain(a.streams.Open)},
 
-		{"POST", "/v1/jobs", auth.PermEnqueue, queuesInBody("queue", enqueueQueue), withBody(a.enqueue)},
+		{"POST", "/v1/jobs", auth.PermEnqueue, queueInBody("queue", (*wire.EnqueueJob).QueueName), withBody(a.enqueue)},
 		{"POST", "/v1/jobs/batch", auth.PermEnqueue, queuesInBody("jobs[].queue", enqueueBatchQueues), withBody(a.enqueueBatch)},
 		{"GET", "/v1/jobs", auth.PermRead, queueInQuery("queue", jobsQueryQueue), withQuery(parseJobsQuery, a.listJobs)},
 		{"GET", "/v1/jobs/{id}", auth.PermRead, jobInPath, plain(a.getJob)},

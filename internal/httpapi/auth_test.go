@@ -21,6 +21,7 @@ import (
 
 	"github.com/spoolq/spool/api"
 	"github.com/spoolq/spool/internal/httpapi/auth"
+	"github.com/spoolq/spool/internal/httpapi/wire"
 	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/queue"
 	"github.com/spoolq/spool/internal/store/sqlitestore"
@@ -480,7 +481,7 @@ func TestRouteWithoutPermissionPanics(t *testing.T) {
 func TestRouteWithoutScopePanics(t *testing.T) {
 	t.Parallel()
 	a := newTestAPI(t)
-	enqueueScope := queuesInBody("queue", enqueueQueue)
+	enqueueScope := queueInBody("queue", (*wire.EnqueueJob).QueueName)
 	for name, rt := range map[string]route{
 		"no scope":                  {"GET", "/v1/new", auth.PermRead, scope{}, plain(a.healthz)},
 		"no endpoint":               {"GET", "/v1/new", auth.PermRead, noQueue, endpoint{}},
@@ -492,6 +493,8 @@ func TestRouteWithoutScopePanics(t *testing.T) {
 		"a body scope, other body":  {"POST", "/v1/new", auth.PermEnqueue, enqueueScope, withBody(a.enqueueBatch)},
 		"items without their scope": {"POST", "/v1/new", auth.PermWork, noQueue, leaseBatch(a.ackOp())},
 		"items of another kind":     {"POST", "/v1/new", auth.PermWork, jobsInBody("items[].id", itemIDs[failItem]), leaseBatch(a.ackOp())},
+		"one queue in an array":     {"POST", "/v1/new", auth.PermEnqueue, queueInBody("jobs[].queue", (*wire.EnqueueJob).QueueName), withBody(a.enqueue)},
+		"many queues in one field":  {"POST", "/v1/new", auth.PermEnqueue, queuesInBody("jobs", enqueueBatchQueues), withBody(a.enqueueBatch)},
 		"a listing without its cut": {"GET", "/v1/new", auth.PermRead, noQueue, queueListing(a.listQueues)},
 		"a query without its check": {"GET", "/v1/new", auth.PermRead, noQueue, withQuery(parseJobsQuery, a.listJobs)},
 	} {

@@ -93,9 +93,6 @@ type enqueueResultJSON struct {
 	Duplicate bool      `json:"duplicate"`
 }
 
-// enqueueQueue is the queue an enqueue body names, for its route's scope.
-func enqueueQueue(in *wire.EnqueueJob) []string { return []string{in.QueueName()} }
-
 func (a *API) enqueue(w http.ResponseWriter, r *http.Request, in *wire.EnqueueJob) {
 	req, err := enqueueRequest(in, fieldName)
 	if err != nil {

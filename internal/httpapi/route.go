@@ -148,9 +148,9 @@ func withBody[In any](h func(w http.ResponseWriter, r *http.Request, in *In)) en
 	}}
 }
 
-// withQuery serves a route whose query parse reads into an In: it
-// parses the query, checks the queue it names as the route's scope
-// declares, and only then hands it to h.
+// withQuery serves a route whose query parse reads into an In: parse
+// refuses what the query may not hold, then the queue the In names is
+// checked as the route's scope declares, and only then is it handed to h.
 func withQuery[In any](parse func(url.Values) (In, error), h func(w http.ResponseWriter, r *http.Request, in *In)) endpoint {
 	return endpoint{kind: servesQuery, in: reflect.TypeFor[In](), build: func(a *API, s *scope) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
@@ -232,6 +232,9 @@ func (rt *route) check() error {
 	}
 	if (e.kind == servesItems || e.kind == servesQueueList || e.kind == servesQuery) && want[s.Source] != e.kind {
 		return fmt.Errorf("its endpoint needs the scope that checks it, not %s", s.Source)
+	}
+	if s.Source == ScopeBodyQueues && strings.Contains(s.Field, "[]") != (s.names != nil) {
+		return fmt.Errorf("field %q names one queue but the scope reads many, or many but the scope reads one", s.Field)
 	}
 	if s.in != nil && s.in != e.in {
 		return fmt.Errorf("scope %s reads a %v, but the endpoint decodes a %v", s.Source, s.in, e.in)

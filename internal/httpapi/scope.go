@@ -26,11 +26,14 @@ import (
 // reads them from a decoded request.
 type scope struct {
 	Scope
-	// in is the type of decoded request names reads, for the scopes of
-	// bodies and queries.
+	// in is the type of decoded request name or names reads, for the
+	// scopes of bodies and queries.
 	in reflect.Type
+	// name returns the one queue name a decoded request of type in holds,
+	// for a Field without [].
+	name func(in any) string
 	// names returns the queue names, or the job ids, a decoded request of
-	// type in holds, in the order of Field's [] (one for a field without).
+	// type in holds, in the order of Field's [].
 	names func(in any) []string
 }
 
@@ -46,9 +49,17 @@ var (
 	queueList = scope{Scope: Scope{Source: ScopeQueueList}}
 )
 
+// queueInBody is the scope of a route whose body, decoded into an In,
+// names one queue at field: name returns it ("" for a job that names none,
+// which goes to the default queue).
+func queueInBody[In any](field string, name func(*In) string) scope {
+	return scope{Scope: Scope{Source: ScopeBodyQueues, Field: field}, in: reflect.TypeFor[In](),
+		name: func(in any) string { return name(in.(*In)) }}
+}
+
 // queuesInBody is the scope of a route whose body, decoded into an In,
-// names queues: names lists them in the order of field's [] ("" for a job
-// that names none, which goes to the default queue).
+// names queues in an array: names lists them in the order of field's []
+// ("" for a job that names none, which goes to the default queue).
 func queuesInBody[In any](field string, names func(*In) []string) scope {
 	return scope{Scope: Scope{Source: ScopeBodyQueues, Field: field}, in: reflect.TypeFor[In](),
 		names: func(in any) []string { return names(in.(*In)) }}
@@ -59,7 +70,7 @@ func queuesInBody[In any](field string, names func(*In) []string) scope {
 // given.
 func queueInQuery[In any](param string, name func(*In) string) scope {
 	return scope{Scope: Scope{Source: ScopeQuery, Field: param}, in: reflect.TypeFor[In](),
-		names: func(in any) []string { return []string{name(in.(*In))} }}
+		name: func(in any) string { return name(in.(*In)) }}
 }
 
 // jobsInBody is the scope of a route whose body, decoded into an In, names
@@ -103,7 +114,7 @@ func (a *API) guard(perm auth.Permission, s *scope, h http.HandlerFunc) http.Han
 			a.writeError(w, r, err)
 			return
 		}
-		if err := p.CheckPermission(perm, r.Method+" "+r.URL.Path); err != nil {
+		if err := p.CheckPermission(perm, r.Method, r.URL.Path); err != nil {
 			a.writeError(w, r, err)
 			return
 		}
@@ -157,11 +168,13 @@ func (a *API) checkedJob(r *http.Request) *job.Job {
 // query must name its queue.
 func (a *API) checkDecoded(r *http.Request, s *scope, in any) error {
 	p := a.namespaced(r)
-	if p == nil || s.names == nil {
+	if p == nil {
 		return nil
 	}
-	switch s.Source {
-	case ScopeBodyQueues:
+	switch {
+	case s.Source == ScopeBodyQueues && s.name != nil:
+		return checkQueue(p, s.name(in), s.Field)
+	case s.Source == ScopeBodyQueues:
 		for i, name := range s.names(in) {
 			if name == "" {
 				name = queue.DefaultQueue
@@ -170,8 +183,8 @@ func (a *API) checkDecoded(r *http.Request, s *scope, in any) error {
 				return p.CheckQueue(name, s.fieldAt(i))
 			}
 		}
-	case ScopeQuery:
-		name := s.names(in)[0]
+	case s.Source == ScopeQuery:
+		name := s.name(in)
 		if name == "" {
 			return &auth.ForbiddenError{Field: s.Field, Message: s.Field + ": is required with a token limited to namespaces"}
 		}

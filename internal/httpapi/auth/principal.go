@@ -40,14 +40,13 @@ func (p *Principal) AllowsQueue(name string) bool {
 }
 
 // CheckPermission returns a *ForbiddenError unless the principal's role
-// allows perm. call names the call in the error ("POST /v1/jobs"); the
-// answer depends on the role alone, so it tells nothing about jobs or
-// queues.
-func (p *Principal) CheckPermission(perm Permission, call string) error {
+// allows perm. method and path name the call in the error; the answer
+// depends on the role alone, so it tells nothing about jobs or queues.
+func (p *Principal) CheckPermission(perm Permission, method, path string) error {
 	if p.role.Allows(perm) {
 		return nil
 	}
-	return &ForbiddenError{Message: fmt.Sprintf("a %s token may not call %s", p.role, call)}
+	return &ForbiddenError{Message: fmt.Sprintf("a %s token may not call %s %s", p.role, method, path)}
 }
 
 // CheckQueue returns a *ForbiddenError naming field (the wire name of the

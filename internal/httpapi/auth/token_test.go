@@ -106,7 +106,7 @@ func TestPrincipalQueues(t *testing.T) {
 	if f, ok := err.(*ForbiddenError); !ok || f.Field != "jobs[2].queue" || f.Message != `jobs[2].queue: this token may not use queue "other"` {
 		t.Errorf("CheckQueue: %#v", err)
 	}
-	if err := p.CheckPermission(PermManage, "POST /v1/queues/q/purge"); err == nil || err.Error() != "a worker token may not call POST /v1/queues/q/purge" {
+	if err := p.CheckPermission(PermManage, "POST", "/v1/queues/q/purge"); err == nil || err.Error() != "a worker token may not call POST /v1/queues/q/purge" {
 		t.Errorf("CheckPermission: %v", err)
 	}
 	for _, header := range []string{"", "Bearer", "Bearer ", "Basic billing-secret-0123456789", "Bearer billing-secret-012345678"} {
