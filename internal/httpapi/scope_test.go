@@ -85,17 +85,17 @@ func TestScopeEveryRoute(t *testing.T) {
 				}
 				for _, c := range f.scopeCalls(t, rt, secretOf(role, true)) {
 					who := fmt.Sprintf("%s %s (%s token limited to %s, body %s)", c.method, c.target, role, nsPrefix, c.body)
-					before := f.snapshot()
+					before := f.snapshot(t)
 					rec := f.do(c.method, c.target, c.body, "Bearer "+secretOf(role, true))
 					c.check(t, rec.Code, rec.Body.Bytes())
-					if after := f.snapshot(); after != before {
+					if after := f.snapshot(t); after != before {
 						t.Errorf("%s changed the store:\nbefore %s\nafter  %s", who, before, after)
 					}
 					a, err := streams[role].Do(ctx, c.method, c.target, []byte(c.body))
 					if err != nil || a.Status != rec.Code || string(a.Body) != rec.Body.String() {
 						t.Errorf("%s in a frame: %v %d %s; over HTTP %d %s", who, err, a.Status, a.Body, rec.Code, rec.Body)
 					}
-					if after := f.snapshot(); after != before {
+					if after := f.snapshot(t); after != before {
 						t.Errorf("%s in a frame changed the store", who)
 					}
 				}
@@ -245,15 +245,15 @@ func wantForbidden(field string) func(t *testing.T, status int, body []byte) {
 
 // snapshot describes every job and queue the store holds, as the wire
 // shows them.
-func (f *authFixture) snapshot() string {
-	f.t.Helper()
+func (f *authFixture) snapshot(t *testing.T) string {
+	t.Helper()
 	ctx := context.Background()
 	var b []byte
 	p := store.JobListParams{Limit: 1000}
 	for {
 		page, err := f.a.engine.List(ctx, p)
 		if err != nil {
-			f.t.Fatalf("list jobs: %v", err)
+			t.Fatalf("list jobs: %v", err)
 		}
 		b = wire.AppendJobs(b, page.Jobs)
 		if page.Next == "" {
@@ -263,7 +263,7 @@ func (f *authFixture) snapshot() string {
 	}
 	qs, err := f.a.engine.Queues(ctx)
 	if err != nil {
-		f.t.Fatalf("list queues: %v", err)
+		t.Fatalf("list queues: %v", err)
 	}
 	for i := range qs {
 		b = fmt.Appendf(b, "\n%+v", toQueueJSON(&qs[i]))
