@@ -1,16 +1,24 @@
 // Package httpapi serves Spool's JSON HTTP API (docs/protocol.md,
-// api/openapi.json). It decodes and validates requests at the edge, calls
-// the engine, and encodes answers and errors from one error catalog. It
-// holds no queue logic.
+// api/openapi.json). Its route table declares, for every route, the
+// permission a token needs and where the route's queues come from, and
+// one guard enforces both (route.go, scope.go). Its handlers validate
+// requests at the edge and call the engine; it holds no queue logic. It
+// answers every error from one catalog (errors.go). Bodies are read and
+// jobs written by its codec (package wire), tokens are checked by package
+// auth, and streams are carried by package streamserver, whose frames run
+// through this API's own handler.
 package httpapi
 
 import (
-	"fmt"
+	"context"
 	"log/slog"
 	"net/http"
 	"sort"
 	"strings"
 
+	"github.com/spoolq/spool/internal/httpapi/auth"
+	"github.com/spoolq/spool/internal/httpapi/streamserver"
+	"github.com/spoolq/spool/internal/httpapi/wire"
 	"github.com/spoolq/spool/internal/queue"
 )
 
@@ -27,17 +35,7 @@ type Options struct {
 	// Auth, when not nil, requires a bearer token of the right role and
 	// namespace on every route that is not public (docs/protocol.md,
 	// "Auth"). Defaults to nil: no auth.
-	Auth *Auth
-}
-
-// Route is one registered method and path pattern.
-type Route struct {
-	// Method is the HTTP method.
-	Method string
-	// Pattern is the path pattern, with {name} wildcards.
-	Pattern string
-	// Permission is what the route requires of a token when auth is on.
-	Permission Permission
+	Auth *auth.Authenticator
 }
 
 // API is the HTTP handler of a Spool node.
@@ -46,7 +44,7 @@ type API struct {
 	opts    Options
 	mux     *http.ServeMux
 	routes  []Route
-	streams streamSet // the open streams, for CloseStreams
+	streams *streamserver.Server
 }
 
 // New returns the API on e.
@@ -58,68 +56,58 @@ func New(e *queue.Engine, opts Options) *API {
 		opts.Logger = slog.Default()
 	}
 	a := &API{engine: e, opts: opts, mux: http.NewServeMux()}
+	a.streams = streamserver.New(streamserver.Options{
+		Handler: a, WriteError: a.writeError, MaxBodyBytes: opts.MaxBodyBytes, Logger: opts.Logger,
+	})
 	a.register()
 	return a
 }
 
-// register installs every route with the permission it requires. Each is
-// listed once here, so that the route table (Routes) is the router's own,
-// not a copy kept by hand.
+// register installs every route with the permission it requires and
+// the scope its queues come from. Each is listed once here, so that the
+// route table (Routes) is the router's own, not a copy kept by hand, and
+// so that what a token may do on a route is read in one line: the guard
+// and the route's endpoint enforce exactly this (see scope.go).
 func (a *API) register() {
-	for _, r := range []struct {
-		method, pattern string
-		perm            Permission
-		h               http.HandlerFunc
-	}{
-		{"GET", "/healthz", PermPublic, a.healthz},
-		{"GET", "/readyz", PermPublic, a.readyz},
-		{"GET", "/v1/openapi.json", PermPublic, a.openapi},
+	for _, rt := range []route{
+		{"GET", "/healthz", auth.PermPublic, noQueue, plain(a.healthz)},
+		{"GET", "/readyz", auth.PermPublic, noQueue, plain(a.readyz)},
+		{"GET", "/v1/openapi.json", auth.PermPublic, noQueue, plain(a.openapi)},
 		// The stream needs a token to open; each of its frames then needs
-		// its own route's permission.
-		{"GET", "/v1/stream", PermRead, a.openStream},
+		// its own route's permission and scope.
+		{"GET", "/v1/stream", auth.PermRead, noQueue, plain(a.streams.Open)},
 
-		{"POST", "/v1/jobs", PermEnqueue, a.enqueue},
-		{"POST", "/v1/jobs/batch", PermEnqueue, a.enqueueBatch},
-		{"GET", "/v1/jobs", PermRead, a.listJobs},
-		{"GET", "/v1/jobs/{id}", PermRead, a.getJob},
-		{"DELETE", "/v1/jobs/{id}", PermManage, a.deleteJob},
-		{"POST", "/v1/jobs/{id}/cancel", PermManage, a.cancelJob},
-		{"POST", "/v1/jobs/{id}/retry", PermManage, a.retryJob},
+		{"POST", "/v1/jobs", auth.PermEnqueue, queueInBody("queue", (*wire.EnqueueJob).QueueName), withBody(a.enqueue)},
+		{"POST", "/v1/jobs/batch", auth.PermEnqueue, queuesInBody("jobs[].queue", enqueueBatchQueues), withBody(a.enqueueBatch)},
+		{"GET", "/v1/jobs", auth.PermRead, queueInQuery("queue", jobsQueryQueue), withQuery(parseJobsQuery, a.listJobs)},
+		{"GET", "/v1/jobs/{id}", auth.PermRead, jobInPath, plain(a.getJob)},
+		{"DELETE", "/v1/jobs/{id}", auth.PermManage, jobInPath, plain(a.deleteJob)},
+		{"POST", "/v1/jobs/{id}/cancel", auth.PermManage, jobInPath, emptyBody(a.cancelJob)},
+		{"POST", "/v1/jobs/{id}/retry", auth.PermManage, jobInPath, emptyBody(a.retryJob)},
 
-		{"POST", "/v1/fetch", PermWork, a.fetch},
-		{"POST", "/v1/jobs/{id}/ack", PermWork, a.ackOne},
-		{"POST", "/v1/jobs/{id}/fail", PermWork, a.failOne},
-		{"POST", "/v1/jobs/{id}/extend", PermWork, a.extendOne},
-		{"POST", "/v1/jobs/{id}/release", PermWork, a.releaseOne},
-		{"POST", "/v1/jobs/{id}/progress", PermWork, a.progress},
-		{"POST", "/v1/jobs/ack", PermWork, a.ackBatch},
-		{"POST", "/v1/jobs/fail", PermWork, a.failBatch},
-		{"POST", "/v1/jobs/extend", PermWork, a.extendBatch},
-		{"POST", "/v1/jobs/release", PermWork, a.releaseBatch},
+		{"POST", "/v1/fetch", auth.PermWork, queuesInBody("queues[]", fetchQueues), withBody(a.fetch)},
+		{"POST", "/v1/jobs/{id}/ack", auth.PermWork, jobInPath, withBody(leaseOne(a, a.ackOp()))},
+		{"POST", "/v1/jobs/{id}/fail", auth.PermWork, jobInPath, withBody(leaseOne(a, a.failOp()))},
+		{"POST", "/v1/jobs/{id}/extend", auth.PermWork, jobInPath, withBody(leaseOne(a, a.extendOp()))},
+		{"POST", "/v1/jobs/{id}/release", auth.PermWork, jobInPath, withBody(leaseOne(a, a.releaseOp()))},
+		{"POST", "/v1/jobs/{id}/progress", auth.PermWork, jobInPath, withBody(a.progress)},
+		{"POST", "/v1/jobs/ack", auth.PermWork, jobsInBody("items[].id", itemIDs[ackItem]), leaseBatch(a.ackOp())},
+		{"POST", "/v1/jobs/fail", auth.PermWork, jobsInBody("items[].id", itemIDs[failItem]), leaseBatch(a.failOp())},
+		{"POST", "/v1/jobs/extend", auth.PermWork, jobsInBody("items[].id", itemIDs[extendItem]), leaseBatch(a.extendOp())},
+		{"POST", "/v1/jobs/release", auth.PermWork, jobsInBody("items[].id", itemIDs[releaseItem]), leaseBatch(a.releaseOp())},
 
-		{"GET", "/v1/queues", PermRead, a.listQueues},
-		{"GET", "/v1/queues/{name}", PermRead, a.getQueue},
-		{"POST", "/v1/queues/{name}/pause", PermManage, a.pauseQueue},
-		{"POST", "/v1/queues/{name}/resume", PermManage, a.resumeQueue},
-		{"POST", "/v1/queues/{name}/durability", PermManage, a.setQueueDurability},
-		{"POST", "/v1/queues/{name}/purge", PermManage, a.purgeQueue},
-		{"POST", "/v1/queues/{name}/retry", PermManage, a.retryQueue},
-		{"POST", "/v1/queues/{name}/delete", PermManage, a.deleteQueueJobs},
+		{"GET", "/v1/queues", auth.PermRead, queueList, queueListing(a.listQueues)},
+		{"GET", "/v1/queues/{name}", auth.PermRead, queueInPath, plain(a.getQueue)},
+		{"POST", "/v1/queues/{name}/pause", auth.PermManage, queueInPath, emptyBody(a.pauseQueue)},
+		{"POST", "/v1/queues/{name}/resume", auth.PermManage, queueInPath, emptyBody(a.resumeQueue)},
+		{"POST", "/v1/queues/{name}/durability", auth.PermManage, queueInPath, withBody(a.setQueueDurability)},
+		{"POST", "/v1/queues/{name}/purge", auth.PermManage, queueInPath, emptyBody(a.purgeQueue)},
+		{"POST", "/v1/queues/{name}/retry", auth.PermManage, queueInPath, withBody(a.retryQueue)},
+		{"POST", "/v1/queues/{name}/delete", auth.PermManage, queueInPath, withBody(a.deleteQueueJobs)},
 	} {
-		a.handle(r.method, r.pattern, r.perm, r.h)
+		a.handle(rt)
 	}
 	a.mux.HandleFunc("/", a.noRoute)
-}
-
-// handle registers one route behind the auth check of its permission. A
-// route without a valid permission is a programmer error: it panics, so
-// that no route can be added without deciding who may call it.
-func (a *API) handle(method, pattern string, perm Permission, h http.HandlerFunc) {
-	if !perm.valid() {
-		panic(fmt.Sprintf("httpapi: route %s %s has no valid permission", method, pattern))
-	}
-	a.mux.HandleFunc(method+" "+pattern, a.guard(perm, pattern, h))
-	a.routes = append(a.routes, Route{Method: method, Pattern: pattern, Permission: perm})
 }
 
 // Routes lists every registered route.
@@ -147,3 +135,11 @@ func (a *API) noRoute(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Allow", strings.Join(allowed, ", "))
 	a.writeError(w, r, newError(CodeMethodNotAllowed, "", "%s is not allowed on %s; use %s", r.Method, r.URL.Path, strings.Join(allowed, ", ")))
 }
+
+// CloseStreams closes every open stream and refuses new ones, for a server
+// shutting down after its listener closed: http.Server.Shutdown does not
+// track the connections streams took over. The requests in flight are
+// cancelled and answered; CloseStreams waits for that until ctx ends, then
+// closes the connections at once and returns ctx's error (see
+// streamserver.Server.Close). It is idempotent.
+func (a *API) CloseStreams(ctx context.Context) error { return a.streams.Close(ctx) }

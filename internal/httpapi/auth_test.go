@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/api"
+	"github.com/spoolq/spool/internal/httpapi/auth"
+	"github.com/spoolq/spool/internal/httpapi/wire"
 	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/queue"
 	"github.com/spoolq/spool/internal/store/sqlitestore"
@@ -38,7 +40,7 @@ type authFixture struct {
 	n  atomic.Int64
 }
 
-func secretOf(role Role, limited bool) string {
+func secretOf(role auth.Role, limited bool) string {
 	scope := "all"
 	if limited {
 		scope = "ns"
@@ -46,19 +48,19 @@ func secretOf(role Role, limited bool) string {
 	return "s3cret-" + string(role) + "-" + scope + "-0123456789abcdef"
 }
 
-func fixtureTokens() []Token {
-	var tokens []Token
-	for _, role := range Roles {
+func fixtureTokens() []auth.Token {
+	var tokens []auth.Token
+	for _, role := range auth.Roles {
 		tokens = append(tokens,
-			Token{Name: string(role) + "-all", Role: role, Secret: secretOf(role, false)},
-			Token{Name: string(role) + "-ns", Role: role, Namespaces: []string{nsPrefix}, Secret: secretOf(role, true)})
+			auth.Token{Name: string(role) + "-all", Role: role, Secret: secretOf(role, false)},
+			auth.Token{Name: string(role) + "-ns", Role: role, Namespaces: []string{nsPrefix}, Secret: secretOf(role, true)})
 	}
 	return tokens
 }
 
 func newAuthFixture(t *testing.T, logger *slog.Logger) *authFixture {
 	t.Helper()
-	au, err := NewAuth(fixtureTokens())
+	au, err := auth.New(fixtureTokens())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +312,7 @@ func TestAuthEveryRoute(t *testing.T) {
 		}
 		t.Run(key, func(t *testing.T) {
 			t.Parallel()
-			if rt.Permission == PermPublic {
+			if rt.Permission == auth.PermPublic {
 				c := build(f.queue(true))
 				if rec := f.do(rt.Method, c.path, c.body, ""); !is2xx(rec.Code) {
 					t.Fatalf("public route without a token: %d %s", rec.Code, rec.Body)
@@ -321,9 +323,9 @@ func TestAuthEveryRoute(t *testing.T) {
 				"",
 				"Bearer ",
 				"Bearer not-a-known-token-0123456789",
-				"Bearer " + secretOf(RoleAdmin, false) + "x",
-				"Basic " + base64.StdEncoding.EncodeToString([]byte("admin:"+secretOf(RoleAdmin, false))),
-				secretOf(RoleAdmin, false),
+				"Bearer " + secretOf(auth.RoleAdmin, false) + "x",
+				"Basic " + base64.StdEncoding.EncodeToString([]byte("admin:"+secretOf(auth.RoleAdmin, false))),
+				secretOf(auth.RoleAdmin, false),
 			}
 			for _, authz := range bad {
 				c := build(f.queue(true))
@@ -335,7 +337,7 @@ func TestAuthEveryRoute(t *testing.T) {
 					t.Errorf("401 without WWW-Authenticate: Bearer")
 				}
 			}
-			for _, role := range Roles {
+			for _, role := range auth.Roles {
 				for _, limited := range []bool{false, true} {
 					for _, inside := range []bool{true, false} {
 						c := build(f.queue(inside))
@@ -393,11 +395,11 @@ func TestAuthListJobsNeedsQueueWhenLimited(t *testing.T) {
 	t.Parallel()
 	f := newAuthFixture(t, nil)
 	f.enqueue(f.queue(false), 0)
-	rec := f.do("GET", "/v1/jobs", "", "Bearer "+secretOf(RoleReadOnly, true))
+	rec := f.do("GET", "/v1/jobs", "", "Bearer "+secretOf(auth.RoleReadOnly, true))
 	if rec.Code != http.StatusForbidden || errorCode(t, rec) != CodeForbidden {
 		t.Errorf("listing every queue with a limited token: %d %s, want 403", rec.Code, rec.Body)
 	}
-	if rec := f.do("GET", "/v1/jobs", "", "Bearer "+secretOf(RoleReadOnly, false)); rec.Code != http.StatusOK {
+	if rec := f.do("GET", "/v1/jobs", "", "Bearer "+secretOf(auth.RoleReadOnly, false)); rec.Code != http.StatusOK {
 		t.Errorf("listing every queue with an unlimited token: %d %s", rec.Code, rec.Body)
 	}
 }
@@ -405,7 +407,7 @@ func TestAuthListJobsNeedsQueueWhenLimited(t *testing.T) {
 func TestAuthDefaultQueueIsChecked(t *testing.T) {
 	t.Parallel()
 	f := newAuthFixture(t, nil)
-	rec := f.do("POST", "/v1/jobs", `{"kind":"k"}`, "Bearer "+secretOf(RoleProducer, true))
+	rec := f.do("POST", "/v1/jobs", `{"kind":"k"}`, "Bearer "+secretOf(auth.RoleProducer, true))
 	if rec.Code != http.StatusForbidden {
 		t.Errorf("enqueue into the default queue outside the namespace: %d %s, want 403", rec.Code, rec.Body)
 	}
@@ -420,7 +422,7 @@ func TestAuthBatchMixesForeignAndOwnItems(t *testing.T) {
 	foreign, foreignTok := f.active(f.queue(false))
 	body := fmt.Sprintf(`{"items":[{"id":%q,"token":%d},{"id":%q,"token":%d},{"id":%q,"token":%d}]}`,
 		foreign, foreignTok, own, ownTok, "nosuchjob", 1)
-	rec := f.do("POST", "/v1/jobs/ack", body, "Bearer "+secretOf(RoleWorker, true))
+	rec := f.do("POST", "/v1/jobs/ack", body, "Bearer "+secretOf(auth.RoleWorker, true))
 	if rec.Code != http.StatusOK {
 		t.Fatalf("batch ack: %d %s", rec.Code, rec.Body)
 	}
@@ -455,20 +457,55 @@ func TestAuthOffNeedsNoToken(t *testing.T) {
 func TestRouteWithoutPermissionPanics(t *testing.T) {
 	t.Parallel()
 	a := newTestAPI(t)
-	for _, perm := range []Permission{"", "everything"} {
+	for _, perm := range []auth.Permission{"", "everything"} {
 		func() {
 			defer func() {
 				if recover() == nil {
 					t.Errorf("registering a route with permission %q did not panic", perm)
 				}
 			}()
-			a.handle("GET", "/v1/new-"+string(perm), perm, a.healthz)
+			a.handle(route{"GET", "/v1/new-" + string(perm), perm, noQueue, plain(a.healthz)})
 		}()
 	}
 	for _, rt := range newTestAPI(t).Routes() {
-		if !rt.Permission.valid() {
+		if !rt.Permission.Valid() {
 			t.Errorf("%s %s: permission %q", rt.Method, rt.Pattern, rt.Permission)
 		}
+	}
+}
+
+// A route whose scope is left out, or does not fit its pattern, its
+// permission or its endpoint, stops the API's start: no route can be
+// added without declaring which queues it touches, and no declaration
+// can go unchecked.
+func TestRouteWithoutScopePanics(t *testing.T) {
+	t.Parallel()
+	a := newTestAPI(t)
+	enqueueScope := queueInBody("queue", (*wire.EnqueueJob).QueueName)
+	for name, rt := range map[string]route{
+		"no scope":                  {"GET", "/v1/new", auth.PermRead, scope{}, plain(a.healthz)},
+		"no endpoint":               {"GET", "/v1/new", auth.PermRead, noQueue, endpoint{}},
+		"job id named nowhere":      {"GET", "/v1/new/{id}", auth.PermRead, noQueue, plain(a.healthz)},
+		"queue name named nowhere":  {"GET", "/v1/new/{name}", auth.PermRead, noQueue, plain(a.healthz)},
+		"a path scope without path": {"GET", "/v1/new", auth.PermRead, jobInPath, plain(a.healthz)},
+		"a public scoped route":     {"GET", "/v1/new/{name}", auth.PermPublic, queueInPath, plain(a.healthz)},
+		"a body scope, no body":     {"POST", "/v1/new", auth.PermEnqueue, enqueueScope, plain(a.healthz)},
+		"a body scope, other body":  {"POST", "/v1/new", auth.PermEnqueue, enqueueScope, withBody(a.enqueueBatch)},
+		"items without their scope": {"POST", "/v1/new", auth.PermWork, noQueue, leaseBatch(a.ackOp())},
+		"items of another kind":     {"POST", "/v1/new", auth.PermWork, jobsInBody("items[].id", itemIDs[failItem]), leaseBatch(a.ackOp())},
+		"one queue in an array":     {"POST", "/v1/new", auth.PermEnqueue, queueInBody("jobs[].queue", (*wire.EnqueueJob).QueueName), withBody(a.enqueue)},
+		"many queues in one field":  {"POST", "/v1/new", auth.PermEnqueue, queuesInBody("jobs", enqueueBatchQueues), withBody(a.enqueueBatch)},
+		"a listing without its cut": {"GET", "/v1/new", auth.PermRead, noQueue, queueListing(a.listQueues)},
+		"a query without its check": {"GET", "/v1/new", auth.PermRead, noQueue, withQuery(parseJobsQuery, a.listJobs)},
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("registering a route with %s did not panic", name)
+				}
+			}()
+			a.handle(rt)
+		}()
 	}
 }
 
@@ -479,9 +516,9 @@ func TestAuthTokensNeverLogged(t *testing.T) {
 	var logs bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	f := newAuthFixture(t, logger)
-	admin := secretOf(RoleAdmin, false)
+	admin := secretOf(auth.RoleAdmin, false)
 	wrong := "wrong-but-well-formed-secret-42"
-	for _, authz := range []string{"Bearer " + admin, "Bearer " + wrong, "Bearer " + secretOf(RoleReadOnly, true)} {
+	for _, authz := range []string{"Bearer " + admin, "Bearer " + wrong, "Bearer " + secretOf(auth.RoleReadOnly, true)} {
 		f.do("POST", "/v1/jobs", `{"kind":"k"}`, authz)
 		f.do("GET", "/v1/jobs/nosuchjob", "", authz)
 		f.do("POST", "/v1/fetch", `{"queues":["q"]}`, authz)
@@ -508,77 +545,6 @@ func TestAuthTokensNeverLogged(t *testing.T) {
 	}
 }
 
-func TestParseTokens(t *testing.T) {
-	t.Parallel()
-	text := `# name  role  namespaces  secret
-ops       admin      *                 aaaaaaaaaaaaaaaaaaaaaaaa
-billing   producer   billing.,emails   bbbbbbbbbbbbbbbbbbbbbbbb ; w1 worker billing. cccccccccccccccccccc==
-
-dash      read-only  *                 dddddddddddddddd/+~._-dd
-`
-	tokens, err := ParseTokens(text, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []Token{
-		{Name: "ops", Role: RoleAdmin, Secret: "aaaaaaaaaaaaaaaaaaaaaaaa"},
-		{Name: "billing", Role: RoleProducer, Namespaces: []string{"billing.", "emails"}, Secret: "bbbbbbbbbbbbbbbbbbbbbbbb"},
-		{Name: "w1", Role: RoleWorker, Namespaces: []string{"billing."}, Secret: "cccccccccccccccccccc=="},
-		{Name: "dash", Role: RoleReadOnly, Secret: "dddddddddddddddd/+~._-dd"},
-	}
-	if fmt.Sprint(tokens) != fmt.Sprint(want) {
-		t.Fatalf("got %+v\nwant %+v", tokens, want)
-	}
-	const secret = "zzzzzzzzzzzzzzzzzzzzzzzzzzz"
-	for _, bad := range []string{
-		"ops admin * short",
-		"ops boss * " + secret,
-		"ops admin .bad " + secret,
-		"ops admin * " + secret + " extra",
-		"bad/name admin * " + secret,
-		"ops admin * " + secret + "\"",
-		"ops admin " + secret,
-	} {
-		_, err := ParseTokens(bad, "test")
-		if err == nil {
-			t.Errorf("%q: no error", bad)
-			continue
-		}
-		if strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), "short") {
-			t.Errorf("%q: the error quotes the secret: %v", bad, err)
-		}
-	}
-	for _, dup := range [][]Token{
-		{{Name: "a", Role: RoleAdmin, Secret: secret}, {Name: "a", Role: RoleWorker, Secret: secret + "2"}},
-		{{Name: "a", Role: RoleAdmin, Secret: secret}, {Name: "b", Role: RoleWorker, Secret: secret}},
-		nil,
-	} {
-		if _, err := NewAuth(dup); err == nil {
-			t.Errorf("NewAuth(%d tokens with a clash) did not fail", len(dup))
-		} else if strings.Contains(err.Error(), secret) {
-			t.Errorf("the error quotes the secret: %v", err)
-		}
-	}
-}
-
-func TestLoadTokens(t *testing.T) {
-	t.Parallel()
-	path := t.TempDir() + "/tokens"
-	if err := os.WriteFile(path, []byte("ops admin * aaaaaaaaaaaaaaaaaaaaaaaa\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	tokens, err := LoadTokens(path, "w worker q. bbbbbbbbbbbbbbbbbbbbbbbb")
-	if err != nil || len(tokens) != 2 {
-		t.Fatalf("LoadTokens: %d tokens, %v", len(tokens), err)
-	}
-	if _, err := LoadTokens("", " # only a comment "); err == nil {
-		t.Error("no tokens at all: no error")
-	}
-	if _, err := LoadTokens(path+".missing", ""); err == nil {
-		t.Error("missing file: no error")
-	}
-}
-
 // authTableRow matches a row of the protocol's permission table:
 // "| `read` | `GET /v1/jobs`, … | admin, producer, worker, read-only |".
 var authTableRow = regexp.MustCompile("(?m)^\\|\\s*`(public|read|enqueue|work|manage)`\\s*\\|([^|]*)\\|([^|]*)\\|")
@@ -593,23 +559,23 @@ func TestPermissionsMatchTheProtocol(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	documented := map[string]Permission{}
+	documented := map[string]auth.Permission{}
 	rows := authTableRow.FindAllStringSubmatch(string(data), -1)
-	if len(rows) != len(Permissions) {
-		t.Fatalf("found %d rows of the permission table, want %d", len(rows), len(Permissions))
+	if len(rows) != len(auth.Permissions) {
+		t.Fatalf("found %d rows of the permission table, want %d", len(rows), len(auth.Permissions))
 	}
 	for _, row := range rows {
-		perm := Permission(row[1])
+		perm := auth.Permission(row[1])
 		for _, m := range routeSpan.FindAllStringSubmatch(row[2], -1) {
 			documented[m[1]+" "+m[2]] = perm
 		}
 		var roles []string
-		for _, r := range Roles {
-			if perm != PermPublic && r.Allows(perm) {
+		for _, r := range auth.Roles {
+			if perm != auth.PermPublic && r.Allows(perm) {
 				roles = append(roles, string(r))
 			}
 		}
-		if perm == PermPublic {
+		if perm == auth.PermPublic {
 			roles = []string{"anyone, no token needed"}
 		}
 		if got := strings.TrimSpace(row[3]); got != strings.Join(roles, ", ") {
@@ -651,7 +617,7 @@ func TestPermissionsMatchOpenAPI(t *testing.T) {
 			t.Errorf("%s %s: x-spool-permission %q, router says %q", rt.Method, rt.Pattern, op.Permission, rt.Permission)
 		}
 		public := op.Security != nil && len(*op.Security) == 0
-		if public != (rt.Permission == PermPublic) {
+		if public != (rt.Permission == auth.PermPublic) {
 			t.Errorf("%s %s: security: [] is %v, but permission is %s", rt.Method, rt.Pattern, public, rt.Permission)
 		}
 	}

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/spoolq/spool/internal/httpapi/auth"
+	"github.com/spoolq/spool/internal/httpapi/streamserver"
+	"github.com/spoolq/spool/internal/httpapi/wire"
 	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/queue"
 )
@@ -87,9 +90,24 @@ func classify(err error) (e *apiError, internal bool) {
 	var taken *job.IDTakenError
 	var batch *queue.BatchTooLargeError
 	var payload *queue.PayloadTooLargeError
+	var unauthorized *auth.UnauthorizedError
+	var forbidden *auth.ForbiddenError
+	var body *wire.InvalidJSONError
+	var tooLarge *wire.TooLargeError
+	var refused *streamserver.Error
 	switch {
 	case errors.As(err, &ae):
 		return ae, false
+	case errors.As(err, &unauthorized):
+		return &apiError{Code: CodeUnauthorized, Message: unauthorized.Message}, false
+	case errors.As(err, &forbidden):
+		return &apiError{Code: CodeForbidden, Field: forbidden.Field, Message: forbidden.Message}, false
+	case errors.As(err, &body):
+		return &apiError{Code: CodeInvalidJSON, Field: body.Field, Message: body.Message}, false
+	case errors.As(err, &tooLarge):
+		return &apiError{Code: CodePayloadTooLarge, Message: tooLarge.Error()}, false
+	case errors.As(err, &refused):
+		return &apiError{Code: streamCode(refused.Kind), Message: refused.Message}, false
 	case errors.As(err, &in):
 		return &apiError{Code: CodeInvalidArgument, Field: in.Field, Message: in.Error()}, false
 	case errors.As(err, &taken):
@@ -112,6 +130,22 @@ func classify(err error) (e *apiError, internal bool) {
 		return &apiError{Code: CodeUnavailable, Message: "the request ended before it was served"}, false
 	}
 	return &apiError{Code: CodeInternal, Message: "internal server error"}, true
+}
+
+// streamCode is the code of a refusal of the stream server. Its internal
+// errors are logged where they happen.
+func streamCode(kind streamserver.ErrorKind) Code {
+	switch kind {
+	case streamserver.InvalidRequest:
+		return CodeInvalidArgument
+	case streamserver.UpgradeRequired:
+		return CodeUpgradeRequired
+	case streamserver.ShuttingDown:
+		return CodeUnavailable
+	case streamserver.FrameTooLarge:
+		return CodePayloadTooLarge
+	}
+	return CodeInternal
 }
 
 // stateMessage keeps the engine's explanation of an invalid state ("job is

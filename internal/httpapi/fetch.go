@@ -3,10 +3,10 @@ package httpapi
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"time"
 
+	"github.com/spoolq/spool/internal/httpapi/wire"
 	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/queue"
 	"github.com/spoolq/spool/internal/store"
@@ -24,20 +24,10 @@ type fetchJSON struct {
 // left before its answer.
 const releaseTimeout = 5 * time.Second
 
-func (a *API) fetch(w http.ResponseWriter, r *http.Request) {
-	var in fetchJSON
-	if err := a.decode(w, r, &in, false); err != nil {
-		a.writeError(w, r, err)
-		return
-	}
-	if p := a.namespaced(r); p != nil {
-		for i, q := range in.Queues {
-			if err := p.checkQueue(q, fmt.Sprintf("queues[%d]", i)); err != nil {
-				a.writeError(w, r, err)
-				return
-			}
-		}
-	}
+// fetchQueues are the queues a fetch names, for its route's scope.
+func fetchQueues(in *fetchJSON) []string { return in.Queues }
+
+func (a *API) fetch(w http.ResponseWriter, r *http.Request, in *fetchJSON) {
 	req := queue.FetchRequest{Queues: in.Queues, Wait: millis(in.WaitMS), Worker: in.Worker}
 	var leaseMS int64
 	if err := errors.Join(
@@ -59,7 +49,7 @@ func (a *API) fetch(w http.ResponseWriter, r *http.Request) {
 		a.releaseAbandoned(jobs)
 		return
 	}
-	writeJobs(w, jobs, "")
+	wire.WriteJobs(w, jobs, "")
 }
 
 func (a *API) releaseAbandoned(jobs []*job.Job) {

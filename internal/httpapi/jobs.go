@@ -1,54 +1,20 @@
 package httpapi
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
-	"time"
 
+	"github.com/spoolq/spool/internal/httpapi/wire"
 	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/queue"
 	"github.com/spoolq/spool/internal/store"
 )
 
-// enqueueJSON is one job to enqueue, as sent. The fields whose zero value
-// the engine reads as "use the default" are pointers, so that a value sent
-// explicitly is checked against its range (see optional).
-type enqueueJSON struct {
-	ID          *string             `json:"id"`
-	Queue       *string             `json:"queue"`
-	Kind        string              `json:"kind"`
-	Payload     json.RawMessage     `json:"payload"`
-	Priority    int                 `json:"priority"`
-	RunAt       *time.Time          `json:"run_at"`
-	DelayMS     int64               `json:"delay_ms"`
-	MaxAttempts *int                `json:"max_attempts"`
-	Backoff     *backoffRequestJSON `json:"backoff"`
-	LeaseMS     *int64              `json:"lease_ms"`
-	UniqueKey   *string             `json:"unique_key"`
-	UniqueForMS int64               `json:"unique_for_ms"`
-	Tags        []string            `json:"tags"`
-	Durability  *job.Durability     `json:"durability"`
-}
-
-type backoffRequestJSON struct {
-	Type   *job.BackoffKind `json:"type"`
-	BaseMS *int64           `json:"base_ms"`
-	MaxMS  *int64           `json:"max_ms"`
-	Jitter *float64         `json:"jitter"`
-}
-
-// queueName is the queue the job names, "" when it names none.
-func (j *enqueueJSON) queueName() string {
-	if j.Queue == nil {
-		return ""
-	}
-	return *j.Queue
-}
-
-// request is the engine's form of j; field names a wire field in errors.
-func (j *enqueueJSON) request(field func(string) string) (queue.EnqueueRequest, error) {
+// enqueueRequest is the engine's form of j; field names a wire field in
+// errors.
+func enqueueRequest(j *wire.EnqueueJob, field func(string) string) (queue.EnqueueRequest, error) {
 	req := queue.EnqueueRequest{
 		Kind: j.Kind, Payload: j.Payload, PayloadValid: true, Priority: j.Priority,
 		Delay: millis(j.DelayMS), UniqueFor: millis(j.UniqueForMS), Tags: j.Tags,
@@ -127,19 +93,8 @@ type enqueueResultJSON struct {
 	Duplicate bool      `json:"duplicate"`
 }
 
-func (a *API) enqueue(w http.ResponseWriter, r *http.Request) {
-	var in enqueueJSON
-	if err := a.decode(w, r, &in, false); err != nil {
-		a.writeError(w, r, err)
-		return
-	}
-	if p := a.namespaced(r); p != nil {
-		if err := p.checkQueue(in.queueName(), "queue"); err != nil {
-			a.writeError(w, r, err)
-			return
-		}
-	}
-	req, err := in.request(fieldName)
+func (a *API) enqueue(w http.ResponseWriter, r *http.Request, in *wire.EnqueueJob) {
+	req, err := enqueueRequest(in, fieldName)
 	if err != nil {
 		a.writeError(w, r, err)
 		return
@@ -156,32 +111,25 @@ func (a *API) enqueue(w http.ResponseWriter, r *http.Request) {
 	a.writeJSON(w, status, enqueueResultJSON{ID: res.ID, State: res.State, Duplicate: res.Duplicate})
 }
 
-type enqueueBatchJSON struct {
-	Jobs []enqueueJSON `json:"jobs"`
-}
-
 type enqueueBatchResultJSON struct {
 	Jobs []enqueueResultJSON `json:"jobs"`
 }
 
-func (a *API) enqueueBatch(w http.ResponseWriter, r *http.Request) {
-	var in enqueueBatchJSON
-	if err := a.decode(w, r, &in, false); err != nil {
-		a.writeError(w, r, err)
-		return
+// enqueueBatchQueues are the queues of a batch's jobs in order, for its
+// route's scope.
+func enqueueBatchQueues(in *wire.EnqueueBatch) []string {
+	names := make([]string, len(in.Jobs))
+	for i := range in.Jobs {
+		names[i] = in.Jobs[i].QueueName()
 	}
-	if p := a.namespaced(r); p != nil {
-		for i := range in.Jobs {
-			if err := p.checkQueue(in.Jobs[i].queueName(), fmt.Sprintf("jobs[%d].queue", i)); err != nil {
-				a.writeError(w, r, err)
-				return
-			}
-		}
-	}
+	return names
+}
+
+func (a *API) enqueueBatch(w http.ResponseWriter, r *http.Request, in *wire.EnqueueBatch) {
 	reqs := make([]queue.EnqueueRequest, len(in.Jobs))
 	for i := range in.Jobs {
 		var err error
-		reqs[i], err = in.Jobs[i].request(func(name string) string { return fmt.Sprintf("jobs[%d].%s", i, name) })
+		reqs[i], err = enqueueRequest(&in.Jobs[i], func(name string) string { return fmt.Sprintf("jobs[%d].%s", i, name) })
 		if err != nil {
 			a.writeError(w, r, err)
 			return
@@ -208,29 +156,35 @@ func (a *API) getJob(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	writeJob(w, j)
+	wire.WriteJob(w, j)
 }
 
-func (a *API) listJobs(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
+// jobsQuery is the query of GET /v1/jobs.
+type jobsQuery struct {
+	params store.JobListParams
+	limit  string // checked by listJobs
+}
+
+// parseJobsQuery reads the query of GET /v1/jobs, whose parameters may be
+// left out but not sent empty.
+func parseJobsQuery(q url.Values) (jobsQuery, error) {
 	for _, name := range []string{"queue", "state", "limit"} {
 		if q.Has(name) && q.Get(name) == "" {
-			a.writeError(w, r, job.Invalid(name, "must not be empty; leave the parameter out instead"))
-			return
+			return jobsQuery{}, job.Invalid(name, "must not be empty; leave the parameter out instead")
 		}
 	}
-	p := store.JobListParams{Queue: q.Get("queue"), State: job.State(q.Get("state")), Cursor: q.Get("cursor")}
-	if who := a.namespaced(r); who != nil {
-		if p.Queue == "" {
-			a.writeError(w, r, newError(CodeForbidden, "queue", "queue: is required with a token limited to namespaces"))
-			return
-		}
-		if err := who.checkQueue(p.Queue, "queue"); err != nil {
-			a.writeError(w, r, err)
-			return
-		}
-	}
-	if s := q.Get("limit"); s != "" {
+	return jobsQuery{
+		params: store.JobListParams{Queue: q.Get("queue"), State: job.State(q.Get("state")), Cursor: q.Get("cursor")},
+		limit:  q.Get("limit"),
+	}, nil
+}
+
+// jobsQueryQueue is the queue a listing names, for its route's scope.
+func jobsQueryQueue(q *jobsQuery) string { return q.params.Queue }
+
+func (a *API) listJobs(w http.ResponseWriter, r *http.Request, q *jobsQuery) {
+	p := q.params
+	if s := q.limit; s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 {
 			a.writeError(w, r, newError(CodeInvalidArgument, "limit", "limit: must be an integer between 1 and %d", queue.MaxListLimit))
@@ -243,7 +197,7 @@ func (a *API) listJobs(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	writeJobs(w, page.Jobs, page.Next)
+	wire.WriteJobs(w, page.Jobs, page.Next)
 }
 
 func (a *API) deleteJob(w http.ResponseWriter, r *http.Request) {
@@ -255,27 +209,19 @@ func (a *API) deleteJob(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) cancelJob(w http.ResponseWriter, r *http.Request) {
-	if err := a.decode(w, r, &struct{}{}, true); err != nil {
-		a.writeError(w, r, err)
-		return
-	}
 	j, err := a.engine.Cancel(r.Context(), r.PathValue("id"))
 	if err != nil {
 		a.writeError(w, r, err)
 		return
 	}
-	writeJob(w, j)
+	wire.WriteJob(w, j)
 }
 
 func (a *API) retryJob(w http.ResponseWriter, r *http.Request) {
-	if err := a.decode(w, r, &struct{}{}, true); err != nil {
-		a.writeError(w, r, err)
-		return
-	}
 	j, err := a.engine.Retry(r.Context(), r.PathValue("id"))
 	if err != nil {
 		a.writeError(w, r, err)
 		return
 	}
-	writeJob(w, j)
+	wire.WriteJob(w, j)
 }

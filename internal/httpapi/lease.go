@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"reflect"
 	"time"
 
 	"github.com/spoolq/spool/internal/job"
@@ -98,15 +99,16 @@ func checkToken(token *int64, field string) (int64, error) {
 	return *token, nil
 }
 
+// leaseOne is the handler of a single-job route: it runs op for the job
+// named by the path, with the item decoded from the body.
+func leaseOne[T leaseItem](a *API, op leaseOp[T]) func(w http.ResponseWriter, r *http.Request, it *T) {
+	return func(w http.ResponseWriter, r *http.Request, it *T) { serveOne(a, w, r, op, it) }
+}
+
 // serveOne runs op for the job named by the path.
-func serveOne[T leaseItem](a *API, w http.ResponseWriter, r *http.Request, op leaseOp[T]) {
-	var it T
-	if err := a.decode(w, r, &it, false); err != nil {
-		a.writeError(w, r, err)
-		return
-	}
+func serveOne[T leaseItem](a *API, w http.ResponseWriter, r *http.Request, op leaseOp[T], it *T) {
 	path := r.PathValue("id")
-	id, tokenPtr := idAndToken(&it)
+	id, tokenPtr := idAndToken(it)
 	if *id != "" && *id != path {
 		a.writeError(w, r, job.Invalid("id", "must match the job id in the path, or be left out"))
 		return
@@ -122,12 +124,12 @@ func serveOne[T leaseItem](a *API, w http.ResponseWriter, r *http.Request, op le
 		return
 	}
 	if op.check != nil {
-		if err := op.check(&it, fieldName); err != nil {
+		if err := op.check(it, fieldName); err != nil {
 			a.writeError(w, r, err)
 			return
 		}
 	}
-	out, err := op.apply(r.Context(), []T{it}, []int64{token})
+	out, err := op.apply(r.Context(), []T{*it}, []int64{token})
 	if err != nil {
 		a.writeError(w, r, err)
 		return
@@ -139,15 +141,40 @@ func serveOne[T leaseItem](a *API, w http.ResponseWriter, r *http.Request, op le
 	a.writeJSON(w, http.StatusOK, op.answer(path, out[0]))
 }
 
-// serveBatch runs op for every item of {"items": [...]}.
-func serveBatch[T leaseItem](a *API, w http.ResponseWriter, r *http.Request, op leaseOp[T]) {
-	var in struct {
-		Items []T `json:"items"`
+// itemsBody is the body of a batch route.
+type itemsBody[T leaseItem] struct {
+	Items []T `json:"items"`
+}
+
+// itemIDs are the job ids of a batch's items in order, for its route's
+// scope.
+func itemIDs[T leaseItem](in *itemsBody[T]) []string {
+	ids := make([]string, len(in.Items))
+	for i := range in.Items {
+		id, _ := idAndToken(&in.Items[i])
+		ids[i] = *id
 	}
-	if err := a.decode(w, r, &in, false); err != nil {
-		a.writeError(w, r, err)
-		return
-	}
+	return ids
+}
+
+// leaseBatch serves a batch route: it decodes {"items": [...]}, checks
+// every item, leaves out of op the items the route's scope keeps from the
+// caller (answering each as a missing job), and runs op for the others.
+func leaseBatch[T leaseItem](op leaseOp[T]) endpoint {
+	return endpoint{kind: servesItems, in: reflect.TypeFor[itemsBody[T]](), build: func(a *API, s *scope) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			var in itemsBody[T]
+			if err := a.decode(w, r, &in, false); err != nil {
+				a.writeError(w, r, err)
+				return
+			}
+			serveBatch(a, w, r, op, s, &in)
+		}
+	}}
+}
+
+// serveBatch runs op for every item of in that s keeps in scope.
+func serveBatch[T leaseItem](a *API, w http.ResponseWriter, r *http.Request, op leaseOp[T], s *scope, in *itemsBody[T]) {
 	if len(in.Items) == 0 {
 		a.writeError(w, r, job.Invalid("items", "must hold at least one item"))
 		return
@@ -172,7 +199,12 @@ func serveBatch[T leaseItem](a *API, w http.ResponseWriter, r *http.Request, op 
 			}
 		}
 	}
-	out, err := applyInScope(a, r, op, in.Items, tokens)
+	keep, err := a.itemsInScope(r, s, in)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	out, err := applyKept(r.Context(), op, in.Items, tokens, keep)
 	if err != nil {
 		a.writeError(w, r, err)
 		return
@@ -190,22 +222,12 @@ func serveBatch[T leaseItem](a *API, w http.ResponseWriter, r *http.Request, op 
 	a.writeJSON(w, http.StatusOK, res)
 }
 
-// applyInScope runs op for items. For a token limited to namespaces, an
-// item whose job does not exist or lies outside them is not applied and
-// gets the not_found error a missing job gets.
-func applyInScope[T leaseItem](a *API, r *http.Request, op leaseOp[T], items []T, tokens []int64) ([]store.Outcome, error) {
-	p := a.namespaced(r)
-	if p == nil {
-		return op.apply(r.Context(), items, tokens)
-	}
-	ids := make([]string, len(items))
-	for i := range items {
-		id, _ := idAndToken(&items[i])
-		ids[i] = *id
-	}
-	keep, err := a.scopeItems(r.Context(), p, ids)
-	if err != nil {
-		return nil, err
+// applyKept runs op for the items keep keeps (all of them when keep is
+// nil). An item left out is not applied and gets the not_found error a
+// missing job gets.
+func applyKept[T leaseItem](ctx context.Context, op leaseOp[T], items []T, tokens []int64, keep []bool) ([]store.Outcome, error) {
+	if keep == nil {
+		return op.apply(ctx, items, tokens)
 	}
 	var kept []T
 	var keptTokens []int64
@@ -217,14 +239,16 @@ func applyInScope[T leaseItem](a *API, r *http.Request, op leaseOp[T], items []T
 	}
 	var applied []store.Outcome
 	if len(kept) > 0 {
-		if applied, err = op.apply(r.Context(), kept, keptTokens); err != nil {
+		var err error
+		if applied, err = op.apply(ctx, kept, keptTokens); err != nil {
 			return nil, err
 		}
 	}
 	out := make([]store.Outcome, len(items))
 	for i, ok := range keep {
 		if !ok {
-			out[i] = store.Outcome{Err: notFound(ids[i])}
+			id, _ := idAndToken(&items[i])
+			out[i] = store.Outcome{Err: notFound(*id)}
 			continue
 		}
 		out[i], applied = applied[0], applied[1:]
@@ -292,23 +316,7 @@ func (a *API) releaseOp() leaseOp[releaseItem] {
 	}}
 }
 
-func (a *API) ackOne(w http.ResponseWriter, r *http.Request)      { serveOne(a, w, r, a.ackOp()) }
-func (a *API) ackBatch(w http.ResponseWriter, r *http.Request)    { serveBatch(a, w, r, a.ackOp()) }
-func (a *API) failOne(w http.ResponseWriter, r *http.Request)     { serveOne(a, w, r, a.failOp()) }
-func (a *API) failBatch(w http.ResponseWriter, r *http.Request)   { serveBatch(a, w, r, a.failOp()) }
-func (a *API) extendOne(w http.ResponseWriter, r *http.Request)   { serveOne(a, w, r, a.extendOp()) }
-func (a *API) extendBatch(w http.ResponseWriter, r *http.Request) { serveBatch(a, w, r, a.extendOp()) }
-func (a *API) releaseOne(w http.ResponseWriter, r *http.Request)  { serveOne(a, w, r, a.releaseOp()) }
-func (a *API) releaseBatch(w http.ResponseWriter, r *http.Request) {
-	serveBatch(a, w, r, a.releaseOp())
-}
-
-func (a *API) progress(w http.ResponseWriter, r *http.Request) {
-	var body progressBody
-	if err := a.decode(w, r, &body, false); err != nil {
-		a.writeError(w, r, err)
-		return
-	}
+func (a *API) progress(w http.ResponseWriter, r *http.Request, body *progressBody) {
 	id := r.PathValue("id")
 	token, err := checkToken(body.Token, "token")
 	if err != nil {

@@ -1,29 +1,43 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 
+	"github.com/spoolq/spool/internal/httpapi/wire"
 	"github.com/spoolq/spool/internal/job"
+	"github.com/spoolq/spool/internal/store"
 )
+
+// queueJSON is a queue on the wire.
+type queueJSON struct {
+	Name       string              `json:"name"`
+	Paused     bool                `json:"paused"`
+	Durability job.Durability      `json:"durability"`
+	Counts     map[job.State]int64 `json:"counts"`
+}
+
+func toQueueJSON(q *store.QueueInfo) queueJSON {
+	counts := make(map[job.State]int64, len(job.States))
+	for _, s := range job.States {
+		counts[s] = q.Counts[s]
+	}
+	return queueJSON{Name: q.Name, Paused: q.Paused, Durability: wire.DurabilityOf(q.Durability), Counts: counts}
+}
+
+// countJSON answers bulk operations.
+type countJSON struct {
+	Count int `json:"count"`
+}
 
 type queuesJSON struct {
 	Queues []queueJSON `json:"queues"`
 }
 
-func (a *API) listQueues(w http.ResponseWriter, r *http.Request) {
-	qs, err := a.engine.Queues(r.Context())
-	if err != nil {
-		a.writeError(w, r, err)
-		return
-	}
-	p := a.namespaced(r)
-	out := queuesJSON{Queues: make([]queueJSON, 0, len(qs))}
-	for i := range qs {
-		if p == nil || p.allowsQueue(qs[i].Name) {
-			out.Queues = append(out.Queues, toQueueJSON(&qs[i]))
-		}
-	}
-	a.writeJSON(w, http.StatusOK, out)
+// listQueues returns every queue; its route's endpoint cuts the list to
+// the queues the caller may see.
+func (a *API) listQueues(r *http.Request) ([]store.QueueInfo, error) {
+	return a.engine.Queues(r.Context())
 }
 
 func (a *API) getQueue(w http.ResponseWriter, r *http.Request) {
@@ -39,10 +53,6 @@ func (a *API) pauseQueue(w http.ResponseWriter, r *http.Request)  { a.setPaused(
 func (a *API) resumeQueue(w http.ResponseWriter, r *http.Request) { a.setPaused(w, r, false) }
 
 func (a *API) setPaused(w http.ResponseWriter, r *http.Request, paused bool) {
-	if err := a.decode(w, r, &struct{}{}, true); err != nil {
-		a.writeError(w, r, err)
-		return
-	}
 	q, err := a.engine.SetPaused(r.Context(), r.PathValue("name"), paused)
 	if err != nil {
 		a.writeError(w, r, err)
@@ -58,12 +68,7 @@ type durabilityJSON struct {
 
 // setQueueDurability sets the level of the jobs later enqueued into the
 // queue without one of their own; the queue's jobs keep theirs.
-func (a *API) setQueueDurability(w http.ResponseWriter, r *http.Request) {
-	var in durabilityJSON
-	if err := a.decode(w, r, &in, false); err != nil {
-		a.writeError(w, r, err)
-		return
-	}
+func (a *API) setQueueDurability(w http.ResponseWriter, r *http.Request, in *durabilityJSON) {
 	if in.Durability == nil {
 		a.writeError(w, r, job.Invalid("durability", "is required"))
 		return
@@ -77,10 +82,6 @@ func (a *API) setQueueDurability(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) purgeQueue(w http.ResponseWriter, r *http.Request) {
-	if err := a.decode(w, r, &struct{}{}, true); err != nil {
-		a.writeError(w, r, err)
-		return
-	}
 	n, err := a.engine.Purge(r.Context(), r.PathValue("name"))
 	if err != nil {
 		a.writeError(w, r, err)
@@ -94,25 +95,22 @@ type bulkJSON struct {
 	State job.State `json:"state"`
 }
 
-func (a *API) retryQueue(w http.ResponseWriter, r *http.Request) {
-	a.bulk(w, r, func(b bulkJSON) (int, error) { return a.engine.RetryMany(r.Context(), r.PathValue("name"), b.State) })
+func (a *API) retryQueue(w http.ResponseWriter, r *http.Request, in *bulkJSON) {
+	a.bulk(w, r, in, a.engine.RetryMany)
 }
 
-func (a *API) deleteQueueJobs(w http.ResponseWriter, r *http.Request) {
-	a.bulk(w, r, func(b bulkJSON) (int, error) { return a.engine.DeleteMany(r.Context(), r.PathValue("name"), b.State) })
+func (a *API) deleteQueueJobs(w http.ResponseWriter, r *http.Request, in *bulkJSON) {
+	a.bulk(w, r, in, a.engine.DeleteMany)
 }
 
-func (a *API) bulk(w http.ResponseWriter, r *http.Request, run func(bulkJSON) (int, error)) {
-	var in bulkJSON
-	if err := a.decode(w, r, &in, false); err != nil {
-		a.writeError(w, r, err)
-		return
-	}
+// bulk runs a bulk operation on the jobs of the path's queue in the
+// state in selects.
+func (a *API) bulk(w http.ResponseWriter, r *http.Request, in *bulkJSON, run func(ctx context.Context, queueName string, state job.State) (int, error)) {
 	if in.State == "" {
 		a.writeError(w, r, job.Invalid("state", "is required"))
 		return
 	}
-	n, err := run(in)
+	n, err := run(r.Context(), r.PathValue("name"), in.State)
 	if err != nil {
 		a.writeError(w, r, err)
 		return

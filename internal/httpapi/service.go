@@ -7,6 +7,11 @@ import (
 	"github.com/spoolq/spool/api"
 )
 
+// statusJSON answers the health routes.
+type statusJSON struct {
+	Status string `json:"status"`
+}
+
 func (a *API) healthz(w http.ResponseWriter, r *http.Request) {
 	a.writeJSON(w, http.StatusOK, statusJSON{Status: "ok"})
 }

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spoolq/spool/internal/httpapi/auth"
 	"github.com/spoolq/spool/internal/stream"
 )
 
@@ -227,7 +228,7 @@ func TestStreamNeedsUpgrade(t *testing.T) {
 // needs its route's permission.
 func TestStreamAuth(t *testing.T) {
 	t.Parallel()
-	au, err := NewAuth(fixtureTokens())
+	au, err := auth.New(fixtureTokens())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +240,7 @@ func TestStreamAuth(t *testing.T) {
 			t.Fatalf("open with token %q: %v", token, err)
 		}
 	}
-	worker := secretOf(RoleWorker, false)
+	worker := secretOf(auth.RoleWorker, false)
 	c := b.dial(worker)
 	enqueue := `{"queue":"a","kind":"k"}`
 	a := b.call(c, "POST", "/v1/jobs", enqueue)
@@ -250,7 +251,7 @@ func TestStreamAuth(t *testing.T) {
 	if a := b.call(c, "POST", "/v1/fetch", `{"queues":["a"]}`); a.Status != http.StatusOK {
 		t.Fatalf("fetch with a worker token: %d %s", a.Status, a.Body)
 	}
-	limited := b.dial(secretOf(RoleProducer, true))
+	limited := b.dial(secretOf(auth.RoleProducer, true))
 	if a := b.call(limited, "POST", "/v1/jobs", enqueue); a.Status != http.StatusForbidden {
 		t.Fatalf("enqueue outside the namespace: %d %s", a.Status, a.Body)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spoolq/spool/internal/config"
 	"github.com/spoolq/spool/internal/httpapi"
+	"github.com/spoolq/spool/internal/httpapi/auth"
 	"github.com/spoolq/spool/internal/maintenance"
 	"github.com/spoolq/spool/internal/queue"
 	"github.com/spoolq/spool/internal/store"
@@ -63,10 +64,10 @@ func New(cfg config.Config, logger *slog.Logger) *Server {
 // Start opens the store, starts the background services and the engine,
 // and listens. It returns once the server accepts connections.
 func (s *Server) Start(ctx context.Context) error {
-	var auth *httpapi.Auth
+	var authn *auth.Authenticator
 	if s.cfg.Auth {
 		var err error
-		if auth, err = httpapi.LoadAuth(s.cfg.AuthFile, string(s.cfg.AuthTokens)); err != nil {
+		if authn, err = auth.Load(s.cfg.AuthFile, string(s.cfg.AuthTokens)); err != nil {
 			return fmt.Errorf("load auth tokens: %w", err)
 		}
 	}
@@ -104,7 +105,7 @@ func (s *Server) Start(ctx context.Context) error {
 		return fmt.Errorf("listen on %s: %w", s.cfg.Addr, err)
 	}
 	s.listener = ln
-	s.api = httpapi.New(s.engine, httpapi.Options{MaxBodyBytes: s.cfg.MaxBodyBytes, Logger: s.logger, Auth: auth})
+	s.api = httpapi.New(s.engine, httpapi.Options{MaxBodyBytes: s.cfg.MaxBodyBytes, Logger: s.logger, Auth: authn})
 	s.http = &http.Server{
 		Handler:           s.api,
 		ReadHeaderTimeout: s.headerTimeout,
@@ -117,9 +118,9 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	s.served = make(chan error, 1)
 	go func() { s.served <- s.http.Serve(httpapi.CatalogListener(ln)) }()
-	s.logger.Info("spool server started", "addr", ln.Addr().String(), "store", s.describeStore(), "sync", s.cfg.Sync, "auth", auth != nil)
-	if auth != nil {
-		s.logger.Info("auth on", "tokens", auth.Summary())
+	s.logger.Info("spool server started", "addr", ln.Addr().String(), "store", s.describeStore(), "sync", s.cfg.Sync, "auth", authn != nil)
+	if authn != nil {
+		s.logger.Info("auth on", "tokens", authn.Summary())
 	} else if !loopback(ln.Addr()) {
 		s.logger.Warn("AUTH IS OFF ON A NON-LOOPBACK ADDRESS: anyone who reaches " + ln.Addr().String() +
 			" can enqueue, fetch, cancel and delete jobs; start with --auth and tokens, or listen on 127.0.0.1")

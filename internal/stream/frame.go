@@ -3,9 +3,9 @@
 // by an HTTP/1.1 Upgrade of GET /v1/stream, carries many API calls at once
 // as binary frames, each holding exactly the request and the answer the
 // HTTP API would exchange. This package holds the frame codec, shared by
-// the server (internal/httpapi) and the clients, and the client side of a
-// connection (Conn, Client). It uses only the standard library, so that
-// the Go SDK pulls in nothing else.
+// the server (internal/httpapi/streamserver) and the clients, and the
+// client side of a connection (Conn, Client). It uses only the standard
+// library, so that the Go SDK pulls in nothing else.
 package stream
 
 import (

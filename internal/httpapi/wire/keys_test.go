@@ -1,7 +1,9 @@
-package httpapi
+package wire
 
 import (
 	"testing"
+
+	"github.com/spoolq/spool/internal/job"
 )
 
 func TestExactKeys(t *testing.T) {
@@ -34,8 +36,8 @@ func TestExactKeys(t *testing.T) {
 		case c.field == "" && err != nil:
 			t.Errorf("%s: %v, want no error", c.body, err)
 		case c.field != "":
-			e, ok := err.(*apiError)
-			if !ok || e.Code != CodeInvalidJSON || e.Field != c.field {
+			e, ok := err.(*InvalidJSONError)
+			if !ok || e.Field != c.field {
 				t.Errorf("%s: %v, want invalid_json on field %q", c.body, err, c.field)
 			}
 		}
@@ -70,8 +72,8 @@ func TestLoneSurrogates(t *testing.T) {
 		case c.field == "" && err != nil:
 			t.Errorf("%s: %v, want no error", c.body, err)
 		case c.field != "":
-			e, ok := err.(*apiError)
-			if !ok || e.Code != CodeInvalidArgument || e.Field != c.field {
+			e, ok := err.(*job.InputError)
+			if !ok || e.Field != c.field {
 				t.Errorf("%s: %v, want invalid_argument on field %q", c.body, err, c.field)
 			}
 		}

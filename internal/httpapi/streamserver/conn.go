@@ -1,4 +1,4 @@
-package httpapi
+package streamserver
 
 import (
 	"bufio"
@@ -20,11 +20,11 @@ import (
 	"github.com/spoolq/spool/internal/stream"
 )
 
-// MaxStreamInFlight bounds the requests of one stream in flight at once:
-// read and not yet answered. When it is reached the server stops reading
-// the stream's frames until an answer is written, which pushes back on the
+// MaxInFlight bounds the requests of one stream in flight at once: read
+// and not yet answered. When it is reached the server stops reading the
+// stream's frames until an answer is written, which pushes back on the
 // client through TCP.
-const MaxStreamInFlight = 1024
+const MaxInFlight = 1024
 
 // streamBufferSize is the size of a stream's read and write buffers, so
 // that many frames share one system call.
@@ -34,12 +34,12 @@ const streamBufferSize = 64 << 10
 // that stops reading them loses its stream rather than holding it.
 const streamWriteTimeout = 2 * time.Minute
 
-// streamConn is the server side of one stream: a reader that hands each
-// request frame to a handler goroutine of its own, which runs the API's
-// own handler on a request made from the frame, and a writer that writes
+// conn is the server side of one stream: a reader that hands each request
+// frame to a handler goroutine of its own, which runs the API's own
+// handler on a request made from the frame, and a writer that writes
 // their answers, flushing when no more are queued.
-type streamConn struct {
-	a      *API
+type conn struct {
+	srv    *Server
 	nc     net.Conn
 	rd     *bufio.Reader
 	limit  int64    // the longest request frame allowed
@@ -59,19 +59,21 @@ type streamConn struct {
 	inflight map[uint32]context.CancelFunc // requests running, by id
 }
 
-func newStreamConn(a *API, nc net.Conn, rd *bufio.Reader, r *http.Request) *streamConn {
+// newConn returns the stream of the upgraded connection nc, whose buffered
+// reader rd may hold the first frames already, for the upgrade request r.
+func newConn(srv *Server, nc net.Conn, rd *bufio.Reader, r *http.Request) *conn {
 	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), streamKey{}, true))
-	return &streamConn{
-		a: a, nc: nc,
+	return &conn{
+		srv: srv, nc: nc,
 		rd:    bufio.NewReaderSize(rd, streamBufferSize), // takes over what rd holds
-		limit: a.opts.MaxBodyBytes + stream.MaxRequestHeader,
+		limit: srv.opts.MaxBodyBytes + stream.MaxRequestHeader,
 		auth:  r.Header.Values("Authorization"), host: r.Host, remote: r.RemoteAddr,
 		ctx: ctx, cancel: cancel,
-		slots: make(chan struct{}, MaxStreamInFlight),
+		slots: make(chan struct{}, MaxInFlight),
 		work:  make(chan frameJob),
 		// Each answer holds a slot until written, and a refused frame
 		// one more answer, so sends never block.
-		answers:  make(chan stream.Answer, MaxStreamInFlight+1),
+		answers:  make(chan stream.Answer, MaxInFlight+1),
 		done:     make(chan struct{}),
 		inflight: make(map[uint32]context.CancelFunc),
 	}
@@ -80,7 +82,7 @@ func newStreamConn(a *API, nc net.Conn, rd *bufio.Reader, r *http.Request) *stre
 // serve runs the stream until the client closes it, breaks the protocol,
 // or stop is called; then it cancels the requests in flight, writes their
 // answers (while the connection takes them) and closes the connection.
-func (s *streamConn) serve() {
+func (s *conn) serve() {
 	defer close(s.done)
 	written := make(chan struct{})
 	go func() {
@@ -88,7 +90,7 @@ func (s *streamConn) serve() {
 		s.writeLoop()
 	}()
 	if err := s.readLoop(); err != nil {
-		s.a.opts.Logger.Warn("stream closed for a protocol error", "remote", s.remote, "err", err)
+		s.srv.opts.Logger.Warn("stream closed for a protocol error", "remote", s.remote, "err", err)
 	}
 	s.cancel()
 	s.handlers.Wait()
@@ -99,7 +101,7 @@ func (s *streamConn) serve() {
 
 // stop ends the stream: no frame is read any more and the requests in
 // flight are cancelled.
-func (s *streamConn) stop() {
+func (s *conn) stop() {
 	s.cancel()
 	_ = s.nc.SetReadDeadline(time.Unix(1, 0))
 }
@@ -107,7 +109,7 @@ func (s *streamConn) stop() {
 // readLoop reads request frames and starts each until the stream ends. It
 // returns an error for a frame that breaks the protocol, after queueing
 // the answer of a frame too long if there was one.
-func (s *streamConn) readLoop() error {
+func (s *conn) readLoop() error {
 	for {
 		select {
 		case s.slots <- struct{}{}:
@@ -118,8 +120,8 @@ func (s *streamConn) readLoop() error {
 		var tooLong *stream.TooLargeError
 		switch {
 		case errors.As(err, &tooLong):
-			s.answers <- s.errorAnswer(tooLong.ID, newError(CodePayloadTooLarge, "",
-				"frame of %d bytes exceeds the limit of %d (the request body limit plus the frame header)", tooLong.Length, tooLong.Limit))
+			s.answers <- s.errorAnswer(tooLong.ID, &Error{Kind: FrameTooLarge, Message: fmt.Sprintf(
+				"frame of %d bytes exceeds the limit of %d (the request body limit plus the frame header)", tooLong.Length, tooLong.Limit)})
 			return err // the answer keeps the slot
 		case errors.Is(err, stream.ErrMalformed):
 			<-s.slots
@@ -158,9 +160,9 @@ type frameJob struct {
 // dispatch hands j to an idle handler goroutine of the stream, or starts
 // one. Handler goroutines live as long as the stream, so that their
 // stacks, grown by the first request, serve the next ones too; there are
-// never more than MaxStreamInFlight of them, since one starts only when
+// never more than MaxInFlight of them, since one starts only when
 // every other is busy with a request holding a slot.
-func (s *streamConn) dispatch(j frameJob) {
+func (s *conn) dispatch(j frameJob) {
 	select {
 	case s.work <- j:
 	default:
@@ -171,7 +173,7 @@ func (s *streamConn) dispatch(j frameJob) {
 
 // handleLoop runs j, then each job dispatched to it, until the stream
 // ends.
-func (s *streamConn) handleLoop(j frameJob) {
+func (s *conn) handleLoop(j frameJob) {
 	defer s.handlers.Done()
 	for {
 		s.handle(j.ctx, j.cancel, j.f)
@@ -184,7 +186,7 @@ func (s *streamConn) handleLoop(j frameJob) {
 }
 
 // cancelRequest cancels the request id, if it is in flight.
-func (s *streamConn) cancelRequest(id uint32) {
+func (s *conn) cancelRequest(id uint32) {
 	s.mu.Lock()
 	cancel := s.inflight[id]
 	s.mu.Unlock()
@@ -196,24 +198,24 @@ func (s *streamConn) cancelRequest(id uint32) {
 // handle runs one request frame through the API's handler and queues its
 // answer. A panic of the handler is logged and answered internal_error,
 // so that it ends neither the stream nor the server.
-func (s *streamConn) handle(ctx context.Context, cancel context.CancelFunc, f stream.Request) {
+func (s *conn) handle(ctx context.Context, cancel context.CancelFunc, f stream.Request) {
 	w := &frameWriter{}
 	func() {
 		defer func() {
 			if p := recover(); p != nil {
 				if p != http.ErrAbortHandler {
-					s.a.opts.Logger.Error("panic serving a stream frame", "method", f.Method, "target", f.Target, "panic", p, "stack", string(debug.Stack()))
+					s.srv.opts.Logger.Error("panic serving a stream frame", "method", f.Method, "target", f.Target, "panic", p, "stack", string(debug.Stack()))
 				}
 				w = &frameWriter{}
-				s.a.writeError(w, nil, newError(CodeInternal, "", "internal server error"))
+				s.srv.opts.WriteError(w, nil, errInternal)
 			}
 		}()
 		r, err := s.request(ctx, f)
 		if err != nil {
-			s.a.writeError(w, nil, err)
+			s.srv.opts.WriteError(w, nil, err)
 			return
 		}
-		s.a.ServeHTTP(w, r)
+		s.srv.opts.Handler.ServeHTTP(w, r)
 	}()
 	s.mu.Lock()
 	delete(s.inflight, f.ID)
@@ -227,8 +229,8 @@ func (s *streamConn) handle(ctx context.Context, cancel context.CancelFunc, f st
 		w.body = nil // as over HTTP: the answer to HEAD has no body
 	}
 	if len(w.body) > math.MaxUint32-16 {
-		s.a.opts.Logger.Error("answer too long for a frame", "method", f.Method, "target", f.Target, "bytes", len(w.body))
-		s.answers <- s.errorAnswer(f.ID, newError(CodeInternal, "", "internal server error"))
+		s.srv.opts.Logger.Error("answer too long for a frame", "method", f.Method, "target", f.Target, "bytes", len(w.body))
+		s.answers <- s.errorAnswer(f.ID, errInternal)
 		return
 	}
 	s.answers <- stream.Answer{ID: f.ID, Status: status, Body: w.body}
@@ -236,16 +238,16 @@ func (s *streamConn) handle(ctx context.Context, cancel context.CancelFunc, f st
 
 // request makes the HTTP request of frame f: its method, target and body,
 // with the Authorization, Host and remote address of the upgrade.
-func (s *streamConn) request(ctx context.Context, f stream.Request) (*http.Request, error) {
+func (s *conn) request(ctx context.Context, f stream.Request) (*http.Request, error) {
 	if !validMethod(f.Method) {
-		return nil, newError(CodeInvalidArgument, "", "frame %d: method %q is not an HTTP method", f.ID, f.Method)
+		return nil, &Error{Kind: InvalidRequest, Message: fmt.Sprintf("frame %d: method %q is not an HTTP method", f.ID, f.Method)}
 	}
 	if f.Target == "" || f.Target[0] != '/' {
-		return nil, newError(CodeInvalidArgument, "", "frame %d: the target must be a path starting with /", f.ID)
+		return nil, &Error{Kind: InvalidRequest, Message: fmt.Sprintf("frame %d: the target must be a path starting with /", f.ID)}
 	}
 	u, err := url.ParseRequestURI(f.Target)
 	if err != nil {
-		return nil, newError(CodeInvalidArgument, "", "frame %d: target %q is not a path and query", f.ID, f.Target)
+		return nil, &Error{Kind: InvalidRequest, Message: fmt.Sprintf("frame %d: target %q is not a path and query", f.ID, f.Target)}
 	}
 	r := &http.Request{
 		Method: f.Method, URL: u, RequestURI: f.Target,
@@ -324,16 +326,20 @@ func (w *frameWriter) Write(p []byte) (int, error) {
 }
 
 // errorAnswer is the answer frame of err to the request id.
-func (s *streamConn) errorAnswer(id uint32, err error) stream.Answer {
+func (s *conn) errorAnswer(id uint32, err error) stream.Answer {
 	w := &frameWriter{}
-	s.a.writeError(w, nil, err)
+	s.srv.opts.WriteError(w, nil, err)
 	return stream.Answer{ID: id, Status: w.code, Body: w.body}
 }
+
+// errInternal is the answer to a frame whose handler panicked or whose
+// answer is too long for a frame; the details are logged.
+var errInternal = &Error{Kind: Internal, Message: "internal server error"}
 
 // writeLoop writes the queued answers, flushing whenever the queue is
 // empty, until the queue is closed. A failed write stops the stream; the
 // answers queued after it are dropped.
-func (s *streamConn) writeLoop() {
+func (s *conn) writeLoop() {
 	w := bufio.NewWriterSize(s.nc, streamBufferSize)
 	broken := false
 	for a := range s.answers {
@@ -354,7 +360,7 @@ func (s *streamConn) writeLoop() {
 		if err != nil {
 			broken = true
 			if errors.Is(err, os.ErrDeadlineExceeded) {
-				s.a.opts.Logger.Warn("stream closed: the client does not read its answers", "remote", s.remote)
+				s.srv.opts.Logger.Warn("stream closed: the client does not read its answers", "remote", s.remote)
 			}
 			s.stop()
 		}

@@ -1,11 +1,18 @@
-package httpapi
+// Package auth decides who may call what when auth is on: the bearer
+// tokens a server accepts (kept as hashes of their secrets), the role of
+// each token and the permissions a role grants, and the namespaces (queue
+// name prefixes) a token may be limited to. It speaks of principals,
+// permissions and queue names only; the API's route table declares which
+// permission each route needs and where its queues come from, and asks a
+// Principal.
+package auth
 
 import "slices"
 
 // Permission is what a route requires of the caller's token when auth is
-// on. Every route declares one when it is registered (see register); a
-// route registered without one stops New with a panic, so a new route
-// cannot be left open by mistake.
+// on. Every route of the API declares one in its route table, and a route
+// registered without a valid one stops the API's start with a panic, so
+// that a new route cannot be left open by mistake.
 type Permission string
 
 // The permissions, from least to most powerful. docs/protocol.md ("Auth")
@@ -63,8 +70,10 @@ func (r Role) Allows(p Permission) bool {
 	return p == PermPublic || slices.Contains(rolePermissions[r], p)
 }
 
-// valid reports whether r is a known role.
-func (r Role) valid() bool { return slices.Contains(Roles, r) }
+// Valid reports whether r is one of Roles: a token of any other role is
+// refused when it is read.
+func (r Role) Valid() bool { return slices.Contains(Roles, r) }
 
-// valid reports whether p is a known permission.
-func (p Permission) valid() bool { return slices.Contains(Permissions, p) }
+// Valid reports whether p is one of Permissions, so that a route table can
+// refuse a route whose permission was left out or misspelt.
+func (p Permission) Valid() bool { return slices.Contains(Permissions, p) }

@@ -1,4 +1,4 @@
-package httpapi
+package wire
 
 import (
 	"encoding/json"
@@ -117,7 +117,7 @@ func TestAppendJobMatchesEncodingJSON(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for i := 0; i < 2000; i++ {
 		j := randomJob(rng)
-		got := appendJob(nil, j)
+		got := AppendJob(nil, j)
 		want, err := json.Marshal(referenceOf(j))
 		if err != nil {
 			t.Fatal(err)
@@ -150,7 +150,7 @@ func BenchmarkAppendJobs100(b *testing.B) {
 	}
 	buf := make([]byte, 0, 64<<10)
 	for b.Loop() {
-		buf = appendJobs(buf[:0], jobs)
+		buf = AppendJobs(buf[:0], jobs)
 	}
 }
 
@@ -165,4 +165,11 @@ func BenchmarkEncodingJSONJobs100(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+func timeOrNil(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
 }

@@ -1,4 +1,4 @@
-package httpapi
+package auth
 
 import (
 	"errors"
@@ -17,7 +17,7 @@ const MinTokenLength = 16
 const maxTokenLength = 512
 
 // Token is one credential a server accepts when auth is on. Its secret is
-// kept only until NewAuth hashes it; error messages name tokens by Name,
+// kept only until New hashes it; error messages name tokens by Name,
 // never by secret.
 type Token struct {
 	// Name identifies the token in logs and errors.
@@ -70,7 +70,7 @@ func parseToken(entry string) (Token, error) {
 	if !job.ValidName(t.Name) {
 		return Token{}, fmt.Errorf("token name must be 1-%d characters of A-Za-z0-9_.:- starting with a letter or digit", job.MaxNameLength)
 	}
-	if !t.Role.valid() {
+	if !t.Role.Valid() {
 		return Token{}, fmt.Errorf("token %s: role %q is not admin, producer, worker or read-only", t.Name, f[1])
 	}
 	if f[2] != "*" {

@@ -1,4 +1,4 @@
-package httpapi
+package wire
 
 import (
 	"strconv"
@@ -17,13 +17,13 @@ import (
 // exact-key check as before, which then accepts it or gives the error it
 // always gave. What it accepts, it decodes to exactly what encoding/json
 // would; FuzzFastDecodeMatchesEncodingJSON checks that. The body must be
-// valid JSON and valid UTF-8 already (decode checks both first).
+// valid JSON and valid UTF-8 already (DecodeBody checks both first).
 
 // fastDecodeEnqueue decodes a single-job enqueue body into dst, reporting
 // whether it could.
-func fastDecodeEnqueue(data []byte, dst *enqueueJSON) bool {
+func fastDecodeEnqueue(data []byte, dst *EnqueueJob) bool {
 	d := fastDecoder{b: data}
-	var j enqueueJSON
+	var j EnqueueJob
 	if !d.enqueue(&j) || !d.end() {
 		return false
 	}
@@ -33,18 +33,18 @@ func fastDecodeEnqueue(data []byte, dst *enqueueJSON) bool {
 
 // fastDecodeEnqueueBatch decodes a batch enqueue body into dst, reporting
 // whether it could.
-func fastDecodeEnqueueBatch(data []byte, dst *enqueueBatchJSON) bool {
+func fastDecodeEnqueueBatch(data []byte, dst *EnqueueBatch) bool {
 	d := fastDecoder{b: data}
-	var out enqueueBatchJSON
+	var out EnqueueBatch
 	seen := false
 	ok := d.object(func(key []byte) bool {
 		if string(key) != "jobs" || seen {
 			return false
 		}
 		seen = true
-		out.Jobs = []enqueueJSON{}
+		out.Jobs = []EnqueueJob{}
 		return d.array(func() bool {
-			out.Jobs = append(out.Jobs, enqueueJSON{})
+			out.Jobs = append(out.Jobs, EnqueueJob{})
 			return d.enqueue(&out.Jobs[len(out.Jobs)-1])
 		})
 	})
@@ -241,7 +241,7 @@ func (d *fastDecoder) skipString() {
 }
 
 // enqueue reads one job of an enqueue body.
-func (d *fastDecoder) enqueue(j *enqueueJSON) bool {
+func (d *fastDecoder) enqueue(j *EnqueueJob) bool {
 	var seen uint32
 	once := func(bit uint32) bool {
 		if seen&bit != 0 {
@@ -304,7 +304,7 @@ func (d *fastDecoder) enqueue(j *enqueueJSON) bool {
 			}
 		case "backoff":
 			if ok = once(1 << 8); ok {
-				j.Backoff = &backoffRequestJSON{}
+				j.Backoff = &Backoff{}
 				ok = d.backoff(j.Backoff)
 			}
 		case "lease_ms":
@@ -338,7 +338,7 @@ func (d *fastDecoder) enqueue(j *enqueueJSON) bool {
 }
 
 // backoff reads the backoff object of a job.
-func (d *fastDecoder) backoff(b *backoffRequestJSON) bool {
+func (d *fastDecoder) backoff(b *Backoff) bool {
 	var seen uint32
 	return d.object(func(key []byte) bool {
 		var bit uint32

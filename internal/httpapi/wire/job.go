@@ -1,13 +1,14 @@
-package httpapi
+package wire
 
 import (
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"strconv"
 	"time"
 	"unicode/utf8"
 
 	"github.com/spoolq/spool/internal/job"
-	"github.com/spoolq/spool/internal/store"
 )
 
 // The job encoder below writes a job's JSON straight into a buffer: fetch
@@ -16,8 +17,9 @@ import (
 // omitted. Payloads, results and progress reports go out byte for byte as
 // they were sent.
 
-// appendJob appends j as a JSON object.
-func appendJob(b []byte, j *job.Job) []byte {
+// AppendJob appends j as a JSON object, the form of a job in every
+// answer.
+func AppendJob(b []byte, j *job.Job) []byte {
 	b = append(b, `{"id":`...)
 	b = appendString(b, j.ID)
 	b = append(b, `,"queue":`...)
@@ -39,22 +41,22 @@ func appendJob(b []byte, j *job.Job) []byte {
 	b = append(b, `,"backoff":{"type":`...)
 	b = appendString(b, string(j.Backoff.Kind))
 	b = append(b, `,"base_ms":`...)
-	b = strconv.AppendInt(b, toMillis(j.Backoff.Base), 10)
+	b = strconv.AppendInt(b, millis(j.Backoff.Base), 10)
 	b = append(b, `,"max_ms":`...)
-	b = strconv.AppendInt(b, toMillis(j.Backoff.Max), 10)
+	b = strconv.AppendInt(b, millis(j.Backoff.Max), 10)
 	b = append(b, `,"jitter":`...)
 	b = strconv.AppendFloat(b, j.Backoff.Jitter, 'g', -1, 64)
 	b = append(b, `},"lease_ms":`...)
-	b = strconv.AppendInt(b, toMillis(j.LeaseDuration), 10)
+	b = strconv.AppendInt(b, millis(j.LeaseDuration), 10)
 	b = append(b, `,"durability":`...)
-	b = appendString(b, string(durabilityOf(j.Durability)))
+	b = appendString(b, string(DurabilityOf(j.Durability)))
 	if j.UniqueKey != "" {
 		b = append(b, `,"unique_key":`...)
 		b = appendString(b, j.UniqueKey)
 	}
 	if j.UniqueFor != 0 {
 		b = append(b, `,"unique_for_ms":`...)
-		b = strconv.AppendInt(b, toMillis(j.UniqueFor), 10)
+		b = strconv.AppendInt(b, millis(j.UniqueFor), 10)
 	}
 	if len(j.Tags) > 0 {
 		b = append(b, `,"tags":[`...)
@@ -112,23 +114,23 @@ func appendJob(b []byte, j *job.Job) []byte {
 	return append(b, '}')
 }
 
-// durabilityOf is the wire form of a stored level: a store that keeps no
+// DurabilityOf is the wire form of a stored level: a store that keeps no
 // level of its own keeps every job fully durable.
-func durabilityOf(d job.Durability) job.Durability {
+func DurabilityOf(d job.Durability) job.Durability {
 	if d == "" {
 		return job.DurabilityFull
 	}
 	return d
 }
 
-// appendJobs appends jobs as a JSON array.
-func appendJobs(b []byte, jobs []*job.Job) []byte {
+// AppendJobs appends jobs as a JSON array.
+func AppendJobs(b []byte, jobs []*job.Job) []byte {
 	b = append(b, '[')
 	for i, j := range jobs {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendJob(b, j)
+		b = AppendJob(b, j)
 	}
 	return append(b, ']')
 }
@@ -201,35 +203,52 @@ func appendString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-func timeOrNil(t time.Time) *time.Time {
-	if t.IsZero() {
-		return nil
+// millis is d in whole milliseconds, for the wire.
+func millis(d time.Duration) int64 { return d.Milliseconds() }
+
+// WriteJobs answers 200 with {"jobs": [...]} and, when next is set,
+// "next_cursor".
+func WriteJobs(w http.ResponseWriter, jobs []*job.Job, next string) {
+	buf := getBuffer()
+	defer putBuffer(buf)
+	b := append(buf.AvailableBuffer(), `{"jobs":`...)
+	b = AppendJobs(b, jobs)
+	if next != "" {
+		b = append(b, `,"next_cursor":`...)
+		b = appendString(b, next)
 	}
-	return &t
+	b = append(b, "}\n"...)
+	buf.Write(b)
+	writeBody(w, http.StatusOK, buf.Bytes())
 }
 
-// queueJSON is a queue on the wire.
-type queueJSON struct {
-	Name       string              `json:"name"`
-	Paused     bool                `json:"paused"`
-	Durability job.Durability      `json:"durability"`
-	Counts     map[job.State]int64 `json:"counts"`
+// WriteJob answers 200 with one job.
+func WriteJob(w http.ResponseWriter, j *job.Job) {
+	buf := getBuffer()
+	defer putBuffer(buf)
+	b := AppendJob(buf.AvailableBuffer(), j)
+	buf.Write(append(b, '\n'))
+	writeBody(w, http.StatusOK, buf.Bytes())
 }
 
-func toQueueJSON(q *store.QueueInfo) queueJSON {
-	counts := make(map[job.State]int64, len(job.States))
-	for _, s := range job.States {
-		counts[s] = q.Counts[s]
+// WriteJSON answers status with v encoded by encoding/json. It writes
+// nothing when v cannot be encoded, and returns the error, so that the
+// caller can answer something else.
+func WriteJSON(w http.ResponseWriter, status int, v any) error {
+	buf := getBuffer()
+	defer putBuffer(buf)
+	if err := json.NewEncoder(buf).Encode(v); err != nil {
+		return fmt.Errorf("encode answer: %w", err)
 	}
-	return queueJSON{Name: q.Name, Paused: q.Paused, Durability: durabilityOf(q.Durability), Counts: counts}
+	writeBody(w, status, buf.Bytes())
+	return nil
 }
 
-// countJSON answers bulk operations.
-type countJSON struct {
-	Count int `json:"count"`
-}
-
-// statusJSON answers the health routes.
-type statusJSON struct {
-	Status string `json:"status"`
+// writeBody answers status with body, which is JSON.
+func writeBody(w http.ResponseWriter, status int, body []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
 }

@@ -1,0 +1,243 @@
+package httpapi
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"reflect"
+	"strings"
+
+	"github.com/spoolq/spool/internal/httpapi/auth"
+	"github.com/spoolq/spool/internal/store"
+)
+
+// Route is one registered method and path pattern, as the route table
+// declares it.
+type Route struct {
+	// Method is the HTTP method.
+	Method string
+	// Pattern is the path pattern, with {name} wildcards.
+	Pattern string
+	// Permission is what the route requires of a token when auth is on.
+	Permission auth.Permission
+	// Scope is where the route's queues come from: what is checked
+	// against the namespaces of a token limited to some.
+	Scope Scope
+}
+
+// Scope says where a route names its queues, so that one guard can check
+// them against a token's namespaces on every route alike.
+type Scope struct {
+	// Source is where the queues are named.
+	Source ScopeSource
+	// Field names them on the wire: the path wildcard ("name", "id"), the
+	// query parameter ("queue"), or the body field, with [] standing for
+	// every element of an array ("jobs[].queue", "queues[]",
+	// "items[].id"). It is empty when the route names no queue.
+	Field string
+}
+
+// ScopeSource is where a route names its queues.
+type ScopeSource string
+
+// The sources of scopes, with what a token limited to namespaces gets when
+// a queue lies outside them (docs/protocol.md, "Auth").
+const (
+	// ScopeNone routes name no queue: the health checks, the OpenAPI
+	// document, and the stream, each of whose frames is checked as its
+	// own route.
+	ScopeNone ScopeSource = "none"
+	// ScopePathQueue routes name a queue in the path: 403 forbidden.
+	ScopePathQueue ScopeSource = "path-queue"
+	// ScopePathJob routes name a job by id in the path: a job outside the
+	// namespaces is answered exactly like a missing one, 404 not_found.
+	ScopePathJob ScopeSource = "path-job"
+	// ScopeQuery routes name a queue in a query parameter, which a
+	// limited token must give: 403 forbidden.
+	ScopeQuery ScopeSource = "query"
+	// ScopeBodyQueues routes name queues in the body, checked as soon as
+	// it is decoded: 403 forbidden naming the field. A job without a
+	// queue goes to the default queue, which is checked then.
+	ScopeBodyQueues ScopeSource = "body-queues"
+	// ScopeBodyJobs routes name jobs by id in the items of a batch: an
+	// item whose job lies outside the namespaces is not applied and is
+	// answered like a missing job, not_found; the other items are
+	// applied.
+	ScopeBodyJobs ScopeSource = "body-jobs"
+	// ScopeQueueList routes answer a list of queues, cut to those inside
+	// the namespaces.
+	ScopeQueueList ScopeSource = "queue-list"
+)
+
+// route is one entry of the route table: what it requires of a token,
+// where its queues come from, and how it is served.
+type route struct {
+	method, pattern string
+	perm            auth.Permission
+	scope           scope
+	serve           endpoint
+}
+
+// endpointKind is how an endpoint reads its request, which decides the
+// scopes it can be declared with.
+type endpointKind int
+
+const (
+	// servesRequest endpoints read the request themselves, if at all.
+	servesRequest endpointKind = iota + 1
+	// servesBody endpoints are handed the decoded JSON body.
+	servesBody
+	// servesQuery endpoints are handed the parsed query.
+	servesQuery
+	// servesItems endpoints apply the items of a batch body.
+	servesItems
+	// servesQueueList endpoints answer a list of queues.
+	servesQueueList
+)
+
+// endpoint is how a route is served. Endpoints that decode a request run
+// the scope's check of the decoded request themselves, between decoding
+// and the handler, so that no handler can skip it.
+type endpoint struct {
+	kind endpointKind
+	// in is the type of the decoded request, for the endpoints that
+	// decode one: a scope reading the request must read this type.
+	in reflect.Type
+	// build makes the route's handler, which checks the request against
+	// s where the request is decoded.
+	build func(a *API, s *scope) http.HandlerFunc
+}
+
+// plain serves a route with h, which reads nothing a scope checks: the
+// route's queues come from its path, or it names none.
+func plain(h http.HandlerFunc) endpoint {
+	return endpoint{kind: servesRequest, build: func(*API, *scope) http.HandlerFunc { return h }}
+}
+
+// emptyBody serves a route whose body is empty or {} with h.
+func emptyBody(h http.HandlerFunc) endpoint {
+	return endpoint{kind: servesRequest, build: func(a *API, _ *scope) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			if err := a.decode(w, r, &struct{}{}, true); err != nil {
+				a.writeError(w, r, err)
+				return
+			}
+			h(w, r)
+		}
+	}}
+}
+
+// withBody serves a route whose body is a JSON object of type In: it
+// decodes the body, checks the queues it names as the route's scope
+// declares, and only then hands it to h.
+func withBody[In any](h func(w http.ResponseWriter, r *http.Request, in *In)) endpoint {
+	return endpoint{kind: servesBody, in: reflect.TypeFor[In](), build: func(a *API, s *scope) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			var in In
+			if err := a.decode(w, r, &in, false); err != nil {
+				a.writeError(w, r, err)
+				return
+			}
+			if err := a.checkDecoded(r, s, &in); err != nil {
+				a.writeError(w, r, err)
+				return
+			}
+			h(w, r, &in)
+		}
+	}}
+}
+
+// withQuery serves a route whose query parse reads into an In: parse
+// refuses what the query may not hold, then the queue the In names is
+// checked as the route's scope declares, and only then is it handed to h.
+func withQuery[In any](parse func(url.Values) (In, error), h func(w http.ResponseWriter, r *http.Request, in *In)) endpoint {
+	return endpoint{kind: servesQuery, in: reflect.TypeFor[In](), build: func(a *API, s *scope) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			in, err := parse(r.URL.Query())
+			if err != nil {
+				a.writeError(w, r, err)
+				return
+			}
+			if err := a.checkDecoded(r, s, &in); err != nil {
+				a.writeError(w, r, err)
+				return
+			}
+			h(w, r, &in)
+		}
+	}}
+}
+
+// queueListing serves a route that answers the queues list returns: it
+// cuts them to those the caller may see, then writes them.
+func queueListing(list func(r *http.Request) ([]store.QueueInfo, error)) endpoint {
+	return endpoint{kind: servesQueueList, build: func(a *API, _ *scope) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			qs, err := list(r)
+			if err != nil {
+				a.writeError(w, r, err)
+				return
+			}
+			qs = a.queuesInScope(r, qs)
+			out := queuesJSON{Queues: make([]queueJSON, len(qs))}
+			for i := range qs {
+				out.Queues[i] = toQueueJSON(&qs[i])
+			}
+			a.writeJSON(w, http.StatusOK, out)
+		}
+	}}
+}
+
+// handle registers rt behind the guard of its permission and scope. A
+// route without a valid permission, or without a scope that fits its
+// pattern and its endpoint, is a programmer error: it panics, so that no
+// route can be added without deciding who may call it and which queues it
+// touches.
+func (a *API) handle(rt route) {
+	if !rt.perm.Valid() {
+		panic(fmt.Sprintf("httpapi: route %s %s has no valid permission", rt.method, rt.pattern))
+	}
+	if err := rt.check(); err != nil {
+		panic(fmt.Sprintf("httpapi: route %s %s: %v", rt.method, rt.pattern, err))
+	}
+	s := rt.scope
+	a.mux.HandleFunc(rt.method+" "+rt.pattern, a.guard(rt.perm, &s, rt.serve.build(a, &s)))
+	a.routes = append(a.routes, Route{Method: rt.method, Pattern: rt.pattern, Permission: rt.perm, Scope: s.Scope})
+}
+
+// check reports why rt's scope does not fit its pattern, its permission
+// or its endpoint.
+func (rt *route) check() error {
+	s, e := &rt.scope, &rt.serve
+	if s.Source == "" {
+		return errors.New("no scope: declare where its queues come from (noQueue if it names none)")
+	}
+	if e.build == nil {
+		return errors.New("no endpoint")
+	}
+	if rt.perm == auth.PermPublic && s.Source != ScopeNone {
+		return errors.New("a public route has no token whose namespaces could be checked: its scope must be noQueue")
+	}
+	for _, w := range []struct {
+		wildcard string
+		source   ScopeSource
+	}{{"{name}", ScopePathQueue}, {"{id}", ScopePathJob}} {
+		if strings.Contains(rt.pattern, w.wildcard) != (s.Source == w.source) {
+			return fmt.Errorf("a pattern with %s, and only such a pattern, has scope %s; this one has %s", w.wildcard, w.source, s.Source)
+		}
+	}
+	want := map[ScopeSource]endpointKind{ScopeQuery: servesQuery, ScopeBodyQueues: servesBody, ScopeBodyJobs: servesItems, ScopeQueueList: servesQueueList}
+	if k, ok := want[s.Source]; ok && e.kind != k {
+		return fmt.Errorf("scope %s needs an endpoint that hands it the request it reads", s.Source)
+	}
+	if (e.kind == servesItems || e.kind == servesQueueList || e.kind == servesQuery) && want[s.Source] != e.kind {
+		return fmt.Errorf("its endpoint needs the scope that checks it, not %s", s.Source)
+	}
+	if s.Source == ScopeBodyQueues && strings.Contains(s.Field, "[]") != (s.names != nil) {
+		return fmt.Errorf("field %q names one queue but the scope reads many, or many but the scope reads one", s.Field)
+	}
+	if s.in != nil && s.in != e.in {
+		return fmt.Errorf("scope %s reads a %v, but the endpoint decodes a %v", s.Source, s.in, e.in)
+	}
+	return nil
+}
