@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/client"
+	"github.com/spoolq/spool/internal/loadgen"
 )
 
 // PoisonConfig configures the poison-job scenario. Zero values take the
@@ -76,7 +77,7 @@ func RunPoison(ctx context.Context, cfg PoisonConfig) (*PoisonResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.Limit)
 	defer cancel()
 	res := &PoisonResult{Verdict: Verdict{Scenario: "poison"}, MaxAttempts: cfg.MaxAttempts}
-	srv, err := StartServer(ctx, "poison", cfg.Bin, filepath.Join(cfg.Dir, "data"))
+	srv, err := startServer(ctx, "poison", cfg.Bin, filepath.Join(cfg.Dir, "data"))
 	if err != nil {
 		return nil, err
 	}
@@ -93,13 +94,17 @@ func RunPoison(ctx context.Context, cfg PoisonConfig) (*PoisonResult, error) {
 	okDone.Add(1)
 	go func() {
 		defer okDone.Done()
-		for n := 0; !stopped(stopOK) && ctx.Err() == nil; n++ {
-			_, err := c.Enqueue(ctx, client.EnqueueParams{ID: fmt.Sprintf("ok-%d", n), Queue: queue, Kind: "ok", Lease: cfg.Lease})
-			if err == nil {
-				res.OKEnqueued = n + 1
+		ordinary := loadgen.Producer{Pace: cfg.Interval, Stop: stopOK}
+		_ = ordinary.Run(ctx, func(int) loadgen.Sender {
+			return func(ctx context.Context, call loadgen.Call) error {
+				n := int(call.Index)
+				_, err := c.Enqueue(ctx, client.EnqueueParams{ID: fmt.Sprintf("ok-%d", n), Queue: queue, Kind: "ok", Lease: cfg.Lease})
+				if err == nil {
+					res.OKEnqueued = n + 1
+				}
+				return nil
 			}
-			sleepCtx(ctx, cfg.Interval)
-		}
+		})
 	}()
 	poisonAt, live, err := supervise(ctx, cfg, srv, c, res, queue, poisonID)
 	close(stopOK)
@@ -128,7 +133,7 @@ func RunPoison(ctx context.Context, cfg PoisonConfig) (*PoisonResult, error) {
 // supervise runs worker processes one after the other, starting a new one
 // whenever the last one dies, until the poison job is dead. It returns the
 // times the poison job was handed out and the worker still running.
-func supervise(ctx context.Context, cfg PoisonConfig, srv *Server, c *client.Client, res *PoisonResult, queue, poisonID string) ([]time.Time, *WorkerProc, error) {
+func supervise(ctx context.Context, cfg PoisonConfig, srv *loadgen.Server, c *client.Client, res *PoisonResult, queue, poisonID string) ([]time.Time, *WorkerProc, error) {
 	var poisonAt []time.Time
 	isDead := func() bool {
 		j, err := c.Get(ctx, poisonID)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/client"
+	"github.com/spoolq/spool/internal/loadgen"
 )
 
 // rescueSlack is the protocol's bound on how long after its lease runs out
@@ -65,7 +66,7 @@ func RunWorkerFault(ctx context.Context, cfg WorkerFaultConfig) (*WorkerFaultRes
 	}
 	began := time.Now()
 	res := &WorkerFaultResult{Verdict: Verdict{Scenario: "worker-fault"}, LeaseMS: cfg.Lease.Milliseconds()}
-	srv, err := StartServer(ctx, "worker fault", cfg.Bin, filepath.Join(cfg.Dir, "data"))
+	srv, err := startServer(ctx, "worker fault", cfg.Bin, filepath.Join(cfg.Dir, "data"))
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +86,7 @@ func RunWorkerFault(ctx context.Context, cfg WorkerFaultConfig) (*WorkerFaultRes
 	return res, nil
 }
 
-func killWorker(ctx context.Context, cfg WorkerFaultConfig, srv *Server, c *client.Client, res *WorkerFaultResult) error {
+func killWorker(ctx context.Context, cfg WorkerFaultConfig, srv *loadgen.Server, c *client.Client, res *WorkerFaultResult) error {
 	const queue, id = "worker-kill", "worker-kill-1"
 	w, first, err := startOnJob(ctx, cfg, srv, c, queue, id, "hang", ModeHang)
 	if err != nil {
@@ -93,12 +94,12 @@ func killWorker(ctx context.Context, cfg WorkerFaultConfig, srv *Server, c *clie
 	}
 	defer w.Close()
 	// Let a few heartbeats pass, then kill the worker mid-job.
-	sleepCtx(ctx, cfg.Lease*3/2)
+	loadgen.Sleep(ctx, cfg.Lease*3/2)
 	if err := w.Kill(); err != nil {
 		return err
 	}
 	// A heartbeat sent just before the kill may still be in flight.
-	sleepCtx(ctx, 100*time.Millisecond)
+	loadgen.Sleep(ctx, 100*time.Millisecond)
 	j, err := c.Get(ctx, id)
 	if err != nil {
 		return err
@@ -127,7 +128,7 @@ func killWorker(ctx context.Context, cfg WorkerFaultConfig, srv *Server, c *clie
 	return err
 }
 
-func stopWorker(ctx context.Context, cfg WorkerFaultConfig, srv *Server, c *client.Client, res *WorkerFaultResult) error {
+func stopWorker(ctx context.Context, cfg WorkerFaultConfig, srv *loadgen.Server, c *client.Client, res *WorkerFaultResult) error {
 	const queue, id = "worker-stop", "worker-stop-1"
 	w, first, err := startOnJob(ctx, cfg, srv, c, queue, id, "stall", ModeStall)
 	if err != nil {
@@ -229,7 +230,7 @@ func fetchOne(ctx context.Context, c *client.Client, queue string, deadline time
 // startOnJob enqueues job id of kind on queue, starts a worker process in
 // mode on the queue, and waits for it to start the job; it returns the
 // worker, which the caller closes, and its "started" event.
-func startOnJob(ctx context.Context, cfg WorkerFaultConfig, srv *Server, c *client.Client, queue, id, kind, mode string) (*WorkerProc, WorkerEvent, error) {
+func startOnJob(ctx context.Context, cfg WorkerFaultConfig, srv *loadgen.Server, c *client.Client, queue, id, kind, mode string) (*WorkerProc, WorkerEvent, error) {
 	if _, err := c.Enqueue(ctx, client.EnqueueParams{ID: id, Queue: queue, Kind: kind, MaxAttempts: 5, Lease: cfg.Lease}); err != nil {
 		return nil, WorkerEvent{}, err
 	}
