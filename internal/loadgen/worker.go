@@ -22,7 +22,8 @@ const ackWindow = time.Millisecond
 // ack, holding at most twice Concurrency jobs (running or waiting for
 // their ack), as a fast worker does. Without it, the worker fetches only
 // when it holds no job, so that each fetch, its jobs' work and their ack
-// follow one another.
+// follow one another; Fetch and Ack then never run at once and may share
+// state, such as a random source.
 type Worker[J any] struct {
 	// Concurrency is how many jobs run at once, and the most one fetch
 	// asks for (within MaxFetch). Defaults to 1.

@@ -20,6 +20,9 @@ import (
 type PoisonConfig struct {
 	// Bin is the spool binary and Dir a scratch folder. Required.
 	Bin, Dir string
+	// WorkerBin runs the worker processes, as `WorkerBin worker --server
+	// URL …`: spool-torture, whose worker command is RunWorker. Required.
+	WorkerBin string
 	// MaxAttempts of the poison job. Defaults to 3.
 	MaxAttempts int
 	// Lease of every job. Defaults to 1s.
@@ -140,7 +143,7 @@ func supervise(ctx context.Context, cfg PoisonConfig, srv *loadgen.Server, c *cl
 		return err == nil && j.State == client.StateDead
 	}
 	for {
-		w, err := StartWorker(cfg.Bin, srv.URL(), "--mode", ModePoison, "--queue", queue,
+		w, err := StartWorker(cfg.WorkerBin, srv.URL(), "--mode", ModePoison, "--queue", queue,
 			"--lease", cfg.Lease.String(), "--concurrency", fmt.Sprint(cfg.Concurrency))
 		if err != nil {
 			return nil, nil, err

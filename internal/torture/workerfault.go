@@ -24,6 +24,9 @@ const rescueSlack = time.Second
 type WorkerFaultConfig struct {
 	// Bin is the spool binary and Dir a scratch folder. Required.
 	Bin, Dir string
+	// WorkerBin runs the worker processes, as `WorkerBin worker --server
+	// URL …`: spool-torture, whose worker command is RunWorker. Required.
+	WorkerBin string
 	// Lease is the workers' lease. Defaults to 1s.
 	Lease time.Duration
 	// Log receives progress lines; nil for none.
@@ -234,7 +237,7 @@ func startOnJob(ctx context.Context, cfg WorkerFaultConfig, srv *loadgen.Server,
 	if _, err := c.Enqueue(ctx, client.EnqueueParams{ID: id, Queue: queue, Kind: kind, MaxAttempts: 5, Lease: cfg.Lease}); err != nil {
 		return nil, WorkerEvent{}, err
 	}
-	w, err := StartWorker(cfg.Bin, srv.URL(), "--mode", mode, "--queue", queue, "--lease", cfg.Lease.String())
+	w, err := StartWorker(cfg.WorkerBin, srv.URL(), "--mode", mode, "--queue", queue, "--lease", cfg.Lease.String())
 	if err != nil {
 		return nil, WorkerEvent{}, err
 	}

@@ -24,7 +24,8 @@ type WorkerProc struct {
 	stdin  *os.File
 }
 
-// StartWorker runs `bin torture worker --server url args...`.
+// StartWorker runs `bin worker --server url args...`: bin is the harness
+// binary, spool-torture, whose worker command runs RunWorker.
 func StartWorker(bin, url string, args ...string) (*WorkerProc, error) {
 	inR, inW, err := os.Pipe()
 	if err != nil {
@@ -36,7 +37,7 @@ func StartWorker(bin, url string, args ...string) (*WorkerProc, error) {
 		inW.Close()
 		return nil, fmt.Errorf("start worker: %w", err)
 	}
-	cmd := exec.Command(bin, append([]string{"torture", "worker", "--server", url}, args...)...)
+	cmd := exec.Command(bin, append([]string{"worker", "--server", url}, args...)...)
 	cmd.Stdin, cmd.Stdout = inR, outW
 	// SIGKILL on the harness's death reaches a worker stopped with
 	// SIGSTOP too.
