@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -60,18 +59,28 @@ func (q *fakeQueue) ack(_ context.Context, jobs []int) error {
 	return nil
 }
 
-func (q *fakeQueue) allAckedOnce(t *testing.T, want int) {
+// check fails the test unless want jobs were acked, each once, and the
+// workers never held more than maxHeld jobs at once.
+func (q *fakeQueue) check(t *testing.T, want, maxHeld int) {
 	t.Helper()
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if len(q.acked) != want {
-		t.Fatalf("%d jobs acked, want %d", len(q.acked), want)
+	if len(q.acked) != want || q.maxOut > maxHeld {
+		t.Fatalf("%d jobs acked, want %d; %d held at most, want at most %d", len(q.acked), want, q.maxOut, maxHeld)
 	}
 	for j, n := range q.acked {
 		if n != 1 {
 			t.Fatalf("job %d acked %d times", j, n)
 		}
 	}
+}
+
+// runUntilAllAcked runs w until every job of q is acked.
+func runUntilAllAcked(q *fakeQueue, w Worker[int]) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	q.allAcked = cancel
+	w.Run(ctx)
 }
 
 func TestWorkersShareABudget(t *testing.T) {
@@ -88,27 +97,18 @@ func TestWorkersShareABudget(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	q.allAckedOnce(t, 5_003)
-	if q.maxOut > 400 {
-		t.Fatalf("4 workers of 100 held %d jobs at most", q.maxOut)
-	}
+	q.check(t, 5_003, 4*100)
 }
 
 func TestWorkerOverlapBoundsHeldJobs(t *testing.T) {
 	t.Parallel()
 	q := newFakeQueue(3_000)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	q.allAcked = cancel
 	slowAck := func(ctx context.Context, jobs []int) error {
 		time.Sleep(time.Millisecond)
 		return q.ack(ctx, jobs)
 	}
-	Worker[int]{Concurrency: 50, Overlap: true, Work: time.Millisecond, Fetch: q.fetch, Ack: slowAck}.Run(ctx)
-	q.allAckedOnce(t, 3_000)
-	if q.maxOut > 100 {
-		t.Fatalf("held %d jobs at most, want at most 2 × 50", q.maxOut)
-	}
+	runUntilAllAcked(q, Worker[int]{Concurrency: 50, Overlap: true, Work: time.Millisecond, Fetch: q.fetch, Ack: slowAck})
+	q.check(t, 3_000, 2*50)
 }
 
 func TestWorkerStopAcksHeldJobs(t *testing.T) {
@@ -157,26 +157,9 @@ func TestWorkerEndsWithContext(t *testing.T) {
 func TestWorkerRunsAtMostConcurrencyJobs(t *testing.T) {
 	t.Parallel()
 	q := newFakeQueue(400)
-	var running, peak atomic.Int64
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	q.allAcked = cancel
-	fetch := func(ctx context.Context, most int) ([]int, error) {
-		jobs, err := q.fetch(ctx, most)
-		for range jobs {
-			if n := running.Add(1); n > peak.Load() {
-				peak.Store(n)
-			}
-		}
-		return jobs, err
-	}
-	ack := func(ctx context.Context, jobs []int) error {
-		running.Add(-int64(len(jobs)))
-		return q.ack(ctx, jobs)
-	}
-	Worker[int]{Concurrency: 10, Work: time.Millisecond, Fetch: fetch, Ack: ack}.Run(ctx)
-	q.allAckedOnce(t, 400)
-	if peak.Load() > 10 || q.fetchesWhileHeld != 0 {
-		t.Fatalf("without overlap: %d jobs held at once (want at most 10), %d fetches while jobs were held", peak.Load(), q.fetchesWhileHeld)
+	runUntilAllAcked(q, Worker[int]{Concurrency: 10, Work: time.Millisecond, Fetch: q.fetch, Ack: q.ack})
+	q.check(t, 400, 10)
+	if q.fetchesWhileHeld != 0 {
+		t.Fatalf("without overlap: %d fetches while jobs were held", q.fetchesWhileHeld)
 	}
 }
