@@ -55,7 +55,7 @@ type Server struct {
 // NewServer returns a stopped server running command on dir, with a free
 // loopback port.
 func NewServer(command Command, dir string, args ...string) (*Server, error) {
-	addr, err := FreeAddr()
+	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -91,7 +91,7 @@ func (s *Server) Start(ctx context.Context, limit time.Duration) (time.Duration,
 		if s.ready || attempt == firstStartAttempts || ctx.Err() != nil || !errors.Is(err, ErrExitedEarly) {
 			return time.Since(began), errors.Join(errs...)
 		}
-		if s.Addr, err = FreeAddr(); err != nil {
+		if s.Addr, err = freeAddr(); err != nil {
 			return time.Since(began), errors.Join(append(errs, err)...)
 		}
 	}
@@ -161,8 +161,8 @@ func (s *Server) Ready(ctx context.Context) int {
 	return getStatus(ctx, s.URL()+"/readyz")
 }
 
-// FreeAddr returns a loopback address whose port was free a moment ago.
-func FreeAddr() (string, error) {
+// freeAddr returns a loopback address whose port was free a moment ago.
+func freeAddr() (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", fmt.Errorf("find a free port: %w", err)

@@ -37,11 +37,11 @@ type Worker[J any] struct {
 	// budget fetch in all; the worker ends once it is spent and its jobs
 	// are acked.
 	Budget *Budget
-	// Fetch leases up to max jobs (fewer, or none, when the server hands
+	// Fetch leases up to most jobs (fewer, or none, when the server hands
 	// out fewer). After an error the worker fetches again at once unless
 	// ctx ended, so a Fetch that fails should pause before it returns; a
 	// failure that should end the run cancels ctx. Required.
-	Fetch func(ctx context.Context, max int) ([]J, error)
+	Fetch func(ctx context.Context, most int) ([]J, error)
 	// Ack settles finished jobs, at most MaxBatch at a time. An error
 	// after ctx ended ends the worker; any other error is the caller's to
 	// count, and the jobs count as settled. Required.
