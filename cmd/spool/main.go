@@ -1,5 +1,8 @@
-// Command spool is the Spool job queue: `spool server` runs a node, and the
-// other subcommands are a command-line client of a running one.
+// Command spool is the Spool job queue: `spool server` runs a node; bench
+// measures one; migrate and migrate-store set up and fill a PostgreSQL
+// store; the other subcommands are a command-line client of a running
+// node. The fault and soak harness is a command of its own,
+// spool-torture, which runs this binary as the server under test.
 package main
 
 import (
@@ -22,7 +25,8 @@ Client (talks to --server, default http://127.0.0.1:7311; --json for scripts):
   fetch       lease jobs as a worker would
   ack, fail   finish a leased job
 
-Run "spool <command> -h" for the flags of a command.
+Run "spool <command> -h" for the flags of a command. Fault and soak tests
+are a command of their own: spool-torture (docs/reliability.md).
 `
 
 func main() {
@@ -44,8 +48,6 @@ func run(args []string) int {
 		return runMigrate(rest)
 	case "migrate-store":
 		return runMigrateStore(rest)
-	case "torture":
-		return runTorture(rest)
 	case "help", "-h", "--help":
 		fmt.Fprint(os.Stdout, usage)
 		return 0

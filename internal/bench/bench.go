@@ -17,6 +17,8 @@ import (
 	"os/exec"
 	"strings"
 	"time"
+
+	"github.com/spoolq/spool/internal/loadgen"
 )
 
 // Modes of a run.
@@ -58,7 +60,7 @@ const (
 	MaxQueues = 100
 	// MaxBatch is the most jobs per enqueue request (the server's default
 	// batch bound).
-	MaxBatch = 10_000
+	MaxBatch = loadgen.MaxBatch
 	// MaxConcurrency bounds producers and the jobs each worker runs at
 	// once.
 	MaxConcurrency = 10_000

@@ -190,20 +190,20 @@ func TestRunLatency(t *testing.T) {
 // memory are known with its pid and unknown without.
 func TestRunAgainstServer(t *testing.T) {
 	t.Parallel()
-	c, err := startChild(context.Background(), testServerCommand, []string{"--sync", "full"})
+	c, err := startEmbedded(context.Background(), testServerCommand, []string{"--sync", "full"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.stop()
-	res, err := Run(context.Background(), Options{Mode: ModeLifecycle, Server: c.url + "/", ServerPID: c.pid, Jobs: 100, Timeout: time.Minute})
+	res, err := Run(context.Background(), Options{Mode: ModeLifecycle, Server: c.url() + "/", ServerPID: c.pid(), Jobs: 100, Timeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Errors != 0 || res.Server != c.url || res.Sync != "" || res.ServerCPUPercent == nil || res.ServerPeakRSSMB == nil {
+	if res.Errors != 0 || res.Server != c.url() || res.Sync != "" || res.ServerCPUPercent == nil || res.ServerPeakRSSMB == nil {
 		t.Fatalf("with pid: %+v", res)
 	}
 	wantProcessedOnce(t, res, 100)
-	res, err = Run(context.Background(), Options{Mode: ModeEnqueue, Server: c.url, Jobs: 50, Timeout: time.Minute})
+	res, err = Run(context.Background(), Options{Mode: ModeEnqueue, Server: c.url(), Jobs: 50, Timeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,12 +306,12 @@ func TestRunWithToken(t *testing.T) {
 		}
 		return cmd, err
 	}
-	c, err := startChild(context.Background(), authed, []string{"--sync", "normal"})
+	c, err := startEmbedded(context.Background(), authed, []string{"--sync", "normal"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.stop()
-	res, err := Run(context.Background(), Options{Mode: ModeLifecycle, Server: c.url, Token: secret, Jobs: 100, Timeout: time.Minute})
+	res, err := Run(context.Background(), Options{Mode: ModeLifecycle, Server: c.url(), Token: secret, Jobs: 100, Timeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +319,7 @@ func TestRunWithToken(t *testing.T) {
 		t.Fatalf("with the token: %d errors: %q", res.Errors, res.ErrorSamples)
 	}
 	wantProcessedOnce(t, res, 100)
-	res, err = Run(context.Background(), Options{Mode: ModeEnqueue, Server: c.url, Jobs: 20, Timeout: time.Minute})
+	res, err = Run(context.Background(), Options{Mode: ModeEnqueue, Server: c.url(), Jobs: 20, Timeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,9 +6,6 @@ import (
 	"strings"
 )
 
-// maxFetch is the server's bound on the jobs of one fetch.
-const maxFetch = 1000
-
 // fetchWaitMS is the long poll of every fetch. Runs end by cancelling the
 // parked fetches, so it only bounds how long an idle worker sleeps.
 const fetchWaitMS = 1000

@@ -4,11 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/spoolq/spool/client"
+	"github.com/spoolq/spool/internal/loadgen"
 )
 
 // produceSpec is one closed-loop enqueue load: clients each send a request
@@ -31,21 +30,15 @@ func (r *runner) produce(ctx context.Context, s produceSpec) {
 	if s.single {
 		per = 1
 	}
-	var requests int64 = -1
-	if s.jobs > 0 {
-		requests = int64((s.jobs + per - 1) / per)
-	}
+	p := loadgen.Producer{Clients: s.clients}
 	rem := 0
 	if s.jobs > 0 {
+		p.Calls = int64((s.jobs + per - 1) / per)
 		rem = s.jobs % per
 	}
-	var deadline time.Time
 	if s.duration > 0 {
-		deadline = time.Now().Add(s.duration)
+		p.Until = time.Now().Add(s.duration)
 	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	var bat *client.Batcher
 	if s.single && r.o.Batcher {
 		opts := []client.Option{client.WithHTTPClient(r.client)}
 		if r.o.Token != "" {
@@ -55,43 +48,34 @@ func (r *runner) produce(ctx context.Context, s produceSpec) {
 			opts = append(opts, client.WithStream())
 		}
 		c := client.New(r.base, opts...)
-		bat = client.NewBatcher(c, client.BatcherConfig{})
+		bat := client.NewBatcher(c, client.BatcherConfig{})
 		defer c.CloseIdleConnections()
 		defer bat.Close()
+		_ = p.Run(ctx, func(int) loadgen.Sender {
+			return func(ctx context.Context, c loadgen.Call) error {
+				r.enqueueThrough(ctx, bat, r.queueOf(c), s.latency)
+				return nil
+			}
+		})
+		return
 	}
-	for c := 0; c < s.clients; c++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var out bytes.Buffer
-			for ctx.Err() == nil {
-				i := next.Add(1) - 1
-				if requests >= 0 && i >= requests {
-					return
-				}
-				if !deadline.IsZero() && !time.Now().Before(deadline) {
-					return
-				}
-				q := int(i % int64(len(r.queues)))
-				if bat != nil {
-					r.enqueueThrough(ctx, bat, q, s.latency)
-					continue
-				}
-				path, body, n := "/v1/jobs/batch", r.bodies.batch[q], per
-				switch {
-				case s.single:
-					path, body = "/v1/jobs", r.bodies.single[q]
-				case rem > 0 && i == requests-1:
-					body, n = r.bodies.partial[q], rem
-				}
-				if err := r.post(ctx, path, body, &out, s.latency, time.Now()); err != nil {
-					continue
-				}
+	_ = p.Run(ctx, func(int) loadgen.Sender {
+		var out bytes.Buffer
+		return func(ctx context.Context, c loadgen.Call) error {
+			q := r.queueOf(c)
+			path, body, n := "/v1/jobs/batch", r.bodies.batch[q], per
+			switch {
+			case s.single:
+				path, body = "/v1/jobs", r.bodies.single[q]
+			case rem > 0 && c.Index == p.Calls-1:
+				body, n = r.bodies.partial[q], rem
+			}
+			if err := r.post(ctx, path, body, &out, s.latency, time.Now()); err == nil {
 				r.enqueued.Add(int64(n))
 			}
-		}()
-	}
-	wg.Wait()
+			return nil
+		}
+	})
 }
 
 // produceAtRate runs the latency mode's open-loop load: single jobs due at
@@ -99,40 +83,23 @@ func (r *runner) produce(ctx context.Context, s produceSpec) {
 // of senders. Request latency is measured from the due time, so a slow
 // answer delays the measurement, never the schedule.
 func (r *runner) produceAtRate(ctx context.Context) {
-	p := newPacer(time.Now(), r.o.Rate, int64(r.o.Jobs), r.o.Duration)
-	var wg sync.WaitGroup
-	for c := 0; c < r.o.Producers; c++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var out bytes.Buffer
-			var body []byte
-			timer := time.NewTimer(time.Hour)
-			defer timer.Stop()
-			for ctx.Err() == nil {
-				i, at, ok := p.Next()
-				if !ok {
-					return
-				}
-				if d := time.Until(at); d > 0 {
-					timer.Reset(d)
-					select {
-					case <-ctx.Done():
-						return
-					case <-timer.C:
-					}
-				}
-				q := int(i % int64(len(r.queues)))
-				body = r.bodies.appendTimed(body[:0], q, at.UnixNano())
-				if err := r.post(ctx, "/v1/jobs", body, &out, r.hEnqueue, at); err != nil {
-					continue
-				}
+	pace := newPacer(time.Now(), r.o.Rate, int64(r.o.Jobs), r.o.Duration)
+	p := loadgen.Producer{Clients: r.o.Producers, Schedule: pace.Next}
+	_ = p.Run(ctx, func(int) loadgen.Sender {
+		var out bytes.Buffer
+		var body []byte
+		return func(ctx context.Context, c loadgen.Call) error {
+			body = r.bodies.appendTimed(body[:0], r.queueOf(c), c.Due.UnixNano())
+			if err := r.post(ctx, "/v1/jobs", body, &out, r.hEnqueue, c.Due); err == nil {
 				r.enqueued.Add(1)
 			}
-		}()
-	}
-	wg.Wait()
+			return nil
+		}
+	})
 }
+
+// queueOf is the queue a call goes to: the queues in turn.
+func (r *runner) queueOf(c loadgen.Call) int { return int(c.Index % int64(len(r.queues))) }
 
 // enqueueThrough enqueues one job of queue q through the Batcher, timing
 // the call as a request.

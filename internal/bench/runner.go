@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/spoolq/spool/internal/loadgen"
 	"github.com/spoolq/spool/internal/stream"
 )
 
@@ -211,7 +212,7 @@ func (r *runner) work(ctx context.Context) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			newWorker(r).run(wctx)
+			newWorker(r).Run(wctx)
 		}()
 	}
 	select {
@@ -225,7 +226,7 @@ func (r *runner) work(ctx context.Context) {
 // window is the timed part of a run, with the resource use at its start.
 type window struct {
 	start     time.Time
-	server    procUsage
+	server    loadgen.Usage
 	serverOK  bool
 	clientCPU time.Duration
 	clientOK  bool

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/spoolq/spool/internal/loadgen"
 )
 
 // target is the server under load: an embedded child process, or a
@@ -13,7 +15,7 @@ import (
 type target struct {
 	url   string
 	pid   int // 0 when unknown
-	child *childServer
+	child *embedded
 	db    string // the embedded server's PostgreSQL URL, if any
 }
 
@@ -25,11 +27,11 @@ func openTarget(ctx context.Context, o Options) (*target, error) {
 		if o.DB != "" {
 			extra = append(extra, "--db", o.DB)
 		}
-		c, err := startChild(ctx, o.ServerCommand, extra)
+		c, err := startEmbedded(ctx, o.ServerCommand, extra)
 		if err != nil {
 			return nil, err
 		}
-		return &target{url: c.url, pid: c.pid, child: c, db: o.DB}, nil
+		return &target{url: c.url(), pid: c.pid(), child: c, db: o.DB}, nil
 	}
 	t := &target{url: o.Server, pid: o.ServerPID}
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -47,7 +49,7 @@ func openTarget(ctx context.Context, o Options) (*target, error) {
 		return nil, fmt.Errorf("server %s is not ready: /readyz answered %s", t.url, resp.Status)
 	}
 	if t.pid != 0 {
-		if _, err := readProc(t.pid); err != nil {
+		if _, err := loadgen.ReadUsage(t.pid); err != nil {
 			return nil, fmt.Errorf("server pid %d: %w", t.pid, err)
 		}
 	}
@@ -67,11 +69,11 @@ func (t *target) describe() string {
 
 // usage reads the server process's CPU time and memory, when its pid is
 // known and readable.
-func (t *target) usage() (procUsage, bool) {
+func (t *target) usage() (loadgen.Usage, bool) {
 	if t.pid == 0 {
-		return procUsage{}, false
+		return loadgen.Usage{}, false
 	}
-	u, err := readProc(t.pid)
+	u, err := loadgen.ReadUsage(t.pid)
 	return u, err == nil
 }
 

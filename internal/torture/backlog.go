@@ -12,10 +12,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/spoolq/spool/client"
+	"github.com/spoolq/spool/internal/loadgen"
 )
 
 // BacklogConfig configures the deep-backlog scenario. Zero values take the
@@ -133,7 +133,7 @@ func RunBacklog(ctx context.Context, cfg BacklogConfig) (*BacklogResult, error) 
 		FetchMax:    cfg.FetchMax,
 		FetchRounds: cfg.FetchRounds,
 	}
-	srv, err := NewServer(cfg.Bin, filepath.Join(cfg.Dir, "data"))
+	srv, err := newServer(cfg.Bin, filepath.Join(cfg.Dir, "data"))
 	if err != nil {
 		return nil, err
 	}
@@ -163,7 +163,7 @@ func RunBacklog(ctx context.Context, cfg BacklogConfig) (*BacklogResult, error) 
 	res.DrainedRSSMB, res.DrainedHWMMB = mb(m.RSS), mb(m.HWM)
 	for _, side := range []struct {
 		name   string
-		srv    *Server
+		srv    *loadgen.Server
 		series FetchSeries
 	}{{"reference", ref, res.ReferenceFetch}, {"full backlog", srv, res.Fetch}} {
 		want := side.series.Backlog - side.series.Drained
@@ -237,7 +237,7 @@ func (cfg BacklogConfig) withDefaults() (BacklogConfig, error) {
 // memory marks, the fill time and the database size in res, and stops it.
 // A count that does not add up is a violation; a server that does not
 // start or a fill that fails is an error.
-func fillFull(ctx context.Context, cfg BacklogConfig, srv *Server, res *BacklogResult) error {
+func fillFull(ctx context.Context, cfg BacklogConfig, srv *loadgen.Server, res *BacklogResult) error {
 	if _, err := srv.Start(ctx, 30*time.Second); err != nil {
 		return fmt.Errorf("backlog: %w", err)
 	}
@@ -279,8 +279,8 @@ func fillFull(ctx context.Context, cfg BacklogConfig, srv *Server, res *BacklogR
 // the running server, which the caller closes. A count that does not add
 // up is a violation recorded in res; a server that does not start or a
 // fill that fails is an error.
-func startReference(ctx context.Context, cfg BacklogConfig, res *BacklogResult) (*Server, error) {
-	srv, err := StartServer(ctx, "backlog: reference", cfg.Bin, filepath.Join(cfg.Dir, "reference"))
+func startReference(ctx context.Context, cfg BacklogConfig, res *BacklogResult) (*loadgen.Server, error) {
+	srv, err := startServer(ctx, "backlog: reference", cfg.Bin, filepath.Join(cfg.Dir, "reference"))
 	if err != nil {
 		return nil, err
 	}
@@ -312,12 +312,12 @@ func startReference(ctx context.Context, cfg BacklogConfig, res *BacklogResult) 
 // alternating rounds, reference first, each draining its share of
 // cfg.DrainJobs from both, and records both series in res. A failed round
 // is a violation and ends the rounds.
-func fetchRounds(ctx context.Context, cfg BacklogConfig, ref, full *Server, res *BacklogResult) {
+func fetchRounds(ctx context.Context, cfg BacklogConfig, ref, full *loadgen.Server, res *BacklogResult) {
 	res.ReferenceFetch = FetchSeries{Backlog: cfg.ReferenceJobs}
 	res.Fetch = FetchSeries{Backlog: cfg.Jobs}
 	sides := []struct {
 		name   string
-		srv    *Server
+		srv    *loadgen.Server
 		series *FetchSeries
 	}{
 		{fmt.Sprintf("the reference backlog of %d jobs", cfg.ReferenceJobs), ref, &res.ReferenceFetch},
@@ -375,62 +375,46 @@ func checkFetchRatio(res *BacklogResult, cfg BacklogConfig) {
 }
 
 // fillBacklog enqueues jobs jobs into the backlog queue in batches of
-// cfg.Batch from cfg.Producers goroutines. After each batch it calls
+// cfg.Batch from cfg.Producers clients. After each batch it calls
 // progress, when not nil, with the number of jobs enqueued so far; the
 // calls never overlap.
 func fillBacklog(ctx context.Context, cfg BacklogConfig, c *client.Client, jobs int, progress func(total int)) error {
 	var (
-		next, done atomic.Int64
-		mu         sync.Mutex
-		firstErr   error
-		wg         sync.WaitGroup
+		mu   sync.Mutex
+		done int
 	)
 	batches := (jobs + cfg.Batch - 1) / cfg.Batch
-	for range cfg.Producers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				b := int(next.Add(1)) - 1
-				if b >= batches || ctx.Err() != nil {
-					return
-				}
-				n := min(cfg.Batch, jobs-b*cfg.Batch)
-				ps := make([]client.EnqueueParams, n)
-				for i := range ps {
-					payload := strconv.AppendInt([]byte(`{"n":`), int64(b*cfg.Batch+i), 10)
-					ps[i] = client.EnqueueParams{Queue: backlogQueue, Kind: "backlog", Payload: json.RawMessage(append(payload, '}'))}
-				}
-				cctx, cancel := context.WithTimeout(ctx, time.Minute)
-				_, err := c.EnqueueBatch(cctx, ps)
-				cancel()
-				mu.Lock()
-				if err != nil {
-					if firstErr == nil {
-						firstErr = fmt.Errorf("backlog: enqueue batch %d: %w", b, err)
-					}
-					mu.Unlock()
-					return
-				}
-				total := int(done.Add(int64(n)))
-				if progress != nil {
-					progress(total)
-				}
-				mu.Unlock()
+	load := loadgen.Producer{Clients: cfg.Producers, Calls: int64(batches)}
+	return load.Run(ctx, func(int) loadgen.Sender {
+		return func(ctx context.Context, call loadgen.Call) error {
+			b := int(call.Index)
+			n := min(cfg.Batch, jobs-b*cfg.Batch)
+			ps := make([]client.EnqueueParams, n)
+			for i := range ps {
+				payload := strconv.AppendInt([]byte(`{"n":`), int64(b*cfg.Batch+i), 10)
+				ps[i] = client.EnqueueParams{Queue: backlogQueue, Kind: "backlog", Payload: json.RawMessage(append(payload, '}'))}
 			}
-		}()
-	}
-	wg.Wait()
-	if firstErr != nil {
-		return firstErr
-	}
-	return ctx.Err()
+			cctx, cancel := context.WithTimeout(ctx, time.Minute)
+			_, err := c.EnqueueBatch(cctx, ps)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("backlog: enqueue batch %d: %w", b, err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			done += n
+			if progress != nil {
+				progress(done)
+			}
+			return nil
+		}
+	})
 }
 
 // checkMem reads the server's memory and records a violation when its
 // resident or peak memory is above limit.
-func checkMem(res *BacklogResult, srv *Server, limit int64, when string) Mem {
-	m, err := srv.Proc().Mem()
+func checkMem(res *BacklogResult, srv *loadgen.Server, limit int64, when string) loadgen.Usage {
+	m, err := srv.Process().Usage()
 	if err != nil {
 		res.failf("%s: %v", when, err)
 		return m

@@ -5,37 +5,8 @@ package torture
 import (
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 )
-
-func TestReserveHandsOutExactlyTheDrainCount(t *testing.T) {
-	t.Parallel()
-	var left, taken atomic.Int64
-	left.Store(10_050)
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				n := reserve(&left, 100)
-				if n == 0 {
-					return
-				}
-				if n > 100 {
-					t.Errorf("reserved %d, more than the fetch max 100", n)
-				}
-				taken.Add(int64(n))
-			}
-		}()
-	}
-	wg.Wait()
-	if got := taken.Load(); got != 10_050 || left.Load() != 0 {
-		t.Fatalf("reserved %d with %d left, want 10050 and 0", got, left.Load())
-	}
-}
 
 func TestBacklogConfigDefaults(t *testing.T) {
 	t.Parallel()

@@ -6,66 +6,94 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/client"
+	"github.com/spoolq/spool/internal/loadgen"
 )
 
 // fetchWait is the consumers' long poll.
 const fetchWait = 500 * time.Millisecond
 
-// consume is one consumer: it fetches batches of jobs and acks, fails or
-// extends-then-acks each, until stopConsume closes.
-func (l *Load) consume(idx int) {
-	defer l.consumers.Done()
+// consumerFetch is the most jobs a consumer fetches at once.
+const consumerFetch = 10
+
+// consumer returns consumer idx of the load: it fetches 1 to 10 jobs at a
+// time and acks, fails or extends-then-acks each, until stopConsume
+// closes.
+func (l *Load) consumer(idx int) loadgen.Worker[*client.Job] {
 	rng := rand.New(rand.NewPCG(l.cfg.Seed, uint64(1000+idx)))
-	for !stopped(l.stopConsume) && l.ctx.Err() == nil {
-		jobs, ok := l.fetch(client.FetchParams{Max: 1 + rng.IntN(10)})
-		if !ok {
-			sleepCtx(l.ctx, minRetry+rand.N(maxRetry))
-			continue
-		}
-		var acks []client.AckItem
-		for _, j := range jobs {
-			switch r := rng.Float64(); {
-			case r < l.cfg.FailShare:
-				l.fail(j, time.Duration(10+rng.IntN(90))*time.Millisecond)
-			case r < l.cfg.FailShare+l.cfg.ExtendShare:
-				l.extend(j)
-				l.ack(j)
-			case rng.IntN(2) == 0:
-				l.ack(j)
-			default:
-				acks = append(acks, client.AckItem{ID: j.ID, Token: j.Token()})
+	return loadgen.Worker[*client.Job]{
+		Concurrency: consumerFetch,
+		Stop:        l.stopConsume,
+		Fetch: func(_ context.Context, most int) ([]*client.Job, error) {
+			jobs, err := l.fetch(client.FetchParams{Max: 1 + rng.IntN(most)})
+			if err != nil {
+				loadgen.Sleep(l.ctx, minRetry+rand.N(maxRetry))
 			}
-		}
-		if len(acks) > 0 {
-			l.ackBatch(acks)
-		}
+			return jobs, err
+		},
+		Ack: func(_ context.Context, jobs []*client.Job) error {
+			l.settleAll(rng, jobs)
+			return nil
+		},
 	}
 }
 
-// slowConsume leases one job at a time with a short lease, lets the lease
-// run out past the server's rescue bound, and then acks with the stale
-// token: the ack must be refused once the job went to another consumer.
-func (l *Load) slowConsume() {
-	defer l.consumers.Done()
-	for !stopped(l.stopConsume) && l.ctx.Err() == nil {
-		jobs, ok := l.fetch(client.FetchParams{Max: 1, Lease: l.cfg.SlowLease})
-		if !ok {
-			sleepCtx(l.ctx, maxRetry)
-			continue
-		}
-		for _, j := range jobs {
-			l.h.Add(Event{Op: OpAbandon, Type: TypeOK, Job: j.ID, Token: j.Token()})
-		}
-		sleepCtx(l.ctx, l.cfg.SlowLease+1500*time.Millisecond)
-		for _, j := range jobs {
+// settleAll settles each of jobs as rng chooses: a fail with a retry, an
+// extend and an ack, a single ack, or an ack in one batch with the others
+// so chosen.
+func (l *Load) settleAll(rng *rand.Rand, jobs []*client.Job) {
+	var acks []client.AckItem
+	for _, j := range jobs {
+		switch r := rng.Float64(); {
+		case r < l.cfg.FailShare:
+			l.fail(j, time.Duration(10+rng.IntN(90))*time.Millisecond)
+		case r < l.cfg.FailShare+l.cfg.ExtendShare:
+			l.extend(j)
 			l.ack(j)
+		case rng.IntN(2) == 0:
+			l.ack(j)
+		default:
+			acks = append(acks, client.AckItem{ID: j.ID, Token: j.Token()})
 		}
+	}
+	if len(acks) > 0 {
+		l.ackBatch(acks)
 	}
 }
 
-// fetch leases jobs and records each hand-out. ok is false when the fetch
-// failed.
-func (l *Load) fetch(p client.FetchParams) ([]*client.Job, bool) {
+// slowConsumer returns the load's slow consumer: it leases one job at a
+// time with a short lease, lets the lease run out past the server's
+// rescue bound, and then acks with the stale token: the ack must be
+// refused once the job went to another consumer.
+func (l *Load) slowConsumer() loadgen.Worker[*client.Job] {
+	hold := l.cfg.SlowLease + 1500*time.Millisecond
+	return loadgen.Worker[*client.Job]{
+		Concurrency: 1,
+		Work:        hold,
+		Stop:        l.stopConsume,
+		Fetch: func(context.Context, int) ([]*client.Job, error) {
+			jobs, err := l.fetch(client.FetchParams{Max: 1, Lease: l.cfg.SlowLease})
+			switch {
+			case err != nil:
+				loadgen.Sleep(l.ctx, maxRetry)
+			case len(jobs) == 0:
+				loadgen.Sleep(l.ctx, hold)
+			}
+			for _, j := range jobs {
+				l.h.Add(Event{Op: OpAbandon, Type: TypeOK, Job: j.ID, Token: j.Token()})
+			}
+			return jobs, err
+		},
+		Ack: func(_ context.Context, jobs []*client.Job) error {
+			for _, j := range jobs {
+				l.ack(j)
+			}
+			return nil
+		},
+	}
+}
+
+// fetch leases jobs and records each hand-out.
+func (l *Load) fetch(p client.FetchParams) ([]*client.Job, error) {
 	p.Queues = []string{l.cfg.Queue}
 	p.Wait = fetchWait
 	p.Worker = "torture"
@@ -73,12 +101,12 @@ func (l *Load) fetch(p client.FetchParams) ([]*client.Job, bool) {
 	defer cancel()
 	jobs, err := l.c.Fetch(ctx, p)
 	if err != nil {
-		return nil, false
+		return nil, err
 	}
 	for _, j := range jobs {
 		l.h.Add(Event{Op: OpFetch, Type: TypeOK, Job: j.ID, Token: j.Token(), Attempt: j.Attempt})
 	}
-	return jobs, true
+	return jobs, nil
 }
 
 // settle sends one lease call until it is answered for sure.

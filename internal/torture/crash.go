@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/client"
+	"github.com/spoolq/spool/internal/loadgen"
 )
 
 // CrashConfig configures the kill -9 scenario. Zero values take the
@@ -103,7 +104,7 @@ func RunCrash(ctx context.Context, cfg CrashConfig) (*CrashResult, error) {
 	began := time.Now()
 	res := &CrashResult{Verdict: Verdict{Scenario: "crash"}, Seed: cfg.Seed, Sync: cfg.Sync}
 	data := filepath.Join(cfg.Dir, "data")
-	srv, err := StartServer(ctx, "crash", cfg.Bin, data, "--sync", cfg.Sync)
+	srv, err := startServer(ctx, "crash", cfg.Bin, data, "--sync", cfg.Sync)
 	if err != nil {
 		return nil, err
 	}
@@ -141,7 +142,7 @@ func RunCrash(ctx context.Context, cfg CrashConfig) (*CrashResult, error) {
 // killCycles kills the server cfg.Cycles times, checking the database
 // after each kill and timing each restart. It stops early, with fewer
 // res.Cycles, when a restart fails.
-func killCycles(ctx context.Context, cfg CrashConfig, srv *Server, h *History, res *CrashResult) error {
+func killCycles(ctx context.Context, cfg CrashConfig, srv *loadgen.Server, h *History, res *CrashResult) error {
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0))
 	var readyTotal, readyMax time.Duration
 	defer func() {
@@ -154,7 +155,7 @@ func killCycles(ctx context.Context, cfg CrashConfig, srv *Server, h *History, r
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		sleepCtx(ctx, cfg.MinUp+time.Duration(rng.Int64N(int64(cfg.MaxUp-cfg.MinUp)+1)))
+		loadgen.Sleep(ctx, cfg.MinUp+time.Duration(rng.Int64N(int64(cfg.MaxUp-cfg.MinUp)+1)))
 		h.Add(Event{Op: OpKill, Type: TypeOK})
 		if err := srv.Kill(); err != nil {
 			return fmt.Errorf("crash: cycle %d: %w", cycle, err)

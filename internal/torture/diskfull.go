@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/client"
+	"github.com/spoolq/spool/internal/loadgen"
 )
 
 // Pass marks and bounds of the disk scenarios.
@@ -86,7 +87,7 @@ func RunDiskFull(ctx context.Context, cfg DiskFullConfig) (*DiskFullResult, erro
 	}
 	defer fs.Close()
 	data := filepath.Join(fs.Dir, "data")
-	srv, err := StartServer(ctx, "disk full", cfg.Bin, data)
+	srv, err := startServer(ctx, "disk full", cfg.Bin, data)
 	if err != nil {
 		return nil, err
 	}
@@ -99,8 +100,8 @@ func RunDiskFull(ctx context.Context, cfg DiskFullConfig) (*DiskFullResult, erro
 	}
 	logf(cfg.Log, "disk full: %d jobs stored, disk full", res.Stored)
 	probeFull(ctx, p, res)
-	if !srv.Proc().Alive() {
-		return nil, fmt.Errorf("disk full: the server died: %s", srv.Proc().Logs())
+	if !srv.Process().Alive() {
+		return nil, fmt.Errorf("disk full: the server died: %s", srv.Process().Logs())
 	}
 	res.ReadyWhileFull = srv.Ready(ctx)
 	if res.ReadyWhileFull != http.StatusServiceUnavailable {
@@ -210,7 +211,7 @@ func awaitResume(ctx context.Context, p *prober, res *DiskFullResult) {
 // verifyAfterRestart stops the server, checks the database's integrity,
 // starts the server again, drains the probe queue and checks the history
 // against the final listing.
-func verifyAfterRestart(ctx context.Context, v *Verdict, s *Summary, srv *Server, p *prober, data string) {
+func verifyAfterRestart(ctx context.Context, v *Verdict, s *Summary, srv *loadgen.Server, p *prober, data string) {
 	if err := srv.Terminate(30 * time.Second); err != nil {
 		v.failf("stop: %v", err)
 		_ = srv.Kill()

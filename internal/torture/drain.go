@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/client"
+	"github.com/spoolq/spool/internal/loadgen"
 )
 
 // pending is how many jobs of q are not final yet.
@@ -32,7 +33,7 @@ func waitDrained(ctx context.Context, c *client.Client, queue string, limit time
 		if time.Now().After(deadline) {
 			return last, fmt.Errorf("queue %s not drained within %v: counts %+v (last error %v)", queue, limit, last, err)
 		}
-		sleepCtx(ctx, 100*time.Millisecond)
+		loadgen.Sleep(ctx, 100*time.Millisecond)
 	}
 }
 

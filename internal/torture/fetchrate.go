@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/client"
+	"github.com/spoolq/spool/internal/loadgen"
 )
 
 // FetchRate is one fetch-rate round of the deep-backlog scenario:
@@ -84,53 +85,60 @@ func median(xs []float64) float64 {
 }
 
 // measureFetch fetches and acks drain jobs from queue, which holds backlog
-// available jobs, with cfg.Fetchers loops at once. Each loop asks for up
-// to cfg.FetchMax jobs (never more than are left to drain), without a
-// wait, and acks what it got with one AckBatch call; a fetch that hands
-// out nothing, fewer than asked, or an ack that fails is an error, since
-// the backlog holds more jobs than the round drains. It uses a
-// client of its own, so that no connection from before a restart or from
-// another round is reused.
+// available jobs, with cfg.Fetchers workers at once. Each worker asks for
+// up to cfg.FetchMax jobs (never more than are left to drain), without a
+// wait, and acks what it got with one AckBatch call before it fetches
+// again; a fetch that hands out fewer than asked, or an ack that fails, is
+// an error, since the backlog holds more jobs than the round drains. It
+// uses a client of its own, so that no connection from before a restart or
+// from another round is reused.
 func measureFetch(ctx context.Context, cfg BacklogConfig, url, queue string, backlog, drain int) (FetchRate, error) {
 	c := client.New(url)
 	defer c.CloseIdleConnections()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
-		left, drained atomic.Int64
-		firstNS       atomic.Int64
-		mu            sync.Mutex
-		firstErr      error
-		wg            sync.WaitGroup
+		drained, firstNS atomic.Int64
+		mu               sync.Mutex
+		firstErr         error
+		wg               sync.WaitGroup
 	)
-	left.Store(int64(drain))
-	fail := func(err error) {
+	fail := func(err error) error {
 		mu.Lock()
 		if firstErr == nil {
 			firstErr = err
 		}
 		mu.Unlock()
 		cancel()
+		return err
 	}
+	budget := loadgen.NewBudget(int64(drain))
 	began := time.Now()
 	for range cfg.Fetchers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil {
-				n := reserve(&left, cfg.FetchMax)
-				if n == 0 {
-					return
-				}
-				got, err := fetchAck(ctx, c, queue, n, func() {
+		w := loadgen.Worker[*client.Job]{
+			Concurrency: cfg.FetchMax,
+			Budget:      budget,
+			Fetch: func(ctx context.Context, n int) ([]*client.Job, error) {
+				jobs, err := fetchExactly(ctx, c, queue, n, func() {
 					firstNS.CompareAndSwap(0, int64(time.Since(began)))
 				})
 				if err != nil {
-					fail(err)
-					return
+					return nil, fail(err)
 				}
-				drained.Add(int64(got))
-			}
+				return jobs, nil
+			},
+			Ack: func(ctx context.Context, jobs []*client.Job) error {
+				if err := ackCompleted(ctx, c, jobs); err != nil {
+					return fail(err)
+				}
+				drained.Add(int64(len(jobs)))
+				return nil
+			},
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.Run(ctx)
 		}()
 	}
 	wg.Wait()
@@ -153,56 +161,48 @@ func measureFetch(ctx context.Context, cfg BacklogConfig, url, queue string, bac
 	return r, nil
 }
 
-// reserve takes up to most jobs from the count left to drain and returns
-// how many it took; 0 when none are left.
-func reserve(left *atomic.Int64, most int) int {
-	for {
-		l := left.Load()
-		if l <= 0 {
-			return 0
-		}
-		n := min(l, int64(most))
-		if left.CompareAndSwap(l, l-n) {
-			return int(n)
-		}
-	}
-}
-
-// errShortFetch is returned by fetchAck when a fetch hands out fewer jobs
-// than asked although the backlog holds more.
+// errShortFetch is returned by fetchExactly when a fetch hands out fewer
+// jobs than asked although the backlog holds more.
 var errShortFetch = errors.New("fetch handed out fewer jobs than asked")
 
-// fetchAck fetches exactly n jobs of queue and acks them in one batch call,
-// calling fetched when the fetch has answered with jobs. It returns how
-// many jobs it fetched and acked.
-func fetchAck(ctx context.Context, c *client.Client, queue string, n int, fetched func()) (int, error) {
-	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+// fetchExactly fetches n jobs of queue without a wait, calling fetched
+// when the fetch has answered with jobs; fewer than n is an error.
+func fetchExactly(ctx context.Context, c *client.Client, queue string, n int, fetched func()) ([]*client.Job, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	jobs, err := c.Fetch(cctx, client.FetchParams{Queues: []string{queue}, Max: n})
+	jobs, err := c.Fetch(ctx, client.FetchParams{Queues: []string{queue}, Max: n})
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	if len(jobs) > 0 {
 		fetched()
 	}
 	if len(jobs) != n {
-		return 0, fmt.Errorf("%w: %d of %d", errShortFetch, len(jobs), n)
+		return nil, fmt.Errorf("%w: %d of %d", errShortFetch, len(jobs), n)
 	}
+	return jobs, nil
+}
+
+// ackCompleted acks jobs in one batch call; an ack refused, or one that
+// leaves its job other than completed, is an error.
+func ackCompleted(ctx context.Context, c *client.Client, jobs []*client.Job) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
 	items := make([]client.AckItem, len(jobs))
 	for i, j := range jobs {
 		items[i] = client.AckItem{ID: j.ID, Token: j.Token()}
 	}
-	out, err := c.AckBatch(cctx, items)
+	out, err := c.AckBatch(ctx, items)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	for _, r := range out {
 		if r.Err != nil {
-			return 0, fmt.Errorf("ack %s: %w", r.ID, r.Err)
+			return fmt.Errorf("ack %s: %w", r.ID, r.Err)
 		}
 		if r.State != client.StateCompleted {
-			return 0, fmt.Errorf("ack %s: job ended %s, want completed", r.ID, r.State)
+			return fmt.Errorf("ack %s: job ended %s, want completed", r.ID, r.State)
 		}
 	}
-	return len(jobs), nil
+	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/client"
+	"github.com/spoolq/spool/internal/loadgen"
 )
 
 // GracefulConfig configures the graceful-restart scenario. Zero values
@@ -80,7 +81,7 @@ func RunGraceful(ctx context.Context, cfg GracefulConfig) (*GracefulResult, erro
 	began := time.Now()
 	res := &GracefulResult{Verdict: Verdict{Scenario: "graceful"}, Seed: cfg.Seed}
 	data := filepath.Join(cfg.Dir, "data")
-	srv, err := StartServer(ctx, "graceful", cfg.Bin, data)
+	srv, err := startServer(ctx, "graceful", cfg.Bin, data)
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +93,7 @@ func RunGraceful(ctx context.Context, cfg GracefulConfig) (*GracefulResult, erro
 
 	var stopMax, readyMax time.Duration
 	for cycle := 1; cycle <= cfg.Cycles; cycle++ {
-		sleepCtx(ctx, cfg.Up)
+		loadgen.Sleep(ctx, cfg.Up)
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}

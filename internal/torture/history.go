@@ -1,12 +1,15 @@
 // Package torture runs Spool servers and workers as real processes, injects
 // faults into them (kill -9, SIGSTOP, SIGTERM under load, a full or
 // read-only disk, a deep backlog) and checks that nothing acknowledged is
-// lost and no stale lease is honoured.
+// lost and no stale lease is honoured. The servers are the product binary,
+// spool; the worker processes are the harness binary, spool-torture, whose
+// worker command is RunWorker. Servers, load and workers run on loadgen,
+// as spool bench does.
 //
 // Load generators write every operation to a History; Check, a pure
 // function over that history, counts the anomalies; each scenario returns a
-// report whose Violations list the pass marks it missed. `spool torture`
-// and the tests under test/torture run the same scenarios.
+// report whose Violations list the pass marks it missed. The command
+// spool-torture and the tests under test/torture run the same scenarios.
 package torture
 
 import (

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/client"
+	"github.com/spoolq/spool/internal/loadgen"
 )
 
 // Bounds of the load generators.
@@ -124,17 +125,25 @@ func StartLoad(c *client.Client, h *History, cfg LoadConfig) *Load {
 		stopProduce: make(chan struct{}), stopConsume: make(chan struct{}),
 		gaveUp: map[string]int{}, finalErr: map[string]int{},
 	}
-	for i := range cfg.Producers {
-		l.producers.Add(1)
-		go l.produce(i)
-	}
+	producers := loadgen.Producer{Clients: cfg.Producers, Pace: cfg.Pace, Stop: l.stopProduce}
+	l.producers.Add(1)
+	go func() {
+		defer l.producers.Done()
+		_ = producers.Run(l.ctx, l.producer)
+	}()
+	consumers := make([]loadgen.Worker[*client.Job], 0, cfg.Consumers+1)
 	for i := range cfg.Consumers {
-		l.consumers.Add(1)
-		go l.consume(i)
+		consumers = append(consumers, l.consumer(i))
 	}
 	if cfg.SlowConsumer {
+		consumers = append(consumers, l.slowConsumer())
+	}
+	for _, w := range consumers {
 		l.consumers.Add(1)
-		go l.slowConsume()
+		go func() {
+			defer l.consumers.Done()
+			w.Run(l.ctx)
+		}()
 	}
 	return l
 }
@@ -216,27 +225,8 @@ func (l *Load) retry(call func() outcome) (outcome, bool) {
 		if l.ctx.Err() != nil || time.Now().After(deadline) {
 			return o, true
 		}
-		sleepCtx(l.ctx, pause/2+rand.N(pause/2+1))
+		loadgen.Sleep(l.ctx, pause/2+rand.N(pause/2+1))
 		pause = min(pause*2, maxRetry)
-	}
-}
-
-// sleepCtx sleeps d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
-}
-
-func stopped(ch chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/client"
+	"github.com/spoolq/spool/internal/loadgen"
 )
 
 // PoisonConfig configures the poison-job scenario. Zero values take the
@@ -19,6 +20,9 @@ import (
 type PoisonConfig struct {
 	// Bin is the spool binary and Dir a scratch folder. Required.
 	Bin, Dir string
+	// WorkerBin runs the worker processes, as `WorkerBin worker --server
+	// URL …`: spool-torture, whose worker command is RunWorker. Required.
+	WorkerBin string
 	// MaxAttempts of the poison job. Defaults to 3.
 	MaxAttempts int
 	// Lease of every job. Defaults to 1s.
@@ -76,7 +80,7 @@ func RunPoison(ctx context.Context, cfg PoisonConfig) (*PoisonResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.Limit)
 	defer cancel()
 	res := &PoisonResult{Verdict: Verdict{Scenario: "poison"}, MaxAttempts: cfg.MaxAttempts}
-	srv, err := StartServer(ctx, "poison", cfg.Bin, filepath.Join(cfg.Dir, "data"))
+	srv, err := startServer(ctx, "poison", cfg.Bin, filepath.Join(cfg.Dir, "data"))
 	if err != nil {
 		return nil, err
 	}
@@ -93,13 +97,17 @@ func RunPoison(ctx context.Context, cfg PoisonConfig) (*PoisonResult, error) {
 	okDone.Add(1)
 	go func() {
 		defer okDone.Done()
-		for n := 0; !stopped(stopOK) && ctx.Err() == nil; n++ {
-			_, err := c.Enqueue(ctx, client.EnqueueParams{ID: fmt.Sprintf("ok-%d", n), Queue: queue, Kind: "ok", Lease: cfg.Lease})
-			if err == nil {
-				res.OKEnqueued = n + 1
+		ordinary := loadgen.Producer{Pace: cfg.Interval, Stop: stopOK}
+		_ = ordinary.Run(ctx, func(int) loadgen.Sender {
+			return func(ctx context.Context, call loadgen.Call) error {
+				n := int(call.Index)
+				_, err := c.Enqueue(ctx, client.EnqueueParams{ID: fmt.Sprintf("ok-%d", n), Queue: queue, Kind: "ok", Lease: cfg.Lease})
+				if err == nil {
+					res.OKEnqueued = n + 1
+				}
+				return nil
 			}
-			sleepCtx(ctx, cfg.Interval)
-		}
+		})
 	}()
 	poisonAt, live, err := supervise(ctx, cfg, srv, c, res, queue, poisonID)
 	close(stopOK)
@@ -128,14 +136,14 @@ func RunPoison(ctx context.Context, cfg PoisonConfig) (*PoisonResult, error) {
 // supervise runs worker processes one after the other, starting a new one
 // whenever the last one dies, until the poison job is dead. It returns the
 // times the poison job was handed out and the worker still running.
-func supervise(ctx context.Context, cfg PoisonConfig, srv *Server, c *client.Client, res *PoisonResult, queue, poisonID string) ([]time.Time, *WorkerProc, error) {
+func supervise(ctx context.Context, cfg PoisonConfig, srv *loadgen.Server, c *client.Client, res *PoisonResult, queue, poisonID string) ([]time.Time, *WorkerProc, error) {
 	var poisonAt []time.Time
 	isDead := func() bool {
 		j, err := c.Get(ctx, poisonID)
 		return err == nil && j.State == client.StateDead
 	}
 	for {
-		w, err := StartWorker(cfg.Bin, srv.URL(), "--mode", ModePoison, "--queue", queue,
+		w, err := StartWorker(cfg.WorkerBin, srv.URL(), "--mode", ModePoison, "--queue", queue,
 			"--lease", cfg.Lease.String(), "--concurrency", fmt.Sprint(cfg.Concurrency))
 		if err != nil {
 			return nil, nil, err

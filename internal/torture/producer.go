@@ -7,15 +7,16 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/client"
+	"github.com/spoolq/spool/internal/loadgen"
 )
 
-// produce is one producer: it enqueues single jobs and batches with ids of
-// its own until stopProduce closes, retrying each call until the server
-// answers it for sure.
-func (l *Load) produce(idx int) {
-	defer l.producers.Done()
+// producer returns producer idx of the load: each of its calls enqueues a
+// single job or a batch with ids of its own, retrying the call until the
+// server answers it for sure.
+func (l *Load) producer(idx int) loadgen.Sender {
 	rng := rand.New(rand.NewPCG(l.cfg.Seed, uint64(idx)+1))
-	for n := 0; !stopped(l.stopProduce) && l.ctx.Err() == nil; {
+	n := 0
+	return func(context.Context, loadgen.Call) error {
 		size := 1
 		if rng.Float64() < l.cfg.BatchShare {
 			size = 2 + rng.IntN(19)
@@ -26,7 +27,7 @@ func (l *Load) produce(idx int) {
 			n++
 		}
 		l.enqueue(ps, size > 1)
-		sleepCtx(l.ctx, l.cfg.Pace)
+		return nil
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/client"
+	"github.com/spoolq/spool/internal/loadgen"
 )
 
 // ReadOnlyConfig configures the read-only-disk scenario. Zero values take
@@ -74,7 +75,7 @@ func RunReadOnly(ctx context.Context, cfg ReadOnlyConfig) (*ReadOnlyResult, erro
 	}
 	defer fs.Close()
 	data := filepath.Join(fs.Dir, "data")
-	srv, err := StartServer(ctx, "read-only", cfg.Bin, data)
+	srv, err := startServer(ctx, "read-only", cfg.Bin, data)
 	if err != nil {
 		return nil, err
 	}
@@ -83,21 +84,21 @@ func RunReadOnly(ctx context.Context, cfg ReadOnlyConfig) (*ReadOnlyResult, erro
 	c := client.New(srv.URL())
 	probes := &roProbes{res: res, stop: make(chan struct{})}
 	probes.start(ctx, c, h, cfg.Producers)
-	sleepCtx(ctx, 500*time.Millisecond)
+	loadgen.Sleep(ctx, 500*time.Millisecond)
 	if err := probes.failBetweenCalls(fs); err != nil {
 		probes.halt()
 		return nil, fmt.Errorf("read-only: %w", err)
 	}
 	logf(cfg.Log, "read-only: file system failed under load")
-	sleepCtx(ctx, faultPhase)
+	loadgen.Sleep(ctx, faultPhase)
 	res.ReadyWhileRO = srv.Ready(ctx)
 	probes.halt()
 	probes.judge()
 	if res.ReadyWhileRO != http.StatusServiceUnavailable {
 		res.failf("while read-only: /readyz answered %d, want 503", res.ReadyWhileRO)
 	}
-	if !srv.Proc().Alive() {
-		res.failf("the server died while read-only: %v: %s", srv.Proc().ExitErr(), srv.Proc().Logs())
+	if !srv.Process().Alive() {
+		res.failf("the server died while read-only: %v: %s", srv.Process().ExitErr(), srv.Process().Logs())
 	}
 
 	// The operator's part: stop the server, check the file system and
@@ -105,7 +106,7 @@ func RunReadOnly(ctx context.Context, cfg ReadOnlyConfig) (*ReadOnlyResult, erro
 	res.StopStatus = "exited 0"
 	if err := srv.Terminate(30 * time.Second); err != nil {
 		res.StopStatus = err.Error()
-		if errors.Is(err, ErrStopTimeout) {
+		if errors.Is(err, loadgen.ErrStopTimeout) {
 			res.failf("stop while read-only: %v", err)
 		}
 	}
@@ -137,21 +138,22 @@ type roProbes struct {
 
 // start runs n producers enqueueing batches of 1 to 4 jobs.
 func (r *roProbes) start(ctx context.Context, c *client.Client, h *History, n int) {
-	for i := range n {
-		r.wg.Add(1)
-		go func() {
-			defer r.wg.Done()
+	producers := loadgen.Producer{Clients: n, Pace: 5 * time.Millisecond, Stop: r.stop}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		_ = producers.Run(ctx, func(i int) loadgen.Sender {
 			p := &prober{c: c, h: h, queue: "ro", prefix: fmt.Sprintf("ro%d", i)}
-			for !stopped(r.stop) {
+			return func(ctx context.Context, _ loadgen.Call) error {
 				r.pause.RLock()
 				sent := time.Now()
 				a := p.enqueue(ctx, 1+i%4, 1000)
 				r.pause.RUnlock()
 				r.record(sent, a)
-				time.Sleep(5 * time.Millisecond)
+				return nil
 			}
-		}()
-	}
+		})
+	}()
 }
 
 // record counts one answer, as before or after the failure by when it

@@ -63,12 +63,12 @@ func (w *eventWriter) emit(e WorkerEvent) {
 	_ = w.enc.Encode(e)
 }
 
-// RunWorker is the worker process of the worker scenarios (`spool torture
-// worker`): it takes jobs from a server as its --mode says and reports
-// what it does as WorkerEvent lines on stdout. It returns the exit
-// status.
+// RunWorker is the worker process of the worker scenarios
+// (`spool-torture worker`): it takes jobs from a server as its --mode says
+// and reports what it does as WorkerEvent lines on stdout. It returns the
+// exit status.
 func RunWorker(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("spool torture worker", flag.ContinueOnError)
+	fs := flag.NewFlagSet("spool-torture worker", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	server := fs.String("server", "http://127.0.0.1:7311", "server URL")
 	queue := fs.String("queue", "default", "queue to take jobs from")
@@ -88,11 +88,11 @@ func RunWorker(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case ModeStall:
 		err = runStall(c, out, stdin, *queue, *lease)
 	default:
-		fmt.Fprintf(stderr, "spool torture worker: unknown mode %q\n", *mode)
+		fmt.Fprintf(stderr, "spool-torture worker: unknown mode %q\n", *mode)
 		return 2
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "spool torture worker: %v\n", err)
+		fmt.Fprintf(stderr, "spool-torture worker: %v\n", err)
 		return 1
 	}
 	return 0

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/client"
+	"github.com/spoolq/spool/internal/loadgen"
 )
 
 // rescueSlack is the protocol's bound on how long after its lease runs out
@@ -23,6 +24,9 @@ const rescueSlack = time.Second
 type WorkerFaultConfig struct {
 	// Bin is the spool binary and Dir a scratch folder. Required.
 	Bin, Dir string
+	// WorkerBin runs the worker processes, as `WorkerBin worker --server
+	// URL …`: spool-torture, whose worker command is RunWorker. Required.
+	WorkerBin string
 	// Lease is the workers' lease. Defaults to 1s.
 	Lease time.Duration
 	// Log receives progress lines; nil for none.
@@ -65,7 +69,7 @@ func RunWorkerFault(ctx context.Context, cfg WorkerFaultConfig) (*WorkerFaultRes
 	}
 	began := time.Now()
 	res := &WorkerFaultResult{Verdict: Verdict{Scenario: "worker-fault"}, LeaseMS: cfg.Lease.Milliseconds()}
-	srv, err := StartServer(ctx, "worker fault", cfg.Bin, filepath.Join(cfg.Dir, "data"))
+	srv, err := startServer(ctx, "worker fault", cfg.Bin, filepath.Join(cfg.Dir, "data"))
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +89,7 @@ func RunWorkerFault(ctx context.Context, cfg WorkerFaultConfig) (*WorkerFaultRes
 	return res, nil
 }
 
-func killWorker(ctx context.Context, cfg WorkerFaultConfig, srv *Server, c *client.Client, res *WorkerFaultResult) error {
+func killWorker(ctx context.Context, cfg WorkerFaultConfig, srv *loadgen.Server, c *client.Client, res *WorkerFaultResult) error {
 	const queue, id = "worker-kill", "worker-kill-1"
 	w, first, err := startOnJob(ctx, cfg, srv, c, queue, id, "hang", ModeHang)
 	if err != nil {
@@ -93,12 +97,12 @@ func killWorker(ctx context.Context, cfg WorkerFaultConfig, srv *Server, c *clie
 	}
 	defer w.Close()
 	// Let a few heartbeats pass, then kill the worker mid-job.
-	sleepCtx(ctx, cfg.Lease*3/2)
+	loadgen.Sleep(ctx, cfg.Lease*3/2)
 	if err := w.Kill(); err != nil {
 		return err
 	}
 	// A heartbeat sent just before the kill may still be in flight.
-	sleepCtx(ctx, 100*time.Millisecond)
+	loadgen.Sleep(ctx, 100*time.Millisecond)
 	j, err := c.Get(ctx, id)
 	if err != nil {
 		return err
@@ -127,7 +131,7 @@ func killWorker(ctx context.Context, cfg WorkerFaultConfig, srv *Server, c *clie
 	return err
 }
 
-func stopWorker(ctx context.Context, cfg WorkerFaultConfig, srv *Server, c *client.Client, res *WorkerFaultResult) error {
+func stopWorker(ctx context.Context, cfg WorkerFaultConfig, srv *loadgen.Server, c *client.Client, res *WorkerFaultResult) error {
 	const queue, id = "worker-stop", "worker-stop-1"
 	w, first, err := startOnJob(ctx, cfg, srv, c, queue, id, "stall", ModeStall)
 	if err != nil {
@@ -229,11 +233,11 @@ func fetchOne(ctx context.Context, c *client.Client, queue string, deadline time
 // startOnJob enqueues job id of kind on queue, starts a worker process in
 // mode on the queue, and waits for it to start the job; it returns the
 // worker, which the caller closes, and its "started" event.
-func startOnJob(ctx context.Context, cfg WorkerFaultConfig, srv *Server, c *client.Client, queue, id, kind, mode string) (*WorkerProc, WorkerEvent, error) {
+func startOnJob(ctx context.Context, cfg WorkerFaultConfig, srv *loadgen.Server, c *client.Client, queue, id, kind, mode string) (*WorkerProc, WorkerEvent, error) {
 	if _, err := c.Enqueue(ctx, client.EnqueueParams{ID: id, Queue: queue, Kind: kind, MaxAttempts: 5, Lease: cfg.Lease}); err != nil {
 		return nil, WorkerEvent{}, err
 	}
-	w, err := StartWorker(cfg.Bin, srv.URL(), "--mode", mode, "--queue", queue, "--lease", cfg.Lease.String())
+	w, err := StartWorker(cfg.WorkerBin, srv.URL(), "--mode", mode, "--queue", queue, "--lease", cfg.Lease.String())
 	if err != nil {
 		return nil, WorkerEvent{}, err
 	}

@@ -7,20 +7,25 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
+	"syscall"
 	"time"
+
+	"github.com/spoolq/spool/internal/loadgen"
 )
 
 // WorkerProc is a worker process (RunWorker) the harness started, with its
 // reports and a line-based control input.
 type WorkerProc struct {
-	*Proc
+	*loadgen.Process
 	// Events receives the process's WorkerEvent lines; it is closed when
 	// the process's output ends.
 	Events <-chan WorkerEvent
 	stdin  *os.File
 }
 
-// StartWorker runs `bin torture worker --server url args...`.
+// StartWorker runs `bin worker --server url args...`: bin is the harness
+// binary, spool-torture, whose worker command runs RunWorker.
 func StartWorker(bin, url string, args ...string) (*WorkerProc, error) {
 	inR, inW, err := os.Pipe()
 	if err != nil {
@@ -32,7 +37,13 @@ func StartWorker(bin, url string, args ...string) (*WorkerProc, error) {
 		inW.Close()
 		return nil, fmt.Errorf("start worker: %w", err)
 	}
-	p, err := startProc("worker", bin, append([]string{"torture", "worker", "--server", url}, args...), inR, outW)
+	cmd := exec.Command(bin, append([]string{"worker", "--server", url}, args...)...)
+	cmd.Stdin, cmd.Stdout = inR, outW
+	// SIGKILL on the harness's death reaches a worker stopped with
+	// SIGSTOP too.
+	p, err := loadgen.StartProcess("worker", cmd, syscall.SIGKILL)
+	inR.Close() // the child's ends of the pipes
+	outW.Close()
 	if err != nil {
 		inW.Close()
 		outR.Close()
@@ -50,7 +61,7 @@ func StartWorker(bin, url string, args ...string) (*WorkerProc, error) {
 			}
 		}
 	}()
-	return &WorkerProc{Proc: p, Events: events, stdin: inW}, nil
+	return &WorkerProc{Process: p, Events: events, stdin: inW}, nil
 }
 
 // Send writes one control line to the worker.

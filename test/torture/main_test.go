@@ -1,11 +1,11 @@
 //go:build linux
 
 // Package torture_test runs Spool's torture and fault scenarios against
-// real server and worker processes: kill -9 in a loop, killed and stopped
-// workers, a poison job, a full and a read-only disk, a deep backlog and
-// graceful restarts under load. The quick forms run by default; -torture.long
-// (or SPOOL_TORTURE_LONG=1) runs the long forms documented in
-// docs/reliability.md.
+// real server and worker processes (the spool and spool-torture binaries):
+// kill -9 in a loop, killed and stopped workers, a poison job, a full and
+// a read-only disk, a deep backlog and graceful restarts under load. The
+// quick forms run by default; -torture.long (or SPOOL_TORTURE_LONG=1) runs
+// the long forms documented in docs/reliability.md.
 package torture_test
 
 import (
@@ -22,9 +22,10 @@ import (
 
 var long = flag.Bool("torture.long", os.Getenv("SPOOL_TORTURE_LONG") == "1", "run the long forms of the torture scenarios")
 
-// bin is the spool binary the tests run, built once without the race
-// detector.
-var bin string
+// bin is the spool binary the tests run as the server, and harness the
+// spool-torture binary they run as the worker processes; both are built
+// once, without the race detector.
+var bin, harness string
 
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -38,11 +39,12 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	bin = filepath.Join(dir, "spool")
-	build := exec.Command("go", "build", "-o", bin, "github.com/spoolq/spool/cmd/spool")
+	bin, harness = filepath.Join(dir, "spool"), filepath.Join(dir, "spool-torture")
+	build := exec.Command("go", "build", "-o", dir+string(filepath.Separator),
+		"github.com/spoolq/spool/cmd/spool", "github.com/spoolq/spool/cmd/spool-torture")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build the spool binary:", err)
+		fmt.Fprintln(os.Stderr, "build the spool and spool-torture binaries:", err)
 		return 1
 	}
 	return m.Run()

@@ -13,7 +13,7 @@ import (
 func TestWorkerKilledAndStopped(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	res, err := torture.RunWorkerFault(ctx, torture.WorkerFaultConfig{Bin: bin, Dir: t.TempDir(), Log: testLog{t}})
+	res, err := torture.RunWorkerFault(ctx, torture.WorkerFaultConfig{Bin: bin, WorkerBin: harness, Dir: t.TempDir(), Log: testLog{t}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,7 +23,7 @@ func TestWorkerKilledAndStopped(t *testing.T) {
 func TestPoisonJob(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cfg := torture.PoisonConfig{Bin: bin, Dir: t.TempDir(), Log: testLog{t}}
+	cfg := torture.PoisonConfig{Bin: bin, WorkerBin: harness, Dir: t.TempDir(), Log: testLog{t}}
 	if *long {
 		cfg.MaxAttempts = 10
 	}

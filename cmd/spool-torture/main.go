@@ -1,5 +1,10 @@
 //go:build linux
 
+// Command spool-torture runs Spool's fault and soak scenarios: kill -9
+// loops, graceful restarts, killed and stopped workers, a poison job, a
+// full and a read-only disk, and a deep backlog. It runs the product
+// binary, spool, as the server under test, and itself as the worker
+// processes; see docs/reliability.md.
 package main
 
 import (
@@ -10,18 +15,20 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
 	"github.com/spoolq/spool/internal/torture"
 )
 
-const tortureUsage = `usage: spool torture <scenario> [flags]
+const usage = `usage: spool-torture <scenario> [flags]
 
-Runs Spool servers (this binary, or --bin) as child processes on temporary
-data folders, injects faults, checks the outcome and prints one JSON summary
-per run. The exit status is 1 when a run missed a pass mark. See
-docs/reliability.md.
+Runs Spool servers (the spool binary: --bin, else the one next to this
+binary, else one built from this module with go build) as child processes
+on temporary data folders, injects faults, checks the outcome and prints
+one JSON summary per run. The exit status is 1 when a run missed a pass
+mark. See docs/reliability.md.
 
 Scenarios:
   crash         kill -9 the server in a loop under mixed load
@@ -36,16 +43,18 @@ Scenarios:
 Flags:
 `
 
-// runTorture is `spool torture`.
-func runTorture(args []string) int {
-	return tortureMain(args, os.Stdin, os.Stdout, os.Stderr)
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
-func tortureMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+// run runs spool-torture with args and returns the exit status: 0 when
+// every run passed, 1 when one missed a pass mark (or the command could
+// not set up), 2 for bad flags or a scenario that could not run.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "worker" {
 		return torture.RunWorker(args[1:], stdin, stdout, stderr)
 	}
-	o, names, code, ok := parseTorture(args, stderr)
+	o, names, code, ok := parseArgs(args, stderr)
 	if !ok {
 		return code
 	}
@@ -53,28 +62,36 @@ func tortureMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if scratch == "" {
 		d, err := os.MkdirTemp("", "spool-torture-")
 		if err != nil {
-			fmt.Fprintf(stderr, "spool torture: %v\n", err)
+			fmt.Fprintf(stderr, "spool-torture: %v\n", err)
 			return 1
 		}
 		defer os.RemoveAll(d)
 		scratch = d
+	}
+	if o.bin == "" {
+		bin, err := findSpool(o.self, scratch, o.log)
+		if err != nil {
+			fmt.Fprintf(stderr, "spool-torture: %v\n", err)
+			return 1
+		}
+		o.bin = bin
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	for _, n := range names {
 		sub, err := os.MkdirTemp(scratch, n+"-")
 		if err != nil {
-			fmt.Fprintf(stderr, "spool torture: %v\n", err)
+			fmt.Fprintf(stderr, "spool-torture: %v\n", err)
 			return 1
 		}
 		res, err := o.run(ctx, n, sub)
 		if err != nil {
-			fmt.Fprintf(stderr, "spool torture %s: %v\n", n, err)
+			fmt.Fprintf(stderr, "spool-torture %s: %v\n", n, err)
 			code = 2
 			continue
 		}
 		if err := torture.PrintJSON(stdout, res); err != nil {
-			fmt.Fprintf(stderr, "spool torture: %v\n", err)
+			fmt.Fprintf(stderr, "spool-torture: %v\n", err)
 			return 1
 		}
 		if len(res.Failures()) > 0 {
@@ -84,16 +101,16 @@ func tortureMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return code
 }
 
-// parseTorture parses `spool torture <scenario> [flags]` into options and
+// parseArgs parses `spool-torture <scenario> [flags]` into options and
 // the scenarios to run. When ok is false the command ends with code.
-func parseTorture(args []string, stderr io.Writer) (o tortureOptions, names []string, code int, ok bool) {
-	fs := flag.NewFlagSet("spool torture", flag.ContinueOnError)
+func parseArgs(args []string, stderr io.Writer) (o options, names []string, code int, ok bool) {
+	fs := flag.NewFlagSet("spool-torture", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), tortureUsage)
+		fmt.Fprint(fs.Output(), usage)
 		fs.PrintDefaults()
 	}
-	fs.StringVar(&o.bin, "bin", "", "spool binary to run as server and worker (default: this one)")
+	fs.StringVar(&o.bin, "bin", "", "spool binary to run as the server (default: spool next to this binary, else built from this module with go build)")
 	fs.StringVar(&o.dir, "dir", "", "scratch folder, kept afterwards with each run's data and history (default: a temporary folder, removed)")
 	fs.BoolVar(&o.long, "long", false, "run the long (soak) forms")
 	fs.IntVar(&o.cycles, "cycles", 0, "kills or restarts (crash, graceful; default 50 and 5, long 500 and 50)")
@@ -117,27 +134,34 @@ func parseTorture(args []string, stderr io.Writer) (o tortureOptions, names []st
 		}
 		return o, nil, 2, false
 	}
-	if o.bin == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			fmt.Fprintf(stderr, "spool torture: find this binary: %v\n", err)
-			return o, nil, 1, false
-		}
-		o.bin = exe
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(stderr, "spool-torture: find this binary: %v\n", err)
+		return o, nil, 1, false
 	}
+	o.self = exe
 	if !*quiet {
 		o.log = stderr
 	}
-	names = []string{args[0]}
-	if args[0] == "all" {
-		names = []string{"crash", "graceful", "worker-fault", "poison", "disk-full", "read-only", "backlog"}
+	switch {
+	case args[0] == "all":
+		names = scenarios
+	case slices.Contains(scenarios, args[0]):
+		names = []string{args[0]}
+	default:
+		fmt.Fprintf(stderr, "spool-torture: unknown scenario %q (want %s or all)\n", args[0], strings.Join(scenarios, ", "))
+		return o, nil, 2, false
 	}
 	return o, names, 0, true
 }
 
-// tortureOptions are the flags shared by the scenarios.
-type tortureOptions struct {
-	bin    string
+// scenarios are the scenarios that `all` runs, in order.
+var scenarios = []string{"crash", "graceful", "worker-fault", "poison", "disk-full", "read-only", "backlog"}
+
+// options are the flags shared by the scenarios.
+type options struct {
+	bin    string // the spool binary, the server under test
+	self   string // this binary, which runs the worker processes
 	dir    string
 	long   bool
 	cycles int
@@ -150,7 +174,7 @@ type tortureOptions struct {
 }
 
 // pick returns set when not zero, else long or quick by o.long.
-func (o tortureOptions) pick(set, quick, long int) int {
+func (o options) pick(set, quick, long int) int {
 	switch {
 	case set > 0:
 		return set
@@ -160,7 +184,7 @@ func (o tortureOptions) pick(set, quick, long int) int {
 	return quick
 }
 
-func (o tortureOptions) run(ctx context.Context, name, dir string) (torture.Result, error) {
+func (o options) run(ctx context.Context, name, dir string) (torture.Result, error) {
 	switch name {
 	case "crash":
 		return result(torture.RunCrash(ctx, torture.CrashConfig{
@@ -171,9 +195,11 @@ func (o tortureOptions) run(ctx context.Context, name, dir string) (torture.Resu
 			Bin: o.bin, Dir: dir, Cycles: o.pick(o.cycles, 5, 50), Seed: o.seed, Log: o.log,
 		}))
 	case "worker-fault":
-		return result(torture.RunWorkerFault(ctx, torture.WorkerFaultConfig{Bin: o.bin, Dir: dir, Log: o.log}))
+		return result(torture.RunWorkerFault(ctx, torture.WorkerFaultConfig{Bin: o.bin, WorkerBin: o.self, Dir: dir, Log: o.log}))
 	case "poison":
-		return result(torture.RunPoison(ctx, torture.PoisonConfig{Bin: o.bin, Dir: dir, MaxAttempts: o.pick(0, 3, 10), Log: o.log}))
+		return result(torture.RunPoison(ctx, torture.PoisonConfig{
+			Bin: o.bin, WorkerBin: o.self, Dir: dir, MaxAttempts: o.pick(0, 3, 10), Log: o.log,
+		}))
 	case "disk-full":
 		return result(torture.RunDiskFull(ctx, torture.DiskFullConfig{Bin: o.bin, Dir: dir, Log: o.log}))
 	case "read-only":
@@ -184,7 +210,7 @@ func (o tortureOptions) run(ctx context.Context, name, dir string) (torture.Resu
 			FetchRounds: o.rounds, Log: o.log,
 		}))
 	}
-	return nil, fmt.Errorf("unknown scenario %q (want crash, graceful, worker-fault, poison, disk-full, read-only, backlog or all)", name)
+	return nil, fmt.Errorf("unknown scenario %q", name)
 }
 
 // result turns a scenario's typed result into a Result, keeping a nil one

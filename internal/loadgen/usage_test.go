@@ -1,8 +1,7 @@
-package bench
+package loadgen
 
 import (
 	"os"
-	"strings"
 	"testing"
 	"time"
 )
@@ -37,27 +36,16 @@ func TestStatusKB(t *testing.T) {
 	}
 }
 
-func TestReadProcSelf(t *testing.T) {
+func TestReadUsageSelf(t *testing.T) {
 	t.Parallel()
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
 		t.Skip("no /proc")
 	}
-	u, err := readProc(os.Getpid())
+	u, err := ReadUsage(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if u.RSS <= 0 || u.HWM < u.RSS {
 		t.Fatalf("rss %d hwm %d", u.RSS, u.HWM)
-	}
-	if _, _, ok := selfUsage(); !ok {
-		t.Fatal("getrusage failed")
-	}
-}
-
-func TestWithoutSpoolEnv(t *testing.T) {
-	t.Parallel()
-	got := withoutSpoolEnv([]string{"PATH=/bin", "SPOOL_DB=postgres://x", "HOME=/root", "SPOOL_AUTH=true", "XSPOOL_A=1"})
-	if strings.Join(got, " ") != "PATH=/bin HOME=/root XSPOOL_A=1" {
-		t.Fatalf("env %q", got)
 	}
 }

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package bench
+package loadgen
 
 import (
 	"os"
@@ -8,7 +8,7 @@ import (
 )
 
 // childProcAttr has nothing to set on this platform.
-func childProcAttr() *syscall.SysProcAttr { return nil }
+func childProcAttr(syscall.Signal) *syscall.SysProcAttr { return nil }
 
 // terminate stops the process; there is no graceful signal here.
 func terminate(p *os.Process) error { return p.Kill() }

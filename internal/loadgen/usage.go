@@ -1,4 +1,4 @@
-package bench
+package loadgen
 
 import (
 	"bytes"
@@ -17,8 +17,9 @@ const userHZ = 100
 // errNoProc is returned where /proc is not available (not Linux).
 var errNoProc = errors.New("process statistics need /proc (Linux)")
 
-// procUsage is one reading of a process's resource use from /proc.
-type procUsage struct {
+// Usage is one reading of a process's resource use from /proc: what a
+// harness reports of the server it runs, apart from its own.
+type Usage struct {
 	// CPU is the user plus system time the process has used so far.
 	CPU time.Duration
 	// RSS is its resident memory now, HWM its peak resident memory since
@@ -26,10 +27,11 @@ type procUsage struct {
 	RSS, HWM int64
 }
 
-// readProc reads the CPU time and memory of process pid from
+// ReadUsage reads the CPU time and memory of process pid from
 // /proc/<pid>/stat (utime + stime) and /proc/<pid>/status (VmRSS, VmHWM).
-func readProc(pid int) (procUsage, error) {
-	var u procUsage
+// Where there is no /proc (not Linux) it returns an error saying so.
+func ReadUsage(pid int) (Usage, error) {
+	var u Usage
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		if _, serr := os.Stat("/proc/self/stat"); serr != nil {
