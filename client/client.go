@@ -140,34 +140,41 @@ func (c *Client) Ready(ctx context.Context) error {
 // of WithStream) only carries the call, so both give the same results and
 // errors.
 func (c *Client) do(ctx context.Context, method, path string, query url.Values, in, out any) error {
+	_, err := c.call(ctx, method, path, query, in, out)
+	return err
+}
+
+// call is do that also returns the status of a 2xx answer, for the calls
+// whose status carries meaning (201 Created or 200 OK).
+func (c *Client) call(ctx context.Context, method, path string, query url.Values, in, out any) (int, error) {
 	var data []byte
 	if in != nil {
 		var err error
 		if data, err = json.Marshal(in); err != nil {
-			return fmt.Errorf("encode request: %w", err)
+			return 0, fmt.Errorf("encode request: %w", err)
 		}
 	}
 	status, body, err := c.tr.roundTrip(ctx, method, path, query, data)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer func() {
 		_, _ = io.Copy(io.Discard, io.LimitReader(body, maxErrorBody))
 		_ = body.Close()
 	}()
 	if status >= 400 {
-		return decodeError(status, body)
+		return 0, decodeError(status, body)
 	}
 	if out == nil || status == http.StatusNoContent {
-		return nil
+		return status, nil
 	}
 	if err := json.NewDecoder(body).Decode(out); err != nil {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
-		return fmt.Errorf("decode answer of %s %s: %w", method, path, err)
+		return 0, fmt.Errorf("decode answer of %s %s: %w", method, path, err)
 	}
-	return nil
+	return status, nil
 }
 
 // decodeError reads an error answer of status. A body that is not a Spool

@@ -74,6 +74,26 @@
 // input), and each result's Err holds that item's own *Error, so one stale
 // token fails only its own item.
 //
+// # Schedules
+//
+// A cron schedule has the server enqueue a job at every tick of its
+// timing: a cron expression read in an IANA time zone, or a fixed interval
+// counted from the Unix epoch.
+//
+//	s, created, err := c.PutSchedule(ctx, "nightly-report", client.ScheduleSpec{
+//		Job:      client.EnqueueParams{Queue: "reports", Kind: "build_report"},
+//		Cron:     "0 3 * * *",
+//		Timezone: "Europe/Berlin",
+//		Misfire:  client.MisfireCatchUp, // fire the ticks missed while the server was down
+//	})
+//
+// Each tick's job gets the id "{name}:{tick in Unix milliseconds}", so a
+// tick enqueues at most one job across crashes, restarts and nodes.
+// GetSchedule, ListSchedules, PauseSchedule, ResumeSchedule,
+// TriggerSchedule (one job now) and DeleteSchedule manage schedules;
+// docs/protocol.md ("Schedules") has the cron grammar, the daylight-saving
+// rules and the misfire policies.
+//
 // # Durations
 //
 // Durations are time.Duration in Go and whole milliseconds on the wire

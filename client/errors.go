@@ -32,7 +32,8 @@ var (
 	// ErrForbidden matches code forbidden: the credentials lack the role or
 	// namespace for the call.
 	ErrForbidden = errors.New("forbidden")
-	// ErrNotFound matches code not_found: no such job, queue or route.
+	// ErrNotFound matches code not_found: no such job, queue, schedule or
+	// route.
 	ErrNotFound = errors.New("not found")
 	// ErrMethodNotAllowed matches code method_not_allowed.
 	ErrMethodNotAllowed = errors.New("method not allowed")

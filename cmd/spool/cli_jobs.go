@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -46,37 +47,63 @@ func jsonArg(v string, stdin io.Reader) (json.RawMessage, error) {
 	return json.RawMessage(v), nil
 }
 
-func (c *cli) enqueue(args []string) int {
-	fs, cm := c.flags("enqueue", "enqueue --kind KIND [--queue Q] [--payload JSON|-] [flags]")
-	var p client.EnqueueParams
-	var payload, runAt, durability string
-	var tags listFlag
-	fs.StringVar(&p.ID, "id", "", "job id, to make the enqueue idempotent (default: generated)")
-	fs.StringVar(&p.Queue, "queue", "", "queue (default \"default\")")
-	fs.StringVar(&p.Kind, "kind", "", "kind: the handler that runs the job (required)")
-	fs.StringVar(&payload, "payload", "", "payload as JSON, or - to read it from standard input")
-	fs.IntVar(&p.Priority, "priority", 0, "priority, -1000 to 1000; higher runs first")
-	fs.DurationVar(&p.Delay, "delay", 0, "make the job available after this long")
-	fs.StringVar(&runAt, "run-at", "", "make the job available at this RFC 3339 time")
-	fs.IntVar(&p.MaxAttempts, "max-attempts", 0, "attempts before the job is dead (default 25)")
-	fs.DurationVar(&p.Lease, "lease", 0, "lease of each hand-out (default 30s)")
-	fs.StringVar(&p.UniqueKey, "unique-key", "", "unique key within the queue")
-	fs.DurationVar(&p.UniqueFor, "unique-for", 0, "uniqueness window (default: while the job is pending)")
-	fs.Var(&tags, "tag", "tag (repeatable)")
-	fs.StringVar(&durability, "durability", "", "how the job is kept: full, process or memory (default: the queue's level)")
-	_, code, ok := parse(fs, args, 0)
-	if !ok {
-		return code
-	}
-	p.Tags = tags
-	p.Durability = client.Durability(durability)
-	raw, err := jsonArg(payload, os.Stdin)
+// jobFlags are the flags that describe a job, for enqueue and for the job
+// template of a schedule.
+type jobFlags struct {
+	p                   client.EnqueueParams
+	payload, durability string
+	tags                listFlag
+}
+
+// addJobFlags defines the flags of a job on fs but its id and run time,
+// which only an enqueue takes.
+func addJobFlags(fs *flag.FlagSet) *jobFlags {
+	f := &jobFlags{}
+	fs.StringVar(&f.p.Queue, "queue", "", "queue (default \"default\")")
+	fs.StringVar(&f.p.Kind, "kind", "", "kind: the handler that runs the job (required)")
+	fs.StringVar(&f.payload, "payload", "", "payload as JSON, or - to read it from standard input")
+	fs.IntVar(&f.p.Priority, "priority", 0, "priority, -1000 to 1000; higher runs first")
+	fs.DurationVar(&f.p.Delay, "delay", 0, "make the job available after this long")
+	fs.IntVar(&f.p.MaxAttempts, "max-attempts", 0, "attempts before the job is dead (default 25)")
+	fs.DurationVar(&f.p.Lease, "lease", 0, "lease of each hand-out (default 30s)")
+	fs.StringVar(&f.p.UniqueKey, "unique-key", "", "unique key within the queue")
+	fs.DurationVar(&f.p.UniqueFor, "unique-for", 0, "uniqueness window (default: while the job is pending)")
+	fs.Var(&f.tags, "tag", "tag (repeatable)")
+	fs.StringVar(&f.durability, "durability", "", "how the job is kept: full, process or memory (default: the queue's level)")
+	return f
+}
+
+// params returns the job the parsed flags describe, reading its payload
+// from stdin when --payload is "-".
+func (f *jobFlags) params(stdin io.Reader) (client.EnqueueParams, error) {
+	p := f.p
+	p.Tags = f.tags
+	p.Durability = client.Durability(f.durability)
+	raw, err := jsonArg(f.payload, stdin)
 	if err != nil {
-		return c.report("enqueue", fmt.Errorf("--payload: %w", err))
+		return p, fmt.Errorf("--payload: %w", err)
 	}
 	if raw != nil {
 		p.Payload = raw
 	}
+	return p, nil
+}
+
+func (c *cli) enqueue(args []string) int {
+	fs, cm := c.flags("enqueue", "enqueue --kind KIND [--queue Q] [--payload JSON|-] [flags]")
+	var id, runAt string
+	fs.StringVar(&id, "id", "", "job id, to make the enqueue idempotent (default: generated)")
+	fs.StringVar(&runAt, "run-at", "", "make the job available at this RFC 3339 time")
+	jf := addJobFlags(fs)
+	_, code, ok := parse(fs, args, 0)
+	if !ok {
+		return code
+	}
+	p, err := jf.params(os.Stdin)
+	if err != nil {
+		return c.report("enqueue", err)
+	}
+	p.ID = id
 	if runAt != "" {
 		if p.RunAt, err = time.Parse(time.RFC3339Nano, runAt); err != nil {
 			return c.report("enqueue", fmt.Errorf("--run-at: %w", err))

@@ -49,7 +49,8 @@ func (b *cliBundle) run(args ...string) (code int, stdout, stderr string) {
 		return ""
 	}}
 	cmds := map[string]func([]string) int{
-		"enqueue": c.enqueue, "jobs": c.jobs, "queues": c.queues, "fetch": c.fetch, "ack": c.ackJob, "fail": c.failJob,
+		"enqueue": c.enqueue, "jobs": c.jobs, "queues": c.queues, "schedules": c.schedules, "fetch": c.fetch,
+		"ack": c.ackJob, "fail": c.failJob,
 	}
 	code = cmds[args[0]](args[1:])
 	return code, out.String(), errOut.String()

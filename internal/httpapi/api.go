@@ -104,6 +104,14 @@ func (a *API) register() {
 		{"POST", "/v1/queues/{name}/purge", auth.PermManage, queueInPath, emptyBody(a.purgeQueue)},
 		{"POST", "/v1/queues/{name}/retry", auth.PermManage, queueInPath, withBody(a.retryQueue)},
 		{"POST", "/v1/queues/{name}/delete", auth.PermManage, queueInPath, withBody(a.deleteQueueJobs)},
+
+		{"GET", "/v1/schedules", auth.PermRead, scheduleList, scheduleListing(a.listSchedules)},
+		{"GET", "/v1/schedules/{name}", auth.PermRead, scheduleInPath, plain(a.getSchedule)},
+		{"PUT", "/v1/schedules/{name}", auth.PermManage, scheduleWithBody((*scheduleBody).jobQueue), withBody(a.putSchedule)},
+		{"DELETE", "/v1/schedules/{name}", auth.PermManage, scheduleInPath, plain(a.deleteSchedule)},
+		{"POST", "/v1/schedules/{name}/pause", auth.PermManage, scheduleInPath, emptyBody(a.pauseSchedule)},
+		{"POST", "/v1/schedules/{name}/resume", auth.PermManage, scheduleInPath, emptyBody(a.resumeSchedule)},
+		{"POST", "/v1/schedules/{name}/trigger", auth.PermManage, scheduleInPath, emptyBody(a.triggerSchedule)},
 	} {
 		a.handle(rt)
 	}

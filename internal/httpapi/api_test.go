@@ -54,7 +54,7 @@ func newTestAPIStore(t testing.TB, opts Options) (*API, *sqlitestore.Store) {
 		_ = mem.Close()
 		t.Fatal(err)
 	}
-	e := queue.New(st, queue.Config{})
+	e := queue.New(st, queue.Config{DecodeJob: DecodeJob})
 	t.Cleanup(func() {
 		e.Close()
 		_ = st.Close()

@@ -24,6 +24,7 @@ import (
 	"github.com/spoolq/spool/internal/httpapi/wire"
 	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/queue"
+	"github.com/spoolq/spool/internal/schedule"
 	"github.com/spoolq/spool/internal/store/sqlitestore"
 	"github.com/spoolq/spool/internal/stream"
 )
@@ -85,6 +86,18 @@ func (f *authFixture) enqueue(q string, delay time.Duration) string {
 		f.t.Fatalf("enqueue into %s: %v", q, err)
 	}
 	return res.ID
+}
+
+// schedule puts a schedule named name, every minute, whose job goes to
+// queue q.
+func (f *authFixture) schedule(name, q string) {
+	f.t.Helper()
+	_, _, err := f.a.engine.PutSchedule(context.Background(), queue.ScheduleRequest{
+		Name: name, Timing: schedule.Timing{Every: time.Minute}, Job: json.RawMessage(fmt.Sprintf(`{"queue":%q,"kind":"k"}`, q)),
+	})
+	if err != nil {
+		f.t.Fatalf("put schedule %s: %v", name, err)
+	}
 }
 
 // active adds a job to q and leases it.
@@ -200,6 +213,12 @@ func recipes(f *authFixture) map[string]func(q string) call {
 			return call{path: "/v1/jobs/" + id + suffix, body: body, id: id}
 		}
 	}
+	scheduleCall := func(suffix string) func(q string) call {
+		return func(q string) call {
+			f.schedule(q, q)
+			return call{path: "/v1/schedules/" + q + suffix}
+		}
+	}
 	queueCall := func(suffix, body string) func(q string) call {
 		return func(q string) call {
 			f.enqueue(q, 0)
@@ -274,6 +293,30 @@ func recipes(f *authFixture) map[string]func(q string) call {
 		"POST /v1/queues/{name}/purge":      queueCall("/purge", ""),
 		"POST /v1/queues/{name}/retry":      queueCall("/retry", `{"state":"dead"}`),
 		"POST /v1/queues/{name}/delete":     queueCall("/delete", `{"state":"dead"}`),
+		"GET /v1/schedules": func(q string) call {
+			f.schedule(q, q)
+			return call{path: "/v1/schedules", verify: func(t *testing.T, rec *httptest.ResponseRecorder, allowed bool) {
+				var out schedulesJSON
+				if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
+					t.Fatalf("schedule list %s: %v", rec.Body, err)
+				}
+				var names []string
+				for _, s := range out.Schedules {
+					names = append(names, s.Name)
+				}
+				if slices.Contains(names, q) != allowed {
+					t.Errorf("schedule list %v: holds %s = %v, want %v", names, q, !allowed, allowed)
+				}
+			}}
+		},
+		"GET /v1/schedules/{name}": scheduleCall(""),
+		"PUT /v1/schedules/{name}": func(q string) call {
+			return call{path: "/v1/schedules/" + q, body: fmt.Sprintf(`{"every_ms":60000,"job":{"queue":%q,"kind":"k"}}`, q)}
+		},
+		"DELETE /v1/schedules/{name}":       scheduleCall(""),
+		"POST /v1/schedules/{name}/pause":   scheduleCall("/pause"),
+		"POST /v1/schedules/{name}/resume":  scheduleCall("/resume"),
+		"POST /v1/schedules/{name}/trigger": scheduleCall("/trigger"),
 	}
 }
 

@@ -117,7 +117,7 @@ func classify(err error) (e *apiError, internal bool) {
 	case errors.As(err, &payload):
 		return &apiError{Code: CodePayloadTooLarge, Field: payload.Field, Message: payload.Error()}, false
 	case errors.Is(err, job.ErrNotFound):
-		return &apiError{Code: CodeNotFound, Message: "no such job or queue"}, false
+		return &apiError{Code: CodeNotFound, Message: "no such job, queue or schedule"}, false
 	case errors.Is(err, job.ErrLeaseLost):
 		return &apiError{Code: CodeLeaseLost, Message: "the lease token is not the job's current one, or the job is no longer active; nothing changed"}, false
 	case errors.Is(err, job.ErrInvalidState):

@@ -68,7 +68,22 @@ const (
 	// ScopeQueueList routes answer a list of queues, cut to those inside
 	// the namespaces.
 	ScopeQueueList ScopeSource = "queue-list"
+	// ScopePathSchedule routes name a cron schedule in the path. A
+	// schedule belongs to the namespaces its name and the queue of its
+	// job template both lie in: a name outside the token's namespaces is
+	// 403 forbidden; a schedule whose job goes to a queue outside them is
+	// answered exactly like a missing one, 404 not_found, and may not be
+	// redefined, 403; a job template in the body naming such a queue is
+	// 403 forbidden naming job.queue.
+	ScopePathSchedule ScopeSource = "path-schedule"
+	// ScopeScheduleList routes answer a list of schedules, cut to those
+	// the namespaces hold.
+	ScopeScheduleList ScopeSource = "schedule-list"
 )
+
+// schedulePath is the start of the path of every route that names a
+// schedule.
+const schedulePath = "/v1/schedules/{name}"
 
 // route is one entry of the route table: what it requires of a token,
 // where its queues come from, and how it is served.
@@ -94,6 +109,8 @@ const (
 	servesItems
 	// servesQueueList endpoints answer a list of queues.
 	servesQueueList
+	// servesScheduleList endpoints answer a list of schedules.
+	servesScheduleList
 )
 
 // endpoint is how a route is served. Endpoints that decode a request run
@@ -188,6 +205,26 @@ func queueListing(list func(r *http.Request) ([]store.QueueInfo, error)) endpoin
 	}}
 }
 
+// scheduleListing serves a route that answers the schedules list
+// returns: it cuts them to those the caller may see, then writes them.
+func scheduleListing(list func(r *http.Request) ([]*store.Schedule, error)) endpoint {
+	return endpoint{kind: servesScheduleList, build: func(a *API, _ *scope) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			ss, err := list(r)
+			if err != nil {
+				a.writeError(w, r, err)
+				return
+			}
+			ss = a.schedulesInScope(r, ss)
+			out := schedulesJSON{Schedules: make([]scheduleJSON, len(ss))}
+			for i, s := range ss {
+				out.Schedules[i] = toScheduleJSON(s)
+			}
+			a.writeJSON(w, http.StatusOK, out)
+		}
+	}}
+}
+
 // handle registers rt behind the guard of its permission and scope. A
 // route without a valid permission, or without a scope that fits its
 // pattern and its endpoint, is a programmer error: it panics, so that no
@@ -218,19 +255,28 @@ func (rt *route) check() error {
 	if rt.perm == auth.PermPublic && s.Source != ScopeNone {
 		return errors.New("a public route has no token whose namespaces could be checked: its scope must be noQueue")
 	}
+	schedule := strings.HasPrefix(rt.pattern, schedulePath)
 	for _, w := range []struct {
 		wildcard string
 		source   ScopeSource
-	}{{"{name}", ScopePathQueue}, {"{id}", ScopePathJob}} {
-		if strings.Contains(rt.pattern, w.wildcard) != (s.Source == w.source) {
+		applies  bool
+	}{{"{name}", ScopePathQueue, !schedule}, {"{name}", ScopePathSchedule, schedule}, {"{id}", ScopePathJob, true}} {
+		if w.applies && strings.Contains(rt.pattern, w.wildcard) != (s.Source == w.source) {
 			return fmt.Errorf("a pattern with %s, and only such a pattern, has scope %s; this one has %s", w.wildcard, w.source, s.Source)
 		}
 	}
-	want := map[ScopeSource]endpointKind{ScopeQuery: servesQuery, ScopeBodyQueues: servesBody, ScopeBodyJobs: servesItems, ScopeQueueList: servesQueueList}
+	if s.Source == ScopePathSchedule && !schedule {
+		return fmt.Errorf("scope %s is for the routes under %s", s.Source, schedulePath)
+	}
+	want := map[ScopeSource]endpointKind{ScopeQuery: servesQuery, ScopeBodyQueues: servesBody, ScopeBodyJobs: servesItems,
+		ScopeQueueList: servesQueueList, ScopeScheduleList: servesScheduleList}
 	if k, ok := want[s.Source]; ok && e.kind != k {
 		return fmt.Errorf("scope %s needs an endpoint that hands it the request it reads", s.Source)
 	}
-	if (e.kind == servesItems || e.kind == servesQueueList || e.kind == servesQuery) && want[s.Source] != e.kind {
+	if s.Source == ScopePathSchedule && (s.name != nil) != (e.kind == servesBody) {
+		return errors.New("a schedule route with a body must check its job's queue, and only such a route")
+	}
+	if (e.kind == servesItems || e.kind == servesQueueList || e.kind == servesScheduleList || e.kind == servesQuery) && want[s.Source] != e.kind {
 		return fmt.Errorf("its endpoint needs the scope that checks it, not %s", s.Source)
 	}
 	if s.Source == ScopeBodyQueues && strings.Contains(s.Field, "[]") != (s.names != nil) {

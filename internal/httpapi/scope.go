@@ -47,7 +47,24 @@ var (
 	jobInPath = scope{Scope: Scope{Source: ScopePathJob, Field: "id"}}
 	// queueList is the scope of a route answering a list of queues.
 	queueList = scope{Scope: Scope{Source: ScopeQueueList}}
+	// scheduleInPath is the scope of a route with a schedule {name} and
+	// no body.
+	scheduleInPath = scope{Scope: Scope{Source: ScopePathSchedule, Field: "name"}}
+	// scheduleList is the scope of a route answering a list of schedules.
+	scheduleList = scope{Scope: Scope{Source: ScopeScheduleList}}
 )
+
+// scheduleJobField is where the body of a route with scope
+// ScopePathSchedule names its job's queue.
+const scheduleJobField = "job.queue"
+
+// scheduleWithBody is the scope of a route with a schedule {name} whose
+// body, decoded into an In, holds a job template: queue returns the queue
+// the template names ("" for the default queue).
+func scheduleWithBody[In any](queue func(*In) string) scope {
+	return scope{Scope: Scope{Source: ScopePathSchedule, Field: "name"}, in: reflect.TypeFor[In](),
+		name: func(in any) string { return queue(in.(*In)) }}
+}
 
 // queueInBody is the scope of a route whose body, decoded into an In,
 // names one queue at field: name returns it ("" for a job that names none,
@@ -136,6 +153,11 @@ func (a *API) guard(perm auth.Permission, s *scope, h http.HandlerFunc) http.Han
 				return
 			}
 			ctx = context.WithValue(ctx, jobKey{}, j)
+		case ScopePathSchedule:
+			if err := a.scheduleInScope(r.Context(), p, r.PathValue(s.Field), s.name != nil); err != nil {
+				a.writeError(w, r, err)
+				return
+			}
 		}
 		h(w, r.WithContext(ctx))
 	}
@@ -172,6 +194,8 @@ func (a *API) checkDecoded(r *http.Request, s *scope, in any) error {
 		return nil
 	}
 	switch {
+	case s.Source == ScopePathSchedule && s.name != nil:
+		return checkQueue(p, s.name(in), scheduleJobField)
 	case s.Source == ScopeBodyQueues && s.name != nil:
 		return checkQueue(p, s.name(in), s.Field)
 	case s.Source == ScopeBodyQueues:
@@ -214,6 +238,57 @@ func (a *API) jobInScope(ctx context.Context, p *auth.Principal, id string) (*jo
 		return nil, notFound(id)
 	}
 	return j, nil
+}
+
+// scheduleInScope checks the schedule name for a principal limited to
+// namespaces: a name outside them is forbidden, whatever the store
+// holds; a schedule whose job goes to a queue outside them is reported
+// exactly as a schedule that does not exist, except to a route that
+// redefines it (redefine), which it may not: forbidden. A name the store
+// does not hold passes: a PUT creates it.
+func (a *API) scheduleInScope(ctx context.Context, p *auth.Principal, name string, redefine bool) error {
+	if !p.AllowsQueue(name) {
+		return &auth.ForbiddenError{Message: fmt.Sprintf("this token may not use schedule %q", name)}
+	}
+	s, err := a.engine.GetSchedule(ctx, name)
+	switch {
+	case errors.Is(err, job.ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	case allowsTemplate(p, s):
+		return nil
+	case redefine:
+		return &auth.ForbiddenError{Message: fmt.Sprintf("this token may not redefine schedule %q", name)}
+	}
+	return fmt.Errorf("schedule %q: %w", name, job.ErrNotFound)
+}
+
+// allowsTemplate reports whether the queue of s's job lies in p's
+// namespaces.
+func allowsTemplate(p *auth.Principal, s *store.Schedule) bool {
+	q := templateQueue(s.Job)
+	if q == "" {
+		q = queue.DefaultQueue
+	}
+	return p.AllowsQueue(q)
+}
+
+// schedulesInScope cuts ss, the answer of a route listing schedules, to
+// the schedules the caller may see: name and job queue in its
+// namespaces.
+func (a *API) schedulesInScope(r *http.Request, ss []*store.Schedule) []*store.Schedule {
+	p := a.namespaced(r)
+	if p == nil {
+		return ss
+	}
+	var in []*store.Schedule
+	for _, s := range ss {
+		if p.AllowsQueue(s.Name) && allowsTemplate(p, s) {
+			in = append(in, s)
+		}
+	}
+	return in
 }
 
 // notFound is the error of a job that does not exist.

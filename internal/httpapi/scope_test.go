@@ -176,9 +176,68 @@ func (f *authFixture) scopeCalls(t *testing.T, rt Route, secret string) []scopeC
 				t.Errorf("queue list %v: want %s in it and %s not", names, own, fg.queue)
 			}
 		}}}
+	case ScopePathSchedule:
+		return f.scheduleScopeCalls(t, rt, secret, fg)
+	case ScopeScheduleList:
+		own, smuggled := f.queue(true), f.queue(true)
+		f.schedule(own, own)
+		f.schedule(smuggled, fg.queue)
+		f.schedule(fg.queue, fg.queue)
+		return []scopeCall{{rt.Method, path, "", func(t *testing.T, status int, got []byte) {
+			t.Helper()
+			var out schedulesJSON
+			if err := json.Unmarshal(got, &out); status != http.StatusOK || err != nil {
+				t.Fatalf("schedule list: %d %s", status, got)
+			}
+			var names []string
+			for _, s := range out.Schedules {
+				names = append(names, s.Name)
+			}
+			if !slices.Contains(names, own) || slices.Contains(names, smuggled) || slices.Contains(names, fg.queue) {
+				t.Errorf("schedule list %v: want %s in it, and neither %s (whose job goes to %s) nor %s", names, own, smuggled, fg.queue, fg.queue)
+			}
+		}}}
 	}
 	t.Fatalf("%s %s: scope %q has no test here; teach scopeCalls to build a request naming a foreign queue for it", rt.Method, rt.Pattern, rt.Scope.Source)
 	return nil
+}
+
+// scheduleScopeCalls builds the refused requests of a route naming a
+// schedule: one named outside the namespace (403); one named inside it
+// whose job goes to a foreign queue (answered like a missing schedule, or
+// 403 to a redefinition); and, for a route with a body, a job template
+// naming a foreign queue or none (403 naming job.queue).
+func (f *authFixture) scheduleScopeCalls(t *testing.T, rt Route, secret string, fg foreignTarget) []scopeCall {
+	t.Helper()
+	at := func(name string) string { return strings.Replace(rt.Pattern, "{name}", name, 1) }
+	body := func(queue string) string {
+		if rt.Method != "PUT" {
+			return ""
+		}
+		if queue == "" {
+			return `{"every_ms":60000,"job":{"kind":"k"}}`
+		}
+		return fmt.Sprintf(`{"every_ms":60000,"job":{"queue":%q,"kind":"k"}}`, queue)
+	}
+	f.schedule(fg.queue, fg.queue)
+	smuggled := f.queue(true)
+	f.schedule(smuggled, fg.queue)
+	calls := []scopeCall{{rt.Method, at(fg.queue), body(f.queue(true)), wantForbidden("")}}
+	if rt.Method == "PUT" {
+		fresh := f.queue(true)
+		return append(calls,
+			scopeCall{rt.Method, at(smuggled), body(f.queue(true)), wantForbidden("")},
+			scopeCall{rt.Method, at(fresh), body(fg.queue), wantForbidden(scheduleJobField)},
+			scopeCall{rt.Method, at(fresh), body(""), wantForbidden(scheduleJobField)})
+	}
+	missing := f.queue(true)
+	want := f.do(rt.Method, at(missing), "", "Bearer "+secret)
+	return append(calls, scopeCall{rt.Method, at(smuggled), "", func(t *testing.T, status int, got []byte) {
+		t.Helper()
+		if status != http.StatusNotFound || status != want.Code || strings.ReplaceAll(string(got), smuggled, missing) != want.Body.String() {
+			t.Errorf("a schedule whose job goes to another namespace: %d %s; a missing schedule: %d %s", status, got, want.Code, want.Body)
+		}
+	}})
 }
 
 // missingJob is an id no job has.
@@ -267,6 +326,13 @@ func (f *authFixture) snapshot(t *testing.T) string {
 	}
 	for i := range qs {
 		b = fmt.Appendf(b, "\n%+v", toQueueJSON(&qs[i]))
+	}
+	ss, err := f.a.engine.ListSchedules(ctx)
+	if err != nil {
+		t.Fatalf("list schedules: %v", err)
+	}
+	for _, sc := range ss {
+		b = fmt.Appendf(b, "\n%+v %s", toScheduleJSON(sc), sc.LastTick)
 	}
 	return string(b)
 }

@@ -91,8 +91,8 @@ type Config struct {
 	// Optional.
 	OnSchedule func(next time.Time)
 	// DecodeJob reads a schedule's job template, the wire form of an
-	// enqueue body, into a request; its errors name the template's
-	// fields. Required for schedules.
+	// enqueue body, into a request; its errors name the template's fields
+	// as the fields of a schedule ("job.kind"). Required for schedules.
 	DecodeJob func(raw json.RawMessage) (EnqueueRequest, error)
 }
 

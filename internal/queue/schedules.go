@@ -89,6 +89,9 @@ func (e *Engine) checkSchedule(req ScheduleRequest) (*store.Schedule, schedule.T
 	if !job.ValidName(req.Name) || len(req.Name) > schedule.MaxNameLength {
 		return nil, nil, job.Invalid("name", "must be 1-%d characters of A-Za-z0-9_.:- starting with a letter or digit", schedule.MaxNameLength)
 	}
+	if req.Timing.Cron != "" && req.Timing.Timezone == "" {
+		req.Timing.Timezone = "UTC"
+	}
 	tt, err := schedule.Parse(req.Timing)
 	if err != nil {
 		return nil, nil, err
@@ -126,7 +129,7 @@ func (e *Engine) templateJob(raw json.RawMessage, id string, now time.Time) (sto
 	}
 	req, err := e.cfg.DecodeJob(raw)
 	if err != nil {
-		return p, prefixField("job.", err)
+		return p, err
 	}
 	switch {
 	case req.ID != "":
@@ -140,15 +143,6 @@ func (e *Engine) templateJob(raw json.RawMessage, id string, now time.Time) (sto
 		return p, err
 	}
 	return p, nil
-}
-
-// prefixField puts prefix before the field of an input error.
-func prefixField(prefix string, err error) error {
-	var in *job.InputError
-	if errors.As(err, &in) {
-		return &job.InputError{Field: prefix + in.Field, Message: in.Message}
-	}
-	return err
 }
 
 // GetSchedule returns one schedule or job.ErrNotFound.

@@ -44,7 +44,7 @@ func decodeTemplate(raw json.RawMessage) (EnqueueRequest, error) {
 		Durability      job.Durability
 	}
 	if err := json.Unmarshal(raw, &t); err != nil {
-		return EnqueueRequest{}, job.Invalid("", "not JSON: %v", err)
+		return EnqueueRequest{}, job.Invalid("job", "not JSON: %v", err)
 	}
 	req := EnqueueRequest{ID: t.ID, Queue: t.Queue, Kind: t.Kind, Payload: t.Payload, Delay: time.Duration(t.DelayMS) * time.Millisecond, Durability: t.Durability}
 	if t.RunAt != nil {

@@ -93,6 +93,7 @@ func (s *Server) Start(ctx context.Context) error {
 		OnScheduled:     s.bg.wakeScheduler,
 		OnLeased:        s.bg.wakeRescuer,
 		OnSchedule:      s.bg.wakeCron,
+		DecodeJob:       httpapi.DecodeJob,
 	})
 	s.relay.engine.Store(s.engine)
 	if err := s.bg.Start(ctx); err != nil {

@@ -86,7 +86,15 @@ func DecodeBody(w http.ResponseWriter, r *http.Request, limit int64, dst any, em
 		}
 		return invalid("", "request body must be a JSON object")
 	}
-	if data[0] != '{' {
+	return DecodeJSON(data, dst)
+}
+
+// DecodeJSON decodes data, which must be exactly one JSON object of the
+// shape of dst, by the rules of DecodeBody: valid UTF-8, no unknown,
+// inexact or repeated keys, no null, no half of a surrogate pair.
+func DecodeJSON(data []byte, dst any) error {
+	data = bytes.Trim(data, jsonSpace)
+	if len(data) == 0 || data[0] != '{' {
 		return invalid("", "request body must be a JSON object")
 	}
 	if !utf8.Valid(data) {
