@@ -8,6 +8,10 @@ package main
 import (
 	"fmt"
 	"os"
+
+	// The IANA time zone database, inside the binary: every node reads a
+	// schedule's time zone the same way, whatever its host has installed.
+	_ "time/tzdata"
 )
 
 const usage = `usage: spool <command> [flags]

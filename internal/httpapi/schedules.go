@@ -110,6 +110,10 @@ func DecodeJob(raw json.RawMessage) (queue.EnqueueRequest, error) {
 		}
 		return queue.EnqueueRequest{}, err
 	}
+	if in.RunAt != nil {
+		// Even the zero time, which the engine would read as "not set".
+		return queue.EnqueueRequest{}, job.Invalid("job.run_at", "must be left out: a scheduled job runs at its tick (delay_ms may put it later)")
+	}
 	return enqueueRequest(&in, func(name string) string { return "job." + name })
 }
 

@@ -131,6 +131,7 @@ func TestCronAcrossDaylightSaving(t *testing.T) {
 		{"fall back, 01:30", "30 1 * * *", 2026, time.November, 1, "01:30"},
 		{"fall back, 02:30", "30 2 * * *", 2026, time.November, 1, "02:30"},
 		{"plain day", "30 2 * * *", 2026, time.March, 9, "02:30"},
+		{"fall back, 00:30", "30 0 * * *", 2026, time.November, 1, "00:30"},
 	} {
 		tt := mustParse(t, Timing{Cron: c.cron, Timezone: "America/New_York"})
 		start, end := day(c.y, c.m, c.d)
@@ -265,5 +266,46 @@ func TestEveryHourKeepsItsPaceWhenClocksFallBack(t *testing.T) {
 	}
 	if got := ticks(mustParse(t, Timing{Cron: "@hourly", Timezone: "America/New_York"}), start, end); len(got) != 25 {
 		t.Fatalf("@hourly: %d ticks, want 25", len(got))
+	}
+}
+
+// Fixed ticks around the hour the clocks skip: 01:30 fires, 02:30 fires
+// at 03:30 and merges with the 03:30 tick into one firing; in Berlin,
+// where the clocks go back at 03:00, a 02:30 tick fires once, in the
+// first pass.
+func TestFixedTicksAroundClockChanges(t *testing.T) {
+	t.Parallel()
+	ny, _ := time.LoadLocation("America/New_York")
+	start := time.Date(2026, 3, 8, 0, 0, 0, 0, ny)
+	got := ticks(mustParse(t, Timing{Cron: "30 1,2,3 * * *", Timezone: "America/New_York"}), start, start.Add(23*time.Hour))
+	var walls []string
+	for _, g := range got {
+		walls = append(walls, g.In(ny).Format("15:04"))
+	}
+	if len(walls) != 2 || walls[0] != "01:30" || walls[1] != "03:30" {
+		t.Fatalf("01:30, 02:30 and 03:30 on the day the clocks spring forward fired at %v, want 01:30 and 03:30", walls)
+	}
+	berlin, _ := time.LoadLocation("Europe/Berlin")
+	day := time.Date(2026, 10, 25, 0, 0, 0, 0, berlin)
+	got = ticks(mustParse(t, Timing{Cron: "30 2 * * *", Timezone: "Europe/Berlin"}), day, day.Add(25*time.Hour-time.Second))
+	if len(got) != 1 || got[0].In(berlin).Format("15:04 MST") != "02:30 CEST" {
+		t.Fatalf("02:30 in Berlin when the clocks go back: %v, want once at 02:30 CEST", got)
+	}
+}
+
+// Day of month and day of week both restricted: a day matching either
+// fires, as in every Unix cron.
+func TestDayOfMonthOrDayOfWeek(t *testing.T) {
+	t.Parallel()
+	tt := mustParse(t, Timing{Cron: "0 0 1 * MON"})
+	start := time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC) // a Tuesday
+	got := ticks(tt, start, start.AddDate(0, 0, 14))
+	var days []string
+	for _, g := range got {
+		days = append(days, g.Format("Mon 02"))
+	}
+	want := []string{"Mon 30", "Tue 01", "Mon 07"}
+	if len(days) != len(want) || days[0] != want[0] || days[1] != want[1] || days[2] != want[2] {
+		t.Fatalf("0 0 1 * MON fired on %v, want %v", days, want)
 	}
 }

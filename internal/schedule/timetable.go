@@ -53,7 +53,9 @@ type Timetable interface {
 // fields, year fields and @every are not part of the grammar: @every
 // counts from whenever it is asked, so its ticks would differ between
 // nodes (Every gives fixed ticks instead).
-var parser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+// When both the day-of-month and the day-of-week fields are restricted, a
+// day matching either fires, as in every Unix cron.
+var parser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor | cron.DowOrDom)
 
 // Parse checks t and returns its timetable. Errors are *job.InputError
 // naming the field at fault: "cron", "timezone" or "every_ms".
@@ -132,35 +134,58 @@ func everyHour(expr string) bool {
 	return strings.HasPrefix(fields[len(fields)-4], "*")
 }
 
-// Next implements Timetable. Across a change of daylight-saving time, a
-// tick in the hour the clocks skip fires once, an hour later on the clock
-// (02:30 fires at 03:30), and a tick in the hour the clocks repeat fires
-// once, in the first pass; an expression that fires in every hour keeps
-// its pace in real time through both.
+// Next implements Timetable. An expression with fixed hours is read on
+// the zone's wall clock: across a change of daylight-saving time, a tick
+// in the hour the clocks skip fires once, as far later on the clock as the
+// clocks jumped (02:30 fires at 03:30; ticks the jump puts on one moment
+// fire once), and a tick in the hour the clocks repeat fires once, in the
+// first pass. An expression that fires in every
+// hour keeps its pace in real time through both.
 func (z zoned) Next(t time.Time) time.Time {
-	next := z.s.Next(t.In(z.loc))
-	for !next.IsZero() && !z.everyHour && repeated(next) {
-		next = z.s.Next(next)
+	if z.everyHour {
+		next := z.s.Next(t.In(z.loc))
+		if next.IsZero() {
+			return next
+		}
+		return next.UTC()
 	}
-	if next.IsZero() {
-		return next
-	}
-	return next.UTC()
-}
-
-// clockShifts are the amounts by which zones move their clocks back.
-var clockShifts = []time.Duration{30 * time.Minute, time.Hour, 2 * time.Hour}
-
-// repeated reports whether the wall clock of t already showed, a clock
-// shift earlier: t lies in the second pass of an hour the clocks repeat.
-func repeated(t time.Time) bool {
-	wall := t.Format(time.DateTime)
-	for _, d := range clockShifts {
-		if t.Add(-d).Format(time.DateTime) == wall {
-			return true
+	wall := wallClock(t.In(z.loc))
+	for {
+		wall = z.s.Next(wall)
+		if wall.IsZero() {
+			return wall
+		}
+		if at := instant(wall, z.loc); at.After(t) {
+			return at.UTC()
 		}
 	}
-	return false
+}
+
+// wallClock is the clock reading of t, as the same reading in UTC.
+func wallClock(t time.Time) time.Time {
+	return time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), time.UTC)
+}
+
+// instant is the moment the clocks of loc read wall (a reading held in
+// UTC): the first of two when the clocks went back over it, and, when
+// they jumped over it, the moment as far past the jump as wall lies past
+// its start.
+func instant(wall time.Time, loc *time.Location) time.Time {
+	_, before := wall.Add(-26 * time.Hour).In(loc).Zone()
+	_, after := wall.Add(26 * time.Hour).In(loc).Zone()
+	early := wall.Add(-time.Duration(before) * time.Second)
+	late := wall.Add(-time.Duration(after) * time.Second)
+	if late.Before(early) {
+		early, late = late, early
+	}
+	switch {
+	case wallClock(early.In(loc)).Equal(wall):
+		return early
+	case wallClock(late.In(loc)).Equal(wall):
+		return late
+	}
+	// In the gap: read with the offset before the jump.
+	return wall.Add(-time.Duration(before) * time.Second)
 }
 
 // interval fires at every multiple of itself since the Unix epoch.
