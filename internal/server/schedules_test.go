@@ -1,0 +1,268 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spoolq/spool/internal/pgtest"
+)
+
+// tickJobs lists the jobs of queue (at most 1000) and returns the tick
+// times of those whose ids are ticks of schedule name, sorted, with the
+// ids of the others.
+func tickJobs(t *testing.T, get func(path string) obj, queue, name string) (ticks []int64, other []string) {
+	t.Helper()
+	out := get("/v1/jobs?queue=" + queue + "&limit=1000")
+	for _, j := range objs(out["jobs"]) {
+		id := j["id"].(string)
+		ms, ok := strings.CutPrefix(id, name+":")
+		if !ok {
+			other = append(other, id)
+			continue
+		}
+		n, err := strconv.ParseInt(ms, 10, 64)
+		if err != nil {
+			t.Fatalf("job id %q: not a tick", id)
+		}
+		ticks = append(ticks, n)
+	}
+	sort.Slice(ticks, func(i, j int) bool { return ticks[i] < ticks[j] })
+	return ticks, other
+}
+
+// wantEveryTick fails unless ticks are the ticks of an every-second
+// schedule, once each, none missing between the first and the last.
+func wantEveryTick(t *testing.T, ticks []int64) {
+	t.Helper()
+	for i := 1; i < len(ticks); i++ {
+		if d := ticks[i] - ticks[i-1]; d != 1000 {
+			t.Fatalf("ticks %v: %d ms between two jobs, want every second once (none missed, none doubled)", ticks, d)
+		}
+	}
+	for _, tick := range ticks {
+		if tick%1000 != 0 {
+			t.Fatalf("tick %d is not a whole second since the epoch", tick)
+		}
+	}
+}
+
+// A schedule put over HTTP fires a job every second with its tick's id,
+// on either store; paused, it fires nothing, and resumed with catch_up it
+// fires the ticks it missed; a trigger fires one more at once.
+func TestSchedulesFireOverHTTP(t *testing.T) {
+	t.Parallel()
+	for name, change := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, change...)
+			get := func(path string) obj { return b.must(200, "GET", path, nil) }
+			out := b.must(201, "PUT", "/v1/schedules/beat", obj{"every_ms": 1000, "misfire": "catch_up",
+				"job": obj{"queue": "cron", "kind": "tick", "payload": obj{"n": 1}}})
+			if out["name"] != "beat" || out["every_ms"] != float64(1000) || out["next_run_at"] == nil {
+				t.Fatalf("put schedule: %v", out)
+			}
+			var ticks []int64
+			b.waitFor("three ticks", 10*time.Second, func() bool {
+				ticks, _ = tickJobs(t, get, "cron", "beat")
+				return len(ticks) >= 3
+			})
+			wantEveryTick(t, ticks)
+			s := get("/v1/schedules/beat")
+			if s["last_job_id"] == nil || s["last_run_at"] == nil {
+				t.Fatalf("schedule after firing: %v", s)
+			}
+
+			b.must(200, "POST", "/v1/schedules/beat/pause", nil)
+			paused, _ := tickJobs(t, get, "cron", "beat")
+			time.Sleep(2500 * time.Millisecond)
+			if still, _ := tickJobs(t, get, "cron", "beat"); len(still) > len(paused)+1 {
+				t.Fatalf("a paused schedule fired: %d ticks, then %d", len(paused), len(still))
+			}
+			trig := b.must(201, "POST", "/v1/schedules/beat/trigger", nil)
+			trigID := trig["job"].(obj)["id"].(string)
+			b.must(200, "POST", "/v1/schedules/beat/resume", nil)
+			b.waitFor("the missed ticks to be caught up", 10*time.Second, func() bool {
+				got, _ := tickJobs(t, get, "cron", "beat")
+				return len(got) >= len(paused)+3
+			})
+			got, other := tickJobs(t, get, "cron", "beat")
+			wantEveryTick(t, got)
+			if len(other) != 1 || other[0] != trigID {
+				t.Fatalf("jobs that are not ticks: %v, want only the triggered %s", other, trigID)
+			}
+			b.must(204, "DELETE", "/v1/schedules/beat", nil)
+			code, _ := b.callAs("", "GET", "/v1/schedules/beat", "")
+			if code != http.StatusNotFound {
+				t.Fatalf("deleted schedule: %d", code)
+			}
+		})
+	}
+}
+
+// Bad schedules get 400 naming the field and store nothing.
+func TestSchedulesRefuseBadInput(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, c := range []struct {
+		body, code, field string
+	}{
+		{`{"job":{"kind":"k"}}`, "invalid_argument", "cron"},
+		{`{"job":{"kind":"k"},"cron":"nope"}`, "invalid_argument", "cron"},
+		{`{"job":{"kind":"k"},"cron":"@daily","timezone":"Mars/Base"}`, "invalid_argument", "timezone"},
+		{`{"job":{"kind":"k"},"every_ms":10}`, "invalid_argument", "every_ms"},
+		{`{"job":{"kind":"k"},"every_ms":60000,"cron":"@daily"}`, "invalid_argument", "every_ms"},
+		{`{"job":{"kind":"k"},"every_ms":60000,"misfire":"later"}`, "invalid_argument", "misfire"},
+		{`{"job":{"kind":"k"},"every_ms":60000,"max_catch_up":0}`, "invalid_argument", "max_catch_up"},
+		{`{"every_ms":60000}`, "invalid_argument", "job"},
+		{`{"job":{"queue":"q"},"every_ms":60000}`, "invalid_argument", "job.kind"},
+		{`{"job":{"kind":"k","id":"x"},"every_ms":60000}`, "invalid_argument", "job.id"},
+		{`{"job":{"kind":"k","kindd":1},"every_ms":60000}`, "invalid_json", "job.kindd"},
+		{`{"job":{"kind":"k","priority":5000},"every_ms":60000}`, "invalid_argument", "job.priority"},
+		{`{"job":{"kind":"k"},"every_ms":60000,"extra":1}`, "invalid_json", "extra"},
+	} {
+		code, body := b.callAs("", "PUT", "/v1/schedules/s", c.body)
+		wantError(t, c.body, code, body, 400, c.code, c.field)
+	}
+	code, body := b.callAs("", "PUT", "/v1/schedules/-bad", `{"job":{"kind":"k"},"every_ms":60000}`)
+	wantError(t, "bad name", code, body, 400, "invalid_argument", "name")
+	if out := b.must(200, "GET", "/v1/schedules", nil); len(objs(out["schedules"])) != 0 {
+		t.Fatalf("refused puts stored schedules: %v", out)
+	}
+}
+
+// With catch_up, the ticks that pass while the server is down fire when it
+// comes back, each once.
+func TestSchedulesCatchUpAfterARestart(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	get := func(b *bundle) func(string) obj {
+		return func(path string) obj { return b.must(200, "GET", path, nil) }
+	}
+	b.must(201, "PUT", "/v1/schedules/beat", obj{"every_ms": 1000, "misfire": "catch_up", "job": obj{"queue": "cron", "kind": "tick"}})
+	b.waitFor("a tick", 10*time.Second, func() bool {
+		ticks, _ := tickJobs(t, get(b), "cron", "beat")
+		return len(ticks) >= 1
+	})
+	b.stop()
+	down := time.Now()
+	time.Sleep(3 * time.Second)
+	b = start(t, b.cfg)
+	b.waitFor("the ticks of the downtime", 10*time.Second, func() bool {
+		ticks, _ := tickJobs(t, get(b), "cron", "beat")
+		return len(ticks) > 0 && ticks[len(ticks)-1] >= down.Add(3*time.Second).UnixMilli()/1000*1000
+	})
+	ticks, _ := tickJobs(t, get(b), "cron", "beat")
+	wantEveryTick(t, ticks)
+}
+
+// On PostgreSQL only the leader fires schedules; killing it with SIGKILL
+// while a schedule ticks every second leaves, under catch_up, no tick
+// missed and none fired twice.
+func TestClusterScheduleSurvivesKilledLeader(t *testing.T) {
+	t.Parallel()
+	db := pgtest.Schema(t)
+	ns := []*node{startNode(t, db), startNode(t, db), startNode(t, db)}
+	lead := waitLeader(t, ns, 15*time.Second)
+	code, out, err := put(ns[0].base, "/v1/schedules/beat", obj{"every_ms": 1000, "misfire": "catch_up",
+		"job": obj{"queue": "cron", "kind": "tick"}})
+	if err != nil || code != http.StatusCreated {
+		t.Fatalf("put schedule: %d %v %v", code, out, err)
+	}
+	alive := func() *node {
+		for _, n := range ns {
+			select {
+			case <-n.exited:
+			default:
+				return n
+			}
+		}
+		t.Fatal("no node alive")
+		return nil
+	}
+	get := func(path string) obj {
+		t.Helper()
+		code, out, err := getJSON(alive().base, path)
+		if err != nil || code != http.StatusOK {
+			t.Fatalf("GET %s: %d %v", path, code, err)
+		}
+		return out
+	}
+	waitTicks := func(what string, n int) []int64 {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			ticks, _ := tickJobs(t, get, "cron", "beat")
+			if len(ticks) >= n {
+				return ticks
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("waiting for %s: %d ticks fired", what, len(ticks))
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	before := waitTicks("three ticks", 3)
+	lead.kill()
+	var rest []*node
+	for _, n := range ns {
+		if n != lead {
+			rest = append(rest, n)
+		}
+	}
+	ns = rest
+	waitLeader(t, ns, 20*time.Second)
+	ticks := waitTicks("ticks after the new leader", len(before)+5)
+	wantEveryTick(t, ticks)
+	if ticks[0] != before[0] {
+		t.Fatalf("first tick %d, was %d", ticks[0], before[0])
+	}
+}
+
+// put sends a JSON PUT to a node and decodes the answer.
+func put(base, path string, body any) (int, obj, error) {
+	req, err := http.NewRequest("PUT", "http://"+base+path, strings.NewReader(mustJSON(body)))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	return doJSON(req)
+}
+
+// getJSON sends a GET to a node and decodes the answer.
+func getJSON(base, path string) (int, obj, error) {
+	req, err := http.NewRequest("GET", "http://"+base+path, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	return doJSON(req)
+}
+
+func doJSON(req *http.Request) (int, obj, error) {
+	resp, err := httpc.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	var out obj
+	if err := decodeJSON(resp.Body, &out); err != nil {
+		return resp.StatusCode, nil, fmt.Errorf("decode answer: %w", err)
+	}
+	return resp.StatusCode, out, nil
+}
+
+func mustJSON(v any) string {
+	data, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return string(data)
+}
+
+func decodeJSON(r io.Reader, v any) error { return json.NewDecoder(r).Decode(v) }
