@@ -123,6 +123,7 @@ func TestSchedulesRefuseBadInput(t *testing.T) {
 		{`{"every_ms":60000}`, "invalid_argument", "job"},
 		{`{"job":{"queue":"q"},"every_ms":60000}`, "invalid_argument", "job.kind"},
 		{`{"job":{"kind":"k","id":"x"},"every_ms":60000}`, "invalid_argument", "job.id"},
+		{`{"job":{"kind":"k","run_at":"0001-01-01T00:00:00Z"},"every_ms":60000}`, "invalid_argument", "job.run_at"},
 		{`{"job":{"kind":"k","kindd":1},"every_ms":60000}`, "invalid_json", "job.kindd"},
 		{`{"job":{"kind":"k","priority":5000},"every_ms":60000}`, "invalid_argument", "job.priority"},
 		{`{"job":{"kind":"k"},"every_ms":60000,"extra":1}`, "invalid_json", "extra"},
