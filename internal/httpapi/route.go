@@ -188,39 +188,39 @@ func withQuery[In any](parse func(url.Values) (In, error), h func(w http.Respons
 // queueListing serves a route that answers the queues list returns: it
 // cuts them to those the caller may see, then writes them.
 func queueListing(list func(r *http.Request) ([]store.QueueInfo, error)) endpoint {
-	return endpoint{kind: servesQueueList, build: func(a *API, _ *scope) http.HandlerFunc {
-		return func(w http.ResponseWriter, r *http.Request) {
-			qs, err := list(r)
-			if err != nil {
-				a.writeError(w, r, err)
-				return
-			}
-			qs = a.queuesInScope(r, qs)
-			out := queuesJSON{Queues: make([]queueJSON, len(qs))}
-			for i := range qs {
-				out.Queues[i] = toQueueJSON(&qs[i])
-			}
-			a.writeJSON(w, http.StatusOK, out)
+	return listing(servesQueueList, list, (*API).queuesInScope, func(qs []store.QueueInfo) any {
+		out := queuesJSON{Queues: make([]queueJSON, len(qs))}
+		for i := range qs {
+			out.Queues[i] = toQueueJSON(&qs[i])
 		}
-	}}
+		return out
+	})
 }
 
 // scheduleListing serves a route that answers the schedules list
 // returns: it cuts them to those the caller may see, then writes them.
 func scheduleListing(list func(r *http.Request) ([]*store.Schedule, error)) endpoint {
-	return endpoint{kind: servesScheduleList, build: func(a *API, _ *scope) http.HandlerFunc {
+	return listing(servesScheduleList, list, (*API).schedulesInScope, func(ss []*store.Schedule) any {
+		out := schedulesJSON{Schedules: make([]scheduleJSON, len(ss))}
+		for i, s := range ss {
+			out.Schedules[i] = toScheduleJSON(s)
+		}
+		return out
+	})
+}
+
+// listing serves a route of kind that answers what list returns, cut by
+// cut to what the caller may see and written as answer makes it.
+func listing[T any](kind endpointKind, list func(r *http.Request) ([]T, error),
+	cut func(a *API, r *http.Request, items []T) []T, answer func(items []T) any) endpoint {
+	return endpoint{kind: kind, build: func(a *API, _ *scope) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
-			ss, err := list(r)
+			items, err := list(r)
 			if err != nil {
 				a.writeError(w, r, err)
 				return
 			}
-			ss = a.schedulesInScope(r, ss)
-			out := schedulesJSON{Schedules: make([]scheduleJSON, len(ss))}
-			for i, s := range ss {
-				out.Schedules[i] = toScheduleJSON(s)
-			}
-			a.writeJSON(w, http.StatusOK, out)
+			a.writeJSON(w, http.StatusOK, answer(cut(a, r, items)))
 		}
 	}}
 }

@@ -118,3 +118,31 @@ type ScheduleFireParams struct {
 	Enqueued string
 	Now      time.Time
 }
+
+// Fires decides a firing of current, the schedule as the store holds it
+// inside the firing's transaction: the LastTick and NextRunAt to record,
+// or ErrScheduleMoved when the schedule is not where the caller saw it
+// (see Scheduler.ScheduleFire). Every store calls it, so that the rule is
+// written once.
+func (p *ScheduleFireParams) Fires(current *Schedule) (lastTick, next time.Time, err error) {
+	if p.Manual {
+		return current.LastTick, current.NextRunAt, nil
+	}
+	if current.Paused || !current.LastTick.Equal(p.Last) {
+		return time.Time{}, time.Time{}, ErrScheduleMoved
+	}
+	return p.Handled, p.Next, nil
+}
+
+// Ran is the run a firing records, given the results of its inserts:
+// ok is false when it enqueued nothing, and LastRunAt and LastJobID are
+// kept.
+func (p *ScheduleFireParams) Ran(results []InsertResult) (jobID string, ok bool) {
+	switch {
+	case p.Enqueued != "":
+		return p.Enqueued, true
+	case len(results) > 0:
+		return results[len(results)-1].Job.ID, true
+	}
+	return "", false
+}

@@ -193,11 +193,11 @@ func (s *Store) ScheduleFire(ctx context.Context, p *store.ScheduleFireParams) (
 		case err != nil:
 			return fmt.Errorf("lock schedule %s: %w", p.Name, err)
 		}
-		handled, next := micro(p.Handled), p.Next
-		if p.Manual {
-			handled, next = sc.LastTick, sc.NextRunAt
-		} else if sc.Paused || !sc.LastTick.Equal(micro(p.Last)) {
-			return store.ErrScheduleMoved
+		at := *p
+		at.Last, at.Handled = micro(p.Last), micro(p.Handled)
+		handled, next, err := at.Fires(sc)
+		if err != nil {
+			return err
 		}
 		out = make([]store.InsertResult, len(p.Jobs))
 		if len(p.Jobs) > 0 {
@@ -207,11 +207,8 @@ func (s *Store) ScheduleFire(ctx context.Context, p *store.ScheduleFireParams) (
 		}
 		var lastRun pgtype.Timestamptz
 		var lastJob pgtype.Text
-		switch {
-		case p.Enqueued != "":
-			lastRun, lastJob = tstz(p.Now), pgtype.Text{String: p.Enqueued, Valid: true}
-		case len(out) > 0:
-			lastRun, lastJob = tstz(p.Now), pgtype.Text{String: out[len(out)-1].Job.ID, Valid: true}
+		if id, ok := p.Ran(out); ok {
+			lastRun, lastJob = tstz(p.Now), pgtype.Text{String: id, Valid: true}
 		}
 		if _, err := tx.Exec(ctx, sqlScheduleFired, p.Name, handled, tstz(next), lastRun, lastJob); err != nil {
 			return fmt.Errorf("record firing of schedule %s: %w", p.Name, err)

@@ -206,21 +206,16 @@ func (s *Store) ScheduleFire(ctx context.Context, p *store.ScheduleFireParams) (
 		if err != nil {
 			return err
 		}
-		handled, next := p.Handled, p.Next
-		if p.Manual {
-			handled, next = sc.LastTick, sc.NextRunAt
-		} else if sc.Paused || !sc.LastTick.Equal(p.Last.UTC()) {
-			return store.ErrScheduleMoved
+		handled, next, err := p.Fires(sc)
+		if err != nil {
+			return err
 		}
 		if err := w.insertJobs(p.Jobs, p.Now, out); err != nil {
 			return err
 		}
 		var lastRun, lastJob any
-		switch {
-		case p.Enqueued != "":
-			lastRun, lastJob = p.Now.UTC().UnixNano(), p.Enqueued
-		case len(out) > 0:
-			lastRun, lastJob = p.Now.UTC().UnixNano(), out[len(out)-1].Job.ID
+		if id, ok := p.Ran(out); ok {
+			lastRun, lastJob = p.Now.UTC().UnixNano(), id
 		}
 		if _, err := w.conn.ExecContext(context.Background(), sqlScheduleFired, handled.UTC().UnixNano(), timeOrNull(next),
 			lastRun, lastJob, p.Name); err != nil {
