@@ -63,33 +63,3 @@ func TestCLISchedules(t *testing.T) {
 	}
 	b.okJSON("jobs", "get", id) // its jobs stay
 }
-
-func TestCLISchedulesBadInput(t *testing.T) {
-	t.Parallel()
-	b := setupCLI(t)
-	for _, tc := range []struct {
-		args []string
-		code int
-		want string
-	}{
-		{[]string{"schedules", "put", "s", "--kind", "k"}, 1, "field cron"},
-		{[]string{"schedules", "put", "s", "--cron", "often", "--kind", "k"}, 1, "field cron"},
-		{[]string{"schedules", "put", "s", "--cron", "@daily", "--every", "1m", "--kind", "k"}, 1, "field every_ms"},
-		{[]string{"schedules", "put", "s", "--every", "10ms", "--kind", "k"}, 1, "field every_ms"},
-		{[]string{"schedules", "put", "s", "--cron", "@daily", "--timezone", "Mars/Olympus", "--kind", "k"}, 1, "field timezone"},
-		{[]string{"schedules", "put", "s", "--cron", "@daily", "--misfire", "sometimes", "--kind", "k"}, 1, "field misfire"},
-		{[]string{"schedules", "put", "s", "--cron", "@daily"}, 1, "field job.kind"},
-		{[]string{"schedules", "put", "s", "--cron", "@daily", "--kind", "k", "--payload", "{not json"}, 1, "not valid JSON"},
-		{[]string{"schedules", "put", "--cron", "@daily", "--kind", "k"}, 2, "want 1 argument"},
-		{[]string{"schedules", "frobnicate"}, 2, "unknown subcommand"},
-		{[]string{"schedules", "trigger", "nosuch"}, 1, "not_found"},
-	} {
-		code, _, errOut := b.run(tc.args...)
-		if code != tc.code || !strings.Contains(errOut, tc.want) {
-			t.Errorf("spool %s: exit %d %q, want exit %d mentioning %q", strings.Join(tc.args, " "), code, errOut, tc.code, tc.want)
-		}
-	}
-	if ss := b.okJSON("schedules", "list")["schedules"].([]any); len(ss) != 0 {
-		t.Fatalf("bad input created schedules: %v", ss)
-	}
-}

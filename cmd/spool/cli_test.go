@@ -201,6 +201,17 @@ func TestCLIBadInput(t *testing.T) {
 		want string
 	}{
 		{[]string{"enqueue", "--queue", "bad name", "--kind", "k"}, 1, "field queue"},
+		{[]string{"schedules", "put", "s", "--kind", "k"}, 1, "field cron"},
+		{[]string{"schedules", "put", "s", "--cron", "often", "--kind", "k"}, 1, "field cron"},
+		{[]string{"schedules", "put", "s", "--cron", "@daily", "--every", "1m", "--kind", "k"}, 1, "field every_ms"},
+		{[]string{"schedules", "put", "s", "--every", "10ms", "--kind", "k"}, 1, "field every_ms"},
+		{[]string{"schedules", "put", "s", "--cron", "@daily", "--timezone", "Mars/Olympus", "--kind", "k"}, 1, "field timezone"},
+		{[]string{"schedules", "put", "s", "--cron", "@daily", "--misfire", "sometimes", "--kind", "k"}, 1, "field misfire"},
+		{[]string{"schedules", "put", "s", "--cron", "@daily"}, 1, "field job.kind"},
+		{[]string{"schedules", "put", "s", "--cron", "@daily", "--kind", "k", "--payload", "{not json"}, 1, "not valid JSON"},
+		{[]string{"schedules", "put", "--cron", "@daily", "--kind", "k"}, 2, "want 1 argument"},
+		{[]string{"schedules", "frobnicate"}, 2, "unknown subcommand"},
+		{[]string{"schedules", "trigger", "nosuch"}, 1, "not_found"},
 		{[]string{"enqueue", "--kind", "k", "--payload", "{not json"}, 1, "not valid JSON"},
 		{[]string{"enqueue", "--kind", "k", "extra"}, 2, "want 0 argument"},
 		{[]string{"jobs", "frobnicate"}, 2, "unknown subcommand"},
