@@ -135,6 +135,11 @@ type Job struct {
 	UniqueFor time.Duration
 	// Tags are free labels for filtering and display.
 	Tags []string
+	// Group is the key the job's queue shares its flow control by (a
+	// tenant, a customer, an entity): claims go round-robin over the
+	// groups of a queue, and the queue's group limits hold for each group
+	// apart. Empty: no group.
+	Group string
 	// Durability is how the job's changes are kept.
 	Durability Durability
 	// Result is the JSON a worker stored with its ack, if any.

@@ -228,3 +228,89 @@ func TestPrunePassQuota(t *testing.T) {
 		t.Errorf("ByAge: %v for a pass by age, %v for a pass by count", byAge.ByAge(), byCount.ByAge())
 	}
 }
+
+func TestLimitsCheck(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		l     Limits
+		field string
+	}{
+		{Limits{}, ""},
+		{Limits{Rate: Rate{Limit: 10, Period: time.Second}, MaxActive: 5, GroupRate: Rate{Limit: 1, Period: time.Millisecond}, GroupMaxActive: 1}, ""},
+		{Limits{Rate: Rate{Limit: 0, Period: time.Second}}, "rate.limit"},
+		{Limits{Rate: Rate{Limit: -1, Period: time.Second}}, "rate.limit"},
+		{Limits{Rate: Rate{Limit: MaxRateLimit + 1, Period: time.Second}}, "rate.limit"},
+		{Limits{Rate: Rate{Limit: 5}}, "rate.period_ms"},
+		{Limits{Rate: Rate{Limit: 5, Period: time.Microsecond}}, "rate.period_ms"},
+		{Limits{Rate: Rate{Limit: 5, Period: 1500 * time.Microsecond}}, "rate.period_ms"},
+		{Limits{GroupRate: Rate{Limit: 5, Period: 25 * time.Hour}}, "group_rate.period_ms"},
+		{Limits{MaxActive: -2}, "max_active"},
+		{Limits{GroupMaxActive: MaxActiveLimit + 1}, "group_max_active"},
+	} {
+		err := c.l.Check()
+		var in *InputError
+		switch {
+		case c.field == "" && err != nil:
+			t.Errorf("%+v: %v", c.l, err)
+		case c.field != "" && (!errors.As(err, &in) || in.Field != c.field):
+			t.Errorf("%+v: %v, want an input error on %s", c.l, err, c.field)
+		}
+	}
+}
+
+// A rate of N per period lets N starts into any window of that length,
+// and says when the next may start.
+func TestStartLogHoldsTheRate(t *testing.T) {
+	t.Parallel()
+	r := Rate{Limit: 3, Period: 10 * time.Second}
+	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	var log StartLog
+	if room, _ := log.Room(r, now); room != 3 {
+		t.Fatalf("empty log: room %d", room)
+	}
+	log = log.Add(r, now, 2)
+	log = log.Add(r, now.Add(4*time.Second), 1)
+	room, next := log.Room(r, now.Add(5*time.Second))
+	if room != 0 || !next.Equal(now.Add(10*time.Second)) {
+		t.Fatalf("full window: room %d next %v, want 0 and %v", room, next, now.Add(10*time.Second))
+	}
+	if room, _ := log.Room(r, now.Add(10*time.Second)); room != 2 {
+		t.Fatalf("after the first two left the window: room %d, want 2", room)
+	}
+	log = log.Add(r, now.Add(10*time.Second), 2)
+	if len(log) != 3 {
+		t.Fatalf("log keeps %d starts, want the latest 3", len(log))
+	}
+	if room, next := log.Room(r, now.Add(11*time.Second)); room != 0 || !next.Equal(now.Add(14*time.Second)) {
+		t.Fatalf("room %d next %v", room, next)
+	}
+	// Over any window of 10 s, never more than 3 starts: walk a second at
+	// a time taking what the log allows.
+	log = nil
+	var starts []time.Time
+	for s := 0; s < 60; s++ {
+		at := now.Add(time.Duration(s) * time.Second)
+		room, _ := log.Room(r, at)
+		log = log.Add(r, at, room)
+		for range room {
+			starts = append(starts, at)
+		}
+	}
+	for i := range starts {
+		in := 0
+		for _, s := range starts {
+			if !s.Before(starts[i]) && s.Before(starts[i].Add(r.Period)) {
+				in++
+			}
+		}
+		if in > r.Limit {
+			t.Fatalf("%d starts in the 10 s from %v", in, starts[i])
+		}
+	}
+	if len(starts) != 18 {
+		t.Fatalf("%d starts in 60 s at 3 per 10 s, want 18", len(starts))
+	}
+	if room, _ := (StartLog(nil)).Room(Rate{}, now); room != -1 {
+		t.Fatalf("no rate: room %d, want -1", room)
+	}
+}

@@ -97,7 +97,7 @@ func (e *Engine) Fetch(ctx context.Context, req FetchRequest) ([]*job.Job, error
 }
 
 func (e *Engine) claim(ctx context.Context, req *FetchRequest) ([]*job.Job, error) {
-	jobs, err := e.st.JobClaim(ctx, &store.JobClaimParams{
+	res, err := e.st.JobClaim(ctx, &store.JobClaimParams{
 		Queues:        req.Queues,
 		Max:           req.Max,
 		LeaseDuration: req.LeaseDuration,
@@ -106,6 +106,7 @@ func (e *Engine) claim(ctx context.Context, req *FetchRequest) ([]*job.Job, erro
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)
 	}
+	jobs := res.Jobs
 	if len(jobs) > 0 {
 		earliest := jobs[0].LeaseExpiresAt
 		for _, j := range jobs[1:] {

@@ -61,7 +61,19 @@ type Inserter interface {
 type Claimer interface {
 	// JobClaim leases up to p.Max available jobs from p.Queues (skipping
 	// paused queues) in order of priority (higher first), then RunAt, then
-	// enqueue order, across all the listed queues. Each claimed job comes
+	// enqueue order, across all the listed queues that have no flow
+	// control.
+	//
+	// A queue with flow control (limits, or jobs with a group) hands out
+	// only what its limits let start at p.Now (see job.Limits): at most
+	// MaxActive of its jobs active, at most Rate.Limit starts in any window
+	// of Rate.Period, and for each group the same with GroupMaxActive and
+	// GroupRate. Its jobs go out round-robin over the groups that have
+	// available jobs, one job of each group a turn, a group's own jobs in
+	// claim order; jobs without a group form one group. Such queues are
+	// claimed after the others, one after the other in the order named.
+	// The result says what held available jobs back (see ClaimResult).
+	// Each claimed job comes
 	// back active with Attempt+1, a LeaseToken higher than any token the job
 	// had before (tokens only grow, across restarts and crashes too),
 	// StartedAt=p.Now,
@@ -69,7 +81,7 @@ type Claimer interface {
 	// the job's own LeaseDuration otherwise, and no Progress (a report
 	// belongs to one attempt). No job is handed to two
 	// concurrent callers. An empty result is not an error.
-	JobClaim(ctx context.Context, p *JobClaimParams) ([]*job.Job, error)
+	JobClaim(ctx context.Context, p *JobClaimParams) (*ClaimResult, error)
 
 	// JobComplete acknowledges jobs. Each item is applied on its own: an
 	// item whose ID is unknown gets job.ErrNotFound, one whose token is not
@@ -145,6 +157,10 @@ type Admin interface {
 	QueueSetPaused(ctx context.Context, name string, paused bool) error
 	// QueuePurge deletes a queue's available jobs and returns how many.
 	QueuePurge(ctx context.Context, name string) (int, error)
+	// QueueSetLimits sets a queue's flow control (creating the queue if
+	// unknown); zero limits remove it. The engine has checked them (see
+	// job.Limits.Check).
+	QueueSetLimits(ctx context.Context, name string, l job.Limits) error
 	// QueueSetDurability sets the durability of the jobs later enqueued
 	// into a queue without one of their own (creating the queue if
 	// unknown). Jobs already in the queue keep theirs.
@@ -202,6 +218,8 @@ type JobInsertParams struct {
 	UniqueKey     string
 	UniqueFor     time.Duration
 	Tags          []string
+	// Group is the job's flow-control group; empty for none.
+	Group string
 	// Durability is full or process; a store that keeps jobs in memory only
 	// takes memory. Empty means full.
 	Durability job.Durability
@@ -231,6 +249,29 @@ type JobClaimParams struct {
 	// LeaseDuration overrides each job's own when non-zero.
 	LeaseDuration time.Duration
 	Now           time.Time
+}
+
+// ClaimResult is what a claim handed out, and what held other available
+// jobs back, so that a fetch that got fewer than it asked for knows when
+// to look again.
+type ClaimResult struct {
+	Jobs []*job.Job
+	// RetryAt is, when a rate held available jobs back, the first moment
+	// one of those rates lets a job start; zero otherwise.
+	RetryAt time.Time
+	// Capped lists the queues in which an active cap (MaxActive or
+	// GroupMaxActive) held available jobs back: a job of theirs that
+	// stops being active frees a place.
+	Capped []string
+}
+
+// ClaimedJobs is the jobs of a claim's result, for callers that need
+// nothing else: ClaimedJobs(st.JobClaim(ctx, p)).
+func ClaimedJobs(r *ClaimResult, err error) ([]*job.Job, error) {
+	if err != nil || r == nil {
+		return nil, err
+	}
+	return r.Jobs, nil
 }
 
 // Outcome is the result of one item of a batch ack, fail or extend.
@@ -365,6 +406,8 @@ type QueueInfo struct {
 	// Durability is the level of jobs enqueued without one: full unless
 	// set with QueueSetDurability.
 	Durability job.Durability
+	// Limits is the queue's flow control; zero when it has none.
+	Limits job.Limits
 	// Counts has the number of jobs in every state (zero states included).
 	Counts map[job.State]int64
 }

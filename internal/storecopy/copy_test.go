@@ -63,7 +63,7 @@ func TestCopyEmbeddedStoreToPostgres(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	leased, err := src.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"a", "b"}, Max: 400, Now: t0})
+	leased, err := store.ClaimedJobs(src.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"a", "b"}, Max: 400, Now: t0}))
 	if err != nil || len(leased) != 400 {
 		t.Fatalf("claim: %d, %v", len(leased), err)
 	}

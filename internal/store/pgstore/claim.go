@@ -62,7 +62,17 @@ const (
 const maxClaimRounds = 3
 
 // JobClaim leases up to p.Max available jobs; see store.Claimer.
-func (s *Store) JobClaim(ctx context.Context, p *store.JobClaimParams) ([]*job.Job, error) {
+func (s *Store) JobClaim(ctx context.Context, p *store.JobClaimParams) (*store.ClaimResult, error) {
+	jobs, err := s.claimPlain(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return &store.ClaimResult{Jobs: jobs}, nil
+}
+
+// claimPlain claims from queues without flow control, in claim order
+// across them.
+func (s *Store) claimPlain(ctx context.Context, p *store.JobClaimParams) ([]*job.Job, error) {
 	if err := s.check(); err != nil {
 		return nil, wrap("claim jobs", err)
 	}

@@ -97,7 +97,7 @@ func (b *commitBundle) insert(levels ...job.Durability) func() error {
 // claim leases every available job, keyed by durability.
 func (b *commitBundle) claim() map[job.Durability][]*job.Job {
 	b.t.Helper()
-	js, err := b.s.JobClaim(b.ctx, &store.JobClaimParams{Queues: []string{"q"}, Max: 100, Now: t0})
+	js, err := store.ClaimedJobs(b.s.JobClaim(b.ctx, &store.JobClaimParams{Queues: []string{"q"}, Max: 100, Now: t0}))
 	if err != nil {
 		b.t.Fatal(err)
 	}
@@ -215,7 +215,7 @@ func TestCompleteStatementRelaxesItsOwnCommit(t *testing.T) {
 		if _, err := s.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: ps, Now: t0}); err != nil {
 			t.Fatal(err)
 		}
-		js, err := s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"q"}, Max: len(ps), Now: t0})
+		js, err := store.ClaimedJobs(s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"q"}, Max: len(ps), Now: t0}))
 		if err != nil || len(js) != len(ps) {
 			t.Fatalf("claim: %d jobs, %v", len(js), err)
 		}

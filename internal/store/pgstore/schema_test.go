@@ -35,7 +35,7 @@ func TestTokenSequenceStartsAboveOldTokens(t *testing.T) {
 		}
 	}
 	s := open(t, url)
-	js, err := s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"q"}, Max: 1, Now: time.Now()})
+	js, err := store.ClaimedJobs(s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"q"}, Max: 1, Now: time.Now()}))
 	if err != nil || len(js) != 1 {
 		t.Fatalf("claim: %v, %v", js, err)
 	}
@@ -48,7 +48,7 @@ func TestTokenSequenceStartsAboveOldTokens(t *testing.T) {
 	}}}); err != nil {
 		t.Fatal(err)
 	}
-	next, err := s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"q2"}, Max: 1, Now: time.Now()})
+	next, err := store.ClaimedJobs(s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"q2"}, Max: 1, Now: time.Now()}))
 	if err != nil || len(next) != 1 || next[0].LeaseToken <= js[0].LeaseToken {
 		t.Fatalf("next claim: %v, %v; want a token above %d", next, err, js[0].LeaseToken)
 	}

@@ -31,17 +31,17 @@ ORDER BY priority DESC, run_at, seq LIMIT ?3`
 
 // JobClaim leases up to p.Max available jobs; see store.Claimer. The lease
 // lives in memory (see lease); the claim writes nothing.
-func (s *Store) JobClaim(ctx context.Context, p *store.JobClaimParams) ([]*job.Job, error) {
+func (s *Store) JobClaim(ctx context.Context, p *store.JobClaimParams) (*store.ClaimResult, error) {
 	if p.Max <= 0 || len(p.Queues) == 0 {
 		if err := s.check(); err != nil {
 			return nil, wrap("claim jobs", err)
 		}
-		return nil, nil
+		return &store.ClaimResult{}, nil
 	}
-	var out []*job.Job
+	out := &store.ClaimResult{}
 	err := s.doRelaxed(ctx, p.Max, writesNothing, func(w *writer) error {
 		var err error
-		out, err = w.claim(p)
+		out.Jobs, err = w.claim(p)
 		return err
 	})
 	if err != nil {

@@ -80,7 +80,7 @@ func (b *bundle) insert(ps ...store.JobInsertParams) []store.InsertResult {
 
 func (b *bundle) claim(max int, queues ...string) []*job.Job {
 	b.t.Helper()
-	jobs, err := b.s.JobClaim(b.ctx, &store.JobClaimParams{Queues: queues, Max: max, Now: t0})
+	jobs, err := store.ClaimedJobs(b.s.JobClaim(b.ctx, &store.JobClaimParams{Queues: queues, Max: max, Now: t0}))
 	if err != nil {
 		b.t.Fatalf("claim: %v", err)
 	}

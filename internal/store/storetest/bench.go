@@ -97,7 +97,11 @@ func (k *stock) lease(need int) {
 	target := k.target(need)
 	k.available(target - len(k.leased))
 	for len(k.leased) < target {
-		js, err := k.s.JobClaim(context.Background(), &store.JobClaimParams{Queues: []string{benchQueue}, Max: min(1000, target-len(k.leased)), Now: t0})
+		res, err := k.s.JobClaim(context.Background(), &store.JobClaimParams{Queues: []string{benchQueue}, Max: min(1000, target-len(k.leased)), Now: t0})
+		var js []*job.Job
+		if res != nil {
+			js = res.Jobs
+		}
 		if err != nil || len(js) == 0 {
 			k.b.Fatalf("lease stock: %d jobs, %v", len(js), err)
 		}
@@ -162,7 +166,7 @@ func benchClaim(b *testing.B, h Harness) {
 			k.available(100)
 			b.StartTimer()
 		}
-		js, err := s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{benchQueue}, Max: 100, Now: t0})
+		js, err := store.ClaimedJobs(s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{benchQueue}, Max: 100, Now: t0}))
 		if err != nil || len(js) != 100 {
 			b.Fatalf("claim: %d jobs, %v", len(js), err)
 		}

@@ -152,11 +152,21 @@ func (b *bundle) add(ps ...store.JobInsertParams) []string {
 // claimAt claims up to max jobs of queues at now with the jobs' own leases.
 func (b *bundle) claimAt(now time.Time, max int, queues ...string) []*job.Job {
 	b.t.Helper()
-	js, err := b.s.JobClaim(b.ctx, &store.JobClaimParams{Queues: queues, Max: max, Now: now})
+	return b.claimResult(now, max, queues...).Jobs
+}
+
+// claimResult claims up to max jobs of queues at now and returns the
+// whole result.
+func (b *bundle) claimResult(now time.Time, max int, queues ...string) *store.ClaimResult {
+	b.t.Helper()
+	res, err := b.s.JobClaim(b.ctx, &store.JobClaimParams{Queues: queues, Max: max, Now: now})
 	if err != nil {
 		b.t.Fatalf("claim %d from %v: %v", max, queues, err)
 	}
-	return js
+	if res == nil {
+		b.t.Fatalf("claim %d from %v: nil result", max, queues)
+	}
+	return res
 }
 
 // claimID claims the next job of queue at now and fails unless it is id.

@@ -111,7 +111,7 @@ func testClaimLease(b *bundle) {
 // A claim's LeaseDuration replaces each job's own for that hand-out only.
 func testClaimLeaseOverride(b *bundle) {
 	b.add(newJobs("q", 2, withLease(time.Hour))...)
-	js, err := b.s.JobClaim(b.ctx, &store.JobClaimParams{Queues: []string{"q"}, Max: 2, LeaseDuration: 7 * time.Second, Now: t0})
+	js, err := store.ClaimedJobs(b.s.JobClaim(b.ctx, &store.JobClaimParams{Queues: []string{"q"}, Max: 2, LeaseDuration: 7 * time.Second, Now: t0}))
 	if err != nil || len(js) != 2 {
 		b.t.Fatalf("claim with a lease: %d jobs, %v", len(js), err)
 	}

@@ -67,7 +67,7 @@ func testConcurrentClaims(b *bundle) {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(w), 1))
 			for {
-				js, err := b.s.JobClaim(b.ctx, &store.JobClaimParams{Queues: []string{"q"}, Max: 1 + rng.IntN(25), Now: t0})
+				js, err := store.ClaimedJobs(b.s.JobClaim(b.ctx, &store.JobClaimParams{Queues: []string{"q"}, Max: 1 + rng.IntN(25), Now: t0}))
 				if err != nil {
 					b.t.Errorf("worker %d: claim: %v", w, err)
 					return
@@ -167,7 +167,7 @@ func testClaimsRaceInserts(b *bundle) {
 			defer wg.Done()
 			for {
 				last := inserted.Load()
-				js, err := b.s.JobClaim(b.ctx, &store.JobClaimParams{Queues: []string{"q"}, Max: 10, Now: t0})
+				js, err := store.ClaimedJobs(b.s.JobClaim(b.ctx, &store.JobClaimParams{Queues: []string{"q"}, Max: 10, Now: t0}))
 				if err != nil {
 					b.t.Errorf("worker %d: claim: %v", w, err)
 					return

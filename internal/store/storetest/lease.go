@@ -286,7 +286,7 @@ func testFailCancelRequested(b *bundle) {
 // changes, and a rescue before the new expiry leaves the job alone.
 func testExtend(b *bundle) {
 	id := b.add(newJob("q", withLease(30*time.Second)))[0]
-	js, err := b.s.JobClaim(b.ctx, &store.JobClaimParams{Queues: []string{"q"}, Max: 1, LeaseDuration: 5 * time.Second, Now: t0})
+	js, err := store.ClaimedJobs(b.s.JobClaim(b.ctx, &store.JobClaimParams{Queues: []string{"q"}, Max: 1, LeaseDuration: 5 * time.Second, Now: t0}))
 	if err != nil || len(js) != 1 {
 		b.t.Fatalf("claim: %d jobs, %v", len(js), err)
 	}

@@ -67,7 +67,7 @@ func testClose(b *bundle) {
 			return err
 		},
 		"JobClaim": func() error {
-			_, err := s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"q"}, Max: 1, Now: t0})
+			_, err := store.ClaimedJobs(s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"q"}, Max: 1, Now: t0}))
 			return err
 		},
 		"JobComplete": func() error {

@@ -270,7 +270,7 @@ func (m *model) claim() {
 		return a.seq < c.seq
 	})
 	want = want[:min(max, len(want))]
-	got, err := m.b.s.JobClaim(m.b.ctx, &store.JobClaimParams{Queues: queues, Max: max, LeaseDuration: override, Now: m.now})
+	got, err := store.ClaimedJobs(m.b.s.JobClaim(m.b.ctx, &store.JobClaimParams{Queues: queues, Max: max, LeaseDuration: override, Now: m.now}))
 	if err != nil {
 		m.fatalf("%v", err)
 	}

@@ -114,25 +114,34 @@ func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams)
 
 // JobClaim hands out memory jobs first, then durable ones; see
 // store.Claimer.
-func (s *Store) JobClaim(ctx context.Context, p *store.JobClaimParams) ([]*job.Job, error) {
+func (s *Store) JobClaim(ctx context.Context, p *store.JobClaimParams) (*store.ClaimResult, error) {
 	if !s.used.Load() {
 		return s.disk.JobClaim(ctx, p)
 	}
 	got, err := s.mem.JobClaim(ctx, p)
-	if err != nil || len(got) >= p.Max {
+	if err != nil || len(got.Jobs) >= p.Max {
 		return got, err
 	}
 	rest := *p
-	rest.Max -= len(got)
+	rest.Max -= len(got.Jobs)
 	more, err := s.disk.JobClaim(ctx, &rest)
 	if err != nil {
-		if len(got) > 0 {
+		if len(got.Jobs) > 0 {
 			// The memory jobs are leased already: hand them out.
 			return got, nil
 		}
 		return nil, err
 	}
-	return append(got, more...), nil
+	out := &store.ClaimResult{Jobs: append(got.Jobs, more.Jobs...), RetryAt: got.RetryAt, Capped: got.Capped}
+	if out.RetryAt.IsZero() || (!more.RetryAt.IsZero() && more.RetryAt.Before(out.RetryAt)) {
+		out.RetryAt = more.RetryAt
+	}
+	for _, q := range more.Capped {
+		if !slices.Contains(out.Capped, q) {
+			out.Capped = append(out.Capped, q)
+		}
+	}
+	return out, nil
 }
 
 // split sends the items whose jobs are active in the memory tier there

@@ -117,7 +117,7 @@ func TestMemoryJobsRouteToTheMemoryTier(t *testing.T) {
 			t.Fatalf("listing order %v, want durable %v then memory %v", listed, durable, memory)
 		}
 	}
-	js, err := s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"q"}, Max: 3, Now: t0})
+	js, err := store.ClaimedJobs(s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"q"}, Max: 3, Now: t0}))
 	if err != nil || len(js) != 3 || js[0].Durability != job.DurabilityMemory || js[1].Durability != job.DurabilityMemory || js[2].Durability != job.DurabilityFull {
 		t.Fatalf("claim: %v %+v", err, js)
 	}
@@ -149,7 +149,7 @@ func TestMemoryJobsRouteToTheMemoryTier(t *testing.T) {
 		t.Fatalf("a durable job was lost in the restart: %v", err)
 	}
 	insert(t, s2.(*Store), memJobs("q", 1, job.DurabilityMemory)...)
-	if js, err := s2.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"q"}, Max: 5, Now: t0}); err != nil || len(js) != 0 {
+	if js, err := store.ClaimedJobs(s2.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"q"}, Max: 5, Now: t0})); err != nil || len(js) != 0 {
 		t.Fatalf("a paused queue handed out %d jobs after the restart (%v)", len(js), err)
 	}
 }

@@ -1,0 +1,130 @@
+package job
+
+import (
+	"fmt"
+	"time"
+)
+
+// Rate is a limit on job starts: at most Limit starts in any window of
+// Period. The zero Rate is no limit.
+type Rate struct {
+	Limit  int
+	Period time.Duration
+}
+
+// IsZero reports whether r sets no limit.
+func (r Rate) IsZero() bool { return r.Limit == 0 }
+
+// Limits are a queue's flow control; a zero field sets no limit. They
+// hold across every node that shares a store.
+type Limits struct {
+	// Rate bounds the starts of the queue's jobs.
+	Rate Rate
+	// MaxActive bounds the queue's jobs active at once.
+	MaxActive int
+	// GroupRate bounds the starts of each group's jobs, separately.
+	GroupRate Rate
+	// GroupMaxActive bounds each group's jobs active at once: 1 runs a
+	// group's jobs one at a time, in claim order.
+	GroupMaxActive int
+}
+
+// IsZero reports whether l sets no limit.
+func (l Limits) IsZero() bool {
+	return l.Rate.IsZero() && l.MaxActive == 0 && l.GroupRate.IsZero() && l.GroupMaxActive == 0
+}
+
+// Grouped reports whether l limits groups.
+func (l Limits) Grouped() bool { return !l.GroupRate.IsZero() || l.GroupMaxActive != 0 }
+
+// Bounds of limits.
+const (
+	// MaxRateLimit bounds Rate.Limit: a store keeps the times of the
+	// latest Limit starts. A faster rate takes a shorter period.
+	MaxRateLimit = 100_000
+	// MinRatePeriod and MaxRatePeriod bound Rate.Period.
+	MinRatePeriod = time.Millisecond
+	MaxRatePeriod = 24 * time.Hour
+	// MaxActiveLimit bounds MaxActive and GroupMaxActive.
+	MaxActiveLimit = 1_000_000
+)
+
+// Check refuses limits out of their ranges, with an *InputError naming
+// the wire field ("rate.limit", "group_max_active", …).
+func (l Limits) Check() error {
+	for _, r := range []struct {
+		field string
+		rate  Rate
+	}{{"rate", l.Rate}, {"group_rate", l.GroupRate}} {
+		if r.rate.IsZero() && r.rate.Period == 0 {
+			continue
+		}
+		if r.rate.Limit < 1 || r.rate.Limit > MaxRateLimit {
+			return Invalid(r.field+".limit", "must be between 1 and %d", MaxRateLimit)
+		}
+		if r.rate.Period < MinRatePeriod || r.rate.Period > MaxRatePeriod || r.rate.Period%time.Millisecond != 0 {
+			return Invalid(r.field+".period_ms", "must be between %d and %d", MinRatePeriod.Milliseconds(), MaxRatePeriod.Milliseconds())
+		}
+	}
+	for _, m := range []struct {
+		field string
+		n     int
+	}{{"max_active", l.MaxActive}, {"group_max_active", l.GroupMaxActive}} {
+		if m.n < 0 || m.n > MaxActiveLimit {
+			return Invalid(m.field, "must be between 1 and %d", MaxActiveLimit)
+		}
+	}
+	return nil
+}
+
+// String describes l for logs.
+func (l Limits) String() string {
+	return fmt.Sprintf("rate %d/%v, max active %d, group rate %d/%v, group max active %d",
+		l.Rate.Limit, l.Rate.Period, l.MaxActive, l.GroupRate.Limit, l.GroupRate.Period, l.GroupMaxActive)
+}
+
+// StartLog is the start times of the latest starts under a rate, oldest
+// first, in Unix nanoseconds: what a store keeps to hold a rate exactly.
+// A rate of N per period lets a job start at t when fewer than N of the
+// latest starts lie in (t-period, t].
+type StartLog []int64
+
+// Room returns how many jobs may start at now under r, and, when none may,
+// the first moment one may. A zero r has no limit: room is -1.
+func (l StartLog) Room(r Rate, now time.Time) (room int, next time.Time) {
+	if r.IsZero() {
+		return -1, time.Time{}
+	}
+	since := now.Add(-r.Period).UnixNano()
+	inWindow := 0
+	oldest := int64(0)
+	for _, t := range l {
+		if t > since {
+			if inWindow == 0 || t < oldest {
+				oldest = t
+			}
+			inWindow++
+		}
+	}
+	room = r.Limit - inWindow
+	if room > 0 {
+		return room, time.Time{}
+	}
+	return 0, time.Unix(0, oldest).Add(r.Period).UTC()
+}
+
+// Add records starts at now under r, keeping the latest r.Limit, and
+// returns the log.
+func (l StartLog) Add(r Rate, now time.Time, starts int) StartLog {
+	if r.IsZero() {
+		return nil
+	}
+	at := now.UnixNano()
+	for range starts {
+		l = append(l, at)
+	}
+	if over := len(l) - r.Limit; over > 0 {
+		l = append(l[:0], l[over:]...)
+	}
+	return l
+}
