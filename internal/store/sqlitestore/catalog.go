@@ -42,6 +42,7 @@ type counts [numStates]int64
 type queueRecord struct {
 	paused     bool
 	durability job.Durability
+	limits     job.Limits
 	counts     counts
 }
 
@@ -57,7 +58,7 @@ type catalog struct {
 // (one scan of the jobs_queue_state index).
 func loadCatalog(ctx context.Context, conn *sql.Conn) (*catalog, error) {
 	c := &catalog{queues: make(map[string]*queueRecord)}
-	rows, err := conn.QueryContext(ctx, `SELECT name, paused, durability FROM queues`)
+	rows, err := conn.QueryContext(ctx, `SELECT name, paused, durability, limits FROM queues`)
 	if err != nil {
 		return nil, fmt.Errorf("read queues: %w", err)
 	}
@@ -65,11 +66,17 @@ func loadCatalog(ctx context.Context, conn *sql.Conn) (*catalog, error) {
 		var name string
 		var paused bool
 		var d job.Durability
-		if err := rows.Scan(&name, &paused, &d); err != nil {
+		var limits []byte
+		if err := rows.Scan(&name, &paused, &d, &limits); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("read queues: %w", err)
 		}
-		c.queues[name] = &queueRecord{paused: paused, durability: d}
+		l, err := decodeLimits(limits)
+		if err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read queue %s: %w", name, err)
+		}
+		c.queues[name] = &queueRecord{paused: paused, durability: d, limits: l}
 	}
 	if err := closeRows(rows); err != nil {
 		return nil, fmt.Errorf("read queues: %w", err)
@@ -115,6 +122,9 @@ func (c *catalog) apply(d *delta) {
 	}
 	for name, dur := range d.durability {
 		c.record(name).durability = dur
+	}
+	for name, l := range d.limits {
+		c.record(name).limits = l
 	}
 	for name, cs := range d.counts {
 		q := c.record(name)
@@ -171,17 +181,6 @@ func (c *catalog) totals(states ...job.State) int64 {
 	return n
 }
 
-// paused returns the paused flag of every known queue.
-func (c *catalog) pausedFlags() map[string]bool {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	out := make(map[string]bool, len(c.queues))
-	for name, q := range c.queues {
-		out[name] = q.paused
-	}
-	return out
-}
-
 func (q *queueRecord) info(name string) *store.QueueInfo {
 	cs := make(map[job.State]int64, numStates)
 	for i, s := range job.States {
@@ -191,7 +190,7 @@ func (q *queueRecord) info(name string) *store.QueueInfo {
 	if d == "" {
 		d = job.DurabilityFull
 	}
-	return &store.QueueInfo{Name: name, Paused: q.paused, Durability: d, Counts: cs}
+	return &store.QueueInfo{Name: name, Paused: q.paused, Durability: d, Limits: q.limits, Counts: cs}
 }
 
 // delta is a change to the catalog made by one operation or one batch and
@@ -200,12 +199,13 @@ type delta struct {
 	counts     map[string]*counts
 	paused     map[string]bool
 	durability map[string]job.Durability
+	limits     map[string]job.Limits
 	queues     map[string]struct{}
 }
 
 func newDelta() *delta {
 	return &delta{counts: make(map[string]*counts), paused: make(map[string]bool),
-		durability: make(map[string]job.Durability), queues: make(map[string]struct{})}
+		durability: make(map[string]job.Durability), limits: make(map[string]job.Limits), queues: make(map[string]struct{})}
 }
 
 // move records n jobs of queue leaving state from (empty: none) for state
@@ -235,6 +235,9 @@ func (d *delta) merge(o *delta) {
 	for name, dur := range o.durability {
 		d.durability[name] = dur
 	}
+	for name, l := range o.limits {
+		d.limits[name] = l
+	}
 	for name, cs := range o.counts {
 		mine := d.counts[name]
 		if mine == nil {
@@ -262,9 +265,10 @@ func (d *delta) reset() {
 	clear(d.counts)
 	clear(d.paused)
 	clear(d.durability)
+	clear(d.limits)
 	clear(d.queues)
 }
 
 func (d *delta) empty() bool {
-	return len(d.counts) == 0 && len(d.paused) == 0 && len(d.durability) == 0 && len(d.queues) == 0
+	return len(d.counts) == 0 && len(d.paused) == 0 && len(d.durability) == 0 && len(d.limits) == 0 && len(d.queues) == 0
 }

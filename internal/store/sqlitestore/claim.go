@@ -40,9 +40,8 @@ func (s *Store) JobClaim(ctx context.Context, p *store.JobClaimParams) (*store.C
 	}
 	out := &store.ClaimResult{}
 	err := s.doRelaxed(ctx, p.Max, writesNothing, func(w *writer) error {
-		var err error
-		out.Jobs, err = w.claim(p)
-		return err
+		*out = store.ClaimResult{}
+		return w.claim(p, out)
 	})
 	if err != nil {
 		return nil, wrap("claim jobs", err)
@@ -59,15 +58,48 @@ type pick struct {
 	e entry
 }
 
-// claim takes jobs from the fronts of the windows of p.Queues in claim
-// order and leases them.
-func (w *writer) claim(p *store.JobClaimParams) ([]*job.Job, error) {
+// claim leases jobs of p.Queues into res: from the windows of the queues
+// without flow control in claim order across them, then from the others
+// one after the other under their limits (flow.go).
+func (w *writer) claim(p *store.JobClaimParams, res *store.ClaimResult) error {
 	qs := w.claimable(p.Queues)
 	room := w.cfg.MaxActive - len(w.leases.byID)
 	if len(qs) == 0 || room <= 0 {
-		return nil, nil
+		return nil
 	}
 	want := min(p.Max, room)
+	plain := make([]*wqueue, 0, len(qs))
+	var flow []*wqueue
+	for _, q := range qs {
+		if q.flowControlled() {
+			flow = append(flow, q)
+		} else {
+			plain = append(plain, q)
+		}
+	}
+	if len(plain) > 0 {
+		jobs, err := w.claimPlain(plain, want, p)
+		if err != nil {
+			return err
+		}
+		res.Jobs = jobs
+	}
+	for _, q := range flow {
+		if len(res.Jobs) >= want {
+			break
+		}
+		jobs, err := w.claimFlow(q, want-len(res.Jobs), p, res)
+		if err != nil {
+			return err
+		}
+		res.Jobs = append(res.Jobs, jobs...)
+	}
+	return nil
+}
+
+// claimPlain takes up to want jobs from the fronts of the windows of qs
+// in claim order and leases them.
+func (w *writer) claimPlain(qs []*wqueue, want int, p *store.JobClaimParams) ([]*job.Job, error) {
 	now := p.Now.UTC()
 	var out []*job.Job
 	for len(out) < want {
@@ -257,7 +289,7 @@ func (w *writer) take(picks []pick, override time.Duration, now time.Time) ([]*j
 			dur = j.LeaseDuration
 		}
 		l := &lease{
-			seq: pk.e.seq, id: j.ID, queue: j.Queue, key: entry{priority: pk.e.priority, runAt: pk.e.runAt, seq: pk.e.seq},
+			seq: pk.e.seq, id: j.ID, queue: j.Queue, group: j.Group, key: entry{priority: pk.e.priority, runAt: pk.e.runAt, seq: pk.e.seq},
 			token: w.tokens.take(), attempt: j.Attempt + 1, maxAttempts: j.MaxAttempts, backoff: j.Backoff,
 			duration: j.LeaseDuration, startedAt: now, expiresAt: now.Add(dur), durability: j.Durability,
 		}

@@ -19,9 +19,9 @@ const (
 	// insertRow's arguments.
 	// The columns after spec are those of the fields spec holds, which
 	// rows since schema version 3 leave at zero.
-	insertColumns = `seq, id, queue, payload, priority, state, run_at, unique_key, spec,
+	insertColumns = `seq, id, queue, payload, priority, state, run_at, unique_key, spec, grp,
 	kind, max_attempts, backoff_kind, backoff_base, backoff_max, backoff_jitter, lease_ns, created_at`
-	insertPlaceholders = `(?, ?, ?, ?, ?, ?, ?, ?, ?, '', 0, '', 0, 0, 0, 0, 0)`
+	insertPlaceholders = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', 0, '', 0, 0, 0, 0, 0)`
 	sqlInsertJob       = `INSERT INTO jobs (` + insertColumns + `) VALUES ` + insertPlaceholders + ` ON CONFLICT (id) DO NOTHING`
 	sqlNewestUnique    = `SELECT ` + jobColumns + ` FROM jobs WHERE queue = ? AND unique_key = ? ORDER BY seq DESC LIMIT 1`
 	sqlSeqsOfIDs       = `SELECT id, seq FROM jobs WHERE id IN (SELECT value FROM json_each(?))`
@@ -30,7 +30,7 @@ const (
 
 // insertChunk is how many rows one multi-row INSERT carries: statements
 // with many rows spend less per row on statement overhead, and 32 rows of
-// 9 values stay well below SQLite's limit of 32766 parameters.
+// 10 values stay well below SQLite's limit of 32766 parameters.
 const insertChunk = 32
 
 // sqlInsertJobs inserts insertChunk rows.
@@ -71,6 +71,13 @@ func (w *writer) insertJobs(jobs []store.JobInsertParams, now time.Time, out []s
 		if !w.keeps(jp.Durability) {
 			return fmt.Errorf("jobs[%d]: insert job %s: %w", i, jp.ID,
 				job.Invalid(fmt.Sprintf("jobs[%d].durability", i), "this store does not keep %q jobs", jp.Durability))
+		}
+	}
+	for i := range jobs {
+		if jobs[i].Group != "" {
+			if err := w.markGrouped(jobs[i].Queue); err != nil {
+				return err
+			}
 		}
 	}
 	ins := inserter{w: w, now: now.UTC(), out: out}
@@ -139,7 +146,8 @@ func (ins *inserter) flush(jobs []store.JobInsertParams) error {
 	first := w.nextSeq
 	ins.args, ins.specs = ins.args[:0], ins.specs[:0]
 	for k, i := range ins.pending {
-		ins.args, ins.specs = appendInsertRow(ins.args, ins.specs, first+int64(k), &jobs[i], w.durabilityOf(jobs[i].Durability), ins.now)
+		ins.args, ins.specs = appendInsertRow(ins.args, ins.specs, first+int64(k), &jobs[i], w.durabilityOf(jobs[i].Durability),
+			w.groupColumn(&jobs[i]), ins.now)
 	}
 	w.nextSeq += int64(len(ins.pending))
 	n, err := stmt.exec(ins.args)
@@ -175,7 +183,7 @@ func (ins *inserter) flush(jobs []store.JobInsertParams) error {
 		j := &job.Job{
 			ID: jp.ID, Queue: jp.Queue, Kind: jp.Kind, Payload: jp.Payload, Priority: jp.Priority, State: jp.State,
 			RunAt: runAt, MaxAttempts: jp.MaxAttempts, Backoff: jp.Backoff, LeaseDuration: jp.LeaseDuration,
-			UniqueKey: jp.UniqueKey, UniqueFor: jp.UniqueFor, Tags: jp.Tags, CreatedAt: ins.now,
+			UniqueKey: jp.UniqueKey, UniqueFor: jp.UniqueFor, Tags: jp.Tags, Group: jp.Group, CreatedAt: ins.now,
 			Durability: w.durabilityOf(jp.Durability),
 		}
 		w.fx.move(jp.Queue, "", jp.State, 1)
@@ -244,14 +252,14 @@ func (w *writer) keeps(d job.Durability) bool {
 // appendInsertRow appends the arguments of one row, in insertColumns order.
 // Its spec is appended to specs, whose bytes the row's spec refers to
 // until the statement has run.
-func appendInsertRow(args []any, specs []byte, seq int64, jp *store.JobInsertParams, d job.Durability, now time.Time) ([]any, []byte) {
+func appendInsertRow(args []any, specs []byte, seq int64, jp *store.JobInsertParams, d job.Durability, group any, now time.Time) ([]any, []byte) {
 	start := len(specs)
 	specs = appendSpec(specs, &spec{
 		kind: jp.Kind, maxAttempts: jp.MaxAttempts, backoff: jp.Backoff, lease: jp.LeaseDuration,
 		uniqueFor: jp.UniqueFor, createdAt: now.UnixNano(), durability: d, tags: jp.Tags,
 	})
 	return append(args, seq, jp.ID, jp.Queue, blobOrNull(jp.Payload), int64(jp.Priority), string(jp.State),
-		jp.RunAt.UTC().UnixNano(), stringOrNull(jp.UniqueKey), specs[start:len(specs):len(specs)]), specs
+		jp.RunAt.UTC().UnixNano(), stringOrNull(jp.UniqueKey), specs[start:len(specs):len(specs)], group), specs
 }
 
 // duplicate returns the existing job that jp, the i-th job of its call,

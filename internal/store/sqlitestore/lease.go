@@ -27,6 +27,9 @@ type lease struct {
 	seq   int64
 	id    string
 	queue string
+	// group is the job's flow-control group, counted against its queue's
+	// group caps.
+	group string
 	// key is the job's place in claim order, to return it to its window.
 	key entry
 	// token is the fencing token of this hand-out.
@@ -57,13 +60,22 @@ type leaseTable struct {
 	byID   map[string]*lease
 	bySeq  map[int64]*lease
 	expiry expiryHeap
-	// perQueue counts the leases of each queue.
+	// perQueue counts the leases of each queue, perGroup those of each
+	// group of each queue (jobs without a group count as group "").
 	perQueue map[string]int
+	perGroup map[groupKey]int
 }
 
+// groupKey names one group of one queue.
+type groupKey struct{ queue, group string }
+
 func newLeaseTable() *leaseTable {
-	return &leaseTable{byID: make(map[string]*lease), bySeq: make(map[int64]*lease), perQueue: make(map[string]int)}
+	return &leaseTable{byID: make(map[string]*lease), bySeq: make(map[int64]*lease), perQueue: make(map[string]int),
+		perGroup: make(map[groupKey]int)}
 }
+
+// inGroup is how many jobs of group of queue are active. Writer only.
+func (t *leaseTable) inGroup(queue, group string) int { return t.perGroup[groupKey{queue, group}] }
 
 // len is how many jobs are active.
 func (t *leaseTable) len() int {
@@ -85,6 +97,7 @@ func (t *leaseTable) add(l *lease) {
 	t.byID[l.id] = l
 	t.bySeq[l.seq] = l
 	t.perQueue[l.queue]++
+	t.perGroup[groupKey{l.queue, l.group}]++
 	heap.Push(&t.expiry, l)
 }
 
@@ -99,6 +112,10 @@ func (t *leaseTable) remove(l *lease) {
 	delete(t.bySeq, l.seq)
 	if t.perQueue[l.queue]--; t.perQueue[l.queue] <= 0 {
 		delete(t.perQueue, l.queue)
+	}
+	k := groupKey{l.queue, l.group}
+	if t.perGroup[k]--; t.perGroup[k] <= 0 {
+		delete(t.perGroup, k)
 	}
 	heap.Remove(&t.expiry, l.index)
 }
@@ -281,7 +298,7 @@ func loadLeases(ctx context.Context, conn *sql.Conn) (*leaseTable, error) {
 	}
 	for i, j := range jobs {
 		t.add(&lease{
-			seq: seqs[i], id: j.ID, queue: j.Queue, key: entryOf(j, seqs[i]), token: j.LeaseToken,
+			seq: seqs[i], id: j.ID, queue: j.Queue, group: j.Group, key: entryOf(j, seqs[i]), token: j.LeaseToken,
 			attempt: j.Attempt, maxAttempts: j.MaxAttempts, backoff: j.Backoff, duration: j.LeaseDuration,
 			startedAt: j.StartedAt, expiresAt: j.LeaseExpiresAt, cancel: j.CancelRequested, progress: j.Progress,
 			persisted: true, durability: j.Durability,

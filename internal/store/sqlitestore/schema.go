@@ -94,6 +94,14 @@ CREATE TABLE schedules (
 ) WITHOUT ROWID;
 CREATE INDEX schedules_due ON schedules (next_run_at) WHERE paused = 0 AND next_run_at IS NOT NULL;
 `},
+	// Flow control (flow.go): each job's group, each queue's limits and
+	// whether its jobs have groups, and the claim order by group.
+	{sql: `
+ALTER TABLE jobs ADD COLUMN grp TEXT;
+ALTER TABLE queues ADD COLUMN limits BLOB;
+ALTER TABLE queues ADD COLUMN grouped INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX jobs_group_claim ON jobs (queue, grp, priority DESC, run_at, seq) WHERE state = 'available' AND grp IS NOT NULL;
+`},
 }
 
 // Partial-index conditions, repeated verbatim in queries so that SQLite's

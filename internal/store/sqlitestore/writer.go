@@ -32,7 +32,17 @@ type wqueue struct {
 	name   string
 	paused bool
 	win    *window
+	// limits are the queue's flow control; grouped is set once its jobs
+	// have groups, when claims go by group (see flow.go) and win is not
+	// kept.
+	limits  job.Limits
+	grouped bool
+	flow    flowState
 }
+
+// flowControlled reports whether claims of q go through its limits and
+// groups rather than straight from its window.
+func (q *wqueue) flowControlled() bool { return q.grouped || !q.limits.IsZero() }
 
 // writer owns the write connection and every piece of in-memory state
 // derived from the database (ready windows, paused flags, leases); only its
@@ -113,7 +123,10 @@ func newWriter(ctx context.Context, conn *sql.Conn, cfg Config, cat *catalog, le
 		w.st.close()
 		return nil, err
 	}
-	w.loadQueues(cat.pausedFlags())
+	if err := w.resync(); err != nil {
+		w.st.close()
+		return nil, err
+	}
 	return w, nil
 }
 
@@ -319,37 +332,38 @@ func (w *writer) answerAll(batch []*op, err error) {
 }
 
 // resync rebuilds the queue view from the database as the connection sees
-// it now and empties every window (they refill lazily).
+// it now and empties every window (they refill lazily). The rate logs of
+// flow control start over: a rate may let one window's worth of jobs
+// more start after a resync.
 func (w *writer) resync() error {
-	rows, err := w.conn.QueryContext(context.Background(), `SELECT name, paused FROM queues`)
+	rows, err := w.conn.QueryContext(context.Background(), `SELECT name, paused, limits, grouped FROM queues`)
 	if err != nil {
 		return fmt.Errorf("reload queues: %w", err)
 	}
-	flags := make(map[string]bool)
+	var qs []*wqueue
 	for rows.Next() {
-		var name string
-		var paused bool
-		if err := rows.Scan(&name, &paused); err != nil {
+		q := &wqueue{}
+		var limits []byte
+		if err := rows.Scan(&q.name, &q.paused, &limits, &q.grouped); err != nil {
 			rows.Close()
 			return fmt.Errorf("reload queues: %w", err)
 		}
-		flags[name] = paused
+		if q.limits, err = decodeLimits(limits); err != nil {
+			rows.Close()
+			return fmt.Errorf("reload queue %s: %w", q.name, err)
+		}
+		qs = append(qs, q)
 	}
 	if err := closeRows(rows); err != nil {
 		return fmt.Errorf("reload queues: %w", err)
 	}
-	w.loadQueues(flags)
-	return nil
-}
-
-// loadQueues replaces the queue view; every window starts empty and
-// incomplete.
-func (w *writer) loadQueues(flags map[string]bool) {
-	w.queues = make(map[string]*wqueue, len(flags))
+	w.queues = make(map[string]*wqueue, len(qs))
 	w.cache.used = 0
-	for name, paused := range flags {
-		w.queues[name] = &wqueue{name: name, paused: paused, win: newWindow(w.cfg.ReadyWindow, false, w.cache)}
+	for _, q := range qs {
+		q.win = newWindow(w.cfg.ReadyWindow, false, w.cache)
+		w.queues[q.name] = q
 	}
+	return nil
 }
 
 // fail puts the writer in its failed state: every later write gets err.
@@ -388,7 +402,11 @@ func (w *writer) ensureQueue(name string) (*wqueue, error) {
 // madeAvailable records that a job of queue became available.
 func (w *writer) madeAvailable(queue string, e entry) {
 	if q := w.queues[queue]; q != nil {
-		q.win.add(e)
+		if q.grouped {
+			q.flow.madeAvailable(e)
+		} else {
+			q.win.add(e)
+		}
 		w.touched = true
 	}
 }
@@ -402,10 +420,12 @@ func (w *writer) madeUnavailable(queue string, e entry) {
 	}
 }
 
-// resetWindow forgets the window of queue; the next claim refills it.
+// resetWindow forgets the window of queue (and where its groups' claims
+// stopped); the next claim reads again.
 func (w *writer) resetWindow(queue string) {
 	if q := w.queues[queue]; q != nil {
 		q.win.reset()
+		q.flow.forgetBounds()
 		w.touched = true
 	}
 }

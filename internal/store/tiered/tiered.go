@@ -8,8 +8,9 @@
 //     each tier in its own claim order;
 //   - a listing pages through the durable jobs, then the memory ones.
 //
-// Queue settings (pause, durability) live in the durable store; pauses
-// apply to both tiers.
+// Queue settings (pause, durability, limits) live in the durable store;
+// pauses and limits apply to both tiers, each tier holding the limits for
+// its own jobs.
 package tiered
 
 import (
@@ -74,6 +75,11 @@ func New(ctx context.Context, disk Tier, mem MemoryStore) (*Store, error) {
 		if q.Paused {
 			if err := mem.QueueSetPaused(ctx, q.Name, true); err != nil {
 				return nil, fmt.Errorf("pause memory queue %s: %w", q.Name, err)
+			}
+		}
+		if !q.Limits.IsZero() {
+			if err := mem.QueueSetLimits(ctx, q.Name, q.Limits); err != nil {
+				return nil, fmt.Errorf("limit memory queue %s: %w", q.Name, err)
 			}
 		}
 	}
@@ -412,6 +418,15 @@ func (s *Store) QueueSetPaused(ctx context.Context, name string, paused bool) er
 		return err
 	}
 	return s.mem.QueueSetPaused(ctx, name, paused)
+}
+
+// QueueSetLimits sets the queue's limits in both tiers, each of which
+// holds them for its own jobs; see store.Admin.
+func (s *Store) QueueSetLimits(ctx context.Context, name string, l job.Limits) error {
+	if err := s.disk.QueueSetLimits(ctx, name, l); err != nil {
+		return err
+	}
+	return s.mem.QueueSetLimits(ctx, name, l)
 }
 
 // QueueSetDurability sets the queue's level in the durable store, which
