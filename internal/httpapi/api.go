@@ -101,6 +101,8 @@ func (a *API) register() {
 		{"POST", "/v1/queues/{name}/pause", auth.PermManage, queueInPath, emptyBody(a.pauseQueue)},
 		{"POST", "/v1/queues/{name}/resume", auth.PermManage, queueInPath, emptyBody(a.resumeQueue)},
 		{"POST", "/v1/queues/{name}/durability", auth.PermManage, queueInPath, withBody(a.setQueueDurability)},
+		{"PUT", "/v1/queues/{name}/limits", auth.PermManage, queueInPath, withBody(a.setQueueLimits)},
+		{"DELETE", "/v1/queues/{name}/limits", auth.PermManage, queueInPath, plain(a.clearQueueLimits)},
 		{"POST", "/v1/queues/{name}/purge", auth.PermManage, queueInPath, emptyBody(a.purgeQueue)},
 		{"POST", "/v1/queues/{name}/retry", auth.PermManage, queueInPath, withBody(a.retryQueue)},
 		{"POST", "/v1/queues/{name}/delete", auth.PermManage, queueInPath, withBody(a.deleteQueueJobs)},

@@ -29,6 +29,9 @@ func enqueueRequest(j *wire.EnqueueJob, field func(string) string) (queue.Enqueu
 	if err := optional(j.UniqueKey, &req.UniqueKey, field, "unique_key", "must be 1-%d bytes", queue.MaxUniqueKeyBytes); err != nil {
 		return req, err
 	}
+	if err := optional(j.Group, &req.Group, field, "group", "must be 1-%d bytes", queue.MaxGroupBytes); err != nil {
+		return req, err
+	}
 	if err := optional(j.MaxAttempts, &req.MaxAttempts, field, "max_attempts", "must be between 1 and %d", queue.MaxAttempts); err != nil {
 		return req, err
 	}

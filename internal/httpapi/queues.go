@@ -14,6 +14,7 @@ type queueJSON struct {
 	Name       string              `json:"name"`
 	Paused     bool                `json:"paused"`
 	Durability job.Durability      `json:"durability"`
+	Limits     *limitsJSON         `json:"limits,omitempty"`
 	Counts     map[job.State]int64 `json:"counts"`
 }
 
@@ -22,7 +23,113 @@ func toQueueJSON(q *store.QueueInfo) queueJSON {
 	for _, s := range job.States {
 		counts[s] = q.Counts[s]
 	}
-	return queueJSON{Name: q.Name, Paused: q.Paused, Durability: wire.DurabilityOf(q.Durability), Counts: counts}
+	return queueJSON{Name: q.Name, Paused: q.Paused, Durability: wire.DurabilityOf(q.Durability), Limits: toLimitsJSON(q.Limits), Counts: counts}
+}
+
+// limitsJSON is a queue's flow control on the wire: the body of PUT
+// /v1/queues/{name}/limits and the limits of a queue. A field left out
+// sets no limit.
+type limitsJSON struct {
+	Rate           *rateJSON `json:"rate,omitempty"`
+	MaxActive      *int      `json:"max_active,omitempty"`
+	GroupRate      *rateJSON `json:"group_rate,omitempty"`
+	GroupMaxActive *int      `json:"group_max_active,omitempty"`
+}
+
+// rateJSON is a rate on the wire: at most limit starts in any window of
+// period_ms.
+type rateJSON struct {
+	Limit    *int   `json:"limit"`
+	PeriodMS *int64 `json:"period_ms"`
+}
+
+func toLimitsJSON(l job.Limits) *limitsJSON {
+	if l.IsZero() {
+		return nil
+	}
+	out := &limitsJSON{}
+	rate := func(r job.Rate) *rateJSON {
+		if r.IsZero() {
+			return nil
+		}
+		n, ms := r.Limit, r.Period.Milliseconds()
+		return &rateJSON{Limit: &n, PeriodMS: &ms}
+	}
+	out.Rate, out.GroupRate = rate(l.Rate), rate(l.GroupRate)
+	if l.MaxActive > 0 {
+		n := l.MaxActive
+		out.MaxActive = &n
+	}
+	if l.GroupMaxActive > 0 {
+		n := l.GroupMaxActive
+		out.GroupMaxActive = &n
+	}
+	return out
+}
+
+// limits is the engine's form of in; a rate sent must give both its
+// fields, and a field sent must hold a limit (job.Limits.Check bounds
+// them).
+func (in *limitsJSON) limits() (job.Limits, error) {
+	var l job.Limits
+	rate := func(field string, r *rateJSON, dst *job.Rate) error {
+		if r == nil {
+			return nil
+		}
+		if r.Limit == nil || *r.Limit < 1 {
+			return job.Invalid(field+".limit", "is required: at least 1 start a period")
+		}
+		if r.PeriodMS == nil || *r.PeriodMS < 1 {
+			return job.Invalid(field+".period_ms", "is required: at least 1 ms")
+		}
+		*dst = job.Rate{Limit: *r.Limit, Period: millis(*r.PeriodMS)}
+		return nil
+	}
+	if err := rate("rate", in.Rate, &l.Rate); err != nil {
+		return l, err
+	}
+	if err := rate("group_rate", in.GroupRate, &l.GroupRate); err != nil {
+		return l, err
+	}
+	for _, m := range []struct {
+		field string
+		src   *int
+		dst   *int
+	}{{"max_active", in.MaxActive, &l.MaxActive}, {"group_max_active", in.GroupMaxActive, &l.GroupMaxActive}} {
+		if m.src == nil {
+			continue
+		}
+		if *m.src < 1 {
+			return l, job.Invalid(m.field, "must be between 1 and %d; leave the field out for no limit", job.MaxActiveLimit)
+		}
+		*m.dst = *m.src
+	}
+	return l, nil
+}
+
+// setQueueLimits replaces the flow control of a queue.
+func (a *API) setQueueLimits(w http.ResponseWriter, r *http.Request, in *limitsJSON) {
+	l, err := in.limits()
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	q, err := a.engine.SetLimits(r.Context(), r.PathValue("name"), l)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	a.writeJSON(w, http.StatusOK, toQueueJSON(q))
+}
+
+// clearQueueLimits removes the flow control of a queue.
+func (a *API) clearQueueLimits(w http.ResponseWriter, r *http.Request) {
+	q, err := a.engine.SetLimits(r.Context(), r.PathValue("name"), job.Limits{})
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	a.writeJSON(w, http.StatusOK, toQueueJSON(q))
 }
 
 // countJSON answers bulk operations.

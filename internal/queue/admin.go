@@ -171,6 +171,24 @@ func (e *Engine) SetDurability(ctx context.Context, name string, d job.Durabilit
 	return e.Queue(ctx, name)
 }
 
+// SetLimits sets a queue's flow control (zero limits remove it) and
+// returns the queue. Limits out of range are an *job.InputError naming
+// the field. The fetches parked on the queue look again: new limits may
+// let more jobs start.
+func (e *Engine) SetLimits(ctx context.Context, name string, l job.Limits) (*store.QueueInfo, error) {
+	if !job.ValidName(name) {
+		return nil, job.Invalid("queue", "must be a queue name")
+	}
+	if err := l.Check(); err != nil {
+		return nil, err
+	}
+	if err := e.st.QueueSetLimits(ctx, name, l); err != nil {
+		return nil, fmt.Errorf("set queue limits: %w", err)
+	}
+	e.NotifyAvailable([]string{name})
+	return e.Queue(ctx, name)
+}
+
 // Purge deletes a queue's available jobs.
 func (e *Engine) Purge(ctx context.Context, name string) (int, error) {
 	if !job.ValidName(name) {

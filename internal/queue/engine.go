@@ -49,6 +49,8 @@ const (
 	MaxUniqueKeyBytes = 256
 	// MaxErrorBytes bounds the error message of one failed attempt.
 	MaxErrorBytes = job.MaxErrorBytes
+	// MaxGroupBytes bounds a job's group.
+	MaxGroupBytes = 256
 	// MaxWorkerBytes bounds the free-text worker name of a fetch.
 	MaxWorkerBytes = 256
 	// MaxListLimit bounds one page of a job listing. A listing without a
@@ -102,6 +104,9 @@ type Engine struct {
 	st      store.Store
 	cfg     Config
 	waiters *waiters
+	// capped are the queues in which an active cap held jobs back: a job
+	// of theirs that stops being active wakes their parked fetches.
+	capped sync.Map
 
 	closeOnce sync.Once
 	closing   chan struct{}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/store"
@@ -42,6 +43,9 @@ type EnqueueRequest struct {
 	UniqueFor time.Duration
 	// Tags label the job.
 	Tags []string
+	// Group is the job's flow-control group (a tenant, a customer): at
+	// most MaxGroupBytes bytes of Unicode without NUL. Empty: none.
+	Group string
 	// Durability is how the job is kept; empty takes its queue's level.
 	Durability job.Durability
 	// PayloadValid says Payload is known to be one valid JSON value (it was
@@ -250,6 +254,10 @@ func (e *Engine) prepare(req *EnqueueRequest, p *store.JobInsertParams, now time
 		}
 	}
 	p.Tags = req.Tags
+	if len(req.Group) > MaxGroupBytes || strings.IndexByte(req.Group, 0) >= 0 || !utf8.ValidString(req.Group) {
+		return job.Invalid(field("group"), "must be 1-%d bytes of Unicode without U+0000 (NUL)", MaxGroupBytes)
+	}
+	p.Group = req.Group
 	if req.Durability != "" && !req.Durability.Valid() {
 		return job.Invalid(field("durability"), "must be full, process or memory")
 	}

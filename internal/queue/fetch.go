@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/spoolq/spool/internal/job"
@@ -62,12 +63,14 @@ func (e *Engine) Fetch(ctx context.Context, req FetchRequest) ([]*job.Job, error
 	if err := e.validateFetch(&req); err != nil {
 		return nil, err
 	}
-	jobs, err := e.claim(ctx, &req)
-	if err != nil || len(jobs) > 0 || req.Wait <= 0 {
-		return jobs, err
+	res, err := e.claim(ctx, &req)
+	if err != nil || len(res.Jobs) > 0 || req.Wait <= 0 {
+		return jobsOf(res), err
 	}
 	timer := time.NewTimer(req.Wait)
 	defer timer.Stop()
+	retry := time.NewTimer(time.Hour)
+	defer retry.Stop()
 	for {
 		// Register first, then look: a wake-up in between stays in the
 		// waiter's buffered channel.
@@ -75,13 +78,16 @@ func (e *Engine) Fetch(ctx context.Context, req FetchRequest) ([]*job.Job, error
 		if w == nil {
 			return nil, nil // closing: answer empty, the client will retry elsewhere
 		}
-		jobs, err := e.claim(ctx, &req)
-		if err != nil || len(jobs) > 0 {
+		res, err := e.claim(ctx, &req)
+		if err != nil || len(res.Jobs) > 0 {
 			e.waiters.remove(w)
-			return jobs, err
+			return jobsOf(res), err
 		}
+		e.armRetry(retry, res)
 		select {
 		case <-w.ch:
+			e.waiters.remove(w)
+		case <-retry.C:
 			e.waiters.remove(w)
 		case <-timer.C:
 			e.waiters.remove(w)
@@ -96,7 +102,40 @@ func (e *Engine) Fetch(ctx context.Context, req FetchRequest) ([]*job.Job, error
 	}
 }
 
-func (e *Engine) claim(ctx context.Context, req *FetchRequest) ([]*job.Job, error) {
+// cappedRecheck bounds the sleep of a fetch parked on a queue whose
+// active cap held jobs back: a place freed on another node, or by a lease
+// that ran out, is seen by then at the latest.
+const cappedRecheck = time.Second
+
+// armRetry sets retry for when the limits that held res's jobs back may
+// let one start: the moment a rate allows one, and at most cappedRecheck
+// after an active cap held jobs back. Without either, it does not fire.
+func (e *Engine) armRetry(retry *time.Timer, res *store.ClaimResult) {
+	d := time.Hour
+	if !res.RetryAt.IsZero() {
+		d = max(res.RetryAt.Sub(e.Now()), time.Millisecond)
+	}
+	if len(res.Capped) > 0 {
+		d = min(d, cappedRecheck)
+	}
+	if !retry.Stop() {
+		select {
+		case <-retry.C:
+		default:
+		}
+	}
+	retry.Reset(d)
+}
+
+// jobsOf is the jobs of a claim, none on error.
+func jobsOf(res *store.ClaimResult) []*job.Job {
+	if res == nil {
+		return nil
+	}
+	return res.Jobs
+}
+
+func (e *Engine) claim(ctx context.Context, req *FetchRequest) (*store.ClaimResult, error) {
 	res, err := e.st.JobClaim(ctx, &store.JobClaimParams{
 		Queues:        req.Queues,
 		Max:           req.Max,
@@ -105,6 +144,9 @@ func (e *Engine) claim(ctx context.Context, req *FetchRequest) ([]*job.Job, erro
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)
+	}
+	for _, q := range res.Capped {
+		e.capped.Store(q, true)
 	}
 	jobs := res.Jobs
 	if len(jobs) > 0 {
@@ -116,5 +158,20 @@ func (e *Engine) claim(ctx context.Context, req *FetchRequest) ([]*job.Job, erro
 		}
 		e.leased(earliest)
 	}
-	return jobs, nil
+	return res, nil
+}
+
+// freed wakes the fetches parked on the capped queues of outcomes whose
+// jobs stopped being active.
+func (e *Engine) freed(out []store.Outcome) {
+	var queues []string
+	for _, o := range out {
+		if o.Err != nil || o.State == job.StateActive {
+			continue
+		}
+		if _, ok := e.capped.Load(o.Queue); ok && !slices.Contains(queues, o.Queue) {
+			queues = append(queues, o.Queue)
+		}
+	}
+	e.NotifyAvailable(queues)
 }

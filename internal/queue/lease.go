@@ -32,6 +32,7 @@ func (e *Engine) Ack(ctx context.Context, items []store.JobCompleteItem) ([]stor
 	if err != nil {
 		return nil, fmt.Errorf("complete jobs: %w", err)
 	}
+	e.freed(out)
 	return out, nil
 }
 
@@ -60,6 +61,7 @@ func (e *Engine) Fail(ctx context.Context, items []store.JobFailItem) ([]store.O
 	if !earliest.IsZero() {
 		e.scheduled(earliest)
 	}
+	e.freed(out)
 	return out, nil
 }
 
@@ -106,6 +108,7 @@ func (e *Engine) Release(ctx context.Context, items []store.JobReleaseItem) ([]s
 		}
 	}
 	e.NotifyAvailable(queues)
+	e.freed(out)
 	return out, nil
 }
 

@@ -25,6 +25,7 @@ type EnqueueJob struct {
 	UniqueKey   *string         `json:"unique_key"`
 	UniqueForMS int64           `json:"unique_for_ms"`
 	Tags        []string        `json:"tags"`
+	Group       *string         `json:"group"`
 	Durability  *job.Durability `json:"durability"`
 }
 

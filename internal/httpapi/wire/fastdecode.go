@@ -332,6 +332,10 @@ func (d *fastDecoder) enqueue(j *EnqueueJob) bool {
 				v := job.Durability(s)
 				j.Durability = &v
 			}
+		case "group":
+			if ok = once(1 << 14); ok {
+				j.Group, ok = str()
+			}
 		}
 		return ok
 	})

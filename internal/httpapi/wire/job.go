@@ -68,6 +68,10 @@ func AppendJob(b []byte, j *job.Job) []byte {
 		}
 		b = append(b, ']')
 	}
+	if j.Group != "" {
+		b = append(b, `,"group":`...)
+		b = appendString(b, j.Group)
+	}
 	if len(j.Result) > 0 {
 		b = append(b, `,"result":`...)
 		b = appendRaw(b, j.Result)
