@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/loadgen"
 )
 
@@ -58,6 +59,8 @@ const (
 	// MaxQueues is the most queues a run spreads over (the server's bound
 	// on the queues of one fetch).
 	MaxQueues = 100
+	// MaxGroups bounds the groups a run spreads each queue's jobs over.
+	MaxGroups = 1_000_000
 	// MaxBatch is the most jobs per enqueue request (the server's default
 	// batch bound).
 	MaxBatch = loadgen.MaxBatch
@@ -145,6 +148,12 @@ type Options struct {
 	// Queues spreads the jobs over this many queues; workers fetch from all
 	// of them. Defaults to 1.
 	Queues int
+	// Groups spreads the jobs of every queue over this many groups
+	// ("g0", "g1", …) in turn. Defaults to none.
+	Groups int
+	// Limits, when set, are set on every queue of the run before the load
+	// starts (PUT /v1/queues/{name}/limits). Defaults to none.
+	Limits job.Limits
 	// Rate is the enqueue rate of latency mode, in jobs a second. Defaults
 	// to 1000.
 	Rate float64
@@ -268,6 +277,7 @@ func (o Options) withDefaults() (Options, error) {
 		{"workers", o.Workers, 0, MaxWorkers},
 		{"producers", o.Producers, 0, MaxConcurrency},
 		{"queues", o.Queues, 1, MaxQueues},
+		{"groups", o.Groups, 0, MaxGroups},
 		{"payload bytes", o.PayloadBytes, 1, MaxPayloadBytes},
 		{"server pid", o.ServerPID, 0, 1 << 30},
 	} {
@@ -289,6 +299,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Timeout < 0 {
 		return o, fmt.Errorf("timeout %v: want 0 (none) or more", o.Timeout)
+	}
+	if err := o.Limits.Check(); err != nil {
+		return o, fmt.Errorf("limits: %w", err)
 	}
 	if o.ServerCommand == nil {
 		o.ServerCommand = DefaultServerCommand

@@ -16,14 +16,21 @@ const fetchWaitMS = 1000
 // job, whose payload carries its scheduled enqueue time; and the start of
 // every fetch.
 type bodies struct {
-	single [][]byte
+	// single, batch and partial hold, per queue, the bodies of each group
+	// offset: a run with Groups spreads its jobs over the groups in turn,
+	// batch after batch, and a call takes the offsets in turn too. A run
+	// without groups has one offset.
+	single  [][][]byte
+	batch   [][][]byte
+	partial [][][]byte // nil when Jobs is a multiple of Batch
 	// payload is one job's payload, for the Batcher.
 	payload json.RawMessage
-	batch   [][]byte
-	partial [][]byte // nil when Jobs is a multiple of Batch
 	timed   [][2]string
 	fetch   []byte
 }
+
+// maxGroupBodies bounds the bodies built per queue for the group offsets.
+const maxGroupBodies = 1024
 
 // payloadOverhead is the size of the payload around its filler:
 // {"d":""}.
@@ -47,14 +54,26 @@ func newBodies(o Options, queues []string) *bodies {
 		if o.Durability != "" {
 			head += `"durability":` + strconv.Quote(o.Durability) + `,`
 		}
-		head += `"payload":`
-		job := head + `{"d":"` + filler + `"}}`
-		b.single = append(b.single, []byte(job))
-		b.batch = append(b.batch, batchBody(job, o.Batch))
-		if rem > 0 {
-			b.partial = append(b.partial, batchBody(job, rem))
+		job := func(group int) string {
+			g := ""
+			if o.Groups > 0 {
+				g = `"group":"g` + strconv.Itoa(group%o.Groups) + `",`
+			}
+			return head + g + `"payload":{"d":"` + filler + `"}}`
 		}
-		b.timed = append(b.timed, [2]string{head + `{"t":`, `,"d":"` + timedFiller + `"}}`})
+		var single, batch, partial [][]byte
+		for v := range groupOffsets(o) {
+			single = append(single, []byte(job(v)))
+			batch = append(batch, batchBody(job, v*o.Batch, o.Batch))
+			if rem > 0 {
+				partial = append(partial, batchBody(job, v*o.Batch, rem))
+			}
+		}
+		b.single, b.batch = append(b.single, single), append(b.batch, batch)
+		if rem > 0 {
+			b.partial = append(b.partial, partial)
+		}
+		b.timed = append(b.timed, [2]string{head + `"payload":{"t":`, `,"d":"` + timedFiller + `"}}`})
 	}
 	var f strings.Builder
 	f.WriteString(`{"queues":[`)
@@ -69,15 +88,24 @@ func newBodies(o Options, queues []string) *bodies {
 	return b
 }
 
-func batchBody(job string, n int) []byte {
+// groupOffsets is how many different bodies each kind of request takes,
+// so that a run's calls reach all its groups: one without groups.
+func groupOffsets(o Options) int {
+	if o.Groups == 0 {
+		return 1
+	}
+	return min((o.Groups+o.Batch-1)/o.Batch, maxGroupBodies)
+}
+
+// batchBody is a batch of n jobs, the i-th made by job(first+i).
+func batchBody(job func(i int) string, first, n int) []byte {
 	var s strings.Builder
-	s.Grow(len(job)*n + 16)
 	s.WriteString(`{"jobs":[`)
 	for i := 0; i < n; i++ {
 		if i > 0 {
 			s.WriteByte(',')
 		}
-		s.WriteString(job)
+		s.WriteString(job(first + i))
 	}
 	s.WriteString(`]}`)
 	return []byte(s.String())

@@ -3,11 +3,14 @@ package bench
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"time"
 
+	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/stream"
 )
 
@@ -110,4 +113,54 @@ func (r *runner) fail(ctx context.Context, err error) error {
 	}
 	r.countError(err.Error())
 	return err
+}
+
+// setLimits puts the run's limits on every queue before the load starts.
+func (r *runner) setLimits(ctx context.Context) error {
+	if r.o.Limits.IsZero() {
+		return nil
+	}
+	body, err := json.Marshal(limitsBody(r.o.Limits))
+	if err != nil {
+		return fmt.Errorf("encode limits: %w", err)
+	}
+	for _, q := range r.queues {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPut, r.base+"/v1/queues/"+q+"/limits", bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		if r.auth != "" {
+			req.Header.Set("Authorization", r.auth)
+		}
+		resp, err := r.client.Do(req)
+		if err != nil {
+			return fmt.Errorf("set limits of %s: %w", q, err)
+		}
+		answer, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("set limits of %s: %d %s", q, resp.StatusCode, bytes.TrimSpace(answer))
+		}
+	}
+	return nil
+}
+
+// limitsBody is the wire form of l.
+func limitsBody(l job.Limits) map[string]any {
+	out := map[string]any{}
+	rate := func(name string, r job.Rate) {
+		if !r.IsZero() {
+			out[name] = map[string]any{"limit": r.Limit, "period_ms": r.Period.Milliseconds()}
+		}
+	}
+	rate("rate", l.Rate)
+	rate("group_rate", l.GroupRate)
+	if l.MaxActive > 0 {
+		out["max_active"] = l.MaxActive
+	}
+	if l.GroupMaxActive > 0 {
+		out["group_max_active"] = l.GroupMaxActive
+	}
+	return out
 }

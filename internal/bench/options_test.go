@@ -90,14 +90,26 @@ func TestBodies(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := newBodies(o, []string{"q1", "q2"})
-	if got := string(b.single[1]); got != `{"queue":"q2","kind":"bench","payload":{"d":"`+strings.Repeat("x", 32)+`"}}` {
+	if got := string(b.single[1][0]); got != `{"queue":"q2","kind":"bench","payload":{"d":"`+strings.Repeat("x", 32)+`"}}` {
 		t.Fatalf("single body %s", got)
 	}
-	if n := strings.Count(string(b.batch[0]), `"kind"`); n != 3 {
+	if n := strings.Count(string(b.batch[0][0]), `"kind"`); n != 3 {
 		t.Fatalf("batch of %d jobs", n)
 	}
-	if n := strings.Count(string(b.partial[0]), `"kind"`); n != 1 {
+	if n := strings.Count(string(b.partial[0][0]), `"kind"`); n != 1 {
 		t.Fatalf("last batch of %d jobs", n)
+	}
+	// With groups, the batches of a queue reach every group between them.
+	o.Groups = 7
+	g := newBodies(o, []string{"q1"})
+	groups := map[string]bool{}
+	for _, body := range g.batch[0] {
+		for _, part := range strings.Split(string(body), `"group":"`)[1:] {
+			groups[part[:strings.IndexByte(part, '"')]] = true
+		}
+	}
+	if len(groups) != 7 || len(g.batch[0]) != 3 {
+		t.Fatalf("%d batch bodies reach groups %v, want 3 reaching g0-g6", len(g.batch[0]), groups)
 	}
 	timed := string(b.appendTimed(nil, 0, 1234567890123456789))
 	payload := timed[strings.Index(timed, `"payload":`)+len(`"payload":`) : len(timed)-1]

@@ -62,13 +62,13 @@ func (r *runner) produce(ctx context.Context, s produceSpec) {
 	_ = p.Run(ctx, func(int) loadgen.Sender {
 		var out bytes.Buffer
 		return func(ctx context.Context, c loadgen.Call) error {
-			q := r.queueOf(c)
-			path, body, n := "/v1/jobs/batch", r.bodies.batch[q], per
+			q, v := r.queueOf(c), r.offsetOf(c)
+			path, body, n := "/v1/jobs/batch", r.bodies.batch[q][v], per
 			switch {
 			case s.single:
-				path, body = "/v1/jobs", r.bodies.single[q]
+				path, body = "/v1/jobs", r.bodies.single[q][v]
 			case rem > 0 && c.Index == p.Calls-1:
-				body, n = r.bodies.partial[q], rem
+				body, n = r.bodies.partial[q][v], rem
 			}
 			if err := r.post(ctx, path, body, &out, s.latency, time.Now()); err == nil {
 				r.enqueued.Add(int64(n))
@@ -100,6 +100,12 @@ func (r *runner) produceAtRate(ctx context.Context) {
 
 // queueOf is the queue a call goes to: the queues in turn.
 func (r *runner) queueOf(c loadgen.Call) int { return int(c.Index % int64(len(r.queues))) }
+
+// offsetOf is the group offset of a call's body: the offsets in turn,
+// each after a round of the queues.
+func (r *runner) offsetOf(c loadgen.Call) int {
+	return int(c.Index / int64(len(r.queues)) % int64(len(r.bodies.batch[0])))
+}
 
 // enqueueThrough enqueues one job of queue q through the Batcher, timing
 // the call as a request.

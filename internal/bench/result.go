@@ -75,6 +75,8 @@ type Settings struct {
 	Workers      int     `json:"workers,omitempty"`
 	Producers    int     `json:"producers,omitempty"`
 	Queues       int     `json:"queues"`
+	Groups       int     `json:"groups,omitempty"`
+	Limits       string  `json:"limits,omitempty"`
 	Rate         float64 `json:"rate,omitempty"`
 	Work         string  `json:"work,omitempty"`
 	PayloadBytes int     `json:"payload_bytes"`

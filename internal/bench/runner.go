@@ -7,10 +7,12 @@ import (
 	"net/http"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/loadgen"
 	"github.com/spoolq/spool/internal/stream"
 )
@@ -101,7 +103,10 @@ func connections(o Options) int {
 
 func settingsOf(o Options) Settings {
 	s := Settings{Jobs: o.Jobs, Batch: o.Batch, Concurrency: o.Concurrency, Workers: o.Workers,
-		Producers: o.Producers, Queues: o.Queues, Rate: o.Rate, PayloadBytes: o.PayloadBytes}
+		Producers: o.Producers, Queues: o.Queues, Groups: o.Groups, Rate: o.Rate, PayloadBytes: o.PayloadBytes}
+	if !o.Limits.IsZero() {
+		s.Limits = describeLimits(o.Limits)
+	}
 	if o.Duration > 0 {
 		s.Duration = o.Duration.String()
 	}
@@ -159,6 +164,10 @@ func (r *runner) run(ctx context.Context) *Result {
 		defer r.stream.Close()
 	}
 	mon := r.startMonitor()
+	if err := r.setLimits(ctx); err != nil {
+		r.res.addError(err.Error())
+		r.stop(err)
+	}
 	var w *window
 	switch r.o.Mode {
 	case ModeEnqueue, ModeEnqueueBatch:
@@ -314,4 +323,23 @@ func (r *runner) fillResult(ctx context.Context) {
 		return
 	}
 	r.verify()
+}
+
+// describeLimits names limits as the bench flags set them.
+func describeLimits(l job.Limits) string {
+	var parts []string
+	rate := func(flag string, r job.Rate) {
+		if !r.IsZero() {
+			parts = append(parts, fmt.Sprintf("%s %d/%v", flag, r.Limit, r.Period))
+		}
+	}
+	rate("limit-rate", l.Rate)
+	if l.MaxActive > 0 {
+		parts = append(parts, fmt.Sprintf("max-active %d", l.MaxActive))
+	}
+	rate("group-rate", l.GroupRate)
+	if l.GroupMaxActive > 0 {
+		parts = append(parts, fmt.Sprintf("group-max-active %d", l.GroupMaxActive))
+	}
+	return strings.Join(parts, ", ")
 }

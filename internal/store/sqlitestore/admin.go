@@ -128,7 +128,7 @@ func (s *Store) JobCancel(ctx context.Context, id string, now time.Time) (*job.J
 		}
 		w.fx.move(j.Queue, j.State, job.StateCancelled, 1)
 		if j.State == job.StateAvailable {
-			w.madeUnavailable(j.Queue, entryOf(j, seq))
+			w.madeUnavailable(j.Queue, j.Group, entryOf(j, seq))
 		}
 		j.State, j.FinishedAt, j.LeaseExpiresAt = job.StateCancelled, now.UTC(), time.Time{}
 		out = j
@@ -158,7 +158,7 @@ func (s *Store) JobRetry(ctx context.Context, id string, now time.Time) (*job.Jo
 		}
 		w.fx.move(j.Queue, j.State, job.StateAvailable, 1)
 		j.State, j.Attempt, j.RunAt, j.FinishedAt, j.CancelRequested = job.StateAvailable, 0, at, time.Time{}, false
-		w.madeAvailable(j.Queue, entryOf(j, seq))
+		w.madeAvailable(j.Queue, j.Group, entryOf(j, seq))
 		out = j
 		return nil
 	})
@@ -183,7 +183,7 @@ func (s *Store) JobDelete(ctx context.Context, id string) error {
 		}
 		w.fx.move(j.Queue, j.State, "", 1)
 		if j.State == job.StateAvailable {
-			w.madeUnavailable(j.Queue, entryOf(j, seq))
+			w.madeUnavailable(j.Queue, j.Group, entryOf(j, seq))
 		}
 		return nil
 	})

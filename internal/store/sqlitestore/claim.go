@@ -17,13 +17,13 @@ import (
 // through every job handed out since, whose rows still say available.)
 const (
 	sqlRefillSameRunAt = `SELECT seq, priority, run_at FROM jobs INDEXED BY jobs_claim
-WHERE queue = ?1 AND state = 'available' AND priority = ?2 AND run_at = ?3 AND seq > ?4
+WHERE queue = ?1 AND state = 'available' AND grp IS NULL AND priority = ?2 AND run_at = ?3 AND seq > ?4
 ORDER BY priority DESC, run_at, seq LIMIT ?5`
 	sqlRefillSamePriority = `SELECT seq, priority, run_at FROM jobs INDEXED BY jobs_claim
-WHERE queue = ?1 AND state = 'available' AND priority = ?2 AND run_at > ?3
+WHERE queue = ?1 AND state = 'available' AND grp IS NULL AND priority = ?2 AND run_at > ?3
 ORDER BY priority DESC, run_at, seq LIMIT ?4`
 	sqlRefillBelow = `SELECT seq, priority, run_at FROM jobs INDEXED BY jobs_claim
-WHERE queue = ?1 AND state = 'available' AND priority < ?2
+WHERE queue = ?1 AND state = 'available' AND grp IS NULL AND priority < ?2
 ORDER BY priority DESC, run_at, seq LIMIT ?3`
 	// sqlJobsBySeq reads the jobs whose seqs are listed in the JSON array.
 	sqlJobsBySeq = `SELECT ` + jobColumns + ` FROM jobs NOT INDEXED WHERE seq IN (SELECT value FROM json_each(?))`
@@ -52,10 +52,12 @@ func (s *Store) JobClaim(ctx context.Context, p *store.JobClaimParams) (*store.C
 // writesNothing marks operations that change memory only.
 func writesNothing(*writer) bool { return true }
 
-// pick is a job chosen from a window for a claim.
+// pick is a job chosen for a claim: from a window, or the first job of a
+// group (flow.go).
 type pick struct {
-	q *wqueue
-	e entry
+	q     *wqueue
+	e     entry
+	group string
 }
 
 // claim leases jobs of p.Queues into res: from the windows of the queues

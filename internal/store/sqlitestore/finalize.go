@@ -163,7 +163,7 @@ func (w *writer) finish(l *lease, state job.State) {
 	w.drop(l)
 	w.fx.move(l.queue, job.StateActive, state, 1)
 	if state == job.StateAvailable {
-		w.madeAvailable(l.queue, l.key)
+		w.madeAvailable(l.queue, l.group, l.key)
 	}
 }
 

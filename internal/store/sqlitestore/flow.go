@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -14,115 +13,147 @@ import (
 
 // Flow control in the embedded store. The writer owns the state: active
 // counts come from the lease table (per queue and per group), rate logs
-// (job.StartLog) live in memory, and a queue whose jobs have groups is
-// claimed by walking its groups in name order from where the last claim
-// stopped, one job of each group a turn (round-robin), over the
-// jobs_group_claim index. Such a queue keeps no ready window: a job
-// without a group is stored with group '' there, so that it takes its
-// turn like any group.
+// (job.StartLog) live in memory. A queue whose jobs have groups keeps, in
+// place of one ready window, a small window per group with available
+// jobs and a ring of those groups; a claim goes round the ring, one job of
+// each group a turn, skipping the groups its limits hold. Groups the
+// memory does not hold (after a start, or past maxGroupStates) are found
+// by walking the jobs_group_claim index. A job without a group is stored
+// with group '' in such a queue, so that it takes its turn like any group.
 
 const (
-	sqlMarkGrouped   = `UPDATE queues SET grouped = 1 WHERE name = ?`
-	sqlGroupPending  = `UPDATE jobs SET grp = '' WHERE queue = ? AND grp IS NULL AND state IN ('scheduled', 'available', 'retrying', 'active')`
-	sqlSetLimits     = `INSERT INTO queues (name, limits) VALUES (?1, ?2) ON CONFLICT (name) DO UPDATE SET limits = ?2`
-	sqlFirstGroup    = `SELECT grp FROM jobs INDEXED BY jobs_group_claim WHERE queue = ?1 AND state = 'available' AND grp IS NOT NULL ORDER BY grp LIMIT 1`
-	sqlNextGroup     = `SELECT grp FROM jobs INDEXED BY jobs_group_claim WHERE queue = ?1 AND state = 'available' AND grp IS NOT NULL AND grp > ?2 ORDER BY grp LIMIT 1`
+	sqlMarkGrouped  = `UPDATE queues SET grouped = 1 WHERE name = ?`
+	sqlGroupPending = `UPDATE jobs SET grp = '' WHERE queue = ? AND grp IS NULL AND state IN ('scheduled', 'available', 'retrying', 'active')`
+	sqlSetLimits    = `INSERT INTO queues (name, limits) VALUES (?1, ?2) ON CONFLICT (name) DO UPDATE SET limits = ?2`
+	// groupWalk lists, from group ?2 on (or after it, see
+	// sqlGroupsAfter), up to ?3 groups of queue ?1 with an available job,
+	// in name order: one index seek for each.
+	groupWalk = `WITH RECURSIVE walk(grp) AS (
+	SELECT (SELECT grp FROM jobs INDEXED BY jobs_group_claim
+		WHERE queue = ?1 AND state = 'available' AND grp IS NOT NULL AND grp %s ?2 ORDER BY grp LIMIT 1)
+	UNION ALL
+	SELECT (SELECT j.grp FROM jobs j INDEXED BY jobs_group_claim
+		WHERE j.queue = ?1 AND j.state = 'available' AND j.grp IS NOT NULL AND j.grp > walk.grp ORDER BY j.grp LIMIT 1)
+	FROM walk WHERE walk.grp IS NOT NULL
+	LIMIT ?3
+)
+SELECT grp FROM walk WHERE grp IS NOT NULL`
 	groupClaimSelect = `SELECT seq, priority, run_at FROM jobs INDEXED BY jobs_group_claim
 WHERE queue = ?1 AND state = 'available' AND grp IS NOT NULL AND grp = ?2`
 	groupClaimOrder = ` ORDER BY priority DESC, run_at, seq`
-	// The reads of a group's next jobs after a bound follow the window's
-	// refill (claim.go): the rest of the bound's run time, of its
-	// priority, then the lower priorities.
-	sqlGroupHead         = groupClaimSelect + groupClaimOrder + ` LIMIT ?3`
+	// The refills of a group's window follow the refill of a queue's
+	// (claim.go): from the group's first job, or after the window's
+	// bound: the rest of its run time, of its priority, then the lower
+	// priorities.
+	sqlGroupFirst        = groupClaimSelect + groupClaimOrder + ` LIMIT ?3`
 	sqlGroupSameRunAt    = groupClaimSelect + ` AND priority = ?3 AND run_at = ?4 AND seq > ?5` + groupClaimOrder + ` LIMIT ?6`
 	sqlGroupSamePriority = groupClaimSelect + ` AND priority = ?3 AND run_at > ?4` + groupClaimOrder + ` LIMIT ?5`
 	sqlGroupBelow        = groupClaimSelect + ` AND priority < ?3` + groupClaimOrder + ` LIMIT ?4`
+)
+
+var (
+	sqlGroupsFrom  = fmt.Sprintf(groupWalk, ">=")
+	sqlGroupsAfter = fmt.Sprintf(groupWalk, ">")
+)
+
+// Bounds of the groups a queue keeps in memory.
+const (
+	// groupWindow is the size of a group's window: a refill reads this
+	// many of its jobs at once.
+	groupWindow = 32
+	// maxGroupStates bounds the groups a queue keeps state for; the
+	// groups past it wait in the database until the ring has room.
+	maxGroupStates = 65536
+	// discoverBatch is how many groups one walk of the index reads.
+	discoverBatch = 1000
 )
 
 // flowState is the flow-control state of one queue.
 type flowState struct {
 	// rate holds the starts under the queue's rate.
 	rate job.StartLog
-	// groups are the groups with a rate log or a claim bound.
+	// groups are the groups with a window in the ring or a rate log.
 	groups map[string]*groupState
-	// cursor is the last group a claim took a job from; walked set means
-	// one did.
-	cursor string
-	walked bool
-	// maxBound is the latest claim bound of any group: a job made
-	// available before it may lie before its group's bound, which then
-	// no longer holds.
-	maxBound  entry
-	hasBounds bool
+	// ring holds the groups whose windows may hold available jobs, in
+	// turn order; next is the next turn. Groups that ran out leave it
+	// when their turn comes.
+	ring []string
+	next int
+	// known is set while every group with available jobs is in the ring:
+	// a new group's window then starts complete. Until then (after a
+	// start, a bulk change, or past maxGroupStates) claims walk the index
+	// for groups the ring lacks, from the name after walkedTo.
+	known    bool
+	walkedTo string
+	walking  bool
 }
 
 // groupState is what the writer keeps of one group.
 type groupState struct {
+	// win is the group's next available jobs in claim order, nil while
+	// the group is out of the ring.
+	win  *window
 	rate job.StartLog
-	// after, when bounded, is the claim-order key of the group's last job
-	// handed out: its available jobs not leased all come after it.
-	after   entry
-	bounded bool
 }
 
-// maxGroupStates bounds the groups a queue keeps state for; past it, the
-// states that hold nothing a limit needs are dropped.
-const maxGroupStates = 4096
-
-// group returns the state of group g, making it.
-func (f *flowState) group(g string) *groupState {
-	if f.groups == nil {
-		f.groups = make(map[string]*groupState)
-	}
-	s := f.groups[g]
-	if s == nil {
-		s = &groupState{}
-		f.groups[g] = s
-	}
-	return s
-}
-
-// trim drops group states that hold no start within rate's window, once
-// there are too many.
-func (f *flowState) trim(rate job.Rate, now time.Time) {
-	if len(f.groups) <= maxGroupStates {
-		return
-	}
-	for g, s := range f.groups {
-		if room, _ := s.rate.Room(rate, now); room == rate.Limit || rate.IsZero() {
+// forget drops every window: after a bulk change the database tells
+// again which groups have jobs.
+func (f *flowState) forget() {
+	for g, gs := range f.groups {
+		if gs.win != nil {
+			gs.win.dropAll()
+			gs.win = nil
+		}
+		if len(gs.rate) == 0 {
 			delete(f.groups, g)
 		}
 	}
-	f.forgetBounds()
+	f.ring, f.next = f.ring[:0], 0
+	f.known, f.walking = false, false
 }
 
-// forgetBounds drops every group's claim bound: the next claim of each
-// group reads from its first job.
-func (f *flowState) forgetBounds() {
-	if !f.hasBounds {
-		return
+// state returns the state of group g, making it; nil when the queue holds
+// as many group states as it may.
+func (f *flowState) state(g string) *groupState {
+	gs := f.groups[g]
+	if gs == nil {
+		if len(f.groups) >= maxGroupStates {
+			return nil
+		}
+		if f.groups == nil {
+			f.groups = make(map[string]*groupState)
+		}
+		gs = &groupState{}
+		f.groups[g] = gs
 	}
-	for _, s := range f.groups {
-		s.bounded = false
-	}
-	f.hasBounds = false
+	return gs
 }
 
-// madeAvailable notes a job of the queue that became available: one that
-// ranks at or before a claim bound may be at or before its group's.
-func (f *flowState) madeAvailable(e entry) {
-	if f.hasBounds && !f.maxBound.before(e) {
-		f.forgetBounds()
+// join puts group g in the ring with a window, complete when complete:
+// the group has no available job outside it.
+func (w *writer) join(q *wqueue, g string, complete bool) *groupState {
+	gs := q.flow.state(g)
+	if gs == nil {
+		q.flow.known = false
+		return nil
 	}
+	if gs.win == nil {
+		gs.win = newWindow(groupWindow, complete, w.cache)
+		q.flow.ring = append(q.flow.ring, g)
+	}
+	return gs
 }
 
-// bound records that group s's claims stopped at e.
-func (f *flowState) bound(s *groupState, e entry) {
-	s.after, s.bounded = e, true
-	if !f.hasBounds || f.maxBound.before(e) {
-		f.maxBound = e
+// groupAvailable records that job e of group g of the grouped queue q
+// became available.
+func (w *writer) groupAvailable(q *wqueue, g string, e entry) {
+	gs := q.flow.groups[g]
+	if gs == nil || gs.win == nil {
+		if gs = w.join(q, g, q.flow.known); gs == nil {
+			return // the database holds it; a walk will find the group
+		}
 	}
-	f.hasBounds = true
+	gs.win.add(e)
 }
 
 // encodeLimits is the stored form of l: NULL for none.
@@ -180,7 +211,7 @@ func (s *Store) QueueSetLimits(ctx context.Context, name string, l job.Limits) e
 }
 
 // markGrouped makes the queue claim by group from now on: its pending
-// jobs without a group join group ''.
+// jobs without a group join group ”.
 func (w *writer) markGrouped(name string) error {
 	q, err := w.ensureQueue(name)
 	if err != nil || q.grouped {
@@ -198,7 +229,7 @@ func (w *writer) markGrouped(name string) error {
 	return nil
 }
 
-// groupColumn is the grp value of a new row: the job's group, '' for a job
+// groupColumn is the grp value of a new row: the job's group, ” for a job
 // without one in a queue claimed by group, else NULL.
 func (w *writer) groupColumn(jp *store.JobInsertParams) any {
 	if jp.Group != "" {
@@ -290,40 +321,44 @@ func (w *writer) availableIn(queue string) int64 {
 }
 
 // claimGroups hands out up to room jobs of q, whose jobs have groups: it
-// walks the groups with available jobs in name order from the one after
-// the last served, wrapping around, and takes one job from each group
-// its limits let start, until it has room jobs or a whole turn gave
-// nothing.
+// goes round the ring of groups from the turn after the last, taking the
+// first job of each group its limits let start, until it has room jobs or
+// a whole round gave nothing.
 func (w *writer) claimGroups(q *wqueue, room int, p *store.JobClaimParams, h *held) ([]*job.Job, error) {
 	now := p.Now.UTC()
 	l := q.limits
+	f := &q.flow
 	var picks []pick
-	taking := map[string]int{} // jobs picked from each group in this claim
-	var sinceTake []string     // groups visited since the last pick, to end a fruitless turn
-	cursor, walked := q.flow.cursor, q.flow.walked
+	taking := map[string]int{}
+	idle := 0 // turns since the last pick
 	for len(picks) < room {
-		g, ok, err := w.nextGroup(q.name, cursor, walked)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			if !walked {
-				break // no group has an available job
+		if idle >= len(f.ring) {
+			// A whole round without a job: look for the groups the ring
+			// lacks, if any, and go round once more.
+			added, err := w.discover(q)
+			if err != nil {
+				return nil, err
 			}
-			walked = false // wrap around
+			if added == 0 {
+				break
+			}
+			idle = 0
+		}
+		if f.next >= len(f.ring) {
+			f.next = 0
+			f.compact()
+		}
+		if len(f.ring) == 0 {
 			continue
 		}
-		cursor, walked = g, true
-		if len(sinceTake) > 0 && sinceTake[0] == g {
-			break // a whole turn without a job
-		}
-		sinceTake = append(sinceTake, g)
-		active := w.leases.inGroup(q.name, g) + taking[g]
-		if l.GroupMaxActive > 0 && active >= l.GroupMaxActive {
+		g := f.ring[f.next]
+		f.next++
+		idle++
+		gs := f.groups[g]
+		if l.GroupMaxActive > 0 && w.leases.inGroup(q.name, g)+taking[g] >= l.GroupMaxActive {
 			h.capped = true
 			continue
 		}
-		gs := q.flow.group(g)
 		if r := l.GroupRate; !r.IsZero() {
 			if n, _ := gs.rate.Room(r, now); n-taking[g] <= 0 {
 				_, next := append(job.StartLog(nil), gs.rate...).Add(r, now, taking[g]).Room(r, now)
@@ -331,18 +366,19 @@ func (w *writer) claimGroups(q *wqueue, room int, p *store.JobClaimParams, h *he
 				continue
 			}
 		}
-		e, ok, err := w.groupHead(q, g, gs, active)
-		if err != nil {
-			return nil, err
+		if gs.win.len() == 0 && !gs.win.complete {
+			if err := w.refillGroup(q, g, gs); err != nil {
+				return nil, err
+			}
 		}
+		e, ok := gs.win.peek()
 		if !ok {
-			continue // its available rows are all leased
+			continue // out of jobs: it leaves the ring at the next compaction
 		}
-		q.flow.bound(gs, e)
-		picks = append(picks, pick{q: q, e: e})
+		gs.win.pop()
+		picks = append(picks, pick{q: q, e: e, group: g})
 		taking[g]++
-		sinceTake = sinceTake[:0]
-		q.flow.cursor, q.flow.walked = g, true
+		idle = 0
 	}
 	if len(picks) == 0 {
 		return nil, nil
@@ -353,81 +389,144 @@ func (w *writer) claimGroups(q *wqueue, room int, p *store.JobClaimParams, h *he
 	}
 	if r := l.GroupRate; !r.IsZero() {
 		for g, n := range taking {
-			gs := q.flow.group(g)
+			gs := f.groups[g]
 			gs.rate = gs.rate.Add(r, now, n)
 			if left, next := gs.rate.Room(r, now); left == 0 {
 				h.rate(next)
 			}
 		}
-		q.flow.trim(r, now)
-	} else {
-		q.flow.trim(job.Rate{}, now)
 	}
 	return jobs, nil
 }
 
-// nextGroup returns the first group of queue after cursor (from the first
-// when walked is not set) that has an available row, leased or not.
-func (w *writer) nextGroup(queue, cursor string, walked bool) (string, bool, error) {
-	var row interface{ Scan(...any) error }
-	if walked {
-		row = w.conn.QueryRowContext(context.Background(), sqlNextGroup, queue, cursor)
-	} else {
-		row = w.conn.QueryRowContext(context.Background(), sqlFirstGroup, queue)
+// compact drops from the ring the groups whose windows ran out of jobs
+// for good, and their states unless a rate log holds them.
+func (f *flowState) compact() {
+	kept := f.ring[:0]
+	for _, g := range f.ring {
+		gs := f.groups[g]
+		if gs.win.len() > 0 || !gs.win.complete {
+			kept = append(kept, g)
+			continue
+		}
+		gs.win = nil
+		if len(gs.rate) == 0 {
+			delete(f.groups, g)
+		}
 	}
-	var g string
-	err := row.Scan(&g)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", false, nil
-	}
-	if err != nil {
-		return "", false, fmt.Errorf("find the next group of %s: %w", queue, err)
-	}
-	return g, true, nil
+	clear(f.ring[len(kept):])
+	f.ring = kept
 }
 
-// groupHead returns the next available job of group g of q that is not
-// leased, in claim order: after the group's bound when it has one, else
-// from its first job, looking past the active jobs of the group.
-func (w *writer) groupHead(q *wqueue, g string, gs *groupState, active int) (entry, bool, error) {
-	read := func(query string, args ...any) (entry, bool, error) {
-		rows, err := w.conn.QueryContext(context.Background(), query, args...)
-		if err != nil {
-			return entry{}, false, fmt.Errorf("read group %s of %s: %w", g, q.name, err)
+// discover walks the index for groups with available jobs that the ring
+// lacks, from where the last walk stopped, and puts up to discoverBatch of
+// them in the ring. It returns how many it added; after a walk that
+// reached the last group with every group found in the ring, new groups
+// join the ring as they get jobs (known).
+func (w *writer) discover(q *wqueue) (int, error) {
+	f := &q.flow
+	if f.known {
+		return 0, nil
+	}
+	stmt, from := w.st.groupsAfter, f.walkedTo
+	if !f.walking {
+		stmt, from = w.st.groupsFrom, ""
+	}
+	rows, err := stmt.Query(q.name, from, discoverBatch)
+	if err != nil {
+		return 0, fmt.Errorf("walk the groups of %s: %w", q.name, err)
+	}
+	var names []string
+	for rows.Next() {
+		var g string
+		if err := rows.Scan(&g); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("walk the groups of %s: %w", q.name, err)
 		}
-		defer rows.Close()
+		names = append(names, g)
+	}
+	if err := closeRows(rows); err != nil {
+		return 0, fmt.Errorf("walk the groups of %s: %w", q.name, err)
+	}
+	added, full := 0, false
+	for _, g := range names {
+		if gs := f.groups[g]; gs != nil && gs.win != nil {
+			continue
+		}
+		if w.join(q, g, false) == nil {
+			full = true
+			break
+		}
+		added++
+	}
+	switch {
+	case len(names) == discoverBatch && !full:
+		f.walkedTo, f.walking = names[len(names)-1], true
+	case full:
+		f.walking = false // start over once the ring has room
+	default:
+		f.walking, f.known = false, true
+	}
+	return added, nil
+}
+
+// refillGroup reads the next available jobs of group g that are not
+// leased into its window, from the group's first job or after the
+// window's bound.
+func (w *writer) refillGroup(q *wqueue, g string, gs *groupState) error {
+	w.touched = true
+	limit := groupWindow + w.leases.inGroup(q.name, g)
+	var out []entry
+	read := func(stmt *sql.Stmt, args ...any) error {
+		rows, err := stmt.Query(args...)
+		if err != nil {
+			return err
+		}
 		for rows.Next() {
 			var e entry
 			var prio int64
 			if err := rows.Scan(&e.seq, &prio, &e.runAt); err != nil {
-				return entry{}, false, fmt.Errorf("read group %s of %s: %w", g, q.name, err)
+				rows.Close()
+				return err
 			}
 			e.priority = int(prio)
-			if !w.leases.leased(e.seq) {
-				return e, true, nil
+			out = append(out, e)
+		}
+		return closeRows(rows)
+	}
+	if !gs.win.bounded {
+		if err := read(w.st.groupFirst, q.name, g, limit); err != nil {
+			return fmt.Errorf("refill group %s of %s: %w", g, q.name, err)
+		}
+	} else {
+		a := gs.win.after
+		for _, step := range []struct {
+			stmt *sql.Stmt
+			args []any
+		}{
+			{w.st.groupSameRunAt, []any{q.name, g, a.priority, a.runAt, a.seq}},
+			{w.st.groupSamePriority, []any{q.name, g, a.priority, a.runAt}},
+			{w.st.groupBelow, []any{q.name, g, a.priority}},
+		} {
+			if len(out) >= limit {
+				break
+			}
+			if err := read(step.stmt, append(step.args, limit-len(out))...); err != nil {
+				return fmt.Errorf("refill group %s of %s: %w", g, q.name, err)
 			}
 		}
-		if err := rows.Err(); err != nil {
-			return entry{}, false, fmt.Errorf("read group %s of %s: %w", g, q.name, err)
-		}
-		return entry{}, false, nil
 	}
-	if !gs.bounded {
-		return read(sqlGroupHead, q.name, g, active+1)
+	var last entry
+	if len(out) > 0 {
+		last = out[len(out)-1]
 	}
-	a := gs.after
-	for _, step := range []struct {
-		query string
-		args  []any
-	}{
-		{sqlGroupSameRunAt, []any{q.name, g, a.priority, a.runAt, a.seq, active + 1}},
-		{sqlGroupSamePriority, []any{q.name, g, a.priority, a.runAt, active + 1}},
-		{sqlGroupBelow, []any{q.name, g, a.priority, active + 1}},
-	} {
-		e, ok, err := read(step.query, step.args...)
-		if err != nil || ok {
-			return e, ok, err
+	complete := len(out) < limit
+	kept := out[:0]
+	for _, e := range out {
+		if !w.leases.leased(e.seq) {
+			kept = append(kept, e)
 		}
 	}
-	return entry{}, false, nil
+	gs.win.extend(kept, complete, last)
+	return nil
 }

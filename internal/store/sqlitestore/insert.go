@@ -188,7 +188,7 @@ func (ins *inserter) flush(jobs []store.JobInsertParams) error {
 		}
 		w.fx.move(jp.Queue, "", jp.State, 1)
 		if jp.State == job.StateAvailable {
-			w.madeAvailable(jp.Queue, entry{priority: jp.Priority, runAt: runAt.UnixNano(), seq: seq, body: j})
+			w.madeAvailable(jp.Queue, jp.Group, entry{priority: jp.Priority, runAt: runAt.UnixNano(), seq: seq, body: j})
 		}
 		ins.out[i] = store.InsertResult{Job: j}
 	}

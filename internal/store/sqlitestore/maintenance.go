@@ -11,7 +11,7 @@ import (
 )
 
 const (
-	sqlDueJobs = `SELECT seq, queue, state, priority, run_at FROM jobs INDEXED BY jobs_due
+	sqlDueJobs = `SELECT seq, queue, state, priority, run_at, COALESCE(grp, '') FROM jobs INDEXED BY jobs_due
 WHERE ` + condDue + ` AND run_at <= ? ORDER BY run_at LIMIT ?`
 	sqlPromote = `UPDATE jobs NOT INDEXED SET state = 'available' WHERE seq IN (SELECT value FROM json_each(?))`
 	sqlNextDue = `SELECT MIN(run_at) FROM jobs INDEXED BY jobs_due WHERE ` + condDue
@@ -31,6 +31,7 @@ type due struct {
 	state    job.State
 	priority int64
 	runAt    int64
+	group    string
 }
 
 // JobPromoteDue makes due scheduled and retrying jobs available; see
@@ -56,7 +57,7 @@ func (w *writer) promote(now time.Time, limit int, res *store.MaintenanceResult)
 	var jobs []due
 	for rows.Next() {
 		var d due
-		if err := rows.Scan(&d.seq, &d.queue, &d.state, &d.priority, &d.runAt); err != nil {
+		if err := rows.Scan(&d.seq, &d.queue, &d.state, &d.priority, &d.runAt, &d.group); err != nil {
 			rows.Close()
 			return err
 		}
@@ -77,7 +78,7 @@ func (w *writer) promote(now time.Time, limit int, res *store.MaintenanceResult)
 	seen := make(map[string]bool)
 	for _, d := range jobs {
 		w.fx.move(d.queue, d.state, job.StateAvailable, 1)
-		w.madeAvailable(d.queue, entry{priority: int(d.priority), runAt: d.runAt, seq: d.seq})
+		w.madeAvailable(d.queue, d.group, entry{priority: int(d.priority), runAt: d.runAt, seq: d.seq})
 		if !seen[d.queue] {
 			seen[d.queue] = true
 			res.Available = append(res.Available, d.queue)

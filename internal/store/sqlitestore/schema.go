@@ -95,11 +95,14 @@ CREATE TABLE schedules (
 CREATE INDEX schedules_due ON schedules (next_run_at) WHERE paused = 0 AND next_run_at IS NOT NULL;
 `},
 	// Flow control (flow.go): each job's group, each queue's limits and
-	// whether its jobs have groups, and the claim order by group.
+	// whether its jobs have groups; the claim order of the queues claimed
+	// by group apart from the others'.
 	{sql: `
 ALTER TABLE jobs ADD COLUMN grp TEXT;
 ALTER TABLE queues ADD COLUMN limits BLOB;
 ALTER TABLE queues ADD COLUMN grouped INTEGER NOT NULL DEFAULT 0;
+DROP INDEX jobs_claim;
+CREATE INDEX jobs_claim ON jobs (queue, priority DESC, run_at, seq) WHERE state = 'available' AND grp IS NULL;
 CREATE INDEX jobs_group_claim ON jobs (queue, grp, priority DESC, run_at, seq) WHERE state = 'available' AND grp IS NOT NULL;
 `},
 }

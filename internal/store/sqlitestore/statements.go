@@ -16,6 +16,11 @@ type statements struct {
 	jobsBySeq, jobExists        *sql.Stmt
 	finishAttempt, persistLease *sql.Stmt
 
+	// The claims by group (flow.go).
+	groupsFrom, groupsAfter       *sql.Stmt
+	groupFirst, groupSameRunAt    *sql.Stmt
+	groupSamePriority, groupBelow *sql.Stmt
+
 	// The statements of the hot paths, run without database/sql.
 	insertJob, insertJobs, complete, completeMany *rawStmt
 
@@ -40,6 +45,12 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&s.jobExists, sqlJobExists},
 		{&s.finishAttempt, sqlFinishAttempt},
 		{&s.persistLease, sqlPersistLease},
+		{&s.groupsFrom, sqlGroupsFrom},
+		{&s.groupsAfter, sqlGroupsAfter},
+		{&s.groupFirst, sqlGroupFirst},
+		{&s.groupSameRunAt, sqlGroupSameRunAt},
+		{&s.groupSamePriority, sqlGroupSamePriority},
+		{&s.groupBelow, sqlGroupBelow},
 	} {
 		st, err := conn.PrepareContext(ctx, p.query)
 		if err != nil {

@@ -399,11 +399,12 @@ func (w *writer) ensureQueue(name string) (*wqueue, error) {
 	return q, nil
 }
 
-// madeAvailable records that a job of queue became available.
-func (w *writer) madeAvailable(queue string, e entry) {
+// madeAvailable records that a job of queue (and group) became
+// available.
+func (w *writer) madeAvailable(queue, group string, e entry) {
 	if q := w.queues[queue]; q != nil {
 		if q.grouped {
-			q.flow.madeAvailable(e)
+			w.groupAvailable(q, group, e)
 		} else {
 			q.win.add(e)
 		}
@@ -411,21 +412,26 @@ func (w *writer) madeAvailable(queue string, e entry) {
 	}
 }
 
-// madeUnavailable records that an available job of queue left that state
-// without a claim.
-func (w *writer) madeUnavailable(queue string, e entry) {
+// madeUnavailable records that an available job of queue (and group) left
+// that state without a claim.
+func (w *writer) madeUnavailable(queue, group string, e entry) {
 	if q := w.queues[queue]; q != nil {
-		q.win.remove(e)
+		if q.grouped {
+			if gs := q.flow.groups[group]; gs != nil && gs.win != nil {
+				gs.win.remove(e)
+			}
+		} else {
+			q.win.remove(e)
+		}
 		w.touched = true
 	}
 }
 
-// resetWindow forgets the window of queue (and where its groups' claims
-// stopped); the next claim reads again.
+// resetWindow forgets the window of queue; the next claim refills it.
 func (w *writer) resetWindow(queue string) {
 	if q := w.queues[queue]; q != nil {
 		q.win.reset()
-		q.flow.forgetBounds()
+		q.flow.forget()
 		w.touched = true
 	}
 }

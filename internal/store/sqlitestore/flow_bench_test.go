@@ -1,0 +1,62 @@
+package sqlitestore
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/spoolq/spool/internal/job"
+	"github.com/spoolq/spool/internal/store"
+)
+
+// BenchmarkClaimGrouped claims and acknowledges jobs spread over 1,000
+// groups with a cap of 2 a group, 200 at a time: the path of a fair queue.
+func BenchmarkClaimGrouped(b *testing.B) {
+	for _, groups := range []int{0, 1000} {
+		b.Run(fmt.Sprintf("groups=%d", groups), func(b *testing.B) {
+			s := setup(b).s
+			ctx := b.Context()
+			now := time.Now()
+			fill := func(n int) {
+				ps := make([]store.JobInsertParams, n)
+				for i := range ps {
+					ps[i] = store.JobInsertParams{ID: job.NewID(now), Queue: "q", Kind: "k", State: job.StateAvailable,
+						RunAt: now, MaxAttempts: 3, LeaseDuration: time.Minute, Backoff: job.Backoff{Kind: job.BackoffFixed}}
+					if groups > 0 {
+						ps[i].Group = fmt.Sprintf("g%d", i%groups)
+					}
+				}
+				if _, err := s.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: ps, Now: now}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if groups > 0 {
+				if err := s.QueueSetLimits(ctx, "q", job.Limits{GroupMaxActive: 2}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ResetTimer()
+			for claimed := 0; claimed < b.N; {
+				b.StopTimer()
+				fill(1000)
+				b.StartTimer()
+				for left := 1000; left > 0; {
+					js, err := store.ClaimedJobs(s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"q"}, Max: 200, Now: now}))
+					if err != nil || len(js) == 0 {
+						b.Fatalf("claim: %d, %v", len(js), err)
+					}
+					items := make([]store.JobCompleteItem, len(js))
+					for i, j := range js {
+						items[i] = store.JobCompleteItem{ID: j.ID, Token: j.LeaseToken}
+					}
+					if _, err := s.JobComplete(ctx, &store.JobCompleteParams{Items: items, Now: now}); err != nil {
+						b.Fatal(err)
+					}
+					left -= len(js)
+					claimed += len(js)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+		})
+	}
+}
