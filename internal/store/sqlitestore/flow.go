@@ -19,7 +19,8 @@ import (
 // each group a turn, skipping the groups its limits hold. Groups the
 // memory does not hold (after a start, or past maxGroupStates) are found
 // by walking the jobs_group_claim index. A job without a group is stored
-// with group '' in such a queue, so that it takes its turn like any group.
+// with the empty group ("") in such a queue, so that it takes its turn
+// like any group.
 
 const (
 	sqlMarkGrouped  = `UPDATE queues SET grouped = 1 WHERE name = ?`
@@ -211,7 +212,7 @@ func (s *Store) QueueSetLimits(ctx context.Context, name string, l job.Limits) e
 }
 
 // markGrouped makes the queue claim by group from now on: its pending
-// jobs without a group join group ”.
+// jobs without a group join the empty group ("").
 func (w *writer) markGrouped(name string) error {
 	q, err := w.ensureQueue(name)
 	if err != nil || q.grouped {
@@ -229,7 +230,7 @@ func (w *writer) markGrouped(name string) error {
 	return nil
 }
 
-// groupColumn is the grp value of a new row: the job's group, ” for a job
+// groupColumn is the grp value of a new row: the job's group, "" for a job
 // without one in a queue claimed by group, else NULL.
 func (w *writer) groupColumn(jp *store.JobInsertParams) any {
 	if jp.Group != "" {
