@@ -94,6 +94,25 @@
 // docs/protocol.md ("Schedules") has the cron grammar, the daylight-saving
 // rules and the misfire policies.
 //
+// # Flow control
+//
+// A queue can be held to rates and caps, for the whole queue and for each
+// group of its jobs, a group being whatever EnqueueParams.Group names (a
+// tenant, a customer):
+//
+//	q, err := c.SetQueueLimits(ctx, "emails", client.Limits{
+//		Rate:           client.Rate{Limit: 100, Period: time.Minute}, // the mail provider's quota
+//		GroupMaxActive: 1,                                            // one job of each tenant at a time
+//	})
+//	_, err = c.Enqueue(ctx, client.EnqueueParams{Queue: "emails", Kind: "welcome", Group: "tenant-42"})
+//
+// The server hands out a queue's jobs round-robin over their groups, one
+// job of each group a turn, and no more than its limits let start, so
+// workers need nothing new: a Worker with Concurrency 10 on a queue with
+// MaxActive 2 runs at most two handlers at once. Queue reports the limits;
+// ClearQueueLimits removes them. docs/protocol.md ("Flow control") has
+// the rules.
+//
 // # Durations
 //
 // Durations are time.Duration in Go and whole milliseconds on the wire

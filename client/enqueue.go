@@ -50,6 +50,12 @@ type EnqueueParams struct {
 	UniqueFor time.Duration
 	// Tags are free labels, at most 32 names.
 	Tags []string
+	// Group is the job's flow-control group: the tenant, customer or
+	// entity it belongs to, 1 to 256 bytes of valid UTF-8 without NUL. The
+	// queue hands out its jobs round-robin over their groups and holds each
+	// group to the queue's group limits (see Limits). Empty: no group; the
+	// queue's jobs without a group count as one group.
+	Group string
 	// Durability is how the server keeps the job (see Durability).
 	// Defaults to the queue's level, which is DurabilityFull unless set
 	// with Client.SetQueueDurability.
@@ -71,6 +77,7 @@ type wireEnqueue struct {
 	UniqueKey   string          `json:"unique_key,omitempty"`
 	UniqueForMS int64           `json:"unique_for_ms,omitempty"`
 	Tags        []string        `json:"tags,omitempty"`
+	Group       string          `json:"group,omitempty"`
 	Durability  Durability      `json:"durability,omitempty"`
 }
 
@@ -79,7 +86,7 @@ func (p *EnqueueParams) wire() (*wireEnqueue, error) {
 		ID: p.ID, Queue: p.Queue, Kind: p.Kind, Priority: p.Priority,
 		DelayMS: msec(p.Delay), MaxAttempts: p.MaxAttempts, LeaseMS: msec(p.Lease),
 		UniqueKey: p.UniqueKey, UniqueForMS: msec(p.UniqueFor), Tags: p.Tags,
-		Durability: p.Durability,
+		Group: p.Group, Durability: p.Durability,
 	}
 	if !p.RunAt.IsZero() {
 		w.RunAt = p.RunAt.UTC()

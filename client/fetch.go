@@ -29,7 +29,12 @@ type FetchParams struct {
 // active with its Lease; the caller must ack, fail, extend or release it
 // with Lease.Token before the lease runs out, or the job is handed out
 // again. With p.Wait the call long-polls; it may return no jobs (and a nil
-// error) when the wait ends. Paused queues hand out nothing.
+// error) when the wait ends. Paused queues hand out nothing. A queue with
+// flow control (see Limits) hands out only what its limits let start now,
+// round-robin over its jobs' groups, after the queues without it, so the
+// call may return fewer than p.Max jobs while more are available; a long
+// poll on it also wakes when a place frees or a rate lets the next job
+// start.
 func (c *Client) Fetch(ctx context.Context, p FetchParams) ([]*Job, error) {
 	body := struct {
 		Queues  []string `json:"queues"`

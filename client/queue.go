@@ -6,9 +6,9 @@ import (
 	"net/http"
 )
 
-// Queue is a queue and how many of its jobs are in each state. A queue
-// exists once a job was enqueued into it, it was paused or its durability
-// was set.
+// Queue is a queue, its settings and how many of its jobs are in each
+// state. A queue exists once a job was enqueued into it, it was paused, or
+// its durability or limits were set.
 type Queue struct {
 	// Name is the queue's name.
 	Name string `json:"name"`
@@ -17,6 +17,9 @@ type Queue struct {
 	// Durability is the level of the jobs enqueued into the queue without
 	// one of their own: DurabilityFull unless set.
 	Durability Durability `json:"durability"`
+	// Limits are the queue's flow control; zero when it has none (see
+	// Client.SetQueueLimits).
+	Limits Limits `json:"limits,omitzero"`
 	// Counts is how many jobs are in each state.
 	Counts QueueCounts `json:"counts"`
 }

@@ -69,6 +69,7 @@ func addJobFlags(fs *flag.FlagSet) *jobFlags {
 	fs.StringVar(&f.p.UniqueKey, "unique-key", "", "unique key within the queue")
 	fs.DurationVar(&f.p.UniqueFor, "unique-for", 0, "uniqueness window (default: while the job is pending)")
 	fs.Var(&f.tags, "tag", "tag (repeatable)")
+	fs.StringVar(&f.p.Group, "group", "", "the job's flow-control group `G`: the tenant, customer or entity it belongs to (see spool queues limits)")
 	fs.StringVar(&f.durability, "durability", "", "how the job is kept: full, process or memory (default: the queue's level)")
 	return f
 }
@@ -208,6 +209,7 @@ func (c *cli) printJob(j *client.Job) {
 	}
 	add("unique key", j.UniqueKey)
 	add("tags", strings.Join(j.Tags, ", "))
+	add("group", j.Group)
 	add("progress", string(j.Progress))
 	add("result", string(j.Result))
 	for _, e := range j.Errors {

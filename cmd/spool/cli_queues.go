@@ -1,8 +1,12 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/spoolq/spool/client"
 )
@@ -14,10 +18,11 @@ func (c *cli) queues(args []string) int {
 		"pause":       func(a []string) int { return c.queueAction("pause", a) },
 		"resume":      func(a []string) int { return c.queueAction("resume", a) },
 		"durability":  c.queuesDurability,
+		"limits":      c.queuesLimits,
 		"purge":       c.queuesPurge,
 		"retry":       func(a []string) int { return c.queueBulk("retry", a) },
 		"delete-jobs": func(a []string) int { return c.queueBulk("delete-jobs", a) },
-	}, "list|get|pause|resume|durability|purge|retry|delete-jobs")
+	}, "list|get|pause|resume|durability|limits|purge|retry|delete-jobs")
 }
 
 func (c *cli) queuesList(args []string) int {
@@ -39,7 +44,7 @@ func (c *cli) queuesList(args []string) int {
 	return 0
 }
 
-// printQueues writes queues as a table with their counts.
+// printQueues writes queues as a table with their counts and limits.
 func (c *cli) printQueues(qs ...client.Queue) {
 	rows := make([][]string, len(qs))
 	for i, q := range qs {
@@ -48,8 +53,9 @@ func (c *cli) printQueues(qs ...client.Queue) {
 		for _, v := range []int{n.Scheduled, n.Available, n.Active, n.Retrying, n.Completed, n.Dead, n.Cancelled} {
 			rows[i] = append(rows[i], strconv.Itoa(v))
 		}
+		rows[i] = append(rows[i], formatLimits(q.Limits))
 	}
-	c.table([]string{"QUEUE", "PAUSED", "DURABILITY", "SCHEDULED", "AVAILABLE", "ACTIVE", "RETRYING", "COMPLETED", "DEAD", "CANCELLED"}, rows)
+	c.table([]string{"QUEUE", "PAUSED", "DURABILITY", "SCHEDULED", "AVAILABLE", "ACTIVE", "RETRYING", "COMPLETED", "DEAD", "CANCELLED", "LIMITS"}, rows)
 }
 
 // queueAction runs get, pause or resume on one queue.
@@ -100,6 +106,122 @@ func (c *cli) queuesDurability(args []string) int {
 	}
 	c.printQueues(*q)
 	return 0
+}
+
+// queuesLimits sets, shows or clears a queue's flow control. The limit
+// flags replace the queue's limits as a whole; without any it shows them.
+func (c *cli) queuesLimits(args []string) int {
+	fs, cm := c.flags("queues limits",
+		"queues limits NAME [--rate N/DURATION] [--max-active N] [--group-rate N/DURATION] [--group-max-active N] | NAME --clear")
+	var l client.Limits
+	rate, groupRate := &rateFlag{r: &l.Rate}, &rateFlag{r: &l.GroupRate}
+	fs.Var(rate, "rate", "the queue's rate: at most N of its jobs start in any window of DURATION (`N/DURATION`, such as 100/1m or 10/s)")
+	fs.IntVar(&l.MaxActive, "max-active", 0, "at most `N` of the queue's jobs active at once, 1 to 1000000")
+	fs.Var(groupRate, "group-rate", "each group's rate: at most N of its jobs start in any window of DURATION (`N/DURATION`)")
+	fs.IntVar(&l.GroupMaxActive, "group-max-active", 0, "at most `N` jobs of each group active at once (1: one at a time)")
+	clearAll := fs.Bool("clear", false, "remove every limit of the queue")
+	pos, code, ok := parse(fs, args, 1)
+	if !ok {
+		return code
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	limitFlags := set["rate"] || set["max-active"] || set["group-rate"] || set["group-max-active"]
+	if *clearAll && limitFlags {
+		fmt.Fprintln(c.errOut, "spool queues limits: --clear takes no limit flag")
+		return 2
+	}
+	for _, f := range []struct {
+		name string
+		n    int
+	}{{"max-active", l.MaxActive}, {"group-max-active", l.GroupMaxActive}} {
+		if set[f.name] && f.n == 0 {
+			fmt.Fprintf(c.errOut, "spool queues limits: --%s must be at least 1; leave it out for no limit\n", f.name)
+			return 2
+		}
+	}
+	cl, ctx, done := cm.connect()
+	defer done()
+	var q *client.Queue
+	var err error
+	switch {
+	case *clearAll:
+		q, err = cl.ClearQueueLimits(ctx, pos[0])
+	case limitFlags:
+		q, err = cl.SetQueueLimits(ctx, pos[0], l)
+	default:
+		q, err = cl.Queue(ctx, pos[0])
+	}
+	if err != nil {
+		return c.report("queues limits", err)
+	}
+	if cm.asJSON {
+		return c.printJSON(q)
+	}
+	c.printQueues(*q)
+	return 0
+}
+
+// rateFlag reads a rate written N/DURATION into r: "100/1m", "10/s".
+type rateFlag struct{ r *client.Rate }
+
+func (f *rateFlag) String() string {
+	if f.r == nil || f.r.IsZero() {
+		return ""
+	}
+	return formatRate(*f.r)
+}
+
+func (f *rateFlag) Set(v string) error {
+	n, d, ok := strings.Cut(v, "/")
+	if !ok {
+		return errors.New("want N/DURATION, such as 100/1m or 10/s")
+	}
+	limit, err := strconv.Atoi(n)
+	if err != nil {
+		return fmt.Errorf("%q is not a whole number of jobs", n)
+	}
+	if d != "" && d[0] >= 'a' && d[0] <= 'z' {
+		d = "1" + d // a bare unit: 10/s is 10/1s
+	}
+	period, err := time.ParseDuration(d)
+	if err != nil {
+		return fmt.Errorf("read the window: %w", err)
+	}
+	*f.r = client.Rate{Limit: limit, Period: period}
+	return nil
+}
+
+// formatLimits writes l compactly, in the form of the flags that set it:
+// "rate=100/1m max-active=7 group-max-active=1"; empty when none.
+func formatLimits(l client.Limits) string {
+	var parts []string
+	if !l.Rate.IsZero() {
+		parts = append(parts, "rate="+formatRate(l.Rate))
+	}
+	if l.MaxActive != 0 {
+		parts = append(parts, "max-active="+strconv.Itoa(l.MaxActive))
+	}
+	if !l.GroupRate.IsZero() {
+		parts = append(parts, "group-rate="+formatRate(l.GroupRate))
+	}
+	if l.GroupMaxActive != 0 {
+		parts = append(parts, "group-max-active="+strconv.Itoa(l.GroupMaxActive))
+	}
+	return strings.Join(parts, " ")
+}
+
+// formatRate writes r as N/DURATION with the duration's zero units left
+// out: "100/1m", "3/1.5s", "5/24h".
+func formatRate(r client.Rate) string {
+	d := r.Period.String()
+	if strings.HasSuffix(d, "m0s") {
+		d = strings.TrimSuffix(d, "0s")
+	}
+	if strings.HasSuffix(d, "h0m") {
+		d = strings.TrimSuffix(d, "0m")
+	}
+	return strconv.Itoa(r.Limit) + "/" + d
 }
 
 func (c *cli) queuesPurge(args []string) int {

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestCLILimits(t *testing.T) {
+	t.Parallel()
+	b := setupCLI(t)
+	q := b.okJSON("queues", "limits", "api", "--rate", "100/1m", "--max-active", "7", "--group-rate", "3/1.5s", "--group-max-active", "2")
+	l, _ := q["limits"].(map[string]any)
+	rate, _ := l["rate"].(map[string]any)
+	groupRate, _ := l["group_rate"].(map[string]any)
+	if q["name"] != "api" || rate["limit"] != 100.0 || rate["period_ms"] != 60000.0 || l["max_active"] != 7.0 ||
+		groupRate["limit"] != 3.0 || groupRate["period_ms"] != 1500.0 || l["group_max_active"] != 2.0 {
+		t.Fatalf("queues limits --json: %v", q)
+	}
+	all := []string{"rate=100/1m", "max-active=7", "group-rate=3/1.5s", "group-max-active=2"}
+	// Without a limit flag the command shows the limits and changes nothing.
+	shown := b.ok("queues", "limits", "api")
+	if !hasRow(shown, "QUEUE", "PAUSED", "DURABILITY") || !strings.Contains(shown, "LIMITS") ||
+		!hasRow(shown, append([]string{"api", "no", "full", "0", "0", "0", "0", "0", "0", "0"}, all...)...) {
+		t.Fatalf("queues limits without flags:\n%s", shown)
+	}
+	// The flags replace the limits as a whole; a bare unit is one of it.
+	if table := b.ok("queues", "limits", "api", "--rate", "10/s"); !hasRow(table, "api", "no", "full", "0", "0", "0", "0", "0", "0", "0", "rate=10/1s") ||
+		strings.Contains(table, "max-active") {
+		t.Fatalf("queues limits --rate 10/s:\n%s", table)
+	}
+	b.ok("queues", "limits", "api", "--max-active", "1", "--group-rate", "5/24h")
+	if table := b.ok("queues", "list"); !hasRow(table, "api", "no", "full", "0", "0", "0", "0", "0", "0", "0", "max-active=1", "group-rate=5/24h") {
+		t.Fatalf("queues list with limits:\n%s", table)
+	}
+
+	// The cap holds: of three jobs one is handed out.
+	for range 3 {
+		b.ok("enqueue", "--queue", "api", "--kind", "call", "--group", "tenant-42")
+	}
+	if jobs := b.okJSON("fetch", "--queue", "api", "--max", "5")["jobs"].([]any); len(jobs) != 1 {
+		t.Fatalf("fetch under a cap of 1: %d jobs", len(jobs))
+	}
+
+	if q := b.okJSON("queues", "limits", "api", "--clear"); q["limits"] != nil {
+		t.Fatalf("queues limits --clear: %v", q)
+	}
+	if table := b.ok("queues", "get", "api"); strings.Contains(table, "max-active") {
+		t.Fatalf("queues get after --clear:\n%s", table)
+	}
+	if jobs := b.okJSON("fetch", "--queue", "api", "--max", "5")["jobs"].([]any); len(jobs) != 2 {
+		t.Fatalf("fetch without limits: %d jobs, want the 2 left", len(jobs))
+	}
+}
+
+func TestCLIGroup(t *testing.T) {
+	t.Parallel()
+	b := setupCLI(t)
+	id := b.okJSON("enqueue", "--queue", "g", "--kind", "k", "--group", "tenant-42")["id"].(string)
+	if got := b.okJSON("jobs", "get", id)["group"]; got != "tenant-42" {
+		t.Fatalf("job enqueued with --group: group %v", got)
+	}
+	if detail := b.ok("jobs", "get", id); !hasRow(detail, "group:", "tenant-42") {
+		t.Fatalf("jobs get table:\n%s", detail)
+	}
+	plain := b.okJSON("enqueue", "--queue", "g", "--kind", "k")["id"].(string)
+	if got, ok := b.okJSON("jobs", "get", plain)["group"]; ok {
+		t.Fatalf("job enqueued without --group: group %v", got)
+	}
+	s := b.okJSON("schedules", "put", "per-tenant", "--every", "1h", "--queue", "g", "--kind", "k", "--group", "tenant-7")
+	if job, _ := s["job"].(map[string]any); job["group"] != "tenant-7" {
+		t.Fatalf("schedules put --group: %v", s)
+	}
+	fired := b.okJSON("schedules", "trigger", "per-tenant")
+	if got := b.okJSON("jobs", "get", fired["job"].(map[string]any)["id"].(string))["group"]; got != "tenant-7" {
+		t.Fatalf("job of a schedule put with --group: group %v", got)
+	}
+}
+
+func TestCLILimitsBadInput(t *testing.T) {
+	t.Parallel()
+	b := setupCLI(t)
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"queues", "limits"}, 2, "want 1 argument"},
+		{[]string{"queues", "limits", "q", "--rate", "100"}, 2, "want N/DURATION"},
+		{[]string{"queues", "limits", "q", "--rate", "many/1s"}, 2, "not a whole number"},
+		{[]string{"queues", "limits", "q", "--group-rate", "5/fortnight"}, 2, "read the window"},
+		{[]string{"queues", "limits", "q", "--max-active", "0"}, 2, "--max-active must be at least 1"},
+		{[]string{"queues", "limits", "q", "--group-max-active", "0"}, 2, "--group-max-active must be at least 1"},
+		{[]string{"queues", "limits", "q", "--clear", "--max-active", "2"}, 2, "--clear takes no limit flag"},
+		{[]string{"queues", "limits", "q", "--rate", "0/1s"}, 1, "field rate.limit"},
+		{[]string{"queues", "limits", "q", "--group-rate", "5/25h"}, 1, "field group_rate.period_ms"},
+		{[]string{"queues", "limits", "q", "--max-active", "-1"}, 1, "field max_active"},
+		{[]string{"queues", "limits", "bad name", "--max-active", "1"}, 1, "field queue"},
+		{[]string{"queues", "limits", "nosuch"}, 1, "not_found"},
+		{[]string{"enqueue", "--kind", "k", "--group", "a\x00b"}, 1, "field group"},
+		{[]string{"enqueue", "--kind", "k", "--group", strings.Repeat("g", 257)}, 1, "field group"},
+		{[]string{"schedules", "put", "s", "--every", "1h", "--kind", "k", "--group", "a\x00b"}, 1, "field job.group"},
+	} {
+		code, _, errOut := b.run(tc.args...)
+		if code != tc.code || !strings.Contains(errOut, tc.want) {
+			t.Errorf("spool %s: exit %d %q, want exit %d mentioning %q", strings.Join(tc.args, " "), code, errOut, tc.code, tc.want)
+		}
+	}
+	if qs := b.okJSON("queues", "list")["queues"].([]any); len(qs) != 0 {
+		t.Fatalf("bad input created queues: %v", qs)
+	}
+}
