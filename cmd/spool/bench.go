@@ -10,11 +10,11 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/spoolq/spool/client"
 	"github.com/spoolq/spool/internal/bench"
 	"github.com/spoolq/spool/internal/job"
 )
@@ -68,8 +68,9 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.Groups, "groups", 0, "spread each queue's jobs over this many groups, in turn (default none)")
 	fs.IntVar(&o.Limits.MaxActive, "max-active", 0, "set this cap on the jobs of each queue active at once")
 	fs.IntVar(&o.Limits.GroupMaxActive, "group-max-active", 0, "set this cap on the jobs of each group active at once")
-	fs.Var(rateFlag{&o.Limits.Rate}, "limit-rate", "set this rate on each queue's job starts: N/DURATION, e.g. 500/1s")
-	fs.Var(rateFlag{&o.Limits.GroupRate}, "group-rate", "set this rate on each group's job starts: N/DURATION, e.g. 5/1s")
+	var limitRate, groupRate client.Rate
+	fs.Var(&rateFlag{r: &limitRate}, "limit-rate", "set this rate on each queue's job starts: N/DURATION, e.g. 500/1s")
+	fs.Var(&rateFlag{r: &groupRate}, "group-rate", "set this rate on each group's job starts: N/DURATION, e.g. 5/1s")
 	fs.Float64Var(&o.Rate, "rate", 0, "latency mode: jobs enqueued a second (default 1000)")
 	fs.DurationVar(&o.Work, "work", 0, "simulated work of each job, e.g. 10ms (reports efficiency against workers × concurrency / work)")
 	fs.IntVar(&o.PayloadBytes, "payload", 0, "payload bytes per job (default 100)")
@@ -88,6 +89,8 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
+	o.Limits.Rate = job.Rate{Limit: limitRate.Limit, Period: limitRate.Period}
+	o.Limits.GroupRate = job.Rate{Limit: groupRate.Limit, Period: groupRate.Period}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "spool bench: unexpected argument %q\n", fs.Arg(0))
 		return 2
@@ -179,33 +182,4 @@ func writeJSON(w io.Writer, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
-}
-
-// rateFlag reads a rate as N/DURATION ("500/1s") into r.
-type rateFlag struct{ r *job.Rate }
-
-// String implements flag.Value.
-func (f rateFlag) String() string {
-	if f.r == nil || f.r.IsZero() {
-		return ""
-	}
-	return fmt.Sprintf("%d/%v", f.r.Limit, f.r.Period)
-}
-
-// Set implements flag.Value.
-func (f rateFlag) Set(s string) error {
-	n, d, ok := strings.Cut(s, "/")
-	if !ok {
-		return fmt.Errorf("want N/DURATION, such as 500/1s")
-	}
-	limit, err := strconv.Atoi(n)
-	if err != nil || limit < 1 {
-		return fmt.Errorf("%q: want a whole number of starts above 0", n)
-	}
-	period, err := time.ParseDuration(d)
-	if err != nil || period <= 0 {
-		return fmt.Errorf("%q: want a duration such as 1s or 500ms", d)
-	}
-	*f.r = job.Rate{Limit: limit, Period: period}
-	return nil
 }
