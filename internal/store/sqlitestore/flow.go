@@ -331,6 +331,19 @@ func (w *writer) claimGroups(q *wqueue, room int, p *store.JobClaimParams, h *he
 	f := &q.flow
 	var picks []pick
 	taking := map[string]int{}
+	// picked tells the jobs this claim picked but has not leased yet, so
+	// that a group that left the ring and came back does not read them
+	// again.
+	var chosen map[int64]bool
+	picked := func(seq int64) bool {
+		if chosen == nil {
+			chosen = make(map[int64]bool, len(picks))
+			for _, pk := range picks {
+				chosen[pk.e.seq] = true
+			}
+		}
+		return chosen[seq]
+	}
 	idle := 0 // turns since the last pick
 	for len(picks) < room {
 		if idle >= len(f.ring) {
@@ -368,7 +381,7 @@ func (w *writer) claimGroups(q *wqueue, room int, p *store.JobClaimParams, h *he
 			}
 		}
 		if gs.win.len() == 0 && !gs.win.complete {
-			if err := w.refillGroup(q, g, gs); err != nil {
+			if err := w.refillGroup(q, g, gs, picked); err != nil {
 				return nil, err
 			}
 		}
@@ -378,6 +391,9 @@ func (w *writer) claimGroups(q *wqueue, room int, p *store.JobClaimParams, h *he
 		}
 		gs.win.pop()
 		picks = append(picks, pick{q: q, e: e, group: g})
+		if chosen != nil {
+			chosen[e.seq] = true
+		}
 		taking[g]++
 		idle = 0
 	}
@@ -471,10 +487,10 @@ func (w *writer) discover(q *wqueue) (int, error) {
 	return added, nil
 }
 
-// refillGroup reads the next available jobs of group g that are not
-// leased into its window, from the group's first job or after the
-// window's bound.
-func (w *writer) refillGroup(q *wqueue, g string, gs *groupState) error {
+// refillGroup reads the next available jobs of group g that are neither
+// leased nor picked into its window, from the group's first job or after
+// the window's bound.
+func (w *writer) refillGroup(q *wqueue, g string, gs *groupState, picked func(seq int64) bool) error {
 	w.touched = true
 	limit := groupWindow + w.leases.inGroup(q.name, g)
 	var out []entry
@@ -524,7 +540,7 @@ func (w *writer) refillGroup(q *wqueue, g string, gs *groupState) error {
 	complete := len(out) < limit
 	kept := out[:0]
 	for _, e := range out {
-		if !w.leases.leased(e.seq) {
+		if !w.leases.leased(e.seq) && !picked(e.seq) {
 			kept = append(kept, e)
 		}
 	}

@@ -19,6 +19,7 @@ func flowTests() []group {
 		{"MaxActiveCapsTheQueue", testFlowMaxActive},
 		{"AFinishedExpiredOrReleasedJobFreesItsPlace", testFlowFreedPlaces},
 		{"RateHoldsInEveryWindow", testFlowRate},
+		{"AGroupedQueueHandsOutEachJobOnceAfterItsCapGoes", testFlowGroupedCapCleared},
 		{"GroupMaxActiveCapsEachGroup", testFlowGroupMaxActive},
 		{"GroupRateHoldsForEachGroup", testFlowGroupRate},
 		{"ClaimsGoRoundRobinOverGroups", testFlowRoundRobin},
@@ -156,6 +157,30 @@ func testFlowMaxActive(b *bundle) {
 	b.limit("q", job.Limits{})
 	if more := b.claimResult(at(time.Second), 10, "q"); len(more.Jobs) != 4 || len(more.Capped) != 0 {
 		b.t.Fatalf("without a cap: %d jobs, capped %v, want the 4 left", len(more.Jobs), more.Capped)
+	}
+}
+
+// A grouped queue under a cap, then without one, hands out each of its
+// jobs once: the jobs a claim picks are not picked again when their
+// group runs out and comes back in the same claim.
+func testFlowGroupedCapCleared(b *bundle) {
+	b.add(grouped("q", "t", 3)...)
+	b.limit("q", job.Limits{MaxActive: 1})
+	first := b.claimAt(t0, 5, "q")
+	if len(first) != 1 {
+		b.t.Fatalf("claim under a cap of 1: %d jobs", len(first))
+	}
+	b.limit("q", job.Limits{})
+	rest := b.claimAt(t0, 5, "q")
+	seen := map[string]bool{first[0].ID: true}
+	for _, j := range rest {
+		if seen[j.ID] {
+			b.t.Fatalf("job %s handed out twice", j.ID)
+		}
+		seen[j.ID] = true
+	}
+	if len(seen) != 3 {
+		b.t.Fatalf("without the cap: %d more jobs, want the 2 left", len(rest))
 	}
 }
 
