@@ -2,6 +2,7 @@ package job
 
 import (
 	"fmt"
+	"sort"
 	"time"
 )
 
@@ -86,8 +87,16 @@ func (l Limits) String() string {
 // StartLog is the start times of the latest starts under a rate, oldest
 // first, in Unix nanoseconds: what a store keeps to hold a rate exactly.
 // A rate of N per period lets a job start at t when fewer than N of the
-// latest starts lie in (t-period, t].
+// latest starts lie in (t-period, t]. A log holds no start older than the
+// period at its latest Add and at most N starts, so its size is bounded by
+// both the rate and the starts it saw.
 type StartLog []int64
+
+// inWindow returns the index of the first start in (now-period, now].
+func (l StartLog) inWindow(r Rate, now time.Time) int {
+	since := now.Add(-r.Period).UnixNano()
+	return sort.Search(len(l), func(i int) bool { return l[i] > since })
+}
 
 // Room returns how many jobs may start at now under r, and, when none may,
 // the first moment one may. A zero r has no limit: room is -1.
@@ -95,36 +104,39 @@ func (l StartLog) Room(r Rate, now time.Time) (room int, next time.Time) {
 	if r.IsZero() {
 		return -1, time.Time{}
 	}
-	since := now.Add(-r.Period).UnixNano()
-	inWindow := 0
-	oldest := int64(0)
-	for _, t := range l {
-		if t > since {
-			if inWindow == 0 || t < oldest {
-				oldest = t
-			}
-			inWindow++
-		}
-	}
-	room = r.Limit - inWindow
+	first := l.inWindow(r, now)
+	room = r.Limit - (len(l) - first)
 	if room > 0 {
 		return room, time.Time{}
 	}
-	return 0, time.Unix(0, oldest).Add(r.Period).UTC()
+	// The window holds Limit starts or more: one may start once the
+	// start that leaves room behind it is out of the window.
+	return 0, time.Unix(0, l[len(l)-r.Limit]).Add(r.Period).UTC()
 }
 
-// Add records starts at now under r, keeping the latest r.Limit, and
-// returns the log.
+// Add records starts at now under r and returns the log, without the
+// starts it no longer needs. A start is never recorded before the latest
+// one, so a clock that steps back makes the rate stricter, never looser.
 func (l StartLog) Add(r Rate, now time.Time, starts int) StartLog {
 	if r.IsZero() {
 		return nil
 	}
 	at := now.UnixNano()
+	if n := len(l); n > 0 && l[n-1] > at {
+		at = l[n-1]
+	}
 	for range starts {
 		l = append(l, at)
 	}
-	if over := len(l) - r.Limit; over > 0 {
-		l = append(l[:0], l[over:]...)
+	drop := max(l.inWindow(r, now), len(l)-r.Limit)
+	if drop == len(l) {
+		return l[:0]
 	}
-	return l
+	return l[drop:]
+}
+
+// Idle reports whether no start of l counts under r at now: a store may
+// drop the log.
+func (l StartLog) Idle(r Rate, now time.Time) bool {
+	return r.IsZero() || l.inWindow(r, now) == len(l)
 }

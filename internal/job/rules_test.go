@@ -314,3 +314,31 @@ func TestStartLogHoldsTheRate(t *testing.T) {
 		t.Fatalf("no rate: room %d, want -1", room)
 	}
 }
+
+// A log keeps only the starts that still count, and a clock that steps
+// back cannot make room.
+func TestStartLogStaysSmall(t *testing.T) {
+	t.Parallel()
+	r := Rate{Limit: 1000, Period: time.Second}
+	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	var log StartLog
+	for i := range 100 {
+		log = log.Add(r, now.Add(time.Duration(i)*100*time.Millisecond), 5)
+	}
+	// At 9.9 s the window is (8.9 s, 9.9 s]: the starts from 9.0 s on.
+	if len(log) != 50 {
+		t.Fatalf("log holds %d starts, want the 50 of the last second", len(log))
+	}
+	if log.Idle(r, now.Add(10*time.Second)) {
+		t.Fatal("idle while starts are in the window")
+	}
+	if !log.Idle(r, now.Add(11*time.Second)) {
+		t.Fatal("not idle a whole period after the last start")
+	}
+	one := Rate{Limit: 1, Period: time.Minute}
+	log = StartLog(nil).Add(one, now, 1)
+	log = log.Add(one, now.Add(-time.Hour), 1) // the clock stepped back
+	if room, next := log.Room(one, now.Add(30*time.Second)); room != 0 || !next.Equal(now.Add(time.Minute)) {
+		t.Fatalf("after a step back: room %d next %v, want 0 and %v", room, next, now.Add(time.Minute))
+	}
+}

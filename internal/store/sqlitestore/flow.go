@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -87,6 +88,11 @@ type flowState struct {
 	known    bool
 	walkedTo string
 	walking  bool
+	// now is the time of the latest claim, by which idle rate logs are
+	// told; sweepAt is the number of group states at which the next sweep
+	// drops the idle ones.
+	now     time.Time
+	sweepAt int
 }
 
 // groupState is what the writer keeps of one group.
@@ -113,11 +119,39 @@ func (f *flowState) forget() {
 	f.known, f.walking = false, false
 }
 
+// keepRates takes the rate logs of old, the state of the same queue
+// before a resync; r is the queue's group rate.
+func (f *flowState) keepRates(old *flowState, r job.Rate) {
+	f.rate, f.now = old.rate, old.now
+	for g, gs := range old.groups {
+		if len(gs.rate) > 0 {
+			if kept := f.state(g, r); kept != nil {
+				kept.rate = gs.rate
+			}
+		}
+	}
+}
+
+// sweep drops the states of the groups out of the ring whose rate logs no
+// longer count under r.
+func (f *flowState) sweep(r job.Rate) {
+	for g, gs := range f.groups {
+		if gs.win == nil && gs.rate.Idle(r, f.now) {
+			delete(f.groups, g)
+		}
+	}
+	f.sweepAt = 2*len(f.groups) + 1024
+}
+
 // state returns the state of group g, making it; nil when the queue holds
-// as many group states as it may.
-func (f *flowState) state(g string) *groupState {
+// as many group states as it may, even after dropping the idle ones
+// (under the group rate r).
+func (f *flowState) state(g string, r job.Rate) *groupState {
 	gs := f.groups[g]
 	if gs == nil {
+		if len(f.groups) >= f.sweepAt {
+			f.sweep(r)
+		}
 		if len(f.groups) >= maxGroupStates {
 			return nil
 		}
@@ -133,7 +167,7 @@ func (f *flowState) state(g string) *groupState {
 // join puts group g in the ring with a window, complete when complete:
 // the group has no available job outside it.
 func (w *writer) join(q *wqueue, g string, complete bool) *groupState {
-	gs := q.flow.state(g)
+	gs := q.flow.state(g, q.limits.GroupRate)
 	if gs == nil {
 		q.flow.known = false
 		return nil
@@ -268,6 +302,9 @@ func (h *held) report(q *wqueue, res *store.ClaimResult) {
 // in res what held others back.
 func (w *writer) claimFlow(q *wqueue, want int, p *store.JobClaimParams, res *store.ClaimResult) ([]*job.Job, error) {
 	now := p.Now.UTC()
+	if now.After(q.flow.now) {
+		q.flow.now = now
+	}
 	var h held
 	room := want
 	if m := q.limits.MaxActive; m > 0 {
@@ -360,7 +397,7 @@ func (w *writer) claimGroups(q *wqueue, room int, p *store.JobClaimParams, h *he
 		}
 		if f.next >= len(f.ring) {
 			f.next = 0
-			f.compact()
+			f.compact(l.GroupRate)
 		}
 		if len(f.ring) == 0 {
 			continue
@@ -417,8 +454,9 @@ func (w *writer) claimGroups(q *wqueue, room int, p *store.JobClaimParams, h *he
 }
 
 // compact drops from the ring the groups whose windows ran out of jobs
-// for good, and their states unless a rate log holds them.
-func (f *flowState) compact() {
+// for good, and their states unless a rate log that counts under r holds
+// them.
+func (f *flowState) compact(r job.Rate) {
 	kept := f.ring[:0]
 	for _, g := range f.ring {
 		gs := f.groups[g]
@@ -427,7 +465,7 @@ func (f *flowState) compact() {
 			continue
 		}
 		gs.win = nil
-		if len(gs.rate) == 0 {
+		if gs.rate.Idle(r, f.now) {
 			delete(f.groups, g)
 		}
 	}
@@ -546,4 +584,97 @@ func (w *writer) refillGroup(q *wqueue, g string, gs *groupState, picked func(se
 	}
 	gs.win.extend(kept, complete, last)
 	return nil
+}
+
+// sqlSaveRateLog and sqlRateLogs write and read the rate logs of flow
+// control: a row per queue (grp NULL) and per group with starts that
+// still count.
+const (
+	sqlSaveRateLog = `INSERT INTO rate_logs (queue, grp, starts) VALUES (?, ?, ?)`
+	sqlRateLogs    = `SELECT queue, grp, starts FROM rate_logs`
+)
+
+// saveRateLogs writes every rate log that still counts, in place of the
+// ones written before, so that a restart holds the rates.
+func (w *writer) saveRateLogs() error {
+	ctx := context.Background()
+	if _, err := w.conn.ExecContext(ctx, `DELETE FROM rate_logs`); err != nil {
+		return fmt.Errorf("write rate logs: %w", err)
+	}
+	save := func(queue string, grp any, log job.StartLog) error {
+		if _, err := w.conn.ExecContext(ctx, sqlSaveRateLog, queue, grp, encodeStarts(log)); err != nil {
+			return fmt.Errorf("write rate log of %s: %w", queue, err)
+		}
+		return nil
+	}
+	for _, q := range w.queues {
+		f := &q.flow
+		if !f.rate.Idle(q.limits.Rate, f.now) {
+			if err := save(q.name, nil, f.rate); err != nil {
+				return err
+			}
+		}
+		for g, gs := range f.groups {
+			if !gs.rate.Idle(q.limits.GroupRate, f.now) {
+				if err := save(q.name, g, gs.rate); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	w.touched = true
+	return nil
+}
+
+// loadRateLogs reads the rate logs written at the last close.
+func (w *writer) loadRateLogs() error {
+	rows, err := w.conn.QueryContext(context.Background(), sqlRateLogs)
+	if err != nil {
+		return fmt.Errorf("read rate logs: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var queue string
+		var grp sql.NullString
+		var starts []byte
+		if err := rows.Scan(&queue, &grp, &starts); err != nil {
+			return fmt.Errorf("read rate logs: %w", err)
+		}
+		q := w.queues[queue]
+		if q == nil {
+			continue
+		}
+		log := decodeStarts(starts)
+		if n := len(log); n > 0 && log[n-1] > q.flow.now.UnixNano() {
+			q.flow.now = time.Unix(0, log[n-1]).UTC()
+		}
+		if !grp.Valid {
+			q.flow.rate = log
+		} else if gs := q.flow.state(grp.String, q.limits.GroupRate); gs != nil {
+			gs.rate = log
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read rate logs: %w", err)
+	}
+	return nil
+}
+
+// encodeStarts is the stored form of a rate log: 8 bytes a start, little
+// endian.
+func encodeStarts(log job.StartLog) []byte {
+	b := make([]byte, 0, 8*len(log))
+	for _, t := range log {
+		b = binary.LittleEndian.AppendUint64(b, uint64(t))
+	}
+	return b
+}
+
+// decodeStarts reads the stored form of a rate log.
+func decodeStarts(b []byte) job.StartLog {
+	log := make(job.StartLog, 0, len(b)/8)
+	for ; len(b) >= 8; b = b[8:] {
+		log = append(log, int64(binary.LittleEndian.Uint64(b)))
+	}
+	return log
 }

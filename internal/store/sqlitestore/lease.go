@@ -307,8 +307,8 @@ func loadLeases(ctx context.Context, conn *sql.Conn) (*leaseTable, error) {
 	return t, nil
 }
 
-// persistAll writes every lease to its job's row; the store runs it last,
-// at close.
+// persistAll writes every lease to its job's row, and the rate logs of
+// flow control to theirs; the store runs it last, at close.
 func (w *writer) persistAll() error {
 	for _, l := range w.leases.all() {
 		if err := w.persist(l, l.cancel); err != nil {
@@ -316,7 +316,7 @@ func (w *writer) persistAll() error {
 		}
 		w.change(l, func(l *lease) { l.persisted = true })
 	}
-	return nil
+	return w.saveRateLogs()
 }
 
 // Active reports whether job id holds a lease in this store. It reads

@@ -96,8 +96,13 @@ CREATE INDEX schedules_due ON schedules (next_run_at) WHERE paused = 0 AND next_
 `},
 	// Flow control (flow.go): each job's group, each queue's limits and
 	// whether its jobs have groups; the claim order of the queues claimed
-	// by group apart from the others'.
+	// by group apart from the others'; the rate logs kept over a restart.
 	{sql: `
+CREATE TABLE rate_logs (
+	queue  TEXT NOT NULL,
+	grp    TEXT,
+	starts BLOB NOT NULL
+);
 ALTER TABLE jobs ADD COLUMN grp TEXT;
 ALTER TABLE queues ADD COLUMN limits BLOB;
 ALTER TABLE queues ADD COLUMN grouped INTEGER NOT NULL DEFAULT 0;

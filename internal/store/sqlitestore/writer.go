@@ -127,6 +127,10 @@ func newWriter(ctx context.Context, conn *sql.Conn, cfg Config, cat *catalog, le
 		w.st.close()
 		return nil, err
 	}
+	if err := w.loadRateLogs(); err != nil {
+		w.st.close()
+		return nil, err
+	}
 	return w, nil
 }
 
@@ -333,8 +337,8 @@ func (w *writer) answerAll(batch []*op, err error) {
 
 // resync rebuilds the queue view from the database as the connection sees
 // it now and empties every window (they refill lazily). The rate logs of
-// flow control start over: a rate may let one window's worth of jobs
-// more start after a resync.
+// flow control stay: they may hold starts of a batch rolled back, which
+// only makes a rate stricter for one period.
 func (w *writer) resync() error {
 	rows, err := w.conn.QueryContext(context.Background(), `SELECT name, paused, limits, grouped FROM queues`)
 	if err != nil {
@@ -357,10 +361,14 @@ func (w *writer) resync() error {
 	if err := closeRows(rows); err != nil {
 		return fmt.Errorf("reload queues: %w", err)
 	}
+	old := w.queues
 	w.queues = make(map[string]*wqueue, len(qs))
 	w.cache.used = 0
 	for _, q := range qs {
 		q.win = newWindow(w.cfg.ReadyWindow, false, w.cache)
+		if o := old[q.name]; o != nil {
+			q.flow.keepRates(&o.flow, q.limits.GroupRate)
+		}
 		w.queues[q.name] = q
 	}
 	return nil

@@ -479,4 +479,20 @@ func testFlowRestart(b *bundle) {
 	if n := len(b.claimAt(at(time.Second), 5, "q")); n != 0 {
 		b.t.Fatalf("after a restart with 2 jobs still leased: %d more handed out under a cap of 2", n)
 	}
+	// A rate's window goes on over a restart: the starts before it count.
+	b.add(newJobs("r", 4)...)
+	b.limit("r", job.Limits{Rate: job.Rate{Limit: 2, Period: time.Minute}})
+	b.add(grouped("s", "a", 4)...)
+	b.add(grouped("s", "b", 4)...)
+	b.limit("s", job.Limits{GroupRate: job.Rate{Limit: 1, Period: time.Minute}})
+	if n, m := len(b.claimAt(t0, 5, "r")), len(b.claimAt(t0, 5, "s")); n != 2 || m != 2 {
+		b.t.Fatalf("claims under a rate of 2/min and a group rate of 1/min: %d and %d jobs, want 2 and 2", n, m)
+	}
+	b.reopen()
+	if n, m := len(b.claimAt(at(time.Second), 5, "r")), len(b.claimAt(at(time.Second), 5, "s")); n != 0 || m != 0 {
+		b.t.Fatalf("after a restart, a second into the minute: %d and %d more started", n, m)
+	}
+	if n, m := len(b.claimAt(at(time.Minute+time.Second), 5, "r")), len(b.claimAt(at(time.Minute+time.Second), 5, "s")); n != 2 || m != 2 {
+		b.t.Fatalf("a minute on: %d and %d started, want 2 and 2", n, m)
+	}
 }
