@@ -164,6 +164,8 @@ func (w *writer) finish(l *lease, state job.State) {
 	w.fx.move(l.queue, job.StateActive, state, 1)
 	if state == job.StateAvailable {
 		w.madeAvailable(l.queue, l.group, l.key)
+	} else {
+		w.leftAvailable(l.queue, l.seq)
 	}
 }
 

@@ -25,31 +25,30 @@ import (
 
 const (
 	sqlMarkGrouped  = `UPDATE queues SET grouped = 1 WHERE name = ?`
-	sqlGroupPending = `UPDATE jobs SET grp = '' WHERE queue = ? AND grp IS NULL AND state IN ('scheduled', 'available', 'retrying', 'active')`
-	sqlSetLimits    = `INSERT INTO queues (name, limits) VALUES (?1, ?2) ON CONFLICT (name) DO UPDATE SET limits = ?2`
+	sqlGroupPending = `UPDATE jobs SET grp = '', gready = CASE WHEN state = 'available' THEN 1 END
+WHERE queue = ? AND grp IS NULL AND state IN ('scheduled', 'available', 'retrying', 'active')`
+	sqlSetLimits = `INSERT INTO queues (name, limits) VALUES (?1, ?2) ON CONFLICT (name) DO UPDATE SET limits = ?2`
 	// groupWalk lists, from group ?2 on (or after it, see
 	// sqlGroupsAfter), up to ?3 groups of queue ?1 with an available job,
 	// in name order: one index seek for each.
 	groupWalk = `WITH RECURSIVE walk(grp) AS (
 	SELECT (SELECT grp FROM jobs INDEXED BY jobs_group_claim
-		WHERE queue = ?1 AND state = 'available' AND grp IS NOT NULL AND grp %s ?2 ORDER BY grp LIMIT 1)
+		WHERE queue = ?1 AND gready = 1 AND grp IS NOT NULL AND state = 'available' AND grp %s ?2 ORDER BY grp LIMIT 1)
 	UNION ALL
 	SELECT (SELECT j.grp FROM jobs j INDEXED BY jobs_group_claim
-		WHERE j.queue = ?1 AND j.state = 'available' AND j.grp IS NOT NULL AND j.grp > walk.grp ORDER BY j.grp LIMIT 1)
+		WHERE j.queue = ?1 AND j.gready = 1 AND j.grp IS NOT NULL AND j.state = 'available' AND j.grp > walk.grp ORDER BY j.grp LIMIT 1)
 	FROM walk WHERE walk.grp IS NOT NULL
 	LIMIT ?3
 )
 SELECT grp FROM walk WHERE grp IS NOT NULL`
 	groupClaimSelect = `SELECT seq, priority, run_at FROM jobs INDEXED BY jobs_group_claim
-WHERE queue = ?1 AND state = 'available' AND grp IS NOT NULL AND grp = ?2`
+WHERE queue = ?1 AND gready = 1 AND grp IS NOT NULL AND state = 'available' AND grp = ?2`
 	groupClaimOrder = ` ORDER BY priority DESC, run_at, seq`
-	// The refills of a group's window follow the refill of a queue's
-	// (claim.go): from the group's first job, or after the window's
-	// bound: the rest of its run time, of its priority, then the lower
-	// priorities.
+	// A group's window is refilled from the group's first job, or after
+	// the window's bound: the rest of its priority (one range of the
+	// index, from the bound's run time on), then the lower priorities.
 	sqlGroupFirst        = groupClaimSelect + groupClaimOrder + ` LIMIT ?3`
-	sqlGroupSameRunAt    = groupClaimSelect + ` AND priority = ?3 AND run_at = ?4 AND seq > ?5` + groupClaimOrder + ` LIMIT ?6`
-	sqlGroupSamePriority = groupClaimSelect + ` AND priority = ?3 AND run_at > ?4` + groupClaimOrder + ` LIMIT ?5`
+	sqlGroupSamePriority = groupClaimSelect + ` AND priority = ?3 AND run_at >= ?4 AND (run_at > ?4 OR seq > ?5)` + groupClaimOrder + ` LIMIT ?6`
 	sqlGroupBelow        = groupClaimSelect + ` AND priority < ?3` + groupClaimOrder + ` LIMIT ?4`
 )
 
@@ -61,8 +60,12 @@ var (
 // Bounds of the groups a queue keeps in memory.
 const (
 	// groupWindow is the size of a group's window: a refill reads this
-	// many of its jobs at once.
-	groupWindow = 32
+	// many of its jobs at once. A group that needs refills again and
+	// again gets a window twice as large at each, up to maxGroupWindow,
+	// while its queue has no more than growGroupsUpTo groups in the ring.
+	groupWindow    = 32
+	maxGroupWindow = 512
+	growGroupsUpTo = 4096
 	// maxGroupStates bounds the groups a queue keeps state for; the
 	// groups past it wait in the database until the ring has room.
 	maxGroupStates = 65536
@@ -530,7 +533,10 @@ func (w *writer) discover(q *wqueue) (int, error) {
 // the window's bound.
 func (w *writer) refillGroup(q *wqueue, g string, gs *groupState, picked func(seq int64) bool) error {
 	w.touched = true
-	limit := groupWindow + w.leases.inGroup(q.name, g)
+	if gs.win.bounded && gs.win.capacity < maxGroupWindow && len(q.flow.ring) <= growGroupsUpTo {
+		gs.win.capacity *= 2
+	}
+	limit := gs.win.capacity + w.leases.inGroup(q.name, g)
 	var out []entry
 	read := func(stmt *sql.Stmt, args ...any) error {
 		rows, err := stmt.Query(args...)
@@ -559,8 +565,7 @@ func (w *writer) refillGroup(q *wqueue, g string, gs *groupState, picked func(se
 			stmt *sql.Stmt
 			args []any
 		}{
-			{w.st.groupSameRunAt, []any{q.name, g, a.priority, a.runAt, a.seq}},
-			{w.st.groupSamePriority, []any{q.name, g, a.priority, a.runAt}},
+			{w.st.groupSamePriority, []any{q.name, g, a.priority, a.runAt, a.seq}},
 			{w.st.groupBelow, []any{q.name, g, a.priority}},
 		} {
 			if len(out) >= limit {
@@ -583,6 +588,43 @@ func (w *writer) refillGroup(q *wqueue, g string, gs *groupState, picked func(se
 		}
 	}
 	gs.win.extend(kept, complete, last)
+	return nil
+}
+
+// Rows of grouped queues that leave the available state stay in the
+// claim index by group (jobs_group_claim, over the rows marked gready)
+// until a sweep unmarks them, many at once: an ack then writes only its
+// row, not a page of the index in each group it touches, which is what a
+// partial index on the state would cost, a group's jobs being apart in
+// it. Claims skip the rows a sweep has not reached yet; a trigger marks
+// every row that becomes available again.
+const (
+	// staleSweep is how many such rows wait for a sweep, which runs in
+	// the commit that reaches it and at close. A row left unswept by a
+	// crash stays until it is pruned.
+	staleSweep    = 32768
+	sqlSweepStale = `UPDATE jobs NOT INDEXED SET gready = NULL
+WHERE seq IN (SELECT value FROM json_each(?)) AND gready = 1 AND state != 'available'`
+)
+
+// leftAvailable records that the row seq of queue left the available
+// state, or was inserted in another.
+func (w *writer) leftAvailable(queue string, seq int64) {
+	if q := w.queues[queue]; q != nil && q.grouped {
+		w.stale = append(w.stale, seq)
+	}
+}
+
+// sweepStale unmarks the rows of stale once at least atLeast of them
+// wait.
+func (w *writer) sweepStale(atLeast int) error {
+	if len(w.stale) == 0 || len(w.stale) < atLeast {
+		return nil
+	}
+	if _, err := w.st.sweepStale.Exec(seqList(w.stale)); err != nil {
+		return fmt.Errorf("sweep the claim index of groups: %w", err)
+	}
+	w.stale = w.stale[:0]
 	return nil
 }
 

@@ -189,6 +189,8 @@ func (ins *inserter) flush(jobs []store.JobInsertParams) error {
 		w.fx.move(jp.Queue, "", jp.State, 1)
 		if jp.State == job.StateAvailable {
 			w.madeAvailable(jp.Queue, jp.Group, entry{priority: jp.Priority, runAt: runAt.UnixNano(), seq: seq, body: j})
+		} else {
+			w.leftAvailable(jp.Queue, seq) // marked ready by default
 		}
 		ins.out[i] = store.InsertResult{Job: j}
 	}

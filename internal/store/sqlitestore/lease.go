@@ -316,6 +316,9 @@ func (w *writer) persistAll() error {
 		}
 		w.change(l, func(l *lease) { l.persisted = true })
 	}
+	if err := w.sweepStale(1); err != nil {
+		return err
+	}
 	return w.saveRateLogs()
 }
 

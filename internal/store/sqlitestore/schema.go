@@ -96,7 +96,9 @@ CREATE INDEX schedules_due ON schedules (next_run_at) WHERE paused = 0 AND next_
 `},
 	// Flow control (flow.go): each job's group, each queue's limits and
 	// whether its jobs have groups; the claim order of the queues claimed
-	// by group apart from the others'; the rate logs kept over a restart.
+	// by group apart from the others', over the rows marked gready (every
+	// available one, and ones that left that state since the last sweep);
+	// the rate logs kept over a restart.
 	{sql: `
 CREATE TABLE rate_logs (
 	queue  TEXT NOT NULL,
@@ -104,11 +106,17 @@ CREATE TABLE rate_logs (
 	starts BLOB NOT NULL
 );
 ALTER TABLE jobs ADD COLUMN grp TEXT;
+ALTER TABLE jobs ADD COLUMN gready INTEGER DEFAULT 1;
 ALTER TABLE queues ADD COLUMN limits BLOB;
 ALTER TABLE queues ADD COLUMN grouped INTEGER NOT NULL DEFAULT 0;
 DROP INDEX jobs_claim;
 CREATE INDEX jobs_claim ON jobs (queue, priority DESC, run_at, seq) WHERE state = 'available' AND grp IS NULL;
-CREATE INDEX jobs_group_claim ON jobs (queue, grp, priority DESC, run_at, seq) WHERE state = 'available' AND grp IS NOT NULL;
+CREATE INDEX jobs_group_claim ON jobs (queue, grp, priority DESC, run_at, seq) WHERE gready = 1 AND grp IS NOT NULL;
+CREATE TRIGGER jobs_group_ready AFTER UPDATE OF state, grp ON jobs
+WHEN NEW.state = 'available' AND NEW.grp IS NOT NULL AND NEW.gready IS NOT 1
+BEGIN
+	UPDATE jobs SET gready = 1 WHERE seq = NEW.seq;
+END;
 `},
 }
 

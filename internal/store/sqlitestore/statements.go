@@ -18,8 +18,9 @@ type statements struct {
 
 	// The claims by group (flow.go).
 	groupsFrom, groupsAfter       *sql.Stmt
-	groupFirst, groupSameRunAt    *sql.Stmt
-	groupSamePriority, groupBelow *sql.Stmt
+	groupFirst, groupSamePriority *sql.Stmt
+	groupBelow                    *sql.Stmt
+	sweepStale                    *sql.Stmt
 
 	// The statements of the hot paths, run without database/sql.
 	insertJob, insertJobs, complete, completeMany *rawStmt
@@ -48,9 +49,9 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&s.groupsFrom, sqlGroupsFrom},
 		{&s.groupsAfter, sqlGroupsAfter},
 		{&s.groupFirst, sqlGroupFirst},
-		{&s.groupSameRunAt, sqlGroupSameRunAt},
 		{&s.groupSamePriority, sqlGroupSamePriority},
 		{&s.groupBelow, sqlGroupBelow},
+		{&s.sweepStale, sqlSweepStale},
 	} {
 		st, err := conn.PrepareContext(ctx, p.query)
 		if err != nil {

@@ -72,6 +72,9 @@ type writer struct {
 	tokens *tokenSource
 	// cache bounds the memory windows spend on cached jobs.
 	cache *bodyCache
+	// stale are the seqs of rows of grouped queues that left the
+	// available state since the last sweep (flow.go).
+	stale []int64
 	// nextSeq is the seq of the next inserted job: inserts assign seqs
 	// themselves.
 	nextSeq int64
@@ -273,6 +276,9 @@ func (w *writer) commitTogether(ops []*op) (split bool, err error) {
 		o.done <- mapErr(o.err)
 		return false, nil
 	}
+	if err := w.sweepStale(staleSweep); err != nil {
+		return false, err
+	}
 	if _, err := w.st.commit.Exec(); err != nil {
 		return false, fmt.Errorf("commit batch: %w", err)
 	}
@@ -425,6 +431,7 @@ func (w *writer) madeAvailable(queue, group string, e entry) {
 func (w *writer) madeUnavailable(queue, group string, e entry) {
 	if q := w.queues[queue]; q != nil {
 		if q.grouped {
+			w.stale = append(w.stale, e.seq)
 			if gs := q.flow.groups[group]; gs != nil && gs.win != nil {
 				gs.win.remove(e)
 			}
