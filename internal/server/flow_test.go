@@ -75,7 +75,7 @@ func TestCapHoldsForConcurrentWorkers(t *testing.T) {
 			for g := range 10 {
 				b.enqueueGroup("capped", fmt.Sprintf("g%d", g), jobs/10)
 			}
-			intervals := runWorkers(t, b.base, "capped", 6, jobs)
+			intervals := runWorkers(t, []string{b.base}, "capped", 6, jobs)
 			if peak := peakOverlap(intervals); peak > capN {
 				t.Fatalf("%d jobs active at once under a cap of %d", peak, capN)
 			}
@@ -83,19 +83,57 @@ func TestCapHoldsForConcurrentWorkers(t *testing.T) {
 	}
 }
 
+// Three nodes on one PostgreSQL database, with workers on each: a queue's
+// cap of N and a group's cap of 1 hold across them, checked from every
+// job's interval between its hand-out and its ack.
+func TestCapsHoldAcrossNodes(t *testing.T) {
+	t.Parallel()
+	ns := nodes(t, 3)
+	const capN, groups, jobs = 4, 6, 240
+	ns[0].must(200, "PUT", "/v1/queues/shared/limits", obj{"max_active": capN, "group_max_active": 1})
+	for g := range groups {
+		ns[g%3].enqueueGroup("shared", fmt.Sprintf("g%d", g), jobs/groups)
+	}
+	bases := []string{ns[0].base, ns[1].base, ns[2].base}
+	intervals := runWorkers(t, bases, "shared", 9, jobs)
+	if peak := peakOverlap(intervals); peak > capN {
+		t.Fatalf("%d jobs active at once across 3 nodes under a cap of %d", peak, capN)
+	}
+	byGroup := map[string][]interval{}
+	for _, iv := range intervals {
+		byGroup[iv.group] = append(byGroup[iv.group], iv)
+	}
+	if len(byGroup) != groups {
+		t.Fatalf("jobs of %d groups ran, want %d", len(byGroup), groups)
+	}
+	for g, ivs := range byGroup {
+		if peak := peakOverlap(ivs); peak > 1 {
+			t.Fatalf("group %s had %d jobs active at once under a group cap of 1", g, peak)
+		}
+	}
+	if peak := peakOverlap(intervals); peak < 2 {
+		t.Fatalf("at most %d job active at once: the workers did not run side by side", peak)
+	}
+}
+
 // interval is one job's time held by a worker: from the answer of the
 // fetch that handed it out to the ack sent for it.
-type interval struct{ from, to time.Time }
+type interval struct {
+	from, to time.Time
+	group    string
+}
 
-// runWorkers runs n workers fetching one job at a time from queue until
-// total jobs are acked, and returns each job's interval.
-func runWorkers(t *testing.T, base, queue string, n, total int) []interval {
+// runWorkers runs n workers, the i-th on bases[i%len(bases)], fetching one
+// job at a time from queue until total jobs are acked, and returns each
+// job's interval.
+func runWorkers(t *testing.T, bases []string, queue string, n, total int) []interval {
 	t.Helper()
 	var mu sync.Mutex
 	var out []interval
 	var wg sync.WaitGroup
 	deadline := time.Now().Add(60 * time.Second)
-	for range n {
+	for i := range n {
+		base := bases[i%len(bases)]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -120,8 +158,9 @@ func runWorkers(t *testing.T, base, queue string, n, total int) []interval {
 						t.Errorf("ack: %d %v", status, err)
 						return
 					}
+					group, _ := j["group"].(string)
 					mu.Lock()
-					out = append(out, interval{from, to})
+					out = append(out, interval{from, to, group})
 					mu.Unlock()
 				}
 			}
