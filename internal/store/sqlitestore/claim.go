@@ -2,6 +2,7 @@ package sqlitestore
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"math"
 	"time"
@@ -171,6 +172,22 @@ func (w *writer) refill(q *wqueue, need int) error {
 	return nil
 }
 
+// appendEntries appends the keys of rows (seq, priority, run_at) to out
+// and closes rows.
+func appendEntries(out []entry, rows *sql.Rows) ([]entry, error) {
+	for rows.Next() {
+		var e entry
+		var prio int64
+		if err := rows.Scan(&e.seq, &prio, &e.runAt); err != nil {
+			rows.Close()
+			return out, err
+		}
+		e.priority = int(prio)
+		out = append(out, e)
+	}
+	return out, closeRows(rows)
+}
+
 // readAfter reads up to limit available jobs of q that follow the window's
 // bound in claim order (all of them from the start when it has none).
 func (w *writer) readAfter(q *wqueue, limit int) ([]entry, entry, error) {
@@ -180,17 +197,8 @@ func (w *writer) readAfter(q *wqueue, limit int) ([]entry, entry, error) {
 		if err != nil {
 			return err
 		}
-		for rows.Next() {
-			var e entry
-			var prio int64
-			if err := rows.Scan(&e.seq, &prio, &e.runAt); err != nil {
-				rows.Close()
-				return err
-			}
-			e.priority = int(prio)
-			out = append(out, e)
-		}
-		return closeRows(rows)
+		out, err = appendEntries(out, rows)
+		return err
 	}
 	if !q.win.bounded {
 		if err := read(sqlRefillBelow, q.name, int64(math.MaxInt64), limit); err != nil {

@@ -543,17 +543,8 @@ func (w *writer) refillGroup(q *wqueue, g string, gs *groupState, picked func(se
 		if err != nil {
 			return err
 		}
-		for rows.Next() {
-			var e entry
-			var prio int64
-			if err := rows.Scan(&e.seq, &prio, &e.runAt); err != nil {
-				rows.Close()
-				return err
-			}
-			e.priority = int(prio)
-			out = append(out, e)
-		}
-		return closeRows(rows)
+		out, err = appendEntries(out, rows)
+		return err
 	}
 	if !gs.win.bounded {
 		if err := read(w.st.groupFirst, q.name, g, limit); err != nil {
