@@ -24,14 +24,17 @@ WHERE seq = ANY($1)`
 	// sqlRetryDone moves finished jobs back to spool_jobs, available now
 	// with no attempts, keeping their seq (so their place in enqueue
 	// order) and their errors.
-	sqlRetryDone = `WITH gone AS (
+	sqlRetryDone = `WITH flow AS MATERIALIZED (
+	SELECT spool_flow_queues(ARRAY(SELECT DISTINCT queue FROM spool_jobs_done WHERE seq = ANY($1))) AS names
+), gone AS (
 	DELETE FROM spool_jobs_done WHERE seq = ANY($1) RETURNING ` + jobColumns + `
 ), back AS (
 	INSERT INTO spool_jobs (` + jobColumns + `)
 	SELECT seq, id, queue, kind, payload, priority, 'available', $2, 0, max_attempts, backoff_kind, backoff_base,
 		backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, result, errors, progress, lease_token,
-		false, created_at, started_at, NULL, durability
-	FROM gone
+		false, created_at, started_at, NULL, durability,
+		CASE WHEN grp IS NOT NULL THEN grp WHEN queue = ANY(flow.names) THEN '' END
+	FROM gone CROSS JOIN flow
 	RETURNING seq
 )
 SELECT count(*) FROM back`
@@ -53,7 +56,7 @@ ON CONFLICT (name) DO UPDATE SET durability = excluded.durability`
 ` + doneInsert + `
 SELECT seq, id, queue, kind, payload, priority, 'cancelled', run_at, attempt, max_attempts, backoff_kind,
 	backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, result, errors, progress,
-	lease_token, cancel_requested, created_at, started_at, $2, durability
+	lease_token, cancel_requested, created_at, started_at, $2, durability, grp
 FROM gone`
 )
 

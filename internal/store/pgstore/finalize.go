@@ -37,7 +37,7 @@ const (
 	SELECT seq, id, queue, kind, payload, priority, CASE WHEN cancel_requested THEN $5::text ELSE $6::text END,
 		run_at, attempt, max_attempts, backoff_kind, backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key,
 		unique_for, tags, new_result, errors, progress, lease_token, cancel_requested, created_at, started_at, $4::timestamptz,
-		durability
+		durability, grp
 	FROM gone
 	RETURNING id, queue, state, durability
 ), relax AS (
@@ -68,7 +68,7 @@ FOR UPDATE OF j`
 	SELECT seq, id, queue, kind, payload, priority, new_state, run_at, new_attempt, max_attempts, backoff_kind,
 		backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, result,
 		CASE WHEN err = '' THEN errors ELSE COALESCE(errors, '[]'::jsonb) || err::jsonb END,
-		progress, lease_token, cancel_requested, created_at, started_at, $5::timestamptz, durability
+		progress, lease_token, cancel_requested, created_at, started_at, $5::timestamptz, durability, grp
 	FROM gone
 	RETURNING seq
 )

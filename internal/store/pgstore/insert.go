@@ -15,21 +15,26 @@ import (
 )
 
 const (
-	// sqlInsertJobs inserts the jobs given as parallel arrays ($1-$17), in
-	// array order (which makes their seqs enqueue order), created at $18,
-	// skips ids that already exist, and creates the queues of the jobs it
-	// inserted.
-	sqlInsertJobs = `WITH ins AS (
+	// sqlInsertJobs inserts the jobs given as parallel arrays ($1-$17,
+	// $19), in array order (which makes their seqs enqueue order), created
+	// at $18, skips ids that already exist, and creates the queues of the
+	// jobs it inserted. A job's group ($19) is stored as given; a job
+	// without one gets the empty group in the queues with flow control
+	// among $20 (see spool_flow_queues) and NULL elsewhere.
+	sqlInsertJobs = `WITH flow AS MATERIALIZED (
+	SELECT spool_flow_queues($20::text[]) AS names
+), ins AS (
 	INSERT INTO spool_jobs (id, queue, kind, payload, priority, state, run_at, max_attempts, backoff_kind,
-		backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, durability, created_at)
+		backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, durability, grp, created_at)
 	SELECT id, queue, kind, payload, priority, state, run_at, max_attempts, backoff_kind,
 		backoff_base, backoff_max, backoff_jitter, lease_ns, NULLIF(unique_key, ''), unique_for, NULLIF(tags, '')::jsonb,
-		durability, $18
+		durability, CASE WHEN grp <> '' THEN grp WHEN queue = ANY(flow.names) THEN '' END, $18
 	FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::int4[], $6::text[], $7::timestamptz[],
 		$8::int4[], $9::text[], $10::int8[], $11::int8[], $12::float8[], $13::int8[], $14::text[], $15::int8[], $16::text[],
-		$17::text[])
+		$17::text[], $19::text[])
 		WITH ORDINALITY AS u(id, queue, kind, payload, priority, state, run_at, max_attempts, backoff_kind,
-		backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, durability, ord)
+		backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, durability, grp, ord)
+	CROSS JOIN flow
 	ORDER BY ord
 	ON CONFLICT (id) DO NOTHING
 	RETURNING id, queue
@@ -59,7 +64,8 @@ CROSS JOIN LATERAL (
 	sqlNotify = `SELECT pg_notify($1, $2)`
 )
 
-// JobInsertMany inserts p.Jobs atomically; see store.Inserter. A job of a
+// JobInsertMany inserts p.Jobs atomically; see store.Inserter. A job with
+// a group gives its queue flow control for good (see markGrouped). A job of a
 // durability other than full or process is refused with an error wrapping
 // a *job.InputError, failing the whole insert. When every job it inserts
 // is of process durability, the insert commits without waiting for the WAL
@@ -69,13 +75,21 @@ func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams)
 		return nil, fmt.Errorf("insert jobs: %w", err)
 	}
 	var out []store.InsertResult
+	var grouped []string
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		var err error
+		if grouped, err = s.markGrouped(ctx, tx, p.Jobs); err != nil {
+			return err
+		}
 		out, err = s.insert(ctx, tx, p.Jobs, micro(p.Now))
 		return err
 	})
 	if err != nil {
 		return nil, wrap("insert jobs", err)
+	}
+	for _, q := range grouped {
+		s.groupedQueues.Store(q, struct{}{})
+		s.flowQueues.Store(q, struct{}{})
 	}
 	return out, nil
 }
@@ -145,6 +159,8 @@ func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, jobs []store.JobInser
 	var (
 		ids, queues, kinds, states, bkinds, ukeys, tags, durs = make([]string, n), make([]string, n), make([]string, n),
 			make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		groups                      = make([]string, n)
+		ungrouped                   []string // queues of the jobs without a group
 		payloads                    = make([][]byte, n)
 		prios, maxAtt               = make([]int32, n), make([]int32, n)
 		runAts                      = make([]time.Time, n)
@@ -161,6 +177,9 @@ func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, jobs []store.JobInser
 		bkinds[k], bases[k], maxes[k], jitters[k] = string(jp.Backoff.Kind), int64(jp.Backoff.Base), int64(jp.Backoff.Max), jp.Backoff.Jitter
 		leases[k], ukeys[k], ufors[k] = int64(jp.LeaseDuration), jp.UniqueKey, int64(jp.UniqueFor)
 		durs[k] = string(durabilityOf(jp.Durability))
+		if groups[k] = jp.Group; jp.Group == "" && !slices.Contains(ungrouped, jp.Queue) {
+			ungrouped = append(ungrouped, jp.Queue)
+		}
 		if len(jp.Tags) > 0 {
 			b, err := json.Marshal(jp.Tags)
 			if err != nil {
@@ -178,7 +197,7 @@ func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, jobs []store.JobInser
 		batch.Queue(sqlRelaxCommit)
 	}
 	batch.Queue(sqlInsertJobs, ids, queues, kinds, payloads, prios, states, runAts, maxAtt, bkinds, bases, maxes,
-		jitters, leases, ukeys, ufors, tags, durs, now)
+		jitters, leases, ukeys, ufors, tags, durs, now, groups, ungrouped)
 	batch.Queue(sqlDoneByIDs, ids)
 	s.queueNotify(batch, availableQueues)
 	br := tx.SendBatch(ctx, batch)
@@ -276,8 +295,8 @@ func newJob(jp *store.JobInsertParams, runAt, now time.Time) *job.Job {
 	return &job.Job{
 		ID: jp.ID, Queue: jp.Queue, Kind: jp.Kind, Payload: jp.Payload, Priority: jp.Priority, State: jp.State,
 		RunAt: runAt, MaxAttempts: jp.MaxAttempts, Backoff: jp.Backoff, LeaseDuration: jp.LeaseDuration,
-		UniqueKey: jp.UniqueKey, UniqueFor: jp.UniqueFor, Tags: jp.Tags, Durability: durabilityOf(jp.Durability),
-		CreatedAt: now,
+		UniqueKey: jp.UniqueKey, UniqueFor: jp.UniqueFor, Tags: jp.Tags, Group: jp.Group,
+		Durability: durabilityOf(jp.Durability), CreatedAt: now,
 	}
 }
 

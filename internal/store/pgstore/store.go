@@ -88,6 +88,12 @@ type Store struct {
 	// such a transaction instead of on its own.
 	beforeCommit func(ctx context.Context, tx pgx.Tx) error
 
+	// flowQueues holds the queues this node knows to have flow control,
+	// so that their claims skip the plain claim (see JobClaim), and
+	// groupedQueues those it knows to be grouped, so that inserts of
+	// their jobs with a group skip marking them (see markGrouped).
+	flowQueues, groupedQueues sync.Map
+
 	mu        sync.RWMutex
 	closed    bool
 	stop      context.CancelFunc
