@@ -7,11 +7,17 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/spoolq/spool/internal/job"
 )
 
 // maxNotifyBytes keeps each NOTIFY payload under PostgreSQL's 8000-byte
 // limit; more queues go out in several notifications.
 const maxNotifyBytes = 7000
+
+// notifyChunk is how many queues one notification that SQL builds may
+// name, so that it stays under maxNotifyBytes whatever their names.
+const notifyChunk = maxNotifyBytes / (job.MaxNameLength + 1)
 
 // notifyPayloads are the payloads that announce queues: this node's id, a
 // space, then queue names separated by commas (which names never hold).
