@@ -24,13 +24,17 @@ import (
 // spool_queues with which it passes over paused queues.
 //
 // A queue gets flow control under an exclusive advisory lock on the queue
-// (lockFlow) in the transaction that converts its pending jobs without a
-// group from NULL to the empty group. Every statement that puts jobs
-// without a group into spool_jobs learns which of their queues have flow
-// control through spool_flow_queues, which takes the same lock shared
-// before it looks: a statement either sees the flag or holds the lock the
-// conversion waits for, so no job of a flow queue is left with a NULL
-// group, whichever node inserts it.
+// (sqlLockFlow) in the transaction that converts its pending jobs without
+// a group from NULL to the empty group. A transaction that puts jobs
+// without a group into spool_jobs takes the same lock shared
+// (sqlLockFlowShared) in a statement of its own, then reads which of
+// their queues have flow control in the statement that puts them there,
+// whose snapshot is taken after the lock: it either sees the flag or
+// holds the lock the conversion waits for, so no job of a flow queue is
+// left with a NULL group, whichever node inserts it. (A function that
+// locks, then reads with a fresh snapshot, would do it in one statement,
+// but its query cost a single insert some 70 µs; the extra statement of
+// the pipeline costs some 15.)
 //
 // The limits, the round-robin cursor and the queue's rate start log live
 // on its spool_queues row, each group's start log in spool_group_starts.
@@ -40,8 +44,12 @@ import (
 
 const (
 	// sqlLockFlow takes the exclusive flow lock of the queues $1, in key
-	// order like spool_flow_queues.
+	// order, so that it never waits in a cycle with another.
 	sqlLockFlow = `SELECT pg_advisory_xact_lock($2, k)
+FROM (SELECT DISTINCT hashtext(current_schema() || ':flow:' || q) AS k FROM unnest($1::text[]) AS q) x ORDER BY k`
+	// sqlLockFlowShared takes the flow lock of the queues $1 shared, in
+	// key order.
+	sqlLockFlowShared = `SELECT pg_advisory_xact_lock_shared($2, k)
 FROM (SELECT DISTINCT hashtext(current_schema() || ':flow:' || q) AS k FROM unnest($1::text[]) AS q) x ORDER BY k`
 	// sqlGroupedQueues reads which of the queues $1 are grouped already:
 	// that flag never goes back, so it needs no lock.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -17,9 +18,10 @@ import (
 // both tables; pending jobs go to spool_jobs (active ones with their lease
 // row) and finished ones to spool_jobs_done. Ids that exist are skipped. A
 // job without a group gets the empty group in a queue with flow control,
-// as an insert gives it (see spool_flow_queues).
-const sqlImport = `WITH flow AS MATERIALIZED (
-	SELECT spool_flow_queues(ARRAY(SELECT DISTINCT q FROM unnest($2::text[]) AS q)) AS names
+// as an insert gives it (see flow.go; ImportJobs holds the queues' flow
+// lock).
+const sqlImport = `WITH flow AS (
+	SELECT ARRAY(SELECT name FROM spool_queues WHERE name = ANY($2::text[]) AND flow) AS names
 ), u AS (
 	SELECT u.*, nextval(pg_get_serial_sequence('spool_jobs', 'seq')) AS seq
 	FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::int4[], $6::text[], $7::timestamptz[],
@@ -129,7 +131,16 @@ func (s *Store) ImportJobs(ctx context.Context, jobs []*job.Job) (int, error) {
 		}
 	}
 	var count int64
+	var distinct []string
+	for _, q := range queues {
+		if !slices.Contains(distinct, q) {
+			distinct = append(distinct, q)
+		}
+	}
 	err := s.tx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, sqlLockFlowShared, distinct, lockClass); err != nil {
+			return fmt.Errorf("lock queues: %w", err)
+		}
 		if err := tx.QueryRow(ctx, sqlImport, ids, queues, kinds, payloads, prios, states, runAts, attempts, maxAtt, bkinds,
 			bases, maxes, jitters, leases, ukeys, ufors, tags, results, errs, progress, tokens, cancels, created, started,
 			finished, expires, durs, groups).Scan(&count); err != nil {

@@ -20,9 +20,10 @@ const (
 	// at $18, skips ids that already exist, and creates the queues of the
 	// jobs it inserted. A job's group ($19) is stored as given; a job
 	// without one gets the empty group in the queues with flow control
-	// among $20 (see spool_flow_queues) and NULL elsewhere.
-	sqlInsertJobs = `WITH flow AS MATERIALIZED (
-	SELECT spool_flow_queues($20::text[]) AS names
+	// among $20, whose flow lock the transaction holds (see flow.go), and
+	// NULL elsewhere.
+	sqlInsertJobs = `WITH flow AS (
+	SELECT ARRAY(SELECT name FROM spool_queues WHERE name = ANY($20::text[]) AND flow) AS names
 ), ins AS (
 	INSERT INTO spool_jobs (id, queue, kind, payload, priority, state, run_at, max_attempts, backoff_kind,
 		backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, durability, grp, created_at)
@@ -161,6 +162,7 @@ func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, jobs []store.JobInser
 			make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		groups                      = make([]string, n)
 		ungrouped                   []string // queues of the jobs without a group
+		anyGroup                    bool
 		payloads                    = make([][]byte, n)
 		prios, maxAtt               = make([]int32, n), make([]int32, n)
 		runAts                      = make([]time.Time, n)
@@ -177,7 +179,9 @@ func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, jobs []store.JobInser
 		bkinds[k], bases[k], maxes[k], jitters[k] = string(jp.Backoff.Kind), int64(jp.Backoff.Base), int64(jp.Backoff.Max), jp.Backoff.Jitter
 		leases[k], ukeys[k], ufors[k] = int64(jp.LeaseDuration), jp.UniqueKey, int64(jp.UniqueFor)
 		durs[k] = string(durabilityOf(jp.Durability))
-		if groups[k] = jp.Group; jp.Group == "" && !slices.Contains(ungrouped, jp.Queue) {
+		if groups[k] = jp.Group; jp.Group != "" {
+			anyGroup = true
+		} else if !slices.Contains(ungrouped, jp.Queue) {
 			ungrouped = append(ungrouped, jp.Queue)
 		}
 		if len(jp.Tags) > 0 {
@@ -196,8 +200,15 @@ func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, jobs []store.JobInser
 	if relaxed {
 		batch.Queue(sqlRelaxCommit)
 	}
+	if len(ungrouped) > 0 {
+		batch.Queue(sqlLockFlowShared, ungrouped, lockClass)
+	}
+	groupsArg := any(groups)
+	if !anyGroup {
+		groupsArg = nil // NULL: every job's group is NULL, none to send
+	}
 	batch.Queue(sqlInsertJobs, ids, queues, kinds, payloads, prios, states, runAts, maxAtt, bkinds, bases, maxes,
-		jitters, leases, ukeys, ufors, tags, durs, now, groups, ungrouped)
+		jitters, leases, ukeys, ufors, tags, durs, now, groupsArg, ungrouped)
 	batch.Queue(sqlDoneByIDs, ids)
 	s.queueNotify(batch, availableQueues)
 	br := tx.SendBatch(ctx, batch)
@@ -206,6 +217,12 @@ func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, jobs []store.JobInser
 		if _, err := br.Exec(); err != nil {
 			_ = br.Close()
 			return fmt.Errorf("relax commit: %w", err)
+		}
+	}
+	if len(ungrouped) > 0 {
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			return fmt.Errorf("lock queues: %w", err)
 		}
 	}
 	rows, err := br.Query()

@@ -166,9 +166,7 @@ CREATE INDEX spool_schedules_due ON spool_schedules (next_run_at) WHERE NOT paus
 	// control (flow) when it has limits or ever had a job with a group
 	// (grouped); its rate start log, round-robin cursor (last_group) and
 	// limits live on its row, each group's rate start log in
-	// spool_group_starts. spool_flow_queues is how a statement that puts
-	// jobs without a group into spool_jobs learns which queues store them
-	// with '' (see its comment).
+	// spool_group_starts.
 	`
 ALTER TABLE spool_jobs ADD COLUMN grp text;
 ALTER TABLE spool_jobs_done ADD COLUMN grp text;
@@ -194,22 +192,6 @@ CREATE TABLE spool_group_starts (
 	last_start bigint NOT NULL,
 	PRIMARY KEY (queue, grp)
 ) WITH (fillfactor = 70);
-
--- spool_flow_queues takes a shared lock on each of the queues (see
--- flowLockKey in flow.go), then returns those with flow control. It is
--- VOLATILE, so its query takes a snapshot after the locks: a queue that
--- gets flow control either did so before (and the caller stores '') or
--- waits for the caller's transaction before it converts the queue's NULL
--- groups to '' (enableFlow).
-CREATE FUNCTION spool_flow_queues(queues text[]) RETURNS text[] LANGUAGE plpgsql VOLATILE AS $$
-BEGIN
-	IF cardinality(queues) = 0 THEN
-		RETURN '{}';
-	END IF;
-	PERFORM pg_advisory_xact_lock_shared(1397772111, k)
-	FROM (SELECT DISTINCT hashtext(current_schema() || ':flow:' || q) AS k FROM unnest(queues) AS q) x ORDER BY k;
-	RETURN ARRAY(SELECT name FROM spool_queues WHERE name = ANY(queues) AND flow);
-END $$;
 `,
 }
 
