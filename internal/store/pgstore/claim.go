@@ -65,11 +65,12 @@ const maxClaimRounds = 3
 
 // JobClaim leases up to p.Max available jobs; see store.Claimer. It
 // claims the queues without flow control first, the plain way, in one
-// statement (claimPlain); when that comes out short, it reads which of
-// them have flow control after all, then claims the queues with flow
-// control one after the other in the order named (claimFlow). A node
-// remembers the queues it found with flow control and leaves them out of
-// the plain claim from then on.
+// statement (claimPlain), which passes over any that have flow control;
+// when that comes out short, it looks which of them have flow control
+// after all (lookForFlow), then claims the queues with flow control one
+// after the other in the order named (claimFlow). A node remembers the
+// queues it found with flow control and leaves them out of the plain
+// claim from then on.
 func (s *Store) JobClaim(ctx context.Context, p *store.JobClaimParams) (*store.ClaimResult, error) {
 	if err := s.check(); err != nil {
 		return nil, wrap("claim jobs", err)
@@ -95,7 +96,7 @@ func (s *Store) JobClaim(ctx context.Context, p *store.JobClaimParams) (*store.C
 		}
 		res.Jobs = jobs
 		if len(jobs) < p.Max {
-			if _, err := s.flowAmong(ctx, plain); err != nil {
+			if err := s.lookForFlow(ctx, plain); err != nil {
 				return nil, wrap("claim jobs", err)
 			}
 		}

@@ -127,6 +127,7 @@ func (s *Store) QueueSetLimits(ctx context.Context, name string, l job.Limits) e
 	}
 	if flow {
 		s.flowQueues.Store(name, struct{}{})
+		s.plainSeen.Delete(name)
 	} else {
 		s.flowQueues.Delete(name)
 	}
@@ -196,20 +197,54 @@ func (s *Store) markGrouped(ctx context.Context, tx pgx.Tx, jobs []store.JobInse
 	return queues, nil
 }
 
-// flowAmong returns which of queues have flow control, and remembers them.
-func (s *Store) flowAmong(ctx context.Context, queues []string) ([]string, error) {
-	rows, err := s.pool.Query(ctx, sqlFlowAmong, queues)
+// plainRecheck is how long a node trusts that a queue it found without
+// flow control still has none, unless a notification of the queue comes
+// first: a queue gets flow control on another node by a change that
+// announces it (new limits, or jobs with a group made available), so the
+// trust ends at once on a node that listens. It only spares short claims
+// of plain queues a look at spool_queues: the plain claim passes over
+// flow queues whatever a node believes, so limits hold all the same.
+const plainRecheck = time.Second
+
+// lookForFlow finds which of queues, which a plain claim just came out
+// short on, have flow control, and remembers them; queues found plain
+// less than plainRecheck ago are not looked at again.
+func (s *Store) lookForFlow(ctx context.Context, queues []string) error {
+	now := time.Now()
+	var stale []string
+	for _, q := range queues {
+		if at, ok := s.plainSeen.Load(q); !ok || now.Sub(at.(time.Time)) >= plainRecheck {
+			stale = append(stale, q)
+		}
+	}
+	if len(stale) == 0 {
+		return nil
+	}
+	rows, err := s.pool.Query(ctx, sqlFlowAmong, stale)
 	if err != nil {
-		return nil, fmt.Errorf("read flow control: %w", err)
+		return fmt.Errorf("read flow control: %w", err)
 	}
 	flow, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return nil, fmt.Errorf("read flow control: %w", err)
+		return fmt.Errorf("read flow control: %w", err)
 	}
-	for _, q := range flow {
-		s.flowQueues.Store(q, struct{}{})
+	for _, q := range stale {
+		if slices.Contains(flow, q) {
+			s.flowQueues.Store(q, struct{}{})
+			s.plainSeen.Delete(q)
+		} else {
+			s.plainSeen.Store(q, now)
+		}
 	}
-	return flow, nil
+	return nil
+}
+
+// forgetPlain drops what this node believed of queues without flow
+// control, on news of them from another node.
+func (s *Store) forgetPlain(queues []string) {
+	for _, q := range queues {
+		s.plainSeen.Delete(q)
+	}
 }
 
 // isFlow reports whether this node knows queue to have flow control. It

@@ -108,6 +108,7 @@ func (s *Store) claimFlow(ctx context.Context, q string, p *store.JobClaimParams
 	}
 	if plain {
 		s.flowQueues.Delete(q)
+		s.plainSeen.Store(q, time.Now())
 		jobs, err := s.claimPlain(ctx, []string{q}, p, want)
 		res.Jobs = append(res.Jobs, jobs...)
 		return err

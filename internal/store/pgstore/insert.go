@@ -91,6 +91,7 @@ func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams)
 	for _, q := range grouped {
 		s.groupedQueues.Store(q, struct{}{})
 		s.flowQueues.Store(q, struct{}{})
+		s.plainSeen.Delete(q)
 	}
 	return out, nil
 }

@@ -112,6 +112,7 @@ func (s *Store) listenOnce(ctx context.Context) error {
 		return err
 	}
 	if len(names) > 0 {
+		s.forgetPlain(names)
 		s.cfg.Hooks.OnAvailable(names)
 	}
 	for {
@@ -123,6 +124,8 @@ func (s *Store) listenOnce(ctx context.Context) error {
 		if !ok || node == s.node || list == "" {
 			continue
 		}
-		s.cfg.Hooks.OnAvailable(strings.Split(list, ","))
+		queues := strings.Split(list, ",")
+		s.forgetPlain(queues)
+		s.cfg.Hooks.OnAvailable(queues)
 	}
 }

@@ -89,10 +89,11 @@ type Store struct {
 	beforeCommit func(ctx context.Context, tx pgx.Tx) error
 
 	// flowQueues holds the queues this node knows to have flow control,
-	// so that their claims skip the plain claim (see JobClaim), and
-	// groupedQueues those it knows to be grouped, so that inserts of
-	// their jobs with a group skip marking them (see markGrouped).
-	flowQueues, groupedQueues sync.Map
+	// so that their claims skip the plain claim, and plainSeen when it
+	// last found others without (see JobClaim); groupedQueues holds those
+	// it knows to be grouped, so that inserts of their jobs with a group
+	// skip marking them (see markGrouped).
+	flowQueues, plainSeen, groupedQueues sync.Map
 
 	mu        sync.RWMutex
 	closed    bool
