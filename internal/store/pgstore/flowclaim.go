@@ -36,18 +36,18 @@ FROM spool_queues WHERE name = $1 FOR NO KEY UPDATE`
 	sqlCountActive = `SELECT count(*) FROM (
 	SELECT 1 FROM spool_jobs WHERE queue = $1 AND state = 'active' AND grp IS NOT NULL LIMIT $2) a`
 	// sqlGroupsFrom lists up to $4 groups of queue $1 with available jobs,
-	// in order from $2 (past it when $3), each with its active jobs counted
-	// up to $5 and, when $6, its start log. It skips from group to group
-	// down the group claim index (a loose index scan), so a claim reads
-	// one index entry per group, not every available job.
+	// in byte order from $2 (past it when $3), each with its active jobs
+	// counted up to $5 and, when $6, its start log. It skips from group to
+	// group down the group claim index (a loose index scan), so a claim
+	// reads one index entry per group, not every available job.
 	sqlGroupsFrom = `WITH RECURSIVE g(grp) AS (
-	(SELECT grp FROM spool_jobs
-	WHERE queue = $1 AND state = 'available' AND grp IS NOT NULL AND grp >= $2
-	ORDER BY grp LIMIT 1)
+	(SELECT grp COLLATE "C" FROM spool_jobs
+	WHERE queue = $1 COLLATE "C" AND state = 'available' AND grp IS NOT NULL AND grp >= $2 COLLATE "C"
+	ORDER BY grp COLLATE "C" LIMIT 1)
 	UNION ALL
-	SELECT (SELECT j.grp FROM spool_jobs j
-		WHERE j.queue = $1 AND j.state = 'available' AND j.grp IS NOT NULL AND j.grp > g.grp
-		ORDER BY j.grp LIMIT 1)
+	SELECT (SELECT j.grp COLLATE "C" FROM spool_jobs j
+		WHERE j.queue = $1 COLLATE "C" AND j.state = 'available' AND j.grp IS NOT NULL AND j.grp COLLATE "C" > g.grp
+		ORDER BY j.grp COLLATE "C" LIMIT 1)
 	FROM g WHERE g.grp IS NOT NULL
 ), found AS (
 	SELECT grp FROM g WHERE grp IS NOT NULL AND NOT ($3 AND grp = $2) LIMIT $4
@@ -57,20 +57,24 @@ SELECT f.grp,
 		WHERE a.queue = $1 AND a.state = 'active' AND a.grp IS NOT NULL AND a.grp = f.grp LIMIT $5) x),
 	s.starts
 FROM found f LEFT JOIN spool_group_starts s ON $6 AND s.queue = $1 AND s.grp = f.grp
-ORDER BY f.grp`
+ORDER BY f.grp COLLATE "C"`
 	// sqlGroupHeads reads, for each group of $2, the seqs of up to $3 of
 	// its available jobs in claim order after the first $4, from the
 	// group claim index.
 	sqlGroupHeads = `SELECT g.ord, h.seq FROM unnest($2::text[], $3::int4[], $4::int4[]) WITH ORDINALITY AS g(grp, n, skip, ord)
 CROSS JOIN LATERAL (
 	SELECT j.seq, j.priority, j.run_at FROM spool_jobs j
-	WHERE j.queue = $1 AND j.state = 'available' AND j.grp IS NOT NULL AND j.grp = g.grp
+	WHERE j.queue = $1 COLLATE "C" AND j.state = 'available' AND j.grp IS NOT NULL AND j.grp = g.grp COLLATE "C"
 	ORDER BY j.priority DESC, j.run_at, j.seq LIMIT g.n OFFSET g.skip) h
 ORDER BY g.ord, h.priority DESC, h.run_at, h.seq`
 	// sqlClaimSeqs leases the jobs of the seqs $1 that are still
-	// available (see claimTail).
-	sqlClaimSeqs = `WITH picked AS (
-	SELECT ctid FROM spool_jobs WHERE seq = ANY($1::int8[]) AND state = 'available' FOR UPDATE
+	// available (see claimTail). It finds them by seq alone, then looks at
+	// the state of the rows it locked: a state in the search would let
+	// the planner scan the claim index.
+	sqlClaimSeqs = `WITH locked AS (
+	SELECT ctid, state FROM spool_jobs WHERE seq = ANY($1::int8[]) FOR UPDATE
+), picked AS (
+	SELECT ctid FROM locked WHERE state = 'available'
 )` + claimTail
 	// sqlFlowCursor stores the last group served and the rate start log.
 	sqlFlowCursor = `UPDATE spool_queues SET last_group = $2, rate_starts = $3 WHERE name = $1`

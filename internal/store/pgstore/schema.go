@@ -166,7 +166,11 @@ CREATE INDEX spool_schedules_due ON spool_schedules (next_run_at) WHERE NOT paus
 	// control (flow) when it has limits or ever had a job with a group
 	// (grouped); its rate start log, round-robin cursor (last_group) and
 	// limits live on its row, each group's rate start log in
-	// spool_group_starts.
+	// spool_group_starts. The group claim index compares queues and groups
+	// byte by byte (COLLATE "C"), and so do the queries meant for it: the
+	// claim index cannot serve them at all, so stale statistics cannot
+	// lead the planner to it (a plan that, on a queue with one group
+	// drained, read every available job for each group).
 	`
 ALTER TABLE spool_jobs ADD COLUMN grp text;
 ALTER TABLE spool_jobs_done ADD COLUMN grp text;
@@ -182,7 +186,7 @@ ALTER TABLE spool_queues
 		OR group_rate_limit > 0 OR group_max_active > 0) STORED,
 	ADD COLUMN last_group           text,
 	ADD COLUMN rate_starts          bytea;
-CREATE INDEX spool_jobs_group_claim ON spool_jobs (queue, grp, priority DESC, run_at, seq)
+CREATE INDEX spool_jobs_group_claim ON spool_jobs (queue COLLATE "C", grp COLLATE "C", priority DESC, run_at, seq)
 	WHERE state = 'available' AND grp IS NOT NULL;
 CREATE INDEX spool_jobs_group_active ON spool_jobs (queue, grp) WHERE state = 'active' AND grp IS NOT NULL;
 CREATE TABLE spool_group_starts (
