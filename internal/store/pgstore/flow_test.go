@@ -271,3 +271,60 @@ func TestStartLogEncoding(t *testing.T) {
 		t.Fatal("a torn log decoded")
 	}
 }
+
+// BenchmarkFlowClaim claims 100 jobs at a time from a queue with flow
+// control, each batch acked with the timer stopped, so that the time per
+// claim compares with BenchmarkStore/Claim100 of a plain queue.
+func BenchmarkFlowClaim(b *testing.B) {
+	for _, bc := range []struct {
+		name   string
+		groups int
+		limits job.Limits
+	}{
+		{"Groups100", 100, job.Limits{}},
+		{"MaxActive", 0, job.Limits{MaxActive: 1000}},
+		{"Rate", 0, job.Limits{Rate: job.Rate{Limit: job.MaxRateLimit, Period: time.Millisecond}}},
+		{"Groups1000GroupMaxActive1", 1000, job.Limits{GroupMaxActive: 1}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			ctx := context.Background()
+			s := open(b, pgtest.Schema(b))
+			n := b.N * 100
+			for done := 0; done < n; done += 1000 {
+				ps := groupJobs("q", "", min(1000, n-done))
+				for i := range ps {
+					if bc.groups > 0 {
+						ps[i].Group = fmt.Sprintf("g%04d", (done+i)%bc.groups)
+					}
+				}
+				if _, err := s.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: ps, Now: t0}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := s.QueueSetLimits(ctx, "q", bc.limits); err != nil {
+				b.Fatal(err)
+			}
+			now := t0
+			b.ResetTimer()
+			for range b.N {
+				now = now.Add(time.Millisecond) // past any rate's window
+				js, err := store.ClaimedJobs(s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"q"}, Max: 100, Now: now}))
+				if err != nil || len(js) != 100 {
+					b.Fatalf("claim: %d jobs, %v", len(js), err)
+				}
+				b.StopTimer()
+				items := make([]store.JobCompleteItem, len(js))
+				for i, j := range js {
+					items[i] = store.JobCompleteItem{ID: j.ID, Token: j.LeaseToken}
+				}
+				if err := accepted(s.JobComplete(ctx, &store.JobCompleteParams{Items: items, Now: now})); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+			if s := b.Elapsed().Seconds(); s > 0 {
+				b.ReportMetric(float64(b.N*100)/s, "jobs/s")
+			}
+		})
+	}
+}
