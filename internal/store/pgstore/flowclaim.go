@@ -31,10 +31,13 @@ const (
 	sqlLockFlowQueue = `SELECT paused, flow, rate_limit, rate_period_ns, max_active, group_rate_limit,
 	group_rate_period_ns, group_max_active, last_group, rate_starts
 FROM spool_queues WHERE name = $1 FOR NO KEY UPDATE`
-	// sqlCountActive counts the active jobs of queue $1, up to $2 (its
-	// cap), from the active index.
+	// sqlCountActive counts the active jobs of queue $1 from the active
+	// index, up to its cap (none without one). Sent in one go with
+	// sqlLockFlowQueue, it runs after the lock with a snapshot of its own,
+	// so it sees every claim of the queue that committed before.
 	sqlCountActive = `SELECT count(*) FROM (
-	SELECT 1 FROM spool_jobs WHERE queue = $1 AND state = 'active' AND grp IS NOT NULL LIMIT $2) a`
+	SELECT 1 FROM spool_jobs WHERE queue = $1 AND state = 'active' AND grp IS NOT NULL
+	LIMIT COALESCE((SELECT max_active FROM spool_queues WHERE name = $1), 0)) a`
 	// sqlGroupsFrom lists up to $4 groups of queue $1 with available jobs,
 	// in byte order from $2 (past it when $3), each with its active jobs
 	// counted up to $5 and, when $6, its start log. It skips from group to
@@ -137,6 +140,7 @@ type flowClaim struct {
 	lease time.Duration
 
 	q      flowQueue
+	active int          // the queue's active jobs, counted up to its cap
 	groups []*flowGroup // the groups with room, in the order they are served
 	jobs   []*job.Job   // handed out, in the order they were served
 
@@ -166,21 +170,31 @@ type flowGroup struct {
 	started int     // how many of its jobs started
 }
 
-// lock locks the queue's row and reads its flow control; found is false
-// for an unknown queue.
+// lock locks the queue's row and reads its flow control and its active
+// jobs (up to its cap), in one round trip; found is false for an unknown
+// queue.
 func (c *flowClaim) lock(ctx context.Context) (found bool, err error) {
 	var (
 		rate, maxActive, groupRate, groupMaxActive int32
 		ratePeriod, groupRatePeriod                int64
 		starts                                     []byte
 	)
-	err = c.tx.QueryRow(ctx, sqlLockFlowQueue, c.queue).Scan(&c.q.paused, &c.q.flow, &rate, &ratePeriod, &maxActive,
-		&groupRate, &groupRatePeriod, &groupMaxActive, &c.q.lastGroup, &starts)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil
-	}
-	if err != nil {
+	batch := &pgx.Batch{}
+	batch.Queue(sqlLockFlowQueue, c.queue).QueryRow(func(row pgx.Row) error {
+		err := row.Scan(&c.q.paused, &c.q.flow, &rate, &ratePeriod, &maxActive,
+			&groupRate, &groupRatePeriod, &groupMaxActive, &c.q.lastGroup, &starts)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		found = err == nil
+		return err
+	})
+	batch.Queue(sqlCountActive, c.queue).QueryRow(func(row pgx.Row) error { return row.Scan(&c.active) })
+	if err := c.tx.SendBatch(ctx, batch).Close(); err != nil {
 		return false, fmt.Errorf("lock queue: %w", err)
+	}
+	if !found {
+		return false, nil
 	}
 	c.q.limits = job.Limits{
 		Rate: job.Rate{Limit: int(rate), Period: time.Duration(ratePeriod)}, MaxActive: int(maxActive),
@@ -199,11 +213,7 @@ func (c *flowClaim) run(ctx context.Context) error {
 	l := c.q.limits
 	room, capRoom := c.want, -1
 	if l.MaxActive > 0 {
-		var active int
-		if err := c.tx.QueryRow(ctx, sqlCountActive, c.queue, l.MaxActive).Scan(&active); err != nil {
-			return fmt.Errorf("count active jobs: %w", err)
-		}
-		capRoom = max(0, l.MaxActive-active)
+		capRoom = max(0, l.MaxActive-c.active)
 		room = min(room, capRoom)
 	}
 	if rateRoom, _ := c.q.starts.Room(l.Rate, c.now); rateRoom >= 0 {
