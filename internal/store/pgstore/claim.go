@@ -109,7 +109,7 @@ func (s *Store) JobClaim(ctx context.Context, p *store.JobClaimParams) (*store.C
 			continue
 		}
 		if err := s.claimFlow(ctx, q, p, res); err != nil {
-			return nil, wrap("claim jobs", err)
+			return nil, err
 		}
 	}
 	return res, nil

@@ -54,9 +54,10 @@ FROM (SELECT DISTINCT hashtext(current_schema() || ':flow:' || q) AS k FROM unne
 	// sqlGroupedQueues reads which of the queues $1 are grouped already:
 	// that flag never goes back, so it needs no lock.
 	sqlGroupedQueues = `SELECT name FROM spool_queues WHERE name = ANY($1) AND grouped`
-	// sqlFlowBefore locks the rows of the queues $1 and reads which have
-	// flow control.
-	sqlFlowBefore = `SELECT name FROM spool_queues WHERE name = ANY($1) AND flow ORDER BY name FOR NO KEY UPDATE`
+	// sqlFlowBefore reads which of the queues $1 have flow control. Under
+	// their exclusive flow lock, which every change of the flag takes, the
+	// answer holds until the transaction ends.
+	sqlFlowBefore = `SELECT name FROM spool_queues WHERE name = ANY($1) AND flow`
 	// sqlSetGrouped marks the queues $1 grouped, creating them if unknown.
 	sqlSetGrouped = `INSERT INTO spool_queues (name, grouped) SELECT q, true FROM unnest($1::text[]) AS q ORDER BY q
 ON CONFLICT (name) DO UPDATE SET grouped = true`
@@ -73,6 +74,8 @@ ON CONFLICT (name) DO UPDATE SET rate_limit = excluded.rate_limit, rate_period_n
 	group_rate_period_ns = excluded.group_rate_period_ns, group_max_active = excluded.group_max_active,
 	rate_starts = CASE WHEN excluded.rate_limit = 0 THEN NULL ELSE spool_queues.rate_starts END
 RETURNING flow, paused`
+	// sqlClearGroupStarts drops the group start logs of a queue whose
+	// group rate is cleared.
 	sqlClearGroupStarts = `DELETE FROM spool_group_starts WHERE queue = $1`
 	// sqlFlowAmong reads which of the queues $1 have flow control.
 	sqlFlowAmong = `SELECT name FROM spool_queues WHERE name = ANY($1) AND flow`
@@ -96,11 +99,11 @@ func (s *Store) QueueSetLimits(ctx context.Context, name string, l job.Limits) e
 		}
 		rows, err := tx.Query(ctx, sqlFlowBefore, names)
 		if err != nil {
-			return fmt.Errorf("lock queue: %w", err)
+			return fmt.Errorf("read flow control: %w", err)
 		}
 		before, err := pgx.CollectRows(rows, pgx.RowTo[string])
 		if err != nil {
-			return fmt.Errorf("lock queue: %w", err)
+			return fmt.Errorf("read flow control: %w", err)
 		}
 		var paused bool
 		if err := tx.QueryRow(ctx, sqlSetLimits, name, l.Rate.Limit, int64(l.Rate.Period), l.MaxActive,
@@ -174,11 +177,11 @@ func (s *Store) markGrouped(ctx context.Context, tx pgx.Tx, jobs []store.JobInse
 	}
 	rows, err = tx.Query(ctx, sqlFlowBefore, missing)
 	if err != nil {
-		return nil, fmt.Errorf("lock queues: %w", err)
+		return nil, fmt.Errorf("read flow control: %w", err)
 	}
 	before, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return nil, fmt.Errorf("lock queues: %w", err)
+		return nil, fmt.Errorf("read flow control: %w", err)
 	}
 	if _, err := tx.Exec(ctx, sqlSetGrouped, missing); err != nil {
 		return nil, fmt.Errorf("mark queues grouped: %w", err)

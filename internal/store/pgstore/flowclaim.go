@@ -111,7 +111,7 @@ func (s *Store) claimFlow(ctx context.Context, q string, p *store.JobClaimParams
 		return c.run(ctx)
 	})
 	if err != nil {
-		return wrap(fmt.Sprintf("claim jobs of %s", q), err)
+		return wrap(fmt.Sprintf("claim jobs of queue %s", q), err)
 	}
 	if plain {
 		s.flowQueues.Delete(q)

@@ -66,11 +66,11 @@ CROSS JOIN LATERAL (
 )
 
 // JobInsertMany inserts p.Jobs atomically; see store.Inserter. A job with
-// a group gives its queue flow control for good (see markGrouped). A job of a
-// durability other than full or process is refused with an error wrapping
-// a *job.InputError, failing the whole insert. When every job it inserts
-// is of process durability, the insert commits without waiting for the WAL
-// flush (see sqlRelaxCommit).
+// a group gives its queue flow control for good (see markGrouped). A job
+// of a durability other than full or process is refused with an error
+// wrapping a *job.InputError, failing the whole insert. When every job it
+// inserts is of process durability, the insert commits without waiting
+// for the WAL flush (see sqlRelaxCommit).
 func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams) ([]store.InsertResult, error) {
 	if err := checkInserts(p.Jobs); err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", err)
@@ -206,7 +206,7 @@ func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, jobs []store.JobInser
 	}
 	groupsArg := any(groups)
 	if !anyGroup {
-		groupsArg = nil // NULL: every job's group is NULL, none to send
+		groupsArg = nil // no job has a group: unnest reads NULL as none for each
 	}
 	batch.Queue(sqlInsertJobs, ids, queues, kinds, payloads, prios, states, runAts, maxAtt, bkinds, bases, maxes,
 		jitters, leases, ukeys, ufors, tags, durs, now, groupsArg, ungrouped)
