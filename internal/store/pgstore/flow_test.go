@@ -328,3 +328,43 @@ func BenchmarkFlowClaim(b *testing.B) {
 		})
 	}
 }
+
+// Jobs of a database from before flow control (schema version 3) come
+// under the limits their queue gets after the upgrade.
+func TestFlowOnJobsFromBeforeFlowControl(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.Schema(t)
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	steps := []string{sqlMigrationsTable}
+	for v := range 3 {
+		steps = append(steps, migrations[v], fmt.Sprintf(`INSERT INTO spool_migrations (version) VALUES (%d)`, v+1))
+	}
+	for i := range 3 {
+		steps = append(steps, fmt.Sprintf(`INSERT INTO spool_jobs (id, queue, kind, state, run_at, max_attempts, backoff_kind,
+			backoff_base, backoff_max, backoff_jitter, lease_ns, unique_for, durability, created_at, priority)
+		VALUES ('old%d', 'q', 'k', 'available', now(), 5, 'fixed', 0, 0, 0, 60000000000, 0, 'full', now(), 0)`, i))
+	}
+	for _, sql := range steps {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatalf("make a version 3 database: %v", err)
+		}
+	}
+	s := open(t, url)
+	if err := s.QueueSetLimits(ctx, "q", job.Limits{MaxActive: 2}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"q"}, Max: 5, Now: time.Now()})
+	if err != nil || len(res.Jobs) != 2 || !slices.Equal(res.Capped, []string{"q"}) {
+		t.Fatalf("claim under a cap of 2: %+v, %v", res, err)
+	}
+	for _, j := range res.Jobs {
+		if j.Group != "" {
+			t.Fatalf("job %s came back in group %q", j.ID, j.Group)
+		}
+	}
+}
