@@ -368,3 +368,38 @@ func TestFlowOnJobsFromBeforeFlowControl(t *testing.T) {
 		}
 	}
 }
+
+// Imported jobs keep their groups; one without a group imported into a
+// queue with flow control joins its group of jobs without one.
+func TestFlowImportKeepsGroups(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t, pgtest.Schema(t))
+	if err := s.QueueSetLimits(ctx, "q", job.Limits{GroupMaxActive: 1}); err != nil {
+		t.Fatal(err)
+	}
+	var jobs []*job.Job
+	for i, g := range []string{"a", "", "a"} {
+		jobs = append(jobs, &job.Job{ID: fmt.Sprintf("imported%d", i), Queue: "q", Kind: "k", State: job.StateAvailable,
+			RunAt: t0, CreatedAt: t0, MaxAttempts: 3, LeaseDuration: time.Minute, Group: g,
+			Backoff: job.Backoff{Kind: job.BackoffFixed, Base: time.Second, Max: time.Hour}})
+	}
+	if n, err := s.ImportJobs(ctx, jobs); err != nil || n != 3 {
+		t.Fatalf("import: %d, %v", n, err)
+	}
+	if j, err := s.JobGet(ctx, "imported0"); err != nil || j.Group != "a" {
+		t.Fatalf("imported job: %+v, %v", j, err)
+	}
+	js, err := store.ClaimedJobs(s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"q"}, Max: 5, Now: t0}))
+	if err != nil || len(js) != 2 || js[0].ID != "imported1" || js[1].ID != "imported0" {
+		t.Fatalf("claim under a group cap of 1: %v, %v; want imported1 and imported0", idsOf(js), err)
+	}
+}
+
+func idsOf(js []*job.Job) []string {
+	out := make([]string, len(js))
+	for i, j := range js {
+		out[i] = j.ID
+	}
+	return out
+}

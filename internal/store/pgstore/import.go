@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -132,8 +131,10 @@ func (s *Store) ImportJobs(ctx context.Context, jobs []*job.Job) (int, error) {
 	}
 	var count int64
 	var distinct []string
+	seen := make(map[string]bool)
 	for _, q := range queues {
-		if !slices.Contains(distinct, q) {
+		if !seen[q] {
+			seen[q] = true
 			distinct = append(distinct, q)
 		}
 	}
