@@ -6,11 +6,13 @@
 // transaction writing only process-durability jobs leaves its flush to the
 // WAL writer (see durability.go). Claims take jobs in batches with FOR
 // UPDATE SKIP LOCKED, so nodes claiming from one queue never wait on each
-// other nor hand a job out twice. A change that makes jobs available
-// sends a NOTIFY in its own transaction; each node LISTENs and wakes its
-// parked fetches (Hooks.OnAvailable). The store also offers what the nodes
-// need to agree without talking to each other: the database clock (Now)
-// and an advisory-lock leader election (LeaderLock).
+// other nor hand a job out twice; a queue with flow control (limits or
+// groups, see flow.go) is claimed instead in a transaction that locks its
+// row, so that its limits hold across the nodes. A change that makes jobs
+// available sends a NOTIFY in its own transaction; each node LISTENs and
+// wakes its parked fetches (Hooks.OnAvailable). The store also offers
+// what the nodes need to agree without talking to each other: the
+// database clock (Now) and an advisory-lock leader election (LeaderLock).
 //
 // All objects live in the connection's current schema (search_path), so
 // several Spool installations can share one database in separate schemas.
