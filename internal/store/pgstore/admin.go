@@ -23,18 +23,28 @@ const (
 WHERE seq = ANY($1)`
 	// sqlRetryDone moves finished jobs back to spool_jobs, available now
 	// with no attempts, keeping their seq (so their place in enqueue
-	// order) and their errors.
-	sqlRetryDone = `WITH gone AS (
+	// order), their errors and their group; a job without one gets the
+	// empty group in a queue with flow control, whose flow lock the
+	// transaction holds (see flow.go).
+	sqlRetryDone = `WITH flow AS (
+	SELECT ARRAY(SELECT name FROM spool_queues WHERE flow AND name IN (
+		SELECT queue FROM spool_jobs_done WHERE seq = ANY($1))) AS names
+), gone AS (
 	DELETE FROM spool_jobs_done WHERE seq = ANY($1) RETURNING ` + jobColumns + `
 ), back AS (
 	INSERT INTO spool_jobs (` + jobColumns + `)
 	SELECT seq, id, queue, kind, payload, priority, 'available', $2, 0, max_attempts, backoff_kind, backoff_base,
 		backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, result, errors, progress, lease_token,
-		false, created_at, started_at, NULL, durability
-	FROM gone
+		false, created_at, started_at, NULL, durability,
+		CASE WHEN grp IS NOT NULL THEN grp WHEN queue = ANY(flow.names) THEN '' END
+	FROM gone CROSS JOIN flow
 	RETURNING seq
 )
 SELECT count(*) FROM back`
+	// sqlLockFlowOfDone takes the flow lock of the queue of finished job
+	// $1 shared, as sqlLockFlowShared does, before sqlRetryDone.
+	sqlLockFlowOfDone = `SELECT pg_advisory_xact_lock_shared($2, hashtext(current_schema() || ':flow:' || queue))
+FROM spool_jobs_done WHERE seq = $1`
 	sqlRetryManyHot   = `SELECT seq FROM spool_jobs WHERE queue = $1 AND state = $2 FOR UPDATE`
 	sqlRetryManyDone  = `SELECT seq FROM spool_jobs_done WHERE queue = $1 AND state = $2 FOR UPDATE`
 	sqlDeleteHot      = `DELETE FROM spool_jobs WHERE seq = $1`
@@ -53,7 +63,7 @@ ON CONFLICT (name) DO UPDATE SET durability = excluded.durability`
 ` + doneInsert + `
 SELECT seq, id, queue, kind, payload, priority, 'cancelled', run_at, attempt, max_attempts, backoff_kind,
 	backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, result, errors, progress,
-	lease_token, cancel_requested, created_at, started_at, $2, durability
+	lease_token, cancel_requested, created_at, started_at, $2, durability, grp
 FROM gone`
 )
 
@@ -169,6 +179,9 @@ func (s *Store) JobRetry(ctx context.Context, id string, now time.Time) (*job.Jo
 			if !st.Retryable() {
 				return fmt.Errorf("job is %s: %w", st, job.ErrInvalidState)
 			}
+			if _, err := tx.Exec(ctx, sqlLockFlowOfDone, seq, lockClass); err != nil {
+				return err
+			}
 			if _, err := tx.Exec(ctx, sqlRetryDone, []int64{seq}, micro(now)); err != nil {
 				return err
 			}
@@ -236,6 +249,11 @@ func (s *Store) JobRetryMany(ctx context.Context, p *store.JobBulkParams) (int, 
 		if err != nil || len(seqs) == 0 {
 			n = 0
 			return err
+		}
+		if p.State.Final() {
+			if _, err := tx.Exec(ctx, sqlLockFlowShared, []string{p.Queue}, lockClass); err != nil {
+				return err
+			}
 		}
 		if _, err := tx.Exec(ctx, move, seqs, micro(p.Now)); err != nil {
 			return err

@@ -29,25 +29,27 @@ ORDER BY leased.priority DESC, leased.run_at, leased.seq`
 
 const (
 	// sqlClaimOne claims from one queue: the claim index hands out rows in
-	// claim order and SKIP LOCKED passes over rows other claimers hold.
+	// claim order and SKIP LOCKED passes over rows other claimers hold. A
+	// paused queue, or one with flow control (claimFlow's), gives nothing.
 	sqlClaimOne = `WITH picked AS (
 	SELECT ctid FROM spool_jobs
 	WHERE state = 'available' AND queue = $1
-		AND NOT EXISTS (SELECT 1 FROM spool_queues WHERE name = $1 AND paused)
+		AND NOT EXISTS (SELECT 1 FROM spool_queues WHERE name = $1 AND (paused OR flow))
 	ORDER BY priority DESC, run_at, seq
 	LIMIT $4::int4
 	FOR UPDATE SKIP LOCKED
 )` + claimTail
 	// sqlClaimMany claims across queues: it takes the head of each
-	// unpaused queue from the claim index, merges them in claim order, and
-	// locks the first $4 that no other claimer holds.
+	// unpaused queue without flow control from the claim index, merges
+	// them in claim order, and locks the first $4 that no other claimer
+	// holds.
 	sqlClaimMany = `WITH cand AS (
 	SELECT h.seq FROM unnest($1::text[]) AS q(name)
 	CROSS JOIN LATERAL (
 		SELECT seq, priority, run_at FROM spool_jobs
 		WHERE state = 'available' AND queue = q.name
 		ORDER BY priority DESC, run_at, seq LIMIT $4::int4) h
-	WHERE NOT EXISTS (SELECT 1 FROM spool_queues p WHERE p.name = q.name AND p.paused)
+	WHERE NOT EXISTS (SELECT 1 FROM spool_queues p WHERE p.name = q.name AND (p.paused OR p.flow))
 	ORDER BY h.priority DESC, h.run_at, h.seq LIMIT $4::int4
 ), picked AS (
 	SELECT ctid FROM spool_jobs
@@ -61,38 +63,69 @@ const (
 // other claimers held when it looked.
 const maxClaimRounds = 3
 
-// JobClaim leases up to p.Max available jobs; see store.Claimer.
+// JobClaim leases up to p.Max available jobs; see store.Claimer. It
+// claims the queues without flow control first, the plain way, in one
+// statement (claimPlain), which passes over any that have flow control;
+// when that comes out short, it looks which of them have flow control
+// after all (lookForFlow), then claims the queues with flow control one
+// after the other in the order named (claimFlow). A node remembers the
+// queues it found with flow control and leaves them out of the plain
+// claim from then on.
 func (s *Store) JobClaim(ctx context.Context, p *store.JobClaimParams) (*store.ClaimResult, error) {
-	jobs, err := s.claimPlain(ctx, p)
-	if err != nil {
-		return nil, err
-	}
-	return &store.ClaimResult{Jobs: jobs}, nil
-}
-
-// claimPlain claims from queues without flow control, in claim order
-// across them.
-func (s *Store) claimPlain(ctx context.Context, p *store.JobClaimParams) ([]*job.Job, error) {
 	if err := s.check(); err != nil {
 		return nil, wrap("claim jobs", err)
 	}
+	res := &store.ClaimResult{}
 	if p.Max <= 0 || len(p.Queues) == 0 {
-		return nil, nil
+		return res, nil
 	}
 	queues := make([]string, 0, len(p.Queues))
+	var plain []string
 	for _, q := range p.Queues {
 		if !slices.Contains(queues, q) {
 			queues = append(queues, q)
+			if !s.isFlow(q) {
+				plain = append(plain, q)
+			}
 		}
 	}
+	if len(plain) > 0 {
+		jobs, err := s.claimPlain(ctx, plain, p, p.Max)
+		if err != nil {
+			return nil, err
+		}
+		res.Jobs = jobs
+		if len(jobs) < p.Max {
+			if err := s.lookForFlow(ctx, plain); err != nil {
+				return nil, wrap("claim jobs", err)
+			}
+		}
+	}
+	for _, q := range queues {
+		if len(res.Jobs) >= p.Max {
+			break
+		}
+		if !s.isFlow(q) {
+			continue
+		}
+		if err := s.claimFlow(ctx, q, p, res); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+// claimPlain claims up to max jobs from queues, in claim order across
+// them, passing over the queues with flow control.
+func (s *Store) claimPlain(ctx context.Context, queues []string, p *store.JobClaimParams, max int) ([]*job.Job, error) {
 	query, arg := sqlClaimOne, any(queues[0])
 	if len(queues) > 1 {
 		query, arg = sqlClaimMany, queues
 	}
 	now := micro(p.Now)
 	var out []*job.Job
-	for round := 0; round < maxClaimRounds && len(out) < p.Max; round++ {
-		rows, err := s.pool.Query(ctx, query, arg, now, int64(p.LeaseDuration), p.Max-len(out))
+	for round := 0; round < maxClaimRounds && len(out) < max; round++ {
+		rows, err := s.pool.Query(ctx, query, arg, now, int64(p.LeaseDuration), max-len(out))
 		if err != nil {
 			return out, wrap("claim jobs", err)
 		}

@@ -13,9 +13,10 @@ import (
 
 const (
 	// sqlQueues reads every queue with its paused flag, its default
-	// durability and its counts: the folded counts plus the deltas not
-	// folded yet. $1 names one queue, or '' for all.
-	sqlQueues = `SELECT q.name, q.paused, q.durability, c.state, c.n FROM spool_queues q
+	// durability, its limits and its counts: the folded counts plus the
+	// deltas not folded yet. $1 names one queue, or '' for all.
+	sqlQueues = `SELECT q.name, q.paused, q.durability, q.rate_limit, q.rate_period_ns, q.max_active,
+	q.group_rate_limit, q.group_rate_period_ns, q.group_max_active, c.state, c.n FROM spool_queues q
 LEFT JOIN (
 	SELECT queue, state, sum(n)::int8 AS n FROM (
 		SELECT queue, state, n FROM spool_counts
@@ -69,18 +70,27 @@ func (s *Store) queues(ctx context.Context, name string) ([]store.QueueInfo, err
 	}
 	out := []store.QueueInfo{}
 	var (
-		qname, durability string
-		paused            bool
-		state             *string
-		n                 *int64
+		qname, durability           string
+		paused                      bool
+		rate, maxActive             int32
+		groupRate, groupMaxActive   int32
+		ratePeriod, groupRatePeriod int64
+		state                       *string
+		n                           *int64
 	)
-	_, err = pgx.ForEachRow(rows, []any{&qname, &paused, &durability, &state, &n}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&qname, &paused, &durability, &rate, &ratePeriod, &maxActive,
+		&groupRate, &groupRatePeriod, &groupMaxActive, &state, &n}, func() error {
 		if len(out) == 0 || out[len(out)-1].Name != qname {
 			counts := make(map[job.State]int64, len(job.States))
 			for _, st := range job.States {
 				counts[st] = 0
 			}
-			out = append(out, store.QueueInfo{Name: qname, Paused: paused, Durability: job.Durability(durability), Counts: counts})
+			out = append(out, store.QueueInfo{Name: qname, Paused: paused, Durability: job.Durability(durability), Counts: counts,
+				Limits: job.Limits{
+					Rate:      job.Rate{Limit: int(rate), Period: time.Duration(ratePeriod)},
+					MaxActive: int(maxActive), GroupMaxActive: int(groupMaxActive),
+					GroupRate: job.Rate{Limit: int(groupRate), Period: time.Duration(groupRatePeriod)},
+				}})
 		}
 		if state != nil && n != nil {
 			out[len(out)-1].Counts[job.State(*state)] += *n

@@ -226,7 +226,7 @@ func TestCompleteStatementRelaxesItsOwnCommit(t *testing.T) {
 			ids, tokens, results = append(ids, j.ID), append(tokens, j.LeaseToken), append(results, nil)
 		}
 		batch := &pgx.Batch{}
-		batch.Queue(sqlComplete, ids, tokens, results, t0, ackCancelled, ackCompleted)
+		batch.Queue(sqlComplete, ids, tokens, results, t0, ackCancelled, ackCompleted, s.channel, s.node, notifyChunk)
 		batch.Queue(`SELECT current_setting('synchronous_commit')`)
 		br := s.pool.SendBatch(ctx, batch)
 		tag, err := br.Exec()

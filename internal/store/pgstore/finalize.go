@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -23,7 +24,9 @@ const (
 	// transaction, so when every job it moved is of process durability,
 	// relax turns synchronous_commit off for that transaction (set_config
 	// is SET LOCAL as a function); cross joined, its one row is always
-	// computed.
+	// computed. wake announces the queues with an active cap among those
+	// of the jobs it moved, since each such job frees a place there (see
+	// sqlNotifyCapped); it sends nothing for other queues.
 	sqlComplete = `WITH i AS (
 	SELECT * FROM unnest($1::text[], $2::int8[], $3::bytea[]) AS i(id, token, result)
 ), gone AS (
@@ -37,14 +40,20 @@ const (
 	SELECT seq, id, queue, kind, payload, priority, CASE WHEN cancel_requested THEN $5::text ELSE $6::text END,
 		run_at, attempt, max_attempts, backoff_kind, backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key,
 		unique_for, tags, new_result, errors, progress, lease_token, cancel_requested, created_at, started_at, $4::timestamptz,
-		durability
+		durability, grp
 	FROM gone
 	RETURNING id, queue, state, durability
 ), relax AS (
 	SELECT CASE WHEN bool_and(durability = 'process') THEN set_config('synchronous_commit', 'off', true) END AS relaxed
 	FROM moved
+), wake AS (
+	SELECT count(pg_notify($7, $8 || ' ' || names)) AS sent FROM (
+		SELECT string_agg(name, ',') AS names FROM (
+			SELECT name, (row_number() OVER (ORDER BY name) - 1) / $9 AS chunk FROM spool_queues
+			WHERE name IN (SELECT queue FROM moved) AND (max_active > 0 OR group_max_active > 0)) c
+		GROUP BY chunk) n
 )
-SELECT id, queue, state FROM moved CROSS JOIN relax`
+SELECT id, queue, state FROM moved CROSS JOIN relax CROSS JOIN wake`
 	// sqlLockLeased locks the active jobs whose token is current, in seq
 	// order so that two batches never wait on each other in a cycle.
 	sqlLockLeased = `SELECT i.ord, j.seq, j.queue, j.cancel_requested, j.attempt, j.max_attempts, j.run_at, j.lease_ns,
@@ -68,7 +77,7 @@ FOR UPDATE OF j`
 	SELECT seq, id, queue, kind, payload, priority, new_state, run_at, new_attempt, max_attempts, backoff_kind,
 		backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, result,
 		CASE WHEN err = '' THEN errors ELSE COALESCE(errors, '[]'::jsonb) || err::jsonb END,
-		progress, lease_token, cancel_requested, created_at, started_at, $5::timestamptz, durability
+		progress, lease_token, cancel_requested, created_at, started_at, $5::timestamptz, durability, grp
 	FROM gone
 	RETURNING seq
 )
@@ -94,6 +103,16 @@ FROM spool_jobs j JOIN i ON j.id = i.id AND j.lease_token = i.token AND j.state 
 WHERE l.seq = j.seq
 RETURNING i.id, j.queue, j.cancel_requested, l.expires_at`
 	sqlProgress = `UPDATE spool_jobs SET progress = $3 WHERE id = $1 AND lease_token = $2 AND state = 'active'`
+	// sqlNotifyCapped announces, on channel $1 as node $2 and at most $3
+	// names a notification, those of the queues $4 that have an active
+	// cap (MaxActive or GroupMaxActive): a job of theirs that stops being
+	// active frees a place, which fetches parked on other nodes may take.
+	// Queues without a cap get nothing, and their commits do not take the
+	// notification lock.
+	sqlNotifyCapped = `SELECT pg_notify($1, $2 || ' ' || string_agg(name, ',')) FROM (
+	SELECT name, (row_number() OVER (ORDER BY name) - 1) / $3 AS chunk FROM spool_queues
+	WHERE name = ANY($4) AND (max_active > 0 OR group_max_active > 0)) c
+GROUP BY chunk`
 	// sqlKnownIDs tells which of the ids exist, in either table.
 	sqlKnownIDs = `SELECT id FROM spool_jobs WHERE id = ANY($1) UNION ALL SELECT id FROM spool_jobs_done WHERE id = ANY($1)`
 )
@@ -198,7 +217,8 @@ func (s *Store) JobComplete(ctx context.Context, p *store.JobCompleteParams) ([]
 	}
 	out := make([]store.Outcome, len(p.Items))
 	complete := func(q querier) error {
-		rows, err := q.Query(ctx, sqlComplete, it.ids, it.tokens, results, micro(p.Now), ackCancelled, ackCompleted)
+		rows, err := q.Query(ctx, sqlComplete, it.ids, it.tokens, results, micro(p.Now), ackCancelled, ackCompleted,
+			s.channel, s.node, notifyChunk)
 		if err != nil {
 			return err
 		}
@@ -273,6 +293,7 @@ func lockLeased(ctx context.Context, tx pgx.Tx, it *items) (map[int]*leased, err
 // spool_jobs_done) or back to wait in spool_jobs.
 type change struct {
 	seq     int64
+	queue   string
 	state   job.State
 	runAt   time.Time // for a job that waits again
 	attempt int
@@ -282,14 +303,19 @@ type change struct {
 }
 
 // apply carries out changes in tx at now and notifies the queues in
-// which jobs became available. When every change is to a process job,
-// tx commits without waiting for the WAL flush.
+// which jobs became available, and the other queues of the changes that
+// have an active cap (every change ends an active job). When every change
+// is to a process job, tx commits without waiting for the WAL flush.
 func (s *Store) apply(ctx context.Context, tx pgx.Tx, changes []change, available []string, now time.Time) error {
 	var fSeq, wSeq []int64
 	var fState, wState, fErr, wErr []string
 	var fAtt, wAtt []int32
 	var wRun []time.Time
+	var freed []string
 	for _, c := range changes {
+		if !slices.Contains(available, c.queue) && !slices.Contains(freed, c.queue) {
+			freed = append(freed, c.queue)
+		}
 		if c.state.Final() {
 			fSeq, fState, fAtt, fErr = append(fSeq, c.seq), append(fState, string(c.state)), append(fAtt, int32(c.attempt)), append(fErr, c.err)
 		} else {
@@ -308,6 +334,9 @@ func (s *Store) apply(ctx context.Context, tx pgx.Tx, changes []change, availabl
 		batch.Queue(sqlRequeue, wSeq, wState, wRun, wAtt, wErr)
 	}
 	s.queueNotify(batch, available)
+	if len(freed) > 0 {
+		batch.Queue(sqlNotifyCapped, s.channel, s.node, notifyChunk, freed)
+	}
 	if batch.Len() == 0 {
 		return nil
 	}
@@ -326,7 +355,7 @@ func (s *Store) JobFail(ctx context.Context, p *store.JobFailParams) ([]store.Ou
 		item := &p.Items[i]
 		state, runAt := job.AfterFailure(&job.Failure{CancelRequested: l.cancelRequested, Attempt: l.attempt,
 			MaxAttempts: l.maxAttempts, NoRetry: item.NoRetry, RetryAfter: item.RetryAfter, Backoff: l.backoff}, now, p.Rand)
-		c := change{seq: l.seq, state: state, attempt: l.attempt, runAt: l.runAt, durability: l.durability}
+		c := change{seq: l.seq, queue: l.queue, state: state, attempt: l.attempt, runAt: l.runAt, durability: l.durability}
 		o := store.Outcome{Queue: l.queue, State: state}
 		if !runAt.IsZero() {
 			c.runAt = micro(runAt)
@@ -348,7 +377,7 @@ func (s *Store) JobRelease(ctx context.Context, p *store.JobReleaseParams) ([]st
 	it := newItems(len(p.Items), func(i int) (string, int64) { return p.Items[i].ID, p.Items[i].Token })
 	out, err := s.endLeases(ctx, it, len(p.Items), micro(p.Now), func(_ int, l *leased) (change, store.Outcome, error) {
 		state, attempt := job.AfterRelease(l.cancelRequested, l.attempt)
-		c := change{seq: l.seq, state: state, runAt: l.runAt, attempt: attempt, durability: l.durability}
+		c := change{seq: l.seq, queue: l.queue, state: state, runAt: l.runAt, attempt: attempt, durability: l.durability}
 		return c, store.Outcome{Queue: l.queue, State: state}, nil
 	})
 	if err != nil {

@@ -15,21 +15,27 @@ import (
 )
 
 const (
-	// sqlInsertJobs inserts the jobs given as parallel arrays ($1-$17), in
-	// array order (which makes their seqs enqueue order), created at $18,
-	// skips ids that already exist, and creates the queues of the jobs it
-	// inserted.
-	sqlInsertJobs = `WITH ins AS (
+	// sqlInsertJobs inserts the jobs given as parallel arrays ($1-$17,
+	// $19), in array order (which makes their seqs enqueue order), created
+	// at $18, skips ids that already exist, and creates the queues of the
+	// jobs it inserted. A job's group ($19) is stored as given; a job
+	// without one gets the empty group in the queues with flow control
+	// among $20, whose flow lock the transaction holds (see flow.go), and
+	// NULL elsewhere.
+	sqlInsertJobs = `WITH flow AS (
+	SELECT ARRAY(SELECT name FROM spool_queues WHERE name = ANY($20::text[]) AND flow) AS names
+), ins AS (
 	INSERT INTO spool_jobs (id, queue, kind, payload, priority, state, run_at, max_attempts, backoff_kind,
-		backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, durability, created_at)
+		backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, durability, grp, created_at)
 	SELECT id, queue, kind, payload, priority, state, run_at, max_attempts, backoff_kind,
 		backoff_base, backoff_max, backoff_jitter, lease_ns, NULLIF(unique_key, ''), unique_for, NULLIF(tags, '')::jsonb,
-		durability, $18
+		durability, CASE WHEN grp <> '' THEN grp WHEN queue = ANY(flow.names) THEN '' END, $18
 	FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::int4[], $6::text[], $7::timestamptz[],
 		$8::int4[], $9::text[], $10::int8[], $11::int8[], $12::float8[], $13::int8[], $14::text[], $15::int8[], $16::text[],
-		$17::text[])
+		$17::text[], $19::text[])
 		WITH ORDINALITY AS u(id, queue, kind, payload, priority, state, run_at, max_attempts, backoff_kind,
-		backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, durability, ord)
+		backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, durability, grp, ord)
+	CROSS JOIN flow
 	ORDER BY ord
 	ON CONFLICT (id) DO NOTHING
 	RETURNING id, queue
@@ -59,23 +65,33 @@ CROSS JOIN LATERAL (
 	sqlNotify = `SELECT pg_notify($1, $2)`
 )
 
-// JobInsertMany inserts p.Jobs atomically; see store.Inserter. A job of a
-// durability other than full or process is refused with an error wrapping
-// a *job.InputError, failing the whole insert. When every job it inserts
-// is of process durability, the insert commits without waiting for the WAL
-// flush (see sqlRelaxCommit).
+// JobInsertMany inserts p.Jobs atomically; see store.Inserter. A job with
+// a group gives its queue flow control for good (see markGrouped). A job
+// of a durability other than full or process is refused with an error
+// wrapping a *job.InputError, failing the whole insert. When every job it
+// inserts is of process durability, the insert commits without waiting
+// for the WAL flush (see sqlRelaxCommit).
 func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams) ([]store.InsertResult, error) {
 	if err := checkInserts(p.Jobs); err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", err)
 	}
 	var out []store.InsertResult
+	var grouped []string
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		var err error
+		if grouped, err = s.markGrouped(ctx, tx, p.Jobs); err != nil {
+			return err
+		}
 		out, err = s.insert(ctx, tx, p.Jobs, micro(p.Now))
 		return err
 	})
 	if err != nil {
 		return nil, wrap("insert jobs", err)
+	}
+	for _, q := range grouped {
+		s.groupedQueues.Store(q, struct{}{})
+		s.flowQueues.Store(q, struct{}{})
+		s.plainSeen.Delete(q)
 	}
 	return out, nil
 }
@@ -145,6 +161,9 @@ func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, jobs []store.JobInser
 	var (
 		ids, queues, kinds, states, bkinds, ukeys, tags, durs = make([]string, n), make([]string, n), make([]string, n),
 			make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		groups                      = make([]string, n)
+		ungrouped                   []string // queues of the jobs without a group
+		anyGroup                    bool
 		payloads                    = make([][]byte, n)
 		prios, maxAtt               = make([]int32, n), make([]int32, n)
 		runAts                      = make([]time.Time, n)
@@ -161,6 +180,11 @@ func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, jobs []store.JobInser
 		bkinds[k], bases[k], maxes[k], jitters[k] = string(jp.Backoff.Kind), int64(jp.Backoff.Base), int64(jp.Backoff.Max), jp.Backoff.Jitter
 		leases[k], ukeys[k], ufors[k] = int64(jp.LeaseDuration), jp.UniqueKey, int64(jp.UniqueFor)
 		durs[k] = string(durabilityOf(jp.Durability))
+		if groups[k] = jp.Group; jp.Group != "" {
+			anyGroup = true
+		} else if !slices.Contains(ungrouped, jp.Queue) {
+			ungrouped = append(ungrouped, jp.Queue)
+		}
 		if len(jp.Tags) > 0 {
 			b, err := json.Marshal(jp.Tags)
 			if err != nil {
@@ -177,8 +201,15 @@ func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, jobs []store.JobInser
 	if relaxed {
 		batch.Queue(sqlRelaxCommit)
 	}
+	if len(ungrouped) > 0 {
+		batch.Queue(sqlLockFlowShared, ungrouped, lockClass)
+	}
+	groupsArg := any(groups)
+	if !anyGroup {
+		groupsArg = nil // no job has a group: unnest reads NULL as none for each
+	}
 	batch.Queue(sqlInsertJobs, ids, queues, kinds, payloads, prios, states, runAts, maxAtt, bkinds, bases, maxes,
-		jitters, leases, ukeys, ufors, tags, durs, now)
+		jitters, leases, ukeys, ufors, tags, durs, now, groupsArg, ungrouped)
 	batch.Queue(sqlDoneByIDs, ids)
 	s.queueNotify(batch, availableQueues)
 	br := tx.SendBatch(ctx, batch)
@@ -187,6 +218,12 @@ func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, jobs []store.JobInser
 		if _, err := br.Exec(); err != nil {
 			_ = br.Close()
 			return fmt.Errorf("relax commit: %w", err)
+		}
+	}
+	if len(ungrouped) > 0 {
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			return fmt.Errorf("lock queues: %w", err)
 		}
 	}
 	rows, err := br.Query()
@@ -276,8 +313,8 @@ func newJob(jp *store.JobInsertParams, runAt, now time.Time) *job.Job {
 	return &job.Job{
 		ID: jp.ID, Queue: jp.Queue, Kind: jp.Kind, Payload: jp.Payload, Priority: jp.Priority, State: jp.State,
 		RunAt: runAt, MaxAttempts: jp.MaxAttempts, Backoff: jp.Backoff, LeaseDuration: jp.LeaseDuration,
-		UniqueKey: jp.UniqueKey, UniqueFor: jp.UniqueFor, Tags: jp.Tags, Durability: durabilityOf(jp.Durability),
-		CreatedAt: now,
+		UniqueKey: jp.UniqueKey, UniqueFor: jp.UniqueFor, Tags: jp.Tags, Group: jp.Group,
+		Durability: durabilityOf(jp.Durability), CreatedAt: now,
 	}
 }
 

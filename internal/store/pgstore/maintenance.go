@@ -92,7 +92,7 @@ func (s *Store) JobRescueExpired(ctx context.Context, now time.Time, limit int) 
 		)
 		if _, err := pgx.ForEachRow(rows, []any{&l.seq, &l.queue, &l.cancelRequested, &attempt, &maxAtt, &l.runAt}, func() error {
 			state := job.AfterLeaseExpiry(l.cancelRequested, int(attempt), int(maxAtt))
-			c := change{seq: l.seq, state: state, runAt: l.runAt.UTC(), attempt: int(attempt)}
+			c := change{seq: l.seq, queue: l.queue, state: state, runAt: l.runAt.UTC(), attempt: int(attempt)}
 			if state == job.StateAvailable {
 				res.Available = appendOnce(res.Available, l.queue)
 			}

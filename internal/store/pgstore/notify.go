@@ -7,11 +7,17 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/spoolq/spool/internal/job"
 )
 
 // maxNotifyBytes keeps each NOTIFY payload under PostgreSQL's 8000-byte
 // limit; more queues go out in several notifications.
 const maxNotifyBytes = 7000
+
+// notifyChunk is how many queues one notification that SQL builds may
+// name, so that it stays under maxNotifyBytes whatever their names.
+const notifyChunk = maxNotifyBytes / (job.MaxNameLength + 1)
 
 // notifyPayloads are the payloads that announce queues: this node's id, a
 // space, then queue names separated by commas (which names never hold).
@@ -106,6 +112,7 @@ func (s *Store) listenOnce(ctx context.Context) error {
 		return err
 	}
 	if len(names) > 0 {
+		s.forgetPlain(names)
 		s.cfg.Hooks.OnAvailable(names)
 	}
 	for {
@@ -117,6 +124,8 @@ func (s *Store) listenOnce(ctx context.Context) error {
 		if !ok || node == s.node || list == "" {
 			continue
 		}
-		s.cfg.Hooks.OnAvailable(strings.Split(list, ","))
+		queues := strings.Split(list, ",")
+		s.forgetPlain(queues)
+		s.cfg.Hooks.OnAvailable(queues)
 	}
 }

@@ -159,6 +159,44 @@ CREATE TABLE spool_schedules (
 );
 CREATE INDEX spool_schedules_due ON spool_schedules (next_run_at) WHERE NOT paused AND next_run_at IS NOT NULL;
 `,
+	// Version 4: flow control (flow.go). A job's group is grp: NULL in a
+	// queue without flow control, the group or '' (no group) in a queue
+	// with it, so that the partial indexes below cover the jobs of flow
+	// queues only and plain queues pay nothing for them. A queue has flow
+	// control (flow) when it has limits or ever had a job with a group
+	// (grouped); its rate start log, round-robin cursor (last_group) and
+	// limits live on its row, each group's rate start log in
+	// spool_group_starts. The group claim index compares queues and groups
+	// byte by byte (COLLATE "C"), and so do the queries meant for it: the
+	// claim index cannot serve them at all, so stale statistics cannot
+	// lead the planner to it (a plan that, on a queue with one group
+	// drained, read every available job for each group).
+	`
+ALTER TABLE spool_jobs ADD COLUMN grp text;
+ALTER TABLE spool_jobs_done ADD COLUMN grp text;
+ALTER TABLE spool_queues
+	ADD COLUMN grouped              boolean NOT NULL DEFAULT false,
+	ADD COLUMN rate_limit           integer NOT NULL DEFAULT 0,
+	ADD COLUMN rate_period_ns       bigint  NOT NULL DEFAULT 0,
+	ADD COLUMN max_active           integer NOT NULL DEFAULT 0,
+	ADD COLUMN group_rate_limit     integer NOT NULL DEFAULT 0,
+	ADD COLUMN group_rate_period_ns bigint  NOT NULL DEFAULT 0,
+	ADD COLUMN group_max_active     integer NOT NULL DEFAULT 0,
+	ADD COLUMN flow boolean NOT NULL GENERATED ALWAYS AS (grouped OR rate_limit > 0 OR max_active > 0
+		OR group_rate_limit > 0 OR group_max_active > 0) STORED,
+	ADD COLUMN last_group           text,
+	ADD COLUMN rate_starts          bytea;
+CREATE INDEX spool_jobs_group_claim ON spool_jobs (queue COLLATE "C", grp COLLATE "C", priority DESC, run_at, seq)
+	WHERE state = 'available' AND grp IS NOT NULL;
+CREATE INDEX spool_jobs_group_active ON spool_jobs (queue, grp) WHERE state = 'active' AND grp IS NOT NULL;
+CREATE TABLE spool_group_starts (
+	queue      text   NOT NULL,
+	grp        text   NOT NULL,
+	starts     bytea  NOT NULL,
+	last_start bigint NOT NULL,
+	PRIMARY KEY (queue, grp)
+) WITH (fillfactor = 70);
+`,
 }
 
 // SchemaVersion is the schema version this binary brings a database to.

@@ -6,11 +6,13 @@
 // transaction writing only process-durability jobs leaves its flush to the
 // WAL writer (see durability.go). Claims take jobs in batches with FOR
 // UPDATE SKIP LOCKED, so nodes claiming from one queue never wait on each
-// other nor hand a job out twice. A change that makes jobs available
-// sends a NOTIFY in its own transaction; each node LISTENs and wakes its
-// parked fetches (Hooks.OnAvailable). The store also offers what the nodes
-// need to agree without talking to each other: the database clock (Now)
-// and an advisory-lock leader election (LeaderLock).
+// other nor hand a job out twice; a queue with flow control (limits or
+// groups, see flow.go) is claimed instead in a transaction that locks its
+// row, so that its limits hold across the nodes. A change that makes jobs
+// available sends a NOTIFY in its own transaction; each node LISTENs and
+// wakes its parked fetches (Hooks.OnAvailable). The store also offers
+// what the nodes need to agree without talking to each other: the
+// database clock (Now) and an advisory-lock leader election (LeaderLock).
 //
 // All objects live in the connection's current schema (search_path), so
 // several Spool installations can share one database in separate schemas.
@@ -87,6 +89,13 @@ type Store struct {
 	// and just before the commit, and JobComplete runs its statement in
 	// such a transaction instead of on its own.
 	beforeCommit func(ctx context.Context, tx pgx.Tx) error
+
+	// flowQueues holds the queues this node knows to have flow control,
+	// so that their claims skip the plain claim, and plainSeen when it
+	// last found others without (see JobClaim); groupedQueues holds those
+	// it knows to be grouped, so that inserts of their jobs with a group
+	// skip marking them (see markGrouped).
+	flowQueues, plainSeen, groupedQueues sync.Map
 
 	mu        sync.RWMutex
 	closed    bool

@@ -1,0 +1,320 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/spoolq/spool/internal/job"
+	"github.com/spoolq/spool/internal/store"
+)
+
+// Flow control (see job.Limits) on PostgreSQL.
+//
+// A queue has flow control (spool_queues.flow) when it has limits or ever
+// had a job with a group (grouped). Only such queues pay for it: their
+// jobs carry a non-NULL grp (the group, or the empty group for a job
+// without one), so the partial indexes on grp cover their jobs alone, and
+// the plain claim (claim.go) passes over them with the same one look at
+// spool_queues with which it passes over paused queues.
+//
+// A queue gets flow control under an exclusive advisory lock on the queue
+// (sqlLockFlow) in the transaction that converts its pending jobs without
+// a group from NULL to the empty group. A transaction that puts jobs
+// without a group into spool_jobs takes the same lock shared
+// (sqlLockFlowShared) in a statement of its own, then reads which of
+// their queues have flow control in the statement that puts them there,
+// whose snapshot is taken after the lock: it either sees the flag or
+// holds the lock the conversion waits for, so no job of a flow queue is
+// left with a NULL group, whichever node inserts it. (A function that
+// locks, then reads with a fresh snapshot, would do it in one statement,
+// but its query cost a single insert some 70 µs; the extra statement of
+// the pipeline costs some 15.)
+//
+// The limits, the round-robin cursor and the queue's rate start log live
+// on its spool_queues row, each group's start log in spool_group_starts.
+// A claim of a flow queue locks that row (claimFlow), so the claims of
+// one such queue run one at a time across all nodes and each sees what
+// the one before it handed out; claims of other queues never wait on it.
+
+const (
+	// sqlLockFlow takes the exclusive flow lock of the queues $1, in key
+	// order, so that it never waits in a cycle with another.
+	sqlLockFlow = `SELECT pg_advisory_xact_lock($2, k)
+FROM (SELECT DISTINCT hashtext(current_schema() || ':flow:' || q) AS k FROM unnest($1::text[]) AS q) x ORDER BY k`
+	// sqlLockFlowShared takes the flow lock of the queues $1 shared, in
+	// key order.
+	sqlLockFlowShared = `SELECT pg_advisory_xact_lock_shared($2, k)
+FROM (SELECT DISTINCT hashtext(current_schema() || ':flow:' || q) AS k FROM unnest($1::text[]) AS q) x ORDER BY k`
+	// sqlGroupedQueues reads which of the queues $1 are grouped already:
+	// that flag never goes back, so it needs no lock.
+	sqlGroupedQueues = `SELECT name FROM spool_queues WHERE name = ANY($1) AND grouped`
+	// sqlFlowBefore reads which of the queues $1 have flow control. Under
+	// their exclusive flow lock, which every change of the flag takes, the
+	// answer holds until the transaction ends.
+	sqlFlowBefore = `SELECT name FROM spool_queues WHERE name = ANY($1) AND flow`
+	// sqlSetGrouped marks the queues $1 grouped, creating them if unknown.
+	sqlSetGrouped = `INSERT INTO spool_queues (name, grouped) SELECT q, true FROM unnest($1::text[]) AS q ORDER BY q
+ON CONFLICT (name) DO UPDATE SET grouped = true`
+	// sqlConvertGroups gives the pending jobs without a group of the
+	// queues $1 the empty group.
+	sqlConvertGroups = `UPDATE spool_jobs SET grp = '' WHERE queue = ANY($1) AND grp IS NULL`
+	// sqlSetLimits stores the limits of a queue, creating it if unknown.
+	// A rate that is cleared takes its start log with it.
+	sqlSetLimits = `INSERT INTO spool_queues (name, rate_limit, rate_period_ns, max_active, group_rate_limit,
+	group_rate_period_ns, group_max_active)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+ON CONFLICT (name) DO UPDATE SET rate_limit = excluded.rate_limit, rate_period_ns = excluded.rate_period_ns,
+	max_active = excluded.max_active, group_rate_limit = excluded.group_rate_limit,
+	group_rate_period_ns = excluded.group_rate_period_ns, group_max_active = excluded.group_max_active,
+	rate_starts = CASE WHEN excluded.rate_limit = 0 THEN NULL ELSE spool_queues.rate_starts END
+RETURNING flow, paused`
+	// sqlClearGroupStarts drops the group start logs of a queue whose
+	// group rate is cleared.
+	sqlClearGroupStarts = `DELETE FROM spool_group_starts WHERE queue = $1`
+	// sqlFlowAmong reads which of the queues $1 have flow control.
+	sqlFlowAmong = `SELECT name FROM spool_queues WHERE name = ANY($1) AND flow`
+)
+
+// QueueSetLimits sets a queue's flow control, creating the queue if
+// unknown; zero limits remove it (a queue that ever had a job with a group
+// keeps round-robin over its groups); see store.Admin. A queue that gets
+// flow control gives its pending jobs without a group the empty group. The
+// fetches parked on the queue on every node wake, since new limits may let
+// more jobs out.
+func (s *Store) QueueSetLimits(ctx context.Context, name string, l job.Limits) error {
+	if err := s.check(); err != nil {
+		return wrap("set queue limits", err)
+	}
+	var flow bool
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		names := []string{name}
+		if _, err := tx.Exec(ctx, sqlLockFlow, names, lockClass); err != nil {
+			return fmt.Errorf("lock queue: %w", err)
+		}
+		rows, err := tx.Query(ctx, sqlFlowBefore, names)
+		if err != nil {
+			return fmt.Errorf("read flow control: %w", err)
+		}
+		before, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return fmt.Errorf("read flow control: %w", err)
+		}
+		var paused bool
+		if err := tx.QueryRow(ctx, sqlSetLimits, name, l.Rate.Limit, int64(l.Rate.Period), l.MaxActive,
+			l.GroupRate.Limit, int64(l.GroupRate.Period), l.GroupMaxActive).Scan(&flow, &paused); err != nil {
+			return fmt.Errorf("store limits: %w", err)
+		}
+		if l.GroupRate.IsZero() {
+			if _, err := tx.Exec(ctx, sqlClearGroupStarts, name); err != nil {
+				return fmt.Errorf("clear group start logs: %w", err)
+			}
+		}
+		if flow && len(before) == 0 {
+			if _, err := tx.Exec(ctx, sqlConvertGroups, names); err != nil {
+				return fmt.Errorf("convert groups: %w", err)
+			}
+		}
+		if paused {
+			return nil
+		}
+		return s.notify(ctx, tx, names)
+	})
+	if err != nil {
+		return wrap("set queue limits", err)
+	}
+	if flow {
+		s.flowQueues.Store(name, struct{}{})
+		s.plainSeen.Delete(name)
+	} else {
+		s.flowQueues.Delete(name)
+	}
+	return nil
+}
+
+// markGrouped makes sure that the queues of the jobs with a group are
+// grouped, in tx. A queue this node knows to be grouped costs nothing;
+// one that is grouped already costs one read without a lock. It returns
+// the queues to remember as grouped once tx commits.
+func (s *Store) markGrouped(ctx context.Context, tx pgx.Tx, jobs []store.JobInsertParams) ([]string, error) {
+	var queues []string
+	for i := range jobs {
+		q := jobs[i].Queue
+		if jobs[i].Group == "" || slices.Contains(queues, q) {
+			continue
+		}
+		if _, ok := s.groupedQueues.Load(q); !ok {
+			queues = append(queues, q)
+		}
+	}
+	if len(queues) == 0 {
+		return nil, nil
+	}
+	rows, err := tx.Query(ctx, sqlGroupedQueues, queues)
+	if err != nil {
+		return nil, fmt.Errorf("read grouped queues: %w", err)
+	}
+	grouped, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("read grouped queues: %w", err)
+	}
+	var missing []string
+	for _, q := range queues {
+		if !slices.Contains(grouped, q) {
+			missing = append(missing, q)
+		}
+	}
+	if len(missing) == 0 {
+		return queues, nil
+	}
+	if _, err := tx.Exec(ctx, sqlLockFlow, missing, lockClass); err != nil {
+		return nil, fmt.Errorf("lock queues: %w", err)
+	}
+	rows, err = tx.Query(ctx, sqlFlowBefore, missing)
+	if err != nil {
+		return nil, fmt.Errorf("read flow control: %w", err)
+	}
+	before, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("read flow control: %w", err)
+	}
+	if _, err := tx.Exec(ctx, sqlSetGrouped, missing); err != nil {
+		return nil, fmt.Errorf("mark queues grouped: %w", err)
+	}
+	var convert []string
+	for _, q := range missing {
+		if !slices.Contains(before, q) {
+			convert = append(convert, q)
+		}
+	}
+	if len(convert) > 0 {
+		if _, err := tx.Exec(ctx, sqlConvertGroups, convert); err != nil {
+			return nil, fmt.Errorf("convert groups: %w", err)
+		}
+	}
+	return queues, nil
+}
+
+// plainRecheck is how long a node trusts that a queue it found without
+// flow control still has none, unless a notification of the queue comes
+// first: a queue gets flow control on another node by a change that
+// announces it (new limits, or jobs with a group made available), so the
+// trust ends at once on a node that listens. It only spares short claims
+// of plain queues a look at spool_queues: the plain claim passes over
+// flow queues whatever a node believes, so limits hold all the same.
+const plainRecheck = time.Second
+
+// lookForFlow finds which of queues, which a plain claim just came out
+// short on, have flow control, and remembers them; queues found plain
+// less than plainRecheck ago are not looked at again.
+func (s *Store) lookForFlow(ctx context.Context, queues []string) error {
+	now := time.Now()
+	var stale []string
+	for _, q := range queues {
+		if at, ok := s.plainSeen.Load(q); !ok || now.Sub(at.(time.Time)) >= plainRecheck {
+			stale = append(stale, q)
+		}
+	}
+	if len(stale) == 0 {
+		return nil
+	}
+	rows, err := s.pool.Query(ctx, sqlFlowAmong, stale)
+	if err != nil {
+		return fmt.Errorf("read flow control: %w", err)
+	}
+	flow, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("read flow control: %w", err)
+	}
+	for _, q := range stale {
+		if slices.Contains(flow, q) {
+			s.flowQueues.Store(q, struct{}{})
+			s.plainSeen.Delete(q)
+		} else {
+			s.plainSeen.Store(q, now)
+		}
+	}
+	return nil
+}
+
+// forgetPlain drops what this node believed of queues without flow
+// control, on news of them from another node.
+func (s *Store) forgetPlain(queues []string) {
+	for _, q := range queues {
+		s.plainSeen.Delete(q)
+	}
+}
+
+// isFlow reports whether this node knows queue to have flow control. It
+// may be wrong both ways: the plain claim passes over flow queues, and a
+// flow claim claims the plain way a queue that turns out to have none.
+func (s *Store) isFlow(queue string) bool {
+	_, ok := s.flowQueues.Load(queue)
+	return ok
+}
+
+// A start log (job.StartLog) is stored run-length encoded: pairs of a
+// start time (Unix nanoseconds) and how many jobs started then, 16 bytes
+// a pair, oldest first. A claim's starts share one time, so a log costs
+// one pair a claim however many jobs each started.
+
+// encodeStarts is the stored form of l.
+func encodeStarts(l job.StartLog) []byte {
+	if len(l) == 0 {
+		return nil
+	}
+	var out []byte
+	for i := 0; i < len(l); {
+		k := i
+		for k < len(l) && l[k] == l[i] {
+			k++
+		}
+		out = binary.LittleEndian.AppendUint64(out, uint64(l[i]))
+		out = binary.LittleEndian.AppendUint64(out, uint64(k-i))
+		i = k
+	}
+	return out
+}
+
+// errStartLog reports a stored start log that encodeStarts did not write.
+var errStartLog = errors.New("corrupt start log")
+
+// decodeStarts reads a log stored by encodeStarts; nil is the empty log.
+// It expands at most limit starts (the newest): a rate of limit starts
+// looks at no more (see job.StartLog.Add).
+func decodeStarts(b []byte, limit int) (job.StartLog, error) {
+	if len(b)%16 != 0 {
+		return nil, errStartLog
+	}
+	total := 0
+	for i := 0; i < len(b); i += 16 {
+		total += int(binary.LittleEndian.Uint64(b[i+8:]))
+	}
+	skip := max(0, total-limit)
+	l := make(job.StartLog, 0, total-skip)
+	for i := 0; i < len(b); i += 16 {
+		at, n := int64(binary.LittleEndian.Uint64(b[i:])), int(binary.LittleEndian.Uint64(b[i+8:]))
+		if n < 0 || n > total {
+			return nil, errStartLog
+		}
+		drop := min(skip, n)
+		skip -= drop
+		for range n - drop {
+			l = append(l, at)
+		}
+	}
+	return l, nil
+}
+
+// earliest is the earlier of two moments, the zero time being none.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
+}

@@ -1,0 +1,405 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/spoolq/spool/internal/job"
+	"github.com/spoolq/spool/internal/pgtest"
+	"github.com/spoolq/spool/internal/store"
+)
+
+// groupJobs returns the parameters of n available jobs of queue in
+// group g ("" for none).
+func groupJobs(queue, g string, n int) []store.JobInsertParams {
+	ps := make([]store.JobInsertParams, n)
+	for i := range ps {
+		ps[i] = newParams(job.DurabilityFull)
+		ps[i].Queue, ps[i].Group = queue, g
+	}
+	return ps
+}
+
+func mustInsert(t *testing.T, s *Store, ps []store.JobInsertParams) {
+	t.Helper()
+	if _, err := s.JobInsertMany(context.Background(), &store.JobInsertManyParams{Jobs: ps, Now: t0}); err != nil {
+		t.Fatalf("insert %d jobs: %v", len(ps), err)
+	}
+}
+
+// Two nodes claiming from one queue at once never hold more jobs active
+// than its caps allow between them, although one of them first saw the
+// queue without limits and took it for a plain one.
+func TestFlowCapsHoldAcrossNodes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.Schema(t)
+	nodes := []*Store{open(t, url), open(t, url)}
+	mustInsert(t, nodes[0], groupJobs("q", "", 50))
+	// The second node claims the queue while it has no flow control.
+	js, err := store.ClaimedJobs(nodes[1].JobClaim(ctx, &store.JobClaimParams{Queues: []string{"q"}, Max: 2, Now: t0}))
+	if err != nil || len(js) != 2 {
+		t.Fatalf("plain claim: %d jobs, %v", len(js), err)
+	}
+	complete(t, nodes[1], js)
+	// Then the first node gives it groups and caps.
+	var more []store.JobInsertParams
+	for g := range 6 {
+		more = append(more, groupJobs("q", fmt.Sprintf("g%d", g), 15)...)
+	}
+	mustInsert(t, nodes[0], more)
+	const maxActive, groupMax = 5, 2
+	if err := nodes[0].QueueSetLimits(ctx, "q", job.Limits{MaxActive: maxActive, GroupMaxActive: groupMax}); err != nil {
+		t.Fatal(err)
+	}
+	total := 50 + len(more) - 2
+	var (
+		mu     sync.Mutex
+		active = map[string]int{}
+		sum    int
+		done   int
+		wg     sync.WaitGroup
+	)
+	for w := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := nodes[w%2]
+			for round := 0; round < 3000; round++ {
+				mu.Lock()
+				finished := done >= total
+				mu.Unlock()
+				if finished {
+					return
+				}
+				js, err := store.ClaimedJobs(s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"q"}, Max: 1 + w%3, Now: t0}))
+				if err != nil {
+					t.Errorf("claim: %v", err)
+					return
+				}
+				mu.Lock()
+				for _, j := range js {
+					active[j.Group]++
+					sum++
+					if sum > maxActive || active[j.Group] > groupMax {
+						t.Errorf("%d active in group %q, %d in the queue: caps %d and %d", active[j.Group], j.Group, sum, groupMax, maxActive)
+					}
+				}
+				mu.Unlock()
+				runtime.Gosched()
+				mu.Lock()
+				for _, j := range js {
+					active[j.Group]--
+					sum--
+				}
+				mu.Unlock()
+				if len(js) > 0 {
+					complete(t, s, js)
+					mu.Lock()
+					done += len(js)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	q, err := nodes[1].QueueGet(ctx, "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := q.Counts[job.StateCompleted]; n != int64(total+2) {
+		t.Fatalf("%d of %d jobs completed", n, total+2)
+	}
+}
+
+func complete(t *testing.T, s *Store, js []*job.Job) {
+	t.Helper()
+	items := make([]store.JobCompleteItem, len(js))
+	for i, j := range js {
+		items[i] = store.JobCompleteItem{ID: j.ID, Token: j.LeaseToken}
+	}
+	if err := accepted(s.JobComplete(context.Background(), &store.JobCompleteParams{Items: items, Now: t0})); err != nil {
+		t.Errorf("complete: %v", err)
+	}
+}
+
+// A job of a queue with an active cap that stops being active on one node
+// wakes the fetches parked on the others; a job of a queue without a cap
+// sends nothing.
+func TestFlowFreedPlaceWakesOtherNodes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.Schema(t)
+	woken := make(chan []string, 16)
+	listener, err := Open(ctx, Config{URL: url, Migrate: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Hooks: store.Hooks{OnAvailable: func(qs []string) { woken <- qs }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = listener.Close() })
+	// The listener announces every known queue when it connects: wait for
+	// a first announcement of a queue made for the purpose.
+	s := open(t, url)
+	if err := s.QueueSetPaused(ctx, "hello", false); err != nil {
+		t.Fatal(err)
+	}
+	for qs := range woken {
+		if slices.Contains(qs, "hello") {
+			break
+		}
+	}
+	next := func() []string {
+		t.Helper()
+		for {
+			select {
+			case qs := <-woken:
+				if !slices.Equal(qs, []string{"hello"}) { // the listener may announce it twice
+					return qs
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("no notification")
+				return nil
+			}
+		}
+	}
+	mustInsert(t, s, append(groupJobs("plain", "", 2), groupJobs("capped", "", 2)...))
+	if qs := next(); !slices.Equal(qs, []string{"plain", "capped"}) {
+		t.Fatalf("after an insert: woken for %v", qs)
+	}
+	if err := s.QueueSetLimits(ctx, "capped", job.Limits{MaxActive: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if qs := next(); !slices.Equal(qs, []string{"capped"}) {
+		t.Fatalf("after setting limits: woken for %v", qs)
+	}
+	plain, err := store.ClaimedJobs(s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"plain"}, Max: 2, Now: t0}))
+	if err != nil || len(plain) != 2 {
+		t.Fatalf("claim plain: %d jobs, %v", len(plain), err)
+	}
+	capped, err := store.ClaimedJobs(s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"capped"}, Max: 2, Now: t0}))
+	if err != nil || len(capped) != 2 {
+		t.Fatalf("claim capped: %d jobs, %v", len(capped), err)
+	}
+	// Acks of the plain queue send nothing: the first notification after
+	// them is the capped queue's.
+	complete(t, s, plain)
+	complete(t, s, capped[:1])
+	if qs := next(); !slices.Equal(qs, []string{"capped"}) {
+		t.Fatalf("after acks: woken for %v, want the capped queue", qs)
+	}
+	if err := accepted(s.JobFail(ctx, &store.JobFailParams{Now: t0,
+		Items: []store.JobFailItem{{ID: capped[1].ID, Token: capped[1].LeaseToken, Message: "x", NoRetry: true}}})); err != nil {
+		t.Fatal(err)
+	}
+	if qs := next(); !slices.Equal(qs, []string{"capped"}) {
+		t.Fatalf("after a fail: woken for %v, want the capped queue", qs)
+	}
+}
+
+// Plain jobs inserted while another node gives their queue groups all end
+// up in the queue's one group of jobs without a group, none left with a
+// NULL group where the group claim cannot see it.
+func TestFlowGroupsOfInsertsRacingAGroupedQueue(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.Schema(t)
+	a, b := open(t, url), open(t, url)
+	for round := range 5 {
+		queue := fmt.Sprintf("q%d", round)
+		var wg sync.WaitGroup
+		for w := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range 10 {
+					if _, err := a.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: groupJobs(queue, "", 1+w), Now: t0}); err != nil {
+						t.Errorf("insert: %v", err)
+						return
+					}
+				}
+			}()
+		}
+		mustInsert(t, b, groupJobs(queue, "g", 1))
+		wg.Wait()
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var null int
+		err = conn.QueryRow(ctx, `SELECT count(*) FROM spool_jobs WHERE queue = $1 AND grp IS NULL`, queue).Scan(&null)
+		conn.Close(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if null > 0 {
+			t.Fatalf("round %d: %d jobs of a grouped queue without a group have a NULL group", round, null)
+		}
+		js, err := store.ClaimedJobs(b.JobClaim(ctx, &store.JobClaimParams{Queues: []string{queue}, Max: 200, Now: t0}))
+		if err != nil || len(js) != 101 {
+			t.Fatalf("round %d: claimed %d jobs of 101, %v", round, len(js), err)
+		}
+	}
+}
+
+// A start log comes back from its stored form as it was, cut to the
+// newest starts a rate looks at.
+func TestStartLogEncoding(t *testing.T) {
+	t.Parallel()
+	l := job.StartLog{5, 5, 5, 7, 9, 9}
+	for limit, want := range map[int]job.StartLog{10: l, 6: l, 4: {5, 7, 9, 9}, 1: {9}} {
+		got, err := decodeStarts(encodeStarts(l), limit)
+		if err != nil || !slices.Equal(got, want) {
+			t.Fatalf("limit %d: %v, %v; want %v", limit, got, err, want)
+		}
+	}
+	if b := encodeStarts(l); len(b) != 3*16 {
+		t.Fatalf("encoded %d bytes, want one pair a time", len(b))
+	}
+	if got, err := decodeStarts(nil, 3); err != nil || len(got) != 0 {
+		t.Fatalf("empty log: %v, %v", got, err)
+	}
+	if _, err := decodeStarts([]byte{1, 2, 3}, 3); err == nil {
+		t.Fatal("a torn log decoded")
+	}
+}
+
+// BenchmarkFlowClaim claims 100 jobs at a time from a queue with flow
+// control, each batch acked with the timer stopped, so that the time per
+// claim compares with BenchmarkStore/Claim100 of a plain queue.
+func BenchmarkFlowClaim(b *testing.B) {
+	for _, bc := range []struct {
+		name   string
+		groups int
+		limits job.Limits
+	}{
+		{"Groups100", 100, job.Limits{}},
+		{"MaxActive", 0, job.Limits{MaxActive: 1000}},
+		{"Rate", 0, job.Limits{Rate: job.Rate{Limit: job.MaxRateLimit, Period: time.Millisecond}}},
+		{"Groups1000GroupMaxActive1", 1000, job.Limits{GroupMaxActive: 1}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			ctx := context.Background()
+			s := open(b, pgtest.Schema(b))
+			n := b.N * 100
+			for done := 0; done < n; done += 1000 {
+				ps := groupJobs("q", "", min(1000, n-done))
+				for i := range ps {
+					if bc.groups > 0 {
+						ps[i].Group = fmt.Sprintf("g%04d", (done+i)%bc.groups)
+					}
+				}
+				if _, err := s.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: ps, Now: t0}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := s.QueueSetLimits(ctx, "q", bc.limits); err != nil {
+				b.Fatal(err)
+			}
+			now := t0
+			b.ResetTimer()
+			for range b.N {
+				now = now.Add(time.Millisecond) // past any rate's window
+				js, err := store.ClaimedJobs(s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"q"}, Max: 100, Now: now}))
+				if err != nil || len(js) != 100 {
+					b.Fatalf("claim: %d jobs, %v", len(js), err)
+				}
+				b.StopTimer()
+				items := make([]store.JobCompleteItem, len(js))
+				for i, j := range js {
+					items[i] = store.JobCompleteItem{ID: j.ID, Token: j.LeaseToken}
+				}
+				if err := accepted(s.JobComplete(ctx, &store.JobCompleteParams{Items: items, Now: now})); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+			if s := b.Elapsed().Seconds(); s > 0 {
+				b.ReportMetric(float64(b.N*100)/s, "jobs/s")
+			}
+		})
+	}
+}
+
+// Jobs of a database from before flow control (schema version 3) come
+// under the limits their queue gets after the upgrade.
+func TestFlowOnJobsFromBeforeFlowControl(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.Schema(t)
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	steps := []string{sqlMigrationsTable}
+	for v := range 3 {
+		steps = append(steps, migrations[v], fmt.Sprintf(`INSERT INTO spool_migrations (version) VALUES (%d)`, v+1))
+	}
+	for i := range 3 {
+		steps = append(steps, fmt.Sprintf(`INSERT INTO spool_jobs (id, queue, kind, state, run_at, max_attempts, backoff_kind,
+			backoff_base, backoff_max, backoff_jitter, lease_ns, unique_for, durability, created_at, priority)
+		VALUES ('old%d', 'q', 'k', 'available', now(), 5, 'fixed', 0, 0, 0, 60000000000, 0, 'full', now(), 0)`, i))
+	}
+	for _, sql := range steps {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatalf("make a version 3 database: %v", err)
+		}
+	}
+	s := open(t, url)
+	if err := s.QueueSetLimits(ctx, "q", job.Limits{MaxActive: 2}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"q"}, Max: 5, Now: time.Now()})
+	if err != nil || len(res.Jobs) != 2 || !slices.Equal(res.Capped, []string{"q"}) {
+		t.Fatalf("claim under a cap of 2: %+v, %v", res, err)
+	}
+	for _, j := range res.Jobs {
+		if j.Group != "" {
+			t.Fatalf("job %s came back in group %q", j.ID, j.Group)
+		}
+	}
+}
+
+// Imported jobs keep their groups; one without a group imported into a
+// queue with flow control joins its group of jobs without one.
+func TestFlowImportKeepsGroups(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t, pgtest.Schema(t))
+	if err := s.QueueSetLimits(ctx, "q", job.Limits{GroupMaxActive: 1}); err != nil {
+		t.Fatal(err)
+	}
+	var jobs []*job.Job
+	for i, g := range []string{"a", "", "a"} {
+		jobs = append(jobs, &job.Job{ID: fmt.Sprintf("imported%d", i), Queue: "q", Kind: "k", State: job.StateAvailable,
+			RunAt: t0, CreatedAt: t0, MaxAttempts: 3, LeaseDuration: time.Minute, Group: g,
+			Backoff: job.Backoff{Kind: job.BackoffFixed, Base: time.Second, Max: time.Hour}})
+	}
+	if n, err := s.ImportJobs(ctx, jobs); err != nil || n != 3 {
+		t.Fatalf("import: %d, %v", n, err)
+	}
+	if j, err := s.JobGet(ctx, "imported0"); err != nil || j.Group != "a" {
+		t.Fatalf("imported job: %+v, %v", j, err)
+	}
+	js, err := store.ClaimedJobs(s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"q"}, Max: 5, Now: t0}))
+	if err != nil || len(js) != 2 || js[0].ID != "imported1" || js[1].ID != "imported0" {
+		t.Fatalf("claim under a group cap of 1: %v, %v; want imported1 and imported0", idsOf(js), err)
+	}
+}
+
+func idsOf(js []*job.Job) []string {
+	out := make([]string, len(js))
+	for i, j := range js {
+		out[i] = j.ID
+	}
+	return out
+}

@@ -1,0 +1,478 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/spoolq/spool/internal/job"
+	"github.com/spoolq/spool/internal/store"
+)
+
+// Bounds of one flow claim.
+const (
+	// maxGroupVisits bounds how many groups one claim looks at for
+	// groups with room: with groups at their caps or rates by the
+	// thousand, a claim hands out what the first ones let out, and the
+	// next claim goes on from there.
+	maxGroupVisits = 4096
+	// groupSlack is how many groups a claim reads beyond those it needs,
+	// in case some of them have no room.
+	groupSlack = 8
+)
+
+const (
+	// sqlLockFlowQueue locks a queue's row, which serialises the claims of
+	// the queue across nodes, and reads its flow control.
+	sqlLockFlowQueue = `SELECT paused, flow, rate_limit, rate_period_ns, max_active, group_rate_limit,
+	group_rate_period_ns, group_max_active, last_group, rate_starts
+FROM spool_queues WHERE name = $1 FOR NO KEY UPDATE`
+	// sqlCountActive counts the active jobs of queue $1 from the active
+	// index, up to its cap (none without one). Sent in one go with
+	// sqlLockFlowQueue, it runs after the lock with a snapshot of its own,
+	// so it sees every claim of the queue that committed before.
+	sqlCountActive = `SELECT count(*) FROM (
+	SELECT 1 FROM spool_jobs WHERE queue = $1 AND state = 'active' AND grp IS NOT NULL
+	LIMIT COALESCE((SELECT max_active FROM spool_queues WHERE name = $1), 0)) a`
+	// sqlGroupsFrom lists up to $4 groups of queue $1 with available jobs,
+	// in byte order from $2 (past it when $3), each with its active jobs
+	// counted up to $5 and, when $6, its start log. It skips from group to
+	// group down the group claim index (a loose index scan), so a claim
+	// reads one index entry per group, not every available job.
+	sqlGroupsFrom = `WITH RECURSIVE g(grp) AS (
+	(SELECT grp COLLATE "C" FROM spool_jobs
+	WHERE queue = $1 COLLATE "C" AND state = 'available' AND grp IS NOT NULL AND grp >= $2 COLLATE "C"
+	ORDER BY grp COLLATE "C" LIMIT 1)
+	UNION ALL
+	SELECT (SELECT j.grp COLLATE "C" FROM spool_jobs j
+		WHERE j.queue = $1 COLLATE "C" AND j.state = 'available' AND j.grp IS NOT NULL AND j.grp COLLATE "C" > g.grp
+		ORDER BY j.grp COLLATE "C" LIMIT 1)
+	FROM g WHERE g.grp IS NOT NULL
+), found AS (
+	SELECT grp FROM g WHERE grp IS NOT NULL AND NOT ($3 AND grp = $2) LIMIT $4
+)
+SELECT f.grp,
+	(SELECT count(*) FROM (SELECT 1 FROM spool_jobs a
+		WHERE a.queue = $1 AND a.state = 'active' AND a.grp IS NOT NULL AND a.grp = f.grp LIMIT $5) x),
+	s.starts
+FROM found f LEFT JOIN spool_group_starts s ON $6 AND s.queue = $1 AND s.grp = f.grp
+ORDER BY f.grp COLLATE "C"`
+	// sqlGroupHeads reads, for each group of $2, the seqs of up to $3 of
+	// its available jobs in claim order after the first $4, from the
+	// group claim index.
+	sqlGroupHeads = `SELECT g.ord, h.seq FROM unnest($2::text[], $3::int4[], $4::int4[]) WITH ORDINALITY AS g(grp, n, skip, ord)
+CROSS JOIN LATERAL (
+	SELECT j.seq, j.priority, j.run_at FROM spool_jobs j
+	WHERE j.queue = $1 COLLATE "C" AND j.state = 'available' AND j.grp IS NOT NULL AND j.grp = g.grp COLLATE "C"
+	ORDER BY j.priority DESC, j.run_at, j.seq LIMIT g.n OFFSET g.skip) h
+ORDER BY g.ord, h.priority DESC, h.run_at, h.seq`
+	// sqlClaimSeqs leases the jobs of the seqs $1 that are still
+	// available (see claimTail). It finds them by seq alone, then looks at
+	// the state of the rows it locked: a state in the search would let
+	// the planner scan the claim index.
+	sqlClaimSeqs = `WITH locked AS (
+	SELECT ctid, state FROM spool_jobs WHERE seq = ANY($1::int8[]) FOR UPDATE
+), picked AS (
+	SELECT ctid FROM locked WHERE state = 'available'
+)` + claimTail
+	// sqlFlowCursor stores the last group served and the rate start log.
+	sqlFlowCursor = `UPDATE spool_queues SET last_group = $2, rate_starts = $3 WHERE name = $1`
+	// sqlGroupStarts stores the start logs of groups, with their newest
+	// start.
+	sqlGroupStarts = `INSERT INTO spool_group_starts (queue, grp, starts, last_start)
+SELECT $1, g, s, $4 FROM unnest($2::text[], $3::bytea[]) AS u(g, s) ORDER BY g
+ON CONFLICT (queue, grp) DO UPDATE SET starts = excluded.starts, last_start = excluded.last_start`
+	// sqlAnyAvailable reports whether queue $1 has available jobs.
+	sqlAnyAvailable = `SELECT EXISTS (SELECT 1 FROM spool_jobs WHERE queue = $1 AND state = 'available' AND grp IS NOT NULL)`
+)
+
+// claimFlow claims up to p.Max-len(res.Jobs) jobs of queue q, which this
+// node believes to have flow control, into res, and adds to res what held
+// q's other available jobs back. A queue without flow control after all
+// is forgotten and claimed the plain way.
+func (s *Store) claimFlow(ctx context.Context, q string, p *store.JobClaimParams, res *store.ClaimResult) error {
+	want := p.Max - len(res.Jobs)
+	var c *flowClaim
+	plain := false
+	err := s.retryTx(ctx, func(tx pgx.Tx) error {
+		c = &flowClaim{tx: tx, queue: q, now: micro(p.Now), want: want, lease: p.LeaseDuration}
+		found, err := c.lock(ctx)
+		if err != nil {
+			return err
+		}
+		plain = !found || !c.q.flow
+		if plain || c.q.paused {
+			return nil
+		}
+		return c.run(ctx)
+	})
+	if err != nil {
+		return wrap(fmt.Sprintf("claim jobs of queue %s", q), err)
+	}
+	if plain {
+		s.flowQueues.Delete(q)
+		s.plainSeen.Store(q, time.Now())
+		jobs, err := s.claimPlain(ctx, []string{q}, p, want)
+		res.Jobs = append(res.Jobs, jobs...)
+		return err
+	}
+	res.Jobs = append(res.Jobs, c.jobs...)
+	if len(c.jobs) < want {
+		res.RetryAt = earliest(res.RetryAt, c.retryAt)
+		if c.capped && !slices.Contains(res.Capped, q) {
+			res.Capped = append(res.Capped, q)
+		}
+	}
+	return nil
+}
+
+// flowClaim is one claim of a queue with flow control, in the transaction
+// that holds the queue's row.
+type flowClaim struct {
+	tx    pgx.Tx
+	queue string
+	now   time.Time
+	want  int
+	lease time.Duration
+
+	q      flowQueue
+	active int          // the queue's active jobs, counted up to its cap
+	groups []*flowGroup // the groups with room, in the order they are served
+	jobs   []*job.Job   // handed out, in the order they were served
+
+	// What held available jobs back: a cap (capped), a rate (the first
+	// moment one lets a job start again).
+	capped  bool
+	retryAt time.Time
+}
+
+// flowQueue is the flow control of a queue as its row holds it.
+type flowQueue struct {
+	paused, flow bool
+	limits       job.Limits
+	lastGroup    *string
+	starts       job.StartLog
+}
+
+// flowGroup is one group of a claim.
+type flowGroup struct {
+	name    string
+	active  int
+	log     job.StartLog
+	room    int     // how many of its jobs may start; -1: no group limit
+	seqs    []int64 // its available jobs read so far, in claim order
+	taken   int     // how many of seqs the claim hands out
+	dry     bool    // it has no available jobs beyond seqs
+	started int     // how many of its jobs started
+}
+
+// lock locks the queue's row and reads its flow control and its active
+// jobs (up to its cap), in one round trip; found is false for an unknown
+// queue.
+func (c *flowClaim) lock(ctx context.Context) (found bool, err error) {
+	var (
+		rate, maxActive, groupRate, groupMaxActive int32
+		ratePeriod, groupRatePeriod                int64
+		starts                                     []byte
+	)
+	batch := &pgx.Batch{}
+	batch.Queue(sqlLockFlowQueue, c.queue).QueryRow(func(row pgx.Row) error {
+		err := row.Scan(&c.q.paused, &c.q.flow, &rate, &ratePeriod, &maxActive,
+			&groupRate, &groupRatePeriod, &groupMaxActive, &c.q.lastGroup, &starts)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		found = err == nil
+		return err
+	})
+	batch.Queue(sqlCountActive, c.queue).QueryRow(func(row pgx.Row) error { return row.Scan(&c.active) })
+	if err := c.tx.SendBatch(ctx, batch).Close(); err != nil {
+		return false, fmt.Errorf("lock queue: %w", err)
+	}
+	if !found {
+		return false, nil
+	}
+	c.q.limits = job.Limits{
+		Rate: job.Rate{Limit: int(rate), Period: time.Duration(ratePeriod)}, MaxActive: int(maxActive),
+		GroupRate: job.Rate{Limit: int(groupRate), Period: time.Duration(groupRatePeriod)}, GroupMaxActive: int(groupMaxActive),
+	}
+	if c.q.starts, err = decodeStarts(starts, c.q.limits.Rate.Limit); err != nil {
+		return false, fmt.Errorf("read the rate start log: %w", err)
+	}
+	return true, nil
+}
+
+// run hands out what the queue's limits let start: as many jobs as the
+// queue's own cap and rate leave room for, round-robin over the groups
+// with room, then records the starts.
+func (c *flowClaim) run(ctx context.Context) error {
+	l := c.q.limits
+	room, capRoom := c.want, -1
+	if l.MaxActive > 0 {
+		capRoom = max(0, l.MaxActive-c.active)
+		room = min(room, capRoom)
+	}
+	if rateRoom, _ := c.q.starts.Room(l.Rate, c.now); rateRoom >= 0 {
+		room = min(room, rateRoom)
+	}
+	var picks []int64
+	if room > 0 {
+		if err := c.findGroups(ctx, room); err != nil {
+			return err
+		}
+		var err error
+		if picks, err = c.share(ctx, room); err != nil {
+			return err
+		}
+	}
+	if err := c.claim(ctx, picks); err != nil {
+		return err
+	}
+	if err := c.record(ctx); err != nil {
+		return err
+	}
+	if len(c.jobs) >= c.want {
+		return nil
+	}
+	// The queue's own cap or rate held jobs back if it is used up and
+	// jobs are left.
+	capped := capRoom >= 0 && capRoom <= len(c.jobs)
+	rateRoom, next := c.q.starts.Room(l.Rate, c.now)
+	if !capped && rateRoom != 0 {
+		return nil
+	}
+	var left bool
+	if err := c.tx.QueryRow(ctx, sqlAnyAvailable, c.queue).Scan(&left); err != nil {
+		return fmt.Errorf("look for available jobs: %w", err)
+	}
+	if left {
+		c.capped = c.capped || capped
+		if rateRoom == 0 {
+			c.retryAt = earliest(c.retryAt, next)
+		}
+	}
+	return nil
+}
+
+// findGroups finds up to room groups with available jobs and room under
+// the group limits, in round-robin order: from the group after the last
+// one served, wrapping around once. Groups without room are passed over
+// and counted in what held jobs back.
+func (c *flowClaim) findGroups(ctx context.Context, room int) error {
+	l := c.q.limits
+	seen := make(map[string]bool)
+	from, past, wrapped := "", false, c.q.lastGroup == nil
+	if !wrapped {
+		from, past = *c.q.lastGroup, true
+	}
+	for visited := 0; len(c.groups) < room && visited < maxGroupVisits; {
+		chunk := min(room-len(c.groups)+groupSlack, maxGroupVisits-visited)
+		rows, err := c.tx.Query(ctx, sqlGroupsFrom, c.queue, from, past, chunk, l.GroupMaxActive, !l.GroupRate.IsZero())
+		if err != nil {
+			return fmt.Errorf("find groups: %w", err)
+		}
+		var found []*flowGroup
+		var name string
+		var active int64
+		var starts []byte
+		_, err = pgx.ForEachRow(rows, []any{&name, &active, &starts}, func() error {
+			log, err := decodeStarts(starts, l.GroupRate.Limit)
+			if err != nil {
+				return fmt.Errorf("read the start log of group %q: %w", name, err)
+			}
+			found = append(found, &flowGroup{name: name, active: int(active), log: log})
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("find groups: %w", err)
+		}
+		for _, g := range found {
+			if seen[g.name] {
+				return nil // round the whole cycle
+			}
+			seen[g.name] = true
+			visited++
+			if c.admit(g) {
+				if c.groups = append(c.groups, g); len(c.groups) == room {
+					return nil
+				}
+			}
+		}
+		switch {
+		case len(found) == chunk:
+			from, past = found[len(found)-1].name, true
+		case wrapped:
+			return nil
+		default:
+			from, past, wrapped = "", false, true
+		}
+	}
+	return nil
+}
+
+// admit sets how many jobs of g may start and reports whether any may;
+// a group without room counts in what held jobs back.
+func (c *flowClaim) admit(g *flowGroup) bool {
+	l := c.q.limits
+	g.room = -1
+	if l.GroupMaxActive > 0 {
+		g.room = max(0, l.GroupMaxActive-g.active)
+		c.capped = c.capped || g.room == 0
+	}
+	if r, next := g.log.Room(l.GroupRate, c.now); r >= 0 {
+		if r == 0 {
+			c.retryAt = earliest(c.retryAt, next)
+		}
+		if g.room < 0 || r < g.room {
+			g.room = r
+		}
+	}
+	return g.room != 0
+}
+
+// share picks up to room jobs of c.groups, one group a turn in order, a
+// group's own jobs in claim order, and returns their seqs in the order
+// served. It reads the groups' jobs a turn's worth at a time: enough for
+// every group to fill the room, then more for the groups that had
+// enough when others ran dry.
+func (c *flowClaim) share(ctx context.Context, room int) ([]int64, error) {
+	var picks []int64
+	live := c.groups
+	for room > 0 && len(live) > 0 {
+		turns := (room + len(live) - 1) / len(live)
+		names, asks, skips := make([]string, len(live)), make([]int32, len(live)), make([]int32, len(live))
+		for i, g := range live {
+			n := turns
+			if g.room >= 0 && g.room-g.taken <= turns {
+				n = g.room - g.taken + 1 // one more tells whether its room holds jobs back
+			}
+			names[i], asks[i], skips[i] = g.name, int32(n), int32(len(g.seqs))
+		}
+		rows, err := c.tx.Query(ctx, sqlGroupHeads, c.queue, names, asks, skips)
+		if err != nil {
+			return nil, fmt.Errorf("read the jobs of groups: %w", err)
+		}
+		var ord, seq int64
+		_, err = pgx.ForEachRow(rows, []any{&ord, &seq}, func() error {
+			g := live[ord-1]
+			g.seqs = append(g.seqs, seq)
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("read the jobs of groups: %w", err)
+		}
+		for i, g := range live {
+			g.dry = len(g.seqs)-int(skips[i]) < int(asks[i])
+		}
+		for t := 0; t < turns && room > 0; t++ {
+			for _, g := range live {
+				if room > 0 && g.taken < len(g.seqs) && (g.room < 0 || g.taken < g.room) {
+					picks = append(picks, g.seqs[g.taken])
+					g.taken++
+					room--
+				}
+			}
+		}
+		next := live[:0:0]
+		for _, g := range live {
+			if !g.dry && (g.room < 0 || g.taken < g.room) {
+				next = append(next, g)
+			}
+		}
+		live = next
+	}
+	return picks, nil
+}
+
+// claim leases the jobs of picks that are still available and keeps
+// them in c.jobs in the order served.
+func (c *flowClaim) claim(ctx context.Context, picks []int64) error {
+	if len(picks) == 0 {
+		return nil
+	}
+	rows, err := c.tx.Query(ctx, sqlClaimSeqs, picks, c.now, int64(c.lease))
+	if err != nil {
+		return fmt.Errorf("lease jobs: %w", err)
+	}
+	jobs, seqs, err := scanJobs(rows)
+	if err != nil {
+		return fmt.Errorf("lease jobs: %w", err)
+	}
+	at := make(map[int64]int, len(picks))
+	for i, seq := range picks {
+		at[seq] = i
+	}
+	order := make([]int, len(jobs))
+	for i := range jobs {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return at[seqs[a]] - at[seqs[b]] })
+	c.jobs = make([]*job.Job, len(jobs))
+	for i, k := range order {
+		c.jobs[i] = jobs[k]
+	}
+	return nil
+}
+
+// record keeps the claim's starts: the last group served as the cursor of
+// the round-robin, the queue's start log and those of the groups that
+// started jobs. A claim that started nothing writes nothing.
+func (c *flowClaim) record(ctx context.Context) error {
+	if len(c.jobs) == 0 {
+		return nil
+	}
+	l := c.q.limits
+	byName := make(map[string]*flowGroup, len(c.groups))
+	for _, g := range c.groups {
+		byName[g.name] = g
+	}
+	for _, j := range c.jobs {
+		if g := byName[j.Group]; g != nil {
+			g.started++
+		}
+	}
+	batch := &pgx.Batch{}
+	var starts []byte
+	if !l.Rate.IsZero() {
+		c.q.starts = c.q.starts.Add(l.Rate, c.now, len(c.jobs))
+		starts = encodeStarts(c.q.starts)
+	}
+	batch.Queue(sqlFlowCursor, c.queue, c.jobs[len(c.jobs)-1].Group, starts)
+	if !l.GroupRate.IsZero() {
+		var names []string
+		var logs [][]byte
+		for _, g := range c.groups {
+			if g.started > 0 {
+				g.log = g.log.Add(l.GroupRate, c.now, g.started)
+				names, logs = append(names, g.name), append(logs, encodeStarts(g.log))
+			}
+		}
+		batch.Queue(sqlGroupStarts, c.queue, names, logs, c.now.UnixNano())
+	}
+	if err := c.tx.SendBatch(ctx, batch).Close(); err != nil {
+		return fmt.Errorf("record starts: %w", err)
+	}
+	c.heldByGroups()
+	return nil
+}
+
+// heldByGroups counts in what held jobs back the groups that have jobs
+// beyond the room their limits left them.
+func (c *flowClaim) heldByGroups() {
+	l := c.q.limits
+	for _, g := range c.groups {
+		if g.dry || g.room < 0 || g.taken < g.room {
+			continue
+		}
+		if l.GroupMaxActive > 0 && g.active+g.started >= l.GroupMaxActive {
+			c.capped = true
+		}
+		if r, next := g.log.Room(l.GroupRate, c.now); r == 0 {
+			c.retryAt = earliest(c.retryAt, next)
+		}
+	}
+}
