@@ -44,15 +44,12 @@ func NewPruner(st store.Maintainer, r Retention, now func() time.Time, logger *s
 		interval = time.Minute
 	}
 	pass := func(ctx context.Context, now time.Time) (time.Time, error) {
-		p := &store.JobPruneParams{KeepCompleted: r.MaxCompleted, KeepDead: r.MaxDead, Limit: pruneBatch}
+		p := &store.JobPruneParams{KeepCompleted: r.MaxCompleted, KeepDead: r.MaxDead, Limit: pruneBatch, Now: now}
 		if r.Completed > 0 {
 			p.CompletedBefore = now.Add(-r.Completed)
 		}
 		if r.Dead > 0 {
 			p.DeadBefore = now.Add(-r.Dead)
-		}
-		if p.CompletedBefore.IsZero() && p.DeadBefore.IsZero() && p.KeepCompleted == 0 && p.KeepDead == 0 {
-			return time.Time{}, nil
 		}
 		n, err := st.JobPrune(ctx, p)
 		if err != nil {

@@ -439,6 +439,10 @@ type JobPruneParams struct {
 	KeepDead int
 	// Limit bounds how many jobs one pass deletes.
 	Limit int
+	// Now is the time of the pass: a store may also drop the flow-control
+	// state that no longer counts at it (start logs older than their
+	// rate's period). Zero drops none.
+	Now time.Time
 }
 
 // Passes is the retention sweep p asks for, in the order a store runs it

@@ -77,6 +77,12 @@ RETURNING flow, paused`
 	// sqlClearGroupStarts drops the group start logs of a queue whose
 	// group rate is cleared.
 	sqlClearGroupStarts = `DELETE FROM spool_group_starts WHERE queue = $1`
+	// sqlPruneGroupStarts drops up to $2 start logs of groups whose newest
+	// start no longer counts at $1 (unix ns) under their queue's group
+	// rate: the pruner keeps one row per group from staying forever.
+	sqlPruneGroupStarts = `DELETE FROM spool_group_starts WHERE (queue, grp) IN (
+	SELECT s.queue, s.grp FROM spool_group_starts s JOIN spool_queues q ON q.name = s.queue
+	WHERE s.last_start <= $1 - q.group_rate_period_ns LIMIT $2)`
 	// sqlFlowAmong reads which of the queues $1 have flow control.
 	sqlFlowAmong = `SELECT name FROM spool_queues WHERE name = ANY($1) AND flow`
 )

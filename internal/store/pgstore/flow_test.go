@@ -403,3 +403,43 @@ func idsOf(js []*job.Job) []string {
 	}
 	return out
 }
+
+// The pruner drops the start log of a group once its newest start no
+// longer counts under the group rate, and keeps it while it does.
+func TestPruneDropsIdleStartLogs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t, pgtest.Schema(t))
+	if err := s.QueueSetLimits(ctx, "q", job.Limits{GroupRate: job.Rate{Limit: 1, Period: time.Minute}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []string{"a", "b", "c"} {
+		mustInsert(t, s, groupJobs("q", g, 2))
+	}
+	if js, err := store.ClaimedJobs(s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"q"}, Max: 10, Now: t0})); err != nil || len(js) != 3 {
+		t.Fatalf("claim under a group rate of 1/min: %d jobs, %v", len(js), err)
+	}
+	logs := func() int {
+		var n int
+		if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM spool_group_starts`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	prune := func(now time.Time) {
+		if _, err := s.JobPrune(ctx, &store.JobPruneParams{Limit: 100, Now: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	prune(t0.Add(30 * time.Second))
+	if n := logs(); n != 3 {
+		t.Fatalf("%d start logs half a minute on, want the 3 that still count", n)
+	}
+	if js, err := store.ClaimedJobs(s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"q"}, Max: 10, Now: t0.Add(30 * time.Second)})); err != nil || len(js) != 0 {
+		t.Fatalf("claim within the minute after a prune: %d jobs, %v", len(js), err)
+	}
+	prune(t0.Add(time.Minute))
+	if n := logs(); n != 0 {
+		t.Fatalf("%d start logs a minute on, want none", n)
+	}
+}

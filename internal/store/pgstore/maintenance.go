@@ -140,6 +140,11 @@ func (s *Store) JobPrune(ctx context.Context, p *store.JobPruneParams) (int, err
 			total += deleted
 			budget -= deleted
 		}
+		if !p.Now.IsZero() {
+			if _, err := tx.Exec(ctx, sqlPruneGroupStarts, p.Now.UnixNano(), p.Limit); err != nil {
+				return fmt.Errorf("drop idle start logs: %w", err)
+			}
+		}
 		return nil
 	})
 	if err != nil {
