@@ -14,7 +14,7 @@ import (
 // path of a fair queue; groups=0 is the same backlog in a plain queue.
 func BenchmarkClaimGrouped(b *testing.B) {
 	const backlog = 50000
-	for _, groups := range []int{0, 10, 1000} {
+	for _, groups := range []int{0, 1000} {
 		b.Run(fmt.Sprintf("groups=%d", groups), func(b *testing.B) {
 			s := setup(b).s
 			ctx := b.Context()
@@ -38,7 +38,8 @@ func BenchmarkClaimGrouped(b *testing.B) {
 				}
 			}
 			b.ResetTimer()
-			for claimed := 0; claimed < b.N; {
+			claimed := 0
+			for claimed < b.N {
 				b.StopTimer()
 				fill(backlog)
 				b.StartTimer()
@@ -58,7 +59,7 @@ func BenchmarkClaimGrouped(b *testing.B) {
 					claimed += len(js)
 				}
 			}
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+			b.ReportMetric(float64(claimed)/b.Elapsed().Seconds(), "jobs/s")
 		})
 	}
 }
