@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"runtime"
+	"regexp"
 	"slices"
 	"sync"
 	"testing"
@@ -441,5 +442,40 @@ func TestPruneDropsIdleStartLogs(t *testing.T) {
 	prune(t0.Add(time.Minute))
 	if n := logs(); n != 0 {
 		t.Fatalf("%d start logs a minute on, want none", n)
+	}
+}
+
+// A claim counts each group's active jobs with one seek into the active
+// index by queue and group: the groups it finds must compare in the
+// index's collation, or every count reads all the queue's active jobs.
+func TestGroupActiveCountsSeekTheIndex(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t, pgtest.Schema(t))
+	if err := s.QueueSetLimits(ctx, "q", job.Limits{GroupMaxActive: 1, GroupRate: job.Rate{Limit: 5, Period: time.Minute}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []string{"a", "b", "c"} {
+		mustInsert(t, s, groupJobs("q", g, 2))
+	}
+	if js, err := store.ClaimedJobs(s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"q"}, Max: 10, Now: t0})); err != nil || len(js) != 3 {
+		t.Fatalf("claim: %d jobs, %v", len(js), err)
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	// Tables this small are read whole unless the planner must use indexes.
+	if _, err := tx.Exec(ctx, `SET LOCAL enable_seqscan = off`); err != nil {
+		t.Fatal(err)
+	}
+	var plan string
+	if err := tx.QueryRow(ctx, `EXPLAIN (FORMAT JSON) `+sqlGroupsFrom, "q", "", false, 10, 1, true).Scan(&plan); err != nil {
+		t.Fatalf("explain the group walk: %v", err)
+	}
+	seek := regexp.MustCompile(`"Index Name": "spool_jobs_group_active",[^}]*"Index Cond": "[^"]*AND \(grp = \(*g\.grp\)*::text`)
+	if !seek.MatchString(plan) {
+		t.Errorf("the group walk does not seek the active index by group:\n%s", plan)
 	}
 }

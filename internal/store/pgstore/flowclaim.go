@@ -42,7 +42,10 @@ FROM spool_queues WHERE name = $1 FOR NO KEY UPDATE`
 	// in byte order from $2 (past it when $3), each with its active jobs
 	// counted up to $5 and, when $6, its start log. It skips from group to
 	// group down the group claim index (a loose index scan), so a claim
-	// reads one index entry per group, not every available job.
+	// reads one index entry per group, not every available job. The groups
+	// found go back to the default collation, the one of the active index
+	// and of spool_group_starts: compared in "C", a group could not be
+	// looked up in them, and each count would scan the queue's active jobs.
 	sqlGroupsFrom = `WITH RECURSIVE g(grp) AS (
 	(SELECT grp COLLATE "C" FROM spool_jobs
 	WHERE queue = $1 COLLATE "C" AND state = 'available' AND grp IS NOT NULL AND grp >= $2 COLLATE "C"
@@ -53,7 +56,7 @@ FROM spool_queues WHERE name = $1 FOR NO KEY UPDATE`
 		ORDER BY j.grp COLLATE "C" LIMIT 1)
 	FROM g WHERE g.grp IS NOT NULL
 ), found AS (
-	SELECT grp FROM g WHERE grp IS NOT NULL AND NOT ($3 AND grp = $2) LIMIT $4
+	SELECT grp COLLATE "default" AS grp FROM g WHERE grp IS NOT NULL AND NOT ($3 AND grp = $2) LIMIT $4
 )
 SELECT f.grp,
 	(SELECT count(*) FROM (SELECT 1 FROM spool_jobs a

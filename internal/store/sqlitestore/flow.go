@@ -592,8 +592,11 @@ func (w *writer) refillGroup(q *wqueue, g string, gs *groupState, picked func(se
 const (
 	// staleSweep is how many such rows wait for a sweep, which runs in
 	// the commit that reaches it and at close. A row left unswept by a
-	// crash stays until it is pruned.
-	staleSweep    = 32768
+	// crash stays until it is pruned. Small sweeps keep the index that a
+	// steady flow reads small (a lifecycle run with 1,000 groups: 4,096
+	// gives 47k jobs/s, 32,768 gives 40k); a deep backlog prefers large
+	// ones, but gains under 5 % from them.
+	staleSweep    = 4096
 	sqlSweepStale = `UPDATE jobs NOT INDEXED SET gready = NULL
 WHERE seq IN (SELECT value FROM json_each(?)) AND gready = 1 AND state != 'available'`
 )
