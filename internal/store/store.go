@@ -194,6 +194,7 @@ type Store interface {
 	Admin
 	Maintainer
 	Scheduler
+	ConsumerGroups
 	// Capabilities states what this store can do.
 	Capabilities() Capabilities
 	// Ping reports whether the store can serve requests.
@@ -226,6 +227,9 @@ type JobInsertParams struct {
 	// Durability is full or process; a store that keeps jobs in memory only
 	// takes memory. Empty means full.
 	Durability job.Durability
+	// CreatedAt, when set, is the job's creation time in place of the
+	// insert's Now: a consumer group's copy keeps its job's.
+	CreatedAt time.Time
 }
 
 // JobInsertManyParams is one atomic insert of several jobs.

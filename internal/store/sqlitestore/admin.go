@@ -283,23 +283,36 @@ func (s *Store) QueueGet(ctx context.Context, name string) (*store.QueueInfo, er
 // store.Admin.
 func (s *Store) QueueSetPaused(ctx context.Context, name string, paused bool) error {
 	err := s.do(ctx, 1, func(w *writer) error {
-		if _, err := w.st.setPaused.Exec(name, paused); err != nil {
+		if err := w.setPaused(name, paused); err != nil {
 			return err
 		}
-		q := w.queues[name]
-		if q == nil {
-			q = &wqueue{name: name, win: newWindow(w.cfg.ReadyWindow, true, w.cache)}
-			w.queues[name] = q
-			w.fx.queues[name] = struct{}{}
+		for _, g := range w.lanes[name] {
+			if err := w.setPaused(job.LaneName(name, g.name), paused); err != nil {
+				return err
+			}
 		}
-		q.paused = paused
-		w.fx.paused[name] = paused
-		w.touched = true
 		return nil
 	})
 	if err != nil {
 		return wrap("set queue paused", err)
 	}
+	return nil
+}
+
+// setPaused pauses or resumes queue name in the running transaction.
+func (w *writer) setPaused(name string, paused bool) error {
+	if _, err := w.st.setPaused.Exec(name, paused); err != nil {
+		return err
+	}
+	q := w.queues[name]
+	if q == nil {
+		q = &wqueue{name: name, win: newWindow(w.cfg.ReadyWindow, true, w.cache)}
+		w.queues[name] = q
+		w.fx.queues[name] = struct{}{}
+	}
+	q.paused = paused
+	w.fx.paused[name] = paused
+	w.touched = true
 	return nil
 }
 

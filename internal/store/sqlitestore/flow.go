@@ -224,31 +224,44 @@ func decodeLimits(b []byte) (job.Limits, error) {
 // QueueSetLimits sets a queue's flow control; see store.Admin.
 func (s *Store) QueueSetLimits(ctx context.Context, name string, l job.Limits) error {
 	err := s.do(ctx, 1, func(w *writer) error {
-		stored, err := encodeLimits(l)
-		if err != nil {
+		if err := w.setLimits(name, l); err != nil {
 			return err
 		}
-		if _, err := w.conn.ExecContext(context.Background(), sqlSetLimits, name, stored); err != nil {
-			return fmt.Errorf("set limits of queue %s: %w", name, err)
-		}
-		q, err := w.ensureQueue(name)
-		if err != nil {
-			return err
-		}
-		q.limits = l
-		q.flow.holds = nil
-		if l.Grouped() {
-			if err := w.markGrouped(name); err != nil {
+		for _, g := range w.lanes[name] {
+			if err := w.setLimits(job.LaneName(name, g.name), l); err != nil {
 				return err
 			}
 		}
-		w.fx.limits[name] = l
-		w.touched = true
 		return nil
 	})
 	if err != nil {
 		return wrap("set queue limits", err)
 	}
+	return nil
+}
+
+// setLimits sets the limits of queue name in the running transaction.
+func (w *writer) setLimits(name string, l job.Limits) error {
+	stored, err := encodeLimits(l)
+	if err != nil {
+		return err
+	}
+	if _, err := w.conn.ExecContext(context.Background(), sqlSetLimits, name, stored); err != nil {
+		return fmt.Errorf("set limits of queue %s: %w", name, err)
+	}
+	q, err := w.ensureQueue(name)
+	if err != nil {
+		return err
+	}
+	q.limits = l
+	q.flow.holds = nil
+	if l.Grouped() {
+		if err := w.markGrouped(name); err != nil {
+			return err
+		}
+	}
+	w.fx.limits[name] = l
+	w.touched = true
 	return nil
 }
 

@@ -108,7 +108,10 @@ func (w *writer) insertJobs(jobs []store.JobInsertParams, now time.Time, out []s
 			return err
 		}
 	}
-	return ins.flush(jobs)
+	if err := ins.flush(jobs); err != nil {
+		return err
+	}
+	return w.copyToLanes(jobs, now, out)
 }
 
 // inserter gathers the rows of one JobInsertMany and writes them in
@@ -147,7 +150,7 @@ func (ins *inserter) flush(jobs []store.JobInsertParams) error {
 	ins.args, ins.specs = ins.args[:0], ins.specs[:0]
 	for k, i := range ins.pending {
 		ins.args, ins.specs = appendInsertRow(ins.args, ins.specs, first+int64(k), &jobs[i], w.durabilityOf(jobs[i].Durability),
-			w.groupColumn(&jobs[i]), ins.now)
+			w.groupColumn(&jobs[i]), ins.createdAt(&jobs[i]))
 	}
 	w.nextSeq += int64(len(ins.pending))
 	n, err := stmt.exec(ins.args)
@@ -183,7 +186,7 @@ func (ins *inserter) flush(jobs []store.JobInsertParams) error {
 		j := &job.Job{
 			ID: jp.ID, Queue: jp.Queue, Kind: jp.Kind, Payload: jp.Payload, Priority: jp.Priority, State: jp.State,
 			RunAt: runAt, MaxAttempts: jp.MaxAttempts, Backoff: jp.Backoff, LeaseDuration: jp.LeaseDuration,
-			UniqueKey: jp.UniqueKey, UniqueFor: jp.UniqueFor, Tags: jp.Tags, Group: jp.Group, CreatedAt: ins.now,
+			UniqueKey: jp.UniqueKey, UniqueFor: jp.UniqueFor, Tags: jp.Tags, Group: jp.Group, CreatedAt: ins.createdAt(jp),
 			Durability: w.durabilityOf(jp.Durability),
 		}
 		w.fx.move(jp.Queue, "", jp.State, 1)
@@ -262,6 +265,14 @@ func appendInsertRow(args []any, specs []byte, seq int64, jp *store.JobInsertPar
 	})
 	return append(args, seq, jp.ID, jp.Queue, blobOrNull(jp.Payload), int64(jp.Priority), string(jp.State),
 		jp.RunAt.UTC().UnixNano(), stringOrNull(jp.UniqueKey), specs[start:len(specs):len(specs)], group), specs
+}
+
+// createdAt is when jp was created: now, unless it says.
+func (ins *inserter) createdAt(jp *store.JobInsertParams) time.Time {
+	if jp.CreatedAt.IsZero() {
+		return ins.now
+	}
+	return jp.CreatedAt.UTC()
 }
 
 // duplicate returns the existing job that jp, the i-th job of its call,

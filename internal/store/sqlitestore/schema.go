@@ -118,6 +118,15 @@ BEGIN
 	UPDATE jobs SET gready = 1 WHERE seq = NEW.seq;
 END;
 `},
+	// Consumer groups (lanes.go): the groups of each queue.
+	{sql: `
+CREATE TABLE consumer_groups (
+	queue      TEXT    NOT NULL,
+	name       TEXT    NOT NULL,
+	created_at INTEGER NOT NULL,
+	PRIMARY KEY (queue, name)
+) WITHOUT ROWID;
+`},
 }
 
 // Partial-index conditions, repeated verbatim in queries so that SQLite's

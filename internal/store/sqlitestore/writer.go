@@ -75,6 +75,8 @@ type writer struct {
 	// stale are the seqs of rows of grouped queues that left the
 	// available state since the last sweep (flow.go).
 	stale []int64
+	// lanes are the consumer groups of each queue (see lanes.go).
+	lanes map[string][]laneGroup
 	// nextSeq is the seq of the next inserted job: inserts assign seqs
 	// themselves.
 	nextSeq int64
@@ -366,6 +368,9 @@ func (w *writer) resync() error {
 	}
 	if err := closeRows(rows); err != nil {
 		return fmt.Errorf("reload queues: %w", err)
+	}
+	if err := w.loadLanes(); err != nil {
+		return err
 	}
 	old := w.queues
 	w.queues = make(map[string]*wqueue, len(qs))

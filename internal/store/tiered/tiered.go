@@ -83,6 +83,9 @@ func New(ctx context.Context, disk Tier, mem MemoryStore) (*Store, error) {
 			}
 		}
 	}
+	if err := copyGroups(ctx, disk, mem, qs); err != nil {
+		return nil, err
+	}
 	return &Store{disk: disk, mem: mem, ids: newIDGuard()}, nil
 }
 
