@@ -30,7 +30,7 @@ const (
 	// sqlLaneStates counts the jobs of a queue by state but those of the
 	// seqs ?2, which are leased (their rows may not say so yet).
 	sqlLaneStates = `SELECT state, count(*) FROM jobs WHERE queue = ?1 AND seq NOT IN (SELECT value FROM json_each(?2)) GROUP BY state`
-	sqlLaneDelete     = `DELETE FROM jobs WHERE queue = ?`
+	sqlLaneDelete = `DELETE FROM jobs WHERE queue = ?`
 	// sqlOldestPending reads the creation time of the first pending job of
 	// a queue: the lowest seq of each pending state, by the index.
 	sqlOldestPending = `SELECT ` + jobColumns + ` FROM jobs WHERE seq = (SELECT min(s) FROM (
