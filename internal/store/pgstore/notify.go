@@ -16,8 +16,11 @@ import (
 const maxNotifyBytes = 7000
 
 // notifyChunk is how many queues one notification that SQL builds may
-// name, so that it stays under maxNotifyBytes whatever their names.
-const notifyChunk = maxNotifyBytes / (job.MaxNameLength + 1)
+// name, so that it stays under maxNotifyBytes whatever their names: a
+// queue's name is at most job.MaxNameLength bytes, a consumer group's lane
+// (job.LaneName) twice that and the separator, each name one more for the
+// comma.
+const notifyChunk = maxNotifyBytes / (2*job.MaxNameLength + len(job.LaneSep) + 1)
 
 // notifyPayloads are the payloads that announce queues: this node's id, a
 // space, then queue names separated by commas (which names never hold).
