@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/store"
@@ -16,12 +17,12 @@ import (
 
 const (
 	// sqlInsertJobs inserts the jobs given as parallel arrays ($1-$17,
-	// $19), in array order (which makes their seqs enqueue order), created
-	// at $18, skips ids that already exist, and creates the queues of the
-	// jobs it inserted. A job's group ($19) is stored as given; a job
-	// without one gets the empty group in the queues with flow control
-	// among $20, whose flow lock the transaction holds (see flow.go), and
-	// NULL elsewhere.
+	// $19, $21), in array order (which makes their seqs enqueue order),
+	// created at $21 or, where that is NULL, at $18, skips ids that
+	// already exist, and creates the queues of the jobs it inserted. A
+	// job's group ($19) is stored as given; a job without one gets the
+	// empty group in the queues with flow control among $20, whose flow
+	// lock the transaction holds (see flow.go), and NULL elsewhere.
 	sqlInsertJobs = `WITH flow AS (
 	SELECT ARRAY(SELECT name FROM spool_queues WHERE name = ANY($20::text[]) AND flow) AS names
 ), ins AS (
@@ -29,12 +30,12 @@ const (
 		backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, durability, grp, created_at)
 	SELECT id, queue, kind, payload, priority, state, run_at, max_attempts, backoff_kind,
 		backoff_base, backoff_max, backoff_jitter, lease_ns, NULLIF(unique_key, ''), unique_for, NULLIF(tags, '')::jsonb,
-		durability, CASE WHEN grp <> '' THEN grp WHEN queue = ANY(flow.names) THEN '' END, $18
+		durability, CASE WHEN grp <> '' THEN grp WHEN queue = ANY(flow.names) THEN '' END, COALESCE(created_at, $18)
 	FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::int4[], $6::text[], $7::timestamptz[],
 		$8::int4[], $9::text[], $10::int8[], $11::int8[], $12::float8[], $13::int8[], $14::text[], $15::int8[], $16::text[],
-		$17::text[], $19::text[])
+		$17::text[], $19::text[], $21::timestamptz[])
 		WITH ORDINALITY AS u(id, queue, kind, payload, priority, state, run_at, max_attempts, backoff_kind,
-		backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, durability, grp, ord)
+		backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, durability, grp, created_at, ord)
 	CROSS JOIN flow
 	ORDER BY ord
 	ON CONFLICT (id) DO NOTHING
@@ -163,7 +164,8 @@ func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, jobs []store.JobInser
 			make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		groups                      = make([]string, n)
 		ungrouped                   []string // queues of the jobs without a group
-		anyGroup                    bool
+		anyGroup, anyCreated        bool
+		created                     = make([]pgtype.Timestamptz, n)
 		payloads                    = make([][]byte, n)
 		prios, maxAtt               = make([]int32, n), make([]int32, n)
 		runAts                      = make([]time.Time, n)
@@ -180,6 +182,9 @@ func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, jobs []store.JobInser
 		bkinds[k], bases[k], maxes[k], jitters[k] = string(jp.Backoff.Kind), int64(jp.Backoff.Base), int64(jp.Backoff.Max), jp.Backoff.Jitter
 		leases[k], ukeys[k], ufors[k] = int64(jp.LeaseDuration), jp.UniqueKey, int64(jp.UniqueFor)
 		durs[k] = string(durabilityOf(jp.Durability))
+		if created[k] = tstz(jp.CreatedAt); created[k].Valid {
+			anyCreated = true
+		}
 		if groups[k] = jp.Group; jp.Group != "" {
 			anyGroup = true
 		} else if !slices.Contains(ungrouped, jp.Queue) {
@@ -208,8 +213,12 @@ func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, jobs []store.JobInser
 	if !anyGroup {
 		groupsArg = nil // no job has a group: unnest reads NULL as none for each
 	}
+	createdArg := any(created)
+	if !anyCreated {
+		createdArg = nil // every job is created now: unnest reads NULL for each
+	}
 	batch.Queue(sqlInsertJobs, ids, queues, kinds, payloads, prios, states, runAts, maxAtt, bkinds, bases, maxes,
-		jitters, leases, ukeys, ufors, tags, durs, now, groupsArg, ungrouped)
+		jitters, leases, ukeys, ufors, tags, durs, now, groupsArg, ungrouped, createdArg)
 	batch.Queue(sqlDoneByIDs, ids)
 	s.queueNotify(batch, availableQueues)
 	br := tx.SendBatch(ctx, batch)
@@ -308,13 +317,18 @@ func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, jobs []store.JobInser
 	return nil
 }
 
-// newJob is the job jp as inserted at now.
+// newJob is the job jp as inserted at now: created then, unless it says
+// when.
 func newJob(jp *store.JobInsertParams, runAt, now time.Time) *job.Job {
+	created := now
+	if !jp.CreatedAt.IsZero() {
+		created = micro(jp.CreatedAt)
+	}
 	return &job.Job{
 		ID: jp.ID, Queue: jp.Queue, Kind: jp.Kind, Payload: jp.Payload, Priority: jp.Priority, State: jp.State,
 		RunAt: runAt, MaxAttempts: jp.MaxAttempts, Backoff: jp.Backoff, LeaseDuration: jp.LeaseDuration,
 		UniqueKey: jp.UniqueKey, UniqueFor: jp.UniqueFor, Tags: jp.Tags, Group: jp.Group,
-		Durability: durabilityOf(jp.Durability), CreatedAt: now,
+		Durability: durabilityOf(jp.Durability), CreatedAt: created,
 	}
 }
 
