@@ -38,7 +38,7 @@ ON CONFLICT (queue, state) DO UPDATE SET n = spool_counts.n + excluded.n`
 
 // QueueList returns every known queue by name; see store.Admin.
 func (s *Store) QueueList(ctx context.Context) ([]store.QueueInfo, error) {
-	qs, err := s.queues(ctx, "")
+	qs, err := s.queues(ctx, s.pool, "")
 	if err != nil {
 		return nil, wrap("list queues", err)
 	}
@@ -50,7 +50,7 @@ func (s *Store) QueueGet(ctx context.Context, name string) (*store.QueueInfo, er
 	if name == "" {
 		return nil, fmt.Errorf("get queue: %w", job.ErrNotFound)
 	}
-	qs, err := s.queues(ctx, name)
+	qs, err := s.queues(ctx, s.pool, name)
 	if err != nil {
 		return nil, wrap("get queue", err)
 	}
@@ -60,11 +60,12 @@ func (s *Store) QueueGet(ctx context.Context, name string) (*store.QueueInfo, er
 	return &qs[0], nil
 }
 
-func (s *Store) queues(ctx context.Context, name string) ([]store.QueueInfo, error) {
+// queues reads queue name, or every queue for "", through q.
+func (s *Store) queues(ctx context.Context, q querier, name string) ([]store.QueueInfo, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, sqlQueues, name)
+	rows, err := q.Query(ctx, sqlQueues, name)
 	if err != nil {
 		return nil, err
 	}

@@ -31,8 +31,18 @@ func (s *Store) retry(ctx context.Context, fn func() error) error {
 // retryTx runs fn in a transaction with retry, then the test hook
 // beforeCommit if one is set.
 func (s *Store) retryTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	return s.retryTxOn(ctx, s.pool, fn)
+}
+
+// beginner is a pool or a connection of it.
+type beginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// retryTxOn is retryTx on db.
+func (s *Store) retryTxOn(ctx context.Context, db beginner, fn func(pgx.Tx) error) error {
 	return s.retry(ctx, func() error {
-		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 			if err := fn(tx); err != nil || s.beforeCommit == nil {
 				return err
 			}
