@@ -43,8 +43,8 @@ WHERE seq = ANY($1)`
 SELECT count(*) FROM back`
 	// sqlLockFlowOfDone takes the flow lock of the queue of finished job
 	// $1 shared, as sqlLockFlowShared does, before sqlRetryDone.
-	sqlLockFlowOfDone = `SELECT pg_advisory_xact_lock_shared($2, hashtext(current_schema() || ':flow:' || queue))
-FROM spool_jobs_done WHERE seq = $1`
+	sqlLockFlowOfDone = `SELECT pg_advisory_xact_lock_shared($2, ` + flowLockKey + `)
+FROM (SELECT queue AS q FROM spool_jobs_done WHERE seq = $1) d`
 	sqlRetryManyHot   = `SELECT seq FROM spool_jobs WHERE queue = $1 AND state = $2 FOR UPDATE`
 	sqlRetryManyDone  = `SELECT seq FROM spool_jobs_done WHERE queue = $1 AND state = $2 FOR UPDATE`
 	sqlDeleteHot      = `DELETE FROM spool_jobs WHERE seq = $1`
@@ -287,18 +287,30 @@ func (s *Store) JobDeleteMany(ctx context.Context, p *store.JobBulkParams) (int,
 	return int(tag.RowsAffected()), nil
 }
 
-// QueueSetPaused pauses or resumes a queue, creating it if unknown; see
-// store.Admin. A resume wakes the fetches parked on the queue on every
-// node.
+// QueueSetPaused pauses or resumes a queue, creating it if unknown, and
+// the lanes of its consumer groups with it; see store.Admin. A resume
+// wakes the fetches parked on them on every node.
 func (s *Store) QueueSetPaused(ctx context.Context, name string, paused bool) error {
 	err := s.tx(ctx, func(tx pgx.Tx) error {
+		// The queue's row stays locked until the commit, and a group's
+		// creation locks it to read the pause its lane takes, so the lanes
+		// read next are all there are.
 		if _, err := tx.Exec(ctx, sqlSetPaused, name, paused); err != nil {
 			return err
+		}
+		names, err := withLanes(ctx, tx, name)
+		if err != nil {
+			return err
+		}
+		for _, lane := range names[1:] {
+			if _, err := tx.Exec(ctx, sqlSetPaused, lane, paused); err != nil {
+				return fmt.Errorf("pause lane %s: %w", lane, err)
+			}
 		}
 		if paused {
 			return nil
 		}
-		return s.notify(ctx, tx, []string{name})
+		return s.notify(ctx, tx, names)
 	})
 	if err != nil {
 		return wrap("set queue paused", err)

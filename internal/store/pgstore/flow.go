@@ -44,13 +44,19 @@ import (
 
 const (
 	// sqlLockFlow takes the exclusive flow lock of the queues $1, in key
-	// order, so that it never waits in a cycle with another.
+	// order, so that it never waits in a cycle with another. A consumer
+	// group's lane shares its queue's lock (flowLockKey), so that an
+	// insert that holds its queue's lock shared may copy its jobs into the
+	// lanes (lanes.go).
 	sqlLockFlow = `SELECT pg_advisory_xact_lock($2, k)
-FROM (SELECT DISTINCT hashtext(current_schema() || ':flow:' || q) AS k FROM unnest($1::text[]) AS q) x ORDER BY k`
+FROM (SELECT DISTINCT ` + flowLockKey + ` AS k FROM unnest($1::text[]) AS q) x ORDER BY k`
 	// sqlLockFlowShared takes the flow lock of the queues $1 shared, in
 	// key order.
 	sqlLockFlowShared = `SELECT pg_advisory_xact_lock_shared($2, k)
-FROM (SELECT DISTINCT hashtext(current_schema() || ':flow:' || q) AS k FROM unnest($1::text[]) AS q) x ORDER BY k`
+FROM (SELECT DISTINCT ` + flowLockKey + ` AS k FROM unnest($1::text[]) AS q) x ORDER BY k`
+	// flowLockKey is the key of the flow lock of queue q: that of the
+	// queue itself for a consumer group's lane.
+	flowLockKey = `hashtext(current_schema() || ':flow:' || split_part(q, '` + job.LaneSep + `', 1))`
 	// sqlGroupedQueues reads which of the queues $1 are grouped already:
 	// that flag never goes back, so it needs no lock.
 	sqlGroupedQueues = `SELECT name FROM spool_queues WHERE name = ANY($1) AND grouped`
@@ -89,58 +95,93 @@ RETURNING flow, paused`
 
 // QueueSetLimits sets a queue's flow control, creating the queue if
 // unknown; zero limits remove it (a queue that ever had a job with a group
-// keeps round-robin over its groups); see store.Admin. A queue that gets
-// flow control gives its pending jobs without a group the empty group. The
-// fetches parked on the queue on every node wake, since new limits may let
-// more jobs out.
+// keeps round-robin over its groups); see store.Admin. The lanes of the
+// queue's consumer groups get the same limits in the same transaction. A
+// queue that gets flow control gives its pending jobs without a group the
+// empty group. The fetches parked on the queue on every node wake, since
+// new limits may let more jobs out.
 func (s *Store) QueueSetLimits(ctx context.Context, name string, l job.Limits) error {
 	if err := s.check(); err != nil {
 		return wrap("set queue limits", err)
 	}
-	var flow bool
+	flows := make(map[string]bool)
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		names := []string{name}
-		if _, err := tx.Exec(ctx, sqlLockFlow, names, lockClass); err != nil {
+		clear(flows)
+		if _, err := tx.Exec(ctx, sqlLockFlow, []string{name}, lockClass); err != nil {
 			return fmt.Errorf("lock queue: %w", err)
 		}
-		rows, err := tx.Query(ctx, sqlFlowBefore, names)
+		names, err := withLanes(ctx, tx, name)
 		if err != nil {
-			return fmt.Errorf("read flow control: %w", err)
+			return err
 		}
-		before, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			return fmt.Errorf("read flow control: %w", err)
-		}
-		var paused bool
-		if err := tx.QueryRow(ctx, sqlSetLimits, name, l.Rate.Limit, int64(l.Rate.Period), l.MaxActive,
-			l.GroupRate.Limit, int64(l.GroupRate.Period), l.GroupMaxActive).Scan(&flow, &paused); err != nil {
-			return fmt.Errorf("store limits: %w", err)
-		}
-		if l.GroupRate.IsZero() {
-			if _, err := tx.Exec(ctx, sqlClearGroupStarts, name); err != nil {
-				return fmt.Errorf("clear group start logs: %w", err)
+		var wake []string
+		for _, n := range names {
+			flow, paused, err := applyLimits(ctx, tx, n, l, false)
+			if err != nil {
+				return err
+			}
+			flows[n] = flow
+			if !paused {
+				wake = append(wake, n)
 			}
 		}
-		if flow && len(before) == 0 {
-			if _, err := tx.Exec(ctx, sqlConvertGroups, names); err != nil {
-				return fmt.Errorf("convert groups: %w", err)
-			}
-		}
-		if paused {
-			return nil
-		}
-		return s.notify(ctx, tx, names)
+		return s.notify(ctx, tx, wake)
 	})
 	if err != nil {
 		return wrap("set queue limits", err)
 	}
-	if flow {
-		s.flowQueues.Store(name, struct{}{})
-		s.plainSeen.Delete(name)
-	} else {
-		s.flowQueues.Delete(name)
-	}
+	s.rememberFlow(flows)
 	return nil
+}
+
+// applyLimits stores limits l of queue name, creating it if unknown, and,
+// when grouped, marks it grouped, in tx, which holds the queue's flow
+// lock. A queue that gets flow control gives its pending jobs without a
+// group the empty group. It returns whether the queue has flow control
+// now and whether it is paused.
+func applyLimits(ctx context.Context, tx pgx.Tx, name string, l job.Limits, grouped bool) (flow, paused bool, err error) {
+	names := []string{name}
+	rows, err := tx.Query(ctx, sqlFlowBefore, names)
+	if err != nil {
+		return false, false, fmt.Errorf("read flow control of %s: %w", name, err)
+	}
+	before, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return false, false, fmt.Errorf("read flow control of %s: %w", name, err)
+	}
+	if grouped {
+		if _, err := tx.Exec(ctx, sqlSetGrouped, names); err != nil {
+			return false, false, fmt.Errorf("mark queue %s grouped: %w", name, err)
+		}
+	}
+	if err := tx.QueryRow(ctx, sqlSetLimits, name, l.Rate.Limit, int64(l.Rate.Period), l.MaxActive,
+		l.GroupRate.Limit, int64(l.GroupRate.Period), l.GroupMaxActive).Scan(&flow, &paused); err != nil {
+		return false, false, fmt.Errorf("store limits of %s: %w", name, err)
+	}
+	if l.GroupRate.IsZero() {
+		if _, err := tx.Exec(ctx, sqlClearGroupStarts, name); err != nil {
+			return false, false, fmt.Errorf("clear group start logs of %s: %w", name, err)
+		}
+	}
+	if flow && len(before) == 0 {
+		if _, err := tx.Exec(ctx, sqlConvertGroups, names); err != nil {
+			return false, false, fmt.Errorf("convert groups of %s: %w", name, err)
+		}
+	}
+	return flow, paused, nil
+}
+
+// rememberFlow records, once their transaction committed, which queues
+// have flow control.
+func (s *Store) rememberFlow(flows map[string]bool) {
+	for name, flow := range flows {
+		if flow {
+			s.flowQueues.Store(name, struct{}{})
+			s.plainSeen.Delete(name)
+		} else {
+			s.flowQueues.Delete(name)
+		}
+	}
 }
 
 // markGrouped makes sure that the queues of the jobs with a group are
@@ -181,6 +222,14 @@ func (s *Store) markGrouped(ctx context.Context, tx pgx.Tx, jobs []store.JobInse
 	if _, err := tx.Exec(ctx, sqlLockFlow, missing, lockClass); err != nil {
 		return nil, fmt.Errorf("lock queues: %w", err)
 	}
+	// The lanes of the queues' consumer groups get grouped with them: read
+	// under the lock, which a group's creation takes too, the list misses
+	// none.
+	lanes, err := lanesOf(ctx, tx, missing)
+	if err != nil {
+		return nil, err
+	}
+	missing = append(missing, lanes...)
 	rows, err = tx.Query(ctx, sqlFlowBefore, missing)
 	if err != nil {
 		return nil, fmt.Errorf("read flow control: %w", err)

@@ -197,6 +197,20 @@ CREATE TABLE spool_group_starts (
 	PRIMARY KEY (queue, grp)
 ) WITH (fillfactor = 70);
 `,
+	// Version 5: consumer groups (lanes.go). A group's jobs are copies in
+	// its lane, a queue named queue@group; the lane index covers the
+	// pending jobs of lanes alone (a queue's own name never holds "@"),
+	// so that a group's oldest pending job and the clearing of its lane
+	// are a seek, while the jobs of other queues pay nothing for it.
+	`
+CREATE TABLE spool_consumer_groups (
+	queue      text        NOT NULL,
+	name       text        NOT NULL,
+	created_at timestamptz NOT NULL,
+	PRIMARY KEY (queue, name)
+);
+CREATE INDEX spool_jobs_lane ON spool_jobs (queue, created_at) WHERE queue LIKE '%@%';
+`,
 }
 
 // SchemaVersion is the schema version this binary brings a database to.
