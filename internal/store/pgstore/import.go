@@ -76,8 +76,9 @@ const sqlTokensAbove = `SELECT setval('spool_lease_tokens', GREATEST(
 // order (which becomes their enqueue order after any job already
 // here). Jobs whose id exists are skipped, so an interrupted import can be
 // run again. It is meant for an idle database (spool migrate-store): it
-// takes no unique-key locks and sends no notifications. It returns how
-// many jobs it stored.
+// takes no unique-key locks and sends no notifications. It makes no
+// copies for consumer groups: a source's copies are jobs of its lanes,
+// which come along as they are. It returns how many jobs it stored.
 func (s *Store) ImportJobs(ctx context.Context, jobs []*job.Job) (int, error) {
 	n := len(jobs)
 	var (

@@ -22,7 +22,10 @@ const (
 	// already exist, and creates the queues of the jobs it inserted. A
 	// job's group ($19) is stored as given; a job without one gets the
 	// empty group in the queues with flow control among $20, whose flow
-	// lock the transaction holds (see flow.go), and NULL elsewhere.
+	// lock the transaction holds (see flow.go), and NULL elsewhere. It
+	// returns a row (id, NULL) for each job it inserted, and a row (queue,
+	// name) for each consumer group of the queues $22, read in the
+	// snapshot of the insert (see lanes.go).
 	sqlInsertJobs = `WITH flow AS (
 	SELECT ARRAY(SELECT name FROM spool_queues WHERE name = ANY($20::text[]) AND flow) AS names
 ), ins AS (
@@ -43,7 +46,9 @@ const (
 ), q AS (
 	INSERT INTO spool_queues (name) SELECT DISTINCT queue FROM ins ON CONFLICT (name) DO NOTHING
 )
-SELECT id FROM ins`
+SELECT id, NULL::text FROM ins
+UNION ALL
+SELECT queue, name FROM spool_consumer_groups WHERE queue = ANY($22::text[])`
 	// sqlDoneByIDs finds ids that belong to finished jobs. It runs as its
 	// own statement after the insert so that it sees a job that another
 	// transaction moved to spool_jobs_done while the insert waited on it.
@@ -66,7 +71,9 @@ CROSS JOIN LATERAL (
 	sqlNotify = `SELECT pg_notify($1, $2)`
 )
 
-// JobInsertMany inserts p.Jobs atomically; see store.Inserter. A job with
+// JobInsertMany inserts p.Jobs atomically; see store.Inserter. Each job
+// it inserts into a queue with consumer groups gets a copy in each
+// group's lane in the same transaction (see lanes.go). A job with
 // a group gives its queue flow control for good (see markGrouped). A job
 // of a durability other than full or process is refused with an error
 // wrapping a *job.InputError, failing the whole insert. When every job it
@@ -164,6 +171,7 @@ func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, jobs []store.JobInser
 			make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		groups                      = make([]string, n)
 		ungrouped                   []string // queues of the jobs without a group
+		distinct                    []string // queues of the jobs
 		anyGroup, anyCreated        bool
 		created                     = make([]pgtype.Timestamptz, n)
 		payloads                    = make([][]byte, n)
@@ -182,6 +190,9 @@ func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, jobs []store.JobInser
 		bkinds[k], bases[k], maxes[k], jitters[k] = string(jp.Backoff.Kind), int64(jp.Backoff.Base), int64(jp.Backoff.Max), jp.Backoff.Jitter
 		leases[k], ukeys[k], ufors[k] = int64(jp.LeaseDuration), jp.UniqueKey, int64(jp.UniqueFor)
 		durs[k] = string(durabilityOf(jp.Durability))
+		if !slices.Contains(distinct, jp.Queue) {
+			distinct = append(distinct, jp.Queue)
+		}
 		if created[k] = tstz(jp.CreatedAt); created[k].Valid {
 			anyCreated = true
 		}
@@ -218,11 +229,12 @@ func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, jobs []store.JobInser
 		createdArg = nil // every job is created now: unnest reads NULL for each
 	}
 	batch.Queue(sqlInsertJobs, ids, queues, kinds, payloads, prios, states, runAts, maxAtt, bkinds, bases, maxes,
-		jitters, leases, ukeys, ufors, tags, durs, now, groupsArg, ungrouped, createdArg)
+		jitters, leases, ukeys, ufors, tags, durs, now, groupsArg, ungrouped, createdArg, distinct)
 	batch.Queue(sqlDoneByIDs, ids)
 	s.queueNotify(batch, availableQueues)
 	br := tx.SendBatch(ctx, batch)
 	inserted := make(map[string]bool, n)
+	var lanes laneSet // the consumer groups of the batch's queues
 	if relaxed {
 		if _, err := br.Exec(); err != nil {
 			_ = br.Close()
@@ -241,13 +253,18 @@ func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, jobs []store.JobInser
 		return fmt.Errorf("insert jobs: %w", err)
 	}
 	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
+		var key string    // a job's id, or a queue's
+		var group *string // the name of a consumer group of queue key
+		if err := rows.Scan(&key, &group); err != nil {
 			rows.Close()
 			_ = br.Close()
 			return fmt.Errorf("insert jobs: %w", err)
 		}
-		inserted[id] = true
+		if group != nil {
+			lanes.add(key, *group)
+			continue
+		}
+		inserted[key] = true
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -298,6 +315,17 @@ func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, jobs []store.JobInser
 		}
 		for _, j := range hot {
 			existing[j.ID] = j
+		}
+	}
+	if len(lanes) > 0 {
+		var copied []*store.JobInsertParams // the inserted jobs of queues with consumer groups
+		for k, i := range idx {
+			if inserted[ids[k]] && len(lanes[jobs[i].Queue]) > 0 {
+				copied = append(copied, &jobs[i])
+			}
+		}
+		if err := s.copyToLanes(ctx, tx, lanes, copied); err != nil {
+			return err
 		}
 	}
 	for k, i := range idx {

@@ -10,7 +10,9 @@
 // groups, see flow.go) is claimed instead in a transaction that locks its
 // row, so that its limits hold across the nodes. A change that makes jobs
 // available sends a NOTIFY in its own transaction; each node LISTENs and
-// wakes its parked fetches (Hooks.OnAvailable). The store also offers
+// wakes its parked fetches (Hooks.OnAvailable). A job inserted into a
+// queue with consumer groups gets its copies in the transaction that
+// inserts it (see lanes.go). The store also offers
 // what the nodes need to agree without talking to each other: the
 // database clock (Now) and an advisory-lock leader election (LeaderLock).
 //
