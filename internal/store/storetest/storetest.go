@@ -70,7 +70,7 @@ func Run(t *testing.T, h Harness) {
 	if h.Open == nil {
 		t.Fatal("storetest: Harness.Open is nil")
 	}
-	groups := [][]group{insertTests(), claimTests(), leaseTests(), adminTests(), queueTests(),
+	groups := [][]group{insertTests(), claimTests(), leaseTests(), transactTests(), adminTests(), queueTests(),
 		maintenanceTests(), lifecycleTests(h), concurrencyTests(), modelTests(), durabilityTests(), scheduleTests(), flowTests()}
 	for _, gs := range groups {
 		for _, g := range gs {
