@@ -74,6 +74,21 @@
 // input), and each result's Err holds that item's own *Error, so one stale
 // token fails only its own item.
 //
+// # Transactions
+//
+// Transact acks and fails leased jobs and enqueues jobs in one call, all
+// of it or nothing, so that a job's follow-ups are enqueued exactly when
+// the job is acked:
+//
+//	_, err := c.Transact(ctx, client.Transaction{
+//		Ack:     []client.AckItem{{ID: j.ID, Token: j.Token(), Result: summary}},
+//		Enqueue: []client.EnqueueParams{{Queue: "reports", Kind: "send_report", Payload: summary}},
+//	})
+//
+// Unlike the batch forms, a stale token or unknown job fails the whole call
+// (ErrLeaseLost, ErrNotFound, with Error.Field naming the item) and
+// nothing changes.
+//
 // # Schedules
 //
 // A cron schedule has the server enqueue a job at every tick of its

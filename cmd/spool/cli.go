@@ -29,13 +29,24 @@ var cliCommands = map[string]func(args []string) int{
 	"fail":      func(args []string) int { return stdCLI().failJob(args) },
 }
 
-// cli runs client subcommands, writing results to out and problems to errOut.
+// cli runs client subcommands, reading what they read from standard input
+// from in, writing results to out and problems to errOut.
 type cli struct {
+	in          io.Reader
 	out, errOut io.Writer
 	getenv      func(string) string
 }
 
-func stdCLI() *cli { return &cli{out: os.Stdout, errOut: os.Stderr, getenv: os.Getenv} }
+func stdCLI() *cli { return &cli{in: os.Stdin, out: os.Stdout, errOut: os.Stderr, getenv: os.Getenv} }
+
+// stdin is what the commands read as standard input: in, or the
+// process's when in is not set.
+func (c *cli) stdin() io.Reader {
+	if c.in == nil {
+		return os.Stdin
+	}
+	return c.in
+}
 
 // common are the flags every client subcommand takes.
 type common struct {

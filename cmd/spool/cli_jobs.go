@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -100,7 +99,7 @@ func (c *cli) enqueue(args []string) int {
 	if !ok {
 		return code
 	}
-	p, err := jf.params(os.Stdin)
+	p, err := jf.params(c.stdin())
 	if err != nil {
 		return c.report("enqueue", err)
 	}
@@ -125,12 +124,13 @@ func (c *cli) enqueue(args []string) int {
 
 func (c *cli) jobs(args []string) int {
 	return c.sub("jobs", args, map[string]func([]string) int{
-		"list":   c.jobsList,
-		"get":    c.jobsGet,
-		"cancel": func(a []string) int { return c.jobAction("cancel", a) },
-		"retry":  func(a []string) int { return c.jobAction("retry", a) },
-		"delete": c.jobsDelete,
-	}, "list|get|cancel|retry|delete")
+		"list":     c.jobsList,
+		"get":      c.jobsGet,
+		"cancel":   func(a []string) int { return c.jobAction("cancel", a) },
+		"retry":    func(a []string) int { return c.jobAction("retry", a) },
+		"delete":   c.jobsDelete,
+		"transact": c.jobsTransact,
+	}, "list|get|cancel|retry|delete|transact")
 }
 
 func (c *cli) jobsList(args []string) int {

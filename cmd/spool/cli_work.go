@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"strconv"
 
 	"github.com/spoolq/spool/client"
@@ -51,7 +50,7 @@ func (c *cli) ackJob(args []string) int {
 	if !ok {
 		return code
 	}
-	raw, err := jsonArg(*result, os.Stdin)
+	raw, err := jsonArg(*result, c.stdin())
 	if err != nil {
 		return c.report("ack", fmt.Errorf("--result: %w", err))
 	}

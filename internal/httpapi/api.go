@@ -95,6 +95,8 @@ func (a *API) register() {
 		{"POST", "/v1/jobs/fail", auth.PermWork, jobsInBody("items[].id", itemIDs[failItem]), leaseBatch(a.failOp())},
 		{"POST", "/v1/jobs/extend", auth.PermWork, jobsInBody("items[].id", itemIDs[extendItem]), leaseBatch(a.extendOp())},
 		{"POST", "/v1/jobs/release", auth.PermWork, jobsInBody("items[].id", itemIDs[releaseItem]), leaseBatch(a.releaseOp())},
+		{"POST", "/v1/transactions", auth.PermTransact, transactionInBody("enqueue[].queue", transactionQueues, transactionLeases),
+			transaction(a.transact)},
 
 		{"GET", "/v1/queues", auth.PermRead, queueList, queueListing(a.listQueues)},
 		{"GET", "/v1/queues/{name}", auth.PermRead, queueInPath, plain(a.getQueue)},

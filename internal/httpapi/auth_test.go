@@ -270,6 +270,11 @@ func recipes(f *authFixture) map[string]func(q string) call {
 		"POST /v1/jobs/fail":          batchCall("/v1/jobs/fail"),
 		"POST /v1/jobs/extend":        batchCall("/v1/jobs/extend"),
 		"POST /v1/jobs/release":       batchCall("/v1/jobs/release"),
+		"POST /v1/transactions": func(q string) call {
+			id, tok := f.active(q)
+			return call{path: "/v1/transactions", id: id,
+				body: fmt.Sprintf(`{"ack":[{"id":%q,"token":%d}],"enqueue":[{"queue":%q,"kind":"k"}]}`, id, tok, q)}
+		},
 		"GET /v1/queues": func(q string) call {
 			f.enqueue(q, 0)
 			return call{path: "/v1/queues", verify: func(t *testing.T, rec *httptest.ResponseRecorder, allowed bool) {
@@ -592,7 +597,9 @@ func TestAuthTokensNeverLogged(t *testing.T) {
 
 // authTableRow matches a row of the protocol's permission table:
 // "| `read` | `GET /v1/jobs`, … | admin, producer, worker, read-only |".
-var authTableRow = regexp.MustCompile("(?m)^\\|\\s*`(public|read|enqueue|work|manage)`\\s*\\|([^|]*)\\|([^|]*)\\|")
+// Its second column names routes, which tells it from a row of a table of
+// fields named like a permission ("| `enqueue` | object[] | …").
+var authTableRow = regexp.MustCompile("(?m)^\\|\\s*`(public|read|enqueue|work|transact|manage)`\\s*\\|([^|]*`(?:GET|POST|PUT|PATCH|DELETE) [^|]*)\\|([^|]*)\\|")
 
 var routeSpan = regexp.MustCompile("`(GET|POST|DELETE|PUT|PATCH) ([^`]+)`")
 

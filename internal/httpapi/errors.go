@@ -88,6 +88,7 @@ func classify(err error) (e *apiError, internal bool) {
 	var ae *apiError
 	var in *job.InputError
 	var taken *job.IDTakenError
+	var item *job.ItemError
 	var batch *queue.BatchTooLargeError
 	var payload *queue.PayloadTooLargeError
 	var unauthorized *auth.UnauthorizedError
@@ -112,6 +113,10 @@ func classify(err error) (e *apiError, internal bool) {
 		return &apiError{Code: CodeInvalidArgument, Field: in.Field, Message: in.Error()}, false
 	case errors.As(err, &taken):
 		return &apiError{Code: CodeIDTaken, Field: taken.Field, Message: taken.Error()}, false
+	case errors.As(err, &item):
+		// A refused item of a transaction: its sentinel's code, naming it.
+		e, internal := classify(item.Err)
+		return &apiError{Code: e.Code, Field: item.Field, Message: item.Field + ": " + e.Message}, internal
 	case errors.As(err, &batch):
 		return &apiError{Code: CodeBatchTooLarge, Field: batch.Field, Message: batch.Error()}, false
 	case errors.As(err, &payload):

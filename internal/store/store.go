@@ -117,6 +117,36 @@ type Claimer interface {
 	JobRelease(ctx context.Context, p *JobReleaseParams) ([]Outcome, error)
 }
 
+// Transactor applies the outcomes of leased jobs together with the jobs
+// they lead to, in one call.
+type Transactor interface {
+	// JobTransact acknowledges the jobs of p.Complete, fails those of
+	// p.Fail and inserts the jobs of p.Insert in one atomic operation: all
+	// of it or nothing.
+	//
+	// Every ack and fail item is checked before anything changes, in
+	// order (p.Complete, then p.Fail). The first item refused fails the
+	// whole call with a *job.ItemError naming it: one whose ID is unknown
+	// wraps job.ErrNotFound and names "ack[i].id" (or "fail[i].id"); one
+	// whose token is not current, whose job is not active, or whose ID an
+	// earlier item of the call names already, wraps job.ErrLeaseLost and
+	// names "ack[i].token" (or "fail[i].token"). The call then changes
+	// nothing.
+	//
+	// Then each acknowledged job ends as JobComplete ends it and each
+	// failed one as JobFail does (p.Rand giving the jitter), and the jobs
+	// of p.Insert go in by the rules of JobInsertMany, after the acks and
+	// fails, whose effects they see (a unique key whose pending job was
+	// acknowledged here is free again). A duplicate comes back with
+	// Duplicate=true; an ID that belongs to a job of another queue fails
+	// the whole call with a *job.IDTakenError naming "enqueue[i].id",
+	// other refusals of an insert name their field likewise
+	// ("enqueue[i].durability"), and the call changes nothing. A commit
+	// waits for the disk unless every job the call acknowledges, fails
+	// or inserts is of process durability.
+	JobTransact(ctx context.Context, p *JobTransactParams) (*TransactResult, error)
+}
+
 // Admin inspects and manages jobs and queues.
 type Admin interface {
 	// JobGet returns one job or job.ErrNotFound.
@@ -191,6 +221,7 @@ type Maintainer interface {
 type Store interface {
 	Inserter
 	Claimer
+	Transactor
 	Admin
 	Maintainer
 	Scheduler
@@ -363,6 +394,35 @@ type JobProgressParams struct {
 	Token    int64
 	Progress json.RawMessage
 	Now      time.Time
+}
+
+// JobTransactParams is one transaction: acks, failed attempts and new
+// jobs, applied together (see Transactor).
+type JobTransactParams struct {
+	// Complete are the jobs to acknowledge, as JobComplete takes them.
+	Complete []JobCompleteItem
+	// Fail are the failed attempts, as JobFail takes them.
+	Fail []JobFailItem
+	// Insert are the jobs to insert, as JobInsertMany takes them.
+	Insert []JobInsertParams
+	Now    time.Time
+	// Rand returns a uniform value in [0,1) for backoff jitter; nil means
+	// no jitter.
+	Rand func() float64
+}
+
+// TransactResult is what a transaction did, item by item in the order of
+// its params. Every item was accepted: a refused item fails the call.
+type TransactResult struct {
+	// Completed are the outcomes of the acks: each job's queue and the
+	// state it ended in.
+	Completed []Outcome
+	// Failed are the outcomes of the failed attempts: each job's queue,
+	// the state it went to and, for a retrying job, when it runs again.
+	Failed []Outcome
+	// Inserted are the results of the inserts, as JobInsertMany gives
+	// them.
+	Inserted []InsertResult
 }
 
 // JobListParams filters and pages a job listing.

@@ -352,23 +352,29 @@ func (s *Store) JobFail(ctx context.Context, p *store.JobFailParams) ([]store.Ou
 	it := newItems(len(p.Items), func(i int) (string, int64) { return p.Items[i].ID, p.Items[i].Token })
 	now := micro(p.Now)
 	out, err := s.endLeases(ctx, it, len(p.Items), now, func(i int, l *leased) (change, store.Outcome, error) {
-		item := &p.Items[i]
-		state, runAt := job.AfterFailure(&job.Failure{CancelRequested: l.cancelRequested, Attempt: l.attempt,
-			MaxAttempts: l.maxAttempts, NoRetry: item.NoRetry, RetryAfter: item.RetryAfter, Backoff: l.backoff}, now, p.Rand)
-		c := change{seq: l.seq, queue: l.queue, state: state, attempt: l.attempt, runAt: l.runAt, durability: l.durability}
-		o := store.Outcome{Queue: l.queue, State: state}
-		if !runAt.IsZero() {
-			c.runAt = micro(runAt)
-			o.RunAt = c.runAt
-		}
-		var err error
-		c.err, err = attemptErrorString(l.attempt, item.Message, now)
-		return c, o, err
+		return failChange(&p.Items[i], l, now, p.Rand)
 	})
 	if err != nil {
 		return nil, wrap("fail jobs", err)
 	}
 	return out, nil
+}
+
+// failChange is where the failed attempt item of the locked job l goes at
+// now, as job.AfterFailure decides (rnd giving the jitter), and its
+// outcome.
+func failChange(item *store.JobFailItem, l *leased, now time.Time, rnd func() float64) (change, store.Outcome, error) {
+	state, runAt := job.AfterFailure(&job.Failure{CancelRequested: l.cancelRequested, Attempt: l.attempt,
+		MaxAttempts: l.maxAttempts, NoRetry: item.NoRetry, RetryAfter: item.RetryAfter, Backoff: l.backoff}, now, rnd)
+	c := change{seq: l.seq, queue: l.queue, state: state, attempt: l.attempt, runAt: l.runAt, durability: l.durability}
+	o := store.Outcome{Queue: l.queue, State: state}
+	if !runAt.IsZero() {
+		c.runAt = micro(runAt)
+		o.RunAt = c.runAt
+	}
+	var err error
+	c.err, err = attemptErrorString(l.attempt, item.Message, now)
+	return c, o, err
 }
 
 // JobRelease hands active jobs back unrun, item by item, each where

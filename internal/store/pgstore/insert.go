@@ -88,12 +88,18 @@ func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams)
 	if err != nil {
 		return nil, wrap("insert jobs", err)
 	}
-	for _, q := range grouped {
+	s.noteGrouped(grouped)
+	return out, nil
+}
+
+// noteGrouped remembers queues as grouped, with flow control, once the
+// transaction that marked them (see markGrouped) committed.
+func (s *Store) noteGrouped(queues []string) {
+	for _, q := range queues {
 		s.groupedQueues.Store(q, struct{}{})
 		s.flowQueues.Store(q, struct{}{})
 		s.plainSeen.Delete(q)
 	}
-	return out, nil
 }
 
 // checkInserts refuses jobs this store cannot insert: in a state other
