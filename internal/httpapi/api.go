@@ -108,6 +108,11 @@ func (a *API) register() {
 		{"POST", "/v1/queues/{name}/purge", auth.PermManage, queueInPath, emptyBody(a.purgeQueue)},
 		{"POST", "/v1/queues/{name}/retry", auth.PermManage, queueInPath, withBody(a.retryQueue)},
 		{"POST", "/v1/queues/{name}/delete", auth.PermManage, queueInPath, withBody(a.deleteQueueJobs)},
+		{"GET", "/v1/queues/{name}/consumer-groups", auth.PermRead, queueInPath, plain(a.listConsumerGroups)},
+		{"GET", "/v1/queues/{name}/consumer-groups/{group}", auth.PermRead, queueInPath, plain(a.getConsumerGroup)},
+		{"PUT", "/v1/queues/{name}/consumer-groups/{group}", auth.PermManage, queueInPath, withBody(a.putConsumerGroup)},
+		{"DELETE", "/v1/queues/{name}/consumer-groups/{group}", auth.PermManage, queueInPath, plain(a.deleteConsumerGroup)},
+		{"POST", "/v1/queues/{name}/consumer-groups/{group}/seek", auth.PermManage, queueInPath, withBody(a.seekConsumerGroup)},
 
 		{"GET", "/v1/schedules", auth.PermRead, scheduleList, scheduleListing(a.listSchedules)},
 		{"GET", "/v1/schedules/{name}", auth.PermRead, scheduleInPath, plain(a.getSchedule)},

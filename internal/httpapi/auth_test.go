@@ -225,7 +225,21 @@ func recipes(f *authFixture) map[string]func(q string) call {
 			return call{path: "/v1/queues/" + q + suffix, body: body}
 		}
 	}
+	groupCall := func(suffix, body string) func(q string) call {
+		return func(q string) call {
+			f.enqueue(q, 0)
+			if _, _, err := f.a.engine.CreateConsumerGroup(context.Background(), queue.ConsumerGroupRequest{Queue: q, Name: "g"}); err != nil {
+				f.t.Fatalf("create consumer group of %s: %v", q, err)
+			}
+			return call{path: "/v1/queues/" + q + "/consumer-groups/g" + suffix, body: body}
+		}
+	}
 	return map[string]func(q string) call{
+		"GET /v1/queues/{name}/consumer-groups":               queueCall("/consumer-groups", ""),
+		"GET /v1/queues/{name}/consumer-groups/{group}":       groupCall("", ""),
+		"PUT /v1/queues/{name}/consumer-groups/{group}":       queueCall("/consumer-groups/g", `{"start":"new"}`),
+		"DELETE /v1/queues/{name}/consumer-groups/{group}":    groupCall("", ""),
+		"POST /v1/queues/{name}/consumer-groups/{group}/seek": groupCall("/seek", `{"start":"beginning"}`),
 		"GET /healthz":         func(string) call { return call{path: "/healthz"} },
 		"GET /readyz":          func(string) call { return call{path: "/readyz"} },
 		"GET /v1/openapi.json": func(string) call { return call{path: "/v1/openapi.json"} },

@@ -96,6 +96,7 @@ func classify(err error) (e *apiError, internal bool) {
 	var body *wire.InvalidJSONError
 	var tooLarge *wire.TooLargeError
 	var refused *streamserver.Error
+	var missing *queue.NotFoundError
 	switch {
 	case errors.As(err, &ae):
 		return ae, false
@@ -121,8 +122,10 @@ func classify(err error) (e *apiError, internal bool) {
 		return &apiError{Code: CodeBatchTooLarge, Field: batch.Field, Message: batch.Error()}, false
 	case errors.As(err, &payload):
 		return &apiError{Code: CodePayloadTooLarge, Field: payload.Field, Message: payload.Error()}, false
+	case errors.As(err, &missing):
+		return &apiError{Code: CodeNotFound, Field: missing.Field, Message: missing.Error()}, false
 	case errors.Is(err, job.ErrNotFound):
-		return &apiError{Code: CodeNotFound, Message: "no such job, queue or schedule"}, false
+		return &apiError{Code: CodeNotFound, Message: "no such job, queue, schedule or consumer group"}, false
 	case errors.Is(err, job.ErrLeaseLost):
 		return &apiError{Code: CodeLeaseLost, Message: "the lease token is not the job's current one, or the job is no longer active; nothing changed"}, false
 	case errors.Is(err, job.ErrInvalidState):

@@ -61,7 +61,7 @@ func transactRequest(in *transactionBody) (queue.TransactRequest, error) {
 		Enqueue: make([]queue.EnqueueRequest, len(in.Enqueue)),
 	}
 	lease := func(item, id string, token *int64) (int64, error) {
-		if !job.ValidName(id) {
+		if !job.ValidJobID(id) {
 			return 0, job.Invalid(item+".id", "must be a job id")
 		}
 		return checkToken(token, item+".token")
