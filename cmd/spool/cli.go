@@ -20,13 +20,14 @@ import (
 
 // cliCommands are the client subcommands, by name.
 var cliCommands = map[string]func(args []string) int{
-	"enqueue":   func(args []string) int { return stdCLI().enqueue(args) },
-	"jobs":      func(args []string) int { return stdCLI().jobs(args) },
-	"queues":    func(args []string) int { return stdCLI().queues(args) },
-	"schedules": func(args []string) int { return stdCLI().schedules(args) },
-	"fetch":     func(args []string) int { return stdCLI().fetch(args) },
-	"ack":       func(args []string) int { return stdCLI().ackJob(args) },
-	"fail":      func(args []string) int { return stdCLI().failJob(args) },
+	"enqueue":         func(args []string) int { return stdCLI().enqueue(args) },
+	"jobs":            func(args []string) int { return stdCLI().jobs(args) },
+	"queues":          func(args []string) int { return stdCLI().queues(args) },
+	"schedules":       func(args []string) int { return stdCLI().schedules(args) },
+	"consumer-groups": func(args []string) int { return stdCLI().consumerGroups(args) },
+	"fetch":           func(args []string) int { return stdCLI().fetch(args) },
+	"ack":             func(args []string) int { return stdCLI().ackJob(args) },
+	"fail":            func(args []string) int { return stdCLI().failJob(args) },
 }
 
 // cli runs client subcommands, reading what they read from standard input
