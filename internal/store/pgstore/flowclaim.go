@@ -29,9 +29,9 @@ const (
 	// sqlLockFlowQueue locks a queue's row, which serialises the claims of
 	// the queue across nodes, and reads its flow control.
 	sqlLockFlowQueue = `SELECT paused, flow, rate_limit, rate_period_ns, max_active, group_rate_limit,
-	group_rate_period_ns, group_max_active, last_group, rate_starts
+	group_rate_period_ns, group_max_active, ordered, last_group, rate_starts
 FROM spool_queues WHERE name = $1 FOR NO KEY UPDATE`
-	// sqlCountActive counts the active jobs of queue $1 from the active
+	// sqlCountActive counts the active jobs of queue $1 from the held
 	// index, up to its cap (none without one). Sent in one go with
 	// sqlLockFlowQueue, it runs after the lock with a snapshot of its own,
 	// so it sees every claim of the queue that committed before.
@@ -43,7 +43,7 @@ FROM spool_queues WHERE name = $1 FOR NO KEY UPDATE`
 	// counted up to $5 and, when $6, its start log. It skips from group to
 	// group down the group claim index (a loose index scan), so a claim
 	// reads one index entry per group, not every available job. The groups
-	// found go back to the default collation, the one of the active index
+	// found go back to the default collation, the one of the held index
 	// and of spool_group_starts: compared in "C", a group could not be
 	// looked up in them, and each count would scan the queue's active jobs.
 	sqlGroupsFrom = `WITH RECURSIVE g(grp) AS (
@@ -180,12 +180,13 @@ func (c *flowClaim) lock(ctx context.Context) (found bool, err error) {
 	var (
 		rate, maxActive, groupRate, groupMaxActive int32
 		ratePeriod, groupRatePeriod                int64
+		ordered                                    bool
 		starts                                     []byte
 	)
 	batch := &pgx.Batch{}
 	batch.Queue(sqlLockFlowQueue, c.queue).QueryRow(func(row pgx.Row) error {
 		err := row.Scan(&c.q.paused, &c.q.flow, &rate, &ratePeriod, &maxActive,
-			&groupRate, &groupRatePeriod, &groupMaxActive, &c.q.lastGroup, &starts)
+			&groupRate, &groupRatePeriod, &groupMaxActive, &ordered, &c.q.lastGroup, &starts)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
@@ -202,7 +203,8 @@ func (c *flowClaim) lock(ctx context.Context) (found bool, err error) {
 	c.q.limits = job.Limits{
 		Rate: job.Rate{Limit: int(rate), Period: time.Duration(ratePeriod)}, MaxActive: int(maxActive),
 		GroupRate: job.Rate{Limit: int(groupRate), Period: time.Duration(groupRatePeriod)}, GroupMaxActive: int(groupMaxActive),
-	}
+		Ordered: ordered,
+	}.Normalized()
 	if c.q.starts, err = decodeStarts(starts, c.q.limits.Rate.Limit); err != nil {
 		return false, fmt.Errorf("read the rate start log: %w", err)
 	}
