@@ -414,6 +414,9 @@ func TestPruneDropsIdleStartLogs(t *testing.T) {
 	if err := s.QueueSetLimits(ctx, "q", job.Limits{GroupRate: job.Rate{Limit: 1, Period: time.Minute}}); err != nil {
 		t.Fatal(err)
 	}
+	// The ordered queue's groups hold enough jobs that a scan of every
+	// available job costs more than a seek: with two, the planner may
+	// read the whole group claim index for the available holder.
 	for _, g := range []string{"a", "b", "c"} {
 		mustInsert(t, s, groupJobs("q", g, 2))
 	}
@@ -446,8 +449,11 @@ func TestPruneDropsIdleStartLogs(t *testing.T) {
 }
 
 // A claim counts each group's active jobs with one seek into the held
-// index by queue, state and group: the groups it finds must compare in the
-// index's collation, or every count reads all the queue's active jobs.
+// index by queue, state and group, and in an ordered queue looks each
+// group's holder up with seeks by group too: the groups the walk finds
+// must compare in the index's collation, or every count reads all the
+// queue's active jobs. The heads of an ordered queue's groups come from
+// the group claim index.
 func TestGroupActiveCountsSeekTheIndex(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -455,11 +461,20 @@ func TestGroupActiveCountsSeekTheIndex(t *testing.T) {
 	if err := s.QueueSetLimits(ctx, "q", job.Limits{GroupMaxActive: 1, GroupRate: job.Rate{Limit: 5, Period: time.Minute}}); err != nil {
 		t.Fatal(err)
 	}
+	if err := s.QueueSetLimits(ctx, "o", job.Limits{Ordered: true}); err != nil {
+		t.Fatal(err)
+	}
+	// The ordered queue's groups hold enough jobs that a scan of every
+	// available job costs more than a seek: with two, the planner may
+	// read the whole group claim index for the available holder.
 	for _, g := range []string{"a", "b", "c"} {
 		mustInsert(t, s, groupJobs("q", g, 2))
+		mustInsert(t, s, groupJobs("o", g, 100))
 	}
-	if js, err := store.ClaimedJobs(s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"q"}, Max: 10, Now: t0})); err != nil || len(js) != 3 {
-		t.Fatalf("claim: %d jobs, %v", len(js), err)
+	for _, q := range []string{"q", "o"} {
+		if js, err := store.ClaimedJobs(s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{q}, Max: 10, Now: t0})); err != nil || len(js) != 3 {
+			t.Fatalf("claim %s: %d jobs, %v", q, len(js), err)
+		}
 	}
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
@@ -470,12 +485,25 @@ func TestGroupActiveCountsSeekTheIndex(t *testing.T) {
 	if _, err := tx.Exec(ctx, `SET LOCAL enable_seqscan = off`); err != nil {
 		t.Fatal(err)
 	}
-	var plan string
-	if err := tx.QueryRow(ctx, `EXPLAIN (FORMAT JSON) `+sqlGroupsFrom, "q", "", false, 10, 1, true).Scan(&plan); err != nil {
-		t.Fatalf("explain the group walk: %v", err)
-	}
-	seek := regexp.MustCompile(`"Index Name": "spool_jobs_group_held",[^}]*"Index Cond": "[^"]*AND \(state = 'active'::text\) AND \(grp = \(*g\.grp\)*::text`)
-	if !seek.MatchString(plan) {
-		t.Errorf("the group walk does not seek the active index by group:\n%s", plan)
+	count := regexp.MustCompile(`"Index Name": "spool_jobs_group_held",[^}]*"Index Cond": "[^"]*AND \(state = 'active'::text\) AND \(grp = \(*g\.grp\)*::text`)
+	holder := regexp.MustCompile(`"Index Name": "spool_jobs_group_held",[^}]*"Index Cond": "[^"]*AND \(state = '(available|retrying|scheduled)'::text\) AND \(grp = \(*g\.grp\)*::text`)
+	heads := regexp.MustCompile(`"Index Name": "spool_jobs_group_claim",[^}]*"Index Cond": "(?:[^"\\]|\\.)*AND \(grp = \(*g\.grp\)*::text`)
+	for _, c := range []struct {
+		name, query, queue string
+		want               map[string]*regexp.Regexp
+	}{
+		{"group walk", sqlGroupsFrom, "q", map[string]*regexp.Regexp{"count the active jobs": count}},
+		{"ordered group walk", sqlOrderedGroupsFrom, "o", map[string]*regexp.Regexp{"count the active jobs": count,
+			"look up the holder": holder, "read the heads": heads}},
+	} {
+		var plan string
+		if err := tx.QueryRow(ctx, `EXPLAIN (FORMAT JSON) `+c.query, c.queue, "", false, 10, 1, true).Scan(&plan); err != nil {
+			t.Fatalf("explain the %s: %v", c.name, err)
+		}
+		for what, re := range c.want {
+			if !re.MatchString(plan) {
+				t.Errorf("the %s does not %s with a seek by group:\n%s", c.name, what, plan)
+			}
+		}
 	}
 }
