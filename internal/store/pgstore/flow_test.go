@@ -122,6 +122,45 @@ func TestFlowCapsHoldAcrossNodes(t *testing.T) {
 	}
 }
 
+// listenOn opens a store on url that listens as another node would, and
+// returns a function that waits for the next queues it is woken for. It
+// returns once the listener listens: the listener announces every known
+// queue when it connects, so s makes a queue for the purpose and waits
+// for its announcement.
+func listenOn(t *testing.T, url string, s *Store) (next func() []string) {
+	t.Helper()
+	ctx := context.Background()
+	woken := make(chan []string, 16)
+	listener, err := Open(ctx, Config{URL: url, Migrate: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Hooks: store.Hooks{OnAvailable: func(qs []string) { woken <- qs }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = listener.Close() })
+	if err := s.QueueSetPaused(ctx, "hello", false); err != nil {
+		t.Fatal(err)
+	}
+	for qs := range woken {
+		if slices.Contains(qs, "hello") {
+			break
+		}
+	}
+	return func() []string {
+		t.Helper()
+		for {
+			select {
+			case qs := <-woken:
+				if !slices.Equal(qs, []string{"hello"}) { // the listener may announce it twice
+					return qs
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("no notification")
+				return nil
+			}
+		}
+	}
+}
+
 func complete(t *testing.T, s *Store, js []*job.Job) {
 	t.Helper()
 	items := make([]store.JobCompleteItem, len(js))
@@ -140,38 +179,8 @@ func TestFlowFreedPlaceWakesOtherNodes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	url := pgtest.Schema(t)
-	woken := make(chan []string, 16)
-	listener, err := Open(ctx, Config{URL: url, Migrate: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Hooks: store.Hooks{OnAvailable: func(qs []string) { woken <- qs }}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = listener.Close() })
-	// The listener announces every known queue when it connects: wait for
-	// a first announcement of a queue made for the purpose.
 	s := open(t, url)
-	if err := s.QueueSetPaused(ctx, "hello", false); err != nil {
-		t.Fatal(err)
-	}
-	for qs := range woken {
-		if slices.Contains(qs, "hello") {
-			break
-		}
-	}
-	next := func() []string {
-		t.Helper()
-		for {
-			select {
-			case qs := <-woken:
-				if !slices.Equal(qs, []string{"hello"}) { // the listener may announce it twice
-					return qs
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatal("no notification")
-				return nil
-			}
-		}
-	}
+	next := listenOn(t, url, s)
 	mustInsert(t, s, append(groupJobs("plain", "", 2), groupJobs("capped", "", 2)...))
 	if qs := next(); !slices.Equal(qs, []string{"plain", "capped"}) {
 		t.Fatalf("after an insert: woken for %v", qs)

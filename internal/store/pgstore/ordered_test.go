@@ -1,0 +1,106 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/spoolq/spool/internal/job"
+	"github.com/spoolq/spool/internal/pgtest"
+	"github.com/spoolq/spool/internal/store"
+)
+
+// orderedJobs returns the parameters of n jobs for each of the partitions
+// p0…p(partitions-1) of queue, the partitions' jobs interleaved, and the
+// ids of each partition in enqueue order.
+func orderedJobs(queue string, partitions, n int) ([]store.JobInsertParams, map[string][]string) {
+	var ps []store.JobInsertParams
+	ids := make(map[string][]string, partitions)
+	for range n {
+		for p := range partitions {
+			jp := newParams(job.DurabilityFull)
+			jp.Queue, jp.Group = queue, fmt.Sprintf("p%d", p)
+			ps = append(ps, jp)
+			ids[jp.Group] = append(ids[jp.Group], jp.ID)
+		}
+	}
+	return ps, ids
+}
+
+// A waiting job that held its group in an ordered queue and is cancelled
+// or deleted wakes the fetches parked on the queue on other nodes, since
+// the group's next job may go; in a queue that is not ordered it sends
+// nothing.
+func TestOrderedFreedGroupWakesOtherNodes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.Schema(t)
+	s := open(t, url)
+	next := listenOn(t, url, s)
+	ps, _ := orderedJobs("o", 1, 3)
+	mustInsert(t, s, append(ps, groupJobs("plain", "", 1)...))
+	if qs := next(); !slices.Equal(qs, []string{"o", "plain"}) {
+		t.Fatalf("after an insert: woken for %v", qs)
+	}
+	if err := s.QueueSetLimits(ctx, "o", job.Limits{Ordered: true}); err != nil {
+		t.Fatal(err)
+	}
+	if qs := next(); !slices.Equal(qs, []string{"o"}) {
+		t.Fatalf("after setting limits: woken for %v", qs)
+	}
+	// retrying claims the next job of queue and fails it into a retry,
+	// which announces the ordered queue (its job stops being active).
+	retrying := func(queue string) *job.Job {
+		t.Helper()
+		js, err := store.ClaimedJobs(s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{queue}, Max: 5, Now: t0}))
+		if err != nil || len(js) != 1 {
+			t.Fatalf("claim %s: %v, %v; want one job", queue, idsOf(js), err)
+		}
+		if err := accepted(s.JobFail(ctx, &store.JobFailParams{Now: t0,
+			Items: []store.JobFailItem{{ID: js[0].ID, Token: js[0].LeaseToken, Message: "x", RetryAfter: time.Hour}}})); err != nil {
+			t.Fatal(err)
+		}
+		return js[0]
+	}
+	plain := retrying("plain")
+	held := retrying("o")
+	if qs := next(); !slices.Equal(qs, []string{"o"}) {
+		t.Fatalf("after a fail: woken for %v, want the ordered queue", qs)
+	}
+	if js, err := store.ClaimedJobs(s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"o"}, Max: 5, Now: t0})); err != nil || len(js) != 0 {
+		t.Fatalf("claim while the partition's job retries: %v, %v", idsOf(js), err)
+	}
+	// The plain queue's cancel sends nothing: the next notification is
+	// the ordered queue's.
+	if _, err := s.JobCancel(ctx, plain.ID, t0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.JobCancel(ctx, held.ID, t0); err != nil {
+		t.Fatal(err)
+	}
+	if qs := next(); !slices.Equal(qs, []string{"o"}) {
+		t.Fatalf("after a cancel: woken for %v, want the ordered queue", qs)
+	}
+	held = retrying("o")
+	if qs := next(); !slices.Equal(qs, []string{"o"}) {
+		t.Fatalf("after a fail: woken for %v, want the ordered queue", qs)
+	}
+	if err := s.JobDelete(ctx, held.ID); err != nil {
+		t.Fatal(err)
+	}
+	if qs := next(); !slices.Equal(qs, []string{"o"}) {
+		t.Fatalf("after a delete: woken for %v, want the ordered queue", qs)
+	}
+	retrying("o")
+	if qs := next(); !slices.Equal(qs, []string{"o"}) {
+		t.Fatalf("after a fail: woken for %v, want the ordered queue", qs)
+	}
+	if n, err := s.JobDeleteMany(ctx, &store.JobBulkParams{Queue: "o", State: job.StateRetrying}); err != nil || n != 1 {
+		t.Fatalf("delete the retrying jobs: %d, %v", n, err)
+	}
+	if qs := next(); !slices.Equal(qs, []string{"o"}) {
+		t.Fatalf("after a bulk delete: woken for %v, want the ordered queue", qs)
+	}
+}
