@@ -284,7 +284,10 @@ func TestStartLogEncoding(t *testing.T) {
 
 // BenchmarkFlowClaim claims 100 jobs at a time from a queue with flow
 // control, each batch acked with the timer stopped, so that the time per
-// claim compares with BenchmarkStore/Claim100 of a plain queue.
+// claim compares with BenchmarkStore/Claim100 of a plain queue. An
+// ordered queue of 1,000 partitions compares with 1,000 groups capped at
+// one active job each: the same jobs go out, and the ordered claim also
+// looks up each group's holder.
 func BenchmarkFlowClaim(b *testing.B) {
 	for _, bc := range []struct {
 		name   string
@@ -295,6 +298,7 @@ func BenchmarkFlowClaim(b *testing.B) {
 		{"MaxActive", 0, job.Limits{MaxActive: 1000}},
 		{"Rate", 0, job.Limits{Rate: job.Rate{Limit: job.MaxRateLimit, Period: time.Millisecond}}},
 		{"Groups1000GroupMaxActive1", 1000, job.Limits{GroupMaxActive: 1}},
+		{"Ordered1000", 1000, job.Limits{Ordered: true}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			ctx := context.Background()
