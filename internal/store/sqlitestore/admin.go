@@ -130,6 +130,7 @@ func (s *Store) JobCancel(ctx context.Context, id string, now time.Time) (*job.J
 		if j.State == job.StateAvailable {
 			w.madeUnavailable(j.Queue, j.Group, entryOf(j, seq))
 		}
+		w.unhold(j.Queue, j.Group, seq)
 		j.State, j.FinishedAt, j.LeaseExpiresAt = job.StateCancelled, now.UTC(), time.Time{}
 		out = j
 		return nil
@@ -185,6 +186,7 @@ func (s *Store) JobDelete(ctx context.Context, id string) error {
 		if j.State == job.StateAvailable {
 			w.madeUnavailable(j.Queue, j.Group, entryOf(j, seq))
 		}
+		w.unhold(j.Queue, j.Group, seq)
 		return nil
 	})
 	if err != nil {
