@@ -159,6 +159,9 @@ func (s *Store) JobRetry(ctx context.Context, id string, now time.Time) (*job.Jo
 		}
 		w.fx.move(j.Queue, j.State, job.StateAvailable, 1)
 		j.State, j.Attempt, j.RunAt, j.FinishedAt, j.CancelRequested = job.StateAvailable, 0, at, time.Time{}, false
+		// Its attempts start over: in an ordered queue it no longer holds
+		// its group (job.HoldsGroup), as after a restart.
+		w.unhold(j.Queue, j.Group, seq)
 		w.madeAvailable(j.Queue, j.Group, entryOf(j, seq))
 		out = j
 		return nil
