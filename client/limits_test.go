@@ -6,6 +6,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -222,5 +223,58 @@ func TestLimitsJSON(t *testing.T) {
 	var jb client.Job
 	if err := json.Unmarshal(j, &jb); err != nil || !strings.Contains(string(j), `"group":"tenant-42"`) || jb.Group != "tenant-42" {
 		t.Fatalf("job JSON %s: %+v, %v", j, jb, err)
+	}
+}
+
+// A Worker on an ordered queue completes each partition's jobs in
+// enqueue order although every other job fails its first attempt, and
+// runs the partitions side by side.
+func TestWorkerOnAnOrderedQueue(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const partitions, each = 3, 4
+	q, err := b.c.SetQueueLimits(b.ctx, "ordered", client.Limits{Ordered: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !q.Limits.Ordered || q.Limits.GroupMaxActive != 1 {
+		t.Fatalf("ordered queue's limits: %+v", q.Limits)
+	}
+	var ps []client.EnqueueParams
+	for i := range each {
+		for p := range partitions {
+			ps = append(ps, client.EnqueueParams{Queue: "ordered", Kind: "k", Group: string(rune('a' + p)), Payload: map[string]int{"n": i}})
+		}
+	}
+	if _, err := b.c.EnqueueBatch(b.ctx, ps); err != nil {
+		t.Fatal(err)
+	}
+	w := b.worker(client.WorkerConfig{Queues: []string{"ordered"}, Concurrency: 10})
+	var mu sync.Mutex
+	done := map[string][]int{}
+	finished := make(chan struct{}, len(ps))
+	w.Handle("k", func(ctx context.Context, j *client.Job) (any, error) {
+		var p struct{ N int }
+		if err := json.Unmarshal(j.Payload, &p); err != nil {
+			return nil, err
+		}
+		if p.N%2 == 0 && j.Attempt == 1 {
+			return nil, client.RetryAfter(errors.New("not yet"), 20*time.Millisecond)
+		}
+		mu.Lock()
+		done[j.Group] = append(done[j.Group], p.N)
+		mu.Unlock()
+		finished <- struct{}{}
+		return nil, nil
+	})
+	running := runWorker(t, w)
+	for range ps {
+		recv(t, finished, 20*time.Second, "the handlers")
+	}
+	stopWorker(t, w, running)
+	for p := range partitions {
+		if g := string(rune('a' + p)); !slices.Equal(done[g], []int{0, 1, 2, 3}) {
+			t.Fatalf("partition %s completed %v, want 0 1 2 3", g, done[g])
+		}
 	}
 }

@@ -68,6 +68,7 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.Groups, "groups", 0, "spread each queue's jobs over this many groups, in turn (default none)")
 	fs.IntVar(&o.Limits.MaxActive, "max-active", 0, "set this cap on the jobs of each queue active at once")
 	fs.IntVar(&o.Limits.GroupMaxActive, "group-max-active", 0, "set this cap on the jobs of each group active at once")
+	fs.BoolVar(&o.Limits.Ordered, "ordered", false, "make each queue ordered: every group a partition whose jobs run one at a time, in order (with --groups)")
 	var limitRate, groupRate client.Rate
 	fs.Var(&rateFlag{r: &limitRate}, "limit-rate", "set this rate on each queue's job starts: N/DURATION, e.g. 500/1s")
 	fs.Var(&rateFlag{r: &groupRate}, "group-rate", "set this rate on each group's job starts: N/DURATION, e.g. 5/1s")

@@ -109,3 +109,28 @@ func TestCLILimitsBadInput(t *testing.T) {
 		t.Fatalf("bad input created queues: %v", qs)
 	}
 }
+
+// --ordered makes every group an ordered partition: one job of a group
+// out at a time, the group cap shown as 1.
+func TestCLIOrdered(t *testing.T) {
+	t.Parallel()
+	b := setupCLI(t)
+	q := b.okJSON("queues", "limits", "events", "--ordered")
+	l, _ := q["limits"].(map[string]any)
+	if l["ordered"] != true || l["group_max_active"] != 1.0 {
+		t.Fatalf("queues limits --ordered --json: %v", q)
+	}
+	if table := b.ok("queues", "get", "events"); !strings.Contains(table, "group-max-active=1 ordered") {
+		t.Fatalf("queues get of an ordered queue:\n%s", table)
+	}
+	for range 2 {
+		b.ok("enqueue", "--queue", "events", "--kind", "e", "--group", "order-7")
+	}
+	b.ok("enqueue", "--queue", "events", "--kind", "e", "--group", "order-8")
+	if jobs := b.okJSON("fetch", "--queue", "events", "--max", "5")["jobs"].([]any); len(jobs) != 2 {
+		t.Fatalf("fetch from an ordered queue with two partitions: %d jobs, want one of each", len(jobs))
+	}
+	if code, _, errOut := b.run("queues", "limits", "events", "--ordered", "--group-max-active", "2"); code == 0 || !strings.Contains(errOut, "group_max_active") {
+		t.Fatalf("--ordered with --group-max-active 2: exit %d, %s", code, errOut)
+	}
+}

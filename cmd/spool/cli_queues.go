@@ -112,13 +112,14 @@ func (c *cli) queuesDurability(args []string) int {
 // flags replace the queue's limits as a whole; without any it shows them.
 func (c *cli) queuesLimits(args []string) int {
 	fs, cm := c.flags("queues limits",
-		"queues limits NAME [--rate N/DURATION] [--max-active N] [--group-rate N/DURATION] [--group-max-active N] | NAME --clear")
+		"queues limits NAME [--rate N/DURATION] [--max-active N] [--group-rate N/DURATION] [--group-max-active N] [--ordered] | NAME --clear")
 	var l client.Limits
 	rate, groupRate := &rateFlag{r: &l.Rate}, &rateFlag{r: &l.GroupRate}
 	fs.Var(rate, "rate", "the queue's rate: at most N of its jobs start in any window of DURATION (`N/DURATION`, such as 100/1m or 10/s)")
 	fs.IntVar(&l.MaxActive, "max-active", 0, "at most `N` of the queue's jobs active at once, 1 to 1000000")
 	fs.Var(groupRate, "group-rate", "each group's rate: at most N of its jobs start in any window of DURATION (`N/DURATION`)")
 	fs.IntVar(&l.GroupMaxActive, "group-max-active", 0, "at most `N` jobs of each group active at once (1: one at a time)")
+	fs.BoolVar(&l.Ordered, "ordered", false, "make each group an ordered partition: one job at a time, in enqueue order, a failed job holding its group until it finishes")
 	clearAll := fs.Bool("clear", false, "remove every limit of the queue")
 	pos, code, ok := parse(fs, args, 1)
 	if !ok {
@@ -126,7 +127,7 @@ func (c *cli) queuesLimits(args []string) int {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	limitFlags := set["rate"] || set["max-active"] || set["group-rate"] || set["group-max-active"]
+	limitFlags := set["rate"] || set["max-active"] || set["group-rate"] || set["group-max-active"] || set["ordered"]
 	if *clearAll && limitFlags {
 		fmt.Fprintln(c.errOut, "spool queues limits: --clear takes no limit flag")
 		return 2
@@ -207,6 +208,9 @@ func formatLimits(l client.Limits) string {
 	}
 	if l.GroupMaxActive != 0 {
 		parts = append(parts, "group-max-active="+strconv.Itoa(l.GroupMaxActive))
+	}
+	if l.Ordered {
+		parts = append(parts, "ordered")
 	}
 	return strings.Join(parts, " ")
 }

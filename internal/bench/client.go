@@ -162,5 +162,8 @@ func limitsBody(l job.Limits) map[string]any {
 	if l.GroupMaxActive > 0 {
 		out["group_max_active"] = l.GroupMaxActive
 	}
+	if l.Ordered {
+		out["ordered"] = true
+	}
 	return out
 }

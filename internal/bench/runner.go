@@ -338,8 +338,11 @@ func describeLimits(l job.Limits) string {
 		parts = append(parts, fmt.Sprintf("max-active %d", l.MaxActive))
 	}
 	rate("group-rate", l.GroupRate)
-	if l.GroupMaxActive > 0 {
+	if l.GroupMaxActive > 0 && !l.Ordered {
 		parts = append(parts, fmt.Sprintf("group-max-active %d", l.GroupMaxActive))
+	}
+	if l.Ordered {
+		parts = append(parts, "ordered")
 	}
 	return strings.Join(parts, ", ")
 }

@@ -45,6 +45,8 @@ func TestLimitsOnTheWire(t *testing.T) {
 		{`{"rate":{"limit":5,"period_ms":90000000}}`, "invalid_argument", "rate.period_ms"},
 		{`{"max_active":2,"bogus":1}`, "invalid_json", "bogus"},
 		{`{"rate":{"limit":5,"period_ms":10,"burst":2}}`, "invalid_json", "burst"},
+		{`{"ordered":true,"group_max_active":2}`, "invalid_argument", "group_max_active"},
+		{`{"ordered":1}`, "invalid_json", "ordered"},
 	} {
 		rec := send(a, "PUT", "/v1/queues/q/limits", c.body)
 		wantErrorRec(t, c.body, rec, http.StatusBadRequest, c.code, c.field)
@@ -54,6 +56,17 @@ func TestLimitsOnTheWire(t *testing.T) {
 	}
 	if rec := send(a, "DELETE", "/v1/queues/q/limits", ""); rec.Code != http.StatusOK || strings.Contains(rec.Body.String(), `"limits"`) {
 		t.Fatalf("clear limits: %d %s", rec.Code, rec.Body)
+	}
+	// An ordered queue runs each group one job at a time: the server sets
+	// its group cap to 1.
+	if rec := send(a, "PUT", "/v1/queues/o/limits", `{"ordered":true,"max_active":3}`); rec.Code != http.StatusOK {
+		t.Fatalf("put ordered: %d %s", rec.Code, rec.Body)
+	}
+	if err := json.Unmarshal(send(a, "GET", "/v1/queues/o", "").Body.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"max_active":3,"group_max_active":1,"ordered":true}`; compactJSON(t, got.Limits) != compactJSON(t, []byte(want)) {
+		t.Fatalf("ordered queue's limits %s, want %s", got.Limits, want)
 	}
 }
 

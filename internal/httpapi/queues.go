@@ -34,6 +34,7 @@ type limitsJSON struct {
 	MaxActive      *int      `json:"max_active,omitempty"`
 	GroupRate      *rateJSON `json:"group_rate,omitempty"`
 	GroupMaxActive *int      `json:"group_max_active,omitempty"`
+	Ordered        bool      `json:"ordered,omitempty"`
 }
 
 // rateJSON is a rate on the wire: at most limit starts in any window of
@@ -64,6 +65,7 @@ func toLimitsJSON(l job.Limits) *limitsJSON {
 		n := l.GroupMaxActive
 		out.GroupMaxActive = &n
 	}
+	out.Ordered = l.Ordered
 	return out
 }
 
@@ -104,6 +106,7 @@ func (in *limitsJSON) limits() (job.Limits, error) {
 		}
 		*m.dst = *m.src
 	}
+	l.Ordered = in.Ordered
 	return l, nil
 }
 

@@ -28,15 +28,37 @@ type Limits struct {
 	// GroupMaxActive bounds each group's jobs active at once: 1 runs a
 	// group's jobs one at a time, in claim order.
 	GroupMaxActive int
+	// Ordered makes each group an ordered partition: its jobs go out one
+	// at a time in claim order, and a job handed out holds its group until
+	// it is finished, through failures, retries and expired leases (see
+	// HoldsGroup). An ordered queue's GroupMaxActive is 1.
+	Ordered bool
 }
 
 // IsZero reports whether l sets no limit.
 func (l Limits) IsZero() bool {
-	return l.Rate.IsZero() && l.MaxActive == 0 && l.GroupRate.IsZero() && l.GroupMaxActive == 0
+	return l.Rate.IsZero() && l.MaxActive == 0 && l.GroupRate.IsZero() && l.GroupMaxActive == 0 && !l.Ordered
 }
 
 // Grouped reports whether l limits groups.
-func (l Limits) Grouped() bool { return !l.GroupRate.IsZero() || l.GroupMaxActive != 0 }
+func (l Limits) Grouped() bool { return !l.GroupRate.IsZero() || l.GroupMaxActive != 0 || l.Ordered }
+
+// Normalized is l as stores keep it: an ordered queue's GroupMaxActive is
+// 1.
+func (l Limits) Normalized() Limits {
+	if l.Ordered {
+		l.GroupMaxActive = 1
+	}
+	return l
+}
+
+// HoldsGroup reports whether a job of an ordered queue in state s, handed
+// out attempt times, holds its group: it was handed out and has not
+// finished. Its group hands out no other job meanwhile, and the holding
+// job itself goes out first whenever it is available again (after a
+// retry's backoff, an expired lease or a release), so that a group's jobs
+// finish in claim order.
+func HoldsGroup(s State, attempt int) bool { return attempt > 0 && s.Pending() }
 
 // Bounds of limits.
 const (
@@ -74,6 +96,9 @@ func (l Limits) Check() error {
 		if m.n < 0 || m.n > MaxActiveLimit {
 			return Invalid(m.field, "must be between 1 and %d", MaxActiveLimit)
 		}
+	}
+	if l.Ordered && l.GroupMaxActive > 1 {
+		return Invalid("group_max_active", "must be 1 or left out in an ordered queue, whose groups run one job at a time")
 	}
 	return nil
 }

@@ -246,6 +246,9 @@ func TestLimitsCheck(t *testing.T) {
 		{Limits{GroupRate: Rate{Limit: 5, Period: 25 * time.Hour}}, "group_rate.period_ms"},
 		{Limits{MaxActive: -2}, "max_active"},
 		{Limits{GroupMaxActive: MaxActiveLimit + 1}, "group_max_active"},
+		{Limits{Ordered: true}, ""},
+		{Limits{Ordered: true, GroupMaxActive: 1}, ""},
+		{Limits{Ordered: true, GroupMaxActive: 2}, "group_max_active"},
 	} {
 		err := c.l.Check()
 		var in *InputError
@@ -254,6 +257,43 @@ func TestLimitsCheck(t *testing.T) {
 			t.Errorf("%+v: %v", c.l, err)
 		case c.field != "" && (!errors.As(err, &in) || in.Field != c.field):
 			t.Errorf("%+v: %v, want an input error on %s", c.l, err, c.field)
+		}
+	}
+}
+
+// An ordered queue is grouped, not zero, and runs each group one job at a
+// time.
+func TestOrderedLimits(t *testing.T) {
+	t.Parallel()
+	l := Limits{Ordered: true}
+	if l.IsZero() || !l.Grouped() || l.Normalized().GroupMaxActive != 1 {
+		t.Fatalf("ordered limits: zero %v, grouped %v, normalized %+v", l.IsZero(), l.Grouped(), l.Normalized())
+	}
+	if n := (Limits{GroupMaxActive: 3}).Normalized(); n.GroupMaxActive != 3 {
+		t.Fatalf("normalized unordered limits: %+v", n)
+	}
+}
+
+// A job holds its ordered group from its first hand-out until it
+// finishes, whatever state it waits in meanwhile.
+func TestHoldsGroup(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		s       State
+		attempt int
+		want    bool
+	}{
+		{StateAvailable, 0, false},
+		{StateScheduled, 0, false},
+		{StateActive, 1, true},
+		{StateRetrying, 1, true},
+		{StateAvailable, 2, true},
+		{StateCompleted, 1, false},
+		{StateDead, 3, false},
+		{StateCancelled, 1, false},
+	} {
+		if got := HoldsGroup(c.s, c.attempt); got != c.want {
+			t.Errorf("HoldsGroup(%s, %d) = %v, want %v", c.s, c.attempt, got, c.want)
 		}
 	}
 }

@@ -182,7 +182,7 @@ func (e *Engine) SetLimits(ctx context.Context, name string, l job.Limits) (*sto
 	if err := l.Check(); err != nil {
 		return nil, err
 	}
-	if err := e.st.QueueSetLimits(ctx, name, l); err != nil {
+	if err := e.st.QueueSetLimits(ctx, name, l.Normalized()); err != nil {
 		return nil, fmt.Errorf("set queue limits: %w", err)
 	}
 	e.NotifyAvailable([]string{name})

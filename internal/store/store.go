@@ -188,8 +188,11 @@ type Admin interface {
 	// QueuePurge deletes a queue's available jobs and returns how many.
 	QueuePurge(ctx context.Context, name string) (int, error)
 	// QueueSetLimits sets a queue's flow control (creating the queue if
-	// unknown); zero limits remove it. The engine has checked them (see
-	// job.Limits.Check).
+	// unknown); zero limits remove it. The engine has checked and
+	// normalized them (see job.Limits.Check and Normalized). An ordered
+	// queue (Limits.Ordered) hands out each group's jobs one at a time, a
+	// job that job.HoldsGroup says holds its group first whenever it is
+	// available, and no other job of the group while it is not.
 	QueueSetLimits(ctx context.Context, name string, l job.Limits) error
 	// QueueSetDurability sets the durability of the jobs later enqueued
 	// into a queue without one of their own (creating the queue if

@@ -29,24 +29,24 @@ const (
 	// sqlLockFlowQueue locks a queue's row, which serialises the claims of
 	// the queue across nodes, and reads its flow control.
 	sqlLockFlowQueue = `SELECT paused, flow, rate_limit, rate_period_ns, max_active, group_rate_limit,
-	group_rate_period_ns, group_max_active, last_group, rate_starts
+	group_rate_period_ns, group_max_active, ordered, last_group, rate_starts
 FROM spool_queues WHERE name = $1 FOR NO KEY UPDATE`
-	// sqlCountActive counts the active jobs of queue $1 from the active
+	// sqlCountActive counts the active jobs of queue $1 from the held
 	// index, up to its cap (none without one). Sent in one go with
 	// sqlLockFlowQueue, it runs after the lock with a snapshot of its own,
 	// so it sees every claim of the queue that committed before.
 	sqlCountActive = `SELECT count(*) FROM (
 	SELECT 1 FROM spool_jobs WHERE queue = $1 AND state = 'active' AND grp IS NOT NULL
 	LIMIT COALESCE((SELECT max_active FROM spool_queues WHERE name = $1), 0)) a`
-	// sqlGroupsFrom lists up to $4 groups of queue $1 with available jobs,
-	// in byte order from $2 (past it when $3), each with its active jobs
-	// counted up to $5 and, when $6, its start log. It skips from group to
-	// group down the group claim index (a loose index scan), so a claim
-	// reads one index entry per group, not every available job. The groups
-	// found go back to the default collation, the one of the active index
-	// and of spool_group_starts: compared in "C", a group could not be
-	// looked up in them, and each count would scan the queue's active jobs.
-	sqlGroupsFrom = `WITH RECURSIVE g(grp) AS (
+	// sqlGroupWalk finds up to $4 groups of queue $1 with available jobs,
+	// in byte order from $2 (past it when $3), as found(grp). It skips from
+	// group to group down the group claim index (a loose index scan), so a
+	// claim reads one index entry per group, not every available job. The
+	// groups found go back to the default collation, the one of the held
+	// index and of spool_group_starts: compared in "C", a group could not
+	// be looked up in them, and each count would scan the queue's active
+	// jobs.
+	sqlGroupWalk = `WITH RECURSIVE g(grp) AS (
 	(SELECT grp COLLATE "C" FROM spool_jobs
 	WHERE queue = $1 COLLATE "C" AND state = 'available' AND grp IS NOT NULL AND grp >= $2 COLLATE "C"
 	ORDER BY grp COLLATE "C" LIMIT 1)
@@ -58,11 +58,45 @@ FROM spool_queues WHERE name = $1 FOR NO KEY UPDATE`
 ), found AS (
 	SELECT grp COLLATE "default" AS grp FROM g WHERE grp IS NOT NULL AND NOT ($3 AND grp = $2) LIMIT $4
 )
-SELECT f.grp,
+`
+	// sqlGroupsFrom lists the groups of sqlGroupWalk, each with its active
+	// jobs counted up to $5 and, when $6, its start log.
+	sqlGroupsFrom = sqlGroupWalk + `SELECT f.grp,
 	(SELECT count(*) FROM (SELECT 1 FROM spool_jobs a
 		WHERE a.queue = $1 AND a.state = 'active' AND a.grp IS NOT NULL AND a.grp = f.grp LIMIT $5) x),
 	s.starts
 FROM found f LEFT JOIN spool_group_starts s ON $6 AND s.queue = $1 AND s.grp = f.grp
+ORDER BY f.grp COLLATE "C"`
+	// sqlHeldSeek, completed by a state, reads the jobs of group f.grp of
+	// queue $1 in that state that were handed out, with a seek into the
+	// held index. Each waiting state has a seek of its own: with the
+	// states in one list, the planner may scan the whole queue in the
+	// index for the group instead.
+	sqlHeldSeek = `SELECT j.seq, j.state FROM spool_jobs j
+		WHERE j.queue = $1 AND j.grp IS NOT NULL AND j.grp = f.grp AND j.attempt > 0 AND j.state = `
+	// sqlOrderedGroupsFrom lists the groups of sqlGroupWalk in an ordered
+	// queue as sqlGroupsFrom does, each with, when it has no active job,
+	// the seq and state of its holder (its first job in seq order that was
+	// handed out: job.HoldsGroup; an active holder is counted already),
+	// and, when it has no active job and no holder that waits, the seqs of
+	// its first two available jobs in claim order (the second tells
+	// whether the group has jobs beyond the one it may hand out). A group
+	// with an active job costs one seek, as in sqlGroupsFrom; a free one
+	// three more into the held index and one into the group claim index.
+	sqlOrderedGroupsFrom = sqlGroupWalk + `SELECT f.grp, a.n, s.starts, h.seq, h.state,
+	CASE WHEN a.n = 0 AND (h.seq IS NULL OR h.state = 'available') THEN ARRAY(
+		SELECT j.seq FROM spool_jobs j
+		WHERE j.queue = $1 COLLATE "C" AND j.state = 'available' AND j.grp IS NOT NULL AND j.grp = f.grp COLLATE "C"
+		ORDER BY j.priority DESC, j.run_at, j.seq LIMIT 2) END
+FROM found f
+CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM spool_jobs a
+	WHERE a.queue = $1 AND a.state = 'active' AND a.grp IS NOT NULL AND a.grp = f.grp LIMIT $5) x) a
+LEFT JOIN LATERAL (SELECT w.seq, w.state FROM (
+	(` + sqlHeldSeek + `'available' ORDER BY j.seq LIMIT 1)
+	UNION ALL (` + sqlHeldSeek + `'retrying' ORDER BY j.seq LIMIT 1)
+	UNION ALL (` + sqlHeldSeek + `'scheduled' ORDER BY j.seq LIMIT 1)) w
+	WHERE a.n = 0 ORDER BY w.seq LIMIT 1) h ON true
+LEFT JOIN spool_group_starts s ON $6 AND s.queue = $1 AND s.grp = f.grp
 ORDER BY f.grp COLLATE "C"`
 	// sqlGroupHeads reads, for each group of $2, the seqs of up to $3 of
 	// its available jobs in claim order after the first $4, from the
@@ -171,6 +205,14 @@ type flowGroup struct {
 	taken   int     // how many of seqs the claim hands out
 	dry     bool    // it has no available jobs beyond seqs
 	started int     // how many of its jobs started
+
+	// In an ordered queue: the state of the group's holder ("" for
+	// none; see job.HoldsGroup), which alone may go out when it is
+	// available, and, unless a holder waits, its first available jobs in
+	// claim order (up to two), when it has no active job.
+	holder    job.State
+	holderSeq int64
+	heads     []int64
 }
 
 // lock locks the queue's row and reads its flow control and its active
@@ -180,12 +222,13 @@ func (c *flowClaim) lock(ctx context.Context) (found bool, err error) {
 	var (
 		rate, maxActive, groupRate, groupMaxActive int32
 		ratePeriod, groupRatePeriod                int64
+		ordered                                    bool
 		starts                                     []byte
 	)
 	batch := &pgx.Batch{}
 	batch.Queue(sqlLockFlowQueue, c.queue).QueryRow(func(row pgx.Row) error {
 		err := row.Scan(&c.q.paused, &c.q.flow, &rate, &ratePeriod, &maxActive,
-			&groupRate, &groupRatePeriod, &groupMaxActive, &c.q.lastGroup, &starts)
+			&groupRate, &groupRatePeriod, &groupMaxActive, &ordered, &c.q.lastGroup, &starts)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
@@ -202,7 +245,8 @@ func (c *flowClaim) lock(ctx context.Context) (found bool, err error) {
 	c.q.limits = job.Limits{
 		Rate: job.Rate{Limit: int(rate), Period: time.Duration(ratePeriod)}, MaxActive: int(maxActive),
 		GroupRate: job.Rate{Limit: int(groupRate), Period: time.Duration(groupRatePeriod)}, GroupMaxActive: int(groupMaxActive),
-	}
+		Ordered: ordered,
+	}.Normalized()
 	if c.q.starts, err = decodeStarts(starts, c.q.limits.Rate.Limit); err != nil {
 		return false, fmt.Errorf("read the rate start log: %w", err)
 	}
@@ -272,22 +316,38 @@ func (c *flowClaim) findGroups(ctx context.Context, room int) error {
 	if !wrapped {
 		from, past = *c.q.lastGroup, true
 	}
+	query := sqlGroupsFrom
+	var (
+		name        string
+		active      int64
+		starts      []byte
+		holderSeq   *int64
+		holderState *string
+		heads       []int64
+	)
+	scan := []any{&name, &active, &starts}
+	if l.Ordered {
+		query = sqlOrderedGroupsFrom
+		scan = append(scan, &holderSeq, &holderState, &heads)
+	}
 	for visited := 0; len(c.groups) < room && visited < maxGroupVisits; {
 		chunk := min(room-len(c.groups)+groupSlack, maxGroupVisits-visited)
-		rows, err := c.tx.Query(ctx, sqlGroupsFrom, c.queue, from, past, chunk, l.GroupMaxActive, !l.GroupRate.IsZero())
+		rows, err := c.tx.Query(ctx, query, c.queue, from, past, chunk, l.GroupMaxActive, !l.GroupRate.IsZero())
 		if err != nil {
 			return fmt.Errorf("find groups: %w", err)
 		}
 		var found []*flowGroup
-		var name string
-		var active int64
-		var starts []byte
-		_, err = pgx.ForEachRow(rows, []any{&name, &active, &starts}, func() error {
+		_, err = pgx.ForEachRow(rows, scan, func() error {
 			log, err := decodeStarts(starts, l.GroupRate.Limit)
 			if err != nil {
 				return fmt.Errorf("read the start log of group %q: %w", name, err)
 			}
-			found = append(found, &flowGroup{name: name, active: int(active), log: log})
+			g := &flowGroup{name: name, active: int(active), log: log}
+			if holderSeq != nil && holderState != nil {
+				g.holder, g.holderSeq = job.State(*holderState), *holderSeq
+			}
+			g.heads = slices.Clone(heads)
+			found = append(found, g)
 			return nil
 		})
 		if err != nil {
@@ -318,12 +378,18 @@ func (c *flowClaim) findGroups(ctx context.Context, room int) error {
 }
 
 // admit sets how many jobs of g may start and reports whether any may;
-// a group without room counts in what held jobs back.
+// a group without room counts in what held jobs back. In an ordered
+// queue a group whose holder waits (retrying, scheduled) has no room and
+// counts as capped: its holder's promotion announces the queue, and its
+// end frees the group as an active job's would.
 func (c *flowClaim) admit(g *flowGroup) bool {
 	l := c.q.limits
 	g.room = -1
 	if l.GroupMaxActive > 0 {
 		g.room = max(0, l.GroupMaxActive-g.active)
+		if l.Ordered && g.room > 0 && g.holder != "" && g.holder != job.StateAvailable {
+			g.room = 0
+		}
 		c.capped = c.capped || g.room == 0
 	}
 	if r, next := g.log.Room(l.GroupRate, c.now); r >= 0 {
@@ -343,6 +409,9 @@ func (c *flowClaim) admit(g *flowGroup) bool {
 // every group to fill the room, then more for the groups that had
 // enough when others ran dry.
 func (c *flowClaim) share(ctx context.Context, room int) ([]int64, error) {
+	if c.q.limits.Ordered {
+		return c.shareOrdered(room), nil
+	}
 	var picks []int64
 	live := c.groups
 	for room > 0 && len(live) > 0 {
@@ -389,6 +458,29 @@ func (c *flowClaim) share(ctx context.Context, room int) ([]int64, error) {
 		live = next
 	}
 	return picks, nil
+}
+
+// shareOrdered picks one job of each group of c.groups in an ordered
+// queue, up to room, from what the group walk read: its holder when it
+// has one (admit let only an available one through), else its first
+// available job in claim order.
+func (c *flowClaim) shareOrdered(room int) []int64 {
+	var picks []int64
+	for _, g := range c.groups {
+		if len(picks) == room {
+			break
+		}
+		g.seqs, g.dry = g.heads, len(g.heads) < 2
+		if g.holder == job.StateAvailable {
+			g.seqs = []int64{g.holderSeq}
+		}
+		if len(g.seqs) == 0 {
+			continue
+		}
+		picks = append(picks, g.seqs[0])
+		g.taken = 1
+	}
+	return picks
 }
 
 // claim leases the jobs of picks that are still available and keeps

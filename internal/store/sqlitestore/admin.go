@@ -130,6 +130,7 @@ func (s *Store) JobCancel(ctx context.Context, id string, now time.Time) (*job.J
 		if j.State == job.StateAvailable {
 			w.madeUnavailable(j.Queue, j.Group, entryOf(j, seq))
 		}
+		w.unhold(j.Queue, j.Group, seq)
 		j.State, j.FinishedAt, j.LeaseExpiresAt = job.StateCancelled, now.UTC(), time.Time{}
 		out = j
 		return nil
@@ -158,6 +159,9 @@ func (s *Store) JobRetry(ctx context.Context, id string, now time.Time) (*job.Jo
 		}
 		w.fx.move(j.Queue, j.State, job.StateAvailable, 1)
 		j.State, j.Attempt, j.RunAt, j.FinishedAt, j.CancelRequested = job.StateAvailable, 0, at, time.Time{}, false
+		// Its attempts start over: in an ordered queue it no longer holds
+		// its group (job.HoldsGroup), as after a restart.
+		w.unhold(j.Queue, j.Group, seq)
 		w.madeAvailable(j.Queue, j.Group, entryOf(j, seq))
 		out = j
 		return nil
@@ -185,6 +189,7 @@ func (s *Store) JobDelete(ctx context.Context, id string) error {
 		if j.State == job.StateAvailable {
 			w.madeUnavailable(j.Queue, j.Group, entryOf(j, seq))
 		}
+		w.unhold(j.Queue, j.Group, seq)
 		return nil
 	})
 	if err != nil {

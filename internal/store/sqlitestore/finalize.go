@@ -167,6 +167,9 @@ func (w *writer) finish(l *lease, state job.State) {
 	} else {
 		w.leftAvailable(l.queue, l.seq)
 	}
+	if state.Final() {
+		w.unhold(l.queue, l.group, l.seq)
+	}
 }
 
 // endAttempt writes the end of l's attempt with the job moving to state;

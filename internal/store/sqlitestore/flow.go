@@ -96,6 +96,9 @@ type flowState struct {
 	// drops the idle ones.
 	now     time.Time
 	sweepAt int
+	// holds are, in an ordered queue, the groups' jobs in flight (see
+	// ordered.go); nil until a claim reads them.
+	holds map[string]*hold
 }
 
 // groupState is what the writer keeps of one group.
@@ -233,6 +236,7 @@ func (s *Store) QueueSetLimits(ctx context.Context, name string, l job.Limits) e
 			return err
 		}
 		q.limits = l
+		q.flow.holds = nil
 		if l.Grouped() {
 			if err := w.markGrouped(name); err != nil {
 				return err
@@ -384,6 +388,11 @@ func (w *writer) claimGroups(q *wqueue, room int, p *store.JobClaimParams, h *he
 		}
 		return chosen[seq]
 	}
+	if l.Ordered && f.holds == nil {
+		if err := w.loadHolds(q); err != nil {
+			return nil, err
+		}
+	}
 	idle := 0 // turns since the last pick
 	for len(picks) < room {
 		if idle >= len(f.ring) {
@@ -420,6 +429,23 @@ func (w *writer) claimGroups(q *wqueue, room int, p *store.JobClaimParams, h *he
 				continue
 			}
 		}
+		if l.Ordered {
+			e, ok, out := q.claimHeld(g)
+			if out {
+				h.capped = true
+				continue
+			}
+			if ok {
+				gs.win.remove(e)
+				picks = append(picks, pick{q: q, e: e, group: g})
+				if chosen != nil {
+					chosen[e.seq] = true
+				}
+				taking[g]++
+				idle = 0
+				continue
+			}
+		}
 		if gs.win.len() == 0 && !gs.win.complete {
 			if err := w.refillGroup(q, g, gs, picked); err != nil {
 				return nil, err
@@ -443,6 +469,9 @@ func (w *writer) claimGroups(q *wqueue, room int, p *store.JobClaimParams, h *he
 	jobs, err := w.take(picks, p.LeaseDuration, now)
 	if err != nil {
 		return nil, err
+	}
+	if l.Ordered {
+		q.held(picks)
 	}
 	if r := l.GroupRate; !r.IsZero() {
 		for g, n := range taking {

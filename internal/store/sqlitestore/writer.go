@@ -419,6 +419,7 @@ func (w *writer) madeAvailable(queue, group string, e entry) {
 	if q := w.queues[queue]; q != nil {
 		if q.grouped {
 			w.groupAvailable(q, group, e)
+			q.holdAvailable(group, e)
 		} else {
 			q.win.add(e)
 		}
@@ -447,6 +448,7 @@ func (w *writer) resetWindow(queue string) {
 	if q := w.queues[queue]; q != nil {
 		q.win.reset()
 		q.flow.forget()
+		q.flow.holds = nil
 		w.touched = true
 	}
 }

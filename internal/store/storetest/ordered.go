@@ -1,0 +1,299 @@
+package storetest
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/spoolq/spool/internal/job"
+	"github.com/spoolq/spool/internal/store"
+)
+
+func orderedTests() []group {
+	return []group{{"OrderedPartitions", []test{
+		{"OnePartitionJobAtATimeInOrder", testOrderedOneAtATime},
+		{"AFailedJobHoldsItsPartitionThroughItsBackoff", testOrderedFailHolds},
+		{"AnExpiredLeaseKeepsThePartition", testOrderedExpiryHolds},
+		{"AReleasedJobGoesOutFirstAgain", testOrderedReleaseHolds},
+		{"ADeadOrCancelledJobLetsTheNextGo", testOrderedFinalFrees},
+		{"AHeldPartitionSurvivesARestart", testOrderedRestart},
+		{"AJobRetriedByHandStartsOver", testOrderedManualRetry},
+		{"PartitionsFinishInOrderUnderFailingWorkers", testOrderedConcurrent},
+	}}}
+}
+
+// orderedQueue makes queue ordered and inserts, for each partition, n
+// jobs (payload n: 0, 1, …), the partitions' jobs interleaved; it returns
+// the ids of each partition in enqueue order.
+func (b *bundle) orderedQueue(queue string, partitions, n int, opts ...func(*store.JobInsertParams)) map[string][]string {
+	b.t.Helper()
+	b.limit(queue, job.Limits{Ordered: true}.Normalized())
+	var ps []store.JobInsertParams
+	for i := range n {
+		for p := range partitions {
+			jp := newJob(queue, opts...)
+			jp.Group = fmt.Sprintf("p%d", p)
+			jp.Payload = []byte(fmt.Sprintf(`{"n":%d}`, i))
+			ps = append(ps, jp)
+		}
+	}
+	ids := b.add(ps...)
+	out := make(map[string][]string, partitions)
+	for i, jp := range ps {
+		out[jp.Group] = append(out[jp.Group], ids[i])
+	}
+	return out
+}
+
+// firstOf lists the ids of the i-th job of partitions p0…p(n-1).
+func firstOf(parts map[string][]string, i, n int) []string {
+	out := make([]string, n)
+	for p := range n {
+		out[p] = parts[fmt.Sprintf("p%d", p)][i]
+	}
+	return out
+}
+
+// sortedIDs is the ids of js, sorted.
+func sortedIDs(js []*job.Job) []string {
+	ids := idsOf(js)
+	slices.Sort(ids)
+	return ids
+}
+
+// Each partition hands out its first job, then nothing until that job is
+// finished, then its second.
+func testOrderedOneAtATime(b *bundle) {
+	parts := b.orderedQueue("q", 3, 3)
+	js := b.claimAt(t0, 10, "q")
+	if got, want := sortedIDs(js), sorted(firstOf(parts, 0, 3)...); !slices.Equal(got, want) {
+		b.t.Fatalf("first claim: %v, want the first job of each partition %v", got, want)
+	}
+	if more := b.claimAt(t0, 10, "q"); len(more) != 0 {
+		b.t.Fatalf("claim while every partition is held: %v, want none", idsOf(more))
+	}
+	b.completeAll(t0, js)
+	if got, want := sortedIDs(b.claimAt(t0, 10, "q")), sorted(firstOf(parts, 1, 3)...); !slices.Equal(got, want) {
+		b.t.Fatalf("claim after the first jobs finished: %v, want the second of each %v", got, want)
+	}
+}
+
+// A job that failed holds its partition while it waits out its backoff,
+// and goes out again before the jobs after it.
+func testOrderedFailHolds(b *bundle) {
+	parts := b.orderedQueue("q", 2, 2)
+	first := b.claimAt(t0, 10, "q")
+	var a *job.Job
+	for _, j := range first {
+		if j.ID == parts["p0"][0] {
+			a = j
+		}
+	}
+	if a == nil {
+		b.t.Fatalf("first claim %v lacks %s", idsOf(first), parts["p0"][0])
+	}
+	b.accepted("fail", b.fail(t0, store.JobFailItem{ID: a.ID, Token: a.LeaseToken, Message: "boom", RetryAfter: time.Second}), job.StateRetrying)
+	for _, j := range first {
+		if j.ID != a.ID {
+			b.completeAll(t0, []*job.Job{j})
+		}
+	}
+	// p1 moves on; p0 waits for its failed job.
+	got := b.claimAt(at(500*time.Millisecond), 10, "q")
+	if !slices.Equal(idsOf(got), []string{parts["p1"][1]}) {
+		b.t.Fatalf("claim during the backoff: %v, want only %s of the other partition", idsOf(got), parts["p1"][1])
+	}
+	b.promote(at(2 * time.Second))
+	again := b.claimAt(at(2*time.Second), 10, "q")
+	if len(again) != 1 || again[0].ID != a.ID || again[0].Attempt != 2 {
+		b.t.Fatalf("claim after the backoff: %v, want the failed job %s again (attempt 2)", idsOf(again), a.ID)
+	}
+	b.completeAll(at(2*time.Second), again)
+	if got := b.claimAt(at(2*time.Second), 10, "q"); len(got) != 1 || got[0].ID != parts["p0"][1] {
+		b.t.Fatalf("claim after the failed job completed: %v, want %s", idsOf(got), parts["p0"][1])
+	}
+}
+
+// promote makes the jobs due at now available, which must succeed.
+func (b *bundle) promote(now time.Time) {
+	b.t.Helper()
+	if _, err := b.s.JobPromoteDue(b.ctx, now, 1000); err != nil {
+		b.t.Fatalf("promote due jobs: %v", err)
+	}
+}
+
+// A job whose lease ran out holds its partition and goes out again first.
+func testOrderedExpiryHolds(b *bundle) {
+	parts := b.orderedQueue("q", 1, 2, withLease(time.Second))
+	a := b.claimID(t0, "q", parts["p0"][0])
+	if _, err := b.s.JobRescueExpired(b.ctx, at(2*time.Second), 100); err != nil {
+		b.t.Fatalf("rescue expired leases: %v", err)
+	}
+	b.promote(at(2 * time.Second))
+	again := b.claimAt(at(3*time.Second), 10, "q")
+	if len(again) != 1 || again[0].ID != a.ID {
+		b.t.Fatalf("claim after the lease ran out: %v, want %s again", idsOf(again), a.ID)
+	}
+}
+
+// A released job goes out again before the jobs after it.
+func testOrderedReleaseHolds(b *bundle) {
+	parts := b.orderedQueue("q", 1, 3)
+	a := b.claimID(t0, "q", parts["p0"][0])
+	b.accepted("release", b.release(t0, store.JobReleaseItem{ID: a.ID, Token: a.LeaseToken}), job.StateAvailable)
+	again := b.claimID(t0, "q", a.ID)
+	b.completeAll(t0, []*job.Job{again})
+	b.claimID(t0, "q", parts["p0"][1])
+}
+
+// A job that dies or is cancelled lets the next job of its partition go.
+func testOrderedFinalFrees(b *bundle) {
+	parts := b.orderedQueue("q", 2, 2, withMaxAttempts(1))
+	first := b.claimAt(t0, 10, "q")
+	if len(first) != 2 {
+		b.t.Fatalf("first claim: %v, want one job of each partition", idsOf(first))
+	}
+	for _, j := range first {
+		if j.Group == "p0" {
+			b.accepted("fail", b.fail(t0, store.JobFailItem{ID: j.ID, Token: j.LeaseToken, Message: "no"}), job.StateDead)
+		}
+	}
+	b.claimID(t0, "q", parts["p0"][1])
+	// p1's first job fails into a retry, then is cancelled while it waits.
+	parts2 := b.orderedQueue("r", 1, 2)
+	c := b.claimID(t0, "r", parts2["p0"][0])
+	b.accepted("fail", b.fail(t0, store.JobFailItem{ID: c.ID, Token: c.LeaseToken, Message: "boom", RetryAfter: time.Hour}), job.StateRetrying)
+	if got := b.claimAt(t0, 10, "r"); len(got) != 0 {
+		b.t.Fatalf("claim while the partition's job retries: %v, want none", idsOf(got))
+	}
+	if j := b.cancel(c.ID, t0); j.State != job.StateCancelled {
+		b.t.Fatalf("cancel a retrying job: state %s", j.State)
+	}
+	b.claimID(t0, "r", parts2["p0"][1])
+}
+
+// A partition held by a failed job stays held across a restart.
+func testOrderedRestart(b *bundle) {
+	if b.h.Reopen == nil {
+		return
+	}
+	parts := b.orderedQueue("q", 1, 2)
+	a := b.claimID(t0, "q", parts["p0"][0])
+	b.accepted("fail", b.fail(t0, store.JobFailItem{ID: a.ID, Token: a.LeaseToken, Message: "boom", RetryAfter: time.Second}), job.StateRetrying)
+	b.reopen()
+	if got := b.claimAt(t0, 10, "q"); len(got) != 0 {
+		b.t.Fatalf("claim after a restart while the partition's job retries: %v, want none", idsOf(got))
+	}
+	b.promote(at(2 * time.Second))
+	b.claimID(at(2*time.Second), "q", a.ID)
+}
+
+// With 1,000 partitions and concurrent workers that fail a tenth of their
+// jobs at random, every partition's jobs complete in enqueue order and
+// never two of a partition at once.
+func testOrderedConcurrent(b *bundle) {
+	const partitions, perPartition, workers = 1000, 3, 4
+	parts := b.orderedQueue("q", partitions, perPartition, withMaxAttempts(100), withLease(time.Hour))
+	total := partitions * perPartition
+	var clock atomic.Int64 // ms after t0, moved on by every call
+	now := func() time.Time { return at(time.Duration(clock.Add(1)) * time.Millisecond) }
+	var (
+		mu        sync.Mutex
+		active    = map[string]string{}   // partition → the job out
+		completed = map[string][]string{} // partition → ids in completion order
+		done      atomic.Int64
+		stop      = make(chan struct{})
+		wg        sync.WaitGroup
+	)
+	wg.Add(1)
+	go func() { // the promoter: retries come back after their 1 ms
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+			}
+			if _, err := b.s.JobPromoteDue(b.ctx, now(), 1000); err != nil {
+				b.t.Errorf("promote: %v", err)
+				return
+			}
+		}
+	}()
+	var workersWG sync.WaitGroup
+	for w := range workers {
+		workersWG.Add(1)
+		go func() {
+			defer workersWG.Done()
+			rnd := rand.New(rand.NewPCG(uint64(w), 7))
+			deadline := time.Now().Add(2 * time.Minute)
+			for done.Load() < int64(total) && time.Now().Before(deadline) {
+				js, err := store.ClaimedJobs(b.s.JobClaim(b.ctx, &store.JobClaimParams{Queues: []string{"q"}, Max: 25, Now: now()}))
+				if err != nil {
+					b.t.Errorf("claim: %v", err)
+					return
+				}
+				mu.Lock()
+				for _, j := range js {
+					if other, ok := active[j.Group]; ok {
+						b.t.Errorf("partition %s: %s handed out while %s is out", j.Group, j.ID, other)
+					}
+					active[j.Group] = j.ID
+				}
+				mu.Unlock()
+				for _, j := range js {
+					mu.Lock()
+					delete(active, j.Group)
+					mu.Unlock()
+					if rnd.IntN(10) == 0 {
+						out, err := b.s.JobFail(b.ctx, &store.JobFailParams{Items: []store.JobFailItem{{ID: j.ID, Token: j.LeaseToken, Message: "random", RetryAfter: time.Millisecond}}, Now: now()})
+						if err != nil || out[0].Err != nil {
+							b.t.Errorf("fail %s: %v %v", j.ID, err, out)
+						}
+						continue
+					}
+					// Recorded before the ack is sent: the next job of the
+					// partition cannot go out before the ack commits.
+					mu.Lock()
+					completed[j.Group] = append(completed[j.Group], j.ID)
+					mu.Unlock()
+					out, err := b.s.JobComplete(b.ctx, &store.JobCompleteParams{Items: []store.JobCompleteItem{{ID: j.ID, Token: j.LeaseToken}}, Now: now()})
+					if err != nil || out[0].Err != nil {
+						b.t.Errorf("complete %s: %v %v", j.ID, err, out)
+						continue
+					}
+					done.Add(1)
+				}
+				if len(js) == 0 {
+					time.Sleep(time.Millisecond)
+				}
+			}
+		}()
+	}
+	workersWG.Wait()
+	close(stop)
+	wg.Wait()
+	if n := done.Load(); n != int64(total) {
+		b.t.Fatalf("%d of %d jobs completed", n, total)
+	}
+	for p, ids := range parts {
+		if !slices.Equal(completed[p], ids) {
+			b.t.Fatalf("partition %s completed %v, enqueued %v", p, completed[p], ids)
+		}
+	}
+}
+
+// A job retried by hand starts its attempts over: it no longer holds its
+// partition, and takes its place by its new run time.
+func testOrderedManualRetry(b *bundle) {
+	parts := b.orderedQueue("q", 1, 2)
+	a := b.claimID(t0, "q", parts["p0"][0])
+	b.accepted("fail", b.fail(t0, store.JobFailItem{ID: a.ID, Token: a.LeaseToken, Message: "boom", RetryAfter: time.Hour}), job.StateRetrying)
+	if _, err := b.s.JobRetry(b.ctx, a.ID, at(time.Second)); err != nil {
+		b.t.Fatalf("retry by hand: %v", err)
+	}
+	b.claimID(at(2*time.Second), "q", parts["p0"][1])
+}
