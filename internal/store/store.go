@@ -165,6 +165,12 @@ type Admin interface {
 	// into a queue without one of their own (creating the queue if
 	// unknown). Jobs already in the queue keep theirs.
 	QueueSetDurability(ctx context.Context, name string, d job.Durability) error
+	// QueueSetSettings replaces a queue's settings as a whole (creating
+	// the queue if unknown); zero settings clear them. The engine has
+	// checked them (see job.QueueSettings.Check). They apply from the
+	// call on to every job of the queue: a new maximum wait holds for the
+	// jobs already waiting, from their run times.
+	QueueSetSettings(ctx context.Context, name string, s job.QueueSettings) error
 }
 
 // Maintainer is what the background services need.
@@ -408,6 +414,9 @@ type QueueInfo struct {
 	Durability job.Durability
 	// Limits is the queue's flow control; zero when it has none.
 	Limits job.Limits
+	// Settings are the queue's settings (dead-letter queue, maximum
+	// wait); zero when it has none.
+	Settings job.QueueSettings
 	// Counts has the number of jobs in every state (zero states included).
 	Counts map[job.State]int64
 }

@@ -71,7 +71,7 @@ func Run(t *testing.T, h Harness) {
 		t.Fatal("storetest: Harness.Open is nil")
 	}
 	groups := [][]group{insertTests(), claimTests(), leaseTests(), adminTests(), queueTests(),
-		maintenanceTests(), lifecycleTests(h), concurrencyTests(), modelTests(), durabilityTests(), scheduleTests(), flowTests()}
+		maintenanceTests(), lifecycleTests(h), concurrencyTests(), modelTests(), durabilityTests(), scheduleTests(), flowTests(), deadLetterTests()}
 	for _, gs := range groups {
 		for _, g := range gs {
 			t.Run(g.name, func(t *testing.T) {

@@ -8,9 +8,10 @@
 //     each tier in its own claim order;
 //   - a listing pages through the durable jobs, then the memory ones.
 //
-// Queue settings (pause, durability, limits) live in the durable store;
-// pauses and limits apply to both tiers, each tier holding the limits for
-// its own jobs.
+// Queue settings (pause, durability, limits, settings) live in the
+// durable store; pauses, limits and settings apply to both tiers, each
+// tier holding the limits for its own jobs and applying the settings to
+// them.
 package tiered
 
 import (
@@ -80,6 +81,11 @@ func New(ctx context.Context, disk Tier, mem MemoryStore) (*Store, error) {
 		if !q.Limits.IsZero() {
 			if err := mem.QueueSetLimits(ctx, q.Name, q.Limits); err != nil {
 				return nil, fmt.Errorf("limit memory queue %s: %w", q.Name, err)
+			}
+		}
+		if !q.Settings.IsZero() {
+			if err := mem.QueueSetSettings(ctx, q.Name, q.Settings); err != nil {
+				return nil, fmt.Errorf("set the settings of memory queue %s: %w", q.Name, err)
 			}
 		}
 	}
@@ -427,6 +433,15 @@ func (s *Store) QueueSetLimits(ctx context.Context, name string, l job.Limits) e
 		return err
 	}
 	return s.mem.QueueSetLimits(ctx, name, l)
+}
+
+// QueueSetSettings sets the queue's settings in both tiers, each of which
+// applies them to its own jobs; see store.Admin.
+func (s *Store) QueueSetSettings(ctx context.Context, name string, st job.QueueSettings) error {
+	if err := s.disk.QueueSetSettings(ctx, name, st); err != nil {
+		return err
+	}
+	return s.mem.QueueSetSettings(ctx, name, st)
 }
 
 // QueueSetDurability sets the queue's level in the durable store, which
