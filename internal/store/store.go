@@ -13,6 +13,13 @@
 //     Anything else is an internal error.
 //   - Times come from the caller (the Now fields) so that tests can move the
 //     clock; a store never reads the wall clock for job semantics.
+//   - A job that dies by a rule (job.AfterFailure, job.AfterLeaseExpiry,
+//     job.AfterMaxWait) in a queue with a dead-letter queue (see
+//     job.QueueSettings.DeadLetterFor) stays dead where it is, and the
+//     call that kills it inserts, in the same transaction, the copy
+//     job.DeadLetter makes of it, under a new id, in the dead-letter
+//     queue; the call reports the copy so that the engine can wake that
+//     queue's fetches. A cancel or a delete never makes a copy.
 package store
 
 import (
@@ -96,7 +103,8 @@ type Claimer interface {
 	// job ends where job.AfterFailure sends it: cancelled if a cancel was
 	// requested (that takes precedence), else dead when NoRetry is set or
 	// Attempt >= MaxAttempts, and retrying otherwise with RunAt = p.Now +
-	// (RetryAfter if set, else Backoff.Delay(Attempt, p.Rand)).
+	// (RetryAfter if set, else Backoff.Delay(Attempt, p.Rand)). A job that
+	// dies into a dead-letter queue names its copy in Outcome.DeadLetter.
 	JobFail(ctx context.Context, p *JobFailParams) ([]Outcome, error)
 
 	// JobExtend moves the lease expiry of active jobs to p.Now+Lease (the
@@ -182,7 +190,8 @@ type Maintainer interface {
 	// out (LeaseExpiresAt <= now): each gets an error
 	// job.LeaseExpiredMessage ("lease expired") for its attempt and ends
 	// where job.AfterLeaseExpiry sends it: cancelled (cancel requested),
-	// dead (no attempts left) or available at once.
+	// dead (no attempts left) or available at once. The result's
+	// Available includes the dead-letter queues that got copies.
 	JobRescueExpired(ctx context.Context, now time.Time, limit int) (*MaintenanceResult, error)
 	// JobPrune deletes up to p.Limit final jobs by retention, running the
 	// passes of p.Passes in order: completed and cancelled jobs past their
@@ -294,6 +303,9 @@ type Outcome struct {
 	LeaseExpiresAt time.Time
 	// CancelRequested tells the worker that a user cancelled the job.
 	CancelRequested bool
+	// DeadLetter is, for a job that died into its queue's dead-letter
+	// queue, the queue and id of its copy there; zero otherwise.
+	DeadLetter job.JobRef
 }
 
 // JobCompleteItem acknowledges one job.
@@ -425,7 +437,8 @@ type QueueInfo struct {
 type MaintenanceResult struct {
 	// Count is how many jobs changed state.
 	Count int
-	// Available lists the queues in which jobs became available.
+	// Available lists the queues in which jobs became available, the
+	// dead-letter queues that got copies of jobs that died included.
 	Available []string
 	// Next is when the next job of this kind is due (the earliest RunAt of
 	// the remaining scheduled/retrying jobs, or the earliest lease expiry

@@ -1,14 +1,24 @@
 package storetest
 
 import (
+	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/spoolq/spool/internal/job"
+	"github.com/spoolq/spool/internal/store"
 )
 
 func deadLetterTests() []group {
 	return []group{{"DeadLetters", []test{
 		{"SettingsAreStoredReplacedAndCleared", testSettingsKept},
+		{"AJobThatRunsOutOfAttemptsLeavesACopy", testDeadLetterExhausted},
+		{"AFailureWithoutRetryLeavesACopy", testDeadLetterNoRetry},
+		{"ALeaseThatExpiresOnTheLastAttemptLeavesACopy", testDeadLetterLeaseExpiry},
+		{"CancelCompleteAndDeleteLeaveNoCopy", testDeadLetterNotOnCancel},
+		{"ACopyThatDiesGoesOnToItsOwnDeadLetterQueue", testDeadLetterChain},
+		{"NoDeadLetterQueueNoCopy", testDeadLetterNone},
+		{"ACopyKeepsItsOriginOverARestart", testDeadLetterRestart},
 	}}}
 }
 
@@ -52,4 +62,236 @@ func testSettingsKept(b *bundle) {
 	if q := b.queue("fresh"); !q.Settings.IsZero() {
 		b.t.Fatalf("cleared settings %+v", q.Settings)
 	}
+}
+
+// letterJob returns the parameters of a job of queue with everything a
+// dead-letter copy carries over set: payload, priority, group, tags, the
+// store's first durability, a retry policy and a lease, and a unique key
+// the copy leaves behind.
+func (b *bundle) letterJob(queue string, maxAttempts int) store.JobInsertParams {
+	p := newJob(queue, withMaxAttempts(maxAttempts), withPriority(7), withLease(45*time.Second), withUnique("once", 0),
+		withBackoff(job.Backoff{Kind: job.BackoffExponential, Base: 2 * time.Second, Max: time.Minute, Jitter: 0.25}))
+	p.Payload = json.RawMessage(`{"order":42}`)
+	p.Tags = []string{"billing", "eu"}
+	p.Group = "tenant-7"
+	p.Durability = b.h.durabilities()[0]
+	return p
+}
+
+// failID claims job id of queue at now and fails it with message.
+func (b *bundle) failID(now time.Time, queue, id, message string, noRetry bool) store.Outcome {
+	b.t.Helper()
+	j := b.claimID(now, queue, id)
+	return b.fail(now, store.JobFailItem{ID: id, Token: j.LeaseToken, Message: message, NoRetry: noRetry})[0]
+}
+
+// wantLetter fails unless copyID names the dead-letter copy, in dlq, of
+// the dead job origID as it is stored now, made at made: a new available
+// job with no attempts and its own id that carries the dead job's work,
+// settings and errors, and names it.
+func (b *bundle) wantLetter(copyID, dlq, origID string, made time.Time) *job.Job {
+	b.t.Helper()
+	orig, c := b.get(origID), b.get(copyID)
+	if orig.State != job.StateDead {
+		b.t.Fatalf("the original %s is %s, want it dead where it was", origID, orig.State)
+	}
+	want := job.DeadLetter(orig, dlq, copyID, made)
+	want.Durability = levelOf(want.Durability)
+	if c.ID == orig.ID || c.Queue != dlq || c.State != job.StateAvailable || c.Attempt != 0 || !c.RunAt.Equal(made) ||
+		!c.CreatedAt.Equal(made) || c.DeadLetterOf != (job.JobRef{Queue: orig.Queue, ID: orig.ID}) {
+		b.t.Fatalf("copy %+v\nof %+v", c, orig)
+	}
+	if d := diffJob(c, want); d != "" {
+		b.t.Fatalf("copy of %s: %s", origID, d)
+	}
+	if c.Group != orig.Group || levelOf(c.Durability) != levelOf(orig.Durability) || c.UniqueKey != "" {
+		b.t.Fatalf("copy group %q, durability %q, unique key %q; the original's group %q, durability %q",
+			c.Group, c.Durability, c.UniqueKey, orig.Group, orig.Durability)
+	}
+	return c
+}
+
+// levelOf is a job's durability as the contract reads it: empty is full.
+func levelOf(d job.Durability) job.Durability {
+	if d == "" {
+		return job.DurabilityFull
+	}
+	return d
+}
+
+// lettersIn lists the jobs of queue dlq.
+func (b *bundle) lettersIn(dlq string) []*job.Job {
+	b.t.Helper()
+	return b.listAll(dlq, "", 100)
+}
+
+// A job that fails its last attempt stays dead in its queue, and the same
+// call puts a copy with its history into the dead-letter queue, which a
+// fetch then hands out.
+func testDeadLetterExhausted(b *bundle) {
+	b.settle("orders", job.QueueSettings{DeadLetterQueue: "orders-dlq"})
+	id := b.add(b.letterJob("orders", 2))[0]
+	if o := b.failID(t0, "orders", id, "card declined", false); o.State != job.StateRetrying || !o.DeadLetter.IsZero() {
+		b.t.Fatalf("first failure: %+v, want retrying without a copy", o)
+	}
+	if n := len(b.lettersIn("orders-dlq")); n != 0 {
+		b.t.Fatalf("a retrying job left %d copies", n)
+	}
+	died := at(time.Minute)
+	if _, err := b.s.JobPromoteDue(b.ctx, died, 10); err != nil {
+		b.t.Fatalf("promote: %v", err)
+	}
+	o := b.failID(died, "orders", id, "card declined again", false)
+	if o.State != job.StateDead || o.DeadLetter.Queue != "orders-dlq" || o.DeadLetter.ID == "" {
+		b.t.Fatalf("last failure: %+v, want dead with a copy in orders-dlq", o)
+	}
+	c := b.wantLetter(o.DeadLetter.ID, "orders-dlq", id, died)
+	if len(c.Errors) != 2 || c.Errors[1].Message != "card declined again" {
+		b.t.Fatalf("copy errors %+v", c.Errors)
+	}
+	if got := b.lettersIn("orders-dlq"); len(got) != 1 || got[0].ID != c.ID {
+		b.t.Fatalf("dead-letter queue holds %v, want only %s", idsOf(got), c.ID)
+	}
+	b.wantCounts("orders", map[job.State]int64{job.StateDead: 1})
+	b.wantCounts("orders-dlq", map[job.State]int64{job.StateAvailable: 1})
+	got := b.claimID(died, "orders-dlq", c.ID)
+	if got.Attempt != 1 || got.DeadLetterOf != c.DeadLetterOf || !bytesEqual(got.Payload, c.Payload) {
+		b.t.Fatalf("claimed copy %+v", got)
+	}
+}
+
+func bytesEqual(a, b []byte) bool { return string(a) == string(b) }
+
+// A failure the worker marks as final kills the job on its first attempt,
+// and that death leaves a copy too.
+func testDeadLetterNoRetry(b *bundle) {
+	b.settle("orders", job.QueueSettings{DeadLetterQueue: "orders-dlq"})
+	id := b.add(b.letterJob("orders", 5))[0]
+	o := b.failID(t0, "orders", id, "bad input", true)
+	if o.State != job.StateDead || o.DeadLetter.Queue != "orders-dlq" {
+		b.t.Fatalf("failure without retry: %+v", o)
+	}
+	c := b.wantLetter(o.DeadLetter.ID, "orders-dlq", id, t0)
+	if len(c.Errors) != 1 || c.Errors[0].Attempt != 1 || c.Errors[0].Message != "bad input" {
+		b.t.Fatalf("copy errors %+v", c.Errors)
+	}
+}
+
+// A job whose lease runs out on its last attempt dies when it is rescued,
+// and the rescue puts its copy in the dead-letter queue and names that
+// queue among those with jobs made available.
+func testDeadLetterLeaseExpiry(b *bundle) {
+	b.settle("orders", job.QueueSettings{DeadLetterQueue: "orders-dlq"})
+	id := b.add(b.letterJob("orders", 1))[0]
+	b.claimID(t0, "orders", id)
+	expiry := at(45 * time.Second)
+	res, err := b.s.JobRescueExpired(b.ctx, expiry, 10)
+	if err != nil || res.Count != 1 || !slices.Contains(res.Available, "orders-dlq") {
+		b.t.Fatalf("rescue: %+v, %v; want one job rescued and orders-dlq available", res, err)
+	}
+	letters := b.lettersIn("orders-dlq")
+	if len(letters) != 1 {
+		b.t.Fatalf("dead-letter queue holds %d jobs, want 1", len(letters))
+	}
+	c := b.wantLetter(letters[0].ID, "orders-dlq", id, expiry)
+	if len(c.Errors) != 1 || c.Errors[0].Message != job.LeaseExpiredMessage {
+		b.t.Fatalf("copy errors %+v", c.Errors)
+	}
+}
+
+// Only a death leaves a copy: a job cancelled while it waits or while it
+// runs, a completed job, and a dead job deleted leave none, and the dead
+// job deleted takes nothing with it.
+func testDeadLetterNotOnCancel(b *bundle) {
+	b.settle("orders", job.QueueSettings{DeadLetterQueue: "orders-dlq"})
+	waiting := b.add(b.letterJob("orders", 1))[0]
+	b.cancel(waiting, t0)
+	running := b.add(newJob("orders", withPriority(topPriority), withMaxAttempts(1)))[0]
+	j := b.claimID(t0, "orders", running)
+	b.cancel(running, t0)
+	b.accepted("fail", b.fail(t0, store.JobFailItem{ID: running, Token: j.LeaseToken, Message: "stopped", NoRetry: true}), job.StateCancelled)
+	done := b.add(newJob("orders", withPriority(topPriority)))[0]
+	j = b.claimID(t0, "orders", done)
+	b.accepted("complete", b.complete(t0, store.JobCompleteItem{ID: done, Token: j.LeaseToken}), job.StateCompleted)
+	if n := len(b.lettersIn("orders-dlq")); n != 0 {
+		b.t.Fatalf("cancels and a completion left %d copies", n)
+	}
+	dead := b.add(newJob("orders", withPriority(topPriority), withMaxAttempts(1)))[0]
+	o := b.failID(t0, "orders", dead, "x", false)
+	if err := b.s.JobDelete(b.ctx, dead); err != nil {
+		b.t.Fatalf("delete the dead job: %v", err)
+	}
+	if got := b.lettersIn("orders-dlq"); len(got) != 1 || got[0].ID != o.DeadLetter.ID {
+		b.t.Fatalf("after deleting the dead job the dead-letter queue holds %v, want its copy %s", idsOf(got), o.DeadLetter.ID)
+	}
+}
+
+// A copy lives in its dead-letter queue like any job: when it dies there,
+// it goes on to that queue's own dead-letter queue, with the history of
+// both deaths, naming the copy it came from.
+func testDeadLetterChain(b *bundle) {
+	b.settle("orders", job.QueueSettings{DeadLetterQueue: "retry-slow"})
+	b.settle("retry-slow", job.QueueSettings{DeadLetterQueue: "graveyard"})
+	id := b.add(b.letterJob("orders", 1))[0]
+	first := b.failID(t0, "orders", id, "first death", false).DeadLetter
+	if first.Queue != "retry-slow" {
+		b.t.Fatalf("first copy %+v", first)
+	}
+	later := at(time.Minute)
+	second := b.failID(later, "retry-slow", first.ID, "second death", false).DeadLetter
+	if second.Queue != "graveyard" {
+		b.t.Fatalf("second copy %+v", second)
+	}
+	c := b.wantLetter(second.ID, "graveyard", first.ID, later)
+	if c.DeadLetterOf != (job.JobRef{Queue: "retry-slow", ID: first.ID}) || len(c.Errors) != 2 ||
+		c.Errors[0].Message != "first death" || c.Errors[1].Message != "second death" {
+		b.t.Fatalf("second copy %+v", c)
+	}
+	b.wantCounts("retry-slow", map[job.State]int64{job.StateDead: 1})
+	// The end of the chain has no dead-letter queue: a death there stays.
+	if o := b.failID(later, "graveyard", c.ID, "third death", false); o.State != job.StateDead || !o.DeadLetter.IsZero() {
+		b.t.Fatalf("death at the end of the chain: %+v", o)
+	}
+}
+
+// Without a dead-letter queue a death makes no copy; clearing the
+// setting stops the copies.
+func testDeadLetterNone(b *bundle) {
+	b.settle("orders", job.QueueSettings{DeadLetterQueue: "orders-dlq"})
+	b.settle("orders", job.QueueSettings{MaxWait: time.Hour})
+	id := b.add(newJob("orders", withMaxAttempts(1)))[0]
+	if o := b.failID(t0, "orders", id, "x", false); o.State != job.StateDead || !o.DeadLetter.IsZero() {
+		b.t.Fatalf("death without a dead-letter queue: %+v", o)
+	}
+	qs, err := b.s.QueueList(b.ctx)
+	if err != nil {
+		b.t.Fatalf("list queues: %v", err)
+	}
+	for _, q := range qs {
+		if q.Name == "orders-dlq" && q.Counts[job.StateAvailable] != 0 {
+			b.t.Fatalf("orders-dlq counts %v", q.Counts)
+		}
+	}
+}
+
+// A copy keeps its origin and history over a restart, and a retry by
+// hand of the dead original lets it die once more, into another copy.
+func testDeadLetterRestart(b *bundle) {
+	b.settle("orders", job.QueueSettings{DeadLetterQueue: "orders-dlq"})
+	id := b.add(b.letterJob("orders", 1))[0]
+	first := b.failID(t0, "orders", id, "x", false).DeadLetter
+	if b.h.Reopen != nil {
+		b.reopen()
+	}
+	b.wantLetter(first.ID, "orders-dlq", id, t0)
+	later := at(time.Minute)
+	if _, err := b.s.JobRetry(b.ctx, id, later); err != nil {
+		b.t.Fatalf("retry the dead job: %v", err)
+	}
+	again := b.failID(later, "orders", id, "y", false).DeadLetter
+	if again.ID == "" || again.ID == first.ID {
+		b.t.Fatalf("second death: copy %+v, first copy %+v", again, first)
+	}
+	b.wantLetter(again.ID, "orders-dlq", id, later)
+	b.wantCounts("orders-dlq", map[job.State]int64{job.StateAvailable: 2})
 }
