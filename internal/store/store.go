@@ -88,6 +88,13 @@ type Claimer interface {
 	// the job's own LeaseDuration otherwise, and no Progress (a report
 	// belongs to one attempt). No job is handed to two
 	// concurrent callers. An empty result is not an error.
+	//
+	// A job past its queue's maximum wait at p.Now (job.PastMaxWait) is
+	// never handed out: a claim that meets it kills it where
+	// job.AfterMaxWait sends it, with its dead-letter copy, and goes on to
+	// the next job. Such a job takes no room under a queue's limits and
+	// counts as no start; the result's Available names the dead-letter
+	// queues that got copies.
 	JobClaim(ctx context.Context, p *JobClaimParams) (*ClaimResult, error)
 
 	// JobComplete acknowledges jobs. Each item is applied on its own: an
@@ -197,6 +204,14 @@ type Maintainer interface {
 	// passes of p.Passes in order: completed and cancelled jobs past their
 	// age, dead jobs past theirs, then the oldest beyond each count cap.
 	JobPrune(ctx context.Context, p *JobPruneParams) (int, error)
+	// JobExpireWaiting kills up to limit available jobs past their queues'
+	// maximum waits at now (job.PastMaxWait), that no claim met: each
+	// ends where job.AfterMaxWait sends it, dead with
+	// job.MaxWaitMessage, and leaves its dead-letter copy. Count is how
+	// many it killed, Available the dead-letter queues that got copies,
+	// Next when the next job may pass its wait (zero when the store does
+	// not know).
+	JobExpireWaiting(ctx context.Context, now time.Time, limit int) (*MaintenanceResult, error)
 }
 
 // Store is the whole storage contract.
@@ -278,6 +293,9 @@ type ClaimResult struct {
 	// GroupMaxActive) held available jobs back: a job of theirs that
 	// stops being active frees a place.
 	Capped []string
+	// Available lists the dead-letter queues that got copies of jobs the
+	// claim killed for their wait.
+	Available []string
 }
 
 // ClaimedJobs is the jobs of a claim's result, for callers that need

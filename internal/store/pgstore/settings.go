@@ -28,5 +28,6 @@ func (s *Store) QueueSetSettings(ctx context.Context, name string, st job.QueueS
 	if err != nil {
 		return wrap("set queue settings", err)
 	}
+	s.forgetWaits()
 	return nil
 }

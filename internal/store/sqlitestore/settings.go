@@ -61,6 +61,11 @@ func (s *Store) QueueSetSettings(ctx context.Context, name string, st job.QueueS
 		if err != nil {
 			return err
 		}
+		if st.MaxWait != q.settings.MaxWait {
+			if err := w.setQueueWaits(name, st.MaxWait); err != nil {
+				return err
+			}
+		}
 		q.settings = st
 		w.fx.settings[name] = st
 		w.touched = true

@@ -19,6 +19,15 @@ func deadLetterTests() []group {
 		{"ACopyThatDiesGoesOnToItsOwnDeadLetterQueue", testDeadLetterChain},
 		{"NoDeadLetterQueueNoCopy", testDeadLetterNone},
 		{"ACopyKeepsItsOriginOverARestart", testDeadLetterRestart},
+	}}, {"MaxWait", []test{
+		{"AClaimKillsTheJobsPastTheirWaitAndGoesOn", testMaxWaitClaim},
+		{"AStartedJobNoLongerAges", testMaxWaitStarted},
+		{"TheSweepKillsWhatNoClaimMeets", testMaxWaitSweep},
+		{"TheSweepLeavesActiveJobsAlone", testMaxWaitSweepActive},
+		{"ANewMaxWaitHoldsForTheJobsWaiting", testMaxWaitSetLater},
+		{"ARetryByHandStartsTheWaitAgain", testMaxWaitRetry},
+		{"AJobPastItsWaitTakesNoPlaceUnderLimits", testMaxWaitUnderLimits},
+		{"TheWaitHoldsOverARestart", testMaxWaitRestart},
 	}}}
 }
 
@@ -294,4 +303,278 @@ func testDeadLetterRestart(b *bundle) {
 	}
 	b.wantLetter(again.ID, "orders-dlq", id, later)
 	b.wantCounts("orders-dlq", map[job.State]int64{job.StateAvailable: 2})
+}
+
+// wantExpired fails unless job id died of its wait at died, into a copy
+// in dlq (none when dlq is empty), and returns the dead job.
+func (b *bundle) wantExpired(id, dlq string, died time.Time) *job.Job {
+	b.t.Helper()
+	j := b.get(id)
+	last := job.AttemptError{}
+	if n := len(j.Errors); n > 0 {
+		last = j.Errors[n-1]
+	}
+	if j.State != job.StateDead || !j.FinishedAt.Equal(died) || last.Message != job.MaxWaitMessage ||
+		last.Attempt != j.Attempt+1 || !last.At.Equal(died) {
+		b.t.Fatalf("job %s: %s at %v with errors %+v; want dead at %v of %q", id, j.State, j.FinishedAt, j.Errors, died, job.MaxWaitMessage)
+	}
+	if dlq == "" {
+		return j
+	}
+	for _, c := range b.lettersIn(dlq) {
+		if c.DeadLetterOf.ID == id {
+			b.wantLetter(c.ID, dlq, id, died)
+			return j
+		}
+	}
+	b.t.Fatalf("no copy of %s in %s", id, dlq)
+	return nil
+}
+
+// sweep runs JobExpireWaiting at now and returns its result.
+func (b *bundle) sweep(now time.Time, limit int) *store.MaintenanceResult {
+	b.t.Helper()
+	res, err := b.s.JobExpireWaiting(b.ctx, now, limit)
+	if err != nil {
+		b.t.Fatalf("expire waiting jobs at %v: %v", now, err)
+	}
+	return res
+}
+
+// A claim never hands out a job past its wait: it kills it, with its copy
+// in the dead-letter queue (named in the claim's result), and hands out
+// the next job instead. Just before the deadline the job still goes out.
+func testMaxWaitClaim(b *bundle) {
+	b.settle("orders", job.QueueSettings{DeadLetterQueue: "orders-dlq", MaxWait: time.Minute})
+	// Without a group, so that the claim goes in claim order and meets it
+	// first.
+	first := b.letterJob("orders", 3)
+	first.Group = ""
+	old := b.add(first)[0]
+	fresh := b.add(newJob("orders", withRunAt(at(30*time.Second))))[0]
+	b.add(newJob("orders", withRunAt(at(40*time.Second))))
+	early := b.add(newJob("early", withRunAt(t0)))[0]
+	b.settle("early", job.QueueSettings{MaxWait: time.Minute})
+	if got := b.claimID(at(time.Minute-time.Millisecond), "early", early); got.Attempt != 1 {
+		b.t.Fatalf("claim a millisecond before the deadline: %+v", got)
+	}
+	deadline := at(time.Minute)
+	res := b.claimResult(deadline, 1, "orders")
+	if len(res.Jobs) != 1 || res.Jobs[0].ID != fresh {
+		b.t.Fatalf("claim at the deadline: %v, want %s (the job past its wait goes out never)", idsOf(res.Jobs), fresh)
+	}
+	if !slices.Contains(res.Available, "orders-dlq") {
+		b.t.Fatalf("claim result's Available %v, want orders-dlq", res.Available)
+	}
+	b.wantExpired(old, "orders-dlq", deadline)
+	b.wantCounts("orders", map[job.State]int64{job.StateDead: 1, job.StateActive: 1, job.StateAvailable: 1})
+}
+
+// Only a job never started ages: one started before its deadline and
+// back to wait after a failure goes out whenever it is due.
+func testMaxWaitStarted(b *bundle) {
+	b.settle("q", job.QueueSettings{MaxWait: time.Minute})
+	id := b.add(newJob("q"))[0]
+	b.failID(at(10*time.Second), "q", id, "flaky", false)
+	later := at(time.Hour)
+	if _, err := b.s.JobPromoteDue(b.ctx, later, 10); err != nil {
+		b.t.Fatalf("promote: %v", err)
+	}
+	if res := b.sweep(later, 10); res.Count != 0 {
+		b.t.Fatalf("sweep killed %d started jobs", res.Count)
+	}
+	if got := b.claimID(later, "q", id); got.Attempt != 2 {
+		b.t.Fatalf("claim of a started job an hour on: %+v", got)
+	}
+}
+
+// The sweep kills the jobs past their wait that no claim met, in queues
+// nobody fetches from and paused ones alike, with their copies, and
+// leaves the others; a full pass stops at its limit.
+func testMaxWaitSweep(b *bundle) {
+	b.settle("orders", job.QueueSettings{DeadLetterQueue: "orders-dlq", MaxWait: time.Minute})
+	b.settle("paused", job.QueueSettings{MaxWait: time.Minute})
+	if err := b.s.QueueSetPaused(b.ctx, "paused", true); err != nil {
+		b.t.Fatalf("pause: %v", err)
+	}
+	old := b.add(newJobs("orders", 3)...)
+	young := b.add(newJob("orders", withRunAt(at(time.Minute))))[0]
+	scheduled := b.add(newJob("orders", scheduledAt(at(10*time.Second))))[0]
+	held := b.add(newJob("paused"))[0]
+	other := b.add(newJob("plain"))[0]
+	now := at(time.Minute + time.Second)
+	if res := b.sweep(now, 2); res.Count != 2 || !slices.Equal(res.Available, []string{"orders-dlq"}) {
+		b.t.Fatalf("sweep with a limit of 2: %+v", res)
+	}
+	res := b.sweep(now, 10)
+	if res.Count != 2 {
+		b.t.Fatalf("second sweep: %+v, want the 2 jobs left past their wait", res)
+	}
+	for _, id := range old {
+		b.wantExpired(id, "orders-dlq", b.get(id).FinishedAt)
+	}
+	b.wantExpired(held, "", now)
+	if !res.Next.IsZero() && res.Next.After(at(2*time.Minute)) {
+		b.t.Fatalf("next deadline %v, after that of the youngest job, %v", res.Next, at(2*time.Minute))
+	}
+	for _, id := range []string{young, scheduled, other} {
+		if st := b.get(id).State; st == job.StateDead {
+			b.t.Fatalf("job %s died though not past a wait", id)
+		}
+	}
+	// A scheduled job waits from its run time, not from its enqueue.
+	if _, err := b.s.JobPromoteDue(b.ctx, now, 10); err != nil {
+		b.t.Fatalf("promote: %v", err)
+	}
+	if res := b.sweep(at(time.Minute+5*time.Second), 10); res.Count != 0 {
+		b.t.Fatalf("sweep before the scheduled job's deadline: %+v", res)
+	}
+	if res := b.sweep(at(2*time.Minute+10*time.Second), 10); res.Count != 2 {
+		b.t.Fatalf("sweep past both deadlines: %+v", res)
+	}
+	b.wantExpired(scheduled, "orders-dlq", at(2*time.Minute+10*time.Second))
+	if n := len(b.lettersIn("orders-dlq")); n != 5 {
+		b.t.Fatalf("orders-dlq holds %d copies, want 5", n)
+	}
+	if res := b.sweep(at(time.Hour), 10); res.Count != 0 {
+		b.t.Fatalf("sweep with nothing left: %+v", res)
+	}
+}
+
+// A job handed out before its deadline runs on past it: the sweep leaves
+// it, and its ack goes through.
+func testMaxWaitSweepActive(b *bundle) {
+	b.settle("q", job.QueueSettings{DeadLetterQueue: "q-dlq", MaxWait: time.Minute})
+	id := b.add(newJob("q", withLease(time.Hour)))[0]
+	j := b.claimID(at(30*time.Second), "q", id)
+	if res := b.sweep(at(10*time.Minute), 10); res.Count != 0 {
+		b.t.Fatalf("sweep killed %d active jobs", res.Count)
+	}
+	b.accepted("complete", b.complete(at(10*time.Minute), store.JobCompleteItem{ID: id, Token: j.LeaseToken}), job.StateCompleted)
+	if n := len(b.lettersIn("q-dlq")); n != 0 {
+		b.t.Fatalf("%d copies of a completed job", n)
+	}
+}
+
+// A maximum wait set on a queue holds for the jobs already waiting in it,
+// from their run times; cleared, it holds for none.
+func testMaxWaitSetLater(b *bundle) {
+	ids := b.add(newJobs("q", 2)...)
+	b.settle("q", job.QueueSettings{MaxWait: time.Minute})
+	b.settle("q", job.QueueSettings{MaxWait: time.Hour})
+	if res := b.sweep(at(10*time.Minute), 10); res.Count != 0 {
+		b.t.Fatalf("sweep within the longer wait: %+v", res)
+	}
+	b.settle("q", job.QueueSettings{MaxWait: 5 * time.Minute})
+	if res := b.sweep(at(10*time.Minute), 1); res.Count != 1 {
+		b.t.Fatalf("sweep past the shorter wait: %+v", res)
+	}
+	b.settle("q", job.QueueSettings{})
+	if res := b.sweep(at(time.Hour), 10); res.Count != 0 {
+		b.t.Fatalf("sweep with the wait cleared: %+v", res)
+	}
+	if got := b.claimAt(at(time.Hour), 5, "q"); len(got) != 1 {
+		b.t.Fatalf("claim with the wait cleared: %v, want the job left", idsOf(got))
+	}
+	if st := b.get(ids[0]).State; st != job.StateDead && b.get(ids[1]).State != job.StateDead {
+		b.t.Fatalf("neither job died: %s", st)
+	}
+}
+
+// A job retried by hand, dead of its wait, waits afresh from the retry.
+func testMaxWaitRetry(b *bundle) {
+	b.settle("q", job.QueueSettings{MaxWait: time.Minute})
+	id := b.add(newJob("q"))[0]
+	if res := b.sweep(at(time.Minute), 10); res.Count != 1 {
+		b.t.Fatalf("sweep: %+v", res)
+	}
+	retried := at(time.Hour)
+	if _, err := b.s.JobRetry(b.ctx, id, retried); err != nil {
+		b.t.Fatalf("retry: %v", err)
+	}
+	if res := b.sweep(retried.Add(59*time.Second), 10); res.Count != 0 {
+		b.t.Fatalf("sweep within the new wait: %+v", res)
+	}
+	if res := b.sweep(retried.Add(time.Minute), 10); res.Count != 1 {
+		b.t.Fatalf("sweep past the new wait: %+v", res)
+	}
+	if j := b.wantExpired(id, "", retried.Add(time.Minute)); len(j.Errors) != 2 {
+		b.t.Fatalf("errors after two deaths: %+v", j.Errors)
+	}
+	if _, err := b.s.JobRetryMany(b.ctx, &store.JobBulkParams{Queue: "q", State: job.StateDead, Now: at(2 * time.Hour)}); err != nil {
+		b.t.Fatalf("retry many: %v", err)
+	}
+	if got := b.claimAt(at(2*time.Hour+30*time.Second), 1, "q"); len(got) != 1 {
+		b.t.Fatalf("claim within the wait after a bulk retry: %v", idsOf(got))
+	}
+}
+
+// Under a cap, a rate and their group forms, a job past its wait that a
+// claim meets takes no place and counts as no start: the claim kills it
+// and hands out the jobs the limits let start without it.
+func testMaxWaitUnderLimits(b *bundle) {
+	claimAt := at(2 * time.Minute)
+	for _, c := range []struct {
+		queue  string
+		limits job.Limits
+		group  string
+		want   int
+	}{
+		{"capped", job.Limits{MaxActive: 2}, "", 2},
+		{"rated", job.Limits{Rate: job.Rate{Limit: 2, Period: time.Hour}}, "", 2},
+		{"group-capped", job.Limits{GroupMaxActive: 1}, "g", 1},
+		{"group-rated", job.Limits{GroupRate: job.Rate{Limit: 1, Period: time.Hour}}, "g", 1},
+	} {
+		b.settle(c.queue, job.QueueSettings{DeadLetterQueue: c.queue + "-dlq", MaxWait: time.Minute})
+		b.limit(c.queue, c.limits)
+		old := newJobs(c.queue, 3, withPriority(topPriority))
+		fresh := newJobs(c.queue, 3, withRunAt(at(90*time.Second)))
+		for i := range old {
+			old[i].Group, fresh[i].Group = c.group, c.group
+		}
+		oldIDs, freshIDs := b.add(old...), b.add(fresh...)
+		got := b.claimResult(claimAt, 10, c.queue)
+		if len(got.Jobs) != c.want {
+			b.t.Fatalf("%s: claim got %v, want %d of %v", c.queue, idsOf(got.Jobs), c.want, freshIDs)
+		}
+		for _, j := range got.Jobs {
+			if !slices.Contains(freshIDs, j.ID) {
+				b.t.Fatalf("%s: claim handed out %s, which is past its wait", c.queue, j.ID)
+			}
+		}
+		// The claim met at least the first of the old jobs; the sweep
+		// kills any it did not.
+		b.wantExpired(oldIDs[0], c.queue+"-dlq", claimAt)
+		b.sweep(claimAt, 10)
+		for _, id := range oldIDs {
+			b.wantExpired(id, c.queue+"-dlq", b.get(id).FinishedAt)
+		}
+		if more := b.claimAt(claimAt, 10, c.queue); len(more) != 0 {
+			b.t.Fatalf("%s: a second claim got %v past the limits", c.queue, idsOf(more))
+		}
+	}
+}
+
+// The settings, the wait deadlines and the copies' origins hold over a
+// restart.
+func testMaxWaitRestart(b *bundle) {
+	if b.h.Reopen == nil {
+		return
+	}
+	b.settle("q", job.QueueSettings{DeadLetterQueue: "q-dlq", MaxWait: time.Minute})
+	id := b.add(newJob("q"))[0]
+	young := b.add(newJob("q", withRunAt(at(time.Hour))))[0]
+	b.reopen()
+	if q := b.queue("q"); q.Settings.MaxWait != time.Minute {
+		b.t.Fatalf("settings after a restart: %+v", q.Settings)
+	}
+	if res := b.sweep(at(time.Minute), 10); res.Count != 1 {
+		b.t.Fatalf("sweep after a restart: %+v", res)
+	}
+	b.wantExpired(id, "q-dlq", at(time.Minute))
+	b.reopen()
+	b.wantExpired(id, "q-dlq", at(time.Minute))
+	if got := b.claimAt(at(time.Hour+time.Second), 1, "q"); len(got) != 1 || got[0].ID != young {
+		b.t.Fatalf("claim after the restarts: %v, want %s", idsOf(got), young)
+	}
 }

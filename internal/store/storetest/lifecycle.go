@@ -117,6 +117,10 @@ func testClose(b *bundle) {
 			_, err := s.JobRescueExpired(ctx, at(time.Hour), 10)
 			return err
 		},
+		"JobExpireWaiting": func() error {
+			_, err := s.JobExpireWaiting(ctx, at(time.Hour), 10)
+			return err
+		},
 		"JobPrune": func() error {
 			_, err := s.JobPrune(ctx, &store.JobPruneParams{CompletedBefore: at(time.Hour), Limit: 10})
 			return err

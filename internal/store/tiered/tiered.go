@@ -138,19 +138,26 @@ func (s *Store) JobClaim(ctx context.Context, p *store.JobClaimParams) (*store.C
 	rest.Max -= len(got.Jobs)
 	more, err := s.disk.JobClaim(ctx, &rest)
 	if err != nil {
-		if len(got.Jobs) > 0 {
-			// The memory jobs are leased already: hand them out.
+		if len(got.Jobs) > 0 || len(got.Available) > 0 {
+			// The memory jobs are leased already, and the ones it killed
+			// left copies: hand them out, and say so.
 			return got, nil
 		}
 		return nil, err
 	}
-	out := &store.ClaimResult{Jobs: append(got.Jobs, more.Jobs...), RetryAt: got.RetryAt, Capped: got.Capped}
+	out := &store.ClaimResult{Jobs: append(got.Jobs, more.Jobs...), RetryAt: got.RetryAt, Capped: got.Capped,
+		Available: got.Available}
 	if out.RetryAt.IsZero() || (!more.RetryAt.IsZero() && more.RetryAt.Before(out.RetryAt)) {
 		out.RetryAt = more.RetryAt
 	}
 	for _, q := range more.Capped {
 		if !slices.Contains(out.Capped, q) {
 			out.Capped = append(out.Capped, q)
+		}
+	}
+	for _, q := range more.Available {
+		if !slices.Contains(out.Available, q) {
+			out.Available = append(out.Available, q)
 		}
 	}
 	return out, nil
@@ -481,6 +488,12 @@ func (s *Store) maintain(pass func(st store.Store) (*store.MaintenanceResult, er
 		out.Next = m.Next
 	}
 	return &out, nil
+}
+
+// JobExpireWaiting kills the jobs past their maximum waits in both
+// tiers; see store.Maintainer.
+func (s *Store) JobExpireWaiting(ctx context.Context, now time.Time, limit int) (*store.MaintenanceResult, error) {
+	return s.maintain(func(st store.Store) (*store.MaintenanceResult, error) { return st.JobExpireWaiting(ctx, now, limit) })
 }
 
 // JobPrune prunes both tiers; see store.Maintainer.
