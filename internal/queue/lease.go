@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/spoolq/spool/internal/job"
@@ -37,7 +38,8 @@ func (e *Engine) Ack(ctx context.Context, items []store.JobCompleteItem) ([]stor
 }
 
 // Fail records failed attempts; see Ack for the error contract. A retrying
-// job wakes the scheduler for its run time.
+// job wakes the scheduler for its run time; a job that died into a
+// dead-letter queue wakes the fetches parked on that queue.
 func (e *Engine) Fail(ctx context.Context, items []store.JobFailItem) ([]store.Outcome, error) {
 	if err := e.checkBatch("items", len(items)); err != nil {
 		return nil, err
@@ -61,8 +63,21 @@ func (e *Engine) Fail(ctx context.Context, items []store.JobFailItem) ([]store.O
 	if !earliest.IsZero() {
 		e.scheduled(earliest)
 	}
+	e.NotifyAvailable(deadLetters(out))
 	e.freed(out)
 	return out, nil
+}
+
+// deadLetters lists the queues that got the dead-letter copies of the
+// jobs of outcomes.
+func deadLetters(out []store.Outcome) []string {
+	var queues []string
+	for _, o := range out {
+		if q := o.DeadLetter.Queue; o.Err == nil && q != "" && !slices.Contains(queues, q) {
+			queues = append(queues, q)
+		}
+	}
+	return queues
 }
 
 // Extend moves leases forward (heartbeat); see Ack for the error contract.
