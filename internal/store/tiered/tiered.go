@@ -11,7 +11,12 @@
 // Queue settings (pause, durability, limits, settings) live in the
 // durable store; pauses, limits and settings apply to both tiers, each
 // tier holding the limits for its own jobs and applying the settings to
-// them.
+// them. A job that dies into a dead-letter queue leaves its copy in its
+// own tier: the copy keeps the dead job's durability (job.DeadLetter), so
+// a memory job's copy is a memory job, lost on restart like it. The
+// copy's id is new and random (job.NewID) and skips the id registry of
+// ids.go, whose read of the other tier each death would pay for a clash
+// that 80 random bits make a non-event.
 package tiered
 
 import (
