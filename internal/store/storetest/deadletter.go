@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"bytes"
 	"encoding/json"
 	"slices"
 	"time"
@@ -164,12 +165,10 @@ func testDeadLetterExhausted(b *bundle) {
 	b.wantCounts("orders", map[job.State]int64{job.StateDead: 1})
 	b.wantCounts("orders-dlq", map[job.State]int64{job.StateAvailable: 1})
 	got := b.claimID(died, "orders-dlq", c.ID)
-	if got.Attempt != 1 || got.DeadLetterOf != c.DeadLetterOf || !bytesEqual(got.Payload, c.Payload) {
+	if got.Attempt != 1 || got.DeadLetterOf != c.DeadLetterOf || !bytes.Equal(got.Payload, c.Payload) {
 		b.t.Fatalf("claimed copy %+v", got)
 	}
 }
-
-func bytesEqual(a, b []byte) bool { return string(a) == string(b) }
 
 // A failure the worker marks as final kills the job on its first attempt,
 // and that death leaves a copy too.
