@@ -189,6 +189,22 @@ func (e *Engine) SetLimits(ctx context.Context, name string, l job.Limits) (*sto
 	return e.Queue(ctx, name)
 }
 
+// SetSettings replaces a queue's settings (zero settings clear them) and
+// returns the queue. Settings the queue may not have are an
+// *job.InputError naming the field (see job.QueueSettings.Check).
+func (e *Engine) SetSettings(ctx context.Context, name string, s job.QueueSettings) (*store.QueueInfo, error) {
+	if !job.ValidName(name) {
+		return nil, job.Invalid("queue", "must be a queue name")
+	}
+	if err := s.Check(name); err != nil {
+		return nil, err
+	}
+	if err := e.st.QueueSetSettings(ctx, name, s); err != nil {
+		return nil, fmt.Errorf("set queue settings: %w", err)
+	}
+	return e.Queue(ctx, name)
+}
+
 // Purge deletes a queue's available jobs.
 func (e *Engine) Purge(ctx context.Context, name string) (int, error) {
 	if !job.ValidName(name) {

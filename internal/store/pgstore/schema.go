@@ -215,6 +215,16 @@ CREATE INDEX spool_jobs_group_held ON spool_jobs (queue, state, grp)
 	WHERE grp IS NOT NULL AND (attempt > 0 OR state = 'active');
 DROP INDEX spool_jobs_group_active;
 `,
+	// Version 6: queue settings (settings.go): a queue's dead-letter
+	// queue and maximum wait, and on every job the dead job it is the
+	// dead-letter copy of (dead_letter_of_*, NULL for other jobs).
+	`
+ALTER TABLE spool_queues
+	ADD COLUMN dead_letter_queue text,
+	ADD COLUMN max_wait_ns       bigint NOT NULL DEFAULT 0;
+ALTER TABLE spool_jobs ADD COLUMN dead_letter_of_queue text, ADD COLUMN dead_letter_of_id text;
+ALTER TABLE spool_jobs_done ADD COLUMN dead_letter_of_queue text, ADD COLUMN dead_letter_of_id text;
+`,
 }
 
 // SchemaVersion is the schema version this binary brings a database to.

@@ -97,6 +97,9 @@ type Store struct {
 	// it knows to be grouped, so that inserts of their jobs with a group
 	// skip marking them (see markGrouped).
 	flowQueues, plainSeen, groupedQueues sync.Map
+	// waits holds the queues this node knows to have a maximum wait
+	// (expire.go).
+	waits waitSet
 
 	mu        sync.RWMutex
 	closed    bool
