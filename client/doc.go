@@ -128,6 +128,23 @@
 // ClearQueueLimits removes them. docs/protocol.md ("Flow control") has
 // the rules.
 //
+// # Dead letters and maximum wait
+//
+// A queue can send the jobs that die in it to a dead-letter queue, and give
+// up on jobs nobody started in time:
+//
+//	q, err := c.SetQueueSettings(ctx, "orders", client.QueueSettings{
+//		DeadLetterQueue: "orders-dlq", // a copy of every dead job goes here
+//		MaxWait:         time.Minute,  // a job not started within a minute dies
+//	})
+//
+// A job that dies stays dead in its queue, and a copy with its payload and
+// Errors is enqueued into the dead-letter queue, its Job.DeadLetterOf naming
+// the dead job; workers fetch the copies like any jobs. A job past its
+// MaxWait is never handed out: it dies with the error "not started within
+// max wait". ClearQueueSettings removes the settings. docs/protocol.md
+// ("Dead letters and maximum wait") has the rules.
+//
 // # Durations
 //
 // Durations are time.Duration in Go and whole milliseconds on the wire

@@ -197,6 +197,10 @@ type Job struct {
 	StartedAt time.Time
 	// FinishedAt is when the job reached a final state; zero before.
 	FinishedAt time.Time
+	// DeadLetterOf names, for a job that is the dead-letter copy of a dead
+	// job (see QueueSettings.DeadLetterQueue), that job; nil for any other
+	// job.
+	DeadLetterOf *JobRef
 }
 
 // wireJob is Job on the wire.
@@ -226,6 +230,7 @@ type wireJob struct {
 	CreatedAt       time.Time       `json:"created_at,omitzero"`
 	StartedAt       time.Time       `json:"started_at,omitzero"`
 	FinishedAt      time.Time       `json:"finished_at,omitzero"`
+	DeadLetterOf    *JobRef         `json:"dead_letter_of,omitempty"`
 }
 
 // MarshalJSON encodes j in the protocol's form.
@@ -236,7 +241,7 @@ func (j Job) MarshalJSON() ([]byte, error) {
 		LeaseMS: msec(j.LeaseDuration), UniqueKey: j.UniqueKey, UniqueForMS: msec(j.UniqueFor),
 		Tags: j.Tags, Group: j.Group, ConsumerGroup: j.ConsumerGroup, Durability: j.Durability, Result: j.Result, Errors: j.Errors, Progress: j.Progress, Lease: j.Lease,
 		CancelRequested: j.CancelRequested, CreatedAt: j.CreatedAt, StartedAt: j.StartedAt,
-		FinishedAt: j.FinishedAt,
+		FinishedAt: j.FinishedAt, DeadLetterOf: j.DeadLetterOf,
 	}
 	if j.Backoff != (Backoff{}) {
 		w.Backoff = &wireBackoff{Type: j.Backoff.Type, BaseMS: msec(j.Backoff.Base), MaxMS: msec(j.Backoff.Max), Jitter: j.Backoff.Jitter}
@@ -258,7 +263,7 @@ func (j *Job) UnmarshalJSON(data []byte) error {
 		UniqueKey: w.UniqueKey, UniqueFor: time.Duration(w.UniqueForMS) * time.Millisecond,
 		Tags: w.Tags, Group: w.Group, ConsumerGroup: w.ConsumerGroup, Durability: w.Durability, Result: w.Result, Errors: w.Errors, Progress: w.Progress,
 		CancelRequested: w.CancelRequested, CreatedAt: w.CreatedAt, StartedAt: w.StartedAt,
-		FinishedAt: w.FinishedAt,
+		FinishedAt: w.FinishedAt, DeadLetterOf: w.DeadLetterOf,
 	}
 	if w.Backoff != nil {
 		j.Backoff = w.Backoff.backoff()

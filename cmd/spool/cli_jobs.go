@@ -210,6 +210,9 @@ func (c *cli) printJob(j *client.Job) {
 	add("unique key", j.UniqueKey)
 	add("tags", strings.Join(j.Tags, ", "))
 	add("group", j.Group)
+	if d := j.DeadLetterOf; d != nil {
+		add("dead letter of", d.Queue+" "+d.ID)
+	}
 	add("progress", string(j.Progress))
 	add("result", string(j.Result))
 	for _, e := range j.Errors {

@@ -311,6 +311,8 @@ func recipes(f *authFixture) map[string]func(q string) call {
 		"POST /v1/queues/{name}/durability": queueCall("/durability", `{"durability":"process"}`),
 		"PUT /v1/queues/{name}/limits":      queueCall("/limits", `{"max_active":3,"group_rate":{"limit":5,"period_ms":1000}}`),
 		"DELETE /v1/queues/{name}/limits":   queueCall("/limits", ""),
+		"PUT /v1/queues/{name}/settings":    queueCall("/settings", `{"max_wait_ms":60000}`),
+		"DELETE /v1/queues/{name}/settings": queueCall("/settings", ""),
 		"POST /v1/queues/{name}/purge":      queueCall("/purge", ""),
 		"POST /v1/queues/{name}/retry":      queueCall("/retry", `{"state":"dead"}`),
 		"POST /v1/queues/{name}/delete":     queueCall("/delete", `{"state":"dead"}`),

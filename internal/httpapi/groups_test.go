@@ -59,6 +59,9 @@ func TestConsumerGroupsOnTheWire(t *testing.T) {
 		t.Fatalf("ack a copy: %d %s", rec.Code, rec.Body)
 	}
 
+	if rec := send(a, "GET", "/v1/jobs?queue=orders&consumer_group=billing&state=active", ""); strings.Count(rec.Body.String(), `"consumer_group":"billing"`) != 1 {
+		t.Fatalf("list billing's active jobs: %s", rec.Body)
+	}
 	var g consumerGroupJSON
 	rec := send(a, "GET", "/v1/queues/orders/consumer-groups/billing", "")
 	if err := json.Unmarshal(rec.Body.Bytes(), &g); err != nil || g.Pending != 1 || g.Counts["completed"] != 1 || g.OldestPendingAt == nil {
@@ -97,6 +100,7 @@ func TestConsumerGroupsOnTheWire(t *testing.T) {
 		{"POST", "/v1/fetch", `{"queues":["orders"],"consumer_group":"nobody"}`, 404, "not_found", "consumer_group"},
 		{"POST", "/v1/fetch", `{"queues":["orders"],"consumer_group":"a@b"}`, 400, "invalid_argument", "consumer_group"},
 		{"POST", "/v1/queues/orders/consumer-groups/nobody/seek", `{}`, 404, "not_found", ""},
+		{"GET", "/v1/jobs?consumer_group=billing", "", 400, "invalid_argument", "consumer_group"},
 	} {
 		wantErrorRec(t, c.method+" "+c.path+" "+c.body, send(a, c.method, c.path, c.body), c.status, c.code, c.field)
 	}

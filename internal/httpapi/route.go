@@ -36,6 +36,11 @@ type Scope struct {
 	// every element of an array ("jobs[].queue", "queues[]",
 	// "items[].id"). It is empty when the route names no queue.
 	Field string
+	// BodyField names, for a route with a queue in its path, the body
+	// field that names another queue the route touches
+	// ("dead_letter_queue"): a queue there outside the namespaces is 403
+	// forbidden naming the field. It is empty for other routes.
+	BodyField string
 }
 
 // ScopeSource is where a route names its queues.
@@ -48,7 +53,8 @@ const (
 	// document, and the stream, each of whose frames is checked as its
 	// own route.
 	ScopeNone ScopeSource = "none"
-	// ScopePathQueue routes name a queue in the path: 403 forbidden.
+	// ScopePathQueue routes name a queue in the path, and may name
+	// another in the body (Scope.BodyField): 403 forbidden.
 	ScopePathQueue ScopeSource = "path-queue"
 	// ScopePathJob routes name a job by id in the path: a job outside the
 	// namespaces is answered exactly like a missing one, 404 not_found.
@@ -286,6 +292,12 @@ func (rt *route) check() error {
 	}
 	if s.Source == ScopePathSchedule && (s.name != nil) != (e.kind == servesBody) {
 		return errors.New("a schedule route with a body must check its job's queue, and only such a route")
+	}
+	if s.Source == ScopePathQueue && (s.name != nil) != (s.BodyField != "") {
+		return errors.New("a queue route checks a queue of its body exactly when it names the body's field")
+	}
+	if s.Source == ScopePathQueue && s.name != nil && e.kind != servesBody {
+		return errors.New("a queue route that checks a queue of its body needs an endpoint that decodes it")
 	}
 	if (e.kind == servesItems || e.kind == servesTransaction || e.kind == servesQueueList || e.kind == servesScheduleList ||
 		e.kind == servesQuery) && want[s.Source] != e.kind {

@@ -79,6 +79,14 @@ func scheduleWithBody[In any](queue func(*In) string) scope {
 		name: func(in any) string { return queue(in.(*In)) }}
 }
 
+// queueInPathAndBody is the scope of a route with a queue {name} whose
+// body, decoded into an In, may name another queue at field: name
+// returns it, "" when the body names none.
+func queueInPathAndBody[In any](field string, name func(*In) string) scope {
+	return scope{Scope: Scope{Source: ScopePathQueue, Field: "name", BodyField: field}, in: reflect.TypeFor[In](),
+		name: func(in any) string { return name(in.(*In)) }}
+}
+
 // queueInBody is the scope of a route whose body, decoded into an In,
 // names one queue at field: name returns it ("" for a job that names none,
 // which goes to the default queue).
@@ -220,6 +228,10 @@ func (a *API) checkDecoded(r *http.Request, s *scope, in any) error {
 	switch {
 	case s.Source == ScopePathSchedule && s.name != nil:
 		return checkQueue(p, s.name(in), scheduleJobField)
+	case s.Source == ScopePathQueue && s.name != nil:
+		if name := s.name(in); name != "" {
+			return p.CheckQueue(name, s.BodyField)
+		}
 	case s.Source == ScopeBodyQueues && s.name != nil:
 		return checkQueue(p, s.name(in), s.Field)
 	case s.Source == ScopeBodyQueues || s.Source == ScopeBodyTransaction:

@@ -116,7 +116,13 @@ func (f *authFixture) scopeCalls(t *testing.T, rt Route, secret string) []scopeC
 	}
 	switch rt.Scope.Source {
 	case ScopePathQueue:
-		return []scopeCall{{rt.Method, path, body, wantForbidden("")}}
+		calls := []scopeCall{{rt.Method, path, body, wantForbidden("")}}
+		if field := rt.Scope.BodyField; field != "" {
+			// A queue of its own in the path, a foreign one in the body.
+			own := strings.Replace(rt.Pattern, "{name}", f.queue(true), 1)
+			calls = append(calls, scopeCall{rt.Method, own, bodyNaming(t, field, []string{fg.queue}, ""), wantForbidden(field)})
+		}
+		return calls
 	case ScopePathJob:
 		want := f.do(rt.Method, strings.Replace(path, fg.id, missingJob, 1), body, "Bearer "+secret)
 		return []scopeCall{{rt.Method, path, body, func(t *testing.T, status int, got []byte) {

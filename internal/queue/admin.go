@@ -24,7 +24,7 @@ func (e *Engine) Get(ctx context.Context, id string) (*job.Job, error) {
 // List pages through jobs by queue and state, p.Limit jobs a page (the
 // store's default page size when zero, at most MaxListLimit).
 func (e *Engine) List(ctx context.Context, p store.JobListParams) (*store.JobListPage, error) {
-	if p.Queue != "" && !job.ValidName(p.Queue) {
+	if p.Queue != "" && !validQueueOrLane(p.Queue) {
 		return nil, job.Invalid("queue", "must be a queue name")
 	}
 	if p.State != "" && !p.State.Valid() {
@@ -191,6 +191,22 @@ func (e *Engine) SetLimits(ctx context.Context, name string, l job.Limits) (*sto
 		return nil, fmt.Errorf("set queue limits: %w", err)
 	}
 	e.NotifyAvailable([]string{name})
+	return e.Queue(ctx, name)
+}
+
+// SetSettings replaces a queue's settings (zero settings clear them) and
+// returns the queue. Settings the queue may not have are an
+// *job.InputError naming the field (see job.QueueSettings.Check).
+func (e *Engine) SetSettings(ctx context.Context, name string, s job.QueueSettings) (*store.QueueInfo, error) {
+	if !job.ValidName(name) {
+		return nil, job.Invalid("queue", "must be a queue name")
+	}
+	if err := s.Check(name); err != nil {
+		return nil, err
+	}
+	if err := e.st.QueueSetSettings(ctx, name, s); err != nil {
+		return nil, fmt.Errorf("set queue settings: %w", err)
+	}
 	return e.Queue(ctx, name)
 }
 

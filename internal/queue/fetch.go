@@ -161,6 +161,8 @@ func (e *Engine) claim(ctx context.Context, req *FetchRequest) (*store.ClaimResu
 	for _, q := range res.Capped {
 		e.capped.Store(q, true)
 	}
+	// The claim killed jobs past their wait into these queues.
+	e.NotifyAvailable(res.Available)
 	jobs := res.Jobs
 	if len(jobs) > 0 {
 		earliest := jobs[0].LeaseExpiresAt

@@ -137,6 +137,15 @@ func (e *Engine) laneQueues(ctx context.Context, queues []string, name string) (
 	return lanes, nil
 }
 
+// validQueueOrLane reports whether name is a queue's, or the lane of a
+// consumer group of one.
+func validQueueOrLane(name string) bool {
+	if queue, group, ok := job.SplitLane(name); ok {
+		return job.ValidName(queue) && job.ValidName(group)
+	}
+	return job.ValidName(name)
+}
+
 // NotFoundError is a job.ErrNotFound that names the field of the request
 // that named what was not found.
 type NotFoundError struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/spoolq/spool/internal/job"
@@ -31,7 +32,8 @@ func (e *Engine) Ack(ctx context.Context, items []store.JobCompleteItem) ([]stor
 }
 
 // Fail records failed attempts; see Ack for the error contract. A retrying
-// job wakes the scheduler for its run time.
+// job wakes the scheduler for its run time; a job that died into a
+// dead-letter queue wakes the fetches parked on that queue.
 func (e *Engine) Fail(ctx context.Context, items []store.JobFailItem) ([]store.Outcome, error) {
 	if err := e.checkBatch("items", len(items)); err != nil {
 		return nil, err
@@ -76,7 +78,8 @@ func checkFails(items []store.JobFailItem, field func(i int, name string) string
 }
 
 // retrying wakes the scheduler for the earliest run time of the jobs out
-// sent to retry.
+// sent to retry, and the fetches parked on the dead-letter queues the jobs
+// that died went to.
 func (e *Engine) retrying(out []store.Outcome) {
 	var earliest time.Time
 	for _, o := range out {
@@ -87,6 +90,20 @@ func (e *Engine) retrying(out []store.Outcome) {
 	if !earliest.IsZero() {
 		e.scheduled(earliest)
 	}
+	// A job that died into a dead-letter queue is available there.
+	e.NotifyAvailable(deadLetters(out))
+}
+
+// deadLetters lists the queues that got the dead-letter copies of the
+// jobs of outcomes.
+func deadLetters(out []store.Outcome) []string {
+	var queues []string
+	for _, o := range out {
+		if q := o.DeadLetter.Queue; o.Err == nil && q != "" && !slices.Contains(queues, q) {
+			queues = append(queues, q)
+		}
+	}
+	return queues
 }
 
 // Extend moves leases forward (heartbeat); see Ack for the error contract.

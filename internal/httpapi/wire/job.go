@@ -121,6 +121,13 @@ func AppendJob(b []byte, j *job.Job) []byte {
 		b = append(b, `,"finished_at":`...)
 		b = appendTime(b, j.FinishedAt)
 	}
+	if !j.DeadLetterOf.IsZero() {
+		b = append(b, `,"dead_letter_of":{"queue":`...)
+		b = appendString(b, j.DeadLetterOf.Queue)
+		b = append(b, `,"id":`...)
+		b = appendString(b, j.DeadLetterOf.ID)
+		b = append(b, '}')
+	}
 	return append(b, '}')
 }
 

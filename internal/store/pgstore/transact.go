@@ -65,7 +65,7 @@ func (s *Store) JobTransact(ctx context.Context, p *store.JobTransactParams) (*s
 			if grouped, err = s.markGrouped(ctx, tx, p.Insert); err != nil {
 				return err
 			}
-			if res.Inserted, err = s.insert(ctx, tx, p.Insert, now); err != nil {
+			if res.Inserted, err = s.insert(ctx, tx, p.Insert, now, false); err != nil {
 				return job.RenameItems(err, "jobs", "enqueue")
 			}
 		}
@@ -163,11 +163,20 @@ func (s *Store) transactFails(ctx context.Context, tx pgx.Tx, p *store.JobTransa
 		return nil
 	}
 	changes := make([]change, len(p.Fail))
+	item := make(map[int64]int, len(p.Fail)) // seq → its item
 	for i := range p.Fail {
 		var err error
 		if changes[i], out[i], err = failChange(&p.Fail[i], held[i], now, p.Rand); err != nil {
 			return err
 		}
+		item[changes[i].seq] = i
 	}
-	return s.apply(ctx, tx, changes, nil, now)
+	letters, err := s.apply(ctx, tx, changes, nil, now)
+	if err != nil {
+		return err
+	}
+	for seq, ref := range letters {
+		out[item[seq]].DeadLetter = ref
+	}
+	return nil
 }

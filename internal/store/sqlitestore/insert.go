@@ -171,6 +171,9 @@ func (ins *inserter) flush(jobs []store.JobInsertParams) error {
 	if err != nil {
 		return fmt.Errorf("insert jobs: %w", err)
 	}
+	if err := w.setWaits(jobs, ins.pending, first); err != nil {
+		return err
+	}
 	var dups map[string]int64 // id → seq in the database, when not ours
 	if int(n) != len(ins.pending) {
 		if dups, err = ins.existing(jobs); err != nil {
