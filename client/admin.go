@@ -13,6 +13,9 @@ import (
 type ListParams struct {
 	// Queue limits the listing to one queue.
 	Queue string
+	// ConsumerGroup lists the jobs of that consumer group of Queue
+	// instead of the queue's own.
+	ConsumerGroup string
 	// State limits the listing to one state.
 	State State
 	// Cursor continues a listing where a previous page ended (its
@@ -50,6 +53,9 @@ func (c *Client) List(ctx context.Context, p ListParams) (*JobPage, error) {
 	q := url.Values{}
 	if p.Queue != "" {
 		q.Set("queue", p.Queue)
+	}
+	if p.ConsumerGroup != "" {
+		q.Set("consumer_group", p.ConsumerGroup)
 	}
 	if p.State != "" {
 		q.Set("state", string(p.State))

@@ -74,6 +74,21 @@
 // input), and each result's Err holds that item's own *Error, so one stale
 // token fails only its own item.
 //
+// # Transactions
+//
+// Transact acks and fails leased jobs and enqueues jobs in one call, all
+// of it or nothing, so that a job's follow-ups are enqueued exactly when
+// the job is acked:
+//
+//	_, err := c.Transact(ctx, client.Transaction{
+//		Ack:     []client.AckItem{{ID: j.ID, Token: j.Token(), Result: summary}},
+//		Enqueue: []client.EnqueueParams{{Queue: "reports", Kind: "send_report", Payload: summary}},
+//	})
+//
+// Unlike the batch forms, a stale token or unknown job fails the whole call
+// (ErrLeaseLost, ErrNotFound, with Error.Field naming the item) and
+// nothing changes.
+//
 // # Schedules
 //
 // A cron schedule has the server enqueue a job at every tick of its
@@ -112,6 +127,23 @@
 // MaxActive 2 runs at most two handlers at once. Queue reports the limits;
 // ClearQueueLimits removes them. docs/protocol.md ("Flow control") has
 // the rules.
+//
+// # Dead letters and maximum wait
+//
+// A queue can send the jobs that die in it to a dead-letter queue, and give
+// up on jobs nobody started in time:
+//
+//	q, err := c.SetQueueSettings(ctx, "orders", client.QueueSettings{
+//		DeadLetterQueue: "orders-dlq", // a copy of every dead job goes here
+//		MaxWait:         time.Minute,  // a job not started within a minute dies
+//	})
+//
+// A job that dies stays dead in its queue, and a copy with its payload and
+// Errors is enqueued into the dead-letter queue, its Job.DeadLetterOf naming
+// the dead job; workers fetch the copies like any jobs. A job past its
+// MaxWait is never handed out: it dies with the error "not started within
+// max wait". ClearQueueSettings removes the settings. docs/protocol.md
+// ("Dead letters and maximum wait") has the rules.
 //
 // # Durations
 //

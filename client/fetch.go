@@ -23,6 +23,10 @@ type FetchParams struct {
 	Lease time.Duration
 	// Worker names the caller for display (at most 256 bytes).
 	Worker string
+	// ConsumerGroup, when set, takes the jobs of that consumer group of
+	// each queue (see CreateConsumerGroup) instead of the queues' own;
+	// every queue must have the group (ErrNotFound otherwise).
+	ConsumerGroup string
 }
 
 // Fetch leases up to p.Max jobs (POST /v1/fetch). Each job comes back
@@ -42,7 +46,8 @@ func (c *Client) Fetch(ctx context.Context, p FetchParams) ([]*Job, error) {
 		WaitMS  int64    `json:"wait_ms,omitempty"`
 		LeaseMS int64    `json:"lease_ms,omitempty"`
 		Worker  string   `json:"worker,omitempty"`
-	}{Queues: p.Queues, Max: p.Max, WaitMS: msec(p.Wait), LeaseMS: msec(p.Lease), Worker: p.Worker}
+		Group   string   `json:"consumer_group,omitempty"`
+	}{Queues: p.Queues, Max: p.Max, WaitMS: msec(p.Wait), LeaseMS: msec(p.Lease), Worker: p.Worker, Group: p.ConsumerGroup}
 	if body.Queues == nil {
 		body.Queues = []string{}
 	}

@@ -177,6 +177,9 @@ type Job struct {
 	Tags []string
 	// Group is the job's flow-control group; empty when it has none.
 	Group string
+	// ConsumerGroup is, for a consumer group's copy of a job, the group;
+	// empty for a queue's own jobs.
+	ConsumerGroup string
 	// Durability is how the server keeps the job.
 	Durability Durability
 	// Result is the JSON a worker stored with its ack, if any.
@@ -194,6 +197,10 @@ type Job struct {
 	StartedAt time.Time
 	// FinishedAt is when the job reached a final state; zero before.
 	FinishedAt time.Time
+	// DeadLetterOf names, for a job that is the dead-letter copy of a dead
+	// job (see QueueSettings.DeadLetterQueue), that job; nil for any other
+	// job.
+	DeadLetterOf *JobRef
 }
 
 // wireJob is Job on the wire.
@@ -213,6 +220,7 @@ type wireJob struct {
 	UniqueForMS     int64           `json:"unique_for_ms,omitempty"`
 	Tags            []string        `json:"tags,omitempty"`
 	Group           string          `json:"group,omitempty"`
+	ConsumerGroup   string          `json:"consumer_group,omitempty"`
 	Durability      Durability      `json:"durability,omitempty"`
 	Result          json.RawMessage `json:"result,omitempty"`
 	Errors          []AttemptError  `json:"errors,omitempty"`
@@ -222,6 +230,7 @@ type wireJob struct {
 	CreatedAt       time.Time       `json:"created_at,omitzero"`
 	StartedAt       time.Time       `json:"started_at,omitzero"`
 	FinishedAt      time.Time       `json:"finished_at,omitzero"`
+	DeadLetterOf    *JobRef         `json:"dead_letter_of,omitempty"`
 }
 
 // MarshalJSON encodes j in the protocol's form.
@@ -230,9 +239,9 @@ func (j Job) MarshalJSON() ([]byte, error) {
 		ID: j.ID, Queue: j.Queue, Kind: j.Kind, Payload: j.Payload, Priority: j.Priority,
 		State: j.State, RunAt: j.RunAt, Attempt: j.Attempt, MaxAttempts: j.MaxAttempts,
 		LeaseMS: msec(j.LeaseDuration), UniqueKey: j.UniqueKey, UniqueForMS: msec(j.UniqueFor),
-		Tags: j.Tags, Group: j.Group, Durability: j.Durability, Result: j.Result, Errors: j.Errors, Progress: j.Progress, Lease: j.Lease,
+		Tags: j.Tags, Group: j.Group, ConsumerGroup: j.ConsumerGroup, Durability: j.Durability, Result: j.Result, Errors: j.Errors, Progress: j.Progress, Lease: j.Lease,
 		CancelRequested: j.CancelRequested, CreatedAt: j.CreatedAt, StartedAt: j.StartedAt,
-		FinishedAt: j.FinishedAt,
+		FinishedAt: j.FinishedAt, DeadLetterOf: j.DeadLetterOf,
 	}
 	if j.Backoff != (Backoff{}) {
 		w.Backoff = &wireBackoff{Type: j.Backoff.Type, BaseMS: msec(j.Backoff.Base), MaxMS: msec(j.Backoff.Max), Jitter: j.Backoff.Jitter}
@@ -252,9 +261,9 @@ func (j *Job) UnmarshalJSON(data []byte) error {
 		State: w.State, RunAt: w.RunAt, Attempt: w.Attempt, MaxAttempts: w.MaxAttempts,
 		LeaseDuration: time.Duration(w.LeaseMS) * time.Millisecond, Lease: w.Lease,
 		UniqueKey: w.UniqueKey, UniqueFor: time.Duration(w.UniqueForMS) * time.Millisecond,
-		Tags: w.Tags, Group: w.Group, Durability: w.Durability, Result: w.Result, Errors: w.Errors, Progress: w.Progress,
+		Tags: w.Tags, Group: w.Group, ConsumerGroup: w.ConsumerGroup, Durability: w.Durability, Result: w.Result, Errors: w.Errors, Progress: w.Progress,
 		CancelRequested: w.CancelRequested, CreatedAt: w.CreatedAt, StartedAt: w.StartedAt,
-		FinishedAt: w.FinishedAt,
+		FinishedAt: w.FinishedAt, DeadLetterOf: w.DeadLetterOf,
 	}
 	if w.Backoff != nil {
 		j.Backoff = w.Backoff.backoff()

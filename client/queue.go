@@ -8,7 +8,7 @@ import (
 
 // Queue is a queue, its settings and how many of its jobs are in each
 // state. A queue exists once a job was enqueued into it, it was paused, or
-// its durability or limits were set.
+// its durability, limits or settings were set.
 type Queue struct {
 	// Name is the queue's name.
 	Name string `json:"name"`
@@ -20,6 +20,9 @@ type Queue struct {
 	// Limits are the queue's flow control; zero when it has none (see
 	// Client.SetQueueLimits).
 	Limits Limits `json:"limits,omitzero"`
+	// Settings are the queue's dead-letter queue and maximum wait; zero
+	// when it has none (see Client.SetQueueSettings).
+	Settings QueueSettings `json:"settings,omitzero"`
 	// Counts is how many jobs are in each state.
 	Counts QueueCounts `json:"counts"`
 }

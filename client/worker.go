@@ -65,6 +65,9 @@ type WorkerConfig struct {
 	// Name identifies the worker to the server (shown with fetches) and in
 	// logs and errors. Defaults to "host/pid-N".
 	Name string
+	// ConsumerGroup, when set, runs the jobs of that consumer group of
+	// each of Queues (see CreateConsumerGroup), which must exist.
+	ConsumerGroup string
 	// Logger receives the worker's logs: failed calls at warn, jobs it had
 	// to drop at warn, each job's outcome at debug. Defaults to
 	// slog.Default().
@@ -364,6 +367,8 @@ func (w *Worker) fetchLoop(ctx context.Context) error {
 			Wait:   w.cfg.Wait,
 			Lease:  w.cfg.Lease,
 			Worker: w.cfg.Name,
+			// The jobs of a consumer group, when the worker serves one.
+			ConsumerGroup: w.cfg.ConsumerGroup,
 		})
 		var unstarted []ReleaseItem
 		for _, j := range jobs {

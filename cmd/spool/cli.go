@@ -20,22 +20,34 @@ import (
 
 // cliCommands are the client subcommands, by name.
 var cliCommands = map[string]func(args []string) int{
-	"enqueue":   func(args []string) int { return stdCLI().enqueue(args) },
-	"jobs":      func(args []string) int { return stdCLI().jobs(args) },
-	"queues":    func(args []string) int { return stdCLI().queues(args) },
-	"schedules": func(args []string) int { return stdCLI().schedules(args) },
-	"fetch":     func(args []string) int { return stdCLI().fetch(args) },
-	"ack":       func(args []string) int { return stdCLI().ackJob(args) },
-	"fail":      func(args []string) int { return stdCLI().failJob(args) },
+	"enqueue":         func(args []string) int { return stdCLI().enqueue(args) },
+	"jobs":            func(args []string) int { return stdCLI().jobs(args) },
+	"queues":          func(args []string) int { return stdCLI().queues(args) },
+	"schedules":       func(args []string) int { return stdCLI().schedules(args) },
+	"consumer-groups": func(args []string) int { return stdCLI().consumerGroups(args) },
+	"fetch":           func(args []string) int { return stdCLI().fetch(args) },
+	"ack":             func(args []string) int { return stdCLI().ackJob(args) },
+	"fail":            func(args []string) int { return stdCLI().failJob(args) },
 }
 
-// cli runs client subcommands, writing results to out and problems to errOut.
+// cli runs client subcommands, reading what they read from standard input
+// from in, writing results to out and problems to errOut.
 type cli struct {
+	in          io.Reader
 	out, errOut io.Writer
 	getenv      func(string) string
 }
 
-func stdCLI() *cli { return &cli{out: os.Stdout, errOut: os.Stderr, getenv: os.Getenv} }
+func stdCLI() *cli { return &cli{in: os.Stdin, out: os.Stdout, errOut: os.Stderr, getenv: os.Getenv} }
+
+// stdin is what the commands read as standard input: in, or the
+// process's when in is not set.
+func (c *cli) stdin() io.Reader {
+	if c.in == nil {
+		return os.Stdin
+	}
+	return c.in
+}
 
 // common are the flags every client subcommand takes.
 type common struct {

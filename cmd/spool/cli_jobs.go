@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -100,7 +99,7 @@ func (c *cli) enqueue(args []string) int {
 	if !ok {
 		return code
 	}
-	p, err := jf.params(os.Stdin)
+	p, err := jf.params(c.stdin())
 	if err != nil {
 		return c.report("enqueue", err)
 	}
@@ -125,12 +124,13 @@ func (c *cli) enqueue(args []string) int {
 
 func (c *cli) jobs(args []string) int {
 	return c.sub("jobs", args, map[string]func([]string) int{
-		"list":   c.jobsList,
-		"get":    c.jobsGet,
-		"cancel": func(a []string) int { return c.jobAction("cancel", a) },
-		"retry":  func(a []string) int { return c.jobAction("retry", a) },
-		"delete": c.jobsDelete,
-	}, "list|get|cancel|retry|delete")
+		"list":     c.jobsList,
+		"get":      c.jobsGet,
+		"cancel":   func(a []string) int { return c.jobAction("cancel", a) },
+		"retry":    func(a []string) int { return c.jobAction("retry", a) },
+		"delete":   c.jobsDelete,
+		"transact": c.jobsTransact,
+	}, "list|get|cancel|retry|delete|transact")
 }
 
 func (c *cli) jobsList(args []string) int {
@@ -210,6 +210,9 @@ func (c *cli) printJob(j *client.Job) {
 	add("unique key", j.UniqueKey)
 	add("tags", strings.Join(j.Tags, ", "))
 	add("group", j.Group)
+	if d := j.DeadLetterOf; d != nil {
+		add("dead letter of", d.Queue+" "+d.ID)
+	}
 	add("progress", string(j.Progress))
 	add("result", string(j.Result))
 	for _, e := range j.Errors {

@@ -19,10 +19,11 @@ func (c *cli) queues(args []string) int {
 		"resume":      func(a []string) int { return c.queueAction("resume", a) },
 		"durability":  c.queuesDurability,
 		"limits":      c.queuesLimits,
+		"settings":    c.queuesSettings,
 		"purge":       c.queuesPurge,
 		"retry":       func(a []string) int { return c.queueBulk("retry", a) },
 		"delete-jobs": func(a []string) int { return c.queueBulk("delete-jobs", a) },
-	}, "list|get|pause|resume|durability|limits|purge|retry|delete-jobs")
+	}, "list|get|pause|resume|durability|limits|settings|purge|retry|delete-jobs")
 }
 
 func (c *cli) queuesList(args []string) int {
@@ -44,7 +45,8 @@ func (c *cli) queuesList(args []string) int {
 	return 0
 }
 
-// printQueues writes queues as a table with their counts and limits.
+// printQueues writes queues as a table with their counts, limits and
+// settings.
 func (c *cli) printQueues(qs ...client.Queue) {
 	rows := make([][]string, len(qs))
 	for i, q := range qs {
@@ -53,9 +55,10 @@ func (c *cli) printQueues(qs ...client.Queue) {
 		for _, v := range []int{n.Scheduled, n.Available, n.Active, n.Retrying, n.Completed, n.Dead, n.Cancelled} {
 			rows[i] = append(rows[i], strconv.Itoa(v))
 		}
-		rows[i] = append(rows[i], formatLimits(q.Limits))
+		rows[i] = append(rows[i], formatLimits(q.Limits), formatSettings(q.Settings))
 	}
-	c.table([]string{"QUEUE", "PAUSED", "DURABILITY", "SCHEDULED", "AVAILABLE", "ACTIVE", "RETRYING", "COMPLETED", "DEAD", "CANCELLED", "LIMITS"}, rows)
+	c.table([]string{"QUEUE", "PAUSED", "DURABILITY", "SCHEDULED", "AVAILABLE", "ACTIVE", "RETRYING", "COMPLETED", "DEAD", "CANCELLED", "LIMITS",
+		"SETTINGS"}, rows)
 }
 
 // queueAction runs get, pause or resume on one queue.
@@ -163,6 +166,69 @@ func (c *cli) queuesLimits(args []string) int {
 	return 0
 }
 
+// queuesSettings sets, shows or clears a queue's settings. The setting
+// flags replace the queue's settings as a whole; without any it shows
+// them.
+func (c *cli) queuesSettings(args []string) int {
+	fs, cm := c.flags("queues settings", "queues settings NAME [--dead-letter-queue QUEUE] [--max-wait DURATION] | NAME --clear")
+	var s client.QueueSettings
+	fs.StringVar(&s.DeadLetterQueue, "dead-letter-queue", "", "the `QUEUE` that gets a copy of every job of this queue that dies")
+	fs.DurationVar(&s.MaxWait, "max-wait", 0, "how long a job may wait unstarted after its run time (`DURATION`, such as 30s or 1h): past it, it dies instead of starting")
+	clearAll := fs.Bool("clear", false, "remove every setting of the queue")
+	pos, code, ok := parse(fs, args, 1)
+	if !ok {
+		return code
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	settingFlags := set["dead-letter-queue"] || set["max-wait"]
+	if *clearAll && settingFlags {
+		fmt.Fprintln(c.errOut, "spool queues settings: --clear takes no setting flag")
+		return 2
+	}
+	if set["dead-letter-queue"] && s.DeadLetterQueue == "" {
+		fmt.Fprintln(c.errOut, "spool queues settings: --dead-letter-queue must name a queue; leave it out for none")
+		return 2
+	}
+	if set["max-wait"] && s.MaxWait <= 0 {
+		fmt.Fprintln(c.errOut, "spool queues settings: --max-wait must be positive; leave it out for none")
+		return 2
+	}
+	cl, ctx, done := cm.connect()
+	defer done()
+	var q *client.Queue
+	var err error
+	switch {
+	case *clearAll:
+		q, err = cl.ClearQueueSettings(ctx, pos[0])
+	case settingFlags:
+		q, err = cl.SetQueueSettings(ctx, pos[0], s)
+	default:
+		q, err = cl.Queue(ctx, pos[0])
+	}
+	if err != nil {
+		return c.report("queues settings", err)
+	}
+	if cm.asJSON {
+		return c.printJSON(q)
+	}
+	c.printQueues(*q)
+	return 0
+}
+
+// formatSettings writes s compactly, in the form of the flags that set it:
+// "dead-letter-queue=orders-dlq max-wait=1m"; empty when none.
+func formatSettings(s client.QueueSettings) string {
+	var parts []string
+	if s.DeadLetterQueue != "" {
+		parts = append(parts, "dead-letter-queue="+s.DeadLetterQueue)
+	}
+	if s.MaxWait != 0 {
+		parts = append(parts, "max-wait="+formatDuration(s.MaxWait))
+	}
+	return strings.Join(parts, " ")
+}
+
 // rateFlag reads a rate written N/DURATION into r: "100/1m", "10/s".
 type rateFlag struct{ r *client.Rate }
 
@@ -218,14 +284,20 @@ func formatLimits(l client.Limits) string {
 // formatRate writes r as N/DURATION with the duration's zero units left
 // out: "100/1m", "3/1.5s", "5/24h".
 func formatRate(r client.Rate) string {
-	d := r.Period.String()
-	if strings.HasSuffix(d, "m0s") {
-		d = strings.TrimSuffix(d, "0s")
+	return strconv.Itoa(r.Limit) + "/" + formatDuration(r.Period)
+}
+
+// formatDuration writes d with its zero units left out: "1m", "1.5s",
+// "24h", "1h30m".
+func formatDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
 	}
-	if strings.HasSuffix(d, "h0m") {
-		d = strings.TrimSuffix(d, "0m")
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
 	}
-	return strconv.Itoa(r.Limit) + "/" + d
+	return s
 }
 
 func (c *cli) queuesPurge(args []string) int {

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"strconv"
 
 	"github.com/spoolq/spool/client"
@@ -134,7 +133,7 @@ func (c *cli) schedulesPut(args []string) int {
 		return code
 	}
 	spec.Misfire = client.Misfire(misfire)
-	job, err := jf.params(os.Stdin)
+	job, err := jf.params(c.stdin())
 	if err != nil {
 		return c.report("schedules put", err)
 	}

@@ -41,8 +41,14 @@ func setupCLI(t *testing.T) *cliBundle {
 // run runs one client command and returns its exit code and output.
 func (b *cliBundle) run(args ...string) (code int, stdout, stderr string) {
 	b.t.Helper()
+	return b.runIn(strings.NewReader(""), args...)
+}
+
+// runIn runs one client command with in as its standard input.
+func (b *cliBundle) runIn(in io.Reader, args ...string) (code int, stdout, stderr string) {
+	b.t.Helper()
 	var out, errOut bytes.Buffer
-	c := &cli{out: &out, errOut: &errOut, getenv: func(k string) string {
+	c := &cli{in: in, out: &out, errOut: &errOut, getenv: func(k string) string {
 		if k == "SPOOL_SERVER" {
 			return b.server
 		}
@@ -50,7 +56,7 @@ func (b *cliBundle) run(args ...string) (code int, stdout, stderr string) {
 	}}
 	cmds := map[string]func([]string) int{
 		"enqueue": c.enqueue, "jobs": c.jobs, "queues": c.queues, "schedules": c.schedules, "fetch": c.fetch,
-		"ack": c.ackJob, "fail": c.failJob,
+		"ack": c.ackJob, "fail": c.failJob, "consumer-groups": c.consumerGroups,
 	}
 	code = cmds[args[0]](args[1:])
 	return code, out.String(), errOut.String()

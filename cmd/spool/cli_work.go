@@ -2,14 +2,13 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"strconv"
 
 	"github.com/spoolq/spool/client"
 )
 
 func (c *cli) fetch(args []string) int {
-	fs, cm := c.flags("fetch", "fetch --queue Q [--queue Q2] [--max N] [--wait D] [--lease D]")
+	fs, cm := c.flags("fetch", "fetch --queue Q [--queue Q2] [--max N] [--wait D] [--lease D] [--consumer-group G]")
 	var p client.FetchParams
 	var queues listFlag
 	fs.Var(&queues, "queue", "queue to take jobs from (repeatable; required)")
@@ -17,6 +16,7 @@ func (c *cli) fetch(args []string) int {
 	fs.DurationVar(&p.Wait, "wait", 0, "long-poll up to this long (at most 60s) when no job is available")
 	fs.DurationVar(&p.Lease, "lease", 0, "lease of each job (default: each job's own)")
 	fs.StringVar(&p.Worker, "worker", "spool-cli", "worker name for display")
+	fs.StringVar(&p.ConsumerGroup, "consumer-group", "", "take the jobs of this consumer group of the queues")
 	_, code, ok := parse(fs, args, 0)
 	if !ok {
 		return code
@@ -51,7 +51,7 @@ func (c *cli) ackJob(args []string) int {
 	if !ok {
 		return code
 	}
-	raw, err := jsonArg(*result, os.Stdin)
+	raw, err := jsonArg(*result, c.stdin())
 	if err != nil {
 		return c.report("ack", fmt.Errorf("--result: %w", err))
 	}

@@ -25,8 +25,9 @@ Server:
 Client (talks to --server, default http://127.0.0.1:7311; --json for scripts):
   enqueue     enqueue a job
   jobs        list, get, cancel, retry or delete jobs
-  queues      list, show, pause, resume or purge queues; set their durability and limits; retry or delete jobs by state
+  queues      list, show, pause, resume or purge queues; set their durability, limits and settings (dead-letter queue, maximum wait); retry or delete jobs by state
   schedules   list, show, put, delete, pause, resume or trigger cron schedules
+  consumer-groups  list, show, create, seek or delete the consumer groups of a queue
   fetch       lease jobs as a worker would
   ack, fail   finish a leased job
 

@@ -225,7 +225,21 @@ func recipes(f *authFixture) map[string]func(q string) call {
 			return call{path: "/v1/queues/" + q + suffix, body: body}
 		}
 	}
+	groupCall := func(suffix, body string) func(q string) call {
+		return func(q string) call {
+			f.enqueue(q, 0)
+			if _, _, err := f.a.engine.CreateConsumerGroup(context.Background(), queue.ConsumerGroupRequest{Queue: q, Name: "g"}); err != nil {
+				f.t.Fatalf("create consumer group of %s: %v", q, err)
+			}
+			return call{path: "/v1/queues/" + q + "/consumer-groups/g" + suffix, body: body}
+		}
+	}
 	return map[string]func(q string) call{
+		"GET /v1/queues/{name}/consumer-groups":               queueCall("/consumer-groups", ""),
+		"GET /v1/queues/{name}/consumer-groups/{group}":       groupCall("", ""),
+		"PUT /v1/queues/{name}/consumer-groups/{group}":       queueCall("/consumer-groups/g", `{"start":"new"}`),
+		"DELETE /v1/queues/{name}/consumer-groups/{group}":    groupCall("", ""),
+		"POST /v1/queues/{name}/consumer-groups/{group}/seek": groupCall("/seek", `{"start":"beginning"}`),
 		"GET /healthz":         func(string) call { return call{path: "/healthz"} },
 		"GET /readyz":          func(string) call { return call{path: "/readyz"} },
 		"GET /v1/openapi.json": func(string) call { return call{path: "/v1/openapi.json"} },
@@ -270,6 +284,11 @@ func recipes(f *authFixture) map[string]func(q string) call {
 		"POST /v1/jobs/fail":          batchCall("/v1/jobs/fail"),
 		"POST /v1/jobs/extend":        batchCall("/v1/jobs/extend"),
 		"POST /v1/jobs/release":       batchCall("/v1/jobs/release"),
+		"POST /v1/transactions": func(q string) call {
+			id, tok := f.active(q)
+			return call{path: "/v1/transactions", id: id,
+				body: fmt.Sprintf(`{"ack":[{"id":%q,"token":%d}],"enqueue":[{"queue":%q,"kind":"k"}]}`, id, tok, q)}
+		},
 		"GET /v1/queues": func(q string) call {
 			f.enqueue(q, 0)
 			return call{path: "/v1/queues", verify: func(t *testing.T, rec *httptest.ResponseRecorder, allowed bool) {
@@ -292,6 +311,8 @@ func recipes(f *authFixture) map[string]func(q string) call {
 		"POST /v1/queues/{name}/durability": queueCall("/durability", `{"durability":"process"}`),
 		"PUT /v1/queues/{name}/limits":      queueCall("/limits", `{"max_active":3,"group_rate":{"limit":5,"period_ms":1000}}`),
 		"DELETE /v1/queues/{name}/limits":   queueCall("/limits", ""),
+		"PUT /v1/queues/{name}/settings":    queueCall("/settings", `{"max_wait_ms":60000}`),
+		"DELETE /v1/queues/{name}/settings": queueCall("/settings", ""),
 		"POST /v1/queues/{name}/purge":      queueCall("/purge", ""),
 		"POST /v1/queues/{name}/retry":      queueCall("/retry", `{"state":"dead"}`),
 		"POST /v1/queues/{name}/delete":     queueCall("/delete", `{"state":"dead"}`),
@@ -592,7 +613,9 @@ func TestAuthTokensNeverLogged(t *testing.T) {
 
 // authTableRow matches a row of the protocol's permission table:
 // "| `read` | `GET /v1/jobs`, … | admin, producer, worker, read-only |".
-var authTableRow = regexp.MustCompile("(?m)^\\|\\s*`(public|read|enqueue|work|manage)`\\s*\\|([^|]*)\\|([^|]*)\\|")
+// Its second column names routes, which tells it from a row of a table of
+// fields named like a permission ("| `enqueue` | object[] | …").
+var authTableRow = regexp.MustCompile("(?m)^\\|\\s*`(public|read|enqueue|work|transact|manage)`\\s*\\|([^|]*`(?:GET|POST|PUT|PATCH|DELETE) [^|]*)\\|([^|]*)\\|")
 
 var routeSpan = regexp.MustCompile("`(GET|POST|DELETE|PUT|PATCH) ([^`]+)`")
 

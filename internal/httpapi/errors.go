@@ -88,6 +88,7 @@ func classify(err error) (e *apiError, internal bool) {
 	var ae *apiError
 	var in *job.InputError
 	var taken *job.IDTakenError
+	var item *job.ItemError
 	var batch *queue.BatchTooLargeError
 	var payload *queue.PayloadTooLargeError
 	var unauthorized *auth.UnauthorizedError
@@ -95,6 +96,7 @@ func classify(err error) (e *apiError, internal bool) {
 	var body *wire.InvalidJSONError
 	var tooLarge *wire.TooLargeError
 	var refused *streamserver.Error
+	var missing *queue.NotFoundError
 	switch {
 	case errors.As(err, &ae):
 		return ae, false
@@ -112,12 +114,18 @@ func classify(err error) (e *apiError, internal bool) {
 		return &apiError{Code: CodeInvalidArgument, Field: in.Field, Message: in.Error()}, false
 	case errors.As(err, &taken):
 		return &apiError{Code: CodeIDTaken, Field: taken.Field, Message: taken.Error()}, false
+	case errors.As(err, &item):
+		// A refused item of a transaction: its sentinel's code, naming it.
+		e, internal := classify(item.Err)
+		return &apiError{Code: e.Code, Field: item.Field, Message: item.Field + ": " + e.Message}, internal
 	case errors.As(err, &batch):
 		return &apiError{Code: CodeBatchTooLarge, Field: batch.Field, Message: batch.Error()}, false
 	case errors.As(err, &payload):
 		return &apiError{Code: CodePayloadTooLarge, Field: payload.Field, Message: payload.Error()}, false
+	case errors.As(err, &missing):
+		return &apiError{Code: CodeNotFound, Field: missing.Field, Message: missing.Error()}, false
 	case errors.Is(err, job.ErrNotFound):
-		return &apiError{Code: CodeNotFound, Message: "no such job, queue or schedule"}, false
+		return &apiError{Code: CodeNotFound, Message: "no such job, queue, schedule or consumer group"}, false
 	case errors.Is(err, job.ErrLeaseLost):
 		return &apiError{Code: CodeLeaseLost, Message: "the lease token is not the job's current one, or the job is no longer active; nothing changed"}, false
 	case errors.Is(err, job.ErrInvalidState):

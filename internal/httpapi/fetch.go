@@ -18,6 +18,8 @@ type fetchJSON struct {
 	WaitMS  int64    `json:"wait_ms"`
 	LeaseMS *int64   `json:"lease_ms"`
 	Worker  string   `json:"worker"`
+	// ConsumerGroup takes the jobs of that consumer group of each queue.
+	ConsumerGroup string `json:"consumer_group"`
 }
 
 // releaseTimeout bounds the hand-back of jobs claimed for a caller that
@@ -28,7 +30,7 @@ const releaseTimeout = 5 * time.Second
 func fetchQueues(in *fetchJSON) []string { return in.Queues }
 
 func (a *API) fetch(w http.ResponseWriter, r *http.Request, in *fetchJSON) {
-	req := queue.FetchRequest{Queues: in.Queues, Wait: millis(in.WaitMS), Worker: in.Worker}
+	req := queue.FetchRequest{Queues: in.Queues, Wait: millis(in.WaitMS), Worker: in.Worker, ConsumerGroup: in.ConsumerGroup}
 	var leaseMS int64
 	if err := errors.Join(
 		optional(in.Max, &req.Max, fieldName, "max", "must be between 1 and %d", queue.MaxFetch),

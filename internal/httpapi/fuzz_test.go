@@ -210,6 +210,23 @@ func FuzzLeaseBatch(f *testing.F) {
 	})
 }
 
+// FuzzTransaction compares only one way: whether a transaction is served
+// depends on the fuzz job's lease, which the first served ack ends.
+func FuzzTransaction(f *testing.F) {
+	h := newFuzzHarness(f)
+	f.Add([]byte(`{"ack":[{"id":"fuzz-job","token":$TOKEN,"result":1}],"enqueue":[{"queue":"q","kind":"k"}]}`))
+	f.Add([]byte(`{"fail":[{"id":"fuzz-job","token":$TOKEN,"error":"x","retry_after_ms":10}],"enqueue":[{"kind":"k","durability":"memory"}]}`))
+	f.Add([]byte(`{"enqueue":[{"kind":"k","durability":"memory"},{"kind":"k","durability":"memory"}]}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		body = bytes.ReplaceAll(body, []byte(fuzzTokenMark), h.token)
+		now := time.Now()
+		rec, _ := h.post(t, "/v1/transactions", body, 0)
+		if len(body) <= fuzzMaxCompared {
+			compare(t, rec, specTransaction(body, now), false, body)
+		}
+	})
+}
+
 func FuzzQueueBulk(f *testing.F) {
 	h := newFuzzHarness(f)
 	f.Add(true, []byte(`{"state":"dead"}`))

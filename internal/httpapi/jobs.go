@@ -171,13 +171,24 @@ type jobsQuery struct {
 // parseJobsQuery reads the query of GET /v1/jobs, whose parameters may be
 // left out but not sent empty.
 func parseJobsQuery(q url.Values) (jobsQuery, error) {
-	for _, name := range []string{"queue", "state", "limit"} {
+	for _, name := range []string{"queue", "state", "limit", "consumer_group"} {
 		if q.Has(name) && q.Get(name) == "" {
 			return jobsQuery{}, job.Invalid(name, "must not be empty; leave the parameter out instead")
 		}
 	}
+	queue := q.Get("queue")
+	if g := q.Get("consumer_group"); g != "" {
+		// The jobs of a consumer group are those of its lane.
+		if queue == "" {
+			return jobsQuery{}, job.Invalid("consumer_group", "goes only with queue")
+		}
+		if !job.ValidName(queue) || !job.ValidName(g) {
+			return jobsQuery{}, job.Invalid("consumer_group", "must be a consumer group name of a queue name")
+		}
+		queue = job.LaneName(queue, g)
+	}
 	return jobsQuery{
-		params: store.JobListParams{Queue: q.Get("queue"), State: job.State(q.Get("state")), Cursor: q.Get("cursor")},
+		params: store.JobListParams{Queue: queue, State: job.State(q.Get("state")), Cursor: q.Get("cursor")},
 		limit:  q.Get("limit"),
 	}, nil
 }

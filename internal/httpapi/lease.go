@@ -114,7 +114,7 @@ func serveOne[T leaseItem](a *API, w http.ResponseWriter, r *http.Request, op le
 		return
 	}
 	*id = path
-	if !job.ValidName(path) {
+	if !job.ValidJobID(path) {
 		a.writeError(w, r, fmt.Errorf("job %q: %w", path, job.ErrNotFound))
 		return
 	}
@@ -182,7 +182,7 @@ func serveBatch[T leaseItem](a *API, w http.ResponseWriter, r *http.Request, op 
 	tokens := make([]int64, len(in.Items))
 	for i := range in.Items {
 		id, tokenPtr := idAndToken(&in.Items[i])
-		if !job.ValidName(*id) {
+		if !job.ValidJobID(*id) {
 			a.writeError(w, r, job.Invalid(fmt.Sprintf("items[%d].id", i), "must be a job id"))
 			return
 		}
@@ -323,7 +323,7 @@ func (a *API) progress(w http.ResponseWriter, r *http.Request, body *progressBod
 		a.writeError(w, r, err)
 		return
 	}
-	if !job.ValidName(id) {
+	if !job.ValidJobID(id) {
 		a.writeError(w, r, job.Invalid("id", "must be a job id"))
 		return
 	}

@@ -15,6 +15,7 @@ type queueJSON struct {
 	Paused     bool                `json:"paused"`
 	Durability job.Durability      `json:"durability"`
 	Limits     *limitsJSON         `json:"limits,omitempty"`
+	Settings   *settingsJSON       `json:"settings,omitempty"`
 	Counts     map[job.State]int64 `json:"counts"`
 }
 
@@ -23,7 +24,8 @@ func toQueueJSON(q *store.QueueInfo) queueJSON {
 	for _, s := range job.States {
 		counts[s] = q.Counts[s]
 	}
-	return queueJSON{Name: q.Name, Paused: q.Paused, Durability: wire.DurabilityOf(q.Durability), Limits: toLimitsJSON(q.Limits), Counts: counts}
+	return queueJSON{Name: q.Name, Paused: q.Paused, Durability: wire.DurabilityOf(q.Durability), Limits: toLimitsJSON(q.Limits),
+		Settings: toSettingsJSON(q.Settings), Counts: counts}
 }
 
 // limitsJSON is a queue's flow control on the wire: the body of PUT
@@ -128,6 +130,83 @@ func (a *API) setQueueLimits(w http.ResponseWriter, r *http.Request, in *limitsJ
 // clearQueueLimits removes the flow control of a queue.
 func (a *API) clearQueueLimits(w http.ResponseWriter, r *http.Request) {
 	q, err := a.engine.SetLimits(r.Context(), r.PathValue("name"), job.Limits{})
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	a.writeJSON(w, http.StatusOK, toQueueJSON(q))
+}
+
+// settingsJSON is a queue's settings on the wire: the body of PUT
+// /v1/queues/{name}/settings and the settings of a queue. A field left out
+// is unset.
+type settingsJSON struct {
+	DeadLetterQueue *string `json:"dead_letter_queue,omitempty"`
+	MaxWaitMS       *int64  `json:"max_wait_ms,omitempty"`
+}
+
+// deadLetterQueue is where the body of a settings route names a queue.
+func (in *settingsJSON) deadLetterQueue() string {
+	if in.DeadLetterQueue == nil {
+		return ""
+	}
+	return *in.DeadLetterQueue
+}
+
+func toSettingsJSON(s job.QueueSettings) *settingsJSON {
+	if s.IsZero() {
+		return nil
+	}
+	out := &settingsJSON{}
+	if s.DeadLetterQueue != "" {
+		q := s.DeadLetterQueue
+		out.DeadLetterQueue = &q
+	}
+	if s.MaxWait > 0 {
+		ms := s.MaxWait.Milliseconds()
+		out.MaxWaitMS = &ms
+	}
+	return out
+}
+
+// settings is the engine's form of in; a field sent must hold a setting
+// (job.QueueSettings.Check bounds them).
+func (in *settingsJSON) settings() (job.QueueSettings, error) {
+	var s job.QueueSettings
+	if in.DeadLetterQueue != nil {
+		if *in.DeadLetterQueue == "" {
+			return s, job.Invalid("dead_letter_queue", "must be a queue name; leave the field out for none")
+		}
+		s.DeadLetterQueue = *in.DeadLetterQueue
+	}
+	if in.MaxWaitMS != nil {
+		if ms := *in.MaxWaitMS; ms < job.ShortestMaxWait.Milliseconds() || ms > job.LongestMaxWait.Milliseconds() {
+			return s, job.Invalid("max_wait_ms", "must be between %d and %d; leave the field out for no maximum wait",
+				job.ShortestMaxWait.Milliseconds(), job.LongestMaxWait.Milliseconds())
+		}
+		s.MaxWait = millis(*in.MaxWaitMS)
+	}
+	return s, nil
+}
+
+// setQueueSettings replaces the settings of a queue.
+func (a *API) setQueueSettings(w http.ResponseWriter, r *http.Request, in *settingsJSON) {
+	s, err := in.settings()
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	q, err := a.engine.SetSettings(r.Context(), r.PathValue("name"), s)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	a.writeJSON(w, http.StatusOK, toQueueJSON(q))
+}
+
+// clearQueueSettings removes the settings of a queue.
+func (a *API) clearQueueSettings(w http.ResponseWriter, r *http.Request) {
+	q, err := a.engine.SetSettings(r.Context(), r.PathValue("name"), job.QueueSettings{})
 	if err != nil {
 		a.writeError(w, r, err)
 		return

@@ -36,6 +36,11 @@ type Scope struct {
 	// every element of an array ("jobs[].queue", "queues[]",
 	// "items[].id"). It is empty when the route names no queue.
 	Field string
+	// BodyField names, for a route with a queue in its path, the body
+	// field that names another queue the route touches
+	// ("dead_letter_queue"): a queue there outside the namespaces is 403
+	// forbidden naming the field. It is empty for other routes.
+	BodyField string
 }
 
 // ScopeSource is where a route names its queues.
@@ -48,7 +53,8 @@ const (
 	// document, and the stream, each of whose frames is checked as its
 	// own route.
 	ScopeNone ScopeSource = "none"
-	// ScopePathQueue routes name a queue in the path: 403 forbidden.
+	// ScopePathQueue routes name a queue in the path, and may name
+	// another in the body (Scope.BodyField): 403 forbidden.
 	ScopePathQueue ScopeSource = "path-queue"
 	// ScopePathJob routes name a job by id in the path: a job outside the
 	// namespaces is answered exactly like a missing one, 404 not_found.
@@ -65,6 +71,15 @@ const (
 	// answered like a missing job, not_found; the other items are
 	// applied.
 	ScopeBodyJobs ScopeSource = "body-jobs"
+	// ScopeBodyTransaction routes name queues and jobs in the body of a
+	// transaction, which applies all of its items or none: the queues of
+	// the jobs to enqueue (Field, "enqueue[].queue") are checked as soon
+	// as the body is decoded, 403 forbidden naming the field; the jobs of
+	// the items to ack and fail ("ack[].id", "fail[].id") once the items
+	// are read, where a job outside the namespaces is answered exactly
+	// like a missing job, 404 not_found naming the item, and nothing of
+	// the transaction is applied.
+	ScopeBodyTransaction ScopeSource = "body-transaction"
 	// ScopeQueueList routes answer a list of queues, cut to those inside
 	// the namespaces.
 	ScopeQueueList ScopeSource = "queue-list"
@@ -107,6 +122,8 @@ const (
 	servesQuery
 	// servesItems endpoints apply the items of a batch body.
 	servesItems
+	// servesTransaction endpoints apply a transaction body.
+	servesTransaction
 	// servesQueueList endpoints answer a list of queues.
 	servesQueueList
 	// servesScheduleList endpoints answer a list of schedules.
@@ -269,18 +286,28 @@ func (rt *route) check() error {
 		return fmt.Errorf("scope %s is for the routes under %s", s.Source, schedulePath)
 	}
 	want := map[ScopeSource]endpointKind{ScopeQuery: servesQuery, ScopeBodyQueues: servesBody, ScopeBodyJobs: servesItems,
-		ScopeQueueList: servesQueueList, ScopeScheduleList: servesScheduleList}
+		ScopeBodyTransaction: servesTransaction, ScopeQueueList: servesQueueList, ScopeScheduleList: servesScheduleList}
 	if k, ok := want[s.Source]; ok && e.kind != k {
 		return fmt.Errorf("scope %s needs an endpoint that hands it the request it reads", s.Source)
 	}
 	if s.Source == ScopePathSchedule && (s.name != nil) != (e.kind == servesBody) {
 		return errors.New("a schedule route with a body must check its job's queue, and only such a route")
 	}
-	if (e.kind == servesItems || e.kind == servesQueueList || e.kind == servesScheduleList || e.kind == servesQuery) && want[s.Source] != e.kind {
+	if s.Source == ScopePathQueue && (s.name != nil) != (s.BodyField != "") {
+		return errors.New("a queue route checks a queue of its body exactly when it names the body's field")
+	}
+	if s.Source == ScopePathQueue && s.name != nil && e.kind != servesBody {
+		return errors.New("a queue route that checks a queue of its body needs an endpoint that decodes it")
+	}
+	if (e.kind == servesItems || e.kind == servesTransaction || e.kind == servesQueueList || e.kind == servesScheduleList ||
+		e.kind == servesQuery) && want[s.Source] != e.kind {
 		return fmt.Errorf("its endpoint needs the scope that checks it, not %s", s.Source)
 	}
 	if s.Source == ScopeBodyQueues && strings.Contains(s.Field, "[]") != (s.names != nil) {
 		return fmt.Errorf("field %q names one queue but the scope reads many, or many but the scope reads one", s.Field)
+	}
+	if s.Source == ScopeBodyTransaction && (s.names == nil || s.leases == nil || !strings.Contains(s.Field, "[]")) {
+		return errors.New("a transaction's scope reads the queues of its jobs to enqueue and the jobs of its items")
 	}
 	if s.in != nil && s.in != e.in {
 		return fmt.Errorf("scope %s reads a %v, but the endpoint decodes a %v", s.Source, s.in, e.in)

@@ -35,6 +35,19 @@ type scope struct {
 	// names returns the queue names, or the job ids, a decoded request of
 	// type in holds, in the order of Field's [].
 	names func(in any) []string
+	// leases returns the items of a transaction decoded into an in, with
+	// the jobs they name, in the order the transaction checks them.
+	leases func(in any) []leaseRef
+}
+
+// leaseRef is an item of a transaction that names a leased job.
+type leaseRef struct {
+	// item names the item in the request: "ack[2]".
+	item string
+	id   string
+	// token is the item's lease token; the request was checked to hold
+	// one.
+	token int64
 }
 
 // The scopes of routes whose queues are not in a decoded request.
@@ -66,6 +79,14 @@ func scheduleWithBody[In any](queue func(*In) string) scope {
 		name: func(in any) string { return queue(in.(*In)) }}
 }
 
+// queueInPathAndBody is the scope of a route with a queue {name} whose
+// body, decoded into an In, may name another queue at field: name
+// returns it, "" when the body names none.
+func queueInPathAndBody[In any](field string, name func(*In) string) scope {
+	return scope{Scope: Scope{Source: ScopePathQueue, Field: "name", BodyField: field}, in: reflect.TypeFor[In](),
+		name: func(in any) string { return name(in.(*In)) }}
+}
+
 // queueInBody is the scope of a route whose body, decoded into an In,
 // names one queue at field: name returns it ("" for a job that names none,
 // which goes to the default queue).
@@ -95,6 +116,17 @@ func queueInQuery[In any](param string, name func(*In) string) scope {
 func jobsInBody[In any](field string, ids func(*In) []string) scope {
 	return scope{Scope: Scope{Source: ScopeBodyJobs, Field: field}, in: reflect.TypeFor[In](),
 		names: func(in any) []string { return ids(in.(*In)) }}
+}
+
+// transactionInBody is the scope of a transaction route, whose body,
+// decoded into an In, names the queues of the jobs it enqueues at field:
+// names lists them ("" for a job that names none, which goes to the
+// default queue); and the jobs of its items: leases lists them, as the
+// transaction checks them.
+func transactionInBody[In any](field string, names func(*In) []string, leases func(*In) []leaseRef) scope {
+	return scope{Scope: Scope{Source: ScopeBodyTransaction, Field: field}, in: reflect.TypeFor[In](),
+		names:  func(in any) []string { return names(in.(*In)) },
+		leases: func(in any) []leaseRef { return leases(in.(*In)) }}
 }
 
 // fieldAt is the scope's Field for its i-th name: "jobs[3].queue".
@@ -196,9 +228,13 @@ func (a *API) checkDecoded(r *http.Request, s *scope, in any) error {
 	switch {
 	case s.Source == ScopePathSchedule && s.name != nil:
 		return checkQueue(p, s.name(in), scheduleJobField)
+	case s.Source == ScopePathQueue && s.name != nil:
+		if name := s.name(in); name != "" {
+			return p.CheckQueue(name, s.BodyField)
+		}
 	case s.Source == ScopeBodyQueues && s.name != nil:
 		return checkQueue(p, s.name(in), s.Field)
-	case s.Source == ScopeBodyQueues:
+	case s.Source == ScopeBodyQueues || s.Source == ScopeBodyTransaction:
 		for i, name := range s.names(in) {
 			if name == "" {
 				name = queue.DefaultQueue
@@ -326,6 +362,34 @@ func (a *API) itemsInScope(r *http.Request, s *scope, in any) (keep []bool, err 
 		keep[i] = ok
 	}
 	return keep, nil
+}
+
+// leasesInScope checks the jobs that in, a transaction decoded for a
+// route of scope s, names in its items, for a caller limited to
+// namespaces. The transaction refuses its first item that holds no
+// current lease; a job outside the namespaces must be refused exactly as
+// a missing one would be, so the items are walked in that order: the
+// first whose job is missing or outside the namespaces is refused here as
+// the store refuses a missing job, a *job.ItemError naming its id, unless
+// an item before it holds no current lease, which the transaction then
+// refuses itself. Nil when the transaction may go on.
+func (a *API) leasesInScope(r *http.Request, s *scope, in any) error {
+	p := a.namespaced(r)
+	if p == nil {
+		return nil
+	}
+	for _, l := range s.leases(in) {
+		j, err := a.engine.Get(r.Context(), l.id)
+		switch {
+		case errors.Is(err, job.ErrNotFound) || (err == nil && !p.AllowsQueue(j.Queue)):
+			return fmt.Errorf("transact: %w", &job.ItemError{Field: job.MissField(l.item, job.ErrNotFound), Err: job.ErrNotFound})
+		case err != nil:
+			return err
+		case j.State != job.StateActive || j.LeaseToken != l.token:
+			return nil
+		}
+	}
+	return nil
 }
 
 // queuesInScope cuts qs, the answer of a route listing queues, to the

@@ -116,7 +116,13 @@ func (f *authFixture) scopeCalls(t *testing.T, rt Route, secret string) []scopeC
 	}
 	switch rt.Scope.Source {
 	case ScopePathQueue:
-		return []scopeCall{{rt.Method, path, body, wantForbidden("")}}
+		calls := []scopeCall{{rt.Method, path, body, wantForbidden("")}}
+		if field := rt.Scope.BodyField; field != "" {
+			// A queue of its own in the path, a foreign one in the body.
+			own := strings.Replace(rt.Pattern, "{name}", f.queue(true), 1)
+			calls = append(calls, scopeCall{rt.Method, own, bodyNaming(t, field, []string{fg.queue}, ""), wantForbidden(field)})
+		}
+		return calls
 	case ScopePathJob:
 		want := f.do(rt.Method, strings.Replace(path, fg.id, missingJob, 1), body, "Bearer "+secret)
 		return []scopeCall{{rt.Method, path, body, func(t *testing.T, status int, got []byte) {
@@ -159,6 +165,8 @@ func (f *authFixture) scopeCalls(t *testing.T, rt Route, secret string) []scopeC
 				t.Errorf("an item of another namespace: %d %s; a missing one: %+v", status, got, missing.Results[0].Error)
 			}
 		}}}
+	case ScopeBodyTransaction:
+		return f.transactionScopeCalls(t, rt, path, secret, fg)
 	case ScopeQueueList:
 		own := f.queue(true)
 		f.enqueue(own, 0)
@@ -238,6 +246,55 @@ func (f *authFixture) scheduleScopeCalls(t *testing.T, rt Route, secret string, 
 			t.Errorf("a schedule whose job goes to another namespace: %d %s; a missing schedule: %d %s", status, got, want.Code, want.Body)
 		}
 	}})
+}
+
+// transactionScopeCalls builds the refused requests of a transaction
+// route: a job to enqueue into a foreign queue, or into the default queue
+// (403 naming the job's queue); a foreign job to ack or fail beside jobs
+// of the namespace, answered byte for byte as a missing job is, whether
+// the transaction refuses it (404 naming its id) or an earlier item whose
+// token is not current (409 naming that token).
+func (f *authFixture) transactionScopeCalls(t *testing.T, rt Route, path, secret string, fg foreignTarget) []scopeCall {
+	t.Helper()
+	own := f.queue(true)
+	id, token := f.active(own)
+	enqueue := fmt.Sprintf(`{"queue":%q,"kind":"k"}`, own)
+	calls := []scopeCall{
+		{rt.Method, path, fmt.Sprintf(`{"enqueue":[%s,{"queue":%q,"kind":"k"}]}`, enqueue, fg.queue), wantForbidden("enqueue[1].queue")},
+		{rt.Method, path, fmt.Sprintf(`{"ack":[{"id":%q,"token":%d}],"enqueue":[{"kind":"k"}]}`, id, token), wantForbidden("enqueue[0].queue")},
+	}
+	for _, c := range []struct {
+		format string // of the body, with the foreign job's id and token
+		code   Code
+		field  string
+	}{
+		{`{"ack":[{"id":%q,"token":%d},{"id":%%q,"token":%%d}],"enqueue":[%s]}`, CodeNotFound, "ack[1].id"},
+		{`{"ack":[{"id":%q,"token":%d}],"fail":[{"id":%%q,"token":%%d,"error":"x"}],"enqueue":[%s]}`, CodeNotFound, "fail[0].id"},
+		{`{"fail":[{"id":%q,"token":%d,"error":"x"},{"id":%%q,"token":%%d}],"enqueue":[%s]}`, CodeNotFound, "fail[1].id"},
+	} {
+		format := fmt.Sprintf(c.format, id, token, enqueue)
+		calls = append(calls, f.likeMissing(t, rt, path, secret, fg, format, c.code, c.field))
+	}
+	stale := fmt.Sprintf(`{"ack":[{"id":%q,"token":%d},{"id":%%q,"token":%%d}]}`, id, token+1000)
+	return append(calls, f.likeMissing(t, rt, path, secret, fg, stale, CodeLeaseLost, "ack[0].token"))
+}
+
+// likeMissing is a request whose body, made by format from the foreign
+// job's id and token, must be answered with code naming field, byte for
+// byte as the same request about a job that does not exist.
+func (f *authFixture) likeMissing(t *testing.T, rt Route, path, secret string, fg foreignTarget, format string, code Code, field string) scopeCall {
+	t.Helper()
+	want := f.do(rt.Method, path, fmt.Sprintf(format, missingJob, fg.token), "Bearer "+secret)
+	var e errorBody
+	if err := json.Unmarshal(want.Body.Bytes(), &e); err != nil || e.Error.Code != code || e.Error.Field != field {
+		t.Fatalf("%s %s about a missing job: %d %s, want %s on %s", rt.Method, path, want.Code, want.Body, code, field)
+	}
+	return scopeCall{rt.Method, path, fmt.Sprintf(format, fg.id, fg.token), func(t *testing.T, status int, got []byte) {
+		t.Helper()
+		if status != want.Code || strings.ReplaceAll(string(got), fg.id, missingJob) != want.Body.String() {
+			t.Errorf("a job of another namespace: %d %s; a missing job: %d %s", status, got, want.Code, want.Body)
+		}
+	}}
 }
 
 // missingJob is an id no job has.

@@ -372,6 +372,57 @@ func specLeaseBatch(op string, body []byte) bool {
 	return true
 }
 
+// specTransaction reports whether body is a valid POST /v1/transactions
+// that the fuzz harness could serve: ack and fail items as the batch
+// routes take them, jobs as a batch enqueue takes them, at least one item,
+// no job named twice, and no job of memory durability beside a leased job
+// (the harness's only leased job is durable) or a job of another level.
+func specTransaction(body []byte, now time.Time) bool {
+	m := specObject(body)
+	if m == nil || !specFields(m, []string{"ack", "fail", "enqueue"}) {
+		return false
+	}
+	lists := map[string][]json.RawMessage{}
+	for _, key := range []string{"ack", "fail", "enqueue"} {
+		if raw, present := m[key]; present {
+			items, ok := specArray(raw)
+			if !ok || len(items) > 10_000 {
+				return false
+			}
+			lists[key] = items
+		}
+	}
+	leased := len(lists["ack"]) + len(lists["fail"])
+	if leased+len(lists["enqueue"]) == 0 {
+		return false
+	}
+	ids := map[string]bool{}
+	for _, op := range []string{"ack", "fail"} {
+		for _, raw := range lists[op] {
+			item := specSubObject(raw)
+			if !specLeaseItem(op, item, true) {
+				return false
+			}
+			id, _ := specNameField(item, "id")
+			if ids[id] {
+				return false
+			}
+			ids[id] = true
+		}
+	}
+	memory := 0
+	for _, raw := range lists["enqueue"] {
+		job := specSubObject(raw)
+		if !specJob(job, now) {
+			return false
+		}
+		if d, _ := specDurability(job); d == "memory" {
+			memory++
+		}
+	}
+	return memory == 0 || (memory == len(lists["enqueue"]) && leased == 0)
+}
+
 // specBulk reports whether body is a valid bulk retry (retry is set) or
 // delete of a queue's jobs.
 func specBulk(body []byte, retry bool) bool {

@@ -3,6 +3,7 @@ package job
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Sentinel errors shared by every store and the engine. Stores map their own
@@ -65,3 +66,62 @@ func (e *IDTakenError) Error() string {
 
 // Is makes an *IDTakenError match ErrIDTaken.
 func (e *IDTakenError) Is(target error) bool { return target == ErrIDTaken }
+
+// ItemError is the refusal of one item of a call that applies all of its
+// items or none of them (a transaction): Err is ErrNotFound or
+// ErrLeaseLost, and Field names the item's field in wire form, with its
+// index: "ack[2].token" for a token that is not current, "fail[0].id" for
+// a job that does not exist. The call changed nothing.
+type ItemError struct {
+	Field string
+	Err   error
+}
+
+// Error implements error.
+func (e *ItemError) Error() string { return e.Field + ": " + e.Err.Error() }
+
+// Unwrap makes an *ItemError match its sentinel.
+func (e *ItemError) Unwrap() error { return e.Err }
+
+// MissField is the field an *ItemError names for miss, the refusal of
+// the item whose fields start with item ("ack[2]"): its id for
+// ErrNotFound, its token for anything else (ErrLeaseLost).
+func MissField(item string, miss error) string {
+	if errors.Is(miss, ErrNotFound) {
+		return item + ".id"
+	}
+	return item + ".token"
+}
+
+// RenameItems returns err with the field that the *InputError,
+// *IDTakenError or *ItemError it wraps names moved from the items of list
+// from to those of list to ("jobs[3].id" to "enqueue[3].id"), for a call
+// that runs the rules of another under its own field names. Any other
+// error, or a field of another list, comes back as it was.
+func RenameItems(err error, from, to string) error {
+	rename := func(field string) (string, bool) {
+		rest, ok := strings.CutPrefix(field, from)
+		if !ok || (rest != "" && rest[0] != '[' && rest[0] != '.') {
+			return field, false
+		}
+		return to + rest, true
+	}
+	var in *InputError
+	var taken *IDTakenError
+	var item *ItemError
+	switch {
+	case errors.As(err, &in):
+		if f, ok := rename(in.Field); ok {
+			return &InputError{Field: f, Message: in.Message}
+		}
+	case errors.As(err, &taken):
+		if f, ok := rename(taken.Field); ok {
+			return &IDTakenError{Field: f}
+		}
+	case errors.As(err, &item):
+		if f, ok := rename(item.Field); ok {
+			return &ItemError{Field: f, Err: item.Err}
+		}
+	}
+	return err
+}

@@ -163,4 +163,7 @@ type Job struct {
 	StartedAt time.Time
 	// FinishedAt is when the job reached a final state. Zero before.
 	FinishedAt time.Time
+	// DeadLetterOf names the dead job this job is the dead-letter copy
+	// of (see DeadLetter); zero for any other job.
+	DeadLetterOf JobRef
 }

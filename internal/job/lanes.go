@@ -31,3 +31,13 @@ func CopyID(id, group string) string { return id + LaneSep + group }
 func SplitCopyID(id string) (original, group string, ok bool) {
 	return strings.Cut(id, LaneSep)
 }
+
+// ValidJobID reports whether id may name a stored job: a name (see
+// ValidName), or the id of a consumer group's copy of one. Clients
+// choose only names.
+func ValidJobID(id string) bool {
+	if original, group, ok := SplitCopyID(id); ok {
+		return ValidName(original) && ValidName(group)
+	}
+	return ValidName(id)
+}

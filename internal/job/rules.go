@@ -1,6 +1,7 @@
 package job
 
 import (
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -116,6 +117,60 @@ func AfterLeaseExpiry(cancelRequested bool, attempt, maxAttempts int) State {
 		return StateDead
 	}
 	return StateAvailable
+}
+
+// MaxWaitMessage is the error recorded for a job that died because it
+// did not start within its queue's maximum wait (see PastMaxWait), so
+// that its errors tell a job nobody ran from one that failed.
+const MaxWaitMessage = "not started within max wait"
+
+// WaitDeadline is the moment from which a job with attempt hand-outs so
+// far, due at runAt, in a queue whose maximum wait is maxWait, may no
+// longer start: runAt+maxWait for a job never started (attempt 0), the
+// zero time for a started one or a queue without a maximum wait. A job
+// handed back unrun (AfterRelease) or retried by hand counts as never
+// started again.
+func WaitDeadline(attempt int, runAt time.Time, maxWait time.Duration) time.Time {
+	if attempt > 0 || maxWait <= 0 {
+		return time.Time{}
+	}
+	return runAt.Add(maxWait)
+}
+
+// PastMaxWait reports whether such a job (see WaitDeadline) may no
+// longer start at now: a claim that meets it must not hand it out but
+// send it where AfterMaxWait decides.
+func PastMaxWait(attempt int, runAt time.Time, maxWait time.Duration, now time.Time) bool {
+	deadline := WaitDeadline(attempt, runAt, maxWait)
+	return !deadline.IsZero() && !now.Before(deadline)
+}
+
+// AfterMaxWait decides where a job past its maximum wait at now goes,
+// with attempt hand-outs so far: dead, with MaxWaitMessage recorded
+// against the attempt that never started (attempt+1); its attempt count
+// stays, since nothing ran. Like any death it leaves a copy in the
+// queue's dead-letter queue, if set (QueueSettings.DeadLetterFor).
+func AfterMaxWait(attempt int, now time.Time) (State, AttemptError) {
+	return StateDead, AttemptError{Attempt: attempt + 1, Message: MaxWaitMessage, At: now}
+}
+
+// DeadLetter is the job that the death of dead sends to its queue's
+// dead-letter queue, dlq, at now, under the new id: a fresh job,
+// available at once with no attempts, that carries the dead job's work
+// and history — kind, payload, priority, group, tags, durability, retry
+// policy (attempts and backoff), lease duration and errors — and names
+// it in DeadLetterOf. It keeps no unique key, which belongs to the dead
+// job's queue, and no result, progress or lease. The durability it keeps
+// means it stays in the dead job's tier in a store with tiers. A store
+// inserts it in the transaction that makes dead dead.
+func DeadLetter(dead *Job, dlq, id string, now time.Time) *Job {
+	return &Job{
+		ID: id, Queue: dlq, Kind: dead.Kind, Payload: dead.Payload, Priority: dead.Priority,
+		State: StateAvailable, RunAt: now, MaxAttempts: dead.MaxAttempts, Backoff: dead.Backoff,
+		LeaseDuration: dead.LeaseDuration, Tags: slices.Clone(dead.Tags), Group: dead.Group,
+		Durability: dead.Durability, Errors: slices.Clone(dead.Errors), CreatedAt: now,
+		DeadLetterOf: JobRef{Queue: dead.Queue, ID: dead.ID},
+	}
 }
 
 // AfterCompletion decides where an acknowledged job goes: cancelled when a

@@ -1,6 +1,7 @@
 // Package maintenance runs Spool's background services: the scheduler that
-// makes due jobs available, the rescuer that takes back expired leases and
-// the pruner that applies retention. Each is one timed loop that sleeps
+// makes due jobs available, the rescuer that takes back expired leases,
+// the expirer that kills jobs past their queue's maximum wait and the
+// pruner that applies retention. Each is one timed loop that sleeps
 // until its next known deadline (or until woken with an earlier one), never
 // a fixed-interval poll of the database.
 package maintenance

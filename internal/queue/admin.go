@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/store"
@@ -10,7 +11,7 @@ import (
 
 // Get returns one job, or job.ErrNotFound.
 func (e *Engine) Get(ctx context.Context, id string) (*job.Job, error) {
-	if !job.ValidName(id) {
+	if !job.ValidJobID(id) {
 		return nil, fmt.Errorf("get job %q: %w", id, job.ErrNotFound)
 	}
 	j, err := e.st.JobGet(ctx, id)
@@ -23,7 +24,7 @@ func (e *Engine) Get(ctx context.Context, id string) (*job.Job, error) {
 // List pages through jobs by queue and state, p.Limit jobs a page (the
 // store's default page size when zero, at most MaxListLimit).
 func (e *Engine) List(ctx context.Context, p store.JobListParams) (*store.JobListPage, error) {
-	if p.Queue != "" && !job.ValidName(p.Queue) {
+	if p.Queue != "" && !validQueueOrLane(p.Queue) {
 		return nil, job.Invalid("queue", "must be a queue name")
 	}
 	if p.State != "" && !p.State.Valid() {
@@ -42,7 +43,7 @@ func (e *Engine) List(ctx context.Context, p store.JobListParams) (*store.JobLis
 
 // Cancel cancels a job (see store.Admin.JobCancel).
 func (e *Engine) Cancel(ctx context.Context, id string) (*job.Job, error) {
-	if !job.ValidName(id) {
+	if !job.ValidJobID(id) {
 		return nil, fmt.Errorf("cancel job %q: %w", id, job.ErrNotFound)
 	}
 	j, err := e.st.JobCancel(ctx, id, e.Now())
@@ -54,7 +55,7 @@ func (e *Engine) Cancel(ctx context.Context, id string) (*job.Job, error) {
 
 // Retry makes a dead, cancelled, retrying or scheduled job available now.
 func (e *Engine) Retry(ctx context.Context, id string) (*job.Job, error) {
-	if !job.ValidName(id) {
+	if !job.ValidJobID(id) {
 		return nil, fmt.Errorf("retry job %q: %w", id, job.ErrNotFound)
 	}
 	j, err := e.st.JobRetry(ctx, id, e.Now())
@@ -67,7 +68,7 @@ func (e *Engine) Retry(ctx context.Context, id string) (*job.Job, error) {
 
 // Delete removes a job that is not active.
 func (e *Engine) Delete(ctx context.Context, id string) error {
-	if !job.ValidName(id) {
+	if !job.ValidJobID(id) {
 		return fmt.Errorf("delete job %q: %w", id, job.ErrNotFound)
 	}
 	if err := e.st.JobDelete(ctx, id); err != nil {
@@ -126,7 +127,11 @@ func (e *Engine) Queues(ctx context.Context) ([]store.QueueInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list queues: %w", err)
 	}
-	return qs, nil
+	// The lanes of consumer groups show with their groups, not as queues.
+	return slices.DeleteFunc(qs, func(q store.QueueInfo) bool {
+		_, _, lane := job.SplitLane(q.Name)
+		return lane
+	}), nil
 }
 
 // Queue returns one queue, or job.ErrNotFound.
@@ -186,6 +191,22 @@ func (e *Engine) SetLimits(ctx context.Context, name string, l job.Limits) (*sto
 		return nil, fmt.Errorf("set queue limits: %w", err)
 	}
 	e.NotifyAvailable([]string{name})
+	return e.Queue(ctx, name)
+}
+
+// SetSettings replaces a queue's settings (zero settings clear them) and
+// returns the queue. Settings the queue may not have are an
+// *job.InputError naming the field (see job.QueueSettings.Check).
+func (e *Engine) SetSettings(ctx context.Context, name string, s job.QueueSettings) (*store.QueueInfo, error) {
+	if !job.ValidName(name) {
+		return nil, job.Invalid("queue", "must be a queue name")
+	}
+	if err := s.Check(name); err != nil {
+		return nil, err
+	}
+	if err := e.st.QueueSetSettings(ctx, name, s); err != nil {
+		return nil, fmt.Errorf("set queue settings: %w", err)
+	}
 	return e.Queue(ctx, name)
 }
 

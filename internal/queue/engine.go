@@ -107,6 +107,8 @@ type Engine struct {
 	// capped are the queues in which an active cap held jobs back: a job
 	// of theirs that stops being active wakes their parked fetches.
 	capped sync.Map
+	// lanes are the consumer groups' lanes fetches have found.
+	lanes sync.Map
 
 	closeOnce sync.Once
 	closing   chan struct{}

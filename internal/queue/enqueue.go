@@ -136,7 +136,24 @@ func (e *PayloadTooLargeError) Error() string {
 
 func (e *Engine) enqueue(ctx context.Context, reqs []EnqueueRequest, prefix string) ([]EnqueueResult, error) {
 	now := e.Now()
-	params := &store.JobInsertManyParams{Jobs: make([]store.JobInsertParams, len(reqs)), Now: now}
+	jobs, err := e.prepareJobs(ctx, reqs, prefix, now)
+	if err != nil {
+		return nil, err
+	}
+	results, err := e.st.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: jobs, Now: now})
+	if err != nil {
+		return nil, fmt.Errorf("insert jobs: %w", err)
+	}
+	e.inserted(results)
+	return enqueueResults(results), nil
+}
+
+// prepareJobs validates reqs and turns them into the jobs to insert at
+// now, with the defaults and their queues' durability applied. Errors
+// name the field of the request at fault under prefix ("jobs[3].kind"),
+// or bare ("kind") when prefix is empty.
+func (e *Engine) prepareJobs(ctx context.Context, reqs []EnqueueRequest, prefix string, now time.Time) ([]store.JobInsertParams, error) {
+	jobs := make([]store.JobInsertParams, len(reqs))
 	for i := range reqs {
 		field := func(name string) string {
 			if prefix == "" {
@@ -144,21 +161,21 @@ func (e *Engine) enqueue(ctx context.Context, reqs []EnqueueRequest, prefix stri
 			}
 			return fmt.Sprintf("%s[%d].%s", prefix, i, name)
 		}
-		if err := e.prepare(&reqs[i], &params.Jobs[i], now, field); err != nil {
+		if err := e.prepare(&reqs[i], &jobs[i], now, field); err != nil {
 			return nil, err
 		}
 	}
-	e.applyQueueDurability(ctx, params.Jobs)
-	results, err := e.st.JobInsertMany(ctx, params)
-	if err != nil {
-		return nil, fmt.Errorf("insert jobs: %w", err)
-	}
+	e.applyQueueDurability(ctx, jobs)
+	return jobs, nil
+}
+
+// enqueueResults are the answers to the inserts of results.
+func enqueueResults(results []store.InsertResult) []EnqueueResult {
 	out := make([]EnqueueResult, len(results))
 	for i, r := range results {
 		out[i] = EnqueueResult{ID: r.Job.ID, State: r.Job.State, RunAt: r.Job.RunAt, Duplicate: r.Duplicate}
 	}
-	e.inserted(results)
-	return out, nil
+	return out
 }
 
 // reservedIDs are the fixed path segments under /v1/jobs, which a job id

@@ -22,6 +22,9 @@ type FetchRequest struct {
 	LeaseDuration time.Duration
 	// Worker names the caller, for display.
 	Worker string
+	// ConsumerGroup, when set, takes the jobs of that consumer group of
+	// each queue (see CreateConsumerGroup) instead of the queues' own.
+	ConsumerGroup string
 }
 
 func (e *Engine) validateFetch(req *FetchRequest) error {
@@ -53,6 +56,9 @@ func (e *Engine) validateFetch(req *FetchRequest) error {
 	if len(req.Worker) > MaxWorkerBytes {
 		return job.Invalid("worker", "must be at most %d bytes", MaxWorkerBytes)
 	}
+	if req.ConsumerGroup != "" && !job.ValidName(req.ConsumerGroup) {
+		return job.Invalid("consumer_group", "must be 1-%d characters of A-Za-z0-9_.:- starting with a letter or digit", job.MaxNameLength)
+	}
 	return nil
 }
 
@@ -62,6 +68,13 @@ func (e *Engine) validateFetch(req *FetchRequest) error {
 func (e *Engine) Fetch(ctx context.Context, req FetchRequest) ([]*job.Job, error) {
 	if err := e.validateFetch(&req); err != nil {
 		return nil, err
+	}
+	if req.ConsumerGroup != "" {
+		lanes, err := e.laneQueues(ctx, req.Queues, req.ConsumerGroup)
+		if err != nil {
+			return nil, err
+		}
+		req.Queues = lanes
 	}
 	res, err := e.claim(ctx, &req)
 	if err != nil || len(res.Jobs) > 0 || req.Wait <= 0 {
@@ -148,6 +161,8 @@ func (e *Engine) claim(ctx context.Context, req *FetchRequest) (*store.ClaimResu
 	for _, q := range res.Capped {
 		e.capped.Store(q, true)
 	}
+	// The claim killed jobs past their wait into these queues.
+	e.NotifyAvailable(res.Available)
 	jobs := res.Jobs
 	if len(jobs) > 0 {
 		earliest := jobs[0].LeaseExpiresAt

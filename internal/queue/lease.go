@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/spoolq/spool/internal/job"
@@ -19,14 +20,8 @@ func (e *Engine) Ack(ctx context.Context, items []store.JobCompleteItem) ([]stor
 	if err := e.checkBatch("items", len(items)); err != nil {
 		return nil, err
 	}
-	for i := range items {
-		if len(items[i].Result) > 0 {
-			res, err := e.checkJSON(items[i].Result, false, itemField("items", i, len(items), "result"))
-			if err != nil {
-				return nil, err
-			}
-			items[i].Result = res
-		}
+	if err := e.checkAcks(items, batchField("items", len(items))); err != nil {
+		return nil, err
 	}
 	out, err := e.st.JobComplete(ctx, &store.JobCompleteParams{Items: items, Now: e.Now()})
 	if err != nil {
@@ -37,21 +32,55 @@ func (e *Engine) Ack(ctx context.Context, items []store.JobCompleteItem) ([]stor
 }
 
 // Fail records failed attempts; see Ack for the error contract. A retrying
-// job wakes the scheduler for its run time.
+// job wakes the scheduler for its run time; a job that died into a
+// dead-letter queue wakes the fetches parked on that queue.
 func (e *Engine) Fail(ctx context.Context, items []store.JobFailItem) ([]store.Outcome, error) {
 	if err := e.checkBatch("items", len(items)); err != nil {
 		return nil, err
 	}
-	for i := range items {
-		items[i].Message = job.ErrorMessage(items[i].Message)
-		if items[i].RetryAfter < 0 || items[i].RetryAfter > MaxDelay {
-			return nil, job.Invalid(itemField("items", i, len(items), "retry_after_ms"), "must be between 0 and %d", MaxDelay.Milliseconds())
-		}
+	if err := checkFails(items, batchField("items", len(items))); err != nil {
+		return nil, err
 	}
 	out, err := e.st.JobFail(ctx, &store.JobFailParams{Items: items, Now: e.Now(), Rand: e.rand})
 	if err != nil {
 		return nil, fmt.Errorf("fail jobs: %w", err)
 	}
+	e.retrying(out)
+	e.freed(out)
+	return out, nil
+}
+
+// checkAcks validates the results of items and keeps each as its JSON
+// value; field names an item's field in errors.
+func (e *Engine) checkAcks(items []store.JobCompleteItem, field func(i int, name string) string) error {
+	for i := range items {
+		if len(items[i].Result) > 0 {
+			res, err := e.checkJSON(items[i].Result, false, field(i, "result"))
+			if err != nil {
+				return err
+			}
+			items[i].Result = res
+		}
+	}
+	return nil
+}
+
+// checkFails validates items and keeps each error message as
+// job.ErrorMessage has it; field names an item's field in errors.
+func checkFails(items []store.JobFailItem, field func(i int, name string) string) error {
+	for i := range items {
+		items[i].Message = job.ErrorMessage(items[i].Message)
+		if items[i].RetryAfter < 0 || items[i].RetryAfter > MaxDelay {
+			return job.Invalid(field(i, "retry_after_ms"), "must be between 0 and %d", MaxDelay.Milliseconds())
+		}
+	}
+	return nil
+}
+
+// retrying wakes the scheduler for the earliest run time of the jobs out
+// sent to retry, and the fetches parked on the dead-letter queues the jobs
+// that died went to.
+func (e *Engine) retrying(out []store.Outcome) {
 	var earliest time.Time
 	for _, o := range out {
 		if o.Err == nil && o.State == job.StateRetrying && (earliest.IsZero() || o.RunAt.Before(earliest)) {
@@ -61,8 +90,20 @@ func (e *Engine) Fail(ctx context.Context, items []store.JobFailItem) ([]store.O
 	if !earliest.IsZero() {
 		e.scheduled(earliest)
 	}
-	e.freed(out)
-	return out, nil
+	// A job that died into a dead-letter queue is available there.
+	e.NotifyAvailable(deadLetters(out))
+}
+
+// deadLetters lists the queues that got the dead-letter copies of the
+// jobs of outcomes.
+func deadLetters(out []store.Outcome) []string {
+	var queues []string
+	for _, o := range out {
+		if q := o.DeadLetter.Queue; o.Err == nil && q != "" && !slices.Contains(queues, q) {
+			queues = append(queues, q)
+		}
+	}
+	return queues
 }
 
 // Extend moves leases forward (heartbeat); see Ack for the error contract.
@@ -141,5 +182,16 @@ func itemField(prefix string, i, n int, name string) string {
 	if n == 1 {
 		return name
 	}
-	return fmt.Sprintf("%s[%d].%s", prefix, i, name)
+	return listField(prefix)(i, name)
+}
+
+// batchField names the fields of the items of a batch of n, as itemField
+// does.
+func batchField(prefix string, n int) func(i int, name string) string {
+	return func(i int, name string) string { return itemField(prefix, i, n, name) }
+}
+
+// listField names the fields of the items of list: "list[i].name".
+func listField(list string) func(i int, name string) string {
+	return func(i int, name string) string { return fmt.Sprintf("%s[%d].%s", list, i, name) }
 }

@@ -1,6 +1,11 @@
 package queue
 
-import "sync"
+import (
+	"slices"
+	"sync"
+
+	"github.com/spoolq/spool/internal/job"
+)
 
 // waiters parks long-polling fetches per queue and wakes them when jobs
 // become available. A waiter registers before it looks for jobs, so a
@@ -29,7 +34,7 @@ func (ws *waiters) add(queues []string) *waiter {
 	if ws.closed {
 		return nil
 	}
-	for _, q := range queues {
+	for _, q := range wakeNames(queues) {
 		set := ws.byName[q]
 		if set == nil {
 			set = make(map[*waiter]struct{})
@@ -40,11 +45,27 @@ func (ws *waiters) add(queues []string) *waiter {
 	return w
 }
 
+// wakeNames are the names whose jobs wake a fetch of queues: the queues,
+// and for a consumer group's lane its queue too, since a job enqueued
+// into the queue is copied into its lanes in the same commit.
+func wakeNames(queues []string) []string {
+	out := queues
+	for _, q := range queues {
+		if base, _, ok := job.SplitLane(q); ok {
+			if len(out) == len(queues) {
+				out = slices.Clone(queues)
+			}
+			out = append(out, base)
+		}
+	}
+	return out
+}
+
 // remove unregisters w.
 func (ws *waiters) remove(w *waiter) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
-	for _, q := range w.queues {
+	for _, q := range wakeNames(w.queues) {
 		set := ws.byName[q]
 		delete(set, w)
 		if len(set) == 0 {

@@ -11,8 +11,8 @@ import (
 	"github.com/spoolq/spool/internal/store"
 )
 
-// background runs the maintenance services (scheduler, rescuer, pruner,
-// cron):
+// background runs the maintenance services (scheduler, rescuer, expirer,
+// pruner, cron):
 // from Start to Stop on a node that owns its store, and only while the node
 // leads on a store that several nodes share, so that they run on one node
 // at a time. Each term of leadership gets fresh services.
@@ -29,6 +29,7 @@ type background struct {
 	mu        sync.Mutex
 	scheduler *maintenance.Scheduler // nil while not running
 	rescuer   *maintenance.Rescuer
+	expirer   *maintenance.Expirer
 	pruner    *maintenance.Pruner
 	cron      *maintenance.Cron
 }
@@ -68,21 +69,23 @@ func (b *background) startServices(ctx context.Context) {
 	}
 	b.scheduler = maintenance.NewScheduler(b.st, b.notify, b.now, idleMaintenance, b.logger)
 	b.rescuer = maintenance.NewRescuer(b.st, b.notify, b.now, idleMaintenance, b.logger)
+	b.expirer = maintenance.NewExpirer(b.st, b.notify, b.now, idleMaintenance, b.logger)
 	b.pruner = maintenance.NewPruner(b.st, b.retention, b.now, b.logger)
 	b.cron = maintenance.NewCron(b.fire, b.now, idleMaintenance, b.logger)
-	for _, svc := range []interface{ Start(context.Context) error }{b.scheduler, b.rescuer, b.pruner, b.cron} {
+	for _, svc := range []interface{ Start(context.Context) error }{b.scheduler, b.rescuer, b.expirer, b.pruner, b.cron} {
 		_ = svc.Start(ctx) // the loops start in the background and do not fail
 	}
 }
 
 func (b *background) stopServices() {
 	b.mu.Lock()
-	scheduler, rescuer, pruner, cron := b.scheduler, b.rescuer, b.pruner, b.cron
-	b.scheduler, b.rescuer, b.pruner, b.cron = nil, nil, nil, nil
+	scheduler, rescuer, expirer, pruner, cron := b.scheduler, b.rescuer, b.expirer, b.pruner, b.cron
+	b.scheduler, b.rescuer, b.expirer, b.pruner, b.cron = nil, nil, nil, nil, nil
 	b.mu.Unlock()
 	if scheduler != nil {
 		cron.Stop()
 		pruner.Stop()
+		expirer.Stop()
 		rescuer.Stop()
 		scheduler.Stop()
 	}

@@ -21,9 +21,12 @@ import (
 	"github.com/spoolq/spool/internal/store"
 )
 
-// idleMaintenance bounds how long the scheduler and rescuer sleep when they
-// know of nothing due. They are woken for everything this process does; the
-// bound only matters for clock jumps.
+// idleMaintenance bounds how long the scheduler, rescuer and expirer sleep
+// when they know of nothing due. The scheduler and rescuer are woken for
+// everything this process does, so for them the bound only matters for
+// clock jumps; the expirer is not, so it bounds how long after its
+// deadline a job past its queue's maximum wait that no claim meets dies
+// (on PostgreSQL, which tells the expirer no deadline, always).
 const idleMaintenance = time.Second
 
 // Server is one running Spool node.

@@ -13,6 +13,13 @@
 //     Anything else is an internal error.
 //   - Times come from the caller (the Now fields) so that tests can move the
 //     clock; a store never reads the wall clock for job semantics.
+//   - A job that dies by a rule (job.AfterFailure, job.AfterLeaseExpiry,
+//     job.AfterMaxWait) in a queue with a dead-letter queue (see
+//     job.QueueSettings.DeadLetterFor) stays dead where it is, and the
+//     call that kills it inserts, in the same transaction, the copy
+//     job.DeadLetter makes of it, under a new id, in the dead-letter
+//     queue; the call reports the copy so that the engine can wake that
+//     queue's fetches. A cancel or a delete never makes a copy.
 package store
 
 import (
@@ -81,6 +88,13 @@ type Claimer interface {
 	// the job's own LeaseDuration otherwise, and no Progress (a report
 	// belongs to one attempt). No job is handed to two
 	// concurrent callers. An empty result is not an error.
+	//
+	// A job past its queue's maximum wait at p.Now (job.PastMaxWait) is
+	// never handed out: a claim that meets it kills it where
+	// job.AfterMaxWait sends it, with its dead-letter copy, and goes on to
+	// the next job. Such a job takes no room under a queue's limits and
+	// counts as no start; the result's Available names the dead-letter
+	// queues that got copies.
 	JobClaim(ctx context.Context, p *JobClaimParams) (*ClaimResult, error)
 
 	// JobComplete acknowledges jobs. Each item is applied on its own: an
@@ -96,7 +110,8 @@ type Claimer interface {
 	// job ends where job.AfterFailure sends it: cancelled if a cancel was
 	// requested (that takes precedence), else dead when NoRetry is set or
 	// Attempt >= MaxAttempts, and retrying otherwise with RunAt = p.Now +
-	// (RetryAfter if set, else Backoff.Delay(Attempt, p.Rand)).
+	// (RetryAfter if set, else Backoff.Delay(Attempt, p.Rand)). A job that
+	// dies into a dead-letter queue names its copy in Outcome.DeadLetter.
 	JobFail(ctx context.Context, p *JobFailParams) ([]Outcome, error)
 
 	// JobExtend moves the lease expiry of active jobs to p.Now+Lease (the
@@ -115,6 +130,36 @@ type Claimer interface {
 	// so the next hand-out still gets a higher one; RunAt is unchanged, so
 	// the job keeps its place in claim order.
 	JobRelease(ctx context.Context, p *JobReleaseParams) ([]Outcome, error)
+}
+
+// Transactor applies the outcomes of leased jobs together with the jobs
+// they lead to, in one call.
+type Transactor interface {
+	// JobTransact acknowledges the jobs of p.Complete, fails those of
+	// p.Fail and inserts the jobs of p.Insert in one atomic operation: all
+	// of it or nothing.
+	//
+	// Every ack and fail item is checked before anything changes, in
+	// order (p.Complete, then p.Fail). The first item refused fails the
+	// whole call with a *job.ItemError naming it: one whose ID is unknown
+	// wraps job.ErrNotFound and names "ack[i].id" (or "fail[i].id"); one
+	// whose token is not current, whose job is not active, or whose ID an
+	// earlier item of the call names already, wraps job.ErrLeaseLost and
+	// names "ack[i].token" (or "fail[i].token"). The call then changes
+	// nothing.
+	//
+	// Then each acknowledged job ends as JobComplete ends it and each
+	// failed one as JobFail does (p.Rand giving the jitter), and the jobs
+	// of p.Insert go in by the rules of JobInsertMany, after the acks and
+	// fails, whose effects they see (a unique key whose pending job was
+	// acknowledged here is free again). A duplicate comes back with
+	// Duplicate=true; an ID that belongs to a job of another queue fails
+	// the whole call with a *job.IDTakenError naming "enqueue[i].id",
+	// other refusals of an insert name their field likewise
+	// ("enqueue[i].durability"), and the call changes nothing. A commit
+	// waits for the disk unless every job the call acknowledges, fails
+	// or inserts is of process durability.
+	JobTransact(ctx context.Context, p *JobTransactParams) (*TransactResult, error)
 }
 
 // Admin inspects and manages jobs and queues.
@@ -168,6 +213,12 @@ type Admin interface {
 	// into a queue without one of their own (creating the queue if
 	// unknown). Jobs already in the queue keep theirs.
 	QueueSetDurability(ctx context.Context, name string, d job.Durability) error
+	// QueueSetSettings replaces a queue's settings as a whole (creating
+	// the queue if unknown); zero settings clear them. The engine has
+	// checked them (see job.QueueSettings.Check). They apply from the
+	// call on to every job of the queue: a new maximum wait holds for the
+	// jobs already waiting, from their run times.
+	QueueSetSettings(ctx context.Context, name string, s job.QueueSettings) error
 }
 
 // Maintainer is what the background services need.
@@ -179,18 +230,28 @@ type Maintainer interface {
 	// out (LeaseExpiresAt <= now): each gets an error
 	// job.LeaseExpiredMessage ("lease expired") for its attempt and ends
 	// where job.AfterLeaseExpiry sends it: cancelled (cancel requested),
-	// dead (no attempts left) or available at once.
+	// dead (no attempts left) or available at once. The result's
+	// Available includes the dead-letter queues that got copies.
 	JobRescueExpired(ctx context.Context, now time.Time, limit int) (*MaintenanceResult, error)
 	// JobPrune deletes up to p.Limit final jobs by retention, running the
 	// passes of p.Passes in order: completed and cancelled jobs past their
 	// age, dead jobs past theirs, then the oldest beyond each count cap.
 	JobPrune(ctx context.Context, p *JobPruneParams) (int, error)
+	// JobExpireWaiting kills up to limit available jobs past their queues'
+	// maximum waits at now (job.PastMaxWait), that no claim met: each
+	// ends where job.AfterMaxWait sends it, dead with
+	// job.MaxWaitMessage, and leaves its dead-letter copy. Count is how
+	// many it killed, Available the dead-letter queues that got copies,
+	// Next when the next job may pass its wait (zero when the store does
+	// not know).
+	JobExpireWaiting(ctx context.Context, now time.Time, limit int) (*MaintenanceResult, error)
 }
 
 // Store is the whole storage contract.
 type Store interface {
 	Inserter
 	Claimer
+	Transactor
 	Admin
 	Maintainer
 	Scheduler
@@ -270,6 +331,9 @@ type ClaimResult struct {
 	// GroupMaxActive) held available jobs back: a job of theirs that
 	// stops being active frees a place.
 	Capped []string
+	// Available lists the dead-letter queues that got copies of jobs the
+	// claim killed for their wait.
+	Available []string
 }
 
 // ClaimedJobs is the jobs of a claim's result, for callers that need
@@ -295,6 +359,9 @@ type Outcome struct {
 	LeaseExpiresAt time.Time
 	// CancelRequested tells the worker that a user cancelled the job.
 	CancelRequested bool
+	// DeadLetter is, for a job that died into its queue's dead-letter
+	// queue, the queue and id of its copy there; zero otherwise.
+	DeadLetter job.JobRef
 }
 
 // JobCompleteItem acknowledges one job.
@@ -365,6 +432,35 @@ type JobProgressParams struct {
 	Now      time.Time
 }
 
+// JobTransactParams is one transaction: acks, failed attempts and new
+// jobs, applied together (see Transactor).
+type JobTransactParams struct {
+	// Complete are the jobs to acknowledge, as JobComplete takes them.
+	Complete []JobCompleteItem
+	// Fail are the failed attempts, as JobFail takes them.
+	Fail []JobFailItem
+	// Insert are the jobs to insert, as JobInsertMany takes them.
+	Insert []JobInsertParams
+	Now    time.Time
+	// Rand returns a uniform value in [0,1) for backoff jitter; nil means
+	// no jitter.
+	Rand func() float64
+}
+
+// TransactResult is what a transaction did, item by item in the order of
+// its params. Every item was accepted: a refused item fails the call.
+type TransactResult struct {
+	// Completed are the outcomes of the acks: each job's queue and the
+	// state it ended in.
+	Completed []Outcome
+	// Failed are the outcomes of the failed attempts: each job's queue,
+	// the state it went to and, for a retrying job, when it runs again.
+	Failed []Outcome
+	// Inserted are the results of the inserts, as JobInsertMany gives
+	// them.
+	Inserted []InsertResult
+}
+
 // JobListParams filters and pages a job listing.
 type JobListParams struct {
 	// Queue filters by queue; empty means every queue.
@@ -415,6 +511,9 @@ type QueueInfo struct {
 	Durability job.Durability
 	// Limits is the queue's flow control; zero when it has none.
 	Limits job.Limits
+	// Settings are the queue's settings (dead-letter queue, maximum
+	// wait); zero when it has none.
+	Settings job.QueueSettings
 	// Counts has the number of jobs in every state (zero states included).
 	Counts map[job.State]int64
 }
@@ -423,7 +522,8 @@ type QueueInfo struct {
 type MaintenanceResult struct {
 	// Count is how many jobs changed state.
 	Count int
-	// Available lists the queues in which jobs became available.
+	// Available lists the queues in which jobs became available, the
+	// dead-letter queues that got copies of jobs that died included.
 	Available []string
 	// Next is when the next job of this kind is due (the earliest RunAt of
 	// the remaining scheduled/retrying jobs, or the earliest lease expiry

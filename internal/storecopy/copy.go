@@ -1,8 +1,9 @@
 // Package storecopy moves a data set from one store to another: every job,
 // in every state, exactly as the source holds it (attempts, lease tokens and
-// expiries, errors, results, times, durability), in enqueue order; every
-// queue with its paused flag and default durability; and every cron
-// schedule with how far it fired. `spool migrate-store` uses it to move an
+// expiries, errors, results, times, durability, the dead job a dead-letter
+// copy came from), in enqueue order; every queue with its paused flag,
+// default durability and settings; and every cron schedule with how far it
+// fired. `spool migrate-store` uses it to move an
 // embedded SQLite store into PostgreSQL when one machine is no longer
 // enough.
 package storecopy
@@ -48,8 +49,8 @@ type Result struct {
 }
 
 // Copy copies every queue and job of src into dst, then checks that every
-// queue of dst has the paused flag, the default durability and the counts
-// of src. The source must
+// queue of dst has the paused flag, the default durability, the settings
+// and the counts of src. The source must
 // not change meanwhile (stop its server first); dst should hold nothing
 // else, or the check fails.
 func Copy(ctx context.Context, src Source, dst Importer) (Result, error) {
@@ -65,6 +66,11 @@ func Copy(ctx context.Context, src Source, dst Importer) (Result, error) {
 		}
 		if err := dst.QueueSetDurability(ctx, q.Name, levelOf(q.Durability)); err != nil {
 			return res, fmt.Errorf("copy queue %s: %w", q.Name, err)
+		}
+		if !q.Settings.IsZero() {
+			if err := dst.QueueSetSettings(ctx, q.Name, q.Settings); err != nil {
+				return res, fmt.Errorf("copy queue %s: %w", q.Name, err)
+			}
 		}
 	}
 	schedules, err := src.ScheduleList(ctx)
@@ -97,8 +103,8 @@ func Copy(ctx context.Context, src Source, dst Importer) (Result, error) {
 }
 
 // Verify fails unless dst has every queue of src with the same paused
-// flag, the same default durability and the same number of jobs in every
-// state.
+// flag, the same default durability, the same settings and the same
+// number of jobs in every state.
 func Verify(ctx context.Context, src, dst store.Admin) error {
 	want, err := src.QueueList(ctx)
 	if err != nil {
@@ -114,6 +120,9 @@ func Verify(ctx context.Context, src, dst store.Admin) error {
 		}
 		if levelOf(got.Durability) != levelOf(q.Durability) {
 			return fmt.Errorf("verify queue %s: durability %s, the source says %s", q.Name, levelOf(got.Durability), levelOf(q.Durability))
+		}
+		if got.Settings != q.Settings {
+			return fmt.Errorf("verify queue %s: settings %v, the source says %v", q.Name, got.Settings, q.Settings)
 		}
 		for _, st := range job.States {
 			if got.Counts[st] != q.Counts[st] {

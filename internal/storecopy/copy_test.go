@@ -21,8 +21,8 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 var t0 = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 
 // An embedded store with jobs in every state, leases, errors, results,
-// progress, tags, unique keys, both durabilities, paused queues and queue
-// durabilities moves to PostgreSQL whole:
+// progress, tags, unique keys, both durabilities, dead-letter copies, paused
+// queues, queue durabilities and settings moves to PostgreSQL whole:
 // every job as it was, in enqueue order; leases still honoured there; and a
 // second run copies nothing more.
 func TestCopyEmbeddedStoreToPostgres(t *testing.T) {
@@ -62,6 +62,10 @@ func TestCopyEmbeddedStoreToPostgres(t *testing.T) {
 		if _, err := src.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: ps[i : i+500], Now: t0}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	settings := job.QueueSettings{DeadLetterQueue: "a-dlq", MaxWait: time.Hour}
+	if err := src.QueueSetSettings(ctx, "a", settings); err != nil {
+		t.Fatal(err)
 	}
 	leased, err := store.ClaimedJobs(src.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"a", "b"}, Max: 400, Now: t0}))
 	if err != nil || len(leased) != 400 {
@@ -125,8 +129,16 @@ func TestCopyEmbeddedStoreToPostgres(t *testing.T) {
 	if err != nil {
 		t.Fatalf("copy: %v", err)
 	}
-	if res.Jobs != 2501 || res.Copied != 2501 || res.Queues != 5 || res.Schedules != 1 {
-		t.Fatalf("copy result %+v", res)
+	letters, err := src.QueueGet(ctx, "a-dlq")
+	if err != nil || letters.Counts[job.StateAvailable] == 0 {
+		t.Fatalf("dead-letter queue of the source: %+v, %v", letters, err)
+	}
+	jobs := 2501 + int(letters.Counts[job.StateAvailable])
+	if res.Jobs != jobs || res.Copied != jobs || res.Queues != 6 || res.Schedules != 1 {
+		t.Fatalf("copy result %+v, want %d jobs of 6 queues", res, jobs)
+	}
+	if q, err := dst.QueueGet(ctx, "a"); err != nil || q.Settings != settings {
+		t.Fatalf("queue a after the copy: %+v, %v", q, err)
 	}
 	gotSchedule, err := dst.ScheduleGet(ctx, "nightly")
 	if err != nil {

@@ -28,6 +28,10 @@ const (
 	// PermWork routes lease jobs and report on leased jobs: fetch, ack,
 	// fail, extend, release and progress.
 	PermWork Permission = "work"
+	// PermTransact routes report on leased jobs and add jobs in one call,
+	// a transaction: they need what PermWork and PermEnqueue both grant,
+	// and a role has PermTransact when it has both.
+	PermTransact Permission = "transact"
 	// PermManage routes change jobs or queues outside the worker's cycle:
 	// cancel, retry and delete jobs; pause, resume and purge queues and
 	// set their durability; bulk retry and delete.
@@ -53,7 +57,13 @@ const (
 var Roles = []Role{RoleAdmin, RoleProducer, RoleWorker, RoleReadOnly}
 
 // Permissions lists every permission.
-var Permissions = []Permission{PermPublic, PermRead, PermEnqueue, PermWork, PermManage}
+var Permissions = []Permission{PermPublic, PermRead, PermEnqueue, PermWork, PermTransact, PermManage}
+
+// combined are the permissions that a role has when it has each of
+// their parts, rather than by the permission table.
+var combined = map[Permission][]Permission{
+	PermTransact: {PermWork, PermEnqueue},
+}
 
 // rolePermissions is the permission table: what each role may do besides
 // the public routes, which need no token at all.
@@ -67,6 +77,14 @@ var rolePermissions = map[Role][]Permission{
 // Allows reports whether a token of role r may call a route that requires
 // p.
 func (r Role) Allows(p Permission) bool {
+	if parts, ok := combined[p]; ok {
+		for _, part := range parts {
+			if !r.Allows(part) {
+				return false
+			}
+		}
+		return true
+	}
 	return p == PermPublic || slices.Contains(rolePermissions[r], p)
 }
 

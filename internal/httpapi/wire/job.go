@@ -23,7 +23,13 @@ func AppendJob(b []byte, j *job.Job) []byte {
 	b = append(b, `{"id":`...)
 	b = appendString(b, j.ID)
 	b = append(b, `,"queue":`...)
-	b = appendString(b, j.Queue)
+	if queue, group, lane := job.SplitLane(j.Queue); lane {
+		b = appendString(b, queue)
+		b = append(b, `,"consumer_group":`...)
+		b = appendString(b, group)
+	} else {
+		b = appendString(b, j.Queue)
+	}
 	b = append(b, `,"kind":`...)
 	b = appendString(b, j.Kind)
 	b = append(b, `,"payload":`...)
@@ -114,6 +120,13 @@ func AppendJob(b []byte, j *job.Job) []byte {
 	if !j.FinishedAt.IsZero() {
 		b = append(b, `,"finished_at":`...)
 		b = appendTime(b, j.FinishedAt)
+	}
+	if !j.DeadLetterOf.IsZero() {
+		b = append(b, `,"dead_letter_of":{"queue":`...)
+		b = appendString(b, j.DeadLetterOf.Queue)
+		b = append(b, `,"id":`...)
+		b = appendString(b, j.DeadLetterOf.ID)
+		b = append(b, '}')
 	}
 	return append(b, '}')
 }

@@ -37,6 +37,12 @@ type reference struct {
 	CreatedAt       time.Time          `json:"created_at"`
 	StartedAt       *time.Time         `json:"started_at,omitempty"`
 	FinishedAt      *time.Time         `json:"finished_at,omitempty"`
+	DeadLetterOf    *referenceRef      `json:"dead_letter_of,omitempty"`
+}
+
+type referenceRef struct {
+	Queue string `json:"queue"`
+	ID    string `json:"id"`
 }
 
 func referenceOf(j *job.Job) reference {
@@ -57,6 +63,9 @@ func referenceOf(j *job.Job) reference {
 	}
 	if j.State == job.StateActive {
 		r.Lease = map[string]any{"token": j.LeaseToken, "expires_at": j.LeaseExpiresAt}
+	}
+	if !j.DeadLetterOf.IsZero() {
+		r.DeadLetterOf = &referenceRef{Queue: j.DeadLetterOf.Queue, ID: j.DeadLetterOf.ID}
 	}
 	return r
 }
@@ -106,6 +115,9 @@ func randomJob(rng *rand.Rand) *job.Job {
 	}
 	if j.State.Final() {
 		j.FinishedAt = at()
+	}
+	if rng.IntN(4) == 0 {
+		j.DeadLetterOf = job.JobRef{Queue: pick(), ID: job.NewID(at())}
 	}
 	return j
 }

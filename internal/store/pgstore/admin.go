@@ -14,7 +14,7 @@ import (
 
 const (
 	sqlJobByID      = `SELECT * FROM (` + hotSelect + ` WHERE j.id = $1 UNION ALL ` + doneSelect + ` WHERE d.id = $1) x LIMIT 1`
-	sqlLockHot      = `SELECT seq, queue, state FROM spool_jobs WHERE id = $1 FOR UPDATE`
+	sqlLockHot      = `SELECT seq, queue, state, attempt FROM spool_jobs WHERE id = $1 FOR UPDATE`
 	sqlDoneState    = `SELECT seq, state FROM spool_jobs_done WHERE id = $1 FOR UPDATE`
 	sqlCancelActive = `UPDATE spool_jobs SET cancel_requested = true WHERE seq = $1`
 	// sqlRetryHot makes a waiting job available now with no attempts.
@@ -36,7 +36,7 @@ WHERE seq = ANY($1)`
 	SELECT seq, id, queue, kind, payload, priority, 'available', $2, 0, max_attempts, backoff_kind, backoff_base,
 		backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, result, errors, progress, lease_token,
 		false, created_at, started_at, NULL, durability,
-		CASE WHEN grp IS NOT NULL THEN grp WHEN queue = ANY(flow.names) THEN '' END
+		CASE WHEN grp IS NOT NULL THEN grp WHEN queue = ANY(flow.names) THEN '' END, dead_letter_of_queue, dead_letter_of_id
 	FROM gone CROSS JOIN flow
 	RETURNING seq
 )
@@ -56,6 +56,11 @@ ON CONFLICT (name) DO UPDATE SET paused = excluded.paused`
 	sqlSetDurability = `INSERT INTO spool_queues (name, durability) VALUES ($1, $2)
 ON CONFLICT (name) DO UPDATE SET durability = excluded.durability`
 	sqlPurgeQueue = `DELETE FROM spool_jobs WHERE queue = $1 AND state = 'available'`
+	// sqlNotifyOrdered announces queue $3 on channel $1 as node $2 if it is
+	// ordered: a job that held one of its groups (job.HoldsGroup) and
+	// ends without being active frees the group, which fetches parked on
+	// other nodes may take.
+	sqlNotifyOrdered = `SELECT pg_notify($1, $2 || ' ' || name) FROM spool_queues WHERE name = $3 AND ordered`
 	// sqlCancelWaiting moves a waiting job to spool_jobs_done, cancelled.
 	sqlCancelWaiting = `WITH gone AS (
 	DELETE FROM spool_jobs WHERE seq = $1 RETURNING ` + jobColumns + `
@@ -63,7 +68,7 @@ ON CONFLICT (name) DO UPDATE SET durability = excluded.durability`
 ` + doneInsert + `
 SELECT seq, id, queue, kind, payload, priority, 'cancelled', run_at, attempt, max_attempts, backoff_kind,
 	backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, result, errors, progress,
-	lease_token, cancel_requested, created_at, started_at, $2, durability, grp
+	lease_token, cancel_requested, created_at, started_at, $2, durability, grp, dead_letter_of_queue, dead_letter_of_id
 FROM gone`
 )
 
@@ -93,21 +98,42 @@ func getTx(ctx context.Context, tx pgx.Tx, id string) (*job.Job, error) {
 
 // hotRow is a locked row of spool_jobs.
 type hotRow struct {
-	seq   int64
-	queue string
-	state job.State
+	seq     int64
+	queue   string
+	state   job.State
+	attempt int
+}
+
+// freesGroup reports whether removing r from spool_jobs frees its group
+// in an ordered queue: it holds the group and is not active (an active
+// job ends through an ack or fail, which announce the freed place).
+func (r hotRow) freesGroup() bool {
+	return r.state != job.StateActive && job.HoldsGroup(r.state, r.attempt)
 }
 
 // lockHot locks job id in spool_jobs. found is false when it is not there
 // (it is finished, or unknown).
 func lockHot(ctx context.Context, tx pgx.Tx, id string) (r hotRow, found bool, err error) {
 	var state string
-	err = tx.QueryRow(ctx, sqlLockHot, id).Scan(&r.seq, &r.queue, &state)
+	var attempt int32
+	err = tx.QueryRow(ctx, sqlLockHot, id).Scan(&r.seq, &r.queue, &state, &attempt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, false, nil
 	}
-	r.state = job.State(state)
+	r.state, r.attempt = job.State(state), int(attempt)
 	return r, err == nil, err
+}
+
+// notifyFreed announces r's queue, in tx, when removing r frees its group
+// (see hotRow.freesGroup) in an ordered queue.
+func (s *Store) notifyFreed(ctx context.Context, tx pgx.Tx, r hotRow) error {
+	if !r.freesGroup() {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, sqlNotifyOrdered, s.channel, s.node, r.queue); err != nil {
+		return fmt.Errorf("notify: %w", err)
+	}
+	return nil
 }
 
 // doneState locks a finished job and returns its seq and state, or
@@ -122,7 +148,9 @@ func doneState(ctx context.Context, tx pgx.Tx, id string) (int64, job.State, err
 	return seq, job.State(state), err
 }
 
-// JobCancel cancels a job; see store.Admin.
+// JobCancel cancels a job; see store.Admin. Cancelling a waiting job
+// that held its group in an ordered queue wakes the fetches parked on the
+// queue on other nodes.
 func (s *Store) JobCancel(ctx context.Context, id string, now time.Time) (*job.Job, error) {
 	var out *job.Job
 	err := s.tx(ctx, func(tx pgx.Tx) error {
@@ -142,8 +170,13 @@ func (s *Store) JobCancel(ctx context.Context, id string, now time.Time) (*job.J
 			if _, err := tx.Exec(ctx, sqlCancelActive, r.seq); err != nil {
 				return err
 			}
-		} else if _, err := tx.Exec(ctx, sqlCancelWaiting, r.seq, micro(now)); err != nil {
-			return err
+		} else {
+			if _, err := tx.Exec(ctx, sqlCancelWaiting, r.seq, micro(now)); err != nil {
+				return err
+			}
+			if err := s.notifyFreed(ctx, tx, r); err != nil {
+				return err
+			}
 		}
 		out, err = getTx(ctx, tx, id)
 		return err
@@ -197,7 +230,9 @@ func (s *Store) JobRetry(ctx context.Context, id string, now time.Time) (*job.Jo
 	return out, nil
 }
 
-// JobDelete removes a job that is not active; see store.Admin.
+// JobDelete removes a job that is not active; see store.Admin. Deleting
+// a job that held its group in an ordered queue wakes the fetches parked
+// on the queue on other nodes.
 func (s *Store) JobDelete(ctx context.Context, id string) error {
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		r, found, err := lockHot(ctx, tx, id)
@@ -208,8 +243,10 @@ func (s *Store) JobDelete(ctx context.Context, id string) error {
 			if r.state == job.StateActive {
 				return fmt.Errorf("job is active, cancel it first: %w", job.ErrInvalidState)
 			}
-			_, err := tx.Exec(ctx, sqlDeleteHot, r.seq)
-			return err
+			if _, err := tx.Exec(ctx, sqlDeleteHot, r.seq); err != nil {
+				return err
+			}
+			return s.notifyFreed(ctx, tx, r)
 		}
 		tag, err := tx.Exec(ctx, sqlDeleteDone, id)
 		if err != nil {
@@ -268,7 +305,9 @@ func (s *Store) JobRetryMany(ctx context.Context, p *store.JobBulkParams) (int, 
 }
 
 // JobDeleteMany deletes every job of one queue in one state but active;
-// see store.Admin.
+// see store.Admin. Deleting waiting jobs of an ordered queue, which may
+// have held their groups, wakes the fetches parked on the queue on other
+// nodes.
 func (s *Store) JobDeleteMany(ctx context.Context, p *store.JobBulkParams) (int, error) {
 	if err := s.check(); err != nil {
 		return 0, wrap("delete jobs", err)
@@ -276,15 +315,31 @@ func (s *Store) JobDeleteMany(ctx context.Context, p *store.JobBulkParams) (int,
 	if p.State == job.StateActive || !p.State.Valid() {
 		return 0, fmt.Errorf("delete jobs in state %q: %w", p.State, job.ErrInvalidState)
 	}
-	query := sqlDeleteManyHot
 	if p.State.Final() {
-		query = sqlDeleteManyDone
+		tag, err := s.pool.Exec(ctx, sqlDeleteManyDone, p.Queue, string(p.State))
+		if err != nil {
+			return 0, wrap("delete jobs", err)
+		}
+		return int(tag.RowsAffected()), nil
 	}
-	tag, err := s.pool.Exec(ctx, query, p.Queue, string(p.State))
+	n := 0
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, sqlDeleteManyHot, p.Queue, string(p.State))
+		if err != nil {
+			return err
+		}
+		if n = int(tag.RowsAffected()); n == 0 {
+			return nil
+		}
+		if _, err := tx.Exec(ctx, sqlNotifyOrdered, s.channel, s.node, p.Queue); err != nil {
+			return fmt.Errorf("notify: %w", err)
+		}
+		return nil
+	})
 	if err != nil {
 		return 0, wrap("delete jobs", err)
 	}
-	return int(tag.RowsAffected()), nil
+	return n, nil
 }
 
 // QueueSetPaused pauses or resumes a queue, creating it if unknown, and

@@ -2,7 +2,11 @@ package pgstore
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/store"
@@ -27,33 +31,38 @@ const claimTail = `, leased AS (
 SELECT ` + leasedColumns + `, leased.expires_at FROM leased
 ORDER BY leased.priority DESC, leased.run_at, leased.seq`
 
-const (
+var (
 	// sqlClaimOne claims from one queue: the claim index hands out rows in
 	// claim order and SKIP LOCKED passes over rows other claimers hold. A
-	// paused queue, or one with flow control (claimFlow's), gives nothing.
+	// paused queue, or one with flow control (claimFlow's), gives nothing;
+	// jobs past the queue's maximum wait are passed over (expire.go).
 	sqlClaimOne = `WITH picked AS (
-	SELECT ctid FROM spool_jobs
+	SELECT ctid FROM spool_jobs j
 	WHERE state = 'available' AND queue = $1
 		AND NOT EXISTS (SELECT 1 FROM spool_queues WHERE name = $1 AND (paused OR flow))
+		AND ` + fmt.Sprintf(waitOK, `COALESCE((SELECT max_wait_ns FROM spool_queues WHERE name = $1), 0)`) + `
 	ORDER BY priority DESC, run_at, seq
 	LIMIT $4::int4
 	FOR UPDATE SKIP LOCKED
 )` + claimTail
 	// sqlClaimMany claims across queues: it takes the head of each
-	// unpaused queue without flow control from the claim index, merges
-	// them in claim order, and locks the first $4 that no other claimer
-	// holds.
+	// unpaused queue without flow control from the claim index, passing
+	// over the jobs past the queue's maximum wait, merges them in claim
+	// order, and locks the first $4 that no other claimer holds, looking
+	// at the wait again for each row it locks.
 	sqlClaimMany = `WITH cand AS (
 	SELECT h.seq FROM unnest($1::text[]) AS q(name)
+	LEFT JOIN spool_queues p ON p.name = q.name
 	CROSS JOIN LATERAL (
-		SELECT seq, priority, run_at FROM spool_jobs
-		WHERE state = 'available' AND queue = q.name
+		SELECT seq, priority, run_at FROM spool_jobs j
+		WHERE state = 'available' AND queue = q.name AND ` + fmt.Sprintf(waitOK, `COALESCE(p.max_wait_ns, 0)`) + `
 		ORDER BY priority DESC, run_at, seq LIMIT $4::int4) h
-	WHERE NOT EXISTS (SELECT 1 FROM spool_queues p WHERE p.name = q.name AND (p.paused OR p.flow))
+	WHERE NOT COALESCE(p.paused OR p.flow, false)
 	ORDER BY h.priority DESC, h.run_at, h.seq LIMIT $4::int4
 ), picked AS (
-	SELECT ctid FROM spool_jobs
+	SELECT ctid FROM spool_jobs j
 	WHERE seq IN (SELECT seq FROM cand) AND state = 'available'
+		AND ` + fmt.Sprintf(waitOK, `COALESCE((SELECT max_wait_ns FROM spool_queues w WHERE w.name = j.queue), 0)`) + `
 	ORDER BY priority DESC, run_at, seq
 	FOR UPDATE SKIP LOCKED
 )` + claimTail
@@ -90,7 +99,7 @@ func (s *Store) JobClaim(ctx context.Context, p *store.JobClaimParams) (*store.C
 		}
 	}
 	if len(plain) > 0 {
-		jobs, err := s.claimPlain(ctx, plain, p, p.Max)
+		jobs, err := s.claimPlain(ctx, plain, p, p.Max, res)
 		if err != nil {
 			return nil, err
 		}
@@ -116,20 +125,39 @@ func (s *Store) JobClaim(ctx context.Context, p *store.JobClaimParams) (*store.C
 }
 
 // claimPlain claims up to max jobs from queues, in claim order across
-// them, passing over the queues with flow control.
-func (s *Store) claimPlain(ctx context.Context, queues []string, p *store.JobClaimParams, max int) ([]*job.Job, error) {
+// them, passing over the queues with flow control and the jobs past their
+// queue's maximum wait. Those it meets at the head of the queues it knows
+// to have a maximum wait it kills once it has claimed (see expire.go),
+// adding the dead-letter queues that got copies to res.
+func (s *Store) claimPlain(ctx context.Context, queues []string, p *store.JobClaimParams, max int, res *store.ClaimResult) ([]*job.Job, error) {
 	query, arg := sqlClaimOne, any(queues[0])
 	if len(queues) > 1 {
 		query, arg = sqlClaimMany, queues
 	}
 	now := micro(p.Now)
-	var out []*job.Job
-	for round := 0; round < maxClaimRounds && len(out) < max; round++ {
-		rows, err := s.pool.Query(ctx, query, arg, now, int64(p.LeaseDuration), max-len(out))
-		if err != nil {
-			return out, wrap("claim jobs", err)
+	waits, err := s.waiting(ctx)
+	if err != nil {
+		return nil, wrap("claim jobs", err)
+	}
+	var waiting []string
+	for _, q := range queues {
+		if waits[q] {
+			waiting = append(waiting, q)
 		}
-		jobs, _, err := scanJobs(rows)
+	}
+	var out []*job.Job
+	var met []int64
+	for round := 0; round < maxClaimRounds && len(out) < max; round++ {
+		var jobs []*job.Job
+		var err error
+		if round == 0 && len(waiting) > 0 {
+			met, jobs, err = s.claimMeeting(ctx, waiting, query, arg, now, p.LeaseDuration, max)
+		} else {
+			var rows pgx.Rows
+			if rows, err = s.pool.Query(ctx, query, arg, now, int64(p.LeaseDuration), max-len(out)); err == nil {
+				jobs, _, err = scanJobs(rows)
+			}
+		}
 		if err != nil {
 			return out, wrap("claim jobs", err)
 		}
@@ -141,5 +169,43 @@ func (s *Store) claimPlain(ctx context.Context, queues []string, p *store.JobCla
 			break
 		}
 	}
+	if len(met) > 0 {
+		// The claimed jobs are leased already: a failure here leaves the
+		// jobs it met to the sweep rather than losing those.
+		if err := s.expireMet(ctx, met, now, res); err != nil {
+			s.logger.Warn("pgstore: jobs past their wait left to the sweep", "err", err)
+		}
+	}
 	return out, nil
+}
+
+// claimMeeting runs the claim query (with arg, at now, with the lease
+// override, for up to max jobs) in one round trip with the read of the
+// jobs past their wait among the first max of each of the waiting
+// queues, and returns those and the claimed jobs.
+func (s *Store) claimMeeting(ctx context.Context, waiting []string, query string, arg any, now time.Time, lease time.Duration,
+	max int) (met []int64, jobs []*job.Job, err error) {
+	batch := &pgx.Batch{}
+	batch.Queue(sqlPastWaitAtHead, waiting, now, max)
+	batch.Queue(query, arg, now, int64(lease), max)
+	br := s.pool.SendBatch(ctx, batch)
+	defer func() {
+		if cerr := br.Close(); err == nil && cerr != nil {
+			err = cerr
+		}
+	}()
+	rows, err := br.Query()
+	if err != nil {
+		return nil, nil, fmt.Errorf("read jobs past their wait: %w", err)
+	}
+	if met, err = pgx.CollectRows(rows, pgx.RowTo[int64]); err != nil {
+		return nil, nil, fmt.Errorf("read jobs past their wait: %w", err)
+	}
+	if rows, err = br.Query(); err != nil {
+		return nil, nil, err
+	}
+	if jobs, _, err = scanJobs(rows); err != nil {
+		return nil, nil, err
+	}
+	return met, jobs, nil
 }

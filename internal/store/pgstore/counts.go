@@ -13,10 +13,12 @@ import (
 
 const (
 	// sqlQueues reads every queue with its paused flag, its default
-	// durability, its limits and its counts: the folded counts plus the
-	// deltas not folded yet. $1 names one queue, or '' for all.
+	// durability, its limits (the ordered flag among them), its settings
+	// and its counts: the folded counts plus the deltas not folded yet. $1
+	// names one queue, or '' for all.
 	sqlQueues = `SELECT q.name, q.paused, q.durability, q.rate_limit, q.rate_period_ns, q.max_active,
-	q.group_rate_limit, q.group_rate_period_ns, q.group_max_active, c.state, c.n FROM spool_queues q
+	q.group_rate_limit, q.group_rate_period_ns, q.group_max_active, q.ordered, COALESCE(q.dead_letter_queue, ''), q.max_wait_ns,
+	c.state, c.n FROM spool_queues q
 LEFT JOIN (
 	SELECT queue, state, sum(n)::int8 AS n FROM (
 		SELECT queue, state, n FROM spool_counts
@@ -71,16 +73,17 @@ func (s *Store) queues(ctx context.Context, q querier, name string) ([]store.Que
 	}
 	out := []store.QueueInfo{}
 	var (
-		qname, durability           string
-		paused                      bool
+		qname, durability, dlq      string
+		paused, ordered             bool
 		rate, maxActive             int32
 		groupRate, groupMaxActive   int32
 		ratePeriod, groupRatePeriod int64
+		maxWait                     int64
 		state                       *string
 		n                           *int64
 	)
 	_, err = pgx.ForEachRow(rows, []any{&qname, &paused, &durability, &rate, &ratePeriod, &maxActive,
-		&groupRate, &groupRatePeriod, &groupMaxActive, &state, &n}, func() error {
+		&groupRate, &groupRatePeriod, &groupMaxActive, &ordered, &dlq, &maxWait, &state, &n}, func() error {
 		if len(out) == 0 || out[len(out)-1].Name != qname {
 			counts := make(map[job.State]int64, len(job.States))
 			for _, st := range job.States {
@@ -91,7 +94,9 @@ func (s *Store) queues(ctx context.Context, q querier, name string) ([]store.Que
 					Rate:      job.Rate{Limit: int(rate), Period: time.Duration(ratePeriod)},
 					MaxActive: int(maxActive), GroupMaxActive: int(groupMaxActive),
 					GroupRate: job.Rate{Limit: int(groupRate), Period: time.Duration(groupRatePeriod)},
-				}})
+					Ordered:   ordered,
+				},
+				Settings: job.QueueSettings{DeadLetterQueue: dlq, MaxWait: time.Duration(maxWait)}})
 		}
 		if state != nil && n != nil {
 			out[len(out)-1].Counts[job.State(*state)] += *n

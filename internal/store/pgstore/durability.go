@@ -8,9 +8,10 @@ import "github.com/spoolq/spool/internal/job"
 //
 // A full job's changes commit with synchronous_commit on (the server's
 // setting, which Spool expects to be on): the call answers once the
-// commit is flushed to disk. An insert, complete, fail or release whose
-// writes all concern process jobs commits with synchronous_commit off
-// instead: it answers once the commit is in PostgreSQL's WAL buffers, so it
+// commit is flushed to disk. An insert, complete, fail, release or
+// transaction (JobTransact) whose writes all concern process jobs commits
+// with synchronous_commit off instead: it answers once the commit is in
+// PostgreSQL's WAL buffers, so it
 // survives a crash of the Spool node, but a crash of PostgreSQL or of its
 // machine loses the commits the WAL writer has not flushed yet (those of
 // about the last three wal_writer_delay). A transaction that also writes a

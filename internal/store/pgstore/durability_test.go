@@ -192,6 +192,49 @@ func TestProcessJobsCommitAsynchronously(t *testing.T) {
 	}
 }
 
+// transact runs one transaction acking ack, failing fail and inserting
+// jobs of the levels given.
+func (b *commitBundle) transact(ack, fail []*job.Job, levels ...job.Durability) func() error {
+	return func() error {
+		p := &store.JobTransactParams{Now: t0}
+		for _, j := range ack {
+			p.Complete = append(p.Complete, store.JobCompleteItem{ID: j.ID, Token: j.LeaseToken})
+		}
+		for _, j := range fail {
+			p.Fail = append(p.Fail, store.JobFailItem{ID: j.ID, Token: j.LeaseToken, Message: "x"})
+		}
+		for _, d := range levels {
+			p.Insert = append(p.Insert, newParams(d))
+		}
+		_, err := b.s.JobTransact(b.ctx, p)
+		return err
+	}
+}
+
+// A transaction commits without waiting for the flush only when every
+// job it acknowledges, fails and inserts is of process durability, even
+// though each of its parts would relax the commit for its own jobs.
+func TestTransactionsCommitAsynchronouslyOnlyWhenAllIsProcess(t *testing.T) {
+	t.Parallel()
+	b := setupCommits(t)
+	full, process := job.DurabilityFull, job.DurabilityProcess
+	b.want("on", "insert of full jobs", b.insert(full, full, full, full))
+	b.want("off", "insert of process jobs", b.insert(process, process, process, process, process))
+	js := b.claim()
+	fulls, procs := js[full], js[process]
+	if len(fulls) != 4 || len(procs) != 5 {
+		t.Fatalf("claimed %d full and %d process jobs, want 4 and 5", len(fulls), len(procs))
+	}
+	one := func(j *job.Job) []*job.Job { return []*job.Job{j} }
+	b.want("off", "transaction of process jobs", b.transact(one(procs[0]), one(procs[1]), process))
+	b.want("on", "process acks and fails with a full insert", b.transact(one(procs[2]), one(procs[3]), full))
+	b.want("on", "a process ack with a full fail", b.transact(one(procs[4]), one(fulls[0])))
+	b.want("on", "a full ack with a process insert", b.transact(one(fulls[1]), nil, process))
+	b.want("off", "inserts of process jobs alone", b.transact(nil, nil, process, process))
+	b.want("on", "a full ack alone", b.transact(one(fulls[2]), nil))
+	b.want("on", "a full fail alone", b.transact(nil, one(fulls[3])))
+}
+
 // The complete statement relaxes its commit by itself, outside any
 // explicit transaction as JobComplete runs it: followed by a read in the
 // same implicit transaction, it leaves synchronous_commit off when it

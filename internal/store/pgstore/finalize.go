@@ -40,7 +40,7 @@ const (
 	SELECT seq, id, queue, kind, payload, priority, CASE WHEN cancel_requested THEN $5::text ELSE $6::text END,
 		run_at, attempt, max_attempts, backoff_kind, backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key,
 		unique_for, tags, new_result, errors, progress, lease_token, cancel_requested, created_at, started_at, $4::timestamptz,
-		durability, grp
+		durability, grp, dead_letter_of_queue, dead_letter_of_id
 	FROM gone
 	RETURNING id, queue, state, durability
 ), relax AS (
@@ -55,16 +55,18 @@ const (
 )
 SELECT id, queue, state FROM moved CROSS JOIN relax CROSS JOIN wake`
 	// sqlLockLeased locks the active jobs whose token is current, in seq
-	// order so that two batches never wait on each other in a cycle.
+	// order so that two batches never wait on each other in a cycle, and
+	// reads their queues' dead-letter queues.
 	sqlLockLeased = `SELECT i.ord, j.seq, j.queue, j.cancel_requested, j.attempt, j.max_attempts, j.run_at, j.lease_ns,
-	j.backoff_kind, j.backoff_base, j.backoff_max, j.backoff_jitter, j.durability
+	j.backoff_kind, j.backoff_base, j.backoff_max, j.backoff_jitter, j.durability, COALESCE(q.dead_letter_queue, '')
 FROM unnest($1::text[], $2::int8[]) WITH ORDINALITY AS i(id, token, ord)
 JOIN spool_jobs j ON j.id = i.id AND j.lease_token = i.token AND j.state = 'active'
+LEFT JOIN spool_queues q ON q.name = j.queue
 ORDER BY j.seq
 FOR UPDATE OF j`
 	// sqlFinish moves jobs to spool_jobs_done in a final state, with a new
-	// attempt count and, when given, one more attempt error; it ends their
-	// leases.
+	// attempt count and, when given, one more attempt error; it ends the
+	// leases of those that had one.
 	sqlFinish = `WITH u AS (
 	SELECT * FROM unnest($1::int8[], $2::text[], $3::int4[], $4::text[]) AS u(seq, state, attempt, err)
 ), gone AS (
@@ -77,7 +79,8 @@ FOR UPDATE OF j`
 	SELECT seq, id, queue, kind, payload, priority, new_state, run_at, new_attempt, max_attempts, backoff_kind,
 		backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, result,
 		CASE WHEN err = '' THEN errors ELSE COALESCE(errors, '[]'::jsonb) || err::jsonb END,
-		progress, lease_token, cancel_requested, created_at, started_at, $5::timestamptz, durability, grp
+		progress, lease_token, cancel_requested, created_at, started_at, $5::timestamptz, durability, grp,
+		dead_letter_of_queue, dead_letter_of_id
 	FROM gone
 	RETURNING seq
 )
@@ -256,6 +259,8 @@ type leased struct {
 	runAt                time.Time
 	backoff              job.Backoff
 	durability           job.Durability
+	// settings are the queue's, as far as the lock reads them.
+	settings job.QueueSettings
 }
 
 // lockLeased locks the active jobs of it whose token is current and
@@ -274,7 +279,7 @@ func lockLeased(ctx context.Context, tx pgx.Tx, it *items) (map[int]*leased, err
 		kind, durability    string
 	)
 	_, err = pgx.ForEachRow(rows, []any{&ord, &l.seq, &l.queue, &l.cancelRequested, &attempt, &maxAtt, &l.runAt, &leaseNS,
-		&kind, &base, &maxD, &l.backoff.Jitter, &durability}, func() error {
+		&kind, &base, &maxD, &l.backoff.Jitter, &durability, &l.settings.DeadLetterQueue}, func() error {
 		c := l
 		c.attempt, c.maxAttempts = int(attempt), int(maxAtt)
 		c.durability = job.Durability(durability)
@@ -300,19 +305,31 @@ type change struct {
 	err     string // one more attempt error as a JSON array, or ""
 	// durability is the job's level when known; empty counts as full.
 	durability job.Durability
+	// deadLetter is the queue that gets a copy of a job that dies, or "";
+	// see job.QueueSettings.DeadLetterFor.
+	deadLetter string
 }
 
 // apply carries out changes in tx at now and notifies the queues in
 // which jobs became available, and the other queues of the changes that
-// have an active cap (every change ends an active job). When every change
-// is to a process job, tx commits without waiting for the WAL flush.
-func (s *Store) apply(ctx context.Context, tx pgx.Tx, changes []change, available []string, now time.Time) error {
+// have an active cap (every change ends an active job). A job that dies
+// with a deadLetter leaves its copy there (see deadLetter); apply returns
+// the copies by the seq of their dead jobs. When every change is to a
+// process job, tx commits without waiting for the WAL flush.
+func (s *Store) apply(ctx context.Context, tx pgx.Tx, changes []change, available []string, now time.Time) (map[int64]job.JobRef, error) {
 	var fSeq, wSeq []int64
 	var fState, wState, fErr, wErr []string
 	var fAtt, wAtt []int32
 	var wRun []time.Time
 	var freed []string
+	var letters map[int64]string
 	for _, c := range changes {
+		if c.deadLetter != "" {
+			if letters == nil {
+				letters = make(map[int64]string)
+			}
+			letters[c.seq] = c.deadLetter
+		}
 		if !slices.Contains(available, c.queue) && !slices.Contains(freed, c.queue) {
 			freed = append(freed, c.queue)
 		}
@@ -338,12 +355,12 @@ func (s *Store) apply(ctx context.Context, tx pgx.Tx, changes []change, availabl
 		batch.Queue(sqlNotifyCapped, s.channel, s.node, notifyChunk, freed)
 	}
 	if batch.Len() == 0 {
-		return nil
+		return nil, nil
 	}
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-		return fmt.Errorf("apply changes: %w", err)
+		return nil, fmt.Errorf("apply changes: %w", err)
 	}
-	return nil
+	return s.deadLetter(ctx, tx, letters, now)
 }
 
 // JobFail records failed attempts item by item, each where
@@ -352,23 +369,30 @@ func (s *Store) JobFail(ctx context.Context, p *store.JobFailParams) ([]store.Ou
 	it := newItems(len(p.Items), func(i int) (string, int64) { return p.Items[i].ID, p.Items[i].Token })
 	now := micro(p.Now)
 	out, err := s.endLeases(ctx, it, len(p.Items), now, func(i int, l *leased) (change, store.Outcome, error) {
-		item := &p.Items[i]
-		state, runAt := job.AfterFailure(&job.Failure{CancelRequested: l.cancelRequested, Attempt: l.attempt,
-			MaxAttempts: l.maxAttempts, NoRetry: item.NoRetry, RetryAfter: item.RetryAfter, Backoff: l.backoff}, now, p.Rand)
-		c := change{seq: l.seq, queue: l.queue, state: state, attempt: l.attempt, runAt: l.runAt, durability: l.durability}
-		o := store.Outcome{Queue: l.queue, State: state}
-		if !runAt.IsZero() {
-			c.runAt = micro(runAt)
-			o.RunAt = c.runAt
-		}
-		var err error
-		c.err, err = attemptErrorString(l.attempt, item.Message, now)
-		return c, o, err
+		return failChange(&p.Items[i], l, now, p.Rand)
 	})
 	if err != nil {
 		return nil, wrap("fail jobs", err)
 	}
 	return out, nil
+}
+
+// failChange is where the failed attempt item of the locked job l goes at
+// now, as job.AfterFailure decides (rnd giving the jitter), and its
+// outcome.
+func failChange(item *store.JobFailItem, l *leased, now time.Time, rnd func() float64) (change, store.Outcome, error) {
+	state, runAt := job.AfterFailure(&job.Failure{CancelRequested: l.cancelRequested, Attempt: l.attempt,
+		MaxAttempts: l.maxAttempts, NoRetry: item.NoRetry, RetryAfter: item.RetryAfter, Backoff: l.backoff}, now, rnd)
+	c := change{seq: l.seq, queue: l.queue, state: state, attempt: l.attempt, runAt: l.runAt, durability: l.durability,
+		deadLetter: l.settings.DeadLetterFor(state)}
+	o := store.Outcome{Queue: l.queue, State: state}
+	if !runAt.IsZero() {
+		c.runAt = micro(runAt)
+		o.RunAt = c.runAt
+	}
+	var err error
+	c.err, err = attemptErrorString(l.attempt, item.Message, now)
+	return c, o, err
 }
 
 // JobRelease hands active jobs back unrun, item by item, each where
@@ -388,8 +412,9 @@ func (s *Store) JobRelease(ctx context.Context, p *store.JobReleaseParams) ([]st
 
 // endLeases locks the leased jobs of it, n items in all, and ends each
 // lease with the change and outcome end gives for item i; items that do
-// not hold their job's lease get its miss. Queues that get a job back
-// available are woken.
+// not hold their job's lease get its miss, and those whose job died into
+// a dead-letter queue its copy. Queues that get a job back available are
+// woken.
 func (s *Store) endLeases(ctx context.Context, it *items, n int, now time.Time,
 	end func(i int, l *leased) (change, store.Outcome, error)) ([]store.Outcome, error) {
 	var out []store.Outcome
@@ -402,6 +427,7 @@ func (s *Store) endLeases(ctx context.Context, it *items, n int, now time.Time,
 		matched := make([]bool, len(it.ids))
 		var changes []change
 		var available []string
+		item := make(map[int64]int) // seq → item
 		for k, i := range it.pos {
 			l := locked[k]
 			if l == nil {
@@ -417,9 +443,14 @@ func (s *Store) endLeases(ctx context.Context, it *items, n int, now time.Time,
 			}
 			changes = append(changes, c)
 			out[i] = o
+			item[c.seq] = i
 		}
-		if err := s.apply(ctx, tx, changes, available, now); err != nil {
+		letters, err := s.apply(ctx, tx, changes, available, now)
+		if err != nil {
 			return err
+		}
+		for seq, ref := range letters {
+			out[item[seq]].DeadLetter = ref
 		}
 		return it.settle(ctx, tx, out, matched)
 	})

@@ -73,11 +73,12 @@ ON CONFLICT (name) DO UPDATE SET grouped = true`
 	// sqlSetLimits stores the limits of a queue, creating it if unknown.
 	// A rate that is cleared takes its start log with it.
 	sqlSetLimits = `INSERT INTO spool_queues (name, rate_limit, rate_period_ns, max_active, group_rate_limit,
-	group_rate_period_ns, group_max_active)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
+	group_rate_period_ns, group_max_active, ordered)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 ON CONFLICT (name) DO UPDATE SET rate_limit = excluded.rate_limit, rate_period_ns = excluded.rate_period_ns,
 	max_active = excluded.max_active, group_rate_limit = excluded.group_rate_limit,
 	group_rate_period_ns = excluded.group_rate_period_ns, group_max_active = excluded.group_max_active,
+	ordered = excluded.ordered,
 	rate_starts = CASE WHEN excluded.rate_limit = 0 THEN NULL ELSE spool_queues.rate_starts END
 RETURNING flow, paused`
 	// sqlClearGroupStarts drops the group start logs of a queue whose
@@ -95,15 +96,18 @@ RETURNING flow, paused`
 
 // QueueSetLimits sets a queue's flow control, creating the queue if
 // unknown; zero limits remove it (a queue that ever had a job with a group
-// keeps round-robin over its groups); see store.Admin. The lanes of the
-// queue's consumer groups get the same limits in the same transaction. A
-// queue that gets flow control gives its pending jobs without a group the
-// empty group. The fetches parked on the queue on every node wake, since
-// new limits may let more jobs out.
+// keeps round-robin over its groups); see store.Admin. The limits are kept
+// normalized (job.Limits.Normalized), so an ordered queue has a group cap
+// of 1, which the claim and the wake-ups of freed places rely on. The
+// lanes of the queue's consumer groups get the same limits in the same
+// transaction. A queue that gets flow control gives its pending jobs
+// without a group the empty group. The fetches parked on the queue on
+// every node wake, since new limits may let more jobs out.
 func (s *Store) QueueSetLimits(ctx context.Context, name string, l job.Limits) error {
 	if err := s.check(); err != nil {
 		return wrap("set queue limits", err)
 	}
+	l = l.Normalized()
 	flows := make(map[string]bool)
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		clear(flows)
@@ -155,7 +159,7 @@ func applyLimits(ctx context.Context, tx pgx.Tx, name string, l job.Limits, grou
 		}
 	}
 	if err := tx.QueryRow(ctx, sqlSetLimits, name, l.Rate.Limit, int64(l.Rate.Period), l.MaxActive,
-		l.GroupRate.Limit, int64(l.GroupRate.Period), l.GroupMaxActive).Scan(&flow, &paused); err != nil {
+		l.GroupRate.Limit, int64(l.GroupRate.Period), l.GroupMaxActive, l.Ordered).Scan(&flow, &paused); err != nil {
 		return false, false, fmt.Errorf("store limits of %s: %w", name, err)
 	}
 	if l.GroupRate.IsZero() {

@@ -122,6 +122,45 @@ func TestFlowCapsHoldAcrossNodes(t *testing.T) {
 	}
 }
 
+// listenOn opens a store on url that listens as another node would, and
+// returns a function that waits for the next queues it is woken for. It
+// returns once the listener listens: the listener announces every known
+// queue when it connects, so s makes a queue for the purpose and waits
+// for its announcement.
+func listenOn(t *testing.T, url string, s *Store) (next func() []string) {
+	t.Helper()
+	ctx := context.Background()
+	woken := make(chan []string, 16)
+	listener, err := Open(ctx, Config{URL: url, Migrate: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Hooks: store.Hooks{OnAvailable: func(qs []string) { woken <- qs }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = listener.Close() })
+	if err := s.QueueSetPaused(ctx, "hello", false); err != nil {
+		t.Fatal(err)
+	}
+	for qs := range woken {
+		if slices.Contains(qs, "hello") {
+			break
+		}
+	}
+	return func() []string {
+		t.Helper()
+		for {
+			select {
+			case qs := <-woken:
+				if !slices.Equal(qs, []string{"hello"}) { // the listener may announce it twice
+					return qs
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("no notification")
+				return nil
+			}
+		}
+	}
+}
+
 func complete(t *testing.T, s *Store, js []*job.Job) {
 	t.Helper()
 	items := make([]store.JobCompleteItem, len(js))
@@ -140,38 +179,8 @@ func TestFlowFreedPlaceWakesOtherNodes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	url := pgtest.Schema(t)
-	woken := make(chan []string, 16)
-	listener, err := Open(ctx, Config{URL: url, Migrate: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Hooks: store.Hooks{OnAvailable: func(qs []string) { woken <- qs }}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = listener.Close() })
-	// The listener announces every known queue when it connects: wait for
-	// a first announcement of a queue made for the purpose.
 	s := open(t, url)
-	if err := s.QueueSetPaused(ctx, "hello", false); err != nil {
-		t.Fatal(err)
-	}
-	for qs := range woken {
-		if slices.Contains(qs, "hello") {
-			break
-		}
-	}
-	next := func() []string {
-		t.Helper()
-		for {
-			select {
-			case qs := <-woken:
-				if !slices.Equal(qs, []string{"hello"}) { // the listener may announce it twice
-					return qs
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatal("no notification")
-				return nil
-			}
-		}
-	}
+	next := listenOn(t, url, s)
 	mustInsert(t, s, append(groupJobs("plain", "", 2), groupJobs("capped", "", 2)...))
 	if qs := next(); !slices.Equal(qs, []string{"plain", "capped"}) {
 		t.Fatalf("after an insert: woken for %v", qs)
@@ -275,7 +284,10 @@ func TestStartLogEncoding(t *testing.T) {
 
 // BenchmarkFlowClaim claims 100 jobs at a time from a queue with flow
 // control, each batch acked with the timer stopped, so that the time per
-// claim compares with BenchmarkStore/Claim100 of a plain queue.
+// claim compares with BenchmarkStore/Claim100 of a plain queue. An
+// ordered queue of 1,000 partitions compares with 1,000 groups capped at
+// one active job each: the same jobs go out, and the ordered claim also
+// looks up each group's holder.
 func BenchmarkFlowClaim(b *testing.B) {
 	for _, bc := range []struct {
 		name   string
@@ -286,6 +298,7 @@ func BenchmarkFlowClaim(b *testing.B) {
 		{"MaxActive", 0, job.Limits{MaxActive: 1000}},
 		{"Rate", 0, job.Limits{Rate: job.Rate{Limit: job.MaxRateLimit, Period: time.Millisecond}}},
 		{"Groups1000GroupMaxActive1", 1000, job.Limits{GroupMaxActive: 1}},
+		{"Ordered1000", 1000, job.Limits{Ordered: true}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			ctx := context.Background()
@@ -414,6 +427,9 @@ func TestPruneDropsIdleStartLogs(t *testing.T) {
 	if err := s.QueueSetLimits(ctx, "q", job.Limits{GroupRate: job.Rate{Limit: 1, Period: time.Minute}}); err != nil {
 		t.Fatal(err)
 	}
+	// The ordered queue's groups hold enough jobs that a scan of every
+	// available job costs more than a seek: with two, the planner may
+	// read the whole group claim index for the available holder.
 	for _, g := range []string{"a", "b", "c"} {
 		mustInsert(t, s, groupJobs("q", g, 2))
 	}
@@ -445,9 +461,12 @@ func TestPruneDropsIdleStartLogs(t *testing.T) {
 	}
 }
 
-// A claim counts each group's active jobs with one seek into the active
-// index by queue and group: the groups it finds must compare in the
-// index's collation, or every count reads all the queue's active jobs.
+// A claim counts each group's active jobs with one seek into the held
+// index by queue, state and group, and in an ordered queue looks each
+// group's holder up with seeks by group too: the groups the walk finds
+// must compare in the index's collation, or every count reads all the
+// queue's active jobs. The heads of an ordered queue's groups come from
+// the group claim index.
 func TestGroupActiveCountsSeekTheIndex(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -455,11 +474,20 @@ func TestGroupActiveCountsSeekTheIndex(t *testing.T) {
 	if err := s.QueueSetLimits(ctx, "q", job.Limits{GroupMaxActive: 1, GroupRate: job.Rate{Limit: 5, Period: time.Minute}}); err != nil {
 		t.Fatal(err)
 	}
+	if err := s.QueueSetLimits(ctx, "o", job.Limits{Ordered: true}); err != nil {
+		t.Fatal(err)
+	}
+	// The ordered queue's groups hold enough jobs that a scan of every
+	// available job costs more than a seek: with two, the planner may
+	// read the whole group claim index for the available holder.
 	for _, g := range []string{"a", "b", "c"} {
 		mustInsert(t, s, groupJobs("q", g, 2))
+		mustInsert(t, s, groupJobs("o", g, 100))
 	}
-	if js, err := store.ClaimedJobs(s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"q"}, Max: 10, Now: t0})); err != nil || len(js) != 3 {
-		t.Fatalf("claim: %d jobs, %v", len(js), err)
+	for _, q := range []string{"q", "o"} {
+		if js, err := store.ClaimedJobs(s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{q}, Max: 10, Now: t0})); err != nil || len(js) != 3 {
+			t.Fatalf("claim %s: %d jobs, %v", q, len(js), err)
+		}
 	}
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
@@ -470,12 +498,25 @@ func TestGroupActiveCountsSeekTheIndex(t *testing.T) {
 	if _, err := tx.Exec(ctx, `SET LOCAL enable_seqscan = off`); err != nil {
 		t.Fatal(err)
 	}
-	var plan string
-	if err := tx.QueryRow(ctx, `EXPLAIN (FORMAT JSON) `+sqlGroupsFrom, "q", "", false, 10, 1, true).Scan(&plan); err != nil {
-		t.Fatalf("explain the group walk: %v", err)
-	}
-	seek := regexp.MustCompile(`"Index Name": "spool_jobs_group_active",[^}]*"Index Cond": "[^"]*AND \(grp = \(*g\.grp\)*::text`)
-	if !seek.MatchString(plan) {
-		t.Errorf("the group walk does not seek the active index by group:\n%s", plan)
+	count := regexp.MustCompile(`"Index Name": "spool_jobs_group_held",[^}]*"Index Cond": "[^"]*AND \(state = 'active'::text\) AND \(grp = \(*g\.grp\)*::text`)
+	holder := regexp.MustCompile(`"Index Name": "spool_jobs_group_held",[^}]*"Index Cond": "[^"]*AND \(state = '(available|retrying|scheduled)'::text\) AND \(grp = \(*g\.grp\)*::text`)
+	heads := regexp.MustCompile(`"Index Name": "spool_jobs_group_claim",[^}]*"Index Cond": "(?:[^"\\]|\\.)*AND \(grp = \(*g\.grp\)*::text`)
+	for _, c := range []struct {
+		name, query, queue string
+		want               map[string]*regexp.Regexp
+	}{
+		{"group walk", sqlGroupsFrom, "q", map[string]*regexp.Regexp{"count the active jobs": count}},
+		{"ordered group walk", sqlOrderedGroupsFrom, "o", map[string]*regexp.Regexp{"count the active jobs": count,
+			"look up the holder": holder, "read the heads": heads}},
+	} {
+		var plan string
+		if err := tx.QueryRow(ctx, `EXPLAIN (FORMAT JSON) `+c.query, c.queue, "", false, 10, 1, true).Scan(&plan); err != nil {
+			t.Fatalf("explain the %s: %v", c.name, err)
+		}
+		for what, re := range c.want {
+			if !re.MatchString(plan) {
+				t.Errorf("the %s does not %s with a seek by group:\n%s", c.name, what, plan)
+			}
+		}
 	}
 }

@@ -29,24 +29,24 @@ const (
 	// sqlLockFlowQueue locks a queue's row, which serialises the claims of
 	// the queue across nodes, and reads its flow control.
 	sqlLockFlowQueue = `SELECT paused, flow, rate_limit, rate_period_ns, max_active, group_rate_limit,
-	group_rate_period_ns, group_max_active, last_group, rate_starts
+	group_rate_period_ns, group_max_active, ordered, last_group, rate_starts, max_wait_ns
 FROM spool_queues WHERE name = $1 FOR NO KEY UPDATE`
-	// sqlCountActive counts the active jobs of queue $1 from the active
+	// sqlCountActive counts the active jobs of queue $1 from the held
 	// index, up to its cap (none without one). Sent in one go with
 	// sqlLockFlowQueue, it runs after the lock with a snapshot of its own,
 	// so it sees every claim of the queue that committed before.
 	sqlCountActive = `SELECT count(*) FROM (
 	SELECT 1 FROM spool_jobs WHERE queue = $1 AND state = 'active' AND grp IS NOT NULL
 	LIMIT COALESCE((SELECT max_active FROM spool_queues WHERE name = $1), 0)) a`
-	// sqlGroupsFrom lists up to $4 groups of queue $1 with available jobs,
-	// in byte order from $2 (past it when $3), each with its active jobs
-	// counted up to $5 and, when $6, its start log. It skips from group to
-	// group down the group claim index (a loose index scan), so a claim
-	// reads one index entry per group, not every available job. The groups
-	// found go back to the default collation, the one of the active index
-	// and of spool_group_starts: compared in "C", a group could not be
-	// looked up in them, and each count would scan the queue's active jobs.
-	sqlGroupsFrom = `WITH RECURSIVE g(grp) AS (
+	// sqlGroupWalk finds up to $4 groups of queue $1 with available jobs,
+	// in byte order from $2 (past it when $3), as found(grp). It skips from
+	// group to group down the group claim index (a loose index scan), so a
+	// claim reads one index entry per group, not every available job. The
+	// groups found go back to the default collation, the one of the held
+	// index and of spool_group_starts: compared in "C", a group could not
+	// be looked up in them, and each count would scan the queue's active
+	// jobs.
+	sqlGroupWalk = `WITH RECURSIVE g(grp) AS (
 	(SELECT grp COLLATE "C" FROM spool_jobs
 	WHERE queue = $1 COLLATE "C" AND state = 'available' AND grp IS NOT NULL AND grp >= $2 COLLATE "C"
 	ORDER BY grp COLLATE "C" LIMIT 1)
@@ -58,29 +58,67 @@ FROM spool_queues WHERE name = $1 FOR NO KEY UPDATE`
 ), found AS (
 	SELECT grp COLLATE "default" AS grp FROM g WHERE grp IS NOT NULL AND NOT ($3 AND grp = $2) LIMIT $4
 )
-SELECT f.grp,
+`
+	// sqlGroupsFrom lists the groups of sqlGroupWalk, each with its active
+	// jobs counted up to $5 and, when $6, its start log.
+	sqlGroupsFrom = sqlGroupWalk + `SELECT f.grp,
 	(SELECT count(*) FROM (SELECT 1 FROM spool_jobs a
 		WHERE a.queue = $1 AND a.state = 'active' AND a.grp IS NOT NULL AND a.grp = f.grp LIMIT $5) x),
 	s.starts
 FROM found f LEFT JOIN spool_group_starts s ON $6 AND s.queue = $1 AND s.grp = f.grp
 ORDER BY f.grp COLLATE "C"`
+	// sqlHeldSeek, completed by a state, reads the jobs of group f.grp of
+	// queue $1 in that state that were handed out, with a seek into the
+	// held index. Each waiting state has a seek of its own: with the
+	// states in one list, the planner may scan the whole queue in the
+	// index for the group instead.
+	sqlHeldSeek = `SELECT j.seq, j.state FROM spool_jobs j
+		WHERE j.queue = $1 AND j.grp IS NOT NULL AND j.grp = f.grp AND j.attempt > 0 AND j.state = `
+	// sqlOrderedGroupsFrom lists the groups of sqlGroupWalk in an ordered
+	// queue as sqlGroupsFrom does, each with, when it has no active job,
+	// the seq and state of its holder (its first job in seq order that was
+	// handed out: job.HoldsGroup; an active holder is counted already),
+	// and, when it has no active job and no holder that waits, the seqs of
+	// its first two available jobs in claim order (the second tells
+	// whether the group has jobs beyond the one it may hand out). A group
+	// with an active job costs one seek, as in sqlGroupsFrom; a free one
+	// three more into the held index and one into the group claim index.
+	sqlOrderedGroupsFrom = sqlGroupWalk + `SELECT f.grp, a.n, s.starts, h.seq, h.state,
+	CASE WHEN a.n = 0 AND (h.seq IS NULL OR h.state = 'available') THEN ARRAY(
+		SELECT j.seq FROM spool_jobs j
+		WHERE j.queue = $1 COLLATE "C" AND j.state = 'available' AND j.grp IS NOT NULL AND j.grp = f.grp COLLATE "C"
+		ORDER BY j.priority DESC, j.run_at, j.seq LIMIT 2) END
+FROM found f
+CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM spool_jobs a
+	WHERE a.queue = $1 AND a.state = 'active' AND a.grp IS NOT NULL AND a.grp = f.grp LIMIT $5) x) a
+LEFT JOIN LATERAL (SELECT w.seq, w.state FROM (
+	(` + sqlHeldSeek + `'available' ORDER BY j.seq LIMIT 1)
+	UNION ALL (` + sqlHeldSeek + `'retrying' ORDER BY j.seq LIMIT 1)
+	UNION ALL (` + sqlHeldSeek + `'scheduled' ORDER BY j.seq LIMIT 1)) w
+	WHERE a.n = 0 ORDER BY w.seq LIMIT 1) h ON true
+LEFT JOIN spool_group_starts s ON $6 AND s.queue = $1 AND s.grp = f.grp
+ORDER BY f.grp COLLATE "C"`
 	// sqlGroupHeads reads, for each group of $2, the seqs of up to $3 of
 	// its available jobs in claim order after the first $4, from the
-	// group claim index.
-	sqlGroupHeads = `SELECT g.ord, h.seq FROM unnest($2::text[], $3::int4[], $4::int4[]) WITH ORDINALITY AS g(grp, n, skip, ord)
+	// group claim index, each with whether it is past its wait: not
+	// started and due at $5 or before (NULL: the queue has no maximum
+	// wait).
+	sqlGroupHeads = `SELECT g.ord, h.seq, h.past FROM unnest($2::text[], $3::int4[], $4::int4[]) WITH ORDINALITY AS g(grp, n, skip, ord)
 CROSS JOIN LATERAL (
-	SELECT j.seq, j.priority, j.run_at FROM spool_jobs j
+	SELECT j.seq, j.priority, j.run_at, COALESCE(j.attempt = 0 AND j.run_at <= $5::timestamptz, false) AS past FROM spool_jobs j
 	WHERE j.queue = $1 COLLATE "C" AND j.state = 'available' AND j.grp IS NOT NULL AND j.grp = g.grp COLLATE "C"
 	ORDER BY j.priority DESC, j.run_at, j.seq LIMIT g.n OFFSET g.skip) h
 ORDER BY g.ord, h.priority DESC, h.run_at, h.seq`
 	// sqlClaimSeqs leases the jobs of the seqs $1 that are still
-	// available (see claimTail). It finds them by seq alone, then looks at
-	// the state of the rows it locked: a state in the search would let
-	// the planner scan the claim index.
+	// available and not past their wait, that is started or due after $4
+	// (NULL: no maximum wait); see claimTail. It finds them by seq alone,
+	// then looks at the state of the rows it locked: a state in the
+	// search would let the planner scan the claim index.
 	sqlClaimSeqs = `WITH locked AS (
-	SELECT ctid, state FROM spool_jobs WHERE seq = ANY($1::int8[]) FOR UPDATE
+	SELECT ctid, state, attempt, run_at FROM spool_jobs WHERE seq = ANY($1::int8[]) FOR UPDATE
 ), picked AS (
-	SELECT ctid FROM locked WHERE state = 'available'
+	SELECT ctid FROM locked
+	WHERE state = 'available' AND (attempt > 0 OR run_at > COALESCE($4::timestamptz, '-infinity'))
 )` + claimTail
 	// sqlFlowCursor stores the last group served and the rate start log.
 	sqlFlowCursor = `UPDATE spool_queues SET last_group = $2, rate_starts = $3 WHERE name = $1`
@@ -96,8 +134,22 @@ ON CONFLICT (queue, grp) DO UPDATE SET starts = excluded.starts, last_start = ex
 // claimFlow claims up to p.Max-len(res.Jobs) jobs of queue q, which this
 // node believes to have flow control, into res, and adds to res what held
 // q's other available jobs back. A queue without flow control after all
-// is forgotten and claimed the plain way.
+// is forgotten and claimed the plain way. The jobs past their wait that a
+// claim meets take places it could have filled: when it met some and
+// came out short, it claims again, up to maxClaimRounds times.
 func (s *Store) claimFlow(ctx context.Context, q string, p *store.JobClaimParams, res *store.ClaimResult) error {
+	for round := 0; round < maxClaimRounds && len(res.Jobs) < p.Max; round++ {
+		met, err := s.claimFlowOnce(ctx, q, p, res)
+		if err != nil || met == 0 {
+			return err
+		}
+	}
+	return nil
+}
+
+// claimFlowOnce is one claim of claimFlow, in one transaction; it
+// returns how many jobs past their wait it met (and killed).
+func (s *Store) claimFlowOnce(ctx context.Context, q string, p *store.JobClaimParams, res *store.ClaimResult) (int, error) {
 	want := p.Max - len(res.Jobs)
 	var c *flowClaim
 	plain := false
@@ -111,26 +163,33 @@ func (s *Store) claimFlow(ctx context.Context, q string, p *store.JobClaimParams
 		if plain || c.q.paused {
 			return nil
 		}
-		return c.run(ctx)
+		if err := c.run(ctx); err != nil {
+			return err
+		}
+		_, c.letters, err = s.expire(ctx, tx, c.expired, c.now)
+		return err
 	})
 	if err != nil {
-		return wrap(fmt.Sprintf("claim jobs of queue %s", q), err)
+		return 0, wrap(fmt.Sprintf("claim jobs of queue %s", q), err)
 	}
 	if plain {
 		s.flowQueues.Delete(q)
 		s.plainSeen.Store(q, time.Now())
-		jobs, err := s.claimPlain(ctx, []string{q}, p, want)
+		jobs, err := s.claimPlain(ctx, []string{q}, p, want, res)
 		res.Jobs = append(res.Jobs, jobs...)
-		return err
+		return 0, err
 	}
 	res.Jobs = append(res.Jobs, c.jobs...)
+	for _, dlq := range c.letters {
+		res.Available = appendOnce(res.Available, dlq)
+	}
 	if len(c.jobs) < want {
 		res.RetryAt = earliest(res.RetryAt, c.retryAt)
 		if c.capped && !slices.Contains(res.Capped, q) {
 			res.Capped = append(res.Capped, q)
 		}
 	}
-	return nil
+	return len(c.expired), nil
 }
 
 // flowClaim is one claim of a queue with flow control, in the transaction
@@ -151,6 +210,12 @@ type flowClaim struct {
 	// moment one lets a job start again).
 	capped  bool
 	retryAt time.Time
+
+	// expired are the jobs past their wait that the claim met, which it
+	// kills instead of handing out; letters the dead-letter queues that
+	// got their copies.
+	expired []int64
+	letters []string
 }
 
 // flowQueue is the flow control of a queue as its row holds it.
@@ -159,6 +224,18 @@ type flowQueue struct {
 	limits       job.Limits
 	lastGroup    *string
 	starts       job.StartLog
+	maxWait      time.Duration
+}
+
+// waitCutoff is the run time at and before which a job not started yet
+// is past the queue's maximum wait at the claim's moment, nil when the
+// queue has none: the parameter of sqlGroupHeads and sqlClaimSeqs.
+func (c *flowClaim) waitCutoff() *time.Time {
+	if c.q.maxWait <= 0 {
+		return nil
+	}
+	t := c.now.Add(-c.q.maxWait)
+	return &t
 }
 
 // flowGroup is one group of a claim.
@@ -167,10 +244,19 @@ type flowGroup struct {
 	active  int
 	log     job.StartLog
 	room    int     // how many of its jobs may start; -1: no group limit
-	seqs    []int64 // its available jobs read so far, in claim order
+	seqs    []int64 // its available jobs read so far that may start, in claim order
+	read    int     // how many of its available jobs were read, past their wait or not
 	taken   int     // how many of seqs the claim hands out
 	dry     bool    // it has no available jobs beyond seqs
 	started int     // how many of its jobs started
+
+	// In an ordered queue: the state of the group's holder ("" for
+	// none; see job.HoldsGroup), which alone may go out when it is
+	// available, and, unless a holder waits, its first available jobs in
+	// claim order (up to two), when it has no active job.
+	holder    job.State
+	holderSeq int64
+	heads     []int64
 }
 
 // lock locks the queue's row and reads its flow control and its active
@@ -179,13 +265,14 @@ type flowGroup struct {
 func (c *flowClaim) lock(ctx context.Context) (found bool, err error) {
 	var (
 		rate, maxActive, groupRate, groupMaxActive int32
-		ratePeriod, groupRatePeriod                int64
+		ratePeriod, groupRatePeriod, maxWait       int64
+		ordered                                    bool
 		starts                                     []byte
 	)
 	batch := &pgx.Batch{}
 	batch.Queue(sqlLockFlowQueue, c.queue).QueryRow(func(row pgx.Row) error {
 		err := row.Scan(&c.q.paused, &c.q.flow, &rate, &ratePeriod, &maxActive,
-			&groupRate, &groupRatePeriod, &groupMaxActive, &c.q.lastGroup, &starts)
+			&groupRate, &groupRatePeriod, &groupMaxActive, &ordered, &c.q.lastGroup, &starts, &maxWait)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
@@ -202,7 +289,9 @@ func (c *flowClaim) lock(ctx context.Context) (found bool, err error) {
 	c.q.limits = job.Limits{
 		Rate: job.Rate{Limit: int(rate), Period: time.Duration(ratePeriod)}, MaxActive: int(maxActive),
 		GroupRate: job.Rate{Limit: int(groupRate), Period: time.Duration(groupRatePeriod)}, GroupMaxActive: int(groupMaxActive),
-	}
+		Ordered: ordered,
+	}.Normalized()
+	c.q.maxWait = time.Duration(maxWait)
 	if c.q.starts, err = decodeStarts(starts, c.q.limits.Rate.Limit); err != nil {
 		return false, fmt.Errorf("read the rate start log: %w", err)
 	}
@@ -272,22 +361,38 @@ func (c *flowClaim) findGroups(ctx context.Context, room int) error {
 	if !wrapped {
 		from, past = *c.q.lastGroup, true
 	}
+	query := sqlGroupsFrom
+	var (
+		name        string
+		active      int64
+		starts      []byte
+		holderSeq   *int64
+		holderState *string
+		heads       []int64
+	)
+	scan := []any{&name, &active, &starts}
+	if l.Ordered {
+		query = sqlOrderedGroupsFrom
+		scan = append(scan, &holderSeq, &holderState, &heads)
+	}
 	for visited := 0; len(c.groups) < room && visited < maxGroupVisits; {
 		chunk := min(room-len(c.groups)+groupSlack, maxGroupVisits-visited)
-		rows, err := c.tx.Query(ctx, sqlGroupsFrom, c.queue, from, past, chunk, l.GroupMaxActive, !l.GroupRate.IsZero())
+		rows, err := c.tx.Query(ctx, query, c.queue, from, past, chunk, l.GroupMaxActive, !l.GroupRate.IsZero())
 		if err != nil {
 			return fmt.Errorf("find groups: %w", err)
 		}
 		var found []*flowGroup
-		var name string
-		var active int64
-		var starts []byte
-		_, err = pgx.ForEachRow(rows, []any{&name, &active, &starts}, func() error {
+		_, err = pgx.ForEachRow(rows, scan, func() error {
 			log, err := decodeStarts(starts, l.GroupRate.Limit)
 			if err != nil {
 				return fmt.Errorf("read the start log of group %q: %w", name, err)
 			}
-			found = append(found, &flowGroup{name: name, active: int(active), log: log})
+			g := &flowGroup{name: name, active: int(active), log: log}
+			if holderSeq != nil && holderState != nil {
+				g.holder, g.holderSeq = job.State(*holderState), *holderSeq
+			}
+			g.heads = slices.Clone(heads)
+			found = append(found, g)
 			return nil
 		})
 		if err != nil {
@@ -318,12 +423,18 @@ func (c *flowClaim) findGroups(ctx context.Context, room int) error {
 }
 
 // admit sets how many jobs of g may start and reports whether any may;
-// a group without room counts in what held jobs back.
+// a group without room counts in what held jobs back. In an ordered
+// queue a group whose holder waits (retrying, scheduled) has no room and
+// counts as capped: its holder's promotion announces the queue, and its
+// end frees the group as an active job's would.
 func (c *flowClaim) admit(g *flowGroup) bool {
 	l := c.q.limits
 	g.room = -1
 	if l.GroupMaxActive > 0 {
 		g.room = max(0, l.GroupMaxActive-g.active)
+		if l.Ordered && g.room > 0 && g.holder != "" && g.holder != job.StateAvailable {
+			g.room = 0
+		}
 		c.capped = c.capped || g.room == 0
 	}
 	if r, next := g.log.Room(l.GroupRate, c.now); r >= 0 {
@@ -341,8 +452,12 @@ func (c *flowClaim) admit(g *flowGroup) bool {
 // group's own jobs in claim order, and returns their seqs in the order
 // served. It reads the groups' jobs a turn's worth at a time: enough for
 // every group to fill the room, then more for the groups that had
-// enough when others ran dry.
+// enough when others ran dry. The jobs past their wait that it reads go
+// to c.expired, not to the groups: they take no room.
 func (c *flowClaim) share(ctx context.Context, room int) ([]int64, error) {
+	if c.q.limits.Ordered {
+		return c.shareOrdered(room), nil
+	}
 	var picks []int64
 	live := c.groups
 	for room > 0 && len(live) > 0 {
@@ -353,23 +468,29 @@ func (c *flowClaim) share(ctx context.Context, room int) ([]int64, error) {
 			if g.room >= 0 && g.room-g.taken <= turns {
 				n = g.room - g.taken + 1 // one more tells whether its room holds jobs back
 			}
-			names[i], asks[i], skips[i] = g.name, int32(n), int32(len(g.seqs))
+			names[i], asks[i], skips[i] = g.name, int32(n), int32(g.read)
 		}
-		rows, err := c.tx.Query(ctx, sqlGroupHeads, c.queue, names, asks, skips)
+		rows, err := c.tx.Query(ctx, sqlGroupHeads, c.queue, names, asks, skips, c.waitCutoff())
 		if err != nil {
 			return nil, fmt.Errorf("read the jobs of groups: %w", err)
 		}
 		var ord, seq int64
-		_, err = pgx.ForEachRow(rows, []any{&ord, &seq}, func() error {
+		var past bool
+		_, err = pgx.ForEachRow(rows, []any{&ord, &seq, &past}, func() error {
 			g := live[ord-1]
-			g.seqs = append(g.seqs, seq)
+			g.read++
+			if past {
+				c.expired = append(c.expired, seq)
+			} else {
+				g.seqs = append(g.seqs, seq)
+			}
 			return nil
 		})
 		if err != nil {
 			return nil, fmt.Errorf("read the jobs of groups: %w", err)
 		}
 		for i, g := range live {
-			g.dry = len(g.seqs)-int(skips[i]) < int(asks[i])
+			g.dry = g.read-int(skips[i]) < int(asks[i])
 		}
 		for t := 0; t < turns && room > 0; t++ {
 			for _, g := range live {
@@ -391,13 +512,36 @@ func (c *flowClaim) share(ctx context.Context, room int) ([]int64, error) {
 	return picks, nil
 }
 
+// shareOrdered picks one job of each group of c.groups in an ordered
+// queue, up to room, from what the group walk read: its holder when it
+// has one (admit let only an available one through), else its first
+// available job in claim order.
+func (c *flowClaim) shareOrdered(room int) []int64 {
+	var picks []int64
+	for _, g := range c.groups {
+		if len(picks) == room {
+			break
+		}
+		g.seqs, g.dry = g.heads, len(g.heads) < 2
+		if g.holder == job.StateAvailable {
+			g.seqs = []int64{g.holderSeq}
+		}
+		if len(g.seqs) == 0 {
+			continue
+		}
+		picks = append(picks, g.seqs[0])
+		g.taken = 1
+	}
+	return picks
+}
+
 // claim leases the jobs of picks that are still available and keeps
 // them in c.jobs in the order served.
 func (c *flowClaim) claim(ctx context.Context, picks []int64) error {
 	if len(picks) == 0 {
 		return nil
 	}
-	rows, err := c.tx.Query(ctx, sqlClaimSeqs, picks, c.now, int64(c.lease))
+	rows, err := c.tx.Query(ctx, sqlClaimSeqs, picks, c.now, int64(c.lease), c.waitCutoff())
 	if err != nil {
 		return fmt.Errorf("lease jobs: %w", err)
 	}

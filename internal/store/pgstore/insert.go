@@ -90,18 +90,24 @@ func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams)
 		if grouped, err = s.markGrouped(ctx, tx, p.Jobs); err != nil {
 			return err
 		}
-		out, err = s.insert(ctx, tx, p.Jobs, micro(p.Now))
+		out, err = s.insert(ctx, tx, p.Jobs, micro(p.Now), true)
 		return err
 	})
 	if err != nil {
 		return nil, wrap("insert jobs", err)
 	}
-	for _, q := range grouped {
+	s.noteGrouped(grouped)
+	return out, nil
+}
+
+// noteGrouped remembers queues as grouped, with flow control, once the
+// transaction that marked them (see markGrouped) committed.
+func (s *Store) noteGrouped(queues []string) {
+	for _, q := range queues {
 		s.groupedQueues.Store(q, struct{}{})
 		s.flowQueues.Store(q, struct{}{})
 		s.plainSeen.Delete(q)
 	}
-	return out, nil
 }
 
 // checkInserts refuses jobs this store cannot insert: in a state other
@@ -121,8 +127,11 @@ func checkInserts(jobs []store.JobInsertParams) error {
 }
 
 // insert decides which jobs are duplicates, inserts the others and
-// notifies the other nodes of the available ones.
-func (s *Store) insert(ctx context.Context, tx pgx.Tx, jobs []store.JobInsertParams, now time.Time) ([]store.InsertResult, error) {
+// notifies the other nodes of the available ones. With relax, tx commits
+// without waiting for the WAL flush when every job inserted is of process
+// durability: a caller whose transaction writes more than the insert
+// passes false.
+func (s *Store) insert(ctx context.Context, tx pgx.Tx, jobs []store.JobInsertParams, now time.Time, relax bool) ([]store.InsertResult, error) {
 	out := make([]store.InsertResult, len(jobs))
 	first := make(map[string]int, len(jobs)) // id → index of its first job in the batch
 	sameAs := make(map[int]int)              // later job with an id seen before → that first job
@@ -149,7 +158,7 @@ func (s *Store) insert(ctx context.Context, tx pgx.Tx, jobs []store.JobInsertPar
 		}
 	}
 	if len(insert) > 0 {
-		if err := s.insertRows(ctx, tx, jobs, insert, now, out); err != nil {
+		if err := s.insertRows(ctx, tx, jobs, insert, now, relax, out); err != nil {
 			return nil, err
 		}
 	}
@@ -163,8 +172,9 @@ func (s *Store) insert(ctx context.Context, tx pgx.Tx, jobs []store.JobInsertPar
 }
 
 // insertRows inserts the jobs at idx, fills their results, and turns into
-// duplicates those whose id turned out to exist.
-func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, jobs []store.JobInsertParams, idx []int, now time.Time, out []store.InsertResult) error {
+// duplicates those whose id turned out to exist; relax is insert's.
+func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, jobs []store.JobInsertParams, idx []int, now time.Time, relax bool,
+	out []store.InsertResult) error {
 	n := len(idx)
 	var (
 		ids, queues, kinds, states, bkinds, ukeys, tags, durs = make([]string, n), make([]string, n), make([]string, n),
@@ -213,7 +223,7 @@ func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, jobs []store.JobInser
 		}
 	}
 	batch := &pgx.Batch{}
-	relaxed := allProcess(n, func(k int) job.Durability { return job.Durability(durs[k]) })
+	relaxed := relax && allProcess(n, func(k int) job.Durability { return job.Durability(durs[k]) })
 	if relaxed {
 		batch.Queue(sqlRelaxCommit)
 	}

@@ -183,7 +183,7 @@ func TestLanesStartWaitsForInsertsUnderWay(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = holder.Rollback(ctx) }()
-	if _, err := a.insert(ctx, holder, []store.JobInsertParams{withID("y")}, t0); err != nil {
+	if _, err := a.insert(ctx, holder, []store.JobInsertParams{withID("y")}, t0, true); err != nil {
 		t.Fatal(err)
 	}
 	inserted := make(chan error, 1)
@@ -193,7 +193,7 @@ func TestLanesStartWaitsForInsertsUnderWay(t *testing.T) {
 	}
 	pid := tx.Conn().PgConn().PID()
 	go func() {
-		_, err := a.insert(ctx, tx, []store.JobInsertParams{withID("y"), withID("x")}, t0)
+		_, err := a.insert(ctx, tx, []store.JobInsertParams{withID("y"), withID("x")}, t0, true)
 		if err == nil {
 			err = tx.Commit(ctx)
 		} else {

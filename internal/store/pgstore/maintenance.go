@@ -23,9 +23,11 @@ SELECT queue, count(*) FROM up GROUP BY queue`
 	sqlNextDue = `SELECT min(run_at) FROM spool_jobs WHERE state IN ('scheduled', 'retrying')`
 
 	// sqlExpired locks the jobs whose lease ran out, with their lease rows,
-	// passing over those that an ack or extend holds right now.
-	sqlExpired = `SELECT j.seq, j.queue, j.cancel_requested, j.attempt, j.max_attempts, j.run_at
+	// passing over those that an ack or extend holds right now, and reads
+	// their queues' dead-letter queues.
+	sqlExpired = `SELECT j.seq, j.queue, j.cancel_requested, j.attempt, j.max_attempts, j.run_at, COALESCE(q.dead_letter_queue, '')
 FROM spool_leases l JOIN spool_jobs j ON j.seq = l.seq
+LEFT JOIN spool_queues q ON q.name = j.queue
 WHERE l.expires_at <= $1 AND j.state = 'active'
 ORDER BY l.expires_at LIMIT $2
 FOR UPDATE OF j, l SKIP LOCKED`
@@ -90,9 +92,11 @@ func (s *Store) JobRescueExpired(ctx context.Context, now time.Time, limit int) 
 			l               leased
 			attempt, maxAtt int32
 		)
-		if _, err := pgx.ForEachRow(rows, []any{&l.seq, &l.queue, &l.cancelRequested, &attempt, &maxAtt, &l.runAt}, func() error {
+		if _, err := pgx.ForEachRow(rows, []any{&l.seq, &l.queue, &l.cancelRequested, &attempt, &maxAtt, &l.runAt,
+			&l.settings.DeadLetterQueue}, func() error {
 			state := job.AfterLeaseExpiry(l.cancelRequested, int(attempt), int(maxAtt))
-			c := change{seq: l.seq, queue: l.queue, state: state, runAt: l.runAt.UTC(), attempt: int(attempt)}
+			c := change{seq: l.seq, queue: l.queue, state: state, runAt: l.runAt.UTC(), attempt: int(attempt),
+				deadLetter: l.settings.DeadLetterFor(state)}
 			if state == job.StateAvailable {
 				res.Available = appendOnce(res.Available, l.queue)
 			}
@@ -104,8 +108,12 @@ func (s *Store) JobRescueExpired(ctx context.Context, now time.Time, limit int) 
 			return err
 		}
 		res.Count = len(changes)
-		if err := s.apply(ctx, tx, changes, res.Available, now); err != nil {
+		letters, err := s.apply(ctx, tx, changes, res.Available, now)
+		if err != nil {
 			return err
+		}
+		for _, ref := range letters {
+			res.Available = appendOnce(res.Available, ref.Queue)
 		}
 		return scanNullTime(tx.QueryRow(ctx, sqlNextExpiry), &res.Next)
 	})

@@ -201,7 +201,7 @@ func (s *Store) ScheduleFire(ctx context.Context, p *store.ScheduleFireParams) (
 		}
 		out = make([]store.InsertResult, len(p.Jobs))
 		if len(p.Jobs) > 0 {
-			if out, err = s.insert(ctx, tx, p.Jobs, micro(p.Now)); err != nil {
+			if out, err = s.insert(ctx, tx, p.Jobs, micro(p.Now), true); err != nil {
 				return err
 			}
 		}

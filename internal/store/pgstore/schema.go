@@ -197,7 +197,35 @@ CREATE TABLE spool_group_starts (
 	PRIMARY KEY (queue, grp)
 ) WITH (fillfactor = 70);
 `,
-	// Version 5: consumer groups (lanes.go). A group's jobs are copies in
+	// Version 5: ordered partitions (flowclaim.go). A queue's ordered flag
+	// joins the limits and gives it flow control. A job of a group that
+	// was handed out and is not finished (attempt > 0: spool_jobs holds
+	// pending jobs only) holds its group in an ordered queue, so the claim
+	// looks each group's holder up: the held index covers the jobs of
+	// flow queues that are active or were ever handed out, which are few,
+	// and replaces the active index, whose seeks by queue and state, and
+	// by queue, state and group, it serves as well. The active arm of its
+	// predicate keeps every active job in it whatever its attempt count.
+	`
+ALTER TABLE spool_queues ADD COLUMN ordered boolean NOT NULL DEFAULT false;
+ALTER TABLE spool_queues DROP COLUMN flow;
+ALTER TABLE spool_queues ADD COLUMN flow boolean NOT NULL GENERATED ALWAYS AS (grouped OR ordered OR rate_limit > 0
+	OR max_active > 0 OR group_rate_limit > 0 OR group_max_active > 0) STORED;
+CREATE INDEX spool_jobs_group_held ON spool_jobs (queue, state, grp)
+	WHERE grp IS NOT NULL AND (attempt > 0 OR state = 'active');
+DROP INDEX spool_jobs_group_active;
+`,
+	// Version 6: queue settings (settings.go): a queue's dead-letter
+	// queue and maximum wait, and on every job the dead job it is the
+	// dead-letter copy of (dead_letter_of_*, NULL for other jobs).
+	`
+ALTER TABLE spool_queues
+	ADD COLUMN dead_letter_queue text,
+	ADD COLUMN max_wait_ns       bigint NOT NULL DEFAULT 0;
+ALTER TABLE spool_jobs ADD COLUMN dead_letter_of_queue text, ADD COLUMN dead_letter_of_id text;
+ALTER TABLE spool_jobs_done ADD COLUMN dead_letter_of_queue text, ADD COLUMN dead_letter_of_id text;
+`,
+	// Version 7: consumer groups (lanes.go). A group's jobs are copies in
 	// its lane, a queue named queue@group; the lane index covers the
 	// pending jobs of lanes alone (a queue's own name never holds "@"),
 	// so that a group's oldest pending job and the clearing of its lane

@@ -2,6 +2,8 @@ package pgstore
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -51,5 +53,45 @@ func TestTokenSequenceStartsAboveOldTokens(t *testing.T) {
 	next, err := store.ClaimedJobs(s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"q2"}, Max: 1, Now: time.Now()}))
 	if err != nil || len(next) != 1 || next[0].LeaseToken <= js[0].LeaseToken {
 		t.Fatalf("next claim: %v, %v; want a token above %d", next, err, js[0].LeaseToken)
+	}
+}
+
+// A database of schema version 4 brought to the current version keeps
+// counting its active jobs against their group caps (the held index takes
+// the place of the active index), and its queues are not ordered.
+func TestActiveJobsCountAfterTheHeldIndex(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.Schema(t)
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	steps := []string{sqlMigrationsTable}
+	for v := range 4 {
+		steps = append(steps, migrations[v], fmt.Sprintf(`INSERT INTO spool_migrations (version) VALUES (%d)`, v+1))
+	}
+	steps = append(steps, `INSERT INTO spool_queues (name, group_max_active) VALUES ('q', 1)`)
+	for i, state := range []string{"active", "available"} {
+		steps = append(steps, fmt.Sprintf(`INSERT INTO spool_jobs (seq, id, queue, kind, state, run_at, max_attempts, backoff_kind,
+			backoff_base, backoff_max, backoff_jitter, lease_ns, unique_for, durability, created_at, priority, grp, attempt)
+		VALUES (%d, 'old%d', 'q', 'k', '%s', now(), 5, 'fixed', 0, 0, 0, 60000000000, 0, 'full', now(), 0, 'a', %d)`,
+			i+1, i, state, 1-i))
+	}
+	steps = append(steps, `INSERT INTO spool_leases (seq, expires_at) VALUES (1, now() + interval '1 hour')`)
+	for _, sql := range steps {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatalf("make a version 4 database: %v", err)
+		}
+	}
+	s := open(t, url)
+	res, err := s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"q"}, Max: 5, Now: time.Now()})
+	if err != nil || len(res.Jobs) != 0 || !slices.Equal(res.Capped, []string{"q"}) {
+		t.Fatalf("claim while the group's old job is active under a cap of 1: %+v, %v", res, err)
+	}
+	q, err := s.QueueGet(ctx, "q")
+	if err != nil || q.Limits != (job.Limits{GroupMaxActive: 1}) {
+		t.Fatalf("limits after the upgrade: %+v, %v", q, err)
 	}
 }

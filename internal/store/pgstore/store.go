@@ -6,9 +6,10 @@
 // transaction writing only process-durability jobs leaves its flush to the
 // WAL writer (see durability.go). Claims take jobs in batches with FOR
 // UPDATE SKIP LOCKED, so nodes claiming from one queue never wait on each
-// other nor hand a job out twice; a queue with flow control (limits or
-// groups, see flow.go) is claimed instead in a transaction that locks its
-// row, so that its limits hold across the nodes. A change that makes jobs
+// other nor hand a job out twice; a queue with flow control (limits,
+// groups or ordered partitions, see flow.go and flowclaim.go) is claimed
+// instead in a transaction that locks its row, so that its limits hold
+// across the nodes. A change that makes jobs
 // available sends a NOTIFY in its own transaction; each node LISTENs and
 // wakes its parked fetches (Hooks.OnAvailable). A job inserted into a
 // queue with consumer groups gets its copies in the transaction that
@@ -98,6 +99,9 @@ type Store struct {
 	// it knows to be grouped, so that inserts of their jobs with a group
 	// skip marking them (see markGrouped).
 	flowQueues, plainSeen, groupedQueues sync.Map
+	// waits holds the queues this node knows to have a maximum wait
+	// (expire.go).
+	waits waitSet
 
 	mu        sync.RWMutex
 	closed    bool

@@ -17,12 +17,14 @@ const (
 	// sqlPersistLease writes a lease held in memory to the job's row.
 	sqlPersistLease = `UPDATE jobs SET state = 'active', attempt = ?1, lease_token = ?2, started_at = ?3,
 	lease_expires_at = ?4, cancel_requested = ?5, progress = ?6 WHERE seq = ?7`
-	sqlRetry = `UPDATE jobs SET state = 'available', attempt = 0, run_at = ?, finished_at = NULL,
-	lease_expires_at = NULL, cancel_requested = 0
-WHERE seq = ?`
-	sqlRetryMany = `UPDATE jobs SET state = 'available', attempt = 0, run_at = ?, finished_at = NULL,
-	lease_expires_at = NULL, cancel_requested = 0
-WHERE queue = ? AND state = ?`
+	// sqlRetry and sqlRetryMany make jobs available at ?1 with no
+	// attempts, and a wait deadline of ?2 (see expire.go).
+	sqlRetry = `UPDATE jobs SET state = 'available', attempt = 0, run_at = ?1, finished_at = NULL,
+	lease_expires_at = NULL, cancel_requested = 0, wait_until = ?2
+WHERE seq = ?3`
+	sqlRetryMany = `UPDATE jobs SET state = 'available', attempt = 0, run_at = ?1, finished_at = NULL,
+	lease_expires_at = NULL, cancel_requested = 0, wait_until = ?2
+WHERE queue = ?3 AND state = ?4`
 	sqlDelete = `DELETE FROM jobs WHERE seq = ?`
 	// sqlDeleteMany deletes the jobs of queue ?1 in state ?2 but those whose
 	// seqs are in the JSON array ?3 (the active ones).
@@ -154,11 +156,14 @@ func (s *Store) JobRetry(ctx context.Context, id string, now time.Time) (*job.Jo
 			return fmt.Errorf("job is %s: %w", j.State, job.ErrInvalidState)
 		}
 		at := now.UTC()
-		if _, err := w.conn.ExecContext(context.Background(), sqlRetry, at.UnixNano(), seq); err != nil {
+		if _, err := w.conn.ExecContext(context.Background(), sqlRetry, at.UnixNano(), w.retryWait(j.Queue, at), seq); err != nil {
 			return err
 		}
 		w.fx.move(j.Queue, j.State, job.StateAvailable, 1)
 		j.State, j.Attempt, j.RunAt, j.FinishedAt, j.CancelRequested = job.StateAvailable, 0, at, time.Time{}, false
+		// Its attempts start over: in an ordered queue it no longer holds
+		// its group (job.HoldsGroup), as after a restart.
+		w.unhold(j.Queue, j.Group, seq)
 		w.madeAvailable(j.Queue, j.Group, entryOf(j, seq))
 		out = j
 		return nil
@@ -167,6 +172,16 @@ func (s *Store) JobRetry(ctx context.Context, id string, now time.Time) (*job.Jo
 		return nil, wrap(fmt.Sprintf("retry job %s", id), err)
 	}
 	return out, nil
+}
+
+// retryWait is the stored wait deadline of a job of queue retried by
+// hand at now.
+func (w *writer) retryWait(queue string, now time.Time) any {
+	var maxWait time.Duration
+	if q := w.queues[queue]; q != nil {
+		maxWait = q.settings.MaxWait
+	}
+	return waitDeadline(0, now, maxWait)
 }
 
 // JobDelete removes a job that is not active; see store.Admin.
@@ -203,7 +218,8 @@ func (s *Store) JobRetryMany(ctx context.Context, p *store.JobBulkParams) (int, 
 	}
 	var n int64
 	err := s.do(ctx, 1, func(w *writer) error {
-		res, err := w.conn.ExecContext(context.Background(), sqlRetryMany, p.Now.UTC().UnixNano(), p.Queue, string(p.State))
+		at := p.Now.UTC()
+		res, err := w.conn.ExecContext(context.Background(), sqlRetryMany, at.UnixNano(), w.retryWait(p.Queue, at), p.Queue, string(p.State))
 		if err != nil {
 			return err
 		}

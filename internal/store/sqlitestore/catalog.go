@@ -43,6 +43,7 @@ type queueRecord struct {
 	paused     bool
 	durability job.Durability
 	limits     job.Limits
+	settings   job.QueueSettings
 	counts     counts
 }
 
@@ -58,7 +59,7 @@ type catalog struct {
 // (one scan of the jobs_queue_state index).
 func loadCatalog(ctx context.Context, conn *sql.Conn) (*catalog, error) {
 	c := &catalog{queues: make(map[string]*queueRecord)}
-	rows, err := conn.QueryContext(ctx, `SELECT name, paused, durability, limits FROM queues`)
+	rows, err := conn.QueryContext(ctx, `SELECT name, paused, durability, limits, settings FROM queues`)
 	if err != nil {
 		return nil, fmt.Errorf("read queues: %w", err)
 	}
@@ -66,8 +67,8 @@ func loadCatalog(ctx context.Context, conn *sql.Conn) (*catalog, error) {
 		var name string
 		var paused bool
 		var d job.Durability
-		var limits []byte
-		if err := rows.Scan(&name, &paused, &d, &limits); err != nil {
+		var limits, settings []byte
+		if err := rows.Scan(&name, &paused, &d, &limits, &settings); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("read queues: %w", err)
 		}
@@ -76,7 +77,12 @@ func loadCatalog(ctx context.Context, conn *sql.Conn) (*catalog, error) {
 			rows.Close()
 			return nil, fmt.Errorf("read queue %s: %w", name, err)
 		}
-		c.queues[name] = &queueRecord{paused: paused, durability: d, limits: l}
+		st, err := decodeSettings(settings)
+		if err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read queue %s: %w", name, err)
+		}
+		c.queues[name] = &queueRecord{paused: paused, durability: d, limits: l, settings: st}
 	}
 	if err := closeRows(rows); err != nil {
 		return nil, fmt.Errorf("read queues: %w", err)
@@ -125,6 +131,9 @@ func (c *catalog) apply(d *delta) {
 	}
 	for name, l := range d.limits {
 		c.record(name).limits = l
+	}
+	for name, st := range d.settings {
+		c.record(name).settings = st
 	}
 	for name, cs := range d.counts {
 		q := c.record(name)
@@ -190,7 +199,7 @@ func (q *queueRecord) info(name string) *store.QueueInfo {
 	if d == "" {
 		d = job.DurabilityFull
 	}
-	return &store.QueueInfo{Name: name, Paused: q.paused, Durability: d, Limits: q.limits, Counts: cs}
+	return &store.QueueInfo{Name: name, Paused: q.paused, Durability: d, Limits: q.limits, Settings: q.settings, Counts: cs}
 }
 
 // delta is a change to the catalog made by one operation or one batch and
@@ -200,12 +209,14 @@ type delta struct {
 	paused     map[string]bool
 	durability map[string]job.Durability
 	limits     map[string]job.Limits
+	settings   map[string]job.QueueSettings
 	queues     map[string]struct{}
 }
 
 func newDelta() *delta {
 	return &delta{counts: make(map[string]*counts), paused: make(map[string]bool),
-		durability: make(map[string]job.Durability), limits: make(map[string]job.Limits), queues: make(map[string]struct{})}
+		durability: make(map[string]job.Durability), limits: make(map[string]job.Limits),
+		settings: make(map[string]job.QueueSettings), queues: make(map[string]struct{})}
 }
 
 // move records n jobs of queue leaving state from (empty: none) for state
@@ -238,6 +249,9 @@ func (d *delta) merge(o *delta) {
 	for name, l := range o.limits {
 		d.limits[name] = l
 	}
+	for name, st := range o.settings {
+		d.settings[name] = st
+	}
 	for name, cs := range o.counts {
 		mine := d.counts[name]
 		if mine == nil {
@@ -266,9 +280,11 @@ func (d *delta) reset() {
 	clear(d.paused)
 	clear(d.durability)
 	clear(d.limits)
+	clear(d.settings)
 	clear(d.queues)
 }
 
 func (d *delta) empty() bool {
-	return len(d.counts) == 0 && len(d.paused) == 0 && len(d.durability) == 0 && len(d.limits) == 0 && len(d.queues) == 0
+	return len(d.counts) == 0 && len(d.paused) == 0 && len(d.durability) == 0 && len(d.limits) == 0 &&
+		len(d.settings) == 0 && len(d.queues) == 0
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/spoolq/spool/internal/job"
@@ -31,7 +32,12 @@ ORDER BY priority DESC, run_at, seq LIMIT ?3`
 )
 
 // JobClaim leases up to p.Max available jobs; see store.Claimer. The lease
-// lives in memory (see lease); the claim writes nothing.
+// lives in memory (see lease); the claim writes nothing but the deaths of
+// the jobs past their wait that it meets (expire.go). Those go out in a
+// commit that, like any batch of claims only, does not wait for the disk:
+// any later commit that does carries them (the log is written in order),
+// and a power loss before one only lets the next claim or sweep kill the
+// jobs again.
 func (s *Store) JobClaim(ctx context.Context, p *store.JobClaimParams) (*store.ClaimResult, error) {
 	if p.Max <= 0 || len(p.Queues) == 0 {
 		if err := s.check(); err != nil {
@@ -81,7 +87,7 @@ func (w *writer) claim(p *store.JobClaimParams, res *store.ClaimResult) error {
 		}
 	}
 	if len(plain) > 0 {
-		jobs, err := w.claimPlain(plain, want, p)
+		jobs, err := w.claimPlain(plain, want, p, res)
 		if err != nil {
 			return err
 		}
@@ -101,8 +107,9 @@ func (w *writer) claim(p *store.JobClaimParams, res *store.ClaimResult) error {
 }
 
 // claimPlain takes up to want jobs from the fronts of the windows of qs
-// in claim order and leases them.
-func (w *writer) claimPlain(qs []*wqueue, want int, p *store.JobClaimParams) ([]*job.Job, error) {
+// in claim order and leases them; the jobs past their maximum wait that
+// it meets it kills instead and goes on (see take).
+func (w *writer) claimPlain(qs []*wqueue, want int, p *store.JobClaimParams, res *store.ClaimResult) ([]*job.Job, error) {
 	now := p.Now.UTC()
 	var out []*job.Job
 	for len(out) < want {
@@ -118,7 +125,7 @@ func (w *writer) claimPlain(qs []*wqueue, want int, p *store.JobClaimParams) ([]
 		if len(picks) == 0 {
 			break
 		}
-		jobs, err := w.take(picks, p.LeaseDuration, now)
+		jobs, err := w.take(picks, p.LeaseDuration, now, res)
 		if err != nil {
 			return nil, err
 		}
@@ -257,8 +264,11 @@ func merge(qs []*wqueue, n int) []pick {
 }
 
 // take leases the picked jobs: cached ones straight from memory, the rest
-// read from the database in one query. It returns them in pick order.
-func (w *writer) take(picks []pick, override time.Duration, now time.Time) ([]*job.Job, error) {
+// read from the database in one query. It returns them in pick order. A
+// picked job past its queue's maximum wait is not leased: take kills it
+// (see expire) and adds the queue of its dead-letter copy, if any, to
+// res.Available; it is left out of what take returns.
+func (w *writer) take(picks []pick, override time.Duration, now time.Time, res *store.ClaimResult) ([]*job.Job, error) {
 	w.touched = true
 	var missing []int64
 	for _, pk := range picks {
@@ -293,6 +303,16 @@ func (w *writer) take(picks []pick, override time.Duration, now time.Time) ([]*j
 		if j == nil || j.State != job.StateAvailable {
 			w.logger.Error("sqlitestore: ready window out of step with the database", "seq", pk.e.seq)
 			return nil, fmt.Errorf("lease job %d: not available in the database", pk.e.seq)
+		}
+		if pastWait(pk.q, j, now) {
+			letter, err := w.expire(j, pk.e.seq, now)
+			if err != nil {
+				return nil, err
+			}
+			if letter.Queue != "" && !slices.Contains(res.Available, letter.Queue) {
+				res.Available = append(res.Available, letter.Queue)
+			}
+			continue
 		}
 		dur := override
 		if dur <= 0 {

@@ -222,12 +222,17 @@ func (s *Store) JobFail(ctx context.Context, p *store.JobFailParams) ([]store.Ou
 func failKey(it *store.JobFailItem) (string, int64) { return it.ID, it.Token }
 
 // failAttempt ends l's attempt as failed by it, where job.AfterFailure
-// sends it.
+// sends it, leaving a copy in the dead-letter queue of a job that dies.
 func (w *writer) failAttempt(it *store.JobFailItem, l *lease, now time.Time, rnd func() float64, o *store.Outcome) error {
 	state, runAt := job.AfterFailure(&job.Failure{CancelRequested: l.cancel, Attempt: l.attempt, MaxAttempts: l.maxAttempts,
 		NoRetry: it.NoRetry, RetryAfter: it.RetryAfter, Backoff: l.backoff}, now, rnd)
 	*o = store.Outcome{Queue: l.queue, State: state, RunAt: runAt}
-	return w.endAttempt(l, state, runAt, now, l.attempt, it.Message)
+	if err := w.endAttempt(l, state, runAt, now, l.attempt, it.Message); err != nil {
+		return err
+	}
+	var err error
+	o.DeadLetter, err = w.deadLetter(l.queue, l.seq, state, now)
+	return err
 }
 
 // JobExtend moves leases forward item by item; see store.Claimer. A

@@ -342,9 +342,9 @@ func (w *writer) claimFlow(q *wqueue, want int, p *store.JobClaimParams, res *st
 	var err error
 	if room > 0 {
 		if q.grouped {
-			jobs, err = w.claimGroups(q, room, p, &h)
+			jobs, err = w.claimGroups(q, room, p, &h, res)
 		} else {
-			jobs, err = w.claimPlain([]*wqueue{q}, room, p)
+			jobs, err = w.claimPlain([]*wqueue{q}, room, p, res)
 		}
 		if err != nil {
 			return nil, err
@@ -381,8 +381,28 @@ func (w *writer) availableIn(queue string) int64 {
 // claimGroups hands out up to room jobs of q, whose jobs have groups: it
 // goes round the ring of groups from the turn after the last, taking the
 // first job of each group its limits let start, until it has room jobs or
-// a whole round gave nothing.
-func (w *writer) claimGroups(q *wqueue, room int, p *store.JobClaimParams, h *held) ([]*job.Job, error) {
+// a whole round gave nothing. The jobs past their maximum wait among
+// those it picks are killed instead of leased (see take): they take no
+// room and count as no start, and the claim picks again for their places.
+func (w *writer) claimGroups(q *wqueue, room int, p *store.JobClaimParams, h *held, res *store.ClaimResult) ([]*job.Job, error) {
+	var out []*job.Job
+	for len(out) < room {
+		jobs, picked, err := w.claimGroupsOnce(q, room-len(out), p, h, res)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, jobs...)
+		if len(jobs) == picked {
+			break // nothing was killed: the limits or the jobs ran out
+		}
+	}
+	return out, nil
+}
+
+// claimGroupsOnce is one pass of claimGroups: it picks up to room jobs
+// and leases those take lets through. It returns them and how many it
+// picked.
+func (w *writer) claimGroupsOnce(q *wqueue, room int, p *store.JobClaimParams, h *held, res *store.ClaimResult) ([]*job.Job, int, error) {
 	now := p.Now.UTC()
 	l := q.limits
 	f := &q.flow
@@ -403,7 +423,7 @@ func (w *writer) claimGroups(q *wqueue, room int, p *store.JobClaimParams, h *he
 	}
 	if l.Ordered && f.holds == nil {
 		if err := w.loadHolds(q); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
 	idle := 0 // turns since the last pick
@@ -413,7 +433,7 @@ func (w *writer) claimGroups(q *wqueue, room int, p *store.JobClaimParams, h *he
 			// lacks, if any, and go round once more.
 			added, err := w.discover(q)
 			if err != nil {
-				return nil, err
+				return nil, 0, err
 			}
 			if added == 0 {
 				break
@@ -461,7 +481,7 @@ func (w *writer) claimGroups(q *wqueue, room int, p *store.JobClaimParams, h *he
 		}
 		if gs.win.len() == 0 && !gs.win.complete {
 			if err := w.refillGroup(q, g, gs, picked); err != nil {
-				return nil, err
+				return nil, 0, err
 			}
 		}
 		e, ok := gs.win.peek()
@@ -477,17 +497,22 @@ func (w *writer) claimGroups(q *wqueue, room int, p *store.JobClaimParams, h *he
 		idle = 0
 	}
 	if len(picks) == 0 {
-		return nil, nil
+		return nil, 0, nil
 	}
-	jobs, err := w.take(picks, p.LeaseDuration, now)
+	jobs, err := w.take(picks, p.LeaseDuration, now, res)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if l.Ordered {
-		q.held(picks)
+		w.held(q, jobs)
 	}
 	if r := l.GroupRate; !r.IsZero() {
-		for g, n := range taking {
+		// Only the jobs leased started: a job killed for its wait did not.
+		started := make(map[string]int, len(taking))
+		for _, j := range jobs {
+			started[j.Group]++
+		}
+		for g, n := range started {
 			gs := f.groups[g]
 			gs.rate = gs.rate.Add(r, now, n)
 			if left, next := gs.rate.Room(r, now); left == 0 {
@@ -495,7 +520,7 @@ func (w *writer) claimGroups(q *wqueue, room int, p *store.JobClaimParams, h *he
 			}
 		}
 	}
-	return jobs, nil
+	return jobs, len(picks), nil
 }
 
 // compact drops from the ring the groups whose windows ran out of jobs

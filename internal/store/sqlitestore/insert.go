@@ -43,14 +43,7 @@ var sqlInsertJobs = `INSERT INTO jobs (` + insertColumns + `) VALUES ` +
 // Duplicates within a batch resolve to the first.
 func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams) ([]store.InsertResult, error) {
 	out := make([]store.InsertResult, len(p.Jobs))
-	relaxed := func(*writer) bool {
-		for i := range p.Jobs {
-			if d := p.Jobs[i].Durability; d != job.DurabilityProcess && d != job.DurabilityMemory {
-				return false
-			}
-		}
-		return true
-	}
+	relaxed := func(*writer) bool { return insertsRelaxed(p.Jobs) }
 	err := s.doRelaxed(ctx, len(p.Jobs), relaxed, func(w *writer) error {
 		return w.insertJobs(p.Jobs, p.Now, out)
 	})
@@ -60,9 +53,21 @@ func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams)
 	return out, nil
 }
 
-// insertJobs inserts jobs in the writer's transaction, filling out with
-// one result per job; see JobInsertMany.
-func (w *writer) insertJobs(jobs []store.JobInsertParams, now time.Time, out []store.InsertResult) error {
+// insertsRelaxed reports whether none of jobs needs its commit fsynced:
+// all are of process or memory durability (see Store.doRelaxed).
+func insertsRelaxed(jobs []store.JobInsertParams) bool {
+	for i := range jobs {
+		if d := jobs[i].Durability; d != job.DurabilityProcess && d != job.DurabilityMemory {
+			return false
+		}
+	}
+	return true
+}
+
+// checkInserts refuses, before anything is written, jobs this store
+// cannot insert: in a state other than scheduled or available, or of a
+// durability it does not keep.
+func (w *writer) checkInserts(jobs []store.JobInsertParams) error {
 	for i := range jobs {
 		jp := &jobs[i]
 		if jp.State != job.StateAvailable && jp.State != job.StateScheduled {
@@ -72,6 +77,15 @@ func (w *writer) insertJobs(jobs []store.JobInsertParams, now time.Time, out []s
 			return fmt.Errorf("jobs[%d]: insert job %s: %w", i, jp.ID,
 				job.Invalid(fmt.Sprintf("jobs[%d].durability", i), "this store does not keep %q jobs", jp.Durability))
 		}
+	}
+	return nil
+}
+
+// insertJobs inserts jobs in the writer's transaction, filling out with
+// one result per job; see JobInsertMany.
+func (w *writer) insertJobs(jobs []store.JobInsertParams, now time.Time, out []store.InsertResult) error {
+	if err := w.checkInserts(jobs); err != nil {
+		return err
 	}
 	for i := range jobs {
 		if jobs[i].Group != "" {
@@ -156,6 +170,9 @@ func (ins *inserter) flush(jobs []store.JobInsertParams) error {
 	n, err := stmt.exec(ins.args)
 	if err != nil {
 		return fmt.Errorf("insert jobs: %w", err)
+	}
+	if err := w.setWaits(jobs, ins.pending, first); err != nil {
+		return err
 	}
 	var dups map[string]int64 // id → seq in the database, when not ours
 	if int(n) != len(ins.pending) {

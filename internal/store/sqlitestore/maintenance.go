@@ -120,6 +120,14 @@ func (w *writer) rescue(now time.Time, limit int, res *store.MaintenanceResult) 
 			seen[l.queue] = true
 			res.Available = append(res.Available, l.queue)
 		}
+		letter, err := w.deadLetter(l.queue, l.seq, state, now)
+		if err != nil {
+			return err
+		}
+		if letter.Queue != "" && !seen[letter.Queue] {
+			seen[letter.Queue] = true
+			res.Available = append(res.Available, letter.Queue)
+		}
 	}
 	if l := w.leases.earliest(); l != nil {
 		res.Next = l.expiresAt

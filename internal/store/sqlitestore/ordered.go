@@ -104,12 +104,13 @@ func (q *wqueue) claimHeld(g string) (e entry, ok, out bool) {
 	return h.e, true, false
 }
 
-// held records that the claim handed out the jobs of picks of the ordered
-// queue q: each holds its group.
-func (q *wqueue) held(picks []pick) {
-	for _, pk := range picks {
-		if q.flow.holds[pk.group] == nil {
-			q.flow.holds[pk.group] = &hold{seq: pk.e.seq}
+// held records that a claim leased jobs of the ordered queue q: each
+// holds its group. (A job the claim killed for its wait instead holds
+// nothing.)
+func (w *writer) held(q *wqueue, jobs []*job.Job) {
+	for _, j := range jobs {
+		if l := w.leases.get(j.ID); l != nil && q.flow.holds[j.Group] == nil {
+			q.flow.holds[j.Group] = &hold{seq: l.seq}
 		}
 	}
 }

@@ -118,6 +118,16 @@ BEGIN
 	UPDATE jobs SET gready = 1 WHERE seq = NEW.seq;
 END;
 `},
+	// Queue settings (settings.go): each queue's settings, and the moment
+	// from which each job of a queue with a maximum wait may no longer
+	// start (wait_until, NULL elsewhere), indexed while the job waits
+	// unstarted so that the sweep of jobs past their wait reads only
+	// those (see expire.go).
+	{sql: `
+ALTER TABLE queues ADD COLUMN settings BLOB;
+ALTER TABLE jobs ADD COLUMN wait_until INTEGER;
+CREATE INDEX jobs_wait ON jobs (wait_until) WHERE wait_until IS NOT NULL AND state = 'available' AND attempt = 0;
+`},
 	// Consumer groups (lanes.go): the groups of each queue.
 	{sql: `
 CREATE TABLE consumer_groups (

@@ -31,7 +31,11 @@ func TestQueryPlansUseIndexes(t *testing.T) {
 		{sqlPersistLease, []any{1, 1, 0, 0, 0, nil, 1}, "INTEGER PRIMARY KEY"},
 		{sqlJobsBySeq, []any{"[1,2]"}, "INTEGER PRIMARY KEY"},
 		{sqlJobsBySeqOrdered, []any{"[1,2]"}, "INTEGER PRIMARY KEY"},
-		{sqlRetryMany, []any{0, "q", "dead"}, "jobs_queue_state"},
+		{sqlRetryMany, []any{0, nil, "q", "dead"}, "jobs_queue_state"},
+		{sqlSetQueueWaits, []any{"q", 1000}, "jobs_queue_state"},
+		{sqlWaitingPast, []any{int64(0), int64(0), 0, 10}, "jobs_wait"},
+		{sqlNextWait, []any{int64(0)}, "jobs_wait"},
+		{sqlSetWaits, []any{1000, "[1,2]"}, "INTEGER PRIMARY KEY"},
 		{sqlDeleteMany, []any{"q", "dead", "[]"}, "jobs_queue_state"},
 	} {
 		rows, err := b.s.rdb.Query("EXPLAIN QUERY PLAN "+tc.query, tc.args...)

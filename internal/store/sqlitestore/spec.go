@@ -23,7 +23,15 @@ import (
 // durability and the tags. Strings are a uvarint length and the bytes,
 // integers varints, the jitter the 8 bytes of its IEEE 754 bits (big
 // endian), the tags a uvarint count and that many strings.
-const specVersion = 1
+//
+// Version 2, for a dead-letter copy (see job.DeadLetter): the byte 2,
+// the fields of version 1, then the queue and the id of the dead job it
+// copies, as strings. Every other job keeps version 1, which this
+// version reads as before.
+const (
+	specVersion       = 1
+	specVersionLetter = 2
+)
 
 // errBadSpec reports a spec column this version cannot read.
 var errBadSpec = errors.New("malformed spec column")
@@ -38,11 +46,18 @@ type spec struct {
 	createdAt   int64 // Unix nanoseconds
 	durability  job.Durability
 	tags        []string
+	// deadLetterOf is the dead job a dead-letter copy copies; zero for
+	// other jobs.
+	deadLetterOf job.JobRef
 }
 
 // appendSpec appends the encoding of s to dst.
 func appendSpec(dst []byte, s *spec) []byte {
-	dst = append(dst, specVersion)
+	version := byte(specVersion)
+	if !s.deadLetterOf.IsZero() {
+		version = specVersionLetter
+	}
+	dst = append(dst, version)
 	dst = appendString(dst, s.kind)
 	dst = binary.AppendVarint(dst, int64(s.maxAttempts))
 	dst = appendString(dst, string(s.backoff.Kind))
@@ -57,6 +72,10 @@ func appendSpec(dst []byte, s *spec) []byte {
 	for _, t := range s.tags {
 		dst = appendString(dst, t)
 	}
+	if version == specVersionLetter {
+		dst = appendString(dst, s.deadLetterOf.Queue)
+		dst = appendString(dst, s.deadLetterOf.ID)
+	}
 	return dst
 }
 
@@ -68,11 +87,12 @@ func appendString(dst []byte, s string) []byte {
 // decodeSpec fills the spec fields of j from b.
 func decodeSpec(b []byte, j *job.Job) error {
 	d := specDecoder{b: b}
-	if v := d.byte(); v != specVersion {
+	version := d.byte()
+	if version != specVersion && version != specVersionLetter {
 		if d.err != nil {
 			return d.err
 		}
-		return fmt.Errorf("%w: version %d", errBadSpec, v)
+		return fmt.Errorf("%w: version %d", errBadSpec, version)
 	}
 	j.Kind = d.string()
 	j.MaxAttempts = int(d.varint())
@@ -92,6 +112,10 @@ func decodeSpec(b []byte, j *job.Job) error {
 		for i := range j.Tags {
 			j.Tags[i] = d.string()
 		}
+	}
+	if version == specVersionLetter {
+		j.DeadLetterOf.Queue = d.string()
+		j.DeadLetterOf.ID = d.string()
 	}
 	if d.err == nil && len(d.b) > 0 {
 		d.err = fmt.Errorf("%w: %d bytes after the end", errBadSpec, len(d.b))

@@ -17,6 +17,7 @@ func specJob(s *spec) *job.Job {
 	return &job.Job{
 		Kind: s.kind, MaxAttempts: s.maxAttempts, Backoff: s.backoff, LeaseDuration: s.lease,
 		UniqueFor: s.uniqueFor, CreatedAt: fromNanos(s.createdAt), Durability: s.durability, Tags: s.tags,
+		DeadLetterOf: s.deadLetterOf,
 	}
 }
 
@@ -31,6 +32,8 @@ func TestSpecRoundTrip(t *testing.T) {
 			durability: job.DurabilityProcess, tags: []string{"a", "ünïcode", ""}},
 		{kind: string(make([]byte, 300)), maxAttempts: math.MaxInt32, backoff: job.Backoff{Base: math.MaxInt64,
 			Max: math.MinInt64, Jitter: math.Inf(1)}, lease: -1, createdAt: math.MinInt64, tags: []string{}},
+		{kind: "k", maxAttempts: 2, durability: job.DurabilityMemory, tags: []string{"t"},
+			deadLetterOf: job.JobRef{Queue: "orders", ID: "01JD3Y6Q4H2V8M5N7P9R0S1T2V"}},
 	} {
 		var got job.Job
 		if err := decodeSpec(appendSpec(nil, &s), &got); err != nil {
@@ -61,9 +64,14 @@ func TestSpecMalformed(t *testing.T) {
 	if err := decodeSpec(append(append([]byte(nil), whole...), 0), &j); !errors.Is(err, errBadSpec) {
 		t.Fatalf("spec with a byte to spare: err %v", err)
 	}
-	other := append([]byte{specVersion + 1}, whole[1:]...)
+	other := append([]byte{specVersionLetter + 1}, whole[1:]...)
 	if err := decodeSpec(other, &j); !errors.Is(err, errBadSpec) {
-		t.Fatalf("spec of version %d: err %v", specVersion+1, err)
+		t.Fatalf("spec of version %d: err %v", specVersionLetter+1, err)
+	}
+	// A dead-letter copy's spec without the dead job it names is cut short.
+	letter := append([]byte{specVersionLetter}, whole[1:]...)
+	if err := decodeSpec(letter, &j); !errors.Is(err, errBadSpec) {
+		t.Fatalf("spec of version %d without its dead job: err %v", specVersionLetter, err)
 	}
 	if err := decodeSpec(append([]byte{specVersion, 0, 0, 0, 0, 0}, make([]byte, 8)...), &j); !errors.Is(err, errBadSpec) {
 		t.Fatalf("spec without its tail: err %v", err)
@@ -75,6 +83,7 @@ func TestSpecMalformed(t *testing.T) {
 func FuzzDecodeSpec(f *testing.F) {
 	f.Add(appendSpec(nil, &spec{kind: "k", maxAttempts: 3, durability: job.DurabilityFull, tags: []string{"x"}}))
 	f.Add([]byte{specVersion})
+	f.Add(appendSpec(nil, &spec{kind: "k", maxAttempts: 3, durability: job.DurabilityFull, deadLetterOf: job.JobRef{Queue: "q", ID: "i"}}))
 	f.Add([]byte{specVersion, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var j job.Job
@@ -82,7 +91,8 @@ func FuzzDecodeSpec(f *testing.F) {
 			return
 		}
 		s := spec{kind: j.Kind, maxAttempts: j.MaxAttempts, backoff: j.Backoff, lease: j.LeaseDuration,
-			uniqueFor: j.UniqueFor, createdAt: j.CreatedAt.UnixNano(), durability: j.Durability, tags: j.Tags}
+			uniqueFor: j.UniqueFor, createdAt: j.CreatedAt.UnixNano(), durability: j.Durability, tags: j.Tags,
+			deadLetterOf: j.DeadLetterOf}
 		var again job.Job
 		if err := decodeSpec(appendSpec(nil, &s), &again); err != nil || !reflect.DeepEqual(&again, &j) {
 			t.Fatalf("accepted %x as %+v; re-encoded it reads %+v (%v)", data, j, again, err)

@@ -38,6 +38,8 @@ type wqueue struct {
 	limits  job.Limits
 	grouped bool
 	flow    flowState
+	// settings are the queue's settings (settings.go).
+	settings job.QueueSettings
 }
 
 // flowControlled reports whether claims of q go through its limits and
@@ -348,19 +350,23 @@ func (w *writer) answerAll(batch []*op, err error) {
 // flow control stay: they may hold starts of a batch rolled back, which
 // only makes a rate stricter for one period.
 func (w *writer) resync() error {
-	rows, err := w.conn.QueryContext(context.Background(), `SELECT name, paused, limits, grouped FROM queues`)
+	rows, err := w.conn.QueryContext(context.Background(), `SELECT name, paused, limits, grouped, settings FROM queues`)
 	if err != nil {
 		return fmt.Errorf("reload queues: %w", err)
 	}
 	var qs []*wqueue
 	for rows.Next() {
 		q := &wqueue{}
-		var limits []byte
-		if err := rows.Scan(&q.name, &q.paused, &limits, &q.grouped); err != nil {
+		var limits, settings []byte
+		if err := rows.Scan(&q.name, &q.paused, &limits, &q.grouped, &settings); err != nil {
 			rows.Close()
 			return fmt.Errorf("reload queues: %w", err)
 		}
 		if q.limits, err = decodeLimits(limits); err != nil {
+			rows.Close()
+			return fmt.Errorf("reload queue %s: %w", q.name, err)
+		}
+		if q.settings, err = decodeSettings(settings); err != nil {
 			rows.Close()
 			return fmt.Errorf("reload queue %s: %w", q.name, err)
 		}

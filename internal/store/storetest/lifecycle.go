@@ -106,12 +106,19 @@ func testClose(b *bundle) {
 		"QueueGet":       func() error { _, err := s.QueueGet(ctx, "q"); return err },
 		"QueueSetPaused": func() error { return s.QueueSetPaused(ctx, "q", true) },
 		"QueuePurge":     func() error { _, err := s.QueuePurge(ctx, "q"); return err },
+		"QueueSetSettings": func() error {
+			return s.QueueSetSettings(ctx, "q", job.QueueSettings{DeadLetterQueue: "d"})
+		},
 		"JobPromoteDue": func() error {
 			_, err := s.JobPromoteDue(ctx, t0, 10)
 			return err
 		},
 		"JobRescueExpired": func() error {
 			_, err := s.JobRescueExpired(ctx, at(time.Hour), 10)
+			return err
+		},
+		"JobExpireWaiting": func() error {
+			_, err := s.JobExpireWaiting(ctx, at(time.Hour), 10)
 			return err
 		},
 		"JobPrune": func() error {

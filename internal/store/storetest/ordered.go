@@ -20,6 +20,7 @@ func orderedTests() []group {
 		{"AReleasedJobGoesOutFirstAgain", testOrderedReleaseHolds},
 		{"ADeadOrCancelledJobLetsTheNextGo", testOrderedFinalFrees},
 		{"AHeldPartitionSurvivesARestart", testOrderedRestart},
+		{"AJobRetriedByHandStartsOver", testOrderedManualRetry},
 		{"PartitionsFinishInOrderUnderFailingWorkers", testOrderedConcurrent},
 	}}}
 }
@@ -283,4 +284,16 @@ func testOrderedConcurrent(b *bundle) {
 			b.t.Fatalf("partition %s completed %v, enqueued %v", p, completed[p], ids)
 		}
 	}
+}
+
+// A job retried by hand starts its attempts over: it no longer holds its
+// partition, and takes its place by its new run time.
+func testOrderedManualRetry(b *bundle) {
+	parts := b.orderedQueue("q", 1, 2)
+	a := b.claimID(t0, "q", parts["p0"][0])
+	b.accepted("fail", b.fail(t0, store.JobFailItem{ID: a.ID, Token: a.LeaseToken, Message: "boom", RetryAfter: time.Hour}), job.StateRetrying)
+	if _, err := b.s.JobRetry(b.ctx, a.ID, at(time.Second)); err != nil {
+		b.t.Fatalf("retry by hand: %v", err)
+	}
+	b.claimID(at(2*time.Second), "q", parts["p0"][1])
 }

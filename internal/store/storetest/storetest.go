@@ -70,8 +70,9 @@ func Run(t *testing.T, h Harness) {
 	if h.Open == nil {
 		t.Fatal("storetest: Harness.Open is nil")
 	}
-	groups := [][]group{insertTests(), claimTests(), leaseTests(), adminTests(), queueTests(),
-		maintenanceTests(), lifecycleTests(h), concurrencyTests(), modelTests(), durabilityTests(), scheduleTests(), flowTests(), orderedTests(), laneTests()}
+	groups := [][]group{insertTests(), claimTests(), leaseTests(), transactTests(), adminTests(), queueTests(),
+		maintenanceTests(), lifecycleTests(h), concurrencyTests(), modelTests(), durabilityTests(), scheduleTests(), flowTests(),
+		orderedTests(), deadLetterTests(), laneTests()}
 	for _, gs := range groups {
 		for _, g := range gs {
 			t.Run(g.name, func(t *testing.T) {

@@ -91,7 +91,7 @@ func (g *idGuard) leave(ids []string) {
 // the jobs there (or fail the insert, in another queue); the rest go into
 // to, whose results fill in the others.
 func (s *Store) insertInto(ctx context.Context, p *store.JobInsertManyParams, to, other Tier, memory bool) ([]store.InsertResult, error) {
-	return s.guarded(ctx, p.Jobs, other, memory, false, func(rest []store.JobInsertParams) ([]store.InsertResult, error) {
+	return s.guarded(ctx, p.Jobs, "jobs", other, memory, false, func(rest []store.JobInsertParams) ([]store.InsertResult, error) {
 		return to.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: rest, Now: p.Now})
 	})
 }
@@ -100,8 +100,10 @@ func (s *Store) insertInto(ctx context.Context, p *store.JobInsertManyParams, to
 // with the ids of every job registered while it runs (see idGuard); the
 // others are duplicates of the jobs there, or fail the call in another
 // queue. insert runs even with no job left when always is set. Results
-// come back in the order of jobs.
-func (s *Store) guarded(ctx context.Context, jobs []store.JobInsertParams, other Tier, memory, always bool,
+// come back in the order of jobs. list is the name of the jobs in the
+// call's fields ("jobs" for "jobs[3].id"), in the errors of insert as in
+// those of guarded.
+func (s *Store) guarded(ctx context.Context, jobs []store.JobInsertParams, list string, other Tier, memory, always bool,
 	insert func(rest []store.JobInsertParams) ([]store.InsertResult, error)) ([]store.InsertResult, error) {
 	ids := make([]string, len(jobs))
 	for i := range jobs {
@@ -127,7 +129,7 @@ func (s *Store) guarded(ctx context.Context, jobs []store.JobInsertParams, other
 			restIdx = append(restIdx, i)
 			continue
 		}
-		if err := job.DuplicateByID(existing, jp.Queue, fmt.Sprintf("jobs[%d].id", i)); err != nil {
+		if err := job.DuplicateByID(existing, jp.Queue, fmt.Sprintf("%s[%d].id", list, i)); err != nil {
 			return nil, fmt.Errorf("insert jobs: %w", err)
 		}
 		out[i] = store.InsertResult{Job: existing, Duplicate: true}
@@ -137,7 +139,7 @@ func (s *Store) guarded(ctx context.Context, jobs []store.JobInsertParams, other
 	}
 	res, err := insert(rest)
 	if err != nil {
-		return nil, renumber(err, restIdx)
+		return nil, renumber(err, list, restIdx)
 	}
 	for k, i := range restIdx {
 		out[i] = res[k]
@@ -158,22 +160,23 @@ func (s *Store) useMemory() {
 }
 
 // renumber names the fields of an input or id error of a part of a batch
-// as the whole batch does: "jobs[k]" of the part is "jobs[idx[k]]".
-func renumber(err error, idx []int) error {
+// as the whole batch does: "jobs[k]" of the part (with list "jobs") is
+// "jobs[idx[k]]". Errors about fields of other lists keep theirs.
+func renumber(err error, list string, idx []int) error {
 	var in *job.InputError
 	var taken *job.IDTakenError
 	switch {
 	case errors.As(err, &in):
-		return fmt.Errorf("insert jobs: %w", &job.InputError{Field: renumberField(in.Field, idx), Message: in.Message})
+		return fmt.Errorf("insert jobs: %w", &job.InputError{Field: renumberField(in.Field, list, idx), Message: in.Message})
 	case errors.As(err, &taken):
-		return fmt.Errorf("insert jobs: %w", &job.IDTakenError{Field: renumberField(taken.Field, idx)})
+		return fmt.Errorf("insert jobs: %w", &job.IDTakenError{Field: renumberField(taken.Field, list, idx)})
 	}
 	return err
 }
 
-// renumberField maps "jobs[k].rest" to "jobs[idx[k]].rest".
-func renumberField(field string, idx []int) string {
-	rest, ok := strings.CutPrefix(field, "jobs[")
+// renumberField maps "list[k].rest" to "list[idx[k]].rest".
+func renumberField(field, list string, idx []int) string {
+	rest, ok := strings.CutPrefix(field, list+"[")
 	if !ok {
 		return field
 	}
@@ -185,5 +188,5 @@ func renumberField(field string, idx []int) string {
 	if err != nil || k < 0 || k >= len(idx) {
 		return field
 	}
-	return fmt.Sprintf("jobs[%d]%s", idx[k], rest[end+1:])
+	return fmt.Sprintf("%s[%d]%s", list, idx[k], rest[end+1:])
 }

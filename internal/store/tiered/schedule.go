@@ -59,7 +59,7 @@ func (s *Store) ScheduleFire(ctx context.Context, p *store.ScheduleFireParams) (
 			}
 			s.gate.RUnlock()
 		}
-		return s.guarded(ctx, p.Jobs, s.mem, false, true, func(rest []store.JobInsertParams) ([]store.InsertResult, error) {
+		return s.guarded(ctx, p.Jobs, "jobs", s.mem, false, true, func(rest []store.JobInsertParams) ([]store.InsertResult, error) {
 			q := *p
 			q.Jobs = rest
 			return s.disk.ScheduleFire(ctx, &q)

@@ -8,9 +8,15 @@
 //     each tier in its own claim order;
 //   - a listing pages through the durable jobs, then the memory ones.
 //
-// Queue settings (pause, durability, limits) live in the durable store;
-// pauses and limits apply to both tiers, each tier holding the limits for
-// its own jobs.
+// Queue settings (pause, durability, limits, settings) live in the
+// durable store; pauses, limits and settings apply to both tiers, each
+// tier holding the limits for its own jobs and applying the settings to
+// them. A job that dies into a dead-letter queue leaves its copy in its
+// own tier: the copy keeps the dead job's durability (job.DeadLetter), so
+// a memory job's copy is a memory job, lost on restart like it. The
+// copy's id is new and random (job.NewID) and skips the id registry of
+// ids.go, whose read of the other tier each death would pay for a clash
+// that 80 random bits make a non-event.
 package tiered
 
 import (
@@ -82,6 +88,11 @@ func New(ctx context.Context, disk Tier, mem MemoryStore) (*Store, error) {
 				return nil, fmt.Errorf("limit memory queue %s: %w", q.Name, err)
 			}
 		}
+		if !q.Settings.IsZero() {
+			if err := mem.QueueSetSettings(ctx, q.Name, q.Settings); err != nil {
+				return nil, fmt.Errorf("set the settings of memory queue %s: %w", q.Name, err)
+			}
+		}
 	}
 	if err := copyGroups(ctx, disk, mem, qs); err != nil {
 		return nil, err
@@ -135,19 +146,26 @@ func (s *Store) JobClaim(ctx context.Context, p *store.JobClaimParams) (*store.C
 	rest.Max -= len(got.Jobs)
 	more, err := s.disk.JobClaim(ctx, &rest)
 	if err != nil {
-		if len(got.Jobs) > 0 {
-			// The memory jobs are leased already: hand them out.
+		if len(got.Jobs) > 0 || len(got.Available) > 0 {
+			// The memory jobs are leased already, and the ones it killed
+			// left copies: hand them out, and say so.
 			return got, nil
 		}
 		return nil, err
 	}
-	out := &store.ClaimResult{Jobs: append(got.Jobs, more.Jobs...), RetryAt: got.RetryAt, Capped: got.Capped}
+	out := &store.ClaimResult{Jobs: append(got.Jobs, more.Jobs...), RetryAt: got.RetryAt, Capped: got.Capped,
+		Available: got.Available}
 	if out.RetryAt.IsZero() || (!more.RetryAt.IsZero() && more.RetryAt.Before(out.RetryAt)) {
 		out.RetryAt = more.RetryAt
 	}
 	for _, q := range more.Capped {
 		if !slices.Contains(out.Capped, q) {
 			out.Capped = append(out.Capped, q)
+		}
+	}
+	for _, q := range more.Available {
+		if !slices.Contains(out.Available, q) {
+			out.Available = append(out.Available, q)
 		}
 	}
 	return out, nil
@@ -432,6 +450,15 @@ func (s *Store) QueueSetLimits(ctx context.Context, name string, l job.Limits) e
 	return s.mem.QueueSetLimits(ctx, name, l)
 }
 
+// QueueSetSettings sets the queue's settings in both tiers, each of which
+// applies them to its own jobs; see store.Admin.
+func (s *Store) QueueSetSettings(ctx context.Context, name string, st job.QueueSettings) error {
+	if err := s.disk.QueueSetSettings(ctx, name, st); err != nil {
+		return err
+	}
+	return s.mem.QueueSetSettings(ctx, name, st)
+}
+
 // QueueSetDurability sets the queue's level in the durable store, which
 // keeps the queues' settings; see store.Admin.
 func (s *Store) QueueSetDurability(ctx context.Context, name string, d job.Durability) error {
@@ -469,6 +496,12 @@ func (s *Store) maintain(pass func(st store.Store) (*store.MaintenanceResult, er
 		out.Next = m.Next
 	}
 	return &out, nil
+}
+
+// JobExpireWaiting kills the jobs past their maximum waits in both
+// tiers; see store.Maintainer.
+func (s *Store) JobExpireWaiting(ctx context.Context, now time.Time, limit int) (*store.MaintenanceResult, error) {
+	return s.maintain(func(st store.Store) (*store.MaintenanceResult, error) { return st.JobExpireWaiting(ctx, now, limit) })
 }
 
 // JobPrune prunes both tiers; see store.Maintainer.

@@ -1,0 +1,135 @@
+package job
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+)
+
+func TestQueueSettingsCheck(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name  string
+		s     QueueSettings
+		field string // "" when valid
+	}{
+		{"none", QueueSettings{}, ""},
+		{"both", QueueSettings{DeadLetterQueue: "orders-dlq", MaxWait: time.Minute}, ""},
+		{"shortest wait", QueueSettings{MaxWait: time.Millisecond}, ""},
+		{"longest wait", QueueSettings{MaxWait: LongestMaxWait}, ""},
+		{"itself", QueueSettings{DeadLetterQueue: "orders"}, "dead_letter_queue"},
+		{"not a name", QueueSettings{DeadLetterQueue: "bad name"}, "dead_letter_queue"},
+		{"negative wait", QueueSettings{MaxWait: -time.Millisecond}, "max_wait_ms"},
+		{"under a millisecond", QueueSettings{MaxWait: time.Microsecond}, "max_wait_ms"},
+		{"a fraction of a millisecond", QueueSettings{MaxWait: 1500 * time.Microsecond}, "max_wait_ms"},
+		{"over a year", QueueSettings{MaxWait: LongestMaxWait + time.Millisecond}, "max_wait_ms"},
+	} {
+		err := c.s.Check("orders")
+		var in *InputError
+		switch {
+		case c.field == "" && err != nil:
+			t.Errorf("%s: %v, want valid", c.name, err)
+		case c.field != "" && (!errors.As(err, &in) || in.Field != c.field):
+			t.Errorf("%s: %v, want an InputError on %s", c.name, err, c.field)
+		}
+	}
+}
+
+// The settings are comparable, so a field added later keeps IsZero and
+// the stores' comparisons working as they are.
+func TestQueueSettingsIsZero(t *testing.T) {
+	t.Parallel()
+	if !(QueueSettings{}).IsZero() || (QueueSettings{MaxWait: time.Second}).IsZero() || (QueueSettings{DeadLetterQueue: "d"}).IsZero() {
+		t.Fatal("IsZero is wrong")
+	}
+}
+
+func TestDeadLetterFor(t *testing.T) {
+	t.Parallel()
+	s := QueueSettings{DeadLetterQueue: "dlq"}
+	for _, st := range States {
+		want := ""
+		if st == StateDead {
+			want = "dlq"
+		}
+		if got := s.DeadLetterFor(st); got != want {
+			t.Errorf("moving to %s: %q, want %q", st, got, want)
+		}
+	}
+	if got := (QueueSettings{}).DeadLetterFor(StateDead); got != "" {
+		t.Errorf("without a dead-letter queue: %q", got)
+	}
+}
+
+func TestPastMaxWait(t *testing.T) {
+	t.Parallel()
+	runAt := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name    string
+		attempt int
+		maxWait time.Duration
+		after   time.Duration
+		want    bool
+	}{
+		{"before the deadline", 0, time.Minute, time.Minute - time.Nanosecond, false},
+		{"at the deadline", 0, time.Minute, time.Minute, true},
+		{"past the deadline", 0, time.Minute, time.Hour, true},
+		{"started once", 1, time.Minute, time.Hour, false},
+		{"no maximum wait", 0, 0, 24 * time.Hour, false},
+		{"not yet due", 0, time.Minute, -time.Hour, false},
+	} {
+		if got := PastMaxWait(c.attempt, runAt, c.maxWait, runAt.Add(c.after)); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+	if d := WaitDeadline(0, runAt, time.Minute); !d.Equal(runAt.Add(time.Minute)) {
+		t.Errorf("deadline %v", d)
+	}
+	if d := WaitDeadline(2, runAt, time.Minute); !d.IsZero() {
+		t.Errorf("deadline of a started job %v, want none", d)
+	}
+}
+
+func TestAfterMaxWait(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	state, e := AfterMaxWait(0, now)
+	if state != StateDead || e != (AttemptError{Attempt: 1, Message: MaxWaitMessage, At: now}) {
+		t.Fatalf("AfterMaxWait(0): %s %+v", state, e)
+	}
+	if _, e := AfterMaxWait(2, now); e.Attempt != 3 {
+		t.Fatalf("AfterMaxWait(2) records attempt %d, want 3", e.Attempt)
+	}
+}
+
+func TestDeadLetter(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	now := t0.Add(time.Hour)
+	dead := &Job{
+		ID: "orig", Queue: "orders", Kind: "charge", Payload: json.RawMessage(`{"n":1}`), Priority: 7,
+		State: StateDead, RunAt: t0, Attempt: 3, MaxAttempts: 3,
+		Backoff:       Backoff{Kind: BackoffFixed, Base: time.Second, Max: time.Minute, Jitter: 0.1},
+		LeaseDuration: 2 * time.Minute, UniqueKey: "u", UniqueFor: time.Hour, Tags: []string{"a", "b"},
+		Group: "tenant-1", Durability: DurabilityProcess, Result: json.RawMessage(`1`),
+		Errors:   []AttemptError{{Attempt: 1, Message: "boom", At: t0}, {Attempt: 3, Message: "lease expired", At: now}},
+		Progress: json.RawMessage(`{"pct":5}`), LeaseToken: 42, CreatedAt: t0, StartedAt: t0, FinishedAt: now,
+		DeadLetterOf: JobRef{Queue: "upstream", ID: "older"},
+	}
+	got := DeadLetter(dead, "orders-dlq", "copy", now)
+	want := &Job{
+		ID: "copy", Queue: "orders-dlq", Kind: "charge", Payload: json.RawMessage(`{"n":1}`), Priority: 7,
+		State: StateAvailable, RunAt: now, MaxAttempts: 3, Backoff: dead.Backoff, LeaseDuration: 2 * time.Minute,
+		Tags: []string{"a", "b"}, Group: "tenant-1", Durability: DurabilityProcess, Errors: dead.Errors,
+		CreatedAt: now, DeadLetterOf: JobRef{Queue: "orders", ID: "orig"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("DeadLetter:\n got %+v\nwant %+v", got, want)
+	}
+	got.Tags[0], got.Errors[0].Message = "changed", "changed"
+	if dead.Tags[0] != "a" || dead.Errors[0].Message != "boom" {
+		t.Fatal("the copy shares its tags or errors with the dead job")
+	}
+}

@@ -1,0 +1,182 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/spoolq/spool/internal/job"
+	"github.com/spoolq/spool/internal/store"
+)
+
+// sqlStrictCommit makes the transaction it runs in wait for the WAL flush
+// at its commit, as the server's setting has it, whatever an earlier
+// statement of the transaction set (see sqlRelaxCommit).
+const sqlStrictCommit = `SET LOCAL synchronous_commit TO DEFAULT`
+
+// JobTransact acknowledges, fails and inserts in one transaction; see
+// store.Transactor. It locks the leased jobs of its ack and fail items
+// first, in seq order (as every call that ends leases does, so that two
+// never wait on each other in a cycle), refuses the first item that holds
+// no lease, then runs the statements of JobComplete, JobFail and
+// JobInsertMany in the same transaction. Each of those lets its commit
+// skip the WAL flush when its own jobs are all of process durability; the
+// transaction decides for the whole at its end, skipping the flush only
+// when every job it wrote is of process durability.
+func (s *Store) JobTransact(ctx context.Context, p *store.JobTransactParams) (*store.TransactResult, error) {
+	if err := checkInserts(p.Insert); err != nil {
+		return nil, fmt.Errorf("transact: %w", job.RenameItems(err, "jobs", "enqueue"))
+	}
+	acks := len(p.Complete)
+	it := newItems(acks+len(p.Fail), func(i int) (string, int64) {
+		if i < acks {
+			return p.Complete[i].ID, p.Complete[i].Token
+		}
+		return p.Fail[i-acks].ID, p.Fail[i-acks].Token
+	})
+	now := micro(p.Now)
+	var res *store.TransactResult
+	var grouped []string
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		res = &store.TransactResult{
+			Completed: make([]store.Outcome, len(p.Complete)),
+			Failed:    make([]store.Outcome, len(p.Fail)),
+		}
+		held, err := holdAll(ctx, tx, it, acks)
+		if err != nil {
+			return err
+		}
+		relaxed := true
+		for i := range p.Insert {
+			relaxed = relaxed && durabilityOf(p.Insert[i].Durability) == job.DurabilityProcess
+		}
+		for _, l := range held {
+			relaxed = relaxed && l.durability == job.DurabilityProcess
+		}
+		if err := s.transactAcks(ctx, tx, p, now, res.Completed); err != nil {
+			return err
+		}
+		if err := s.transactFails(ctx, tx, p, held[acks:], now, res.Failed); err != nil {
+			return err
+		}
+		if len(p.Insert) > 0 {
+			if grouped, err = s.markGrouped(ctx, tx, p.Insert); err != nil {
+				return err
+			}
+			if res.Inserted, err = s.insert(ctx, tx, p.Insert, now, false); err != nil {
+				return job.RenameItems(err, "jobs", "enqueue")
+			}
+		}
+		commit := sqlStrictCommit
+		if relaxed {
+			commit = sqlRelaxCommit
+		}
+		if _, err := tx.Exec(ctx, commit); err != nil {
+			return fmt.Errorf("set the commit's durability: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, wrap("transact", err)
+	}
+	if res.Inserted == nil {
+		res.Inserted = []store.InsertResult{}
+	}
+	s.noteGrouped(grouped)
+	return res, nil
+}
+
+// holdAll locks the jobs whose leases the items of it hold (the first
+// acks of them acknowledge, the others fail) and returns them in item
+// order, or the *job.ItemError of the first item that holds none: an
+// unknown job, a token that is not current, or a job an earlier item
+// names already.
+func holdAll(ctx context.Context, tx pgx.Tx, it *items, acks int) ([]*leased, error) {
+	locked, err := lockLeased(ctx, tx, it)
+	if err != nil {
+		return nil, err
+	}
+	n := len(it.pos) + len(it.repeat)
+	held := make([]*leased, n)
+	matched := make([]bool, len(it.ids))
+	for k, i := range it.pos {
+		if l := locked[k]; l != nil {
+			held[i], matched[k] = l, true
+		}
+	}
+	misses := make([]store.Outcome, n)
+	if err := it.settle(ctx, tx, misses, matched); err != nil {
+		return nil, err
+	}
+	for i, o := range misses {
+		if o.Err == nil {
+			continue
+		}
+		name := fmt.Sprintf("ack[%d]", i)
+		if i >= acks {
+			name = fmt.Sprintf("fail[%d]", i-acks)
+		}
+		return nil, &job.ItemError{Field: job.MissField(name, o.Err), Err: o.Err}
+	}
+	return held, nil
+}
+
+// transactAcks acknowledges the jobs of p.Complete, whose leases are
+// locked and current, with sqlComplete, and fills out.
+func (s *Store) transactAcks(ctx context.Context, tx pgx.Tx, p *store.JobTransactParams, now time.Time, out []store.Outcome) error {
+	if len(p.Complete) == 0 {
+		return nil
+	}
+	ids := make([]string, len(p.Complete))
+	tokens := make([]int64, len(p.Complete))
+	results := make([][]byte, len(p.Complete))
+	index := make(map[string]int, len(p.Complete))
+	for i := range p.Complete {
+		ids[i], tokens[i], results[i] = p.Complete[i].ID, p.Complete[i].Token, bytesOrNil(p.Complete[i].Result)
+		index[ids[i]] = i
+	}
+	rows, err := tx.Query(ctx, sqlComplete, ids, tokens, results, now, ackCancelled, ackCompleted, s.channel, s.node, notifyChunk)
+	if err != nil {
+		return fmt.Errorf("complete jobs: %w", err)
+	}
+	done := 0
+	var id, queue, state string
+	if _, err := pgx.ForEachRow(rows, []any{&id, &queue, &state}, func() error {
+		out[index[id]] = store.Outcome{Queue: queue, State: job.State(state)}
+		done++
+		return nil
+	}); err != nil {
+		return fmt.Errorf("complete jobs: %w", err)
+	}
+	if done != len(p.Complete) {
+		return fmt.Errorf("complete jobs: %d of %d locked jobs acknowledged", done, len(p.Complete))
+	}
+	return nil
+}
+
+// transactFails ends the attempts of p.Fail, whose jobs held are locked,
+// where job.AfterFailure sends them, and fills out.
+func (s *Store) transactFails(ctx context.Context, tx pgx.Tx, p *store.JobTransactParams, held []*leased, now time.Time, out []store.Outcome) error {
+	if len(p.Fail) == 0 {
+		return nil
+	}
+	changes := make([]change, len(p.Fail))
+	item := make(map[int64]int, len(p.Fail)) // seq → its item
+	for i := range p.Fail {
+		var err error
+		if changes[i], out[i], err = failChange(&p.Fail[i], held[i], now, p.Rand); err != nil {
+			return err
+		}
+		item[changes[i].seq] = i
+	}
+	letters, err := s.apply(ctx, tx, changes, nil, now)
+	if err != nil {
+		return err
+	}
+	for seq, ref := range letters {
+		out[item[seq]].DeadLetter = ref
+	}
+	return nil
+}
