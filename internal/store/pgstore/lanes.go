@@ -29,7 +29,7 @@ import (
 // groups of their queues, in its own snapshot; when it finds some, one
 // more statement of the transaction (sqlCopyToLanes) copies the jobs it
 // inserted into each lane, so that a job and its copies commit together.
-// A queue without groups costs one probe of the groups' primary key per
+// A queue without groups costs one look at the small group table per
 // insert, and nothing else. A lane shares its queue's flow lock
 // (flowLockKey), which an insert of jobs without a group holds shared, so
 // that a copy gets the empty group exactly when its lane has flow control,
