@@ -76,7 +76,7 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&o.Work, "work", 0, "simulated work of each job, e.g. 10ms (reports efficiency against workers × concurrency / work)")
 	fs.IntVar(&o.PayloadBytes, "payload", 0, "payload bytes per job (default 100)")
 	timeout := fs.Duration("timeout", 10*time.Minute, "stop the whole command after this long and report what was measured (0: no limit)")
-	preset := fs.String("preset", "", `run a set of configurations: "seeds" runs those of the published benchmarks of Jobbie, BullMQ and Queen`)
+	preset := fs.String("preset", "", `run a set of configurations: "seeds" runs those of the published benchmarks of Jobbie, BullMQ and Queen, and an ordered queue against an unordered one`)
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	quiet := fs.Bool("quiet", false, "no live progress line")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the load generator (not the server) to this file")

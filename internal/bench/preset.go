@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"runtime"
 	"time"
+
+	"github.com/spoolq/spool/internal/job"
 )
 
 // PresetSeeds is the preset that runs the configurations of the published
-// benchmarks of Jobbie, BullMQ and Queen.
+// benchmarks of Jobbie, BullMQ and Queen, and Spool's own comparison of an
+// ordered queue with an unordered one.
 const PresetSeeds = "seeds"
 
 // presetCase is one configuration of a preset and the published figure it
@@ -23,12 +26,57 @@ type presetCase struct {
 	// shared names an earlier case whose run this one reports a second
 	// figure of, instead of running again.
 	shared string
+	// over names an earlier case: the printout then gives this case's
+	// figure as a percentage of that one's, on a line labelled ratio
+	// under the table.
+	over  string
+	ratio string
+}
+
+// The shape of Queen's C++-benchmark configurations.
+const (
+	// queenThreads is the threads of the tool's documented runs, which
+	// Spool runs as producers (enqueue-batch clients) or workers.
+	queenThreads = 10
+	// queenPayloadBytes is the payload of those configurations, for the
+	// tool's message: its MB/s count 300 bytes for each pushed message in
+	// MiB (24.57 at 85,862 msg/s), which is 286 bytes in the megabytes of
+	// 10^6 bytes that Spool's MB/s are counted in.
+	queenPayloadBytes = 290
+)
+
+// queenCPPCase is test (T1 to T5) of Queen's C++ benchmark as Spool runs
+// it: the producer as queenThreads clients enqueueing batches of batch,
+// the consumer as a prefilled backlog drained by queenThreads workers,
+// each fetching up to batch at a time; both spread over queenThreads
+// unordered groups with payloads of queenPayloadBytes. published is the
+// test's message count and jobs Spool's, larger where the published count
+// would be timed in a fraction of a second.
+func queenCPPCase(test string, consumer bool, batch, published, jobs int, figure, mbps float64) presetCase {
+	role := "producer"
+	o := Options{Mode: ModeEnqueueBatch, Concurrency: queenThreads, Batch: batch}
+	if consumer {
+		role = "consumer"
+		o = Options{Mode: ModeProcess, Workers: queenThreads, Concurrency: batch}
+	}
+	o.Jobs, o.Groups, o.PayloadBytes = jobs, queenThreads, queenPayloadBytes
+	setup := fmt.Sprintf("%s %s: %d threads × batch %s, %s messages (Spool: ", test, role, queenThreads, thousands(float64(batch)), thousands(float64(published)))
+	if jobs != published {
+		setup += thousands(float64(jobs)) + " jobs for a run of a second or more, "
+	}
+	setup += fmt.Sprintf("%d unordered groups)", queenThreads)
+	return presetCase{
+		name:   fmt.Sprintf("Queen %s %s, batch %d", test, role, batch),
+		opts:   o,
+		ref:    refMB(srcQueenCPP, figure, mbps, setup),
+		metric: "jobs",
+	}
 }
 
 // seedCases are the configurations of the seeds preset. The job counts are
 // Spool's own, chosen so that each run lasts a few seconds and the whole
-// preset two to three minutes on a 2-core machine; each reference states
-// the size of the published run.
+// preset about two minutes on a 2-core machine; each reference states the
+// size of the published run.
 func seedCases() []presetCase {
 	enq := func(c, jobs int) Options { return Options{Mode: ModeEnqueue, Concurrency: c, Jobs: jobs} }
 	batch := func(c, b, jobs int) Options {
@@ -40,7 +88,13 @@ func seedCases() []presetCase {
 	proc := func(w, c, jobs int) Options {
 		return Options{Mode: ModeProcess, Workers: w, Concurrency: c, Jobs: jobs}
 	}
-	j, b, qb, qt := srcJobbie, srcBullMQ, srcQueenBP, srcQueenT5
+	partitions := func(ordered bool) Options {
+		o := proc(4, 500, 100_000)
+		o.Groups, o.Limits = 1000, job.Limits{Ordered: ordered}
+		return o
+	}
+	j, b, qb := srcJobbie, srcBullMQ, srcQueenBP
+	const ownSetup = "Spool's own: ordered vs unordered, same settings otherwise"
 	return []presetCase{
 		{name: "Jobbie enqueue c=1", opts: enq(1, 15_000), ref: ref(j, 2532, "enqueue, 1 client"), metric: "jobs"},
 		{name: "Jobbie enqueue c=10", opts: enq(10, 50_000), ref: ref(j, 7928, "enqueue, 10 clients"), metric: "jobs"},
@@ -63,8 +117,19 @@ func seedCases() []presetCase {
 		{name: "Queen pop, push batch 10", ref: ref(qb, 38351, "bp-10: pop during that push"), metric: "process", shared: "Queen push, batch 10"},
 		{name: "Queen push, batch 100", opts: life(50, 100, 50, 100, 200_000), ref: ref(qb, 104400, "bp-100, 1,001 partitions: push at batch 100"), metric: "enqueue"},
 		{name: "Queen pop, push batch 100", ref: ref(qb, 101675, "bp-100: pop during that push"), metric: "process", shared: "Queen push, batch 100"},
-		{name: "Queen producer, batch 1000", opts: batch(10, 1000, 500_000), ref: ref(qt, 90601, "T5 producer, batch 1,000, 100,000 messages"), metric: "jobs"},
-		{name: "Queen consumer, batch 1000", opts: proc(10, 1000, 200_000), ref: ref(qt, 84530, "T5 consumer, batch 1,000, 100,000 messages"), metric: "jobs"},
+		queenCPPCase("T1", false, 1, 10_000, 10_000, 785, 0.22),
+		queenCPPCase("T1", true, 1, 10_000, 10_000, 456, 0.23),
+		queenCPPCase("T2", false, 10, 10_000, 100_000, 7677, 2.20),
+		queenCPPCase("T2", true, 10, 10_000, 50_000, 4989, 2.53),
+		queenCPPCase("T3", false, 100, 10_000, 200_000, 39065, 11.18),
+		queenCPPCase("T3", true, 100, 10_000, 100_000, 30079, 15.26),
+		queenCPPCase("T4", false, 1000, 10_000, 200_000, 85862, 24.57),
+		queenCPPCase("T4", true, 1000, 10_000, 100_000, 488650, 247.87),
+		queenCPPCase("T5", false, 1000, 100_000, 500_000, 90601, 25.92),
+		queenCPPCase("T5", true, 1000, 100_000, 200_000, 84530, 42.96),
+		{name: "unordered, 1,000 groups", opts: partitions(false), ref: ref(srcSpool, 0, ownSetup), metric: "jobs"},
+		{name: "ordered, 1,000 partitions", opts: partitions(true), ref: ref(srcSpool, 0, ownSetup), metric: "jobs",
+			over: "unordered, 1,000 groups", ratio: "ordered / unordered, 1,000 partitions"},
 	}
 }
 
@@ -76,6 +141,8 @@ type PresetResult struct {
 	CPUs    int         `json:"cpus"`
 	Seconds float64     `json:"seconds"`
 	Runs    []PresetRun `json:"runs"`
+	// Ratios compare configurations of the preset with one another.
+	Ratios []PresetRatio `json:"ratios,omitempty"`
 	// Interrupted says why the preset stopped before its last
 	// configuration, if it did.
 	Interrupted string `json:"interrupted,omitempty"`
@@ -84,9 +151,13 @@ type PresetResult struct {
 // PresetRun is one configuration of a preset: Spool's figure for it, the
 // run it comes from, and the published figure it is compared with.
 type PresetRun struct {
-	Name      string     `json:"name"`
-	Metric    string     `json:"metric"`
-	Spool     *float64   `json:"spool_jobs_per_sec"`
+	Name   string   `json:"name"`
+	Metric string   `json:"metric"`
+	Spool  *float64 `json:"spool_jobs_per_sec"`
+	// MBps is Spool's figure in payload megabytes (10^6 bytes) a
+	// second: Spool times the run's payload bytes, the JSON and HTTP
+	// around the payloads not counted.
+	MBps      *float64   `json:"spool_mb_per_sec"`
 	Reference *Reference `json:"reference"`
 	Result    *Result    `json:"result,omitempty"`
 	// SameRunAs names the configuration whose run this figure comes
@@ -94,6 +165,18 @@ type PresetRun struct {
 	SameRunAs string `json:"same_run_as,omitempty"`
 	// Error is why the configuration could not run.
 	Error string `json:"error,omitempty"`
+}
+
+// PresetRatio is Spool's figure for one configuration of a preset as a
+// fraction of its figure for another.
+type PresetRatio struct {
+	// Label says what is compared.
+	Label string `json:"label"`
+	// Of and Over name the configurations: Ratio is Of's figure over
+	// Over's, nil when either has none.
+	Of    string   `json:"of"`
+	Over  string   `json:"over"`
+	Ratio *float64 `json:"ratio"`
 }
 
 // Errors is the total number of errors of the preset's runs, failed starts
@@ -120,8 +203,9 @@ func presetCases(name string) ([]presetCase, error) {
 
 // RunPreset runs every configuration of the named preset in turn, each on
 // a fresh embedded server (or against base.Server), with base's server,
-// pid, token, sync, payload, progress and server command. It stops early when ctx
-// ends, keeping what it measured.
+// pid, token, sync, progress and server command, and base's payload when
+// it sets one (otherwise each configuration's own). It stops early when
+// ctx ends, keeping what it measured.
 func RunPreset(ctx context.Context, name string, base Options) (*PresetResult, error) {
 	cases, err := presetCases(name)
 	if err != nil {
@@ -151,7 +235,10 @@ func runPreset(ctx context.Context, name string, cases []presetCase, base Option
 		} else {
 			o := c.opts
 			o.Server, o.ServerPID, o.Token, o.Sync, o.ServerCommand = base.Server, base.ServerPID, base.Token, base.Sync, base.ServerCommand
-			o.PayloadBytes, o.Progress = base.PayloadBytes, base.Progress
+			o.Progress = base.Progress
+			if base.PayloadBytes != 0 {
+				o.PayloadBytes = base.PayloadBytes
+			}
 			o.Label = fmt.Sprintf("[%d/%d %s]", i+1, len(cases), c.name)
 			var err error
 			res, err = Run(ctx, o)
@@ -168,6 +255,7 @@ func runPreset(ctx context.Context, name string, cases []presetCase, base Option
 		}
 		if res != nil {
 			run.Spool = presetFigure(res, c.metric)
+			run.MBps = ptr(mbPerSec(*run.Spool, res.Settings.PayloadBytes))
 			if c.shared == "" {
 				run.Result = res
 			}
@@ -178,8 +266,37 @@ func runPreset(ctx context.Context, name string, cases []presetCase, base Option
 			break
 		}
 	}
+	out.Ratios = presetRatios(cases, out.Runs)
 	out.Seconds = time.Since(start).Seconds()
 	return out
+}
+
+// presetRatios are the ratios the cases ask for, of the runs that were
+// made; a ratio whose runs failed has a nil Ratio.
+func presetRatios(cases []presetCase, runs []PresetRun) []PresetRatio {
+	byName := map[string]*PresetRun{}
+	for i := range runs {
+		byName[runs[i].Name] = &runs[i]
+	}
+	var out []PresetRatio
+	for _, c := range cases {
+		of, over := byName[c.name], byName[c.over]
+		if c.over == "" || of == nil || over == nil {
+			continue
+		}
+		r := PresetRatio{Label: c.ratio, Of: c.name, Over: c.over}
+		if of.Spool != nil && over.Spool != nil && *over.Spool > 0 {
+			r.Ratio = ptr(*of.Spool / *over.Spool)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// mbPerSec is jobsPerSec jobs of payloadBytes each, in megabytes (10^6
+// bytes) a second.
+func mbPerSec(jobsPerSec float64, payloadBytes int) float64 {
+	return jobsPerSec * float64(payloadBytes) / 1e6
 }
 
 func presetFigure(res *Result, metric string) *float64 {
