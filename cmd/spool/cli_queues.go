@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -144,20 +145,31 @@ func (c *cli) queuesLimits(args []string) int {
 			return 2
 		}
 	}
+	return c.replaceOrShow("queues limits", cm, pos[0], *clearAll, limitFlags, (*client.Client).ClearQueueLimits,
+		func(cl *client.Client, ctx context.Context, name string) (*client.Queue, error) {
+			return cl.SetQueueLimits(ctx, name, l)
+		})
+}
+
+// replaceOrShow ends a command that replaces a part of a queue as a whole:
+// it clears that part, sets it, or with neither shows the queue, and
+// prints the queue.
+func (c *cli) replaceOrShow(cmd string, cm *common, name string, clearIt, setIt bool,
+	clear, set func(cl *client.Client, ctx context.Context, name string) (*client.Queue, error)) int {
 	cl, ctx, done := cm.connect()
 	defer done()
 	var q *client.Queue
 	var err error
 	switch {
-	case *clearAll:
-		q, err = cl.ClearQueueLimits(ctx, pos[0])
-	case limitFlags:
-		q, err = cl.SetQueueLimits(ctx, pos[0], l)
+	case clearIt:
+		q, err = clear(cl, ctx, name)
+	case setIt:
+		q, err = set(cl, ctx, name)
 	default:
-		q, err = cl.Queue(ctx, pos[0])
+		q, err = cl.Queue(ctx, name)
 	}
 	if err != nil {
-		return c.report("queues limits", err)
+		return c.report(cmd, err)
 	}
 	if cm.asJSON {
 		return c.printJSON(q)
@@ -194,26 +206,10 @@ func (c *cli) queuesSettings(args []string) int {
 		fmt.Fprintln(c.errOut, "spool queues settings: --max-wait must be positive; leave it out for none")
 		return 2
 	}
-	cl, ctx, done := cm.connect()
-	defer done()
-	var q *client.Queue
-	var err error
-	switch {
-	case *clearAll:
-		q, err = cl.ClearQueueSettings(ctx, pos[0])
-	case settingFlags:
-		q, err = cl.SetQueueSettings(ctx, pos[0], s)
-	default:
-		q, err = cl.Queue(ctx, pos[0])
-	}
-	if err != nil {
-		return c.report("queues settings", err)
-	}
-	if cm.asJSON {
-		return c.printJSON(q)
-	}
-	c.printQueues(*q)
-	return 0
+	return c.replaceOrShow("queues settings", cm, pos[0], *clearAll, settingFlags, (*client.Client).ClearQueueSettings,
+		func(cl *client.Client, ctx context.Context, name string) (*client.Queue, error) {
+			return cl.SetQueueSettings(ctx, name, s)
+		})
 }
 
 // formatSettings writes s compactly, in the form of the flags that set it:
