@@ -64,3 +64,12 @@ func timeOrNil(t time.Time) *time.Time {
 	}
 	return &t
 }
+
+// createdStatus is the status of a put that created what it names (201)
+// or replaced it (200).
+func createdStatus(created bool) int {
+	if created {
+		return http.StatusCreated
+	}
+	return http.StatusOK
+}

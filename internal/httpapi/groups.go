@@ -87,11 +87,7 @@ func (a *API) putConsumerGroup(w http.ResponseWriter, r *http.Request, in *group
 		a.writeError(w, r, err)
 		return
 	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-	}
-	a.writeJSON(w, status, toConsumerGroupJSON(g, a.engine.Now()))
+	a.writeJSON(w, createdStatus(created), toConsumerGroupJSON(g, a.engine.Now()))
 }
 
 func (a *API) seekConsumerGroup(w http.ResponseWriter, r *http.Request, in *groupStartJSON) {

@@ -149,11 +149,7 @@ func (a *API) putSchedule(w http.ResponseWriter, r *http.Request, in *scheduleBo
 		a.writeError(w, r, err)
 		return
 	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-	}
-	a.writeJSON(w, status, toScheduleJSON(s))
+	a.writeJSON(w, createdStatus(created), toScheduleJSON(s))
 }
 
 func (a *API) getSchedule(w http.ResponseWriter, r *http.Request) {
