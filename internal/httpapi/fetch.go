@@ -19,7 +19,7 @@ type fetchJSON struct {
 	LeaseMS *int64   `json:"lease_ms"`
 	Worker  string   `json:"worker"`
 	// ConsumerGroup takes the jobs of that consumer group of each queue.
-	ConsumerGroup string `json:"consumer_group"`
+	ConsumerGroup *string `json:"consumer_group"`
 }
 
 // releaseTimeout bounds the hand-back of jobs claimed for a caller that
@@ -30,7 +30,14 @@ const releaseTimeout = 5 * time.Second
 func fetchQueues(in *fetchJSON) []string { return in.Queues }
 
 func (a *API) fetch(w http.ResponseWriter, r *http.Request, in *fetchJSON) {
-	req := queue.FetchRequest{Queues: in.Queues, Wait: millis(in.WaitMS), Worker: in.Worker, ConsumerGroup: in.ConsumerGroup}
+	req := queue.FetchRequest{Queues: in.Queues, Wait: millis(in.WaitMS), Worker: in.Worker}
+	if g := in.ConsumerGroup; g != nil {
+		if *g == "" {
+			a.writeError(w, r, job.Invalid("consumer_group", "must be a consumer group name; leave the field out for the queues' own jobs"))
+			return
+		}
+		req.ConsumerGroup = *g
+	}
 	var leaseMS int64
 	if err := errors.Join(
 		optional(in.Max, &req.Max, fieldName, "max", "must be between 1 and %d", queue.MaxFetch),

@@ -99,6 +99,7 @@ func TestConsumerGroupsOnTheWire(t *testing.T) {
 		{"PUT", "/v1/queues/orders/consumer-groups/-x", `{}`, 400, "invalid_argument", "name"},
 		{"POST", "/v1/fetch", `{"queues":["orders"],"consumer_group":"nobody"}`, 404, "not_found", "consumer_group"},
 		{"POST", "/v1/fetch", `{"queues":["orders"],"consumer_group":"a@b"}`, 400, "invalid_argument", "consumer_group"},
+		{"POST", "/v1/fetch", `{"queues":["orders"],"consumer_group":""}`, 400, "invalid_argument", "consumer_group"},
 		{"POST", "/v1/queues/orders/consumer-groups/nobody/seek", `{}`, 404, "not_found", ""},
 		{"GET", "/v1/jobs?consumer_group=billing", "", 400, "invalid_argument", "consumer_group"},
 	} {
