@@ -1,9 +1,9 @@
 // Package storecopy moves a data set from one store to another: every job,
 // in every state, exactly as the source holds it (attempts, lease tokens and
 // expiries, errors, results, times, durability, the dead job a dead-letter
-// copy came from), in enqueue order; every queue with its paused flag,
-// default durability and settings; and every cron schedule with how far it
-// fired. `spool migrate-store` uses it to move an
+// copy came from, the jobs of consumer groups), in enqueue order; every
+// queue with its paused flag, default durability, settings, limits and
+// consumer groups; and every cron schedule with how far it fired. `spool migrate-store` uses it to move an
 // embedded SQLite store into PostgreSQL when one machine is no longer
 // enough.
 package storecopy
@@ -11,6 +11,7 @@ package storecopy
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/store"
@@ -23,6 +24,7 @@ const PageSize = 1000
 type Source interface {
 	store.Admin
 	store.Scheduler
+	store.ConsumerGroups
 }
 
 // Importer is a store that can take jobs exactly as another store holds
@@ -31,6 +33,7 @@ type Source interface {
 type Importer interface {
 	store.Admin
 	store.Scheduler
+	store.ConsumerGroups
 	// ImportJobs stores jobs as given, in order, and returns how many it
 	// stored (jobs already there are skipped).
 	ImportJobs(ctx context.Context, jobs []*job.Job) (int, error)
@@ -72,6 +75,9 @@ func Copy(ctx context.Context, src Source, dst Importer) (Result, error) {
 				return res, fmt.Errorf("copy queue %s: %w", q.Name, err)
 			}
 		}
+		if err := copyGroups(ctx, src, dst, q.Name); err != nil {
+			return res, err
+		}
 	}
 	schedules, err := src.ScheduleList(ctx)
 	if err != nil {
@@ -99,13 +105,22 @@ func Copy(ctx context.Context, src Source, dst Importer) (Result, error) {
 		}
 		cursor = page.Next
 	}
+	// Limits come after the jobs, so that limits that group a queue see
+	// its jobs.
+	for _, q := range queues {
+		if !q.Limits.IsZero() {
+			if err := dst.QueueSetLimits(ctx, q.Name, q.Limits); err != nil {
+				return res, fmt.Errorf("copy limits of queue %s: %w", q.Name, err)
+			}
+		}
+	}
 	return res, Verify(ctx, src, dst)
 }
 
 // Verify fails unless dst has every queue of src with the same paused
-// flag, the same default durability, the same settings and the same
-// number of jobs in every state.
-func Verify(ctx context.Context, src, dst store.Admin) error {
+// flag, the same default durability, the same settings and limits, the
+// same consumer groups and the same number of jobs in every state.
+func Verify(ctx context.Context, src, dst Source) error {
 	want, err := src.QueueList(ctx)
 	if err != nil {
 		return fmt.Errorf("verify: list source queues: %w", err)
@@ -124,6 +139,12 @@ func Verify(ctx context.Context, src, dst store.Admin) error {
 		if got.Settings != q.Settings {
 			return fmt.Errorf("verify queue %s: settings %v, the source says %v", q.Name, got.Settings, q.Settings)
 		}
+		if got.Limits != q.Limits {
+			return fmt.Errorf("verify queue %s: limits %+v, the source says %+v", q.Name, got.Limits, q.Limits)
+		}
+		if err := verifyGroups(ctx, src, dst, q.Name); err != nil {
+			return err
+		}
 		for _, st := range job.States {
 			if got.Counts[st] != q.Counts[st] {
 				return fmt.Errorf("verify queue %s: %d %s jobs, the source has %d (did the target hold other jobs?)",
@@ -140,4 +161,47 @@ func levelOf(d job.Durability) job.Durability {
 		return job.DurabilityFull
 	}
 	return d
+}
+
+// copyGroups creates in dst the consumer groups of src's queue, before
+// any job: a group created then copies nothing, and its jobs come along
+// as the jobs of its lane.
+func copyGroups(ctx context.Context, src Source, dst Importer, queue string) error {
+	if _, _, lane := job.SplitLane(queue); lane {
+		return nil
+	}
+	groups, err := src.ConsumerGroupList(ctx, queue)
+	if err != nil {
+		return fmt.Errorf("list consumer groups of %s: %w", queue, err)
+	}
+	for _, g := range groups {
+		p := &store.ConsumerGroupParams{Queue: queue, Name: g.Name, Start: store.StartNew, Now: g.CreatedAt}
+		if _, err := dst.ConsumerGroupCreate(ctx, p); err != nil {
+			return fmt.Errorf("copy consumer group %s of %s: %w", g.Name, queue, err)
+		}
+	}
+	return nil
+}
+
+// verifyGroups fails unless dst's queue has the consumer groups of src's.
+func verifyGroups(ctx context.Context, src, dst store.ConsumerGroups, queue string) error {
+	want, err := src.ConsumerGroupList(ctx, queue)
+	if err != nil {
+		return fmt.Errorf("verify queue %s: list source consumer groups: %w", queue, err)
+	}
+	got, err := dst.ConsumerGroupList(ctx, queue)
+	if err != nil {
+		return fmt.Errorf("verify queue %s: list consumer groups: %w", queue, err)
+	}
+	names := func(gs []store.ConsumerGroup) []string {
+		out := make([]string, len(gs))
+		for i, g := range gs {
+			out[i] = g.Name
+		}
+		return out
+	}
+	if !slices.Equal(names(got), names(want)) {
+		return fmt.Errorf("verify queue %s: consumer groups %v, the source has %v", queue, names(got), names(want))
+	}
+	return nil
 }

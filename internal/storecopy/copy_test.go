@@ -124,6 +124,21 @@ func TestCopyEmbeddedStoreToPostgres(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	limits := job.Limits{MaxActive: 7, GroupRate: job.Rate{Limit: 3, Period: time.Second}, Ordered: true}.Normalized()
+	if err := src.QueueSetLimits(ctx, "b", limits); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := src.ConsumerGroupCreate(ctx, &store.ConsumerGroupParams{Queue: "c", Name: "audit", Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	lane, err := src.QueueGet(ctx, job.LaneName("c", "audit"))
+	if err != nil || lane.Counts[job.StateAvailable]+lane.Counts[job.StateScheduled] == 0 {
+		t.Fatalf("the source's consumer group: %+v, %v", lane, err)
+	}
+	copies := 0
+	for _, n := range lane.Counts {
+		copies += int(n)
+	}
 
 	res, err := Copy(ctx, src, dst)
 	if err != nil {
@@ -133,9 +148,12 @@ func TestCopyEmbeddedStoreToPostgres(t *testing.T) {
 	if err != nil || letters.Counts[job.StateAvailable] == 0 {
 		t.Fatalf("dead-letter queue of the source: %+v, %v", letters, err)
 	}
-	jobs := 2501 + int(letters.Counts[job.StateAvailable])
-	if res.Jobs != jobs || res.Copied != jobs || res.Queues != 6 || res.Schedules != 1 {
-		t.Fatalf("copy result %+v, want %d jobs of 6 queues", res, jobs)
+	jobs := 2501 + int(letters.Counts[job.StateAvailable]) + copies
+	if res.Jobs != jobs || res.Copied != jobs || res.Queues != 7 || res.Schedules != 1 {
+		t.Fatalf("copy result %+v, want %d jobs of 7 queues (a consumer group's lane among them)", res, jobs)
+	}
+	if q, err := dst.QueueGet(ctx, "b"); err != nil || q.Limits != limits {
+		t.Fatalf("queue b after the copy: %+v, %v", q, err)
 	}
 	if q, err := dst.QueueGet(ctx, "a"); err != nil || q.Settings != settings {
 		t.Fatalf("queue a after the copy: %+v, %v", q, err)
@@ -186,6 +204,14 @@ func TestCopyEmbeddedStoreToPostgres(t *testing.T) {
 		LeaseDuration: time.Minute, UniqueKey: ps[11].UniqueKey, UniqueFor: time.Hour, Backoff: ps[11].Backoff}}})
 	if err != nil || !dup[0].Duplicate || dup[0].Job.ID != ps[11].ID {
 		t.Fatalf("unique key after the move: %+v, %v", dup, err)
+	}
+	// The group came along, and later jobs reach it.
+	if _, err := dst.JobInsertMany(ctx, &store.JobInsertManyParams{Now: now, Jobs: []store.JobInsertParams{{ID: "after-move", Queue: "c",
+		Kind: "k", State: job.StateAvailable, RunAt: now, MaxAttempts: 1, LeaseDuration: time.Minute, Backoff: ps[0].Backoff}}}); err != nil {
+		t.Fatal(err)
+	}
+	if j, err := dst.JobGet(ctx, job.CopyID("after-move", "audit")); err != nil || j.Queue != job.LaneName("c", "audit") {
+		t.Fatalf("consumer group audit after the move: copy %+v, %v", j, err)
 	}
 	// Running the copy again stores nothing twice; the check sees the ack
 	// made since, so it reports the difference.
