@@ -50,7 +50,17 @@ func (e *Engine) Cancel(ctx context.Context, id string) (*job.Job, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cancel job: %w", err)
 	}
+	e.mayFree(j.Queue)
 	return j, nil
+}
+
+// mayFree wakes the fetches parked on queue when a cap held its jobs
+// back: a job of it that ended without an ack (cancelled, deleted) may
+// free a place, or the partition it held in an ordered queue.
+func (e *Engine) mayFree(queue string) {
+	if _, ok := e.capped.Load(queue); ok {
+		e.NotifyAvailable([]string{queue})
+	}
 }
 
 // Retry makes a dead, cancelled, retrying or scheduled job available now.
@@ -71,9 +81,14 @@ func (e *Engine) Delete(ctx context.Context, id string) error {
 	if !job.ValidJobID(id) {
 		return fmt.Errorf("delete job %q: %w", id, job.ErrNotFound)
 	}
+	j, err := e.st.JobGet(ctx, id)
+	if err != nil {
+		return fmt.Errorf("delete job: %w", err)
+	}
 	if err := e.st.JobDelete(ctx, id); err != nil {
 		return fmt.Errorf("delete job: %w", err)
 	}
+	e.mayFree(j.Queue)
 	return nil
 }
 
