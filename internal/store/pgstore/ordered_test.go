@@ -3,16 +3,14 @@ package pgstore
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/pgtest"
 	"github.com/spoolq/spool/internal/store"
+	"github.com/spoolq/spool/internal/store/storetest"
 )
 
 // orderedJobs returns the parameters of n jobs for each of the partitions
@@ -49,103 +47,7 @@ func TestOrderedPartitionsAcrossNodes(t *testing.T) {
 	if err := nodes[1].QueueSetLimits(ctx, "q", job.Limits{Ordered: true}); err != nil {
 		t.Fatal(err)
 	}
-	total := int64(len(ps))
-	var clock atomic.Int64 // ms after t0, moved on by every call
-	now := func() time.Time { return t0.Add(time.Duration(clock.Add(1)) * time.Millisecond) }
-	var (
-		mu        sync.Mutex
-		active    = map[string]string{}   // partition → the job out
-		completed = map[string][]string{} // partition → ids in completion order
-		done      atomic.Int64
-		stop      = make(chan struct{})
-		promoter  sync.WaitGroup
-	)
-	promoter.Add(1)
-	go func() { // retries come back after their millisecond
-		defer promoter.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(time.Millisecond):
-			}
-			if _, err := nodes[0].JobPromoteDue(ctx, now(), 1000); err != nil {
-				t.Errorf("promote: %v", err)
-				return
-			}
-		}
-	}()
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s := nodes[w%2]
-			rnd := rand.New(rand.NewPCG(uint64(w), 11))
-			deadline := time.Now().Add(2 * time.Minute)
-			for done.Load() < total && time.Now().Before(deadline) {
-				js, err := store.ClaimedJobs(s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"q"}, Max: 1 + rnd.IntN(20), Now: now()}))
-				if err != nil {
-					t.Errorf("claim: %v", err)
-					return
-				}
-				mu.Lock()
-				for _, j := range js {
-					if other, ok := active[j.Group]; ok {
-						t.Errorf("partition %s: %s handed out while %s is out", j.Group, j.ID, other)
-					}
-					active[j.Group] = j.ID
-				}
-				mu.Unlock()
-				for _, j := range js {
-					// The job leaves the map before its end is sent: the
-					// partition's next job cannot go out before it commits.
-					mu.Lock()
-					delete(active, j.Group)
-					switch r := rnd.IntN(10); {
-					case r == 0:
-						mu.Unlock()
-						out, err := s.JobFail(ctx, &store.JobFailParams{Now: now(),
-							Items: []store.JobFailItem{{ID: j.ID, Token: j.LeaseToken, Message: "random", RetryAfter: time.Millisecond}}})
-						if err != nil || out[0].Err != nil || out[0].State != job.StateRetrying {
-							t.Errorf("fail %s: %v %+v", j.ID, err, out)
-						}
-					case r == 1:
-						mu.Unlock()
-						out, err := s.JobRelease(ctx, &store.JobReleaseParams{Now: now(),
-							Items: []store.JobReleaseItem{{ID: j.ID, Token: j.LeaseToken}}})
-						if err != nil || out[0].Err != nil {
-							t.Errorf("release %s: %v %+v", j.ID, err, out)
-						}
-					default:
-						completed[j.Group] = append(completed[j.Group], j.ID)
-						mu.Unlock()
-						out, err := s.JobComplete(ctx, &store.JobCompleteParams{Now: now(),
-							Items: []store.JobCompleteItem{{ID: j.ID, Token: j.LeaseToken}}})
-						if err != nil || out[0].Err != nil {
-							t.Errorf("complete %s: %v %+v", j.ID, err, out)
-							continue
-						}
-						done.Add(1)
-					}
-				}
-				if len(js) == 0 {
-					time.Sleep(time.Millisecond)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(stop)
-	promoter.Wait()
-	if n := done.Load(); n != total {
-		t.Fatalf("%d of %d jobs completed", n, total)
-	}
-	for p, ids := range parts {
-		if !slices.Equal(completed[p], ids) {
-			t.Fatalf("partition %s completed %v, enqueued %v", p, completed[p], ids)
-		}
-	}
+	storetest.OrderedWorkers(t, []store.Store{nodes[0], nodes[1]}, "q", parts, workers, t0)
 }
 
 // A waiting job that held its group in an ordered queue and is cancelled

@@ -2,10 +2,7 @@ package storetest
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/spoolq/spool/internal/job"
@@ -192,98 +189,12 @@ func testOrderedRestart(b *bundle) {
 }
 
 // With 1,000 partitions and concurrent workers that fail a tenth of their
-// jobs at random, every partition's jobs complete in enqueue order and
-// never two of a partition at once.
+// jobs at random and release another tenth, every partition's jobs
+// complete in enqueue order and never two of a partition at once.
 func testOrderedConcurrent(b *bundle) {
 	const partitions, perPartition, workers = 1000, 3, 4
 	parts := b.orderedQueue("q", partitions, perPartition, withMaxAttempts(100), withLease(time.Hour))
-	total := partitions * perPartition
-	var clock atomic.Int64 // ms after t0, moved on by every call
-	now := func() time.Time { return at(time.Duration(clock.Add(1)) * time.Millisecond) }
-	var (
-		mu        sync.Mutex
-		active    = map[string]string{}   // partition → the job out
-		completed = map[string][]string{} // partition → ids in completion order
-		done      atomic.Int64
-		stop      = make(chan struct{})
-		wg        sync.WaitGroup
-	)
-	wg.Add(1)
-	go func() { // the promoter: retries come back after their 1 ms
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(time.Millisecond):
-			}
-			if _, err := b.s.JobPromoteDue(b.ctx, now(), 1000); err != nil {
-				b.t.Errorf("promote: %v", err)
-				return
-			}
-		}
-	}()
-	var workersWG sync.WaitGroup
-	for w := range workers {
-		workersWG.Add(1)
-		go func() {
-			defer workersWG.Done()
-			rnd := rand.New(rand.NewPCG(uint64(w), 7))
-			deadline := time.Now().Add(2 * time.Minute)
-			for done.Load() < int64(total) && time.Now().Before(deadline) {
-				js, err := store.ClaimedJobs(b.s.JobClaim(b.ctx, &store.JobClaimParams{Queues: []string{"q"}, Max: 25, Now: now()}))
-				if err != nil {
-					b.t.Errorf("claim: %v", err)
-					return
-				}
-				mu.Lock()
-				for _, j := range js {
-					if other, ok := active[j.Group]; ok {
-						b.t.Errorf("partition %s: %s handed out while %s is out", j.Group, j.ID, other)
-					}
-					active[j.Group] = j.ID
-				}
-				mu.Unlock()
-				for _, j := range js {
-					mu.Lock()
-					delete(active, j.Group)
-					mu.Unlock()
-					if rnd.IntN(10) == 0 {
-						out, err := b.s.JobFail(b.ctx, &store.JobFailParams{Items: []store.JobFailItem{{ID: j.ID, Token: j.LeaseToken, Message: "random", RetryAfter: time.Millisecond}}, Now: now()})
-						if err != nil || out[0].Err != nil {
-							b.t.Errorf("fail %s: %v %v", j.ID, err, out)
-						}
-						continue
-					}
-					// Recorded before the ack is sent: the next job of the
-					// partition cannot go out before the ack commits.
-					mu.Lock()
-					completed[j.Group] = append(completed[j.Group], j.ID)
-					mu.Unlock()
-					out, err := b.s.JobComplete(b.ctx, &store.JobCompleteParams{Items: []store.JobCompleteItem{{ID: j.ID, Token: j.LeaseToken}}, Now: now()})
-					if err != nil || out[0].Err != nil {
-						b.t.Errorf("complete %s: %v %v", j.ID, err, out)
-						continue
-					}
-					done.Add(1)
-				}
-				if len(js) == 0 {
-					time.Sleep(time.Millisecond)
-				}
-			}
-		}()
-	}
-	workersWG.Wait()
-	close(stop)
-	wg.Wait()
-	if n := done.Load(); n != int64(total) {
-		b.t.Fatalf("%d of %d jobs completed", n, total)
-	}
-	for p, ids := range parts {
-		if !slices.Equal(completed[p], ids) {
-			b.t.Fatalf("partition %s completed %v, enqueued %v", p, completed[p], ids)
-		}
-	}
+	OrderedWorkers(b.t, []store.Store{b.s}, "q", parts, workers, t0)
 }
 
 // A job retried by hand starts its attempts over: it no longer holds its
