@@ -169,17 +169,26 @@ func withBody[In any](h func(w http.ResponseWriter, r *http.Request, in *In)) en
 	return endpoint{kind: servesBody, in: reflect.TypeFor[In](), build: func(a *API, s *scope) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			var in In
-			if err := a.decode(w, r, &in, false); err != nil {
-				a.writeError(w, r, err)
-				return
+			if a.decodeChecked(w, r, s, &in) {
+				h(w, r, &in)
 			}
-			if err := a.checkDecoded(r, s, &in); err != nil {
-				a.writeError(w, r, err)
-				return
-			}
-			h(w, r, &in)
 		}
 	}}
+}
+
+// decodeChecked decodes r's body into in and checks the queues it names
+// as the route's scope declares; it answers the error and reports false
+// when either fails.
+func (a *API) decodeChecked(w http.ResponseWriter, r *http.Request, s *scope, in any) bool {
+	if err := a.decode(w, r, in, false); err != nil {
+		a.writeError(w, r, err)
+		return false
+	}
+	if err := a.checkDecoded(r, s, in); err != nil {
+		a.writeError(w, r, err)
+		return false
+	}
+	return true
 }
 
 // withQuery serves a route whose query parse reads into an In: parse

@@ -98,12 +98,7 @@ func transaction(h func(w http.ResponseWriter, r *http.Request, req queue.Transa
 	return endpoint{kind: servesTransaction, in: reflect.TypeFor[transactionBody](), build: func(a *API, s *scope) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			var in transactionBody
-			if err := a.decode(w, r, &in, false); err != nil {
-				a.writeError(w, r, err)
-				return
-			}
-			if err := a.checkDecoded(r, s, &in); err != nil {
-				a.writeError(w, r, err)
+			if !a.decodeChecked(w, r, s, &in) {
 				return
 			}
 			req, err := transactRequest(&in)
