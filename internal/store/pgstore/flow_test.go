@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -517,6 +518,49 @@ func TestGroupActiveCountsSeekTheIndex(t *testing.T) {
 			if !re.MatchString(plan) {
 				t.Errorf("the %s does not %s with a seek by group:\n%s", c.name, what, plan)
 			}
+		}
+	}
+}
+
+// The statements that end leases find them by an array of seqs: the
+// planner cannot join a CTE of ended jobs to spool_leases in a loop that
+// reads all of the CTE for every lease, whatever it thinks of their sizes.
+func TestEndedLeasesAreFoundBySeq(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t, pgtest.Schema(t))
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	// With nested loops the only join left, a lease delete by IN
+	// (SELECT …) joins the CTE in a loop.
+	if _, err := tx.Exec(ctx, `SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off`); err != nil {
+		t.Fatal(err)
+	}
+	now := micro(t0)
+	for name, c := range map[string]struct {
+		q    string
+		args []any
+	}{
+		"complete": {sqlComplete, []any{[]string{"a"}, []int64{1}, [][]byte{nil}, now, "cancelled", "completed", "ch", "node", 10}},
+		"finish":   {sqlFinish, []any{[]int64{1}, []string{"dead"}, []int32{1}, []string{""}, now}},
+		"requeue":  {sqlRequeue, []any{[]int64{1}, []string{"retrying"}, []time.Time{now}, []int32{1}, []string{""}}},
+	} {
+		rows, err := tx.Query(ctx, "EXPLAIN (FORMAT JSON) "+c.q, c.args...)
+		if err != nil {
+			t.Fatalf("explain %s: %v", name, err)
+		}
+		var plan string
+		for rows.Next() {
+			if err := rows.Scan(&plan); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rows.Close()
+		if strings.Contains(plan, `"Join Filter": "(spool_leases.seq = `) || !strings.Contains(plan, `seq = ANY (`) {
+			t.Errorf("%s ends leases by a join to its CTE:\n%s", name, plan)
 		}
 	}
 }

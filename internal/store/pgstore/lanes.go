@@ -105,7 +105,7 @@ WHERE queue = ANY($1::text[]) ORDER BY 1`
 	sqlClearLaneHot = `WITH gone AS (
 	DELETE FROM spool_jobs WHERE queue = $1 AND ` + isLane + ` RETURNING seq
 )
-DELETE FROM spool_leases WHERE seq IN (SELECT seq FROM gone)`
+DELETE FROM spool_leases WHERE seq = ANY (ARRAY(SELECT seq FROM gone))`
 	sqlClearLaneDone = `DELETE FROM spool_jobs_done WHERE queue = $1`
 	// sqlCopyToLanes copies the jobs $1, which the transaction has just
 	// inserted, into the lanes of the groups ($2 queue, $3 name) of their
