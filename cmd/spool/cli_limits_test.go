@@ -79,11 +79,7 @@ func TestCLIGroup(t *testing.T) {
 func TestCLILimitsBadInput(t *testing.T) {
 	t.Parallel()
 	b := setupCLI(t)
-	for _, tc := range []struct {
-		args []string
-		code int
-		want string
-	}{
+	b.refused([]refusal{
 		{[]string{"queues", "limits"}, 2, "want 1 argument"},
 		{[]string{"queues", "limits", "q", "--rate", "100"}, 2, "want N/DURATION"},
 		{[]string{"queues", "limits", "q", "--rate", "many/1s"}, 2, "not a whole number"},
@@ -99,12 +95,7 @@ func TestCLILimitsBadInput(t *testing.T) {
 		{[]string{"enqueue", "--kind", "k", "--group", "a\x00b"}, 1, "field group"},
 		{[]string{"enqueue", "--kind", "k", "--group", strings.Repeat("g", 257)}, 1, "field group"},
 		{[]string{"schedules", "put", "s", "--every", "1h", "--kind", "k", "--group", "a\x00b"}, 1, "field job.group"},
-	} {
-		code, _, errOut := b.run(tc.args...)
-		if code != tc.code || !strings.Contains(errOut, tc.want) {
-			t.Errorf("spool %s: exit %d %q, want exit %d mentioning %q", strings.Join(tc.args, " "), code, errOut, tc.code, tc.want)
-		}
-	}
+	})
 	if qs := b.okJSON("queues", "list")["queues"].([]any); len(qs) != 0 {
 		t.Fatalf("bad input created queues: %v", qs)
 	}

@@ -53,11 +53,7 @@ func TestCLISettings(t *testing.T) {
 func TestCLISettingsBadInput(t *testing.T) {
 	t.Parallel()
 	b := setupCLI(t)
-	for _, tc := range []struct {
-		args []string
-		code int
-		want string
-	}{
+	b.refused([]refusal{
 		{[]string{"queues", "settings"}, 2, "want 1 argument"},
 		{[]string{"queues", "settings", "q", "--max-wait", "soon"}, 2, "invalid value"},
 		{[]string{"queues", "settings", "q", "--max-wait", "0s"}, 2, "--max-wait must be positive"},
@@ -68,12 +64,7 @@ func TestCLISettingsBadInput(t *testing.T) {
 		{[]string{"queues", "settings", "q", "--max-wait", "9000h"}, 1, "field max_wait_ms"},
 		{[]string{"queues", "settings", "bad name", "--max-wait", "1s"}, 1, "field queue"},
 		{[]string{"queues", "settings", "nosuch"}, 1, "not_found"},
-	} {
-		code, _, errOut := b.run(tc.args...)
-		if code != tc.code || !strings.Contains(errOut, tc.want) {
-			t.Errorf("spool %s: exit %d %q, want exit %d mentioning %q", strings.Join(tc.args, " "), code, errOut, tc.code, tc.want)
-		}
-	}
+	})
 	if qs := b.okJSON("queues", "list")["queues"].([]any); len(qs) != 0 {
 		t.Fatalf("bad input created queues: %v", qs)
 	}

@@ -62,6 +62,25 @@ func (b *cliBundle) runIn(in io.Reader, args ...string) (code int, stdout, stder
 	return code, out.String(), errOut.String()
 }
 
+// refusal is a command that must fail: the exit code it must end with
+// and a text its error must hold.
+type refusal struct {
+	args []string
+	code int
+	want string
+}
+
+// refused runs each command of cases and checks its refusal.
+func (b *cliBundle) refused(cases []refusal) {
+	b.t.Helper()
+	for _, tc := range cases {
+		code, _, errOut := b.run(tc.args...)
+		if code != tc.code || !strings.Contains(errOut, tc.want) {
+			b.t.Errorf("spool %s: exit %d %q, want exit %d mentioning %q", strings.Join(tc.args, " "), code, errOut, tc.code, tc.want)
+		}
+	}
+}
+
 // ok runs a command that must succeed.
 func (b *cliBundle) ok(args ...string) string {
 	b.t.Helper()
@@ -182,30 +201,17 @@ func TestCLIDurability(t *testing.T) {
 	if table := b.ok("queues", "list"); !hasRow(table, "d", "no", "process", "0", "3") {
 		t.Fatalf("queues list:\n%s", table)
 	}
-	for _, tc := range []struct {
-		args []string
-		code int
-		want string
-	}{
+	b.refused([]refusal{
 		{[]string{"enqueue", "--kind", "k", "--durability", "disk"}, 1, "field durability"},
 		{[]string{"queues", "durability", "d", "disk"}, 1, "field durability"},
 		{[]string{"queues", "durability", "d"}, 2, "want 2 argument"},
-	} {
-		code, _, errOut := b.run(tc.args...)
-		if code != tc.code || !strings.Contains(errOut, tc.want) {
-			t.Errorf("spool %s: exit %d %q, want exit %d mentioning %q", strings.Join(tc.args, " "), code, errOut, tc.code, tc.want)
-		}
-	}
+	})
 }
 
 func TestCLIBadInput(t *testing.T) {
 	t.Parallel()
 	b := setupCLI(t)
-	for _, tc := range []struct {
-		args []string
-		code int
-		want string
-	}{
+	b.refused([]refusal{
 		{[]string{"enqueue", "--queue", "bad name", "--kind", "k"}, 1, "field queue"},
 		{[]string{"schedules", "put", "s", "--kind", "k"}, 1, "field cron"},
 		{[]string{"schedules", "put", "s", "--cron", "often", "--kind", "k"}, 1, "field cron"},
@@ -224,12 +230,7 @@ func TestCLIBadInput(t *testing.T) {
 		{[]string{"fetch"}, 2, "--queue is required"},
 		{[]string{"queues", "retry", "q"}, 2, "--state is required"},
 		{[]string{"ack", "nosuchjob", "--token", "3"}, 1, "not_found"},
-	} {
-		code, _, errOut := b.run(tc.args...)
-		if code != tc.code || !strings.Contains(errOut, tc.want) {
-			t.Errorf("spool %s: exit %d %q, want exit %d mentioning %q", strings.Join(tc.args, " "), code, errOut, tc.code, tc.want)
-		}
-	}
+	})
 	if qs := b.okJSON("queues", "list")["queues"].([]any); len(qs) != 0 {
 		t.Fatalf("bad input created queues: %v", qs)
 	}

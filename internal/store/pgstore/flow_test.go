@@ -349,26 +349,13 @@ func BenchmarkFlowClaim(b *testing.B) {
 func TestFlowOnJobsFromBeforeFlowControl(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := pgtest.Schema(t)
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	steps := []string{sqlMigrationsTable}
-	for v := range 3 {
-		steps = append(steps, migrations[v], fmt.Sprintf(`INSERT INTO spool_migrations (version) VALUES (%d)`, v+1))
-	}
+	var steps []string
 	for i := range 3 {
 		steps = append(steps, fmt.Sprintf(`INSERT INTO spool_jobs (id, queue, kind, state, run_at, max_attempts, backoff_kind,
 			backoff_base, backoff_max, backoff_jitter, lease_ns, unique_for, durability, created_at, priority)
 		VALUES ('old%d', 'q', 'k', 'available', now(), 5, 'fixed', 0, 0, 0, 60000000000, 0, 'full', now(), 0)`, i))
 	}
-	for _, sql := range steps {
-		if _, err := conn.Exec(ctx, sql); err != nil {
-			t.Fatalf("make a version 3 database: %v", err)
-		}
-	}
+	url := oldDatabase(t, 3, steps...)
 	s := open(t, url)
 	if err := s.QueueSetLimits(ctx, "q", job.Limits{MaxActive: 2}); err != nil {
 		t.Fatal(err)

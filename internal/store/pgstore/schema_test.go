@@ -21,21 +21,9 @@ import (
 func TestTokenSequenceStartsAboveOldTokens(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := pgtest.Schema(t)
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	for _, sql := range []string{sqlMigrationsTable, migrations[0], `INSERT INTO spool_migrations (version) VALUES (1)`,
-		`INSERT INTO spool_jobs (id, queue, kind, state, run_at, max_attempts, backoff_kind, backoff_base, backoff_max,
+	url := oldDatabase(t, 1, `INSERT INTO spool_jobs (id, queue, kind, state, run_at, max_attempts, backoff_kind, backoff_base, backoff_max,
 			backoff_jitter, lease_ns, unique_for, durability, created_at, lease_token, attempt, priority)
-		VALUES ('old', 'q', 'k', 'available', now(), 50, 'fixed', 0, 0, 0, 30000000000, 0, 'full', now(), 41, 41, 0)`,
-	} {
-		if _, err := conn.Exec(ctx, sql); err != nil {
-			t.Fatalf("make a version 1 database: %v", err)
-		}
-	}
+		VALUES ('old', 'q', 'k', 'available', now(), 50, 'fixed', 0, 0, 0, 30000000000, 0, 'full', now(), 41, 41, 0)`)
 	s := open(t, url)
 	js, err := store.ClaimedJobs(s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"q"}, Max: 1, Now: time.Now()}))
 	if err != nil || len(js) != 1 {
@@ -62,17 +50,7 @@ func TestTokenSequenceStartsAboveOldTokens(t *testing.T) {
 func TestActiveJobsCountAfterTheHeldIndex(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := pgtest.Schema(t)
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	steps := []string{sqlMigrationsTable}
-	for v := range 4 {
-		steps = append(steps, migrations[v], fmt.Sprintf(`INSERT INTO spool_migrations (version) VALUES (%d)`, v+1))
-	}
-	steps = append(steps, `INSERT INTO spool_queues (name, group_max_active) VALUES ('q', 1)`)
+	steps := []string{`INSERT INTO spool_queues (name, group_max_active) VALUES ('q', 1)`}
 	for i, state := range []string{"active", "available"} {
 		steps = append(steps, fmt.Sprintf(`INSERT INTO spool_jobs (seq, id, queue, kind, state, run_at, max_attempts, backoff_kind,
 			backoff_base, backoff_max, backoff_jitter, lease_ns, unique_for, durability, created_at, priority, grp, attempt)
@@ -80,11 +58,7 @@ func TestActiveJobsCountAfterTheHeldIndex(t *testing.T) {
 			i+1, i, state, 1-i))
 	}
 	steps = append(steps, `INSERT INTO spool_leases (seq, expires_at) VALUES (1, now() + interval '1 hour')`)
-	for _, sql := range steps {
-		if _, err := conn.Exec(ctx, sql); err != nil {
-			t.Fatalf("make a version 4 database: %v", err)
-		}
-	}
+	url := oldDatabase(t, 4, steps...)
 	s := open(t, url)
 	res, err := s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"q"}, Max: 5, Now: time.Now()})
 	if err != nil || len(res.Jobs) != 0 || !slices.Equal(res.Capped, []string{"q"}) {
@@ -94,4 +68,28 @@ func TestActiveJobsCountAfterTheHeldIndex(t *testing.T) {
 	if err != nil || q.Limits != (job.Limits{GroupMaxActive: 1}) {
 		t.Fatalf("limits after the upgrade: %+v, %v", q, err)
 	}
+}
+
+// oldDatabase makes a new schema at version v of the migrations, runs
+// then on it, and returns its URL: a database a node of an older release
+// left, for the tests of an upgrade.
+func oldDatabase(t *testing.T, v int, then ...string) string {
+	t.Helper()
+	ctx := context.Background()
+	url := pgtest.Schema(t)
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	steps := []string{sqlMigrationsTable}
+	for i := range v {
+		steps = append(steps, migrations[i], fmt.Sprintf(`INSERT INTO spool_migrations (version) VALUES (%d)`, i+1))
+	}
+	for _, sql := range append(steps, then...) {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatalf("make a version %d database: %v", v, err)
+		}
+	}
+	return url
 }
