@@ -89,6 +89,21 @@ func (d Durability) Valid() bool {
 	return d == DurabilityFull || d == DurabilityProcess || d == DurabilityMemory
 }
 
+// Bounds of a job's lease, attempts and delay. The engine holds every job
+// it enqueues to them, and QueueSettings.Check holds a queue's job
+// defaults to the same, so that a default is always a value a job could
+// have been given.
+const (
+	// MinLease and MaxLease bound a job's lease duration (its timeout).
+	MinLease = 100 * time.Millisecond
+	MaxLease = 24 * time.Hour
+	// MaxAttempts bounds a job's maximum attempts; the least is 1.
+	MaxAttempts = 1000
+	// MaxDelay bounds delays, run times ahead, unique windows and backoff
+	// caps: one year.
+	MaxDelay = 365 * 24 * time.Hour
+)
+
 // AttemptError records why one attempt of a job failed.
 type AttemptError struct {
 	// Attempt is the attempt number (1-based) that failed.

@@ -6,8 +6,9 @@ import (
 )
 
 // QueueSettings are a queue's options besides its durability and its
-// flow control (Limits): where its dead jobs go and how long its jobs may
-// wait to start. Each field is optional on its own, its zero value
+// flow control (Limits): where its dead jobs go, how long its jobs may
+// wait to start, and the lease, attempts and delay of the jobs enqueued
+// without their own. Each field is optional on its own, its zero value
 // meaning unset, and the zero QueueSettings set nothing. Stores keep the
 // settings of a queue whole and the API replaces them whole, so a setting
 // added later is one more field here, with its own zero meaning unset,
@@ -21,6 +22,24 @@ type QueueSettings struct {
 	// from its run time, before it first starts: a job not started by
 	// then dies with MaxWaitMessage instead (see PastMaxWait).
 	MaxWait time.Duration
+	// DefaultLease, when set, is the lease duration of the jobs enqueued
+	// into the queue without one of their own, in place of the engine's
+	// default. It is within MinLease..MaxLease, in whole milliseconds.
+	DefaultLease time.Duration
+	// DefaultMaxAttempts, when set, is the maximum attempts of the jobs
+	// enqueued into the queue without their own, in place of the engine's
+	// default. It is within 1..MaxAttempts.
+	DefaultMaxAttempts int
+	// DefaultDelay, when set, makes the jobs enqueued into the queue
+	// without a delay or run time of their own scheduled, to become
+	// available this long after their enqueue. It is within 1 ms..MaxDelay,
+	// in whole milliseconds.
+	//
+	// The defaults apply when a job is enqueued and are kept on the job:
+	// changing them later leaves the jobs already enqueued as they are,
+	// and jobs a store makes from existing ones (dead-letter copies,
+	// consumer groups' copies) keep their job's values.
+	DefaultDelay time.Duration
 }
 
 // Bounds of QueueSettings.MaxWait.
@@ -30,8 +49,12 @@ const (
 	ShortestMaxWait = time.Millisecond
 	// LongestMaxWait is the largest maximum wait: one year, the bound of
 	// delays.
-	LongestMaxWait = 365 * 24 * time.Hour
+	LongestMaxWait = MaxDelay
 )
+
+// ShortestDefaultDelay is the smallest default delay; a default delay,
+// like a default lease, is kept in whole milliseconds.
+const ShortestDefaultDelay = time.Millisecond
 
 // IsZero reports whether s sets nothing.
 func (s QueueSettings) IsZero() bool { return s == QueueSettings{} }
@@ -39,7 +62,12 @@ func (s QueueSettings) IsZero() bool { return s == QueueSettings{} }
 // Check refuses settings that queue may not have, with an *InputError
 // naming the wire field: a dead-letter queue that is not a queue name or
 // is queue itself ("dead_letter_queue"), a maximum wait out of its bounds
-// or not in whole milliseconds ("max_wait_ms").
+// or not in whole milliseconds ("max_wait_ms"), a default lease out of
+// MinLease..MaxLease or not in whole milliseconds ("default_lease_ms"),
+// default maximum attempts out of 1..MaxAttempts
+// ("default_max_attempts"), a default delay out of
+// ShortestDefaultDelay..MaxDelay or not in whole milliseconds
+// ("default_delay_ms"). Zero fields are unset and always pass.
 func (s QueueSettings) Check(queue string) error {
 	if s.DeadLetterQueue != "" {
 		if !ValidName(s.DeadLetterQueue) {
@@ -49,15 +77,31 @@ func (s QueueSettings) Check(queue string) error {
 			return Invalid("dead_letter_queue", "must name another queue than %s itself", queue)
 		}
 	}
-	if s.MaxWait != 0 && (s.MaxWait < ShortestMaxWait || s.MaxWait > LongestMaxWait || s.MaxWait%time.Millisecond != 0) {
+	if s.MaxWait != 0 && !wholeMillis(s.MaxWait, ShortestMaxWait, LongestMaxWait) {
 		return Invalid("max_wait_ms", "must be between %d and %d", ShortestMaxWait.Milliseconds(), LongestMaxWait.Milliseconds())
+	}
+	if s.DefaultLease != 0 && !wholeMillis(s.DefaultLease, MinLease, MaxLease) {
+		return Invalid("default_lease_ms", "must be between %d and %d", MinLease.Milliseconds(), MaxLease.Milliseconds())
+	}
+	if s.DefaultMaxAttempts != 0 && (s.DefaultMaxAttempts < 1 || s.DefaultMaxAttempts > MaxAttempts) {
+		return Invalid("default_max_attempts", "must be between 1 and %d", MaxAttempts)
+	}
+	if s.DefaultDelay != 0 && !wholeMillis(s.DefaultDelay, ShortestDefaultDelay, MaxDelay) {
+		return Invalid("default_delay_ms", "must be between %d and %d", ShortestDefaultDelay.Milliseconds(), MaxDelay.Milliseconds())
 	}
 	return nil
 }
 
+// wholeMillis reports whether d lies within lo..hi and is a whole number
+// of milliseconds, as a duration kept in milliseconds on the wire must.
+func wholeMillis(d, lo, hi time.Duration) bool {
+	return d >= lo && d <= hi && d%time.Millisecond == 0
+}
+
 // String describes s for logs.
 func (s QueueSettings) String() string {
-	return fmt.Sprintf("dead-letter queue %q, max wait %v", s.DeadLetterQueue, s.MaxWait)
+	return fmt.Sprintf("dead-letter queue %q, max wait %v, default lease %v, default max attempts %d, default delay %v",
+		s.DeadLetterQueue, s.MaxWait, s.DefaultLease, s.DefaultMaxAttempts, s.DefaultDelay)
 }
 
 // DeadLetterFor is the queue that gets a copy of a job of a queue with

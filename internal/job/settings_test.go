@@ -25,6 +25,18 @@ func TestQueueSettingsCheck(t *testing.T) {
 		{"under a millisecond", QueueSettings{MaxWait: time.Microsecond}, "max_wait_ms"},
 		{"a fraction of a millisecond", QueueSettings{MaxWait: 1500 * time.Microsecond}, "max_wait_ms"},
 		{"over a year", QueueSettings{MaxWait: LongestMaxWait + time.Millisecond}, "max_wait_ms"},
+		{"every default", QueueSettings{DefaultLease: 5 * time.Minute, DefaultMaxAttempts: 3, DefaultDelay: 10 * time.Second}, ""},
+		{"shortest defaults", QueueSettings{DefaultLease: MinLease, DefaultMaxAttempts: 1, DefaultDelay: time.Millisecond}, ""},
+		{"longest defaults", QueueSettings{DefaultLease: MaxLease, DefaultMaxAttempts: MaxAttempts, DefaultDelay: MaxDelay}, ""},
+		{"lease too short", QueueSettings{DefaultLease: MinLease - time.Millisecond}, "default_lease_ms"},
+		{"lease too long", QueueSettings{DefaultLease: MaxLease + time.Millisecond}, "default_lease_ms"},
+		{"negative lease", QueueSettings{DefaultLease: -time.Second}, "default_lease_ms"},
+		{"lease in a fraction of a millisecond", QueueSettings{DefaultLease: time.Second + time.Microsecond}, "default_lease_ms"},
+		{"no attempts", QueueSettings{DefaultMaxAttempts: -1}, "default_max_attempts"},
+		{"too many attempts", QueueSettings{DefaultMaxAttempts: MaxAttempts + 1}, "default_max_attempts"},
+		{"negative delay", QueueSettings{DefaultDelay: -time.Millisecond}, "default_delay_ms"},
+		{"delay under a millisecond", QueueSettings{DefaultDelay: time.Microsecond}, "default_delay_ms"},
+		{"delay over a year", QueueSettings{DefaultDelay: MaxDelay + time.Millisecond}, "default_delay_ms"},
 	} {
 		err := c.s.Check("orders")
 		var in *InputError
@@ -41,7 +53,9 @@ func TestQueueSettingsCheck(t *testing.T) {
 // the stores' comparisons working as they are.
 func TestQueueSettingsIsZero(t *testing.T) {
 	t.Parallel()
-	if !(QueueSettings{}).IsZero() || (QueueSettings{MaxWait: time.Second}).IsZero() || (QueueSettings{DeadLetterQueue: "d"}).IsZero() {
+	if !(QueueSettings{}).IsZero() || (QueueSettings{MaxWait: time.Second}).IsZero() || (QueueSettings{DeadLetterQueue: "d"}).IsZero() ||
+		(QueueSettings{DefaultLease: time.Second}).IsZero() || (QueueSettings{DefaultMaxAttempts: 1}).IsZero() ||
+		(QueueSettings{DefaultDelay: time.Second}).IsZero() {
 		t.Fatal("IsZero is wrong")
 	}
 }

@@ -30,19 +30,24 @@ const (
 	MaxFetchQueues = 100
 	// MaxWait bounds a long poll.
 	MaxWait = 60 * time.Second
-	// MinLease and MaxLease bound lease durations.
-	MinLease = 100 * time.Millisecond
-	MaxLease = 24 * time.Hour
-	// DefaultLease is the lease of jobs enqueued without lease_ms.
+	// MinLease and MaxLease bound lease durations (job.MinLease and
+	// job.MaxLease, which bound a queue's default lease as well).
+	MinLease = job.MinLease
+	MaxLease = job.MaxLease
+	// DefaultLease is the lease of jobs enqueued without lease_ms into a
+	// queue without a default lease.
 	DefaultLease = 30 * time.Second
-	// DefaultMaxAttempts is the attempts of jobs enqueued without max_attempts.
+	// DefaultMaxAttempts is the attempts of jobs enqueued without
+	// max_attempts into a queue without default maximum attempts.
 	DefaultMaxAttempts = 25
-	// MaxAttempts bounds max_attempts.
-	MaxAttempts = 1000
+	// MaxAttempts bounds max_attempts (job.MaxAttempts, which bounds a
+	// queue's default maximum attempts as well).
+	MaxAttempts = job.MaxAttempts
 	// MaxPriority bounds priority in both directions.
 	MaxPriority = 1000
-	// MaxDelay bounds delays, unique windows and backoff caps: one year.
-	MaxDelay = 365 * 24 * time.Hour
+	// MaxDelay bounds delays, unique windows and backoff caps: one year
+	// (job.MaxDelay, which bounds a queue's default delay as well).
+	MaxDelay = job.MaxDelay
 	// MaxBackoffBase bounds the first backoff delay.
 	MaxBackoffBase = 24 * time.Hour
 	// MaxUniqueKeyBytes bounds unique keys.
