@@ -63,7 +63,8 @@ func TestCopyEmbeddedStoreToPostgres(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	settings := job.QueueSettings{DeadLetterQueue: "a-dlq", MaxWait: time.Hour}
+	settings := job.QueueSettings{DeadLetterQueue: "a-dlq", MaxWait: time.Hour,
+		DefaultLease: 5 * time.Minute, DefaultMaxAttempts: 3, DefaultDelay: 10 * time.Second}
 	if err := src.QueueSetSettings(ctx, "a", settings); err != nil {
 		t.Fatal(err)
 	}

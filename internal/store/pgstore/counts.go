@@ -18,6 +18,7 @@ const (
 	// names one queue, or '' for all.
 	sqlQueues = `SELECT q.name, q.paused, q.durability, q.rate_limit, q.rate_period_ns, q.max_active,
 	q.group_rate_limit, q.group_rate_period_ns, q.group_max_active, q.ordered, COALESCE(q.dead_letter_queue, ''), q.max_wait_ns,
+	q.default_lease_ns, q.default_max_attempts, q.default_delay_ns,
 	c.state, c.n FROM spool_queues q
 LEFT JOIN (
 	SELECT queue, state, sum(n)::int8 AS n FROM (
@@ -79,11 +80,14 @@ func (s *Store) queues(ctx context.Context, q querier, name string) ([]store.Que
 		groupRate, groupMaxActive   int32
 		ratePeriod, groupRatePeriod int64
 		maxWait                     int64
+		defaultLease, defaultDelay  int64
+		defaultMaxAttempts          int32
 		state                       *string
 		n                           *int64
 	)
 	_, err = pgx.ForEachRow(rows, []any{&qname, &paused, &durability, &rate, &ratePeriod, &maxActive,
-		&groupRate, &groupRatePeriod, &groupMaxActive, &ordered, &dlq, &maxWait, &state, &n}, func() error {
+		&groupRate, &groupRatePeriod, &groupMaxActive, &ordered, &dlq, &maxWait,
+		&defaultLease, &defaultMaxAttempts, &defaultDelay, &state, &n}, func() error {
 		if len(out) == 0 || out[len(out)-1].Name != qname {
 			counts := make(map[job.State]int64, len(job.States))
 			for _, st := range job.States {
@@ -96,7 +100,11 @@ func (s *Store) queues(ctx context.Context, q querier, name string) ([]store.Que
 					GroupRate: job.Rate{Limit: int(groupRate), Period: time.Duration(groupRatePeriod)},
 					Ordered:   ordered,
 				},
-				Settings: job.QueueSettings{DeadLetterQueue: dlq, MaxWait: time.Duration(maxWait)}})
+				Settings: job.QueueSettings{
+					DeadLetterQueue: dlq, MaxWait: time.Duration(maxWait),
+					DefaultLease: time.Duration(defaultLease), DefaultMaxAttempts: int(defaultMaxAttempts),
+					DefaultDelay: time.Duration(defaultDelay),
+				}})
 		}
 		if state != nil && n != nil {
 			out[len(out)-1].Counts[job.State(*state)] += *n

@@ -239,6 +239,16 @@ CREATE TABLE spool_consumer_groups (
 );
 CREATE INDEX spool_jobs_lane ON spool_jobs (queue, created_at) WHERE queue LIKE '%@%';
 `,
+	// Version 8: a queue's job defaults (settings.go): the lease, maximum
+	// attempts and delay of the jobs enqueued into it without their own,
+	// 0 when unset. The engine applies them before an insert, so no
+	// statement but the settings' own reads them.
+	`
+ALTER TABLE spool_queues
+	ADD COLUMN default_lease_ns     bigint  NOT NULL DEFAULT 0,
+	ADD COLUMN default_max_attempts integer NOT NULL DEFAULT 0,
+	ADD COLUMN default_delay_ns     bigint  NOT NULL DEFAULT 0;
+`,
 }
 
 // SchemaVersion is the schema version this binary brings a database to.

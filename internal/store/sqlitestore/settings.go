@@ -18,8 +18,11 @@ const sqlSetSettings = `INSERT INTO queues (name, settings) VALUES (?1, ?2) ON C
 
 // storedSettings is the stored form of job.QueueSettings.
 type storedSettings struct {
-	DeadLetterQueue string `json:"dead_letter_queue,omitempty"`
-	MaxWaitNS       int64  `json:"max_wait_ns,omitempty"`
+	DeadLetterQueue    string `json:"dead_letter_queue,omitempty"`
+	MaxWaitNS          int64  `json:"max_wait_ns,omitempty"`
+	DefaultLeaseNS     int64  `json:"default_lease_ns,omitempty"`
+	DefaultMaxAttempts int    `json:"default_max_attempts,omitempty"`
+	DefaultDelayNS     int64  `json:"default_delay_ns,omitempty"`
 }
 
 // encodeSettings is the stored form of s: NULL for none.
@@ -27,7 +30,10 @@ func encodeSettings(s job.QueueSettings) (any, error) {
 	if s.IsZero() {
 		return nil, nil
 	}
-	b, err := json.Marshal(storedSettings{DeadLetterQueue: s.DeadLetterQueue, MaxWaitNS: int64(s.MaxWait)})
+	b, err := json.Marshal(storedSettings{
+		DeadLetterQueue: s.DeadLetterQueue, MaxWaitNS: int64(s.MaxWait),
+		DefaultLeaseNS: int64(s.DefaultLease), DefaultMaxAttempts: s.DefaultMaxAttempts, DefaultDelayNS: int64(s.DefaultDelay),
+	})
 	if err != nil {
 		return nil, fmt.Errorf("encode settings: %w", err)
 	}
@@ -43,7 +49,10 @@ func decodeSettings(b []byte) (job.QueueSettings, error) {
 	if err := json.Unmarshal(b, &st); err != nil {
 		return job.QueueSettings{}, fmt.Errorf("decode settings: %w", err)
 	}
-	return job.QueueSettings{DeadLetterQueue: st.DeadLetterQueue, MaxWait: time.Duration(st.MaxWaitNS)}, nil
+	return job.QueueSettings{
+		DeadLetterQueue: st.DeadLetterQueue, MaxWait: time.Duration(st.MaxWaitNS),
+		DefaultLease: time.Duration(st.DefaultLeaseNS), DefaultMaxAttempts: st.DefaultMaxAttempts, DefaultDelay: time.Duration(st.DefaultDelayNS),
+	}, nil
 }
 
 // QueueSetSettings replaces a queue's settings, creating the queue if

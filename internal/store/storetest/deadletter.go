@@ -40,11 +40,12 @@ func (b *bundle) settle(queue string, s job.QueueSettings) {
 	}
 }
 
-// A queue's settings are kept with it, shown by QueueGet and QueueList,
-// replaced as a whole, kept over a restart and cleared; setting them
-// creates the queue.
+// A queue's settings, every field of them, are kept with it, shown by
+// QueueGet and QueueList, replaced as a whole, kept over a restart and
+// cleared; setting them creates the queue.
 func testSettingsKept(b *bundle) {
-	s := job.QueueSettings{DeadLetterQueue: "fresh-dlq", MaxWait: 90 * time.Second}
+	s := job.QueueSettings{DeadLetterQueue: "fresh-dlq", MaxWait: 90 * time.Second,
+		DefaultLease: 5 * time.Minute, DefaultMaxAttempts: 3, DefaultDelay: 10 * time.Second}
 	b.settle("fresh", s)
 	if q := b.queue("fresh"); q.Settings != s {
 		b.t.Fatalf("settings %+v, want %+v", q.Settings, s)
@@ -58,19 +59,28 @@ func testSettingsKept(b *bundle) {
 	if q := b.queue("fresh"); q.Settings != only {
 		b.t.Fatalf("replaced settings %+v, want %+v", q.Settings, only)
 	}
-	b.settle("other", job.QueueSettings{DeadLetterQueue: "fresh"})
+	defaults := job.QueueSettings{DeadLetterQueue: "fresh", DefaultLease: job.MaxLease,
+		DefaultMaxAttempts: job.MaxAttempts, DefaultDelay: job.MaxDelay}
+	b.settle("other", defaults)
 	if b.h.Reopen != nil {
 		b.reopen()
 		if q := b.queue("fresh"); q.Settings != only {
 			b.t.Fatalf("settings after a restart %+v, want %+v", q.Settings, only)
 		}
-		if q := b.queue("other"); q.Settings.DeadLetterQueue != "fresh" {
-			b.t.Fatalf("settings of other after a restart %+v", q.Settings)
+		if q := b.queue("other"); q.Settings != defaults {
+			b.t.Fatalf("settings of other after a restart %+v, want %+v", q.Settings, defaults)
 		}
 	}
 	b.settle("fresh", job.QueueSettings{})
 	if q := b.queue("fresh"); !q.Settings.IsZero() {
 		b.t.Fatalf("cleared settings %+v", q.Settings)
+	}
+	b.settle("other", job.QueueSettings{})
+	if q := b.queue("other"); !q.Settings.IsZero() {
+		b.t.Fatalf("cleared defaults %+v", q.Settings)
+	}
+	if qs, err := b.s.QueueList(b.ctx); err != nil || len(qs) != 2 || !qs[0].Settings.IsZero() || !qs[1].Settings.IsZero() {
+		b.t.Fatalf("queue list after clearing %+v, %v", qs, err)
 	}
 }
 
