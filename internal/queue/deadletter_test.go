@@ -28,6 +28,9 @@ func TestSetSettingsChecks(t *testing.T) {
 		{"orders", job.QueueSettings{DeadLetterQueue: "no spaces"}, "dead_letter_queue"},
 		{"orders", job.QueueSettings{MaxWait: -time.Second}, "max_wait_ms"},
 		{"orders", job.QueueSettings{MaxWait: time.Microsecond}, "max_wait_ms"},
+		{"orders", job.QueueSettings{DefaultLease: time.Millisecond}, "default_lease_ms"},
+		{"orders", job.QueueSettings{DefaultMaxAttempts: MaxAttempts + 1}, "default_max_attempts"},
+		{"orders", job.QueueSettings{DefaultDelay: MaxDelay + time.Millisecond}, "default_delay_ms"},
 	} {
 		_, err := e.SetSettings(context.Background(), c.name, c.s)
 		var in *job.InputError

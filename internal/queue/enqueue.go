@@ -2,6 +2,7 @@ package queue
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -29,13 +30,17 @@ type EnqueueRequest struct {
 	Priority int
 	// RunAt, when set, is when the job becomes available. Not with Delay.
 	RunAt time.Time
-	// Delay, when set, makes the job available this long from now.
+	// Delay, when set, makes the job available this long from now. With
+	// neither RunAt nor Delay the job takes its queue's default delay
+	// (job.QueueSettings.DefaultDelay), else it is available at once.
 	Delay time.Duration
-	// MaxAttempts defaults to DefaultMaxAttempts.
+	// MaxAttempts defaults to the queue's default maximum attempts, else
+	// DefaultMaxAttempts.
 	MaxAttempts int
 	// Backoff overrides parts of DefaultBackoff.
 	Backoff BackoffRequest
-	// LeaseDuration defaults to DefaultLease.
+	// LeaseDuration defaults to the queue's default lease, else
+	// DefaultLease.
 	LeaseDuration time.Duration
 	// UniqueKey makes the job unique in its queue; see store.Inserter.
 	UniqueKey string
@@ -149,9 +154,10 @@ func (e *Engine) enqueue(ctx context.Context, reqs []EnqueueRequest, prefix stri
 }
 
 // prepareJobs validates reqs and turns them into the jobs to insert at
-// now, with the defaults and their queues' durability applied. Errors
-// name the field of the request at fault under prefix ("jobs[3].kind"),
-// or bare ("kind") when prefix is empty.
+// now, with their queues' defaults and the engine's applied
+// (applyQueueDefaults). Errors name the field of the request at fault
+// under prefix ("jobs[3].kind"), or bare ("kind") when prefix is empty;
+// a failure to read a queue's defaults is returned wrapped.
 func (e *Engine) prepareJobs(ctx context.Context, reqs []EnqueueRequest, prefix string, now time.Time) ([]store.JobInsertParams, error) {
 	jobs := make([]store.JobInsertParams, len(reqs))
 	for i := range reqs {
@@ -165,7 +171,9 @@ func (e *Engine) prepareJobs(ctx context.Context, reqs []EnqueueRequest, prefix 
 			return nil, err
 		}
 	}
-	e.applyQueueDurability(ctx, jobs)
+	if err := e.applyQueueDefaults(ctx, jobs, now); err != nil {
+		return nil, err
+	}
 	return jobs, nil
 }
 
@@ -182,7 +190,11 @@ func enqueueResults(results []store.InsertResult) []EnqueueResult {
 // must not shadow.
 var reservedIDs = map[string]bool{"batch": true, "ack": true, "fail": true, "extend": true, "release": true}
 
-// prepare validates req and fills p with it and the defaults.
+// prepare validates req and fills p with it and the defaults that do not
+// depend on the queue. What a queue may default is left zero when req
+// leaves it out, for applyQueueDefaults to fill: the durability, the
+// lease, the maximum attempts and the run time (and so the state, which
+// p does not get here).
 func (e *Engine) prepare(req *EnqueueRequest, p *store.JobInsertParams, now time.Time, field func(string) string) error {
 	p.ID = req.ID
 	if p.ID == "" {
@@ -224,29 +236,21 @@ func (e *Engine) prepare(req *EnqueueRequest, p *store.JobInsertParams, now time
 			return job.Invalid(field("run_at"), "must be at most one year ahead")
 		}
 		p.RunAt = req.RunAt.UTC()
-	default:
+	case req.Delay > 0:
 		p.RunAt = now.Add(req.Delay)
 	}
-	p.State = job.StateAvailable
-	if p.RunAt.After(now) {
-		p.State = job.StateScheduled
-	} else {
-		p.RunAt = now
-	}
 	p.MaxAttempts = req.MaxAttempts
-	if p.MaxAttempts == 0 {
-		p.MaxAttempts = DefaultMaxAttempts
-	} else if p.MaxAttempts < 1 || p.MaxAttempts > MaxAttempts {
+	if p.MaxAttempts != 0 && (p.MaxAttempts < 1 || p.MaxAttempts > MaxAttempts) {
 		return job.Invalid(field("max_attempts"), "must be between 1 and %d", MaxAttempts)
 	}
 	if p.Backoff, err = resolveBackoff(req.Backoff, field); err != nil {
 		return err
 	}
 	p.LeaseDuration = req.LeaseDuration
-	if p.LeaseDuration == 0 {
-		p.LeaseDuration = DefaultLease
-	} else if err := checkLease(p.LeaseDuration, field("lease_ms")); err != nil {
-		return err
+	if p.LeaseDuration != 0 {
+		if err := checkLease(p.LeaseDuration, field("lease_ms")); err != nil {
+			return err
+		}
 	}
 	if len(req.UniqueKey) > MaxUniqueKeyBytes {
 		return job.Invalid(field("unique_key"), "must be at most %d bytes", MaxUniqueKeyBytes)
@@ -282,26 +286,89 @@ func (e *Engine) prepare(req *EnqueueRequest, p *store.JobInsertParams, now time
 	return nil
 }
 
-// applyQueueDurability gives the jobs enqueued without a level their
-// queue's, full for an unknown queue.
-func (e *Engine) applyQueueDurability(ctx context.Context, jobs []store.JobInsertParams) {
-	var levels map[string]job.Durability
+// queueDefaults are what a queue gives the jobs enqueued into it without
+// their own values: its durability level and its settings' job defaults.
+type queueDefaults struct {
+	durability job.Durability
+	settings   job.QueueSettings
+}
+
+// applyQueueDefaults completes jobs, as prepare left them, for an insert
+// at now. A value the request gave wins; else the queue's: its level for
+// the durability (full for an unknown queue), its settings' default lease,
+// maximum attempts and delay; else the engine's (applyDefaults). Each
+// queue is read once per call, and only when one of its jobs needs a
+// default. A failure to read a queue is returned wrapped, since jobs
+// inserted without their queue's defaults would be the wrong jobs.
+func (e *Engine) applyQueueDefaults(ctx context.Context, jobs []store.JobInsertParams, now time.Time) error {
+	var queues map[string]queueDefaults
 	for i := range jobs {
-		if jobs[i].Durability != "" {
-			continue
-		}
-		d, ok := levels[jobs[i].Queue]
-		if !ok {
-			d = job.DurabilityFull
-			if q, err := e.st.QueueGet(ctx, jobs[i].Queue); err == nil && q.Durability != "" {
-				d = q.Durability
+		p := &jobs[i]
+		var d queueDefaults
+		if needsQueue(p) {
+			var ok bool
+			if d, ok = queues[p.Queue]; !ok {
+				var err error
+				if d, err = e.readQueueDefaults(ctx, p.Queue); err != nil {
+					return err
+				}
+				if queues == nil {
+					queues = make(map[string]queueDefaults)
+				}
+				queues[p.Queue] = d
 			}
-			if levels == nil {
-				levels = make(map[string]job.Durability)
-			}
-			levels[jobs[i].Queue] = d
 		}
-		jobs[i].Durability = d
+		if p.Durability == "" {
+			p.Durability = d.durability
+		}
+		applyDefaults(p, d.settings, now)
+	}
+	return nil
+}
+
+// needsQueue reports whether p, as prepare left it, takes a default its
+// queue may set.
+func needsQueue(p *store.JobInsertParams) bool {
+	return p.Durability == "" || p.LeaseDuration == 0 || p.MaxAttempts == 0 || p.RunAt.IsZero()
+}
+
+// readQueueDefaults reads what queue name gives its jobs; an unknown queue
+// gives full durability and no settings.
+func (e *Engine) readQueueDefaults(ctx context.Context, name string) (queueDefaults, error) {
+	q, err := e.st.QueueGet(ctx, name)
+	switch {
+	case errors.Is(err, job.ErrNotFound):
+		return queueDefaults{durability: job.DurabilityFull}, nil
+	case err != nil:
+		return queueDefaults{}, fmt.Errorf("read the defaults of queue %s: %w", name, err)
+	}
+	d := queueDefaults{durability: q.Durability, settings: q.Settings}
+	if d.durability == "" {
+		d.durability = job.DurabilityFull
+	}
+	return d, nil
+}
+
+// applyDefaults fills the lease, maximum attempts and run time that p's
+// request left out, each from the queue's settings s when they set it,
+// else from the engine's defaults, and gives p its state at now: a job
+// whose run time (its own, or now plus the queue's default delay) lies
+// ahead is scheduled, any other available from now.
+func applyDefaults(p *store.JobInsertParams, s job.QueueSettings, now time.Time) {
+	if p.LeaseDuration == 0 {
+		p.LeaseDuration = cmp.Or(s.DefaultLease, DefaultLease)
+	}
+	if p.MaxAttempts == 0 {
+		p.MaxAttempts = cmp.Or(s.DefaultMaxAttempts, DefaultMaxAttempts)
+	}
+	if p.RunAt.IsZero() {
+		p.RunAt = now.Add(s.DefaultDelay)
+	}
+	p.State = job.StateAvailable
+	if p.RunAt.After(now) {
+		p.State = job.StateScheduled
+	} else {
+		p.RunAt = now
 	}
 }
 

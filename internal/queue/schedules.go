@@ -121,7 +121,8 @@ func (e *Engine) checkSchedule(req ScheduleRequest) (*store.Schedule, schedule.T
 }
 
 // templateJob decodes and validates a schedule's job template and returns
-// the job it makes with id at now. Errors name template fields "job.…".
+// the job it makes with id at now, as prepare leaves it: applyQueueDefaults
+// completes it before an insert. Errors name template fields "job.…".
 func (e *Engine) templateJob(raw json.RawMessage, id string, now time.Time) (store.JobInsertParams, error) {
 	var p store.JobInsertParams
 	if e.cfg.DecodeJob == nil {
@@ -205,7 +206,9 @@ func (e *Engine) TriggerSchedule(ctx context.Context, name string) (*ScheduleFir
 		return nil, fmt.Errorf("trigger schedule %s: %w", name, err)
 	}
 	jobs := []store.JobInsertParams{p}
-	e.applyQueueDurability(ctx, jobs)
+	if err := e.applyQueueDefaults(ctx, jobs, now); err != nil {
+		return nil, fmt.Errorf("trigger schedule %s: %w", name, err)
+	}
 	res, err := e.st.ScheduleFire(ctx, &store.ScheduleFireParams{Name: name, Manual: true, Jobs: jobs, Now: now})
 	if err != nil {
 		return nil, fmt.Errorf("trigger schedule %s: %w", name, err)
@@ -263,7 +266,11 @@ func (e *Engine) fire(ctx context.Context, s *store.Schedule, now time.Time) (ti
 		}
 		jobs = append(jobs, p)
 	}
-	e.applyQueueDurability(ctx, jobs)
+	if refused == nil {
+		if err := e.applyQueueDefaults(ctx, jobs, now); err != nil {
+			return time.Time{}, err
+		}
+	}
 	params := &store.ScheduleFireParams{Name: s.Name, Last: s.LastTick, Handled: handled, Next: next, Jobs: jobs, Now: now}
 	var res []store.InsertResult
 	if refused == nil {

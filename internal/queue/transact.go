@@ -40,8 +40,9 @@ type TransactResult struct {
 // MaxBatch (a *BatchTooLargeError naming the list beyond). Invalid input
 // is a *job.InputError naming the field ("enqueue[2].kind",
 // "fail[0].retry_after_ms"), as is a job named by two ack or fail items
-// (naming the later one's id); the jobs to enqueue get the defaults and
-// their queues' durability as EnqueueBatch gives them. Item ids are
+// (naming the later one's id); the jobs to enqueue get their queues'
+// defaults (durability, lease, maximum attempts, delay) and the engine's
+// as EnqueueBatch gives them. Item ids are
 // checked at the edge, as Ack's are. An item whose job does not exist, or
 // whose token is not current, fails the call with a *job.ItemError naming
 // its field; an enqueue of an id of another queue with a

@@ -21,8 +21,11 @@ func newTestEngine() *Engine { return New(nil, Config{Clock: fixedClock{testNow}
 func prepare(t *testing.T, req EnqueueRequest) (store.JobInsertParams, error) {
 	t.Helper()
 	var p store.JobInsertParams
-	err := newTestEngine().prepare(&req, &p, testNow, func(s string) string { return s })
-	return p, err
+	if err := newTestEngine().prepare(&req, &p, testNow, func(s string) string { return s }); err != nil {
+		return p, err
+	}
+	applyDefaults(&p, job.QueueSettings{}, testNow)
+	return p, nil
 }
 
 func ptr[T any](v T) *T { return &v }
