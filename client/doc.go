@@ -128,22 +128,26 @@
 // ClearQueueLimits removes them. docs/protocol.md ("Flow control") has
 // the rules.
 //
-// # Dead letters and maximum wait
+// # Queue settings
 //
-// A queue can send the jobs that die in it to a dead-letter queue, and give
-// up on jobs nobody started in time:
+// A queue can send the jobs that die in it to a dead-letter queue, give up
+// on jobs nobody started in time, and give the jobs enqueued without a
+// lease, maximum attempts or delay of their own its defaults for them:
 //
 //	q, err := c.SetQueueSettings(ctx, "orders", client.QueueSettings{
-//		DeadLetterQueue: "orders-dlq", // a copy of every dead job goes here
-//		MaxWait:         time.Minute,  // a job not started within a minute dies
+//		DeadLetterQueue: "orders-dlq",    // a copy of every dead job goes here
+//		MaxWait:         time.Minute,     // a job not started within a minute dies
+//		DefaultLease:    5 * time.Minute, // jobs without a Lease get 5 minutes
 //	})
 //
 // A job that dies stays dead in its queue, and a copy with its payload and
 // Errors is enqueued into the dead-letter queue, its Job.DeadLetterOf naming
 // the dead job; workers fetch the copies like any jobs. A job past its
 // MaxWait is never handed out: it dies with the error "not started within
-// max wait". ClearQueueSettings removes the settings. docs/protocol.md
-// ("Dead letters and maximum wait") has the rules.
+// max wait". A job enqueued without a Lease, MaxAttempts or Delay (and
+// RunAt) takes its queue's DefaultLease, DefaultMaxAttempts or
+// DefaultDelay, else the server's. ClearQueueSettings removes the
+// settings. docs/protocol.md ("Queue settings") has the rules.
 //
 // # Durations
 //

@@ -27,19 +27,22 @@ type EnqueueParams struct {
 	// Defaults to 0.
 	Priority int
 	// RunAt, when set, is when the job becomes available. Not together
-	// with Delay.
+	// with Delay. A time not in the future makes the job available at
+	// once, even in a queue with a default delay.
 	RunAt time.Time
 	// Delay, when set, makes the job available this long from now (up to
-	// one year).
+	// one year). With neither RunAt nor Delay the job takes its queue's
+	// default delay (QueueSettings.DefaultDelay), else none.
 	Delay time.Duration
 	// MaxAttempts is how many hand-outs the job gets: 1 to 1000. Defaults
-	// to 25.
+	// to the queue's QueueSettings.DefaultMaxAttempts, else 25.
 	MaxAttempts int
 	// Backoff, when not nil, is the job's whole retry policy (see Backoff).
 	// Defaults to exponential from 1 s to 1 h with jitter 0.2.
 	Backoff *Backoff
 	// Lease is how long a fetch leases the job unless the fetch sets its
-	// own: 100 ms to 24 h. Defaults to 30 s.
+	// own: 100 ms to 24 h. Defaults to the queue's
+	// QueueSettings.DefaultLease, else 30 s.
 	Lease time.Duration
 	// UniqueKey makes the job unique in its queue: a later enqueue with the
 	// same key is a duplicate while this job is pending, or for UniqueFor

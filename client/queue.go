@@ -20,8 +20,8 @@ type Queue struct {
 	// Limits are the queue's flow control; zero when it has none (see
 	// Client.SetQueueLimits).
 	Limits Limits `json:"limits,omitzero"`
-	// Settings are the queue's dead-letter queue and maximum wait; zero
-	// when it has none (see Client.SetQueueSettings).
+	// Settings are the queue's dead-letter queue, maximum wait and job
+	// defaults; zero when it has none (see Client.SetQueueSettings).
 	Settings QueueSettings `json:"settings,omitzero"`
 	// Counts is how many jobs are in each state.
 	Counts QueueCounts `json:"counts"`

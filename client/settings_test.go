@@ -13,7 +13,8 @@ import (
 func TestQueueSettingsCalls(t *testing.T) {
 	t.Parallel()
 	eachTransport(t, func(t *testing.T, b *bundle) {
-		all := client.QueueSettings{DeadLetterQueue: "orders-dlq", MaxWait: 90 * time.Second}
+		all := client.QueueSettings{DeadLetterQueue: "orders-dlq", MaxWait: 90 * time.Second,
+			DefaultLease: 5 * time.Minute, DefaultMaxAttempts: 3, DefaultDelay: 10 * time.Second}
 		q, err := b.c.SetQueueSettings(b.ctx, "orders", all)
 		if err != nil {
 			t.Fatal(err)
@@ -41,6 +42,12 @@ func TestQueueSettingsCalls(t *testing.T) {
 			{client.QueueSettings{DeadLetterQueue: "not a name"}, "dead_letter_queue"},
 			{client.QueueSettings{MaxWait: -time.Second}, "max_wait_ms"},
 			{client.QueueSettings{MaxWait: 366 * 24 * time.Hour}, "max_wait_ms"},
+			{client.QueueSettings{DefaultLease: 50 * time.Millisecond}, "default_lease_ms"},
+			{client.QueueSettings{DefaultLease: 25 * time.Hour}, "default_lease_ms"},
+			{client.QueueSettings{DefaultMaxAttempts: -1}, "default_max_attempts"},
+			{client.QueueSettings{DefaultMaxAttempts: 1001}, "default_max_attempts"},
+			{client.QueueSettings{DefaultDelay: -time.Second}, "default_delay_ms"},
+			{client.QueueSettings{DefaultDelay: 366 * 24 * time.Hour}, "default_delay_ms"},
 		} {
 			_, err := b.c.SetQueueSettings(b.ctx, "orders", c.settings)
 			var apiErr *client.Error
@@ -125,6 +132,35 @@ func TestDeadLettersAndMaxWait(t *testing.T) {
 	})
 }
 
+// A job enqueued without a lease, maximum attempts or delay takes its
+// queue's defaults; one with its own keeps them.
+func TestQueueJobDefaults(t *testing.T) {
+	t.Parallel()
+	eachTransport(t, func(t *testing.T, b *bundle) {
+		defaults := client.QueueSettings{DefaultLease: 5 * time.Minute, DefaultMaxAttempts: 3, DefaultDelay: time.Hour}
+		if _, err := b.c.SetQueueSettings(b.ctx, "orders", defaults); err != nil {
+			t.Fatal(err)
+		}
+		before := time.Now()
+		res, err := b.c.Enqueue(b.ctx, client.EnqueueParams{Queue: "orders", Kind: "charge"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		j, err := b.c.Get(b.ctx, res.ID)
+		if err != nil || j.LeaseDuration != 5*time.Minute || j.MaxAttempts != 3 || j.State != client.StateScheduled ||
+			j.RunAt.Before(before.Add(time.Hour-time.Second)) {
+			t.Fatalf("job with the queue's defaults: %+v, %v", j, err)
+		}
+		res, err = b.c.Enqueue(b.ctx, client.EnqueueParams{Queue: "orders", Kind: "charge", Lease: time.Second, MaxAttempts: 7, RunAt: before})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j, err := b.c.Get(b.ctx, res.ID); err != nil || j.LeaseDuration != time.Second || j.MaxAttempts != 7 || j.State != client.StateAvailable {
+			t.Fatalf("job with its own values: %+v, %v", j, err)
+		}
+	})
+}
+
 func TestQueueSettingsJSON(t *testing.T) {
 	t.Parallel()
 	q := client.Queue{Name: "q", Settings: client.QueueSettings{DeadLetterQueue: "d", MaxWait: 1500 * time.Microsecond}}
@@ -139,6 +175,16 @@ func TestQueueSettingsJSON(t *testing.T) {
 	var back client.Queue
 	if err := json.Unmarshal(data, &back); err != nil || back.Settings != (client.QueueSettings{DeadLetterQueue: "d", MaxWait: 2 * time.Millisecond}) {
 		t.Fatalf("round trip: %+v, %v", back.Settings, err)
+	}
+	defaults := client.QueueSettings{DefaultLease: 1500 * time.Millisecond, DefaultMaxAttempts: 4, DefaultDelay: 10*time.Second + time.Microsecond}
+	data, err = json.Marshal(defaults)
+	if err != nil || string(data) != `{"default_lease_ms":1500,"default_max_attempts":4,"default_delay_ms":10001}` {
+		t.Fatalf("defaults JSON: %s, %v", data, err)
+	}
+	var defaultsBack client.QueueSettings
+	if err := json.Unmarshal(data, &defaultsBack); err != nil ||
+		defaultsBack != (client.QueueSettings{DefaultLease: 1500 * time.Millisecond, DefaultMaxAttempts: 4, DefaultDelay: 10001 * time.Millisecond}) {
+		t.Fatalf("defaults round trip: %+v, %v", defaultsBack, err)
 	}
 	if data, _ := json.Marshal(client.Queue{Name: "plain"}); strings.Contains(string(data), "settings") {
 		t.Fatalf("a queue without settings: %s", data)

@@ -182,10 +182,14 @@ func (c *cli) replaceOrShow(cmd string, cm *common, name string, clearIt, setIt 
 // flags replace the queue's settings as a whole; without any it shows
 // them.
 func (c *cli) queuesSettings(args []string) int {
-	fs, cm := c.flags("queues settings", "queues settings NAME [--dead-letter-queue QUEUE] [--max-wait DURATION] | NAME --clear")
+	fs, cm := c.flags("queues settings", "queues settings NAME [--dead-letter-queue QUEUE] [--max-wait DURATION] "+
+		"[--default-lease DURATION] [--default-max-attempts N] [--default-delay DURATION] | NAME --clear")
 	var s client.QueueSettings
 	fs.StringVar(&s.DeadLetterQueue, "dead-letter-queue", "", "the `QUEUE` that gets a copy of every job of this queue that dies")
 	fs.DurationVar(&s.MaxWait, "max-wait", 0, "how long a job may wait unstarted after its run time (`DURATION`, such as 30s or 1h): past it, it dies instead of starting")
+	fs.DurationVar(&s.DefaultLease, "default-lease", 0, "the lease (`DURATION`, such as 5m) of the jobs enqueued without one, in place of the server's 30s")
+	fs.IntVar(&s.DefaultMaxAttempts, "default-max-attempts", 0, "the maximum attempts (`N`, 1 to 1000) of the jobs enqueued without one, in place of the server's 25")
+	fs.DurationVar(&s.DefaultDelay, "default-delay", 0, "the delay (`DURATION`, such as 10s) of the jobs enqueued without a delay or run time: they become available this long after their enqueue")
 	clearAll := fs.Bool("clear", false, "remove every setting of the queue")
 	pos, code, ok := parse(fs, args, 1)
 	if !ok {
@@ -193,7 +197,8 @@ func (c *cli) queuesSettings(args []string) int {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	settingFlags := set["dead-letter-queue"] || set["max-wait"]
+	settingFlags := set["dead-letter-queue"] || set["max-wait"] || set["default-lease"] ||
+		set["default-max-attempts"] || set["default-delay"]
 	if *clearAll && settingFlags {
 		fmt.Fprintln(c.errOut, "spool queues settings: --clear takes no setting flag")
 		return 2
@@ -202,9 +207,19 @@ func (c *cli) queuesSettings(args []string) int {
 		fmt.Fprintln(c.errOut, "spool queues settings: --dead-letter-queue must name a queue; leave it out for none")
 		return 2
 	}
-	if set["max-wait"] && s.MaxWait <= 0 {
-		fmt.Fprintln(c.errOut, "spool queues settings: --max-wait must be positive; leave it out for none")
-		return 2
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{
+		{"max-wait", s.MaxWait > 0},
+		{"default-lease", s.DefaultLease > 0},
+		{"default-max-attempts", s.DefaultMaxAttempts > 0},
+		{"default-delay", s.DefaultDelay > 0},
+	} {
+		if set[f.name] && !f.set {
+			fmt.Fprintf(c.errOut, "spool queues settings: --%s must be positive; leave it out for none\n", f.name)
+			return 2
+		}
 	}
 	return c.replaceOrShow("queues settings", cm, pos[0], *clearAll, settingFlags, (*client.Client).ClearQueueSettings,
 		func(cl *client.Client, ctx context.Context, name string) (*client.Queue, error) {
@@ -213,7 +228,8 @@ func (c *cli) queuesSettings(args []string) int {
 }
 
 // formatSettings writes s compactly, in the form of the flags that set it:
-// "dead-letter-queue=orders-dlq max-wait=1m"; empty when none.
+// "dead-letter-queue=orders-dlq max-wait=1m default-lease=5m"; empty when
+// none.
 func formatSettings(s client.QueueSettings) string {
 	var parts []string
 	if s.DeadLetterQueue != "" {
@@ -221,6 +237,15 @@ func formatSettings(s client.QueueSettings) string {
 	}
 	if s.MaxWait != 0 {
 		parts = append(parts, "max-wait="+formatDuration(s.MaxWait))
+	}
+	if s.DefaultLease != 0 {
+		parts = append(parts, "default-lease="+formatDuration(s.DefaultLease))
+	}
+	if s.DefaultMaxAttempts != 0 {
+		parts = append(parts, "default-max-attempts="+strconv.Itoa(s.DefaultMaxAttempts))
+	}
+	if s.DefaultDelay != 0 {
+		parts = append(parts, "default-delay="+formatDuration(s.DefaultDelay))
 	}
 	return strings.Join(parts, " ")
 }

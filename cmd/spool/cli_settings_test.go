@@ -42,6 +42,26 @@ func TestCLISettings(t *testing.T) {
 		t.Fatalf("jobs get of the copy:\n%s", detail)
 	}
 
+	// The job defaults are set, shown and given to the jobs enqueued
+	// without their own.
+	q = b.okJSON("queues", "settings", "orders", "--default-lease", "5m", "--default-max-attempts", "3", "--default-delay", "10s")
+	s, _ = q["settings"].(map[string]any)
+	if len(s) != 3 || s["default_lease_ms"] != 300000.0 || s["default_max_attempts"] != 3.0 || s["default_delay_ms"] != 10000.0 {
+		t.Fatalf("queues settings with defaults --json: %v", q)
+	}
+	if table := b.ok("queues", "settings", "orders"); !hasRow(table, "orders", "no", "full",
+		"0", "0", "0", "0", "0", "1", "0", "default-lease=5m", "default-max-attempts=3", "default-delay=10s") {
+		t.Fatalf("queues settings with defaults:\n%s", table)
+	}
+	id = b.okJSON("enqueue", "--queue", "orders", "--kind", "charge")["id"].(string)
+	if j := b.okJSON("jobs", "get", id); j["lease_ms"] != 300000.0 || j["max_attempts"] != 3.0 || j["state"] != "scheduled" {
+		t.Fatalf("job with the queue's defaults: %v", j)
+	}
+	id = b.okJSON("enqueue", "--queue", "orders", "--kind", "charge", "--lease", "1s", "--max-attempts", "7", "--delay", "1h")["id"].(string)
+	if j := b.okJSON("jobs", "get", id); j["lease_ms"] != 1000.0 || j["max_attempts"] != 7.0 || j["state"] != "scheduled" {
+		t.Fatalf("job with its own values: %v", j)
+	}
+
 	if q := b.okJSON("queues", "settings", "orders", "--clear"); q["settings"] != nil {
 		t.Fatalf("queues settings --clear: %v", q)
 	}
@@ -59,6 +79,14 @@ func TestCLISettingsBadInput(t *testing.T) {
 		{[]string{"queues", "settings", "q", "--max-wait", "0s"}, 2, "--max-wait must be positive"},
 		{[]string{"queues", "settings", "q", "--dead-letter-queue", ""}, 2, "--dead-letter-queue must name a queue"},
 		{[]string{"queues", "settings", "q", "--clear", "--max-wait", "1s"}, 2, "--clear takes no setting flag"},
+		{[]string{"queues", "settings", "q", "--clear", "--default-delay", "1s"}, 2, "--clear takes no setting flag"},
+		{[]string{"queues", "settings", "q", "--default-lease", "0s"}, 2, "--default-lease must be positive"},
+		{[]string{"queues", "settings", "q", "--default-max-attempts", "0"}, 2, "--default-max-attempts must be positive"},
+		{[]string{"queues", "settings", "q", "--default-max-attempts", "many"}, 2, "invalid value"},
+		{[]string{"queues", "settings", "q", "--default-delay", "-1s"}, 2, "--default-delay must be positive"},
+		{[]string{"queues", "settings", "q", "--default-lease", "10ms"}, 1, "field default_lease_ms"},
+		{[]string{"queues", "settings", "q", "--default-max-attempts", "1001"}, 1, "field default_max_attempts"},
+		{[]string{"queues", "settings", "q", "--default-delay", "9000h"}, 1, "field default_delay_ms"},
 		{[]string{"queues", "settings", "q", "--dead-letter-queue", "q"}, 1, "field dead_letter_queue"},
 		{[]string{"queues", "settings", "q", "--dead-letter-queue", "bad name"}, 1, "field dead_letter_queue"},
 		{[]string{"queues", "settings", "q", "--max-wait", "9000h"}, 1, "field max_wait_ms"},

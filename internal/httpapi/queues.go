@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"github.com/spoolq/spool/internal/httpapi/wire"
 	"github.com/spoolq/spool/internal/job"
@@ -141,8 +142,11 @@ func (a *API) clearQueueLimits(w http.ResponseWriter, r *http.Request) {
 // /v1/queues/{name}/settings and the settings of a queue. A field left out
 // is unset.
 type settingsJSON struct {
-	DeadLetterQueue *string `json:"dead_letter_queue,omitempty"`
-	MaxWaitMS       *int64  `json:"max_wait_ms,omitempty"`
+	DeadLetterQueue    *string `json:"dead_letter_queue,omitempty"`
+	MaxWaitMS          *int64  `json:"max_wait_ms,omitempty"`
+	DefaultLeaseMS     *int64  `json:"default_lease_ms,omitempty"`
+	DefaultMaxAttempts *int    `json:"default_max_attempts,omitempty"`
+	DefaultDelayMS     *int64  `json:"default_delay_ms,omitempty"`
 }
 
 // deadLetterQueue is where the body of a settings route names a queue.
@@ -162,9 +166,12 @@ func toSettingsJSON(s job.QueueSettings) *settingsJSON {
 		q := s.DeadLetterQueue
 		out.DeadLetterQueue = &q
 	}
-	if s.MaxWait > 0 {
-		ms := s.MaxWait.Milliseconds()
-		out.MaxWaitMS = &ms
+	out.MaxWaitMS = optionalMillis(s.MaxWait)
+	out.DefaultLeaseMS = optionalMillis(s.DefaultLease)
+	out.DefaultDelayMS = optionalMillis(s.DefaultDelay)
+	if s.DefaultMaxAttempts > 0 {
+		n := s.DefaultMaxAttempts
+		out.DefaultMaxAttempts = &n
 	}
 	return out
 }
@@ -179,14 +186,46 @@ func (in *settingsJSON) settings() (job.QueueSettings, error) {
 		}
 		s.DeadLetterQueue = *in.DeadLetterQueue
 	}
-	if in.MaxWaitMS != nil {
-		if ms := *in.MaxWaitMS; ms < job.ShortestMaxWait.Milliseconds() || ms > job.LongestMaxWait.Milliseconds() {
-			return s, job.Invalid("max_wait_ms", "must be between %d and %d; leave the field out for no maximum wait",
-				job.ShortestMaxWait.Milliseconds(), job.LongestMaxWait.Milliseconds())
+	var err error
+	if s.MaxWait, err = settingMillis(in.MaxWaitMS, "max_wait_ms", job.ShortestMaxWait, job.LongestMaxWait, "no maximum wait"); err != nil {
+		return s, err
+	}
+	if s.DefaultLease, err = settingMillis(in.DefaultLeaseMS, "default_lease_ms", job.MinLease, job.MaxLease, "the server's default"); err != nil {
+		return s, err
+	}
+	if in.DefaultMaxAttempts != nil {
+		if n := *in.DefaultMaxAttempts; n < 1 || n > job.MaxAttempts {
+			return s, job.Invalid("default_max_attempts", "must be between 1 and %d; leave the field out for the server's default", job.MaxAttempts)
 		}
-		s.MaxWait = millis(*in.MaxWaitMS)
+		s.DefaultMaxAttempts = *in.DefaultMaxAttempts
+	}
+	if s.DefaultDelay, err = settingMillis(in.DefaultDelayMS, "default_delay_ms", job.ShortestDefaultDelay, job.MaxDelay, "no delay"); err != nil {
+		return s, err
 	}
 	return s, nil
+}
+
+// settingMillis reads a setting sent in milliseconds, which must lie
+// within lo..hi when sent (0 included: a field left out is the way to
+// unset it); unset names what leaving it out gives, for the error.
+func settingMillis(ms *int64, field string, lo, hi time.Duration, unset string) (time.Duration, error) {
+	if ms == nil {
+		return 0, nil
+	}
+	if *ms < lo.Milliseconds() || *ms > hi.Milliseconds() {
+		return 0, job.Invalid(field, "must be between %d and %d; leave the field out for %s", lo.Milliseconds(), hi.Milliseconds(), unset)
+	}
+	return millis(*ms), nil
+}
+
+// optionalMillis is a set duration in milliseconds on the wire, nil when
+// unset.
+func optionalMillis(d time.Duration) *int64 {
+	if d <= 0 {
+		return nil
+	}
+	ms := d.Milliseconds()
+	return &ms
 }
 
 // setQueueSettings replaces the settings of a queue.

@@ -14,7 +14,7 @@ import (
 func TestSettingsOnTheWire(t *testing.T) {
 	t.Parallel()
 	a := newTestAPI(t)
-	body := `{"dead_letter_queue":"orders-dlq","max_wait_ms":60000}`
+	body := `{"dead_letter_queue":"orders-dlq","max_wait_ms":60000,"default_lease_ms":300000,"default_max_attempts":3,"default_delay_ms":10000}`
 	rec := send(a, "PUT", "/v1/queues/orders/settings", body)
 	if rec.Code != http.StatusOK {
 		t.Fatalf("put settings: %d %s", rec.Code, rec.Body)
@@ -57,6 +57,19 @@ func TestSettingsOnTheWire(t *testing.T) {
 		{`{"max_wait_ms":null}`, "invalid_json", "max_wait_ms"},
 		{`{"dead_letter_queue":null}`, "invalid_json", "dead_letter_queue"},
 		{`{"max_wait_ms":1000,"ordered":true}`, "invalid_json", "ordered"},
+		{`{"default_lease_ms":0}`, "invalid_argument", "default_lease_ms"},
+		{`{"default_lease_ms":99}`, "invalid_argument", "default_lease_ms"},
+		{`{"default_lease_ms":86400001}`, "invalid_argument", "default_lease_ms"},
+		{`{"default_lease_ms":9223372036854775807}`, "invalid_argument", "default_lease_ms"},
+		{`{"default_lease_ms":null}`, "invalid_json", "default_lease_ms"},
+		{`{"default_max_attempts":0}`, "invalid_argument", "default_max_attempts"},
+		{`{"default_max_attempts":-1}`, "invalid_argument", "default_max_attempts"},
+		{`{"default_max_attempts":1001}`, "invalid_argument", "default_max_attempts"},
+		{`{"default_max_attempts":2.5}`, "invalid_json", "default_max_attempts"},
+		{`{"default_delay_ms":0}`, "invalid_argument", "default_delay_ms"},
+		{`{"default_delay_ms":-5}`, "invalid_argument", "default_delay_ms"},
+		{`{"default_delay_ms":31536000001}`, "invalid_argument", "default_delay_ms"},
+		{`{"default_delay_ms":"10s"}`, "invalid_json", "default_delay_ms"},
 	} {
 		rec := send(a, "PUT", "/v1/queues/orders/settings", c.body)
 		wantErrorRec(t, c.body, rec, http.StatusBadRequest, c.code, c.field)
@@ -83,6 +96,35 @@ func TestSettingsOnTheWire(t *testing.T) {
 	// Settings create a queue, as a pause does.
 	if rec := send(a, "DELETE", "/v1/queues/fresh/settings", ""); rec.Code != http.StatusOK || answerField(t, rec, "name") != "fresh" {
 		t.Fatalf("clear settings of an unknown queue: %d %s", rec.Code, rec.Body)
+	}
+}
+
+// A job enqueued without a lease, maximum attempts or delay takes its
+// queue's defaults; one that names them keeps its own.
+func TestJobDefaultsOnTheWire(t *testing.T) {
+	t.Parallel()
+	a := newTestAPI(t)
+	send(a, "PUT", "/v1/queues/orders/settings", `{"default_lease_ms":300000,"default_max_attempts":3,"default_delay_ms":60000}`)
+	rec := send(a, "POST", "/v1/jobs", `{"queue":"orders","kind":"k"}`)
+	if rec.Code != http.StatusCreated || answerField(t, rec, "state") != "scheduled" {
+		t.Fatalf("enqueue: %d %s", rec.Code, rec.Body)
+	}
+	j := send(a, "GET", "/v1/jobs/"+answerField(t, rec, "id").(string), "")
+	if answerField(t, j, "lease_ms") != 300000.0 || answerField(t, j, "max_attempts") != 3.0 || answerField(t, j, "state") != "scheduled" {
+		t.Fatalf("job with the queue's defaults: %s", j.Body)
+	}
+	rec = send(a, "POST", "/v1/jobs/batch", `{"jobs":[{"queue":"orders","kind":"k","lease_ms":1000,"max_attempts":7,"delay_ms":5}]}`)
+	var batch struct {
+		Jobs []struct {
+			ID string `json:"id"`
+		} `json:"jobs"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &batch); err != nil || len(batch.Jobs) != 1 {
+		t.Fatalf("batch: %d %s", rec.Code, rec.Body)
+	}
+	j = send(a, "GET", "/v1/jobs/"+batch.Jobs[0].ID, "")
+	if answerField(t, j, "lease_ms") != 1000.0 || answerField(t, j, "max_attempts") != 7.0 {
+		t.Fatalf("job with its own values: %s", j.Body)
 	}
 }
 
