@@ -27,6 +27,12 @@ type FetchParams struct {
 	// each queue (see CreateConsumerGroup) instead of the queues' own;
 	// every queue must have the group (ErrNotFound otherwise).
 	ConsumerGroup string
+	// Group, when set, takes only the jobs of that flow-control group
+	// (EnqueueParams.Group: a tenant, or one partition of an ordered
+	// queue), never a job without a group: 1 to 256 bytes of Unicode
+	// without NUL. The queues' limits and the group's hold as for any
+	// fetch. Defaults to every group.
+	Group string
 }
 
 // Fetch leases up to p.Max jobs (POST /v1/fetch). Each job comes back
@@ -46,8 +52,10 @@ func (c *Client) Fetch(ctx context.Context, p FetchParams) ([]*Job, error) {
 		WaitMS  int64    `json:"wait_ms,omitempty"`
 		LeaseMS int64    `json:"lease_ms,omitempty"`
 		Worker  string   `json:"worker,omitempty"`
-		Group   string   `json:"consumer_group,omitempty"`
-	}{Queues: p.Queues, Max: p.Max, WaitMS: msec(p.Wait), LeaseMS: msec(p.Lease), Worker: p.Worker, Group: p.ConsumerGroup}
+		CGroup  string   `json:"consumer_group,omitempty"`
+		Group   string   `json:"group,omitempty"`
+	}{Queues: p.Queues, Max: p.Max, WaitMS: msec(p.Wait), LeaseMS: msec(p.Lease), Worker: p.Worker, CGroup: p.ConsumerGroup,
+		Group: p.Group}
 	if body.Queues == nil {
 		body.Queues = []string{}
 	}

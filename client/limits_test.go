@@ -278,3 +278,72 @@ func TestWorkerOnAnOrderedQueue(t *testing.T) {
 		}
 	}
 }
+
+// A fetch with a group gets the jobs of that group alone, in priority
+// order, and never one without a group; a bad group is refused naming the
+// field.
+func TestFetchOneGroup(t *testing.T) {
+	t.Parallel()
+	eachTransport(t, func(t *testing.T, b *bundle) {
+		first := b.enqueue(client.EnqueueParams{Queue: "g", Kind: "k", Group: "a"})
+		b.enqueue(client.EnqueueParams{Queue: "g", Kind: "k", Group: "b"})
+		b.enqueue(client.EnqueueParams{Queue: "g", Kind: "k"})
+		urgent := b.enqueue(client.EnqueueParams{Queue: "g", Kind: "k", Group: "a", Priority: 9})
+		jobs, err := b.c.Fetch(b.ctx, client.FetchParams{Queues: []string{"g"}, Max: 10, Group: "a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, j := range jobs {
+			ids = append(ids, j.ID)
+		}
+		if !slices.Equal(ids, []string{urgent, first}) {
+			t.Fatalf("fetch of group a: %v, want %v", ids, []string{urgent, first})
+		}
+		if jobs, err := b.c.Fetch(b.ctx, client.FetchParams{Queues: []string{"g"}, Max: 10, Group: "a"}); err != nil || len(jobs) != 0 {
+			t.Fatalf("fetch of group a once it ran dry: %d jobs, %v", len(jobs), err)
+		}
+		var apiErr *client.Error
+		for _, g := range []string{"a\x00b", strings.Repeat("g", 257)} {
+			_, err := b.c.Fetch(b.ctx, client.FetchParams{Queues: []string{"g"}, Group: g})
+			if !errors.As(err, &apiErr) || !errors.Is(err, client.ErrInvalidArgument) || apiErr.Field != "group" {
+				t.Errorf("fetch of group %.10q: %v, want invalid_argument on group", g, err)
+			}
+		}
+	})
+}
+
+// A Worker of one group runs the jobs of that group and leaves the others
+// where they are.
+func TestWorkerOfOneGroup(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var ps []client.EnqueueParams
+	for i := range 6 {
+		ps = append(ps, client.EnqueueParams{Queue: "tenants", Kind: "k", Group: []string{"mine", "theirs", ""}[i%3]})
+	}
+	if _, err := b.c.EnqueueBatch(b.ctx, ps); err != nil {
+		t.Fatal(err)
+	}
+	w := b.worker(client.WorkerConfig{Queues: []string{"tenants"}, Group: "mine", Concurrency: 4})
+	ran := make(chan string, len(ps))
+	w.Handle("k", func(ctx context.Context, j *client.Job) (any, error) {
+		ran <- j.Group
+		return nil, nil
+	})
+	done := runWorker(t, w)
+	for range 2 {
+		if g := recv(t, ran, 10*time.Second, "the handlers"); g != "mine" {
+			t.Fatalf("the worker of group mine ran a job of group %q", g)
+		}
+	}
+	stopWorker(t, w, done)
+	select {
+	case g := <-ran:
+		t.Fatalf("the worker of group mine ran a job of group %q", g)
+	default:
+	}
+	if q, err := b.c.Queue(b.ctx, "tenants"); err != nil || q.Counts.Completed != 2 || q.Counts.Available != 4 {
+		t.Fatalf("queue after the run: %+v, %v", q, err)
+	}
+}

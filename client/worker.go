@@ -68,6 +68,10 @@ type WorkerConfig struct {
 	// ConsumerGroup, when set, runs the jobs of that consumer group of
 	// each of Queues (see CreateConsumerGroup), which must exist.
 	ConsumerGroup string
+	// Group, when set, runs only the jobs of that flow-control group of
+	// Queues (see FetchParams.Group): a worker of one tenant, or of one
+	// partition of an ordered queue. Defaults to every group.
+	Group string
 	// Logger receives the worker's logs: failed calls at warn, jobs it had
 	// to drop at warn, each job's outcome at debug. Defaults to
 	// slog.Default().
@@ -369,6 +373,8 @@ func (w *Worker) fetchLoop(ctx context.Context) error {
 			Worker: w.cfg.Name,
 			// The jobs of a consumer group, when the worker serves one.
 			ConsumerGroup: w.cfg.ConsumerGroup,
+			// The jobs of one flow-control group, when it serves one.
+			Group: w.cfg.Group,
 		})
 		var unstarted []ReleaseItem
 		for _, j := range jobs {

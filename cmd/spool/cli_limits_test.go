@@ -118,8 +118,20 @@ func TestCLIOrdered(t *testing.T) {
 		b.ok("enqueue", "--queue", "events", "--kind", "e", "--group", "order-7")
 	}
 	b.ok("enqueue", "--queue", "events", "--kind", "e", "--group", "order-8")
+	b.ok("enqueue", "--queue", "events", "--kind", "e", "--group", "order-9")
+	// --group takes one partition's jobs alone.
+	jobs := b.okJSON("fetch", "--queue", "events", "--max", "5", "--group", "order-9")["jobs"].([]any)
+	if len(jobs) != 1 || jobs[0].(map[string]any)["group"] != "order-9" {
+		t.Fatalf("fetch --group order-9: %v", jobs)
+	}
+	if jobs := b.okJSON("fetch", "--queue", "events", "--max", "5", "--group", "order-9")["jobs"].([]any); len(jobs) != 0 {
+		t.Fatalf("fetch --group order-9 while its job runs: %v", jobs)
+	}
 	if jobs := b.okJSON("fetch", "--queue", "events", "--max", "5")["jobs"].([]any); len(jobs) != 2 {
 		t.Fatalf("fetch from an ordered queue with two partitions: %d jobs, want one of each", len(jobs))
+	}
+	if code, _, errOut := b.run("fetch", "--queue", "events", "--group", "a\x00b"); code != 1 || !strings.Contains(errOut, "field group") {
+		t.Fatalf("fetch --group with a NUL: exit %d, %s", code, errOut)
 	}
 	if code, _, errOut := b.run("queues", "limits", "events", "--ordered", "--group-max-active", "2"); code == 0 || !strings.Contains(errOut, "group_max_active") {
 		t.Fatalf("--ordered with --group-max-active 2: exit %d, %s", code, errOut)

@@ -20,6 +20,8 @@ type fetchJSON struct {
 	Worker  string   `json:"worker"`
 	// ConsumerGroup takes the jobs of that consumer group of each queue.
 	ConsumerGroup *string `json:"consumer_group"`
+	// Group takes the jobs of that flow-control group alone.
+	Group *string `json:"group"`
 }
 
 // releaseTimeout bounds the hand-back of jobs claimed for a caller that
@@ -42,6 +44,7 @@ func (a *API) fetch(w http.ResponseWriter, r *http.Request, in *fetchJSON) {
 	if err := errors.Join(
 		optional(in.Max, &req.Max, fieldName, "max", "must be between 1 and %d", queue.MaxFetch),
 		optional(in.LeaseMS, &leaseMS, fieldName, "lease_ms", leaseRule, queue.MinLease.Milliseconds(), queue.MaxLease.Milliseconds()),
+		optional(in.Group, &req.Group, fieldName, "group", "must be 1-%d bytes", queue.MaxGroupBytes),
 	); err != nil {
 		a.writeError(w, r, err)
 		return

@@ -175,6 +175,7 @@ func FuzzEnqueueBatch(f *testing.F) {
 func FuzzFetch(f *testing.F) {
 	h := newFuzzHarness(f)
 	f.Add([]byte(`{"queues":["fuzzq","other"],"max":10,"wait_ms":5,"lease_ms":1000,"worker":"w"}`))
+	f.Add([]byte(`{"queues":["fuzzq"],"group":"tenant-42","wait_ms":5}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		// A long poll would hold every iteration for up to a minute.
 		rec, expired := h.post(t, "/v1/fetch", body, 50*time.Millisecond)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -99,13 +100,49 @@ func specInt(m map[string]json.RawMessage, key string, lo, hi int64) (int64, boo
 	return n, err == nil && n >= lo && n <= hi
 }
 
-// specString reads a string field.
+// specString reads a string field, which must be valid Unicode: an
+// escape of half a UTF-16 surrogate pair is not (encoding/json would read
+// it as U+FFFD), except in a failed attempt's error, free text kept with
+// U+FFFD in its place.
 func specString(m map[string]json.RawMessage, key string) (s string, present, ok bool) {
 	raw, present := m[key]
 	if !present {
 		return "", false, true
 	}
-	return s, true, len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, &s) == nil
+	ok = len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, &s) == nil
+	return s, true, ok && (key == "error" || !specHalfSurrogate(raw))
+}
+
+// specHalfSurrogate reports whether the JSON string raw escapes half of a
+// UTF-16 surrogate pair without its other half.
+func specHalfSurrogate(raw []byte) bool {
+	unit := func(i int) (uint64, bool) { // the \uXXXX escape at raw[i:], if any
+		if i+6 > len(raw) || raw[i] != '\\' || raw[i+1] != 'u' {
+			return 0, false
+		}
+		u, err := strconv.ParseUint(string(raw[i+2:i+6]), 16, 16)
+		return u, err == nil
+	}
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '\\' {
+			continue
+		}
+		u, ok := unit(i)
+		switch {
+		case !ok:
+			i++ // a two-character escape such as \\ or \"
+		case u >= 0xD800 && u <= 0xDBFF:
+			if low, ok := unit(i + 6); !ok || low < 0xDC00 || low > 0xDFFF {
+				return true
+			}
+			i += 11
+		case u >= 0xDC00 && u <= 0xDFFF:
+			return true
+		default:
+			i += 5
+		}
+	}
+	return false
 }
 
 // specNameField reads an optional name field.
@@ -136,7 +173,14 @@ func specSubObject(raw json.RawMessage) map[string]json.RawMessage {
 }
 
 var specJobFields = []string{"id", "queue", "kind", "payload", "priority", "run_at", "delay_ms", "max_attempts",
-	"backoff", "lease_ms", "unique_key", "unique_for_ms", "tags", "durability"}
+	"backoff", "lease_ms", "unique_key", "unique_for_ms", "tags", "group", "durability"}
+
+// specGroup reads an optional flow-control group: 1-256 bytes of Unicode
+// without NUL when present.
+func specGroup(m map[string]json.RawMessage) bool {
+	g, present, ok := specString(m, "group")
+	return ok && (!present || len(g) >= 1 && len(g) <= 256 && !strings.Contains(g, "\x00"))
+}
 
 // specDurabilities are the protocol's durability levels.
 var specDurabilities = []string{"full", "process", "memory"}
@@ -183,7 +227,7 @@ func specJob(m map[string]json.RawMessage, now time.Time) bool {
 	if _, ok := specInt(m, "max_attempts", 1, 1000); !ok {
 		return false
 	}
-	if _, ok := specDurability(m); !ok {
+	if _, ok := specDurability(m); !ok || !specGroup(m) {
 		return false
 	}
 	if _, ok := specInt(m, "lease_ms", specMinLeaseMS, specDayMS); !ok {
@@ -270,7 +314,7 @@ func specEnqueueBatch(body []byte, now time.Time) bool {
 // specFetch reports whether body is a valid POST /v1/fetch.
 func specFetch(body []byte) bool {
 	m := specObject(body)
-	if m == nil || !specFields(m, []string{"queues", "max", "wait_ms", "lease_ms", "worker"}) {
+	if m == nil || !specFields(m, []string{"queues", "max", "wait_ms", "lease_ms", "worker", "group"}) {
 		return false
 	}
 	queues, ok := specArray(m["queues"])
@@ -290,6 +334,9 @@ func specFetch(body []byte) bool {
 		return false
 	}
 	if _, ok := specInt(m, "lease_ms", specMinLeaseMS, specDayMS); !ok {
+		return false
+	}
+	if !specGroup(m) {
 		return false
 	}
 	worker, _, ok := specString(m, "worker")

@@ -275,8 +275,8 @@ func (e *Engine) prepare(req *EnqueueRequest, p *store.JobInsertParams, now time
 		}
 	}
 	p.Tags = req.Tags
-	if len(req.Group) > MaxGroupBytes || strings.IndexByte(req.Group, 0) >= 0 || !utf8.ValidString(req.Group) {
-		return job.Invalid(field("group"), "must be 1-%d bytes of Unicode without U+0000 (NUL)", MaxGroupBytes)
+	if err := checkGroup(req.Group, field("group")); err != nil {
+		return err
 	}
 	p.Group = req.Group
 	if req.Durability != "" && !req.Durability.Valid() {
@@ -453,4 +453,14 @@ func (e *Engine) inserted(res []store.InsertResult) {
 	if !earliest.IsZero() {
 		e.scheduled(earliest)
 	}
+}
+
+// checkGroup refuses a flow-control group that no job may have: longer
+// than MaxGroupBytes, or not Unicode without NUL. The empty group, none,
+// passes. The error names field.
+func checkGroup(g, field string) error {
+	if len(g) > MaxGroupBytes || strings.IndexByte(g, 0) >= 0 || !utf8.ValidString(g) {
+		return job.Invalid(field, "must be 1-%d bytes of Unicode without U+0000 (NUL)", MaxGroupBytes)
+	}
+	return nil
 }

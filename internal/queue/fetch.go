@@ -25,6 +25,12 @@ type FetchRequest struct {
 	// ConsumerGroup, when set, takes the jobs of that consumer group of
 	// each queue (see CreateConsumerGroup) instead of the queues' own.
 	ConsumerGroup string
+	// Group, when set, takes only the jobs of that flow-control group
+	// (one partition of an ordered queue), never a job without a group:
+	// at most MaxGroupBytes bytes of Unicode without NUL, as an
+	// enqueue's. Every other rule of a fetch holds as without it (see
+	// store.Claimer.JobClaim). Empty: the jobs of every group.
+	Group string
 }
 
 func (e *Engine) validateFetch(req *FetchRequest) error {
@@ -59,12 +65,14 @@ func (e *Engine) validateFetch(req *FetchRequest) error {
 	if req.ConsumerGroup != "" && !job.ValidName(req.ConsumerGroup) {
 		return job.Invalid("consumer_group", "must be 1-%d characters of A-Za-z0-9_.:- starting with a letter or digit", job.MaxNameLength)
 	}
-	return nil
+	return checkGroup(req.Group, "group")
 }
 
 // Fetch leases up to req.Max jobs. With req.Wait it parks until a job
 // becomes available in one of the queues, the wait ends, ctx ends or the
-// engine closes; it then returns what it has, possibly nothing.
+// engine closes; it then returns what it has, possibly nothing. A fetch
+// of one group (req.Group) is woken by the jobs of every group of its
+// queues, and parks again when none of its own came.
 func (e *Engine) Fetch(ctx context.Context, req FetchRequest) ([]*job.Job, error) {
 	if err := e.validateFetch(&req); err != nil {
 		return nil, err
@@ -153,6 +161,7 @@ func (e *Engine) claim(ctx context.Context, req *FetchRequest) (*store.ClaimResu
 		Queues:        req.Queues,
 		Max:           req.Max,
 		LeaseDuration: req.LeaseDuration,
+		Group:         req.Group,
 		Now:           e.Now(),
 	})
 	if err != nil {

@@ -132,6 +132,10 @@ func TestValidateFetch(t *testing.T) {
 	if err := e.validateFetch(&ok); err != nil || ok.Max != 1 {
 		t.Fatalf("minimal fetch: %v, max %d", err, ok.Max)
 	}
+	grouped := FetchRequest{Queues: []string{"a"}, Group: "tenant é/" + strings.Repeat("g", MaxGroupBytes-10)}
+	if err := e.validateFetch(&grouped); err != nil {
+		t.Fatalf("fetch of a group of %d bytes: %v", len(grouped.Group), err)
+	}
 	cases := []struct {
 		req   FetchRequest
 		field string
@@ -145,6 +149,9 @@ func TestValidateFetch(t *testing.T) {
 		{FetchRequest{Queues: []string{"a"}, Wait: -time.Millisecond}, "wait_ms"},
 		{FetchRequest{Queues: []string{"a"}, LeaseDuration: time.Millisecond}, "lease_ms"},
 		{FetchRequest{Queues: []string{"a"}, Worker: strings.Repeat("w", MaxWorkerBytes+1)}, "worker"},
+		{FetchRequest{Queues: []string{"a"}, Group: strings.Repeat("g", MaxGroupBytes+1)}, "group"},
+		{FetchRequest{Queues: []string{"a"}, Group: "a\x00b"}, "group"},
+		{FetchRequest{Queues: []string{"a"}, Group: "a\xffb"}, "group"},
 	}
 	for _, tc := range cases {
 		err := e.validateFetch(&tc.req)

@@ -95,6 +95,17 @@ type Claimer interface {
 	// the next job. Such a job takes no room under a queue's limits and
 	// counts as no start; the result's Available names the dead-letter
 	// queues that got copies.
+	//
+	// With p.Group set, the claim hands out only jobs whose group is
+	// p.Group, from every queue named, and never a job without a group.
+	// Every other rule holds as without it: claim order within the group,
+	// the queues' pause, caps and rates, the group's cap and rate, and an
+	// ordered queue's partitions (a group whose holder is out, active or
+	// waiting out a retry, hands out nothing; its holder goes out first
+	// when it is available again). Such a claim takes no turn of a
+	// queue's round-robin over its groups: the claims without a group go
+	// on where they were. What held the group's jobs back is reported in
+	// the result as for any claim.
 	JobClaim(ctx context.Context, p *JobClaimParams) (*ClaimResult, error)
 
 	// JobComplete acknowledges jobs. Each item is applied on its own: an
@@ -316,7 +327,11 @@ type JobClaimParams struct {
 	Max    int
 	// LeaseDuration overrides each job's own when non-zero.
 	LeaseDuration time.Duration
-	Now           time.Time
+	// Group, when set, limits the claim to the jobs of that flow-control
+	// group (one partition of an ordered queue); jobs without a group are
+	// never handed out then. Empty: every job. See Claimer.JobClaim.
+	Group string
+	Now   time.Time
 }
 
 // ClaimResult is what a claim handed out, and what held other available

@@ -36,26 +36,43 @@ var (
 	// claim order and SKIP LOCKED passes over rows other claimers hold. A
 	// paused queue, or one with flow control (claimFlow's), gives nothing;
 	// jobs past the queue's maximum wait are passed over (expire.go).
-	sqlClaimOne = `WITH picked AS (
+	sqlClaimOne = claimOne(`queue = $1`)
+	// sqlClaimOneGroup is sqlClaimOne for the jobs of group $5 alone, read
+	// from the group claim index. A queue without flow control holds jobs
+	// with a group only when they were imported so (import.go).
+	sqlClaimOneGroup = claimOne(`queue = $1 COLLATE "C" AND grp IS NOT NULL AND grp = $5 COLLATE "C"`)
+	// sqlClaimMany claims across queues: it takes the head of each
+	// unpaused queue without flow control from the claim index, passing
+	// over the jobs past the queue's maximum wait, merges them in claim
+	// order, and locks the first $4 that no other claimer holds, looking
+	// at the wait again for each row it locks.
+	sqlClaimMany = claimMany(`queue = q.name`)
+	// sqlClaimManyGroup is sqlClaimMany for the jobs of group $5 alone.
+	sqlClaimManyGroup = claimMany(`queue = q.name COLLATE "C" AND grp IS NOT NULL AND grp = $5 COLLATE "C"`)
+)
+
+// claimOne is the claim from one queue of the jobs that jobs selects.
+func claimOne(jobs string) string {
+	return `WITH picked AS (
 	SELECT ctid FROM spool_jobs j
-	WHERE state = 'available' AND queue = $1
+	WHERE state = 'available' AND ` + jobs + `
 		AND NOT EXISTS (SELECT 1 FROM spool_queues WHERE name = $1 AND (paused OR flow))
 		AND ` + fmt.Sprintf(waitOK, `COALESCE((SELECT max_wait_ns FROM spool_queues WHERE name = $1), 0)`) + `
 	ORDER BY priority DESC, run_at, seq
 	LIMIT $4::int4
 	FOR UPDATE SKIP LOCKED
 )` + claimTail
-	// sqlClaimMany claims across queues: it takes the head of each
-	// unpaused queue without flow control from the claim index, passing
-	// over the jobs past the queue's maximum wait, merges them in claim
-	// order, and locks the first $4 that no other claimer holds, looking
-	// at the wait again for each row it locks.
-	sqlClaimMany = `WITH cand AS (
+}
+
+// claimMany is the claim across queues q.name of the jobs that jobs
+// selects.
+func claimMany(jobs string) string {
+	return `WITH cand AS (
 	SELECT h.seq FROM unnest($1::text[]) AS q(name)
 	LEFT JOIN spool_queues p ON p.name = q.name
 	CROSS JOIN LATERAL (
 		SELECT seq, priority, run_at FROM spool_jobs j
-		WHERE state = 'available' AND queue = q.name AND ` + fmt.Sprintf(waitOK, `COALESCE(p.max_wait_ns, 0)`) + `
+		WHERE state = 'available' AND ` + jobs + ` AND ` + fmt.Sprintf(waitOK, `COALESCE(p.max_wait_ns, 0)`) + `
 		ORDER BY priority DESC, run_at, seq LIMIT $4::int4) h
 	WHERE NOT COALESCE(p.paused OR p.flow, false)
 	ORDER BY h.priority DESC, h.run_at, h.seq LIMIT $4::int4
@@ -66,7 +83,7 @@ var (
 	ORDER BY priority DESC, run_at, seq
 	FOR UPDATE SKIP LOCKED
 )` + claimTail
-)
+}
 
 // maxClaimRounds bounds how often one claim tries again for jobs that
 // other claimers held when it looked.
@@ -79,7 +96,8 @@ const maxClaimRounds = 3
 // after all (lookForFlow), then claims the queues with flow control one
 // after the other in the order named (claimFlow). A node remembers the
 // queues it found with flow control and leaves them out of the plain
-// claim from then on.
+// claim from then on. A claim of one group (p.Group) takes the same
+// steps with statements that read that group's jobs alone.
 func (s *Store) JobClaim(ctx context.Context, p *store.JobClaimParams) (*store.ClaimResult, error) {
 	if err := s.check(); err != nil {
 		return nil, wrap("claim jobs", err)
@@ -129,12 +147,22 @@ func (s *Store) JobClaim(ctx context.Context, p *store.JobClaimParams) (*store.C
 // queue's maximum wait. Those it meets at the head of the queues it knows
 // to have a maximum wait it kills once it has claimed (see expire.go),
 // adding the dead-letter queues that got copies to res.
+//
+// With p.Group it claims the jobs of that group alone.
 func (s *Store) claimPlain(ctx context.Context, queues []string, p *store.JobClaimParams, max int, res *store.ClaimResult) ([]*job.Job, error) {
-	query, arg := sqlClaimOne, any(queues[0])
-	if len(queues) > 1 {
-		query, arg = sqlClaimMany, queues
-	}
 	now := micro(p.Now)
+	// The claim's arguments; args[3] is how many jobs it asks for.
+	query, args := sqlClaimOne, []any{queues[0], now, int64(p.LeaseDuration), max}
+	if len(queues) > 1 {
+		query, args[0] = sqlClaimMany, queues
+	}
+	if p.Group != "" {
+		query = sqlClaimOneGroup
+		if len(queues) > 1 {
+			query = sqlClaimManyGroup
+		}
+		args = append(args, p.Group)
+	}
 	waits, err := s.waiting(ctx)
 	if err != nil {
 		return nil, wrap("claim jobs", err)
@@ -150,11 +178,12 @@ func (s *Store) claimPlain(ctx context.Context, queues []string, p *store.JobCla
 	for round := 0; round < maxClaimRounds && len(out) < max; round++ {
 		var jobs []*job.Job
 		var err error
+		args[3] = max - len(out)
 		if round == 0 && len(waiting) > 0 {
-			met, jobs, err = s.claimMeeting(ctx, waiting, query, arg, now, p.LeaseDuration, max)
+			met, jobs, err = s.claimMeeting(ctx, waiting, p.Group, query, args, now, max)
 		} else {
 			var rows pgx.Rows
-			if rows, err = s.pool.Query(ctx, query, arg, now, int64(p.LeaseDuration), max-len(out)); err == nil {
+			if rows, err = s.pool.Query(ctx, query, args...); err == nil {
 				jobs, _, err = scanJobs(rows)
 			}
 		}
@@ -179,15 +208,19 @@ func (s *Store) claimPlain(ctx context.Context, queues []string, p *store.JobCla
 	return out, nil
 }
 
-// claimMeeting runs the claim query (with arg, at now, with the lease
-// override, for up to max jobs) in one round trip with the read of the
-// jobs past their wait among the first max of each of the waiting
-// queues, and returns those and the claimed jobs.
-func (s *Store) claimMeeting(ctx context.Context, waiting []string, query string, arg any, now time.Time, lease time.Duration,
+// claimMeeting runs the claim query with args in one round trip with the
+// read of the jobs past their wait at now among the first max of each of
+// the waiting queues (of group alone when it is set), and returns those
+// and the claimed jobs.
+func (s *Store) claimMeeting(ctx context.Context, waiting []string, group, query string, args []any, now time.Time,
 	max int) (met []int64, jobs []*job.Job, err error) {
 	batch := &pgx.Batch{}
-	batch.Queue(sqlPastWaitAtHead, waiting, now, max)
-	batch.Queue(query, arg, now, int64(lease), max)
+	if group != "" {
+		batch.Queue(sqlPastWaitAtHeadGroup, waiting, now, max, group)
+	} else {
+		batch.Queue(sqlPastWaitAtHead, waiting, now, max)
+	}
+	batch.Queue(query, args...)
 	br := s.pool.SendBatch(ctx, batch)
 	defer func() {
 		if cerr := br.Close(); err == nil && cerr != nil {

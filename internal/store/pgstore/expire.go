@@ -32,16 +32,6 @@ const (
 	waitOK = `(%[1]s <= 0 OR j.attempt > 0 OR j.run_at > $2::timestamptz - (%[1]s / 1000) * interval '1 microsecond')`
 	// sqlWaitQueues lists the queues with a maximum wait.
 	sqlWaitQueues = `SELECT name FROM spool_queues WHERE max_wait_ns > 0`
-	// sqlPastWaitAtHead reads, among the first $3 available jobs of each
-	// queue of $1 that has a maximum wait and is claimed the plain way,
-	// those past their wait at $2.
-	sqlPastWaitAtHead = `SELECT h.seq FROM unnest($1::text[]) AS n(name)
-JOIN spool_queues s ON s.name = n.name AND s.max_wait_ns > 0 AND NOT s.paused AND NOT s.flow
-CROSS JOIN LATERAL (
-	SELECT seq, attempt, run_at FROM spool_jobs
-	WHERE state = 'available' AND queue = n.name
-	ORDER BY priority DESC, run_at, seq LIMIT $3::int4) h
-WHERE h.attempt = 0 AND h.run_at <= $2::timestamptz - (s.max_wait_ns / 1000) * interval '1 microsecond'`
 	// sqlLockPastWait locks the available jobs of the seqs $1 whose queues
 	// have a maximum wait, passing over those another transaction holds,
 	// with what the rule needs to know.
@@ -64,6 +54,28 @@ CROSS JOIN LATERAL (
 WHERE q.max_wait_ns > 0
 LIMIT $2::int4`
 )
+
+var (
+	// sqlPastWaitAtHead reads, among the first $3 available jobs of each
+	// queue of $1 that has a maximum wait and is claimed the plain way,
+	// those past their wait at $2.
+	sqlPastWaitAtHead = pastWaitAtHead(`queue = n.name`)
+	// sqlPastWaitAtHeadGroup is sqlPastWaitAtHead among the jobs of group
+	// $4 alone, read from the group claim index.
+	sqlPastWaitAtHeadGroup = pastWaitAtHead(`queue = n.name COLLATE "C" AND grp IS NOT NULL AND grp = $4 COLLATE "C"`)
+)
+
+// pastWaitAtHead is sqlPastWaitAtHead among the jobs of queue n.name
+// that jobs selects.
+func pastWaitAtHead(jobs string) string {
+	return `SELECT h.seq FROM unnest($1::text[]) AS n(name)
+JOIN spool_queues s ON s.name = n.name AND s.max_wait_ns > 0 AND NOT s.paused AND NOT s.flow
+CROSS JOIN LATERAL (
+	SELECT seq, attempt, run_at FROM spool_jobs
+	WHERE state = 'available' AND ` + jobs + `
+	ORDER BY priority DESC, run_at, seq LIMIT $3::int4) h
+WHERE h.attempt = 0 AND h.run_at <= $2::timestamptz - (s.max_wait_ns / 1000) * interval '1 microsecond'`
+}
 
 // waitRecheck is how long a node trusts what it read of which queues
 // have a maximum wait; a queue given one on another node is met by this

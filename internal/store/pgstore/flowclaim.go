@@ -59,9 +59,23 @@ FROM spool_queues WHERE name = $1 FOR NO KEY UPDATE`
 	SELECT grp COLLATE "default" AS grp FROM g WHERE grp IS NOT NULL AND NOT ($3 AND grp = $2) LIMIT $4
 )
 `
+	// sqlGroupOne is sqlGroupWalk for group $2 alone, read with one seek
+	// into the group claim index: found holds it when it has available
+	// jobs. It takes the walk's parameters, so that the same statements
+	// follow it: it finds nothing past $2 ($3) or when asked for none
+	// ($4 = 0).
+	sqlGroupOne = `WITH found AS (
+	SELECT $2::text AS grp WHERE NOT $3::bool AND $4::int4 > 0 AND EXISTS (SELECT 1 FROM spool_jobs
+		WHERE queue = $1 COLLATE "C" AND state = 'available' AND grp IS NOT NULL AND grp = $2 COLLATE "C")
+)
+`
 	// sqlGroupsFrom lists the groups of sqlGroupWalk, each with its active
 	// jobs counted up to $5 and, when $6, its start log.
-	sqlGroupsFrom = sqlGroupWalk + `SELECT f.grp,
+	sqlGroupsFrom = sqlGroupWalk + groupsTail
+	// sqlGroupFrom is sqlGroupsFrom for the one group of sqlGroupOne.
+	sqlGroupFrom = sqlGroupOne + groupsTail
+	// groupsTail reads, for each group found, what sqlGroupsFrom lists.
+	groupsTail = `SELECT f.grp,
 	(SELECT count(*) FROM (SELECT 1 FROM spool_jobs a
 		WHERE a.queue = $1 AND a.state = 'active' AND a.grp IS NOT NULL AND a.grp = f.grp LIMIT $5) x),
 	s.starts
@@ -83,7 +97,13 @@ ORDER BY f.grp COLLATE "C"`
 	// whether the group has jobs beyond the one it may hand out). A group
 	// with an active job costs one seek, as in sqlGroupsFrom; a free one
 	// three more into the held index and one into the group claim index.
-	sqlOrderedGroupsFrom = sqlGroupWalk + `SELECT f.grp, a.n, s.starts, h.seq, h.state,
+	sqlOrderedGroupsFrom = sqlGroupWalk + orderedGroupsTail
+	// sqlOrderedGroupFrom is sqlOrderedGroupsFrom for the one group of
+	// sqlGroupOne.
+	sqlOrderedGroupFrom = sqlGroupOne + orderedGroupsTail
+	// orderedGroupsTail reads, for each group found, what
+	// sqlOrderedGroupsFrom lists.
+	orderedGroupsTail = `SELECT f.grp, a.n, s.starts, h.seq, h.state,
 	CASE WHEN a.n = 0 AND (h.seq IS NULL OR h.state = 'available') THEN ARRAY(
 		SELECT j.seq FROM spool_jobs j
 		WHERE j.queue = $1 COLLATE "C" AND j.state = 'available' AND j.grp IS NOT NULL AND j.grp = f.grp COLLATE "C"
@@ -129,6 +149,10 @@ SELECT $1, g, s, $4 FROM unnest($2::text[], $3::bytea[]) AS u(g, s) ORDER BY g
 ON CONFLICT (queue, grp) DO UPDATE SET starts = excluded.starts, last_start = excluded.last_start`
 	// sqlAnyAvailable reports whether queue $1 has available jobs.
 	sqlAnyAvailable = `SELECT EXISTS (SELECT 1 FROM spool_jobs WHERE queue = $1 AND state = 'available' AND grp IS NOT NULL)`
+	// sqlGroupAvailable reports whether group $2 of queue $1 has
+	// available jobs.
+	sqlGroupAvailable = `SELECT EXISTS (SELECT 1 FROM spool_jobs
+	WHERE queue = $1 COLLATE "C" AND state = 'available' AND grp IS NOT NULL AND grp = $2 COLLATE "C")`
 )
 
 // claimFlow claims up to p.Max-len(res.Jobs) jobs of queue q, which this
@@ -154,7 +178,7 @@ func (s *Store) claimFlowOnce(ctx context.Context, q string, p *store.JobClaimPa
 	var c *flowClaim
 	plain := false
 	err := s.retryTx(ctx, func(tx pgx.Tx) error {
-		c = &flowClaim{tx: tx, queue: q, now: micro(p.Now), want: want, lease: p.LeaseDuration}
+		c = &flowClaim{tx: tx, queue: q, group: p.Group, now: micro(p.Now), want: want, lease: p.LeaseDuration}
 		found, err := c.lock(ctx)
 		if err != nil {
 			return err
@@ -197,6 +221,9 @@ func (s *Store) claimFlowOnce(ctx context.Context, q string, p *store.JobClaimPa
 type flowClaim struct {
 	tx    pgx.Tx
 	queue string
+	// group, when set, is the one group the claim takes jobs of; it
+	// leaves the round-robin's cursor where it was.
+	group string
 	now   time.Time
 	want  int
 	lease time.Duration
@@ -338,7 +365,11 @@ func (c *flowClaim) run(ctx context.Context) error {
 		return nil
 	}
 	var left bool
-	if err := c.tx.QueryRow(ctx, sqlAnyAvailable, c.queue).Scan(&left); err != nil {
+	query, args := sqlAnyAvailable, []any{c.queue}
+	if c.group != "" {
+		query, args = sqlGroupAvailable, []any{c.queue, c.group}
+	}
+	if err := c.tx.QueryRow(ctx, query, args...).Scan(&left); err != nil {
 		return fmt.Errorf("look for available jobs: %w", err)
 	}
 	if left {
@@ -353,7 +384,8 @@ func (c *flowClaim) run(ctx context.Context) error {
 // findGroups finds up to room groups with available jobs and room under
 // the group limits, in round-robin order: from the group after the last
 // one served, wrapping around once. Groups without room are passed over
-// and counted in what held jobs back.
+// and counted in what held jobs back. A claim of one group finds that
+// group alone, if it has available jobs and room.
 func (c *flowClaim) findGroups(ctx context.Context, room int) error {
 	l := c.q.limits
 	seen := make(map[string]bool)
@@ -362,6 +394,18 @@ func (c *flowClaim) findGroups(ctx context.Context, room int) error {
 		from, past = *c.q.lastGroup, true
 	}
 	query := sqlGroupsFrom
+	switch {
+	case c.group != "" && l.Ordered:
+		query = sqlOrderedGroupFrom
+	case c.group != "":
+		query = sqlGroupFrom
+	case l.Ordered:
+		query = sqlOrderedGroupsFrom
+	}
+	if c.group != "" {
+		// One group: found at once, or not at all.
+		from, past, wrapped, room = c.group, false, true, 1
+	}
 	var (
 		name        string
 		active      int64
@@ -372,7 +416,6 @@ func (c *flowClaim) findGroups(ctx context.Context, room int) error {
 	)
 	scan := []any{&name, &active, &starts}
 	if l.Ordered {
-		query = sqlOrderedGroupsFrom
 		scan = append(scan, &holderSeq, &holderState, &heads)
 	}
 	for visited := 0; len(c.groups) < room && visited < maxGroupVisits; {
@@ -588,7 +631,11 @@ func (c *flowClaim) record(ctx context.Context) error {
 		c.q.starts = c.q.starts.Add(l.Rate, c.now, len(c.jobs))
 		starts = encodeStarts(c.q.starts)
 	}
-	batch.Queue(sqlFlowCursor, c.queue, c.jobs[len(c.jobs)-1].Group, starts)
+	cursor := c.q.lastGroup
+	if c.group == "" {
+		cursor = &c.jobs[len(c.jobs)-1].Group
+	}
+	batch.Queue(sqlFlowCursor, c.queue, cursor, starts)
 	if !l.GroupRate.IsZero() {
 		var names []string
 		var logs [][]byte

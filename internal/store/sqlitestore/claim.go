@@ -69,7 +69,9 @@ type pick struct {
 
 // claim leases jobs of p.Queues into res: from the windows of the queues
 // without flow control in claim order across them, then from the others
-// one after the other under their limits (flow.go).
+// one after the other under their limits (flow.go). A claim of one group
+// (p.Group) looks at the grouped queues only: the first job with a group
+// makes its queue grouped (markGrouped), so no other queue holds one.
 func (w *writer) claim(p *store.JobClaimParams, res *store.ClaimResult) error {
 	qs := w.claimable(p.Queues)
 	room := w.cfg.MaxActive - len(w.leases.byID)
@@ -80,9 +82,11 @@ func (w *writer) claim(p *store.JobClaimParams, res *store.ClaimResult) error {
 	plain := make([]*wqueue, 0, len(qs))
 	var flow []*wqueue
 	for _, q := range qs {
-		if q.flowControlled() {
+		switch {
+		case p.Group != "" && !q.grouped:
+		case q.flowControlled():
 			flow = append(flow, q)
-		} else {
+		default:
 			plain = append(plain, q)
 		}
 	}

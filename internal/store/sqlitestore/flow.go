@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/spoolq/spool/internal/job"
@@ -341,9 +342,12 @@ func (w *writer) claimFlow(q *wqueue, want int, p *store.JobClaimParams, res *st
 	var jobs []*job.Job
 	var err error
 	if room > 0 {
-		if q.grouped {
+		switch {
+		case q.grouped && p.Group != "":
+			jobs, err = w.claimGroup(q, p.Group, room, p, &h, res)
+		case q.grouped:
 			jobs, err = w.claimGroups(q, room, p, &h, res)
-		} else {
+		default:
 			jobs, err = w.claimPlain([]*wqueue{q}, room, p, res)
 		}
 		if err != nil {
@@ -521,6 +525,162 @@ func (w *writer) claimGroupsOnce(q *wqueue, room int, p *store.JobClaimParams, h
 		}
 	}
 	return jobs, len(picks), nil
+}
+
+// claimGroup hands out up to room jobs of group g of q, whose jobs have
+// groups, in the group's claim order and under its limits: straight from
+// the group's window, which it puts in the ring if it is not there,
+// without taking a turn of the round-robin. The jobs past their maximum
+// wait among those it picks are killed instead of leased (see take), and
+// it picks again for their places.
+func (w *writer) claimGroup(q *wqueue, g string, room int, p *store.JobClaimParams, h *held, res *store.ClaimResult) ([]*job.Job, error) {
+	var out []*job.Job
+	for len(out) < room {
+		jobs, picked, err := w.claimGroupOnce(q, g, room-len(out), p, h, res)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, jobs...)
+		if len(jobs) == picked {
+			break // nothing was killed: the limits or the jobs ran out
+		}
+	}
+	return out, nil
+}
+
+// claimGroupOnce is one pass of claimGroup: it picks up to room jobs of
+// group g that its cap, its rate and, in an ordered queue, its holder let
+// out, and leases those take lets through. It returns them and how many
+// it picked.
+func (w *writer) claimGroupOnce(q *wqueue, g string, room int, p *store.JobClaimParams, h *held, res *store.ClaimResult) ([]*job.Job, int, error) {
+	now := p.Now.UTC()
+	l := q.limits
+	if l.GroupMaxActive > 0 {
+		if free := l.GroupMaxActive - w.leases.inGroup(q.name, g); free < room {
+			room, h.capped = max(free, 0), true
+		}
+	}
+	if room <= 0 {
+		return nil, 0, nil
+	}
+	gs, full := w.groupOf(q, g)
+	if gs == nil {
+		// Every group state is taken by a rate that still counts: look
+		// again once some have gone idle.
+		h.capped = h.capped || full
+		return nil, 0, nil
+	}
+	if r := l.GroupRate; !r.IsZero() {
+		if n, next := gs.rate.Room(r, now); n < room {
+			room = n
+			h.rate(next)
+		}
+	}
+	if room <= 0 {
+		return nil, 0, nil
+	}
+	if l.Ordered && q.flow.holds == nil {
+		if err := w.loadHolds(q); err != nil {
+			return nil, 0, err
+		}
+	}
+	var picks []pick
+	chosen := make(map[int64]bool)
+	if l.Ordered {
+		e, ok, out := q.claimHeld(g)
+		if out {
+			h.capped = true
+			return nil, 0, nil
+		}
+		if ok {
+			gs.win.remove(e)
+			picks = append(picks, pick{q: q, e: e, group: g})
+			chosen[e.seq] = true
+		}
+	}
+	for len(picks) < room {
+		if gs.win.len() == 0 && !gs.win.complete {
+			if err := w.refillGroup(q, g, gs, func(seq int64) bool { return chosen[seq] }); err != nil {
+				return nil, 0, err
+			}
+		}
+		e, ok := gs.win.peek()
+		if !ok {
+			break // out of jobs: it leaves the ring at the next compaction
+		}
+		gs.win.pop()
+		picks = append(picks, pick{q: q, e: e, group: g})
+		chosen[e.seq] = true
+	}
+	if len(picks) == 0 {
+		return nil, 0, nil
+	}
+	jobs, err := w.take(picks, p.LeaseDuration, now, res)
+	if err != nil {
+		return nil, 0, err
+	}
+	if l.Ordered {
+		w.held(q, jobs)
+	}
+	if r := l.GroupRate; !r.IsZero() && len(jobs) > 0 {
+		// Only the jobs leased started: a job killed for its wait did not.
+		gs.rate = gs.rate.Add(r, now, len(jobs))
+		if left, next := gs.rate.Room(r, now); left == 0 {
+			h.rate(next)
+		}
+	}
+	return jobs, len(picks), nil
+}
+
+// groupOf returns the state of group g of the grouped queue q with its
+// window, or nil when the group has no available job for sure: it is not
+// in the ring, which is known to hold every group with some. A group the
+// ring may lack joins it with a window that the claim fills from the
+// database. When the queue holds as many group states as it may, it drops
+// the window of another group that no rate holds, which a walk of the
+// index finds again; full reports that every state is held by a rate, and
+// the state is nil then too.
+func (w *writer) groupOf(q *wqueue, g string) (gs *groupState, full bool) {
+	f := &q.flow
+	if gs := f.groups[g]; gs != nil && gs.win != nil {
+		return gs, false
+	}
+	if f.known {
+		return nil, false
+	}
+	if gs := w.join(q, g, false); gs != nil {
+		return gs, false
+	}
+	if !f.evict(q.limits.GroupRate) {
+		return nil, true
+	}
+	if gs := w.join(q, g, false); gs != nil {
+		return gs, false
+	}
+	return nil, true
+}
+
+// evict drops from the ring, and forgets, one group whose state no rate
+// log that counts under r holds, to make room for another; its jobs stay
+// in the database, where a walk finds the group again. It reports whether
+// it found one.
+func (f *flowState) evict(r job.Rate) bool {
+	for i, g := range f.ring {
+		gs := f.groups[g]
+		if !gs.rate.Idle(r, f.now) {
+			continue
+		}
+		gs.win.dropAll()
+		gs.win = nil
+		delete(f.groups, g)
+		f.ring = slices.Delete(f.ring, i, i+1)
+		if i < f.next {
+			f.next--
+		}
+		f.known = false
+		return true
+	}
+	return false
 }
 
 // compact drops from the ring the groups whose windows ran out of jobs

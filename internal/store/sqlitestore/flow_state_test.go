@@ -37,6 +37,37 @@ func TestIdleGroupStatesAreDropped(t *testing.T) {
 	}
 }
 
+// A claim of one group that finds every group state taken drops the
+// window of a group that no rate holds, keeping the ring's turn, and
+// finds none to drop when rates hold them all.
+func TestEvictKeepsTheRingsTurn(t *testing.T) {
+	t.Parallel()
+	r := job.Rate{Limit: 1, Period: time.Minute}
+	t0 := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	f := flowState{now: t0, known: true}
+	for _, g := range []string{"a", "b", "c", "d"} {
+		gs := f.state(g, r)
+		gs.win = newWindow(groupWindow, false, nil)
+		f.ring = append(f.ring, g)
+		if g != "c" {
+			gs.rate = gs.rate.Add(r, t0, 1) // a start that still counts
+		}
+	}
+	f.next = 3 // d's turn
+	if !f.evict(r) {
+		t.Fatal("no group dropped, though c has no rate that counts")
+	}
+	if want := []string{"a", "b", "d"}; fmt.Sprint(f.ring) != fmt.Sprint(want) || f.ring[f.next] != "d" {
+		t.Fatalf("ring %v with next %d after the drop, want %v with d's turn", f.ring, f.next, want)
+	}
+	if _, ok := f.groups["c"]; ok || f.known {
+		t.Fatalf("after the drop: c's state kept %v, known %v; want it gone and the ring no longer known whole", ok, f.known)
+	}
+	if f.evict(r) {
+		t.Fatalf("a group dropped though every rate still counts: ring %v", f.ring)
+	}
+}
+
 // staleRows counts the rows of grouped queues that the claim index by
 // group still holds though they are not available.
 func staleRows(t *testing.T, dir string) int {
