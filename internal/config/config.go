@@ -70,6 +70,10 @@ type Config struct {
 	// flag or the config file, so that secrets stay out of process lists
 	// and config files. Defaults to none.
 	AuthTokens Secret
+	// QueenCompat serves Queen's HTTP API v1 under /api/v1 beside Spool's
+	// own, for Queen's clients (docs/queen.md), under the same auth.
+	// Defaults to false.
+	QueenCompat bool
 }
 
 // Default returns the defaults.
@@ -202,6 +206,7 @@ func settings() []setting {
 		durVar("shutdown-timeout", "longest graceful shutdown", func(c *Config) *time.Duration { return &c.ShutdownTimeout }),
 		strVar("log-level", "debug, info, warn or error", func(c *Config) *string { return &c.LogLevel }),
 		boolVar("auth", "require a bearer token on every route but the health checks and the OpenAPI document", func(c *Config) *bool { return &c.Auth }),
+		boolVar("queen-compat", "also serve Queen's HTTP API v1 under /api/v1, for Queen's clients (docs/queen.md)", func(c *Config) *bool { return &c.QueenCompat }),
 		strVar("auth-file", `file of auth tokens, one per line: "name role namespaces secret" (more in env SPOOL_AUTH_TOKENS)`, func(c *Config) *string { return &c.AuthFile }),
 	}
 }

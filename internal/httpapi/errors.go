@@ -166,3 +166,30 @@ func stateMessage(err error) string {
 	}
 	return "the operation does not apply to the job's current state"
 }
+
+// Described is an error as the catalog answers it, for the handlers of
+// other wire formats served beside this API (package queenapi) that answer
+// the same errors with the same statuses and codes.
+type Described struct {
+	// Status is the HTTP status.
+	Status int
+	// Code is the catalog's code.
+	Code Code
+	// Field names the field of the request at fault, if one is.
+	Field string
+	// Message says what went wrong, without internal detail.
+	Message string
+	// Internal is true when the error is not the caller's fault: it must
+	// be logged with its detail.
+	Internal bool
+}
+
+// Describe classifies err as the catalog does for this API's own answers.
+func Describe(err error) Described {
+	e, internal := classify(err)
+	status := e.Status()
+	if status == 0 {
+		status = http.StatusInternalServerError
+	}
+	return Described{Status: status, Code: e.Code, Field: e.Field, Message: e.Message, Internal: internal}
+}

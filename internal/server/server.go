@@ -17,6 +17,7 @@ import (
 	"github.com/spoolq/spool/internal/httpapi"
 	"github.com/spoolq/spool/internal/httpapi/auth"
 	"github.com/spoolq/spool/internal/maintenance"
+	"github.com/spoolq/spool/internal/queenapi"
 	"github.com/spoolq/spool/internal/queue"
 	"github.com/spoolq/spool/internal/store"
 )
@@ -110,8 +111,12 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	s.listener = ln
 	s.api = httpapi.New(s.engine, httpapi.Options{MaxBodyBytes: s.cfg.MaxBodyBytes, Logger: s.logger, Auth: authn})
+	var handler http.Handler = s.api
+	if s.cfg.QueenCompat {
+		handler = withQueen(s.api, queenapi.New(s.engine, queenapi.Options{MaxBodyBytes: s.cfg.MaxBodyBytes, Logger: s.logger, Auth: authn}))
+	}
 	s.http = &http.Server{
-		Handler:           s.api,
+		Handler:           handler,
 		ReadHeaderTimeout: s.headerTimeout,
 		ReadTimeout:       2 * time.Minute,
 		WriteTimeout:      queue.MaxWait + 30*time.Second,
@@ -122,7 +127,7 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	s.served = make(chan error, 1)
 	go func() { s.served <- s.http.Serve(httpapi.CatalogListener(ln)) }()
-	s.logger.Info("spool server started", "addr", ln.Addr().String(), "store", s.describeStore(), "sync", s.cfg.Sync, "auth", authn != nil)
+	s.logger.Info("spool server started", "addr", ln.Addr().String(), "store", s.describeStore(), "sync", s.cfg.Sync, "auth", authn != nil, "queen_compat", s.cfg.QueenCompat)
 	if authn != nil {
 		s.logger.Info("auth on", "tokens", authn.Summary())
 	} else if !loopback(ln.Addr()) {
@@ -130,6 +135,18 @@ func (s *Server) Start(ctx context.Context) error {
 			" can enqueue, fetch, cancel and delete jobs; start with --auth and tokens, or listen on 127.0.0.1")
 	}
 	return nil
+}
+
+// withQueen serves Queen's routes (see queenapi.Serves) with queen and
+// every other path with api.
+func withQueen(api, queen http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if queenapi.Serves(r.URL.Path) {
+			queen.ServeHTTP(w, r)
+			return
+		}
+		api.ServeHTTP(w, r)
+	})
 }
 
 // loopback reports whether addr is a loopback address only.
