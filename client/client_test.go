@@ -568,3 +568,40 @@ func TestJobJSONRoundTrip(t *testing.T) {
 		t.Fatalf("round trip: %+v", out)
 	}
 }
+
+// EnqueueAndWait returns the job's result once a worker acks it; Await of
+// a job that stays pending ends with the context.
+func TestEnqueueAndWait(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	go func() {
+		for {
+			jobs, err := b.c.Fetch(b.ctx, client.FetchParams{Queues: []string{"calc"}, Wait: 5 * time.Second})
+			if err != nil {
+				return
+			}
+			for _, j := range jobs {
+				if _, err := b.c.Ack(b.ctx, j.ID, j.Lease.Token, map[string]int{"sum": 5}); err != nil {
+					return
+				}
+				return
+			}
+		}
+	}()
+	j, err := b.c.EnqueueAndWait(b.ctx, client.EnqueueParams{Queue: "calc", Kind: "add", Payload: []int{2, 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.State != client.StateCompleted || string(j.Result) != `{"sum":5}` {
+		t.Fatalf("awaited job: %s %s", j.State, j.Result)
+	}
+	res, err := b.c.Enqueue(b.ctx, client.EnqueueParams{Queue: "idle", Kind: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, 300*time.Millisecond)
+	defer cancel()
+	if _, err := b.c.Await(ctx, res.ID); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("await of a pending job past its deadline: %v, want DeadlineExceeded", err)
+	}
+}

@@ -169,13 +169,18 @@ func (c *cli) jobsList(args []string) int {
 
 func (c *cli) jobsGet(args []string) int {
 	fs, cm := c.flags("jobs get", "jobs get ID")
+	wait := fs.Bool("wait", false, "wait until the job is completed, dead or cancelled (up to --timeout)")
 	pos, code, ok := parse(fs, args, 1)
 	if !ok {
 		return code
 	}
 	cl, ctx, done := cm.connect()
 	defer done()
-	j, err := cl.Get(ctx, pos[0])
+	get := cl.Get
+	if *wait {
+		get = cl.Await
+	}
+	j, err := get(ctx, pos[0])
 	if err != nil {
 		return c.report("jobs get", err)
 	}

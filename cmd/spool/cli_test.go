@@ -132,6 +132,9 @@ func TestCLITour(t *testing.T) {
 	if got["state"] != "completed" || got["result"].(map[string]any)["sent"] != true {
 		t.Fatalf("jobs get: %v", got)
 	}
+	if got := b.okJSON("jobs", "get", id, "--wait"); got["state"] != "completed" {
+		t.Fatalf("jobs get --wait of a completed job: %v", got)
+	}
 	if detail := b.ok("jobs", "get", id); !strings.Contains(detail, `{"sent":true}`) || !strings.Contains(detail, "signup") {
 		t.Fatalf("jobs get table:\n%s", detail)
 	}

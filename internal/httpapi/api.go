@@ -76,6 +76,9 @@ func (a *API) register() {
 		// The stream needs a token to open; each of its frames then needs
 		// its own route's permission and scope.
 		{"GET", "/v1/stream", auth.PermRead, noQueue, plain(a.streams.Open)},
+		// The event stream names queues only to filter; every event it
+		// sends is cut to the token's namespaces (events.go).
+		{"GET", "/v1/events", auth.PermRead, noQueue, plain(a.events)},
 
 		{"POST", "/v1/jobs", auth.PermEnqueue, queueInBody("queue", (*wire.EnqueueJob).QueueName), withBody(a.enqueue)},
 		{"POST", "/v1/jobs/batch", auth.PermEnqueue, queuesInBody("jobs[].queue", enqueueBatchQueues), withBody(a.enqueueBatch)},

@@ -129,6 +129,13 @@ func (f *authFixture) do(method, path, body, authz string) *httptest.ResponseRec
 		req.Header.Set("Authorization", authz)
 	}
 	rec := httptest.NewRecorder()
+	if strings.HasPrefix(path, "/v1/events") {
+		// The event stream runs until its reader leaves: this one
+		// leaves once the answer's head is written.
+		ctx, cancel := context.WithTimeout(req.Context(), 50*time.Millisecond)
+		defer cancel()
+		req = req.WithContext(ctx)
+	}
 	if path != stream.Path {
 		f.a.ServeHTTP(rec, req)
 		return rec
@@ -252,7 +259,8 @@ func recipes(f *authFixture) map[string]func(q string) call {
 				}
 			}}
 		},
-		"POST /v1/jobs": func(q string) call { return call{path: "/v1/jobs", body: fmt.Sprintf(`{"queue":%q,"kind":"k"}`, q)} },
+		"GET /v1/events": func(q string) call { return call{path: "/v1/events?queue=" + q} },
+		"POST /v1/jobs":  func(q string) call { return call{path: "/v1/jobs", body: fmt.Sprintf(`{"queue":%q,"kind":"k"}`, q)} },
 		"POST /v1/jobs/batch": func(q string) call {
 			return call{path: "/v1/jobs/batch", body: fmt.Sprintf(`{"jobs":[{"queue":%q,"kind":"k"},{"queue":%q,"kind":"k"}]}`, f.queue(true), q)}
 		},

@@ -152,6 +152,17 @@ func (a *API) enqueueBatch(w http.ResponseWriter, r *http.Request, in *wire.Enqu
 
 func (a *API) getJob(w http.ResponseWriter, r *http.Request) {
 	j := a.checkedJob(r)
+	if q := r.URL.Query(); q.Has("wait_ms") {
+		ms, err := strconv.ParseInt(q.Get("wait_ms"), 10, 64)
+		if err != nil {
+			a.writeError(w, r, job.Invalid("wait_ms", "must be a whole number of milliseconds"))
+			return
+		}
+		if j, err = a.engine.Await(r.Context(), r.PathValue("id"), millis(ms)); err != nil {
+			a.writeError(w, r, err)
+			return
+		}
+	}
 	if j == nil {
 		var err error
 		if j, err = a.engine.Get(r.Context(), r.PathValue("id")); err != nil {

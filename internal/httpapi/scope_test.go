@@ -22,7 +22,7 @@ import (
 // unscopedRoutes are the routes that name no queue. A route declared
 // with noQueue must be listed here, so that declaring a route that names
 // queues as naming none does not pass unseen.
-var unscopedRoutes = []string{"GET /healthz", "GET /readyz", "GET /v1/openapi.json", "GET " + stream.Path}
+var unscopedRoutes = []string{"GET /healthz", "GET /readyz", "GET /v1/openapi.json", "GET " + stream.Path, "GET /v1/events"}
 
 // foreignTarget is what a refused request names outside the namespace.
 type foreignTarget struct {

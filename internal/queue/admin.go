@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/spoolq/spool/internal/events"
 	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/store"
 )
@@ -46,9 +47,13 @@ func (e *Engine) Cancel(ctx context.Context, id string) (*job.Job, error) {
 	if !job.ValidJobID(id) {
 		return nil, fmt.Errorf("cancel job %q: %w", id, job.ErrNotFound)
 	}
-	j, err := e.st.JobCancel(ctx, id, e.Now())
+	now := e.Now()
+	j, err := e.st.JobCancel(ctx, id, now)
 	if err != nil {
 		return nil, fmt.Errorf("cancel job: %w", err)
+	}
+	if j.State == job.StateCancelled {
+		e.emitJob(events.Cancelled, j, now)
 	}
 	e.mayFree(j.Queue)
 	return j, nil
@@ -68,10 +73,12 @@ func (e *Engine) Retry(ctx context.Context, id string) (*job.Job, error) {
 	if !job.ValidJobID(id) {
 		return nil, fmt.Errorf("retry job %q: %w", id, job.ErrNotFound)
 	}
-	j, err := e.st.JobRetry(ctx, id, e.Now())
+	now := e.Now()
+	j, err := e.st.JobRetry(ctx, id, now)
 	if err != nil {
 		return nil, fmt.Errorf("retry job: %w", err)
 	}
+	e.emitJob(events.Retried, j, now)
 	e.NotifyAvailable([]string{j.Queue})
 	return j, nil
 }
@@ -88,6 +95,7 @@ func (e *Engine) Delete(ctx context.Context, id string) error {
 	if err := e.st.JobDelete(ctx, id); err != nil {
 		return fmt.Errorf("delete job: %w", err)
 	}
+	e.emitJob(events.Deleted, j, e.Now())
 	e.mayFree(j.Queue)
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/spoolq/spool/internal/events"
 	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/store"
 )
@@ -101,6 +102,13 @@ type Config struct {
 	// enqueue body, into a request; its errors name the template's fields
 	// as the fields of a schedule ("job.kind"). Required for schedules.
 	DecodeJob func(raw json.RawMessage) (EnqueueRequest, error)
+	// Observe is told of every job event the engine publishes (see
+	// Events), in order, before the call that made them returns; it must
+	// not block. Optional.
+	Observe func(evs []events.Event)
+	// EventRing is how many of the latest events the bus keeps for
+	// readers that resume. Defaults to events.DefaultRingSize.
+	EventRing int
 }
 
 // Engine runs the job state machine on a store. It is safe for concurrent
@@ -114,6 +122,8 @@ type Engine struct {
 	capped sync.Map
 	// lanes are the consumer groups' lanes fetches have found.
 	lanes sync.Map
+	// bus carries the job events (see Events).
+	bus *events.Bus
 
 	closeOnce sync.Once
 	closing   chan struct{}
@@ -131,7 +141,7 @@ func New(st store.Store, cfg Config) *Engine {
 	if cfg.Clock == nil {
 		cfg.Clock = wallClock{}
 	}
-	return &Engine{st: st, cfg: cfg, waiters: newWaiters(), closing: make(chan struct{})}
+	return &Engine{st: st, cfg: cfg, waiters: newWaiters(), bus: events.NewBus(cfg.EventRing), closing: make(chan struct{})}
 }
 
 // Now is the engine's clock.

@@ -150,6 +150,7 @@ func (e *Engine) enqueue(ctx context.Context, reqs []EnqueueRequest, prefix stri
 		return nil, fmt.Errorf("insert jobs: %w", err)
 	}
 	e.inserted(results)
+	e.emitInserted(results, now)
 	return enqueueResults(results), nil
 }
 

@@ -167,6 +167,9 @@ func (e *Engine) claim(ctx context.Context, req *FetchRequest) (*store.ClaimResu
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)
 	}
+	if len(res.Jobs) > 0 {
+		e.emitStarted(res.Jobs, req.Worker)
+	}
 	for _, q := range res.Capped {
 		e.capped.Store(q, true)
 	}

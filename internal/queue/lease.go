@@ -23,10 +23,12 @@ func (e *Engine) Ack(ctx context.Context, items []store.JobCompleteItem) ([]stor
 	if err := e.checkAcks(items, batchField("items", len(items))); err != nil {
 		return nil, err
 	}
-	out, err := e.st.JobComplete(ctx, &store.JobCompleteParams{Items: items, Now: e.Now()})
+	now := e.Now()
+	out, err := e.st.JobComplete(ctx, &store.JobCompleteParams{Items: items, Now: now})
 	if err != nil {
 		return nil, fmt.Errorf("complete jobs: %w", err)
 	}
+	e.emitOutcomes(out, now, func(i int) string { return items[i].ID }, nil)
 	e.freed(out)
 	return out, nil
 }
@@ -41,10 +43,12 @@ func (e *Engine) Fail(ctx context.Context, items []store.JobFailItem) ([]store.O
 	if err := checkFails(items, batchField("items", len(items))); err != nil {
 		return nil, err
 	}
-	out, err := e.st.JobFail(ctx, &store.JobFailParams{Items: items, Now: e.Now(), Rand: e.rand})
+	now := e.Now()
+	out, err := e.st.JobFail(ctx, &store.JobFailParams{Items: items, Now: now, Rand: e.rand})
 	if err != nil {
 		return nil, fmt.Errorf("fail jobs: %w", err)
 	}
+	e.emitOutcomes(out, now, func(i int) string { return items[i].ID }, func(i int) string { return items[i].Message })
 	e.retrying(out)
 	e.freed(out)
 	return out, nil
@@ -138,10 +142,12 @@ func (e *Engine) Release(ctx context.Context, items []store.JobReleaseItem) ([]s
 	if err := e.checkBatch("items", len(items)); err != nil {
 		return nil, err
 	}
-	out, err := e.st.JobRelease(ctx, &store.JobReleaseParams{Items: items, Now: e.Now()})
+	now := e.Now()
+	out, err := e.st.JobRelease(ctx, &store.JobReleaseParams{Items: items, Now: now})
 	if err != nil {
 		return nil, fmt.Errorf("release jobs: %w", err)
 	}
+	e.emitOutcomes(out, now, func(i int) string { return items[i].ID }, nil)
 	var queues []string
 	for _, o := range out {
 		if o.Err == nil && o.State == job.StateAvailable {

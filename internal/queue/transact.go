@@ -85,6 +85,9 @@ func (e *Engine) Transact(ctx context.Context, req TransactRequest) (*TransactRe
 		return nil, fmt.Errorf("transact: %w", err)
 	}
 	e.inserted(res.Inserted)
+	e.emitOutcomes(res.Completed, now, func(i int) string { return req.Ack[i].ID }, nil)
+	e.emitOutcomes(res.Failed, now, func(i int) string { return req.Fail[i].ID }, func(i int) string { return req.Fail[i].Message })
+	e.emitInserted(res.Inserted, now)
 	e.retrying(res.Failed)
 	e.freed(slices.Concat(res.Completed, res.Failed))
 	return &TransactResult{Acked: res.Completed, Failed: res.Failed, Jobs: enqueueResults(res.Inserted)}, nil

@@ -125,6 +125,9 @@ func (s *Server) Start(ctx context.Context) error {
 		ErrorLog:          slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
 		ConnState:         s.trackFresh,
 	}
+	// Event streams end when the server shuts down, so that Shutdown
+	// does not wait for them.
+	s.http.RegisterOnShutdown(s.engine.Events().Close)
 	s.served = make(chan error, 1)
 	go func() { s.served <- s.http.Serve(httpapi.CatalogListener(ln)) }()
 	s.logger.Info("spool server started", "addr", ln.Addr().String(), "store", s.describeStore(), "sync", s.cfg.Sync, "auth", authn != nil, "queen_compat", s.cfg.QueenCompat)

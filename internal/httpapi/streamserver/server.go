@@ -188,3 +188,8 @@ func (c *conn) switchProtocols() error {
 	}
 	return nil
 }
+
+// InFrame reports whether the request of ctx came in a frame of a stream,
+// for the routes that cannot be served there (those that stream
+// themselves).
+func InFrame(ctx context.Context) bool { return ctx.Value(streamKey{}) != nil }

@@ -1,0 +1,239 @@
+package server
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spoolq/spool/internal/config"
+)
+
+// sse is one server-sent event as read off the wire.
+type sse struct {
+	id    uint64
+	name  string
+	data  obj
+	isSet bool
+}
+
+// sseReader reads events off a stream.
+type sseReader struct {
+	t  *testing.T
+	rd *bufio.Reader
+}
+
+// next returns the next event, skipping comments; ok is false at the end
+// of the stream.
+func (r *sseReader) next() (ev sse, ok bool) {
+	r.t.Helper()
+	for {
+		line, err := r.rd.ReadString('\n')
+		if err != nil {
+			return ev, false
+		}
+		line = strings.TrimRight(line, "\n")
+		switch {
+		case line == "":
+			if ev.isSet {
+				return ev, true
+			}
+		case strings.HasPrefix(line, ":"):
+		case strings.HasPrefix(line, "id: "):
+			ev.id, _ = strconv.ParseUint(line[4:], 10, 64)
+			ev.isSet = true
+		case strings.HasPrefix(line, "event: "):
+			ev.name, ev.isSet = line[7:], true
+		case strings.HasPrefix(line, "data: "):
+			if err := json.Unmarshal([]byte(line[6:]), &ev.data); err != nil {
+				r.t.Fatalf("event data %q: %v", line, err)
+			}
+			ev.isSet = true
+		}
+	}
+}
+
+// openEvents opens GET /v1/events with query and headers; it returns the
+// reader and a function that closes the stream.
+func (b *bundle) openEvents(query string, header http.Header) (*sseReader, func()) {
+	b.t.Helper()
+	req, err := http.NewRequest("GET", b.base+"/v1/events?"+query, nil)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		b.t.Fatalf("open events: %d %s", resp.StatusCode, body)
+	}
+	return &sseReader{t: b.t, rd: bufio.NewReader(resp.Body)}, func() { resp.Body.Close() }
+}
+
+// A reader that disconnects and comes back with Last-Event-ID gets
+// exactly the events it missed, in order, and then the live ones.
+func TestEventsResumeAfterDisconnect(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	rd, closeStream := b.openEvents("queue=mail", nil)
+	var first []string
+	for range 2 {
+		first = append(first, b.enqueue(obj{"queue": "mail", "kind": "send"}))
+	}
+	b.enqueue(obj{"queue": "other", "kind": "send"}) // filtered out
+	var last uint64
+	for i := range 2 {
+		ev, ok := rd.next()
+		if !ok || ev.name != "job.enqueued" || ev.data["job_id"] != first[i] || ev.data["queue"] != "mail" || ev.data["kind"] != "send" {
+			t.Fatalf("event %d: %+v %v", i, ev, ok)
+		}
+		last = ev.id
+	}
+	closeStream()
+
+	// Missed while away: an enqueue, a start and a completion.
+	missed := b.enqueue(obj{"queue": "mail", "kind": "send"})
+	jobs := b.fetch("mail", 1, 0)
+	b.must(200, "POST", "/v1/jobs/"+jobs[0]["id"].(string)+"/ack", obj{"token": token(jobs[0])})
+
+	rd, closeStream = b.openEvents("queue=mail", http.Header{"Last-Event-ID": {fmt.Sprint(last)}})
+	defer closeStream()
+	want := []struct{ name, id string }{{"job.enqueued", missed}, {"job.started", first[0]}, {"job.completed", first[0]}}
+	for i, w := range want {
+		ev, ok := rd.next()
+		if !ok || ev.name != w.name || ev.data["job_id"] != w.id {
+			t.Fatalf("resumed event %d: %+v, want %s of %s", i, ev, w.name, w.id)
+		}
+		if ev.id <= last {
+			t.Fatalf("resumed event %d has id %d, not after %d", i, ev.id, last)
+		}
+		last = ev.id
+	}
+	live := b.enqueue(obj{"queue": "mail", "kind": "send"})
+	if ev, ok := rd.next(); !ok || ev.name != "job.enqueued" || ev.data["job_id"] != live {
+		t.Fatalf("live event after the resume: %+v", ev)
+	}
+}
+
+// A reader that stops reading is dropped with a stream.dropped event; the
+// server goes on serving everyone else at full speed.
+func TestEventsDropASlowReader(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(b.base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.(*net.TCPConn).SetReadBuffer(64 << 10)
+	fmt.Fprintf(conn, "GET /v1/events HTTP/1.1\r\nHost: spool\r\n\r\n")
+	rd := &sseReader{t: t, rd: bufio.NewReader(conn)}
+	status, err := rd.rd.ReadString('\n')
+	if err != nil || !strings.Contains(status, "200") {
+		t.Fatalf("open events: %q %v", status, err)
+	}
+	// 100,000 events of about 200 bytes: far more than the socket
+	// buffers and the subscription's 4,096 hold.
+	batch := make([]obj, 10_000)
+	for i := range batch {
+		batch[i] = obj{"queue": "flood", "kind": "k"}
+	}
+	start := time.Now()
+	for range 10 {
+		if status, _ := b.call("POST", "/v1/jobs/batch", obj{"jobs": batch}); status != http.StatusOK {
+			t.Fatalf("batch enqueue: status %d", status)
+		}
+	}
+	t.Logf("enqueued 100,000 jobs in %v with a stalled reader", time.Since(start))
+	// Skip the rest of the head and chunk framing: read lines until the
+	// dropped event shows.
+	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	seen := 0
+	for {
+		line, err := rd.rd.ReadString('\n')
+		if err != nil {
+			t.Fatalf("the stream ended after %d events without stream.dropped: %v", seen, err)
+		}
+		if strings.HasPrefix(line, "event: job.") {
+			seen++
+		}
+		if strings.HasPrefix(line, "event: stream.dropped") {
+			break
+		}
+	}
+	if seen >= 100_000 {
+		t.Fatalf("the reader got all %d events; it was never behind", seen)
+	}
+	t.Logf("dropped after %d events, %v after the start", seen, time.Since(start))
+}
+
+// A token limited to namespaces gets only its queues' events, and may not
+// name another's queue.
+func TestEventsKeepToTheTokensNamespaces(t *testing.T) {
+	t.Parallel()
+	const admin, team = "admin-secret-0123456789", "team-secret-0123456789"
+	b := setup(t, func(cfg *config.Config) {
+		cfg.Auth = true
+		cfg.AuthTokens = config.Secret("ops admin * " + admin + "\nteam read-only team- " + team)
+	})
+	auth := func(secret string) http.Header { return http.Header{"Authorization": {"Bearer " + secret}} }
+	if status, _ := b.queenCall(team, "GET", "/v1/events?queue=other", nil); status != http.StatusForbidden {
+		t.Fatalf("events of another namespace's queue: %d, want 403", status)
+	}
+	rd, closeStream := b.openEvents("", auth(team))
+	defer closeStream()
+	for _, q := range []string{"other", "team-a"} {
+		if status, out := b.queenCall(admin, "POST", "/v1/jobs", obj{"queue": q, "kind": "k"}); status != http.StatusCreated {
+			t.Fatalf("enqueue: %d %v", status, out)
+		}
+	}
+	if ev, ok := rd.next(); !ok || ev.data["queue"] != "team-a" {
+		t.Fatalf("the team's first event: %+v, want team-a's only", ev)
+	}
+}
+
+// GET /v1/jobs/{id}?wait_ms= answers when the job is final, or as it is
+// when the wait ends.
+func TestAwaitAJobsResult(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := b.enqueue(obj{"queue": "calc", "kind": "add"})
+	start := time.Now()
+	if out := b.must(200, "GET", "/v1/jobs/"+id+"?wait_ms=200", nil); out["state"] != "available" || time.Since(start) < 200*time.Millisecond {
+		t.Fatalf("a wait that ends: %v after %v", out["state"], time.Since(start))
+	}
+	done := make(chan obj, 1)
+	go func() {
+		_, out := b.call("GET", "/v1/jobs/"+id+"?wait_ms=20000", nil)
+		done <- out
+	}()
+	time.Sleep(50 * time.Millisecond) // let the wait begin; a later one returns at once anyway
+	jobs := b.fetch("calc", 1, 0)
+	b.must(200, "POST", "/v1/jobs/"+id+"/ack", obj{"token": token(jobs[0]), "result": obj{"sum": 3}})
+	select {
+	case out := <-done:
+		if out["state"] != "completed" || out["result"].(obj)["sum"] != 3.0 {
+			t.Fatalf("awaited job: %v", out)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the wait did not end when the job completed")
+	}
+	if status, out := b.call("GET", "/v1/jobs/"+id+"?wait_ms=forever", nil); status != 400 || errorCode(out) != "invalid_argument" {
+		t.Fatalf("bad wait_ms: %d %v", status, out)
+	}
+	if status, _ := b.call("GET", "/v1/jobs/missing?wait_ms=100", nil); status != 404 {
+		t.Fatalf("await of a missing job: %d", status)
+	}
+}
