@@ -3,7 +3,6 @@ package server
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -17,38 +16,23 @@ import (
 // whatever JSON it is (nil for an empty body).
 func (b *bundle) queenCall(token, method, path string, body any) (int, any) {
 	b.t.Helper()
-	var rd io.Reader
+	raw := ""
 	if body != nil {
 		data, err := json.Marshal(body)
 		if err != nil {
 			b.t.Fatal(err)
 		}
-		rd = bytes.NewReader(data)
+		raw = string(data)
 	}
-	req, err := http.NewRequest(method, b.base+path, rd)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		b.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		b.t.Fatal(err)
-	}
+	status, data := b.callAs(token, method, path, raw)
 	if len(bytes.TrimSpace(data)) == 0 {
-		return resp.StatusCode, nil
+		return status, nil
 	}
 	var out any
 	if err := json.Unmarshal(data, &out); err != nil {
 		b.t.Fatalf("%s %s: answer is not JSON: %q", method, path, data)
 	}
-	return resp.StatusCode, out
+	return status, out
 }
 
 // queenMust is queenCall that fails the test unless the status is want.
