@@ -70,6 +70,7 @@ func addJobFlags(fs *flag.FlagSet) *jobFlags {
 	fs.Var(&f.tags, "tag", "tag (repeatable)")
 	fs.StringVar(&f.p.Group, "group", "", "the job's flow-control group `G`: the tenant, customer or entity it belongs to (see spool queues limits)")
 	fs.StringVar(&f.durability, "durability", "", "how the job is kept: full, process or memory (default: the queue's level)")
+	fs.StringVar(&f.p.TraceParent, "traceparent", "", "the W3C traceparent `TP` of the trace the job continues (00-<32 hex>-<16 hex>-<2 hex>)")
 	return f
 }
 
@@ -209,12 +210,19 @@ func (c *cli) printJob(j *client.Job) {
 	if j.Lease != nil {
 		add("lease", fmt.Sprintf("token %d until %s", j.Lease.Token, shortTime(j.Lease.ExpiresAt)))
 	}
+	// The worker holds an active job; a finished one it ran last.
+	if j.State == client.StateActive {
+		add("worker", j.Worker)
+	} else {
+		add("last worker", j.Worker)
+	}
 	if j.CancelRequested {
 		add("cancel", "requested")
 	}
 	add("unique key", j.UniqueKey)
 	add("tags", strings.Join(j.Tags, ", "))
 	add("group", j.Group)
+	add("traceparent", j.TraceParent)
 	if d := j.DeadLetterOf; d != nil {
 		add("dead letter of", d.Queue+" "+d.ID)
 	}

@@ -41,6 +41,9 @@ func enqueueRequest(j *wire.EnqueueJob, field func(string) string) (queue.Enqueu
 	if err := optional(j.Durability, &req.Durability, field, "durability", durabilityRule); err != nil {
 		return req, err
 	}
+	if err := optional(j.TraceParent, &req.TraceParent, field, "traceparent", queue.TraceParentRule); err != nil {
+		return req, err
+	}
 	req.LeaseDuration = millis(leaseMS)
 	if j.RunAt != nil {
 		req.RunAt = *j.RunAt

@@ -57,8 +57,9 @@ const (
 	MaxErrorBytes = job.MaxErrorBytes
 	// MaxGroupBytes bounds a job's group.
 	MaxGroupBytes = 256
-	// MaxWorkerBytes bounds the free-text worker name of a fetch.
-	MaxWorkerBytes = 256
+	// MaxWorkerBytes bounds the free-text worker name of a fetch
+	// (job.MaxWorkerBytes).
+	MaxWorkerBytes = job.MaxWorkerBytes
 	// MaxListLimit bounds one page of a job listing. A listing without a
 	// limit gets store.JobListParams.PageSize's default.
 	MaxListLimit = 1000

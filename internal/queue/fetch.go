@@ -20,7 +20,9 @@ type FetchRequest struct {
 	Wait time.Duration
 	// LeaseDuration overrides each job's own lease when non-zero.
 	LeaseDuration time.Duration
-	// Worker names the caller, for display.
+	// Worker names the caller, for display: at most MaxWorkerBytes bytes
+	// of free text. Each job the fetch leases keeps it (job.Job.Worker,
+	// in its job.WorkerName form) until its next hand-out.
 	Worker string
 	// ConsumerGroup, when set, takes the jobs of that consumer group of
 	// each queue (see CreateConsumerGroup) instead of the queues' own.
@@ -62,6 +64,7 @@ func (e *Engine) validateFetch(req *FetchRequest) error {
 	if len(req.Worker) > MaxWorkerBytes {
 		return job.Invalid("worker", "must be at most %d bytes", MaxWorkerBytes)
 	}
+	req.Worker = job.WorkerName(req.Worker)
 	if req.ConsumerGroup != "" && !job.ValidName(req.ConsumerGroup) {
 		return job.Invalid("consumer_group", "must be 1-%d characters of A-Za-z0-9_.:- starting with a letter or digit", job.MaxNameLength)
 	}
@@ -162,6 +165,7 @@ func (e *Engine) claim(ctx context.Context, req *FetchRequest) (*store.ClaimResu
 		Max:           req.Max,
 		LeaseDuration: req.LeaseDuration,
 		Group:         req.Group,
+		Worker:        req.Worker,
 		Now:           e.Now(),
 	})
 	if err != nil {
