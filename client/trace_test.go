@@ -116,3 +116,32 @@ func TestWorkerHandsTheJobsTraceParentToItsHandler(t *testing.T) {
 		stopWorker(t, w, done)
 	})
 }
+
+// Workers lists who fetched and what each holds; List with Worker lists
+// that, active jobs only.
+func TestWorkersAndWhatTheyHold(t *testing.T) {
+	t.Parallel()
+	eachTransport(t, func(t *testing.T, b *bundle) {
+		for range 3 {
+			b.enqueue(client.EnqueueParams{Queue: "held", Kind: "k"})
+		}
+		if _, err := b.c.Fetch(b.ctx, client.FetchParams{Queues: []string{"held"}, Max: 2, Worker: "w-2"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.c.Fetch(b.ctx, client.FetchParams{Queues: []string{"held"}, Max: 2, Worker: "w-1"}); err != nil {
+			t.Fatal(err)
+		}
+		ws, err := b.c.Workers(b.ctx)
+		if err != nil || len(ws) != 2 || ws[0].Name != "w-1" || ws[0].Active != 1 || ws[1].Name != "w-2" || ws[1].Active != 2 ||
+			ws[1].FirstSeenAt.IsZero() || ws[1].LastSeenAt.Before(ws[1].FirstSeenAt) {
+			t.Fatalf("workers %+v, %v", ws, err)
+		}
+		page, err := b.c.List(b.ctx, client.ListParams{State: client.StateActive, Worker: "w-2"})
+		if err != nil || len(page.Jobs) != 2 || page.Jobs[0].Worker != "w-2" || page.Jobs[1].Worker != "w-2" {
+			t.Fatalf("the jobs of w-2: %+v, %v", page, err)
+		}
+		if _, err := b.c.List(b.ctx, client.ListParams{Worker: "w-2"}); !errors.Is(err, client.ErrInvalidArgument) {
+			t.Fatalf("a listing by worker of every state: %v, want invalid_argument", err)
+		}
+	})
+}

@@ -135,11 +135,12 @@ func (c *cli) jobs(args []string) int {
 }
 
 func (c *cli) jobsList(args []string) int {
-	fs, cm := c.flags("jobs list", "jobs list [--queue Q] [--state S] [--limit N] [--cursor C]")
+	fs, cm := c.flags("jobs list", "jobs list [--queue Q] [--state S] [--worker W] [--limit N] [--cursor C]")
 	var p client.ListParams
 	var state string
 	fs.StringVar(&p.Queue, "queue", "", "only this queue")
 	fs.StringVar(&state, "state", "", "only this state: scheduled, available, active, retrying, completed, dead or cancelled")
+	fs.StringVar(&p.Worker, "worker", "", "only the jobs this worker holds (state active, the default with --worker)")
 	fs.IntVar(&p.Limit, "limit", 50, "jobs per page, 1 to 1000")
 	fs.StringVar(&p.Cursor, "cursor", "", "continue from the cursor a previous page printed")
 	_, code, ok := parse(fs, args, 0)
@@ -147,6 +148,9 @@ func (c *cli) jobsList(args []string) int {
 		return code
 	}
 	p.State = client.State(state)
+	if p.Worker != "" && p.State == "" {
+		p.State = client.StateActive // what a worker holds
+	}
 	cl, ctx, done := cm.connect()
 	defer done()
 	page, err := cl.List(ctx, p)

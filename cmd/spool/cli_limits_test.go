@@ -165,3 +165,31 @@ func TestCLIJobWorkerAndTraceParent(t *testing.T) {
 	}
 	b.refused([]refusal{{[]string{"enqueue", "--queue", "w", "--kind", "k", "--traceparent", "nope"}, 1, "traceparent"}})
 }
+
+// spool workers lists who fetched, with what each holds, and spool jobs
+// list --worker lists that.
+func TestCLIWorkers(t *testing.T) {
+	t.Parallel()
+	b := setupCLI(t)
+	if table := b.ok("workers"); !hasRow(table, "WORKER", "ACTIVE", "FIRST", "SEEN", "LAST", "SEEN") {
+		t.Fatalf("workers before any fetch:\n%s", table)
+	}
+	var ids []string
+	for range 3 {
+		ids = append(ids, b.okJSON("enqueue", "--queue", "w", "--kind", "k")["id"].(string))
+	}
+	b.ok("fetch", "--queue", "w", "--max", "2", "--worker", "box-1")
+	b.ok("fetch", "--queue", "w", "--worker", "box-2")
+	if table := b.ok("workers"); !hasRow(table, "box-1", "2") || !hasRow(table, "box-2", "1") {
+		t.Fatalf("workers:\n%s", table)
+	}
+	ws := b.okJSON("workers")["workers"].([]any)
+	if len(ws) != 2 || ws[0].(map[string]any)["name"] != "box-1" || ws[0].(map[string]any)["active"] != float64(2) {
+		t.Fatalf("workers --json: %v", ws)
+	}
+	list := b.ok("jobs", "list", "--worker", "box-1")
+	if !strings.Contains(list, ids[0]) || !strings.Contains(list, ids[1]) || strings.Contains(list, ids[2]) {
+		t.Fatalf("jobs list --worker box-1:\n%s", list)
+	}
+	b.refused([]refusal{{[]string{"jobs", "list", "--worker", "box-1", "--state", "completed"}, 1, "worker"}})
+}

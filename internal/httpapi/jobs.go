@@ -185,7 +185,7 @@ type jobsQuery struct {
 // parseJobsQuery reads the query of GET /v1/jobs, whose parameters may be
 // left out but not sent empty.
 func parseJobsQuery(q url.Values) (jobsQuery, error) {
-	for _, name := range []string{"queue", "state", "limit", "consumer_group"} {
+	for _, name := range []string{"queue", "state", "limit", "consumer_group", "worker"} {
 		if q.Has(name) && q.Get(name) == "" {
 			return jobsQuery{}, job.Invalid(name, "must not be empty; leave the parameter out instead")
 		}
@@ -202,7 +202,7 @@ func parseJobsQuery(q url.Values) (jobsQuery, error) {
 		queue = job.LaneName(queue, g)
 	}
 	return jobsQuery{
-		params: store.JobListParams{Queue: queue, State: job.State(q.Get("state")), Cursor: q.Get("cursor")},
+		params: store.JobListParams{Queue: queue, State: job.State(q.Get("state")), Worker: q.Get("worker"), Cursor: q.Get("cursor")},
 		limit:  q.Get("limit"),
 	}, nil
 }

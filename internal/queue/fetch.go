@@ -71,7 +71,9 @@ func (e *Engine) validateFetch(req *FetchRequest) error {
 	return checkGroup(req.Group, "group")
 }
 
-// Fetch leases up to req.Max jobs. With req.Wait it parks until a job
+// Fetch leases up to req.Max jobs, each of which keeps req.Worker as its
+// job.Job.Worker, and records the worker as seen (see Workers). With
+// req.Wait it parks until a job
 // becomes available in one of the queues, the wait ends, ctx ends or the
 // engine closes; it then returns what it has, possibly nothing. A fetch
 // of one group (req.Group) is woken by the jobs of every group of its
@@ -79,6 +81,9 @@ func (e *Engine) validateFetch(req *FetchRequest) error {
 func (e *Engine) Fetch(ctx context.Context, req FetchRequest) ([]*job.Job, error) {
 	if err := e.validateFetch(&req); err != nil {
 		return nil, err
+	}
+	if req.Worker != "" {
+		e.workers.seen(req.Worker, e.Now())
 	}
 	if req.ConsumerGroup != "" {
 		lanes, err := e.laneQueues(ctx, req.Queues, req.ConsumerGroup)
