@@ -18,6 +18,10 @@ type ListParams struct {
 	ConsumerGroup string
 	// State limits the listing to one state.
 	State State
+	// Worker, with State StateActive only, lists the active jobs that
+	// worker holds: those whose Job.Worker is its name (at most 256
+	// bytes; with another State the server answers ErrInvalidArgument).
+	Worker string
 	// Cursor continues a listing where a previous page ended (its
 	// NextCursor); empty starts from the beginning.
 	Cursor string
@@ -59,6 +63,9 @@ func (c *Client) List(ctx context.Context, p ListParams) (*JobPage, error) {
 	}
 	if p.State != "" {
 		q.Set("state", string(p.State))
+	}
+	if p.Worker != "" {
+		q.Set("worker", p.Worker)
 	}
 	if p.Cursor != "" {
 		q.Set("cursor", p.Cursor)

@@ -89,7 +89,7 @@ func NewBatcher(c *Client, cfg BatcherConfig) *Batcher {
 // ends before the batch is sent the call returns ctx's error and its job is
 // left out; once the batch is sent the call waits for its answer.
 func (b *Batcher) Enqueue(ctx context.Context, p EnqueueParams) (*EnqueueResult, error) {
-	w, err := p.wire()
+	w, err := p.wire(ctx)
 	if err != nil {
 		return nil, err
 	}

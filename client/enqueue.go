@@ -63,6 +63,13 @@ type EnqueueParams struct {
 	// Defaults to the queue's level, which is DurabilityFull unless set
 	// with Client.SetQueueDurability.
 	Durability Durability
+	// TraceParent is the W3C traceparent of the trace the job continues:
+	// "00-<trace id>-<parent id>-<flags>", of 32, 16 and 2 lower-case hex
+	// digits, neither id all zeros (else ErrInvalidArgument). The server
+	// keeps it with the job (Job.TraceParent) and its copies, and a
+	// Worker hands it to the job's handler (TraceParentFrom). Empty: the
+	// traceparent of the call's context (WithTraceParent), if any.
+	TraceParent string
 }
 
 // wireEnqueue is EnqueueParams on the wire.
@@ -82,14 +89,20 @@ type wireEnqueue struct {
 	Tags        []string        `json:"tags,omitempty"`
 	Group       string          `json:"group,omitempty"`
 	Durability  Durability      `json:"durability,omitempty"`
+	TraceParent string          `json:"traceparent,omitempty"`
 }
 
-func (p *EnqueueParams) wire() (*wireEnqueue, error) {
+// wire is p on the wire, enqueued with ctx: without a traceparent of its
+// own the job takes ctx's (TraceParentFrom).
+func (p *EnqueueParams) wire(ctx context.Context) (*wireEnqueue, error) {
 	w := &wireEnqueue{
 		ID: p.ID, Queue: p.Queue, Kind: p.Kind, Priority: p.Priority,
 		DelayMS: msec(p.Delay), MaxAttempts: p.MaxAttempts, LeaseMS: msec(p.Lease),
 		UniqueKey: p.UniqueKey, UniqueForMS: msec(p.UniqueFor), Tags: p.Tags,
-		Group: p.Group, Durability: p.Durability,
+		Group: p.Group, Durability: p.Durability, TraceParent: p.TraceParent,
+	}
+	if w.TraceParent == "" {
+		w.TraceParent = TraceParentFrom(ctx)
 	}
 	if !p.RunAt.IsZero() {
 		w.RunAt = p.RunAt.UTC()
@@ -145,9 +158,11 @@ type EnqueueResult struct {
 // one is not created again: the result has Duplicate set and the existing
 // job's id. Invalid parameters give an error matching ErrInvalidArgument
 // whose Field names the parameter (such as "kind"); an oversized payload
-// gives ErrPayloadTooLarge.
+// gives ErrPayloadTooLarge. A job without p.TraceParent takes ctx's (see
+// WithTraceParent): enqueued from a Worker's handler, it continues the
+// trace of the handler's job.
 func (c *Client) Enqueue(ctx context.Context, p EnqueueParams) (*EnqueueResult, error) {
-	w, err := p.wire()
+	w, err := p.wire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("enqueue job: %w", err)
 	}
@@ -164,13 +179,14 @@ func (c *Client) Enqueue(ctx context.Context, p EnqueueParams) (*EnqueueResult, 
 // batch size (10,000 by default; ErrBatchTooLarge beyond). Jobs of
 // DurabilityMemory, named or taken from their queue, may not share a batch
 // with jobs of other levels: the server refuses such a batch with
-// ErrInvalidArgument and Field "jobs".
+// ErrInvalidArgument and Field "jobs". Each job without a TraceParent takes
+// ctx's, as in Enqueue.
 func (c *Client) EnqueueBatch(ctx context.Context, ps []EnqueueParams) ([]EnqueueResult, error) {
 	body := struct {
 		Jobs []*wireEnqueue `json:"jobs"`
 	}{Jobs: make([]*wireEnqueue, len(ps))}
 	for i := range ps {
-		w, err := ps[i].wire()
+		w, err := ps[i].wire(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("enqueue jobs: jobs[%d]: %w", i, err)
 		}

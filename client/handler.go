@@ -24,6 +24,10 @@ import (
 // ctx ends; one that does not keeps its goroutine (and, until it returns,
 // its concurrency slot) after its job was given up.
 //
+// ctx carries the job's TraceParent (TraceParentFrom; none when the job
+// has none), so that the jobs the handler enqueues with ctx continue the
+// job's trace.
+//
 // Delivery is at least once, so handlers should be idempotent; the job's
 // Lease.Token can serve as an idempotency key downstream. A panic in a
 // handler fails the attempt with the panic value and stack as the error.

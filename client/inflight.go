@@ -91,10 +91,13 @@ func (w *Worker) runJob(e *inflight) {
 		lease := *hj.Lease
 		hj.Lease = &lease
 	}
+	// The handler's context carries the job's traceparent, or none, so
+	// that what it enqueues continues the job's trace.
+	ctx := WithTraceParent(e.ctx, hj.TraceParent)
 	results := make(chan outcome, 1)
 	go func() {
 		defer w.freeSlot()
-		results <- w.call(e.ctx, fn, &hj)
+		results <- w.call(ctx, fn, &hj)
 	}()
 	var o outcome
 	select {

@@ -201,6 +201,13 @@ type Job struct {
 	// job (see QueueSettings.DeadLetterQueue), that job; nil for any other
 	// job.
 	DeadLetterOf *JobRef
+	// Worker is the FetchParams.Worker of the fetch that leased the job
+	// most recently: who holds it while it is active, who ran it last
+	// after. Empty when that fetch named no worker, or none leased it.
+	Worker string
+	// TraceParent is the W3C traceparent the job was enqueued with (see
+	// EnqueueParams.TraceParent); empty for none.
+	TraceParent string
 }
 
 // wireJob is Job on the wire.
@@ -231,6 +238,8 @@ type wireJob struct {
 	StartedAt       time.Time       `json:"started_at,omitzero"`
 	FinishedAt      time.Time       `json:"finished_at,omitzero"`
 	DeadLetterOf    *JobRef         `json:"dead_letter_of,omitempty"`
+	Worker          string          `json:"worker,omitempty"`
+	TraceParent     string          `json:"traceparent,omitempty"`
 }
 
 // MarshalJSON encodes j in the protocol's form.
@@ -241,7 +250,7 @@ func (j Job) MarshalJSON() ([]byte, error) {
 		LeaseMS: msec(j.LeaseDuration), UniqueKey: j.UniqueKey, UniqueForMS: msec(j.UniqueFor),
 		Tags: j.Tags, Group: j.Group, ConsumerGroup: j.ConsumerGroup, Durability: j.Durability, Result: j.Result, Errors: j.Errors, Progress: j.Progress, Lease: j.Lease,
 		CancelRequested: j.CancelRequested, CreatedAt: j.CreatedAt, StartedAt: j.StartedAt,
-		FinishedAt: j.FinishedAt, DeadLetterOf: j.DeadLetterOf,
+		FinishedAt: j.FinishedAt, DeadLetterOf: j.DeadLetterOf, Worker: j.Worker, TraceParent: j.TraceParent,
 	}
 	if j.Backoff != (Backoff{}) {
 		w.Backoff = &wireBackoff{Type: j.Backoff.Type, BaseMS: msec(j.Backoff.Base), MaxMS: msec(j.Backoff.Max), Jitter: j.Backoff.Jitter}
@@ -263,7 +272,7 @@ func (j *Job) UnmarshalJSON(data []byte) error {
 		UniqueKey: w.UniqueKey, UniqueFor: time.Duration(w.UniqueForMS) * time.Millisecond,
 		Tags: w.Tags, Group: w.Group, ConsumerGroup: w.ConsumerGroup, Durability: w.Durability, Result: w.Result, Errors: w.Errors, Progress: w.Progress,
 		CancelRequested: w.CancelRequested, CreatedAt: w.CreatedAt, StartedAt: w.StartedAt,
-		FinishedAt: w.FinishedAt, DeadLetterOf: w.DeadLetterOf,
+		FinishedAt: w.FinishedAt, DeadLetterOf: w.DeadLetterOf, Worker: w.Worker, TraceParent: w.TraceParent,
 	}
 	if w.Backoff != nil {
 		j.Backoff = w.Backoff.backoff()

@@ -70,7 +70,9 @@ type wireScheduleSpec struct {
 }
 
 func (s *ScheduleSpec) wire() (*wireScheduleSpec, error) {
-	job, err := s.Job.wire()
+	// A template keeps only the traceparent it names: the caller's
+	// trace is not that of every job the schedule will enqueue.
+	job, err := s.Job.wire(context.Background())
 	if err != nil {
 		return nil, fmt.Errorf("job: %w", err)
 	}

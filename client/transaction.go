@@ -62,7 +62,7 @@ func (c *Client) Transact(ctx context.Context, tx Transaction) (*TransactionResu
 		body.Fail = append(body.Fail, wireFail{ID: it.ID, Token: it.Token, Error: it.Error, NoRetry: it.NoRetry, RetryAfterMS: msec(it.RetryAfter)})
 	}
 	for i := range tx.Enqueue {
-		w, err := tx.Enqueue[i].wire()
+		w, err := tx.Enqueue[i].wire(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("transact: enqueue[%d]: %w", i, err)
 		}

@@ -203,7 +203,8 @@ func (w *Worker) Handle(kind string, fn HandlerFunc) {
 // fetch itself as invalid (a bad queue name, say), since retrying cannot
 // help. Other fetch errors are logged and retried with backoff.
 //
-// Handlers' contexts carry ctx's values but not its cancellation.
+// Handlers' contexts carry ctx's values but not its cancellation, and
+// their job's traceparent in place of any ctx carries (see HandlerFunc).
 func (w *Worker) Run(ctx context.Context) error {
 	w.mu.Lock()
 	if w.started {

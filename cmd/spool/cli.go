@@ -28,6 +28,7 @@ var cliCommands = map[string]func(args []string) int{
 	"fetch":           func(args []string) int { return stdCLI().fetch(args) },
 	"ack":             func(args []string) int { return stdCLI().ackJob(args) },
 	"fail":            func(args []string) int { return stdCLI().failJob(args) },
+	"workers":         func(args []string) int { return stdCLI().workers(args) },
 }
 
 // cli runs client subcommands, reading what they read from standard input

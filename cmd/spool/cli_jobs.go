@@ -70,6 +70,7 @@ func addJobFlags(fs *flag.FlagSet) *jobFlags {
 	fs.Var(&f.tags, "tag", "tag (repeatable)")
 	fs.StringVar(&f.p.Group, "group", "", "the job's flow-control group `G`: the tenant, customer or entity it belongs to (see spool queues limits)")
 	fs.StringVar(&f.durability, "durability", "", "how the job is kept: full, process or memory (default: the queue's level)")
+	fs.StringVar(&f.p.TraceParent, "traceparent", "", "the W3C traceparent `TP` of the trace the job continues (00-<32 hex>-<16 hex>-<2 hex>)")
 	return f
 }
 
@@ -134,11 +135,12 @@ func (c *cli) jobs(args []string) int {
 }
 
 func (c *cli) jobsList(args []string) int {
-	fs, cm := c.flags("jobs list", "jobs list [--queue Q] [--state S] [--limit N] [--cursor C]")
+	fs, cm := c.flags("jobs list", "jobs list [--queue Q] [--state S] [--worker W] [--limit N] [--cursor C]")
 	var p client.ListParams
 	var state string
 	fs.StringVar(&p.Queue, "queue", "", "only this queue")
 	fs.StringVar(&state, "state", "", "only this state: scheduled, available, active, retrying, completed, dead or cancelled")
+	fs.StringVar(&p.Worker, "worker", "", "only the jobs this worker holds (state active, the default with --worker)")
 	fs.IntVar(&p.Limit, "limit", 50, "jobs per page, 1 to 1000")
 	fs.StringVar(&p.Cursor, "cursor", "", "continue from the cursor a previous page printed")
 	_, code, ok := parse(fs, args, 0)
@@ -146,6 +148,9 @@ func (c *cli) jobsList(args []string) int {
 		return code
 	}
 	p.State = client.State(state)
+	if p.Worker != "" && p.State == "" {
+		p.State = client.StateActive // what a worker holds
+	}
 	cl, ctx, done := cm.connect()
 	defer done()
 	page, err := cl.List(ctx, p)
@@ -209,12 +214,19 @@ func (c *cli) printJob(j *client.Job) {
 	if j.Lease != nil {
 		add("lease", fmt.Sprintf("token %d until %s", j.Lease.Token, shortTime(j.Lease.ExpiresAt)))
 	}
+	// The worker holds an active job; a finished one it ran last.
+	if j.State == client.StateActive {
+		add("worker", j.Worker)
+	} else {
+		add("last worker", j.Worker)
+	}
 	if j.CancelRequested {
 		add("cancel", "requested")
 	}
 	add("unique key", j.UniqueKey)
 	add("tags", strings.Join(j.Tags, ", "))
 	add("group", j.Group)
+	add("traceparent", j.TraceParent)
 	if d := j.DeadLetterOf; d != nil {
 		add("dead letter of", d.Queue+" "+d.ID)
 	}

@@ -137,3 +137,59 @@ func TestCLIOrdered(t *testing.T) {
 		t.Fatalf("--ordered with --group-max-active 2: exit %d, %s", code, errOut)
 	}
 }
+
+// spool jobs get shows who holds a job, and after its run who ran it
+// last; a job enqueued with --traceparent shows it.
+func TestCLIJobWorkerAndTraceParent(t *testing.T) {
+	t.Parallel()
+	b := setupCLI(t)
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	id := b.okJSON("enqueue", "--queue", "w", "--kind", "k", "--traceparent", tp)["id"].(string)
+	if detail := b.ok("jobs", "get", id); !hasRow(detail, "traceparent:", tp) || strings.Contains(detail, "worker") {
+		t.Fatalf("jobs get of a job never fetched:\n%s", detail)
+	}
+	jobs := b.okJSON("fetch", "--queue", "w", "--worker", "host-1/pid-77")["jobs"].([]any)
+	if len(jobs) != 1 {
+		t.Fatalf("fetch: %v", jobs)
+	}
+	if got := b.okJSON("jobs", "get", id); got["worker"] != "host-1/pid-77" || got["traceparent"] != tp {
+		t.Fatalf("jobs get --json of a fetched job: %v", got)
+	}
+	if detail := b.ok("jobs", "get", id); !hasRow(detail, "worker:", "host-1/pid-77") {
+		t.Fatalf("jobs get of an active job:\n%s", detail)
+	}
+	token := jobs[0].(map[string]any)["lease"].(map[string]any)["token"].(float64)
+	b.ok("ack", id, "--token", formatInt(token))
+	if detail := b.ok("jobs", "get", id); !hasRow(detail, "last", "worker:", "host-1/pid-77") {
+		t.Fatalf("jobs get of a completed job:\n%s", detail)
+	}
+	b.refused([]refusal{{[]string{"enqueue", "--queue", "w", "--kind", "k", "--traceparent", "nope"}, 1, "traceparent"}})
+}
+
+// spool workers lists who fetched, with what each holds, and spool jobs
+// list --worker lists that.
+func TestCLIWorkers(t *testing.T) {
+	t.Parallel()
+	b := setupCLI(t)
+	if table := b.ok("workers"); !hasRow(table, "WORKER", "ACTIVE", "FIRST", "SEEN", "LAST", "SEEN") {
+		t.Fatalf("workers before any fetch:\n%s", table)
+	}
+	var ids []string
+	for range 3 {
+		ids = append(ids, b.okJSON("enqueue", "--queue", "w", "--kind", "k")["id"].(string))
+	}
+	b.ok("fetch", "--queue", "w", "--max", "2", "--worker", "box-1")
+	b.ok("fetch", "--queue", "w", "--worker", "box-2")
+	if table := b.ok("workers"); !hasRow(table, "box-1", "2") || !hasRow(table, "box-2", "1") {
+		t.Fatalf("workers:\n%s", table)
+	}
+	ws := b.okJSON("workers")["workers"].([]any)
+	if len(ws) != 2 || ws[0].(map[string]any)["name"] != "box-1" || ws[0].(map[string]any)["active"] != float64(2) {
+		t.Fatalf("workers --json: %v", ws)
+	}
+	list := b.ok("jobs", "list", "--worker", "box-1")
+	if !strings.Contains(list, ids[0]) || !strings.Contains(list, ids[1]) || strings.Contains(list, ids[2]) {
+		t.Fatalf("jobs list --worker box-1:\n%s", list)
+	}
+	b.refused([]refusal{{[]string{"jobs", "list", "--worker", "box-1", "--state", "completed"}, 1, "worker"}})
+}

@@ -56,7 +56,7 @@ func (b *cliBundle) runIn(in io.Reader, args ...string) (code int, stdout, stder
 	}}
 	cmds := map[string]func([]string) int{
 		"enqueue": c.enqueue, "jobs": c.jobs, "queues": c.queues, "schedules": c.schedules, "fetch": c.fetch,
-		"ack": c.ackJob, "fail": c.failJob, "consumer-groups": c.consumerGroups,
+		"ack": c.ackJob, "fail": c.failJob, "consumer-groups": c.consumerGroups, "workers": c.workers,
 	}
 	code = cmds[args[0]](args[1:])
 	return code, out.String(), errOut.String()

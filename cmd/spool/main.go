@@ -28,6 +28,7 @@ Client (talks to --server, default http://127.0.0.1:7311; --json for scripts):
   queues      list, show, pause, resume or purge queues; set their durability, limits and settings (dead-letter queue, maximum wait); retry or delete jobs by state
   schedules   list, show, put, delete, pause, resume or trigger cron schedules
   consumer-groups  list, show, create, seek or delete the consumer groups of a queue
+  workers     list the workers the server has seen fetch, with the jobs each holds
   fetch       lease jobs as a worker would
   ack, fail   finish a leased job
 

@@ -121,6 +121,9 @@ func (a *API) register() {
 		{"POST", "/v1/queues/{name}/consumer-groups/{group}/seek", auth.PermManage, queueInPath, withBody(a.seekConsumerGroup)},
 
 		{"GET", "/v1/schedules", auth.PermRead, scheduleList, scheduleListing(a.listSchedules)},
+
+		// The workers seen fetching are those of every namespace.
+		{"GET", "/v1/workers", auth.PermRead, everyNamespace, plain(a.listWorkers)},
 		{"GET", "/v1/schedules/{name}", auth.PermRead, scheduleInPath, plain(a.getSchedule)},
 		{"PUT", "/v1/schedules/{name}", auth.PermManage, scheduleWithBody((*scheduleBody).jobQueue), withBody(a.putSchedule)},
 		{"DELETE", "/v1/schedules/{name}", auth.PermManage, scheduleInPath, plain(a.deleteSchedule)},

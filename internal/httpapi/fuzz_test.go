@@ -274,6 +274,8 @@ func FuzzEmptyBody(f *testing.F) {
 func FuzzListJobs(f *testing.F) {
 	h := newFuzzHarness(f)
 	f.Add("queue=fuzzq&state=active&limit=5")
+	f.Add("state=active&worker=w-1")
+	f.Add("worker=w-1")
 	f.Fuzz(func(t *testing.T, query string) {
 		req := httptest.NewRequest("GET", "/v1/jobs", nil)
 		req.URL.RawQuery = query
@@ -300,6 +302,9 @@ func specList(q url.Values) bool {
 		if err != nil || n < 1 || n > 1000 {
 			return false
 		}
+	}
+	if vs, ok := q["worker"]; ok && (len(vs[0]) < 1 || len(vs[0]) > 256 || q.Get("state") != "active") {
+		return false
 	}
 	return true
 }

@@ -41,6 +41,9 @@ func enqueueRequest(j *wire.EnqueueJob, field func(string) string) (queue.Enqueu
 	if err := optional(j.Durability, &req.Durability, field, "durability", durabilityRule); err != nil {
 		return req, err
 	}
+	if err := optional(j.TraceParent, &req.TraceParent, field, "traceparent", queue.TraceParentRule); err != nil {
+		return req, err
+	}
 	req.LeaseDuration = millis(leaseMS)
 	if j.RunAt != nil {
 		req.RunAt = *j.RunAt
@@ -182,7 +185,7 @@ type jobsQuery struct {
 // parseJobsQuery reads the query of GET /v1/jobs, whose parameters may be
 // left out but not sent empty.
 func parseJobsQuery(q url.Values) (jobsQuery, error) {
-	for _, name := range []string{"queue", "state", "limit", "consumer_group"} {
+	for _, name := range []string{"queue", "state", "limit", "consumer_group", "worker"} {
 		if q.Has(name) && q.Get(name) == "" {
 			return jobsQuery{}, job.Invalid(name, "must not be empty; leave the parameter out instead")
 		}
@@ -199,7 +202,7 @@ func parseJobsQuery(q url.Values) (jobsQuery, error) {
 		queue = job.LaneName(queue, g)
 	}
 	return jobsQuery{
-		params: store.JobListParams{Queue: queue, State: job.State(q.Get("state")), Cursor: q.Get("cursor")},
+		params: store.JobListParams{Queue: queue, State: job.State(q.Get("state")), Worker: q.Get("worker"), Cursor: q.Get("cursor")},
 		limit:  q.Get("limit"),
 	}, nil
 }

@@ -65,6 +65,9 @@ var (
 	scheduleInPath = scope{Scope: Scope{Source: ScopePathSchedule, Field: "name"}}
 	// scheduleList is the scope of a route answering a list of schedules.
 	scheduleList = scope{Scope: Scope{Source: ScopeScheduleList}}
+	// everyNamespace is the scope of a route that answers about every
+	// namespace at once.
+	everyNamespace = scope{Scope: Scope{Source: ScopeEveryNamespace}}
 )
 
 // scheduleJobField is where the body of a route with scope
@@ -150,7 +153,8 @@ type jobKey struct{}
 // {name} outside the namespaces is 403; a job {id} whose queue is outside
 // them gets the very answer of a job that does not exist. The queues of
 // bodies and queries are checked once they are decoded (checkDecoded,
-// itemsInScope), with the caller the guard leaves in the context.
+// itemsInScope), with the caller the guard leaves in the context. A
+// route about every namespace at once is 403 to such a token.
 func (a *API) guard(perm auth.Permission, s *scope, h http.HandlerFunc) http.HandlerFunc {
 	au := a.opts.Auth
 	if au == nil || perm == auth.PermPublic {
@@ -173,6 +177,9 @@ func (a *API) guard(perm auth.Permission, s *scope, h http.HandlerFunc) http.Han
 		}
 		ctx := context.WithValue(r.Context(), principalKey{}, p)
 		switch s.Source {
+		case ScopeEveryNamespace:
+			a.writeError(w, r, &auth.ForbiddenError{Message: "this route answers about every namespace; a token limited to namespaces may not call it"})
+			return
 		case ScopePathQueue:
 			if err := checkQueue(p, r.PathValue(s.Field), ""); err != nil {
 				a.writeError(w, r, err)

@@ -186,6 +186,9 @@ func (f *authFixture) scopeCalls(t *testing.T, rt Route, secret string) []scopeC
 		}}}
 	case ScopePathSchedule:
 		return f.scheduleScopeCalls(t, rt, secret, fg)
+	case ScopeEveryNamespace:
+		// Whatever it asks, and whatever the store holds.
+		return []scopeCall{{rt.Method, path, "", wantForbidden("")}}
 	case ScopeScheduleList:
 		own, smuggled := f.queue(true), f.queue(true)
 		f.schedule(own, own)

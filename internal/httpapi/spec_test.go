@@ -173,7 +173,19 @@ func specSubObject(raw json.RawMessage) map[string]json.RawMessage {
 }
 
 var specJobFields = []string{"id", "queue", "kind", "payload", "priority", "run_at", "delay_ms", "max_attempts",
-	"backoff", "lease_ms", "unique_key", "unique_for_ms", "tags", "group", "durability"}
+	"backoff", "lease_ms", "unique_key", "unique_for_ms", "tags", "group", "durability", "traceparent"}
+
+// specTraceParent is the protocol's traceparent: version 00, a 32-digit
+// trace id and a 16-digit parent id, neither all zeros, and 2 digits of
+// flags, all hex in lower case.
+var specTraceParent = regexp.MustCompile(`^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$`)
+
+// specTrace reads an optional traceparent field.
+func specTrace(m map[string]json.RawMessage) bool {
+	tp, present, ok := specString(m, "traceparent")
+	return ok && (!present || specTraceParent.MatchString(tp) &&
+		tp[3:35] != strings.Repeat("0", 32) && tp[36:52] != strings.Repeat("0", 16))
+}
 
 // specGroup reads an optional flow-control group: 1-256 bytes of Unicode
 // without NUL when present.
@@ -227,7 +239,7 @@ func specJob(m map[string]json.RawMessage, now time.Time) bool {
 	if _, ok := specInt(m, "max_attempts", 1, 1000); !ok {
 		return false
 	}
-	if _, ok := specDurability(m); !ok || !specGroup(m) {
+	if _, ok := specDurability(m); !ok || !specGroup(m) || !specTrace(m) {
 		return false
 	}
 	if _, ok := specInt(m, "lease_ms", specMinLeaseMS, specDayMS); !ok {

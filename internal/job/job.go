@@ -181,4 +181,15 @@ type Job struct {
 	// DeadLetterOf names the dead job this job is the dead-letter copy
 	// of (see DeadLetter); zero for any other job.
 	DeadLetterOf JobRef
+	// Worker is the name (WorkerName) the fetch that leased the job most
+	// recently gave its worker: who holds the job while it is active, and
+	// who ran it last after. Each claim replaces it, with empty when the
+	// fetch named no worker; nothing else changes it.
+	Worker string
+	// TraceParent is the W3C traceparent (ValidTraceParent) the job was
+	// enqueued with, so that the work it starts continues the trace of
+	// the request that enqueued it; empty for none. Given at insert and
+	// never changed, it goes to the job's copies: a consumer group's and
+	// a dead-letter copy.
+	TraceParent string
 }

@@ -158,8 +158,8 @@ func AfterMaxWait(attempt int, now time.Time) (State, AttemptError) {
 // dead-letter queue, dlq, at now, under the new id: a fresh job,
 // available at once with no attempts, that carries the dead job's work
 // and history — kind, payload, priority, group, tags, durability, retry
-// policy (attempts and backoff), lease duration and errors — and names
-// it in DeadLetterOf. It keeps no unique key, which belongs to the dead
+// policy (attempts and backoff), lease duration, errors and traceparent —
+// and names it in DeadLetterOf. No worker holds it yet (Worker is empty). It keeps no unique key, which belongs to the dead
 // job's queue, and no result, progress or lease. The durability it keeps
 // means it stays in the dead job's tier in a store with tiers. A store
 // inserts it in the transaction that makes dead dead.
@@ -169,7 +169,7 @@ func DeadLetter(dead *Job, dlq, id string, now time.Time) *Job {
 		State: StateAvailable, RunAt: now, MaxAttempts: dead.MaxAttempts, Backoff: dead.Backoff,
 		LeaseDuration: dead.LeaseDuration, Tags: slices.Clone(dead.Tags), Group: dead.Group,
 		Durability: dead.Durability, Errors: slices.Clone(dead.Errors), CreatedAt: now,
-		DeadLetterOf: JobRef{Queue: dead.Queue, ID: dead.ID},
+		DeadLetterOf: JobRef{Queue: dead.Queue, ID: dead.ID}, TraceParent: dead.TraceParent,
 	}
 }
 

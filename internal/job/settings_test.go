@@ -130,14 +130,15 @@ func TestDeadLetter(t *testing.T) {
 		Group: "tenant-1", Durability: DurabilityProcess, Result: json.RawMessage(`1`),
 		Errors:   []AttemptError{{Attempt: 1, Message: "boom", At: t0}, {Attempt: 3, Message: "lease expired", At: now}},
 		Progress: json.RawMessage(`{"pct":5}`), LeaseToken: 42, CreatedAt: t0, StartedAt: t0, FinishedAt: now,
-		DeadLetterOf: JobRef{Queue: "upstream", ID: "older"},
+		DeadLetterOf: JobRef{Queue: "upstream", ID: "older"}, Worker: "host-1/pid-7",
+		TraceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
 	}
 	got := DeadLetter(dead, "orders-dlq", "copy", now)
 	want := &Job{
 		ID: "copy", Queue: "orders-dlq", Kind: "charge", Payload: json.RawMessage(`{"n":1}`), Priority: 7,
 		State: StateAvailable, RunAt: now, MaxAttempts: 3, Backoff: dead.Backoff, LeaseDuration: 2 * time.Minute,
 		Tags: []string{"a", "b"}, Group: "tenant-1", Durability: DurabilityProcess, Errors: dead.Errors,
-		CreatedAt: now, DeadLetterOf: JobRef{Queue: "orders", ID: "orig"},
+		CreatedAt: now, DeadLetterOf: JobRef{Queue: "orders", ID: "orig"}, TraceParent: dead.TraceParent,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("DeadLetter:\n got %+v\nwant %+v", got, want)

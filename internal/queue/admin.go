@@ -23,7 +23,10 @@ func (e *Engine) Get(ctx context.Context, id string) (*job.Job, error) {
 }
 
 // List pages through jobs by queue and state, p.Limit jobs a page (the
-// store's default page size when zero, at most MaxListLimit).
+// store's default page size when zero, at most MaxListLimit). With
+// p.Worker (at most MaxWorkerBytes bytes, compared in its job.WorkerName
+// form, as a fetch's) and State active only, it lists the active jobs
+// that worker holds.
 func (e *Engine) List(ctx context.Context, p store.JobListParams) (*store.JobListPage, error) {
 	if p.Queue != "" && !validQueueOrLane(p.Queue) {
 		return nil, job.Invalid("queue", "must be a queue name")
@@ -33,6 +36,13 @@ func (e *Engine) List(ctx context.Context, p store.JobListParams) (*store.JobLis
 	}
 	if p.Limit < 0 || p.Limit > MaxListLimit {
 		return nil, job.Invalid("limit", "must be between 1 and %d", MaxListLimit)
+	}
+	if len(p.Worker) > MaxWorkerBytes {
+		return nil, job.Invalid("worker", "must be at most %d bytes", MaxWorkerBytes)
+	}
+	p.Worker = job.WorkerName(p.Worker)
+	if err := p.Check(); err != nil {
+		return nil, err
 	}
 	p.Limit = p.PageSize()
 	page, err := e.st.JobList(ctx, &p)

@@ -57,8 +57,9 @@ const (
 	MaxErrorBytes = job.MaxErrorBytes
 	// MaxGroupBytes bounds a job's group.
 	MaxGroupBytes = 256
-	// MaxWorkerBytes bounds the free-text worker name of a fetch.
-	MaxWorkerBytes = 256
+	// MaxWorkerBytes bounds the free-text worker name of a fetch
+	// (job.MaxWorkerBytes).
+	MaxWorkerBytes = job.MaxWorkerBytes
 	// MaxListLimit bounds one page of a job listing. A listing without a
 	// limit gets store.JobListParams.PageSize's default.
 	MaxListLimit = 1000
@@ -124,6 +125,8 @@ type Engine struct {
 	lanes sync.Map
 	// bus carries the job events (see Events).
 	bus *events.Bus
+	// workers are the workers seen fetching (see Workers).
+	workers *workerRegistry
 
 	closeOnce sync.Once
 	closing   chan struct{}
@@ -141,7 +144,8 @@ func New(st store.Store, cfg Config) *Engine {
 	if cfg.Clock == nil {
 		cfg.Clock = wallClock{}
 	}
-	return &Engine{st: st, cfg: cfg, waiters: newWaiters(), bus: events.NewBus(cfg.EventRing), closing: make(chan struct{})}
+	return &Engine{st: st, cfg: cfg, waiters: newWaiters(), bus: events.NewBus(cfg.EventRing),
+		workers: newWorkerRegistry(MaxWorkers), closing: make(chan struct{})}
 }
 
 // Now is the engine's clock.

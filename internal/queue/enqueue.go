@@ -53,6 +53,10 @@ type EnqueueRequest struct {
 	Group string
 	// Durability is how the job is kept; empty takes its queue's level.
 	Durability job.Durability
+	// TraceParent is the W3C traceparent of the trace the job continues
+	// (job.ValidTraceParent), kept with the job and its copies. Empty:
+	// none.
+	TraceParent string
 	// PayloadValid says Payload is known to be one valid JSON value (it was
 	// decoded from a JSON request body), so the engine checks only its
 	// size and does not scan it again.
@@ -284,8 +288,16 @@ func (e *Engine) prepare(req *EnqueueRequest, p *store.JobInsertParams, now time
 		return job.Invalid(field("durability"), "must be full, process or memory")
 	}
 	p.Durability = req.Durability
+	if req.TraceParent != "" && !job.ValidTraceParent(req.TraceParent) {
+		return job.Invalid(field("traceparent"), TraceParentRule)
+	}
+	p.TraceParent = req.TraceParent
 	return nil
 }
+
+// TraceParentRule is what a traceparent must be, as errors say it.
+const TraceParentRule = "must be a W3C traceparent: 00-<32 hex digits>-<16 hex digits>-<2 hex digits>, " +
+	"in lower case, neither id all zeros"
 
 // queueDefaults are what a queue gives the jobs enqueued into it without
 // their own values: its durability level and its settings' job defaults.

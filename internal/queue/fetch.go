@@ -20,7 +20,9 @@ type FetchRequest struct {
 	Wait time.Duration
 	// LeaseDuration overrides each job's own lease when non-zero.
 	LeaseDuration time.Duration
-	// Worker names the caller, for display.
+	// Worker names the caller, for display: at most MaxWorkerBytes bytes
+	// of free text. Each job the fetch leases keeps it (job.Job.Worker,
+	// in its job.WorkerName form) until its next hand-out.
 	Worker string
 	// ConsumerGroup, when set, takes the jobs of that consumer group of
 	// each queue (see CreateConsumerGroup) instead of the queues' own.
@@ -62,13 +64,16 @@ func (e *Engine) validateFetch(req *FetchRequest) error {
 	if len(req.Worker) > MaxWorkerBytes {
 		return job.Invalid("worker", "must be at most %d bytes", MaxWorkerBytes)
 	}
+	req.Worker = job.WorkerName(req.Worker)
 	if req.ConsumerGroup != "" && !job.ValidName(req.ConsumerGroup) {
 		return job.Invalid("consumer_group", "must be 1-%d characters of A-Za-z0-9_.:- starting with a letter or digit", job.MaxNameLength)
 	}
 	return checkGroup(req.Group, "group")
 }
 
-// Fetch leases up to req.Max jobs. With req.Wait it parks until a job
+// Fetch leases up to req.Max jobs, each of which keeps req.Worker as its
+// job.Job.Worker, and records the worker as seen (see Workers). With
+// req.Wait it parks until a job
 // becomes available in one of the queues, the wait ends, ctx ends or the
 // engine closes; it then returns what it has, possibly nothing. A fetch
 // of one group (req.Group) is woken by the jobs of every group of its
@@ -76,6 +81,9 @@ func (e *Engine) validateFetch(req *FetchRequest) error {
 func (e *Engine) Fetch(ctx context.Context, req FetchRequest) ([]*job.Job, error) {
 	if err := e.validateFetch(&req); err != nil {
 		return nil, err
+	}
+	if req.Worker != "" {
+		e.workers.seen(req.Worker, e.Now())
 	}
 	if req.ConsumerGroup != "" {
 		lanes, err := e.laneQueues(ctx, req.Queues, req.ConsumerGroup)
@@ -162,6 +170,7 @@ func (e *Engine) claim(ctx context.Context, req *FetchRequest) (*store.ClaimResu
 		Max:           req.Max,
 		LeaseDuration: req.LeaseDuration,
 		Group:         req.Group,
+		Worker:        req.Worker,
 		Now:           e.Now(),
 	})
 	if err != nil {

@@ -152,3 +152,26 @@ func TestFetchOfAHeldPartitionWakesWhenItFrees(t *testing.T) {
 	}
 	b.woken(got, second, "after the partition's job was acked")
 }
+
+// A fetch's worker name is what the jobs it leases show, until the next
+// fetch of them; a name a store cannot keep as sent is kept in its
+// job.WorkerName form.
+func TestFetchRecordsItsWorker(t *testing.T) {
+	t.Parallel()
+	b := setupGroupFetch(t)
+	id := b.enqueue("q", "")
+	jobs, err := b.e.Fetch(b.ctx, FetchRequest{Queues: []string{"q"}, Worker: "host-1\x00"})
+	if err != nil || len(jobs) != 1 || jobs[0].ID != id || jobs[0].Worker != "host-1\uFFFD" {
+		t.Fatalf("fetch: %+v, %v", jobs, err)
+	}
+	if out, err := b.e.Release(b.ctx, []store.JobReleaseItem{{ID: id, Token: jobs[0].LeaseToken}}); err != nil || out[0].Err != nil {
+		t.Fatalf("release: %+v, %v", out, err)
+	}
+	if j, err := b.e.Get(b.ctx, id); err != nil || j.State != job.StateAvailable || j.Worker != "host-1\uFFFD" {
+		t.Fatalf("released job: %+v, %v; want it available, still naming its last worker", j, err)
+	}
+	jobs, err = b.e.Fetch(b.ctx, FetchRequest{Queues: []string{"q"}, Worker: "host-2"})
+	if err != nil || len(jobs) != 1 || jobs[0].Worker != "host-2" {
+		t.Fatalf("second fetch: %+v, %v", jobs, err)
+	}
+}

@@ -105,6 +105,11 @@ func TestPrepareRejectsBadInput(t *testing.T) {
 		{"negative unique window", EnqueueRequest{Kind: "k", UniqueKey: "x", UniqueFor: -time.Hour}, "unique_for_ms"},
 		{"too many tags", EnqueueRequest{Kind: "k", Tags: make([]string, job.MaxTags+1)}, "tags"},
 		{"bad tag", EnqueueRequest{Kind: "k", Tags: []string{"ok", "not ok"}}, "tags[1]"},
+		{"upper-case traceparent", EnqueueRequest{Kind: "k", TraceParent: strings.ToUpper(testTraceParent)}, "traceparent"},
+		{"traceparent of another version", EnqueueRequest{Kind: "k", TraceParent: "01" + testTraceParent[2:]}, "traceparent"},
+		{"traceparent of a zero trace", EnqueueRequest{Kind: "k",
+			TraceParent: "00-00000000000000000000000000000000-00f067aa0ba902b7-01"}, "traceparent"},
+		{"traceparent cut short", EnqueueRequest{Kind: "k", TraceParent: testTraceParent[:54]}, "traceparent"},
 	}
 	for _, tc := range cases {
 		_, err := prepare(t, tc.req)
@@ -112,6 +117,17 @@ func TestPrepareRejectsBadInput(t *testing.T) {
 		if !errors.As(err, &in) || in.Field != tc.field {
 			t.Errorf("%s: err %v, want an input error on %q", tc.name, err, tc.field)
 		}
+	}
+}
+
+// testTraceParent is a valid W3C traceparent.
+const testTraceParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+func TestPrepareKeepsTheTraceParent(t *testing.T) {
+	t.Parallel()
+	p, err := prepare(t, EnqueueRequest{Kind: "k", TraceParent: testTraceParent})
+	if err != nil || p.TraceParent != testTraceParent {
+		t.Fatalf("traceparent: %q, %v", p.TraceParent, err)
 	}
 }
 
@@ -135,6 +151,12 @@ func TestValidateFetch(t *testing.T) {
 	grouped := FetchRequest{Queues: []string{"a"}, Group: "tenant é/" + strings.Repeat("g", MaxGroupBytes-10)}
 	if err := e.validateFetch(&grouped); err != nil {
 		t.Fatalf("fetch of a group of %d bytes: %v", len(grouped.Group), err)
+	}
+	// A worker's name is free text: what a store cannot keep is kept as
+	// U+FFFD, after the bound on what was sent.
+	named := FetchRequest{Queues: []string{"a"}, Worker: "w\x00\xff" + strings.Repeat("w", MaxWorkerBytes-3)}
+	if err := e.validateFetch(&named); err != nil || named.Worker != "w\uFFFD\uFFFD"+strings.Repeat("w", MaxWorkerBytes-3) {
+		t.Fatalf("fetch by a worker with a NUL and a bad byte: %q, %v", named.Worker, err)
 	}
 	cases := []struct {
 		req   FetchRequest

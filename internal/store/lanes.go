@@ -74,14 +74,15 @@ type ConsumerGroup struct {
 
 // CopyOf is the insert of consumer group group's copy of j: a new job of
 // the group's lane with the copy's id, j's kind, payload, priority,
-// group, tags, retry policy, lease and durability, due when j is (at once
-// if that is past), created when j was, with no attempt made.
+// group, tags, retry policy, lease, durability and traceparent, due when
+// j is (at once if that is past), created when j was, with no attempt
+// made.
 func CopyOf(j *job.Job, group string, now time.Time) JobInsertParams {
 	p := JobInsertParams{
 		ID: job.CopyID(j.ID, group), Queue: job.LaneName(j.Queue, group), Kind: j.Kind, Payload: j.Payload,
 		Priority: j.Priority, State: job.StateAvailable, RunAt: j.RunAt, MaxAttempts: j.MaxAttempts,
 		Backoff: j.Backoff, LeaseDuration: j.LeaseDuration, Tags: j.Tags, Group: j.Group,
-		Durability: j.Durability, CreatedAt: j.CreatedAt,
+		Durability: j.Durability, CreatedAt: j.CreatedAt, TraceParent: j.TraceParent,
 	}
 	if j.RunAt.After(now) {
 		p.State = job.StateScheduled

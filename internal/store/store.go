@@ -85,8 +85,9 @@ type Claimer interface {
 	// had before (tokens only grow, across restarts and crashes too),
 	// StartedAt=p.Now,
 	// LeaseExpiresAt=p.Now+lease, where lease is p.LeaseDuration if set and
-	// the job's own LeaseDuration otherwise, and no Progress (a report
-	// belongs to one attempt). No job is handed to two
+	// the job's own LeaseDuration otherwise, no Progress (a report
+	// belongs to one attempt) and Worker=p.Worker, which the job keeps
+	// after its lease ends, until its next claim. No job is handed to two
 	// concurrent callers. An empty result is not an error.
 	//
 	// A job past its queue's maximum wait at p.Now (job.PastMaxWait) is
@@ -178,8 +179,14 @@ type Admin interface {
 	// JobGet returns one job or job.ErrNotFound.
 	JobGet(ctx context.Context, id string) (*job.Job, error)
 	// JobList returns jobs in enqueue order, filtered by queue and state,
-	// one page at a time.
+	// and the active ones by worker, one page at a time.
 	JobList(ctx context.Context, p *JobListParams) (*JobListPage, error)
+	// JobCountActiveByWorker counts, for each name of p.Workers, the
+	// active jobs whose Worker is that name, and returns the names with
+	// at least one. It reads the store's active jobs by worker (an index,
+	// or the leases in memory), never every job, so that it costs what
+	// the named workers hold.
+	JobCountActiveByWorker(ctx context.Context, p *JobCountActiveByWorkerParams) (map[string]int, error)
 	// JobCancel cancels a job: a scheduled, available or retrying job ends
 	// cancelled at once; an active job gets CancelRequested and keeps its
 	// lease until its worker acks, fails or loses it. Cancelling a cancelled
@@ -299,6 +306,9 @@ type JobInsertParams struct {
 	// Durability is full or process; a store that keeps jobs in memory only
 	// takes memory. Empty means full.
 	Durability job.Durability
+	// TraceParent is the job's W3C traceparent (job.ValidTraceParent),
+	// kept as given; empty for none.
+	TraceParent string
 	// CreatedAt, when set, is the job's creation time in place of the
 	// insert's Now: a consumer group's copy keeps its job's.
 	CreatedAt time.Time
@@ -331,7 +341,11 @@ type JobClaimParams struct {
 	// group (one partition of an ordered queue); jobs without a group are
 	// never handed out then. Empty: every job. See Claimer.JobClaim.
 	Group string
-	Now   time.Time
+	// Worker is the name the fetch gave its worker (job.WorkerName: valid
+	// UTF-8 without NUL), which each claimed job keeps as its Worker
+	// until its next claim; empty for none, which clears it.
+	Worker string
+	Now    time.Time
 }
 
 // ClaimResult is what a claim handed out, and what held other available
@@ -482,12 +496,27 @@ type JobListParams struct {
 	Queue string
 	// State filters by state; empty means every state.
 	State job.State
+	// Worker, with State active, lists only the active jobs that worker
+	// holds (job.Job.Worker, in its job.WorkerName form); empty means
+	// every worker. A store refuses it with any other state, with an
+	// error wrapping a *job.InputError (see Check): a store finds the
+	// jobs a worker holds through its active jobs alone.
+	Worker string
 	// Cursor is the Next of the previous page; empty starts at the oldest.
 	// Cursors stay valid across restarts. A cursor the store did not issue
 	// is an error wrapping a *job.InputError.
 	Cursor string
 	// Limit caps the page size (the engine bounds it).
 	Limit int
+}
+
+// Check refuses a listing no store serves: Worker without State active,
+// with an error wrapping a *job.InputError naming the worker parameter.
+func (p *JobListParams) Check() error {
+	if p.Worker != "" && p.State != job.StateActive {
+		return job.Invalid("worker", "goes only with state=active: a listing by worker shows the jobs a worker holds")
+	}
+	return nil
 }
 
 // defaultPageSize is the page size of a listing without a limit, for every
@@ -508,6 +537,18 @@ type JobListPage struct {
 	Jobs []*job.Job
 	// Next is the cursor of the following page; empty on the last page.
 	Next string
+}
+
+// MaxWorkerCount bounds the names of one JobCountActiveByWorker: the
+// engine's registry of workers holds no more (see queue.MaxWorkers).
+const MaxWorkerCount = 10_000
+
+// JobCountActiveByWorkerParams names the workers whose active jobs to
+// count.
+type JobCountActiveByWorkerParams struct {
+	// Workers are the names (job.WorkerName), each once, at most
+	// MaxWorkerCount of them.
+	Workers []string
 }
 
 // JobBulkParams selects jobs for a bulk operation.

@@ -1,7 +1,8 @@
 // Package storecopy moves a data set from one store to another: every job,
 // in every state, exactly as the source holds it (attempts, lease tokens and
 // expiries, errors, results, times, durability, the dead job a dead-letter
-// copy came from, the jobs of consumer groups), in enqueue order; every
+// copy came from, the worker that leased it last, its traceparent, the jobs
+// of consumer groups), in enqueue order; every
 // queue with its paused flag, default durability, settings, limits and
 // consumer groups; and every cron schedule with how far it fired. `spool migrate-store` uses it to move an
 // embedded SQLite store into PostgreSQL when one machine is no longer

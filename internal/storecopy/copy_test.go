@@ -21,8 +21,9 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 var t0 = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 
 // An embedded store with jobs in every state, leases, errors, results,
-// progress, tags, unique keys, both durabilities, dead-letter copies, paused
-// queues, queue durabilities and settings moves to PostgreSQL whole:
+// progress, tags, unique keys, both durabilities, dead-letter copies,
+// workers, traceparents, paused queues, queue durabilities and settings
+// moves to PostgreSQL whole:
 // every job as it was, in enqueue order; leases still honoured there; and a
 // second run copies nothing more.
 func TestCopyEmbeddedStoreToPostgres(t *testing.T) {
@@ -56,6 +57,9 @@ func TestCopyEmbeddedStoreToPostgres(t *testing.T) {
 		if i%4 == 1 {
 			p.Durability = job.DurabilityProcess
 		}
+		if i%13 == 0 {
+			p.TraceParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+		}
 		ps = append(ps, p)
 	}
 	for i := 0; i < len(ps); i += 500 {
@@ -68,7 +72,7 @@ func TestCopyEmbeddedStoreToPostgres(t *testing.T) {
 	if err := src.QueueSetSettings(ctx, "a", settings); err != nil {
 		t.Fatal(err)
 	}
-	leased, err := store.ClaimedJobs(src.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"a", "b"}, Max: 400, Now: t0}))
+	leased, err := store.ClaimedJobs(src.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"a", "b"}, Max: 400, Worker: "host-9/pid-1", Now: t0}))
 	if err != nil || len(leased) != 400 {
 		t.Fatalf("claim: %d, %v", len(leased), err)
 	}

@@ -27,6 +27,7 @@ type EnqueueJob struct {
 	Tags        []string        `json:"tags"`
 	Group       *string         `json:"group"`
 	Durability  *job.Durability `json:"durability"`
+	TraceParent *string         `json:"traceparent"`
 }
 
 // QueueName is the queue the job names, "" when it names none (the engine

@@ -336,6 +336,10 @@ func (d *fastDecoder) enqueue(j *EnqueueJob) bool {
 			if ok = once(1 << 14); ok {
 				j.Group, ok = str()
 			}
+		case "traceparent":
+			if ok = once(1 << 15); ok {
+				j.TraceParent, ok = str()
+			}
 		}
 		return ok
 	})

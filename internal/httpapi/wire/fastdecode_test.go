@@ -38,6 +38,12 @@ var fastCases = []string{
 	`{"kind":"k"} {}`,
 	`{"kind":"k",}`,
 	`{"kind":"é—ü"}`,
+	`{"kind":"k","traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}`,
+	`{"kind":"k","traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01","traceparent":"x"}`,
+	`{"kind":"k","traceparent":"\u0030\u0030-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}`,
+	`{"kind":"k","traceparent":null}`,
+	`{"kind":"k","traceparent":""}`,
+	`{"kind":"k","traceparent":1}`,
 }
 
 // checkFast decodes body both ways, alone and in a batch: whatever the
@@ -76,7 +82,8 @@ func TestFastDecodeMatchesEncodingJSON(t *testing.T) {
 	for _, body := range fastCases {
 		checkFast(t, []byte(body))
 	}
-	for _, body := range []string{fastCases[0], fastCases[1], fastCases[3], `{"kind":"é—ü"}`} {
+	for _, body := range []string{fastCases[0], fastCases[1], fastCases[3], `{"kind":"é—ü"}`,
+		`{"kind":"k","traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}`} {
 		var j EnqueueJob
 		if !fastDecode([]byte(body), &j) {
 			t.Errorf("the fast decoder gave up on %q", body)

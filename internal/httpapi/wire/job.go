@@ -78,6 +78,10 @@ func AppendJob(b []byte, j *job.Job) []byte {
 		b = append(b, `,"group":`...)
 		b = appendString(b, j.Group)
 	}
+	if j.TraceParent != "" {
+		b = append(b, `,"traceparent":`...)
+		b = appendString(b, j.TraceParent)
+	}
 	if len(j.Result) > 0 {
 		b = append(b, `,"result":`...)
 		b = appendRaw(b, j.Result)
@@ -108,6 +112,10 @@ func AppendJob(b []byte, j *job.Job) []byte {
 		b = append(b, `,"expires_at":`...)
 		b = appendTime(b, j.LeaseExpiresAt)
 		b = append(b, '}')
+	}
+	if j.Worker != "" {
+		b = append(b, `,"worker":`...)
+		b = appendString(b, j.Worker)
 	}
 	b = append(b, `,"cancel_requested":`...)
 	b = strconv.AppendBool(b, j.CancelRequested)

@@ -29,10 +29,13 @@ type reference struct {
 	UniqueKey       string             `json:"unique_key,omitempty"`
 	UniqueForMS     int64              `json:"unique_for_ms,omitempty"`
 	Tags            []string           `json:"tags,omitempty"`
+	Group           string             `json:"group,omitempty"`
+	TraceParent     string             `json:"traceparent,omitempty"`
 	Result          json.RawMessage    `json:"result,omitempty"`
 	Errors          []job.AttemptError `json:"errors,omitempty"`
 	Progress        json.RawMessage    `json:"progress,omitempty"`
 	Lease           map[string]any     `json:"lease,omitempty"`
+	Worker          string             `json:"worker,omitempty"`
 	CancelRequested bool               `json:"cancel_requested"`
 	CreatedAt       time.Time          `json:"created_at"`
 	StartedAt       *time.Time         `json:"started_at,omitempty"`
@@ -52,7 +55,7 @@ func referenceOf(j *job.Job) reference {
 		Backoff: map[string]any{"type": j.Backoff.Kind, "base_ms": j.Backoff.Base.Milliseconds(),
 			"max_ms": j.Backoff.Max.Milliseconds(), "jitter": j.Backoff.Jitter},
 		LeaseMS: j.LeaseDuration.Milliseconds(), Durability: j.Durability, UniqueKey: j.UniqueKey, UniqueForMS: j.UniqueFor.Milliseconds(),
-		Tags: j.Tags, Result: j.Result, Errors: j.Errors, Progress: j.Progress, CancelRequested: j.CancelRequested,
+		Tags: j.Tags, Group: j.Group, TraceParent: j.TraceParent, Worker: j.Worker, Result: j.Result, Errors: j.Errors, Progress: j.Progress, CancelRequested: j.CancelRequested,
 		CreatedAt: j.CreatedAt, StartedAt: timeOrNil(j.StartedAt), FinishedAt: timeOrNil(j.FinishedAt),
 	}
 	if len(r.Payload) == 0 {
@@ -118,6 +121,15 @@ func randomJob(rng *rand.Rand) *job.Job {
 	}
 	if rng.IntN(4) == 0 {
 		j.DeadLetterOf = job.JobRef{Queue: pick(), ID: job.NewID(at())}
+	}
+	if rng.IntN(2) == 0 {
+		j.Group = pick()
+	}
+	if rng.IntN(2) == 0 {
+		j.Worker = pick()
+	}
+	if rng.IntN(2) == 0 {
+		j.TraceParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	}
 	return j
 }

@@ -36,7 +36,8 @@ WHERE seq = ANY($1)`
 	SELECT seq, id, queue, kind, payload, priority, 'available', $2, 0, max_attempts, backoff_kind, backoff_base,
 		backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, result, errors, progress, lease_token,
 		false, created_at, started_at, NULL, durability,
-		CASE WHEN grp IS NOT NULL THEN grp WHEN queue = ANY(flow.names) THEN '' END, dead_letter_of_queue, dead_letter_of_id
+		CASE WHEN grp IS NOT NULL THEN grp WHEN queue = ANY(flow.names) THEN '' END, dead_letter_of_queue, dead_letter_of_id,
+		worker, traceparent
 	FROM gone CROSS JOIN flow
 	RETURNING seq
 )
@@ -68,7 +69,8 @@ ON CONFLICT (name) DO UPDATE SET durability = excluded.durability`
 ` + doneInsert + `
 SELECT seq, id, queue, kind, payload, priority, 'cancelled', run_at, attempt, max_attempts, backoff_kind,
 	backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, result, errors, progress,
-	lease_token, cancel_requested, created_at, started_at, $2, durability, grp, dead_letter_of_queue, dead_letter_of_id
+	lease_token, cancel_requested, created_at, started_at, $2, durability, grp, dead_letter_of_queue, dead_letter_of_id,
+	worker, traceparent
 FROM gone`
 )
 

@@ -16,12 +16,13 @@ import (
 // move; the array form is a TID scan whatever the planner thinks of the
 // size of picked, never a scan of the table): it moves them to active,
 // counts the attempt, gives each a token from the one sequence of every
-// hand-out, starts a lease row for each, and returns them in claim order.
-// $2 is now and $3 the lease override in nanoseconds (zero: each job's
-// own).
+// hand-out, records the claiming worker, starts a lease row for each, and
+// returns them in claim order. $2 is now, $3 the lease override in
+// nanoseconds (zero: each job's own) and $5 the worker's name (empty for
+// none, kept as NULL).
 const claimTail = `, leased AS (
 	UPDATE spool_jobs j SET state = 'active', attempt = j.attempt + 1, lease_token = nextval('spool_lease_tokens'),
-		started_at = $2::timestamptz, progress = NULL
+		started_at = $2::timestamptz, progress = NULL, worker = NULLIF($5::text, '')
 	WHERE j.ctid = ANY(ARRAY(SELECT ctid FROM picked))
 	RETURNING ` + hotColumns + `,
 		$2::timestamptz + ((CASE WHEN $3::int8 > 0 THEN $3::int8 ELSE j.lease_ns END) / 1000) * interval '1 microsecond' AS expires_at
@@ -37,18 +38,18 @@ var (
 	// paused queue, or one with flow control (claimFlow's), gives nothing;
 	// jobs past the queue's maximum wait are passed over (expire.go).
 	sqlClaimOne = claimOne(`queue = $1`)
-	// sqlClaimOneGroup is sqlClaimOne for the jobs of group $5 alone, read
+	// sqlClaimOneGroup is sqlClaimOne for the jobs of group $6 alone, read
 	// from the group claim index. A queue without flow control holds jobs
 	// with a group only when they were imported so (import.go).
-	sqlClaimOneGroup = claimOne(`queue = $1 COLLATE "C" AND grp IS NOT NULL AND grp = $5 COLLATE "C"`)
+	sqlClaimOneGroup = claimOne(`queue = $1 COLLATE "C" AND grp IS NOT NULL AND grp = $6 COLLATE "C"`)
 	// sqlClaimMany claims across queues: it takes the head of each
 	// unpaused queue without flow control from the claim index, passing
 	// over the jobs past the queue's maximum wait, merges them in claim
 	// order, and locks the first $4 that no other claimer holds, looking
 	// at the wait again for each row it locks.
 	sqlClaimMany = claimMany(`queue = q.name`)
-	// sqlClaimManyGroup is sqlClaimMany for the jobs of group $5 alone.
-	sqlClaimManyGroup = claimMany(`queue = q.name COLLATE "C" AND grp IS NOT NULL AND grp = $5 COLLATE "C"`)
+	// sqlClaimManyGroup is sqlClaimMany for the jobs of group $6 alone.
+	sqlClaimManyGroup = claimMany(`queue = q.name COLLATE "C" AND grp IS NOT NULL AND grp = $6 COLLATE "C"`)
 )
 
 // claimOne is the claim from one queue of the jobs that jobs selects.
@@ -152,7 +153,7 @@ func (s *Store) JobClaim(ctx context.Context, p *store.JobClaimParams) (*store.C
 func (s *Store) claimPlain(ctx context.Context, queues []string, p *store.JobClaimParams, max int, res *store.ClaimResult) ([]*job.Job, error) {
 	now := micro(p.Now)
 	// The claim's arguments; args[3] is how many jobs it asks for.
-	query, args := sqlClaimOne, []any{queues[0], now, int64(p.LeaseDuration), max}
+	query, args := sqlClaimOne, []any{queues[0], now, int64(p.LeaseDuration), max, p.Worker}
 	if len(queues) > 1 {
 		query, args[0] = sqlClaimMany, queues
 	}

@@ -63,7 +63,7 @@ func (s *Store) deadLetter(ctx context.Context, tx pgx.Tx, letters map[int64]str
 		params[i] = store.JobInsertParams{
 			ID: c.ID, Queue: c.Queue, Kind: c.Kind, Payload: c.Payload, Priority: c.Priority, State: c.State, RunAt: c.RunAt,
 			MaxAttempts: c.MaxAttempts, Backoff: c.Backoff, LeaseDuration: c.LeaseDuration, Tags: c.Tags, Group: c.Group,
-			Durability: c.Durability,
+			Durability: c.Durability, TraceParent: c.TraceParent,
 		}
 		if len(c.Errors) > 0 {
 			b, err := json.Marshal(c.Errors)

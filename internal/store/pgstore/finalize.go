@@ -40,7 +40,7 @@ const (
 	SELECT seq, id, queue, kind, payload, priority, CASE WHEN cancel_requested THEN $5::text ELSE $6::text END,
 		run_at, attempt, max_attempts, backoff_kind, backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key,
 		unique_for, tags, new_result, errors, progress, lease_token, cancel_requested, created_at, started_at, $4::timestamptz,
-		durability, grp, dead_letter_of_queue, dead_letter_of_id
+		durability, grp, dead_letter_of_queue, dead_letter_of_id, worker, traceparent
 	FROM gone
 	RETURNING id, queue, state, durability
 ), relax AS (
@@ -86,7 +86,7 @@ FOR UPDATE OF j`
 		backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, result,
 		CASE WHEN err = '' THEN errors ELSE COALESCE(errors, '[]'::jsonb) || err::jsonb END,
 		progress, lease_token, cancel_requested, created_at, started_at, $5::timestamptz, durability, grp,
-		dead_letter_of_queue, dead_letter_of_id
+		dead_letter_of_queue, dead_letter_of_id, worker, traceparent
 	FROM gone
 	RETURNING seq
 )

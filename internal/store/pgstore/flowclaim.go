@@ -131,9 +131,9 @@ CROSS JOIN LATERAL (
 ORDER BY g.ord, h.priority DESC, h.run_at, h.seq`
 	// sqlClaimSeqs leases the jobs of the seqs $1 that are still
 	// available and not past their wait, that is started or due after $4
-	// (NULL: no maximum wait); see claimTail. It finds them by seq alone,
-	// then looks at the state of the rows it locked: a state in the
-	// search would let the planner scan the claim index.
+	// (NULL: no maximum wait), for worker $5; see claimTail. It finds
+	// them by seq alone, then looks at the state of the rows it locked: a
+	// state in the search would let the planner scan the claim index.
 	sqlClaimSeqs = `WITH locked AS (
 	SELECT ctid, state, attempt, run_at FROM spool_jobs WHERE seq = ANY($1::int8[]) FOR UPDATE
 ), picked AS (
@@ -178,7 +178,7 @@ func (s *Store) claimFlowOnce(ctx context.Context, q string, p *store.JobClaimPa
 	var c *flowClaim
 	plain := false
 	err := s.retryTx(ctx, func(tx pgx.Tx) error {
-		c = &flowClaim{tx: tx, queue: q, group: p.Group, now: micro(p.Now), want: want, lease: p.LeaseDuration}
+		c = &flowClaim{tx: tx, queue: q, group: p.Group, now: micro(p.Now), want: want, lease: p.LeaseDuration, worker: p.Worker}
 		found, err := c.lock(ctx)
 		if err != nil {
 			return err
@@ -227,6 +227,8 @@ type flowClaim struct {
 	now   time.Time
 	want  int
 	lease time.Duration
+	// worker is the name of the claiming worker ("" for none).
+	worker string
 
 	q      flowQueue
 	active int          // the queue's active jobs, counted up to its cap
@@ -584,7 +586,7 @@ func (c *flowClaim) claim(ctx context.Context, picks []int64) error {
 	if len(picks) == 0 {
 		return nil
 	}
-	rows, err := c.tx.Query(ctx, sqlClaimSeqs, picks, c.now, int64(c.lease), c.waitCutoff())
+	rows, err := c.tx.Query(ctx, sqlClaimSeqs, picks, c.now, int64(c.lease), c.waitCutoff(), c.worker)
 	if err != nil {
 		return fmt.Errorf("lease jobs: %w", err)
 	}

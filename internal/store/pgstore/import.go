@@ -27,11 +27,11 @@ const sqlImport = `WITH flow AS (
 		$8::int4[], $9::int4[], $10::text[], $11::int8[], $12::int8[], $13::float8[], $14::int8[], $15::text[],
 		$16::int8[], $17::text[], $18::bytea[], $19::text[], $20::bytea[], $21::int8[], $22::bool[],
 		$23::timestamptz[], $24::timestamptz[], $25::timestamptz[], $26::timestamptz[], $27::text[], $28::text[],
-		$29::text[], $30::text[])
+		$29::text[], $30::text[], $31::text[], $32::text[])
 		WITH ORDINALITY AS u(id, queue, kind, payload, priority, state, run_at, attempt, max_attempts, backoff_kind,
 		backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, result, errors, progress,
 		lease_token, cancel_requested, created_at, started_at, finished_at, lease_expires_at, durability, grp,
-		letter_queue, letter_id, ord)
+		letter_queue, letter_id, worker, traceparent, ord)
 	WHERE NOT EXISTS (SELECT 1 FROM spool_jobs j WHERE j.id = u.id)
 		AND NOT EXISTS (SELECT 1 FROM spool_jobs_done d WHERE d.id = u.id)
 	ORDER BY ord
@@ -40,13 +40,14 @@ const sqlImport = `WITH flow AS (
 		backoff_max, backoff_jitter, lease_ns, NULLIF(unique_key, ''), unique_for, NULLIF(tags, '')::jsonb, result,
 		NULLIF(errors, '')::jsonb, progress, lease_token, cancel_requested, created_at, started_at, finished_at,
 		durability, CASE WHEN grp <> '' THEN grp WHEN queue = ANY(flow.names) THEN '' END,
-		NULLIF(letter_queue, ''), NULLIF(letter_id, ''), lease_expires_at
+		NULLIF(letter_queue, ''), NULLIF(letter_id, ''), NULLIF(worker, ''), NULLIF(traceparent, ''), lease_expires_at
 	FROM u CROSS JOIN flow
 ), hot AS (
 	INSERT INTO spool_jobs (` + jobColumns + `)
 	SELECT seq, id, queue, kind, payload, priority, state, run_at, attempt, max_attempts, backoff_kind, backoff_base,
 		backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, result, errors, progress, lease_token,
-		cancel_requested, created_at, started_at, finished_at, durability, grp, dead_letter_of_queue, dead_letter_of_id
+		cancel_requested, created_at, started_at, finished_at, durability, grp, dead_letter_of_queue, dead_letter_of_id,
+		worker, traceparent
 	FROM src AS r(` + jobColumns + `, lease_expires_at)
 	WHERE state NOT IN ('completed', 'dead', 'cancelled')
 	RETURNING seq
@@ -54,7 +55,8 @@ const sqlImport = `WITH flow AS (
 	` + doneInsert + `
 	SELECT seq, id, queue, kind, payload, priority, state, run_at, attempt, max_attempts, backoff_kind, backoff_base,
 		backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, result, errors, progress, lease_token,
-		cancel_requested, created_at, started_at, finished_at, durability, grp, dead_letter_of_queue, dead_letter_of_id
+		cancel_requested, created_at, started_at, finished_at, durability, grp, dead_letter_of_queue, dead_letter_of_id,
+		worker, traceparent
 	FROM src AS r(` + jobColumns + `, lease_expires_at)
 	WHERE state IN ('completed', 'dead', 'cancelled')
 	RETURNING seq
@@ -74,9 +76,9 @@ const sqlTokensAbove = `SELECT setval('spool_lease_tokens', GREATEST(
 
 // ImportJobs stores jobs exactly as another store holds them: state,
 // attempts, lease tokens and expiries, errors, results, group, the dead
-// job a dead-letter copy came from, times and durability (empty is full;
-// a level this store does not keep fails the whole import with an error
-// wrapping a *job.InputError), in the given
+// job a dead-letter copy came from, worker, traceparent, times and
+// durability (empty is full; a level this store does not keep fails the
+// whole import with an error wrapping a *job.InputError), in the given
 // order (which becomes their enqueue order after any job already
 // here). Jobs whose id exists are skipped, so an interrupted import can be
 // run again. It is meant for an idle database (spool migrate-store): it
@@ -90,6 +92,7 @@ func (s *Store) ImportJobs(ctx context.Context, jobs []*job.Job) (int, error) {
 			make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		durs, groups                = make([]string, n), make([]string, n)
 		letterQueues, letterIDs     = make([]string, n), make([]string, n)
+		workers, traceParents       = make([]string, n), make([]string, n)
 		payloads, results, progress = make([][]byte, n), make([][]byte, n), make([][]byte, n)
 		prios, attempts, maxAtt     = make([]int32, n), make([]int32, n), make([]int32, n)
 		bases, maxes, leases, ufors = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
@@ -102,6 +105,8 @@ func (s *Store) ImportJobs(ctx context.Context, jobs []*job.Job) (int, error) {
 	for i, j := range jobs {
 		ids[i], queues[i], kinds[i], states[i], groups[i] = j.ID, j.Queue, j.Kind, string(j.State), j.Group
 		letterQueues[i], letterIDs[i] = j.DeadLetterOf.Queue, j.DeadLetterOf.ID
+		// As the engine keeps them: a NUL, which text cannot hold, as U+FFFD.
+		workers[i], traceParents[i] = job.WorkerName(j.Worker), j.TraceParent
 		payloads[i], results[i], progress[i] = bytesOrNil(j.Payload), bytesOrNil(j.Result), bytesOrNil(j.Progress)
 		prios[i], attempts[i], maxAtt[i] = int32(j.Priority), int32(j.Attempt), int32(j.MaxAttempts)
 		runAts[i], created[i] = micro(j.RunAt), micro(j.CreatedAt)
@@ -151,7 +156,7 @@ func (s *Store) ImportJobs(ctx context.Context, jobs []*job.Job) (int, error) {
 		}
 		if err := tx.QueryRow(ctx, sqlImport, ids, queues, kinds, payloads, prios, states, runAts, attempts, maxAtt, bkinds,
 			bases, maxes, jitters, leases, ukeys, ufors, tags, results, errs, progress, tokens, cancels, created, started,
-			finished, expires, durs, groups, letterQueues, letterIDs).Scan(&count); err != nil {
+			finished, expires, durs, groups, letterQueues, letterIDs, workers, traceParents).Scan(&count); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, sqlTokensAbove, tokens)

@@ -17,9 +17,10 @@ import (
 
 const (
 	// sqlInsertJobs inserts the jobs given as parallel arrays ($1-$17,
-	// $19, $21), in array order (which makes their seqs enqueue order),
-	// created at $21 or, where that is NULL, at $18, skips ids that
-	// already exist, and creates the queues of the jobs it inserted. A
+	// $19, $21, $23), in array order (which makes their seqs enqueue
+	// order), created at $21 or, where that is NULL, at $18, with the
+	// traceparents $23 ('' or NULL for none), skips ids that already
+	// exist, and creates the queues of the jobs it inserted. A
 	// job's group ($19) is stored as given; a job without one gets the
 	// empty group in the queues with flow control among $20, whose flow
 	// lock the transaction holds (see flow.go), and NULL elsewhere. It
@@ -30,15 +31,18 @@ const (
 	SELECT ARRAY(SELECT name FROM spool_queues WHERE name = ANY($20::text[]) AND flow) AS names
 ), ins AS (
 	INSERT INTO spool_jobs (id, queue, kind, payload, priority, state, run_at, max_attempts, backoff_kind,
-		backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, durability, grp, created_at)
+		backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, durability, grp, created_at,
+		traceparent)
 	SELECT id, queue, kind, payload, priority, state, run_at, max_attempts, backoff_kind,
 		backoff_base, backoff_max, backoff_jitter, lease_ns, NULLIF(unique_key, ''), unique_for, NULLIF(tags, '')::jsonb,
-		durability, CASE WHEN grp <> '' THEN grp WHEN queue = ANY(flow.names) THEN '' END, COALESCE(created_at, $18)
+		durability, CASE WHEN grp <> '' THEN grp WHEN queue = ANY(flow.names) THEN '' END, COALESCE(created_at, $18),
+		NULLIF(traceparent, '')
 	FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::int4[], $6::text[], $7::timestamptz[],
 		$8::int4[], $9::text[], $10::int8[], $11::int8[], $12::float8[], $13::int8[], $14::text[], $15::int8[], $16::text[],
-		$17::text[], $19::text[], $21::timestamptz[])
+		$17::text[], $19::text[], $21::timestamptz[], $23::text[])
 		WITH ORDINALITY AS u(id, queue, kind, payload, priority, state, run_at, max_attempts, backoff_kind,
-		backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, durability, grp, created_at, ord)
+		backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, durability, grp, created_at,
+		traceparent, ord)
 	CROSS JOIN flow
 	ORDER BY ord
 	ON CONFLICT (id) DO NOTHING
@@ -179,10 +183,11 @@ func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, jobs []store.JobInser
 	var (
 		ids, queues, kinds, states, bkinds, ukeys, tags, durs = make([]string, n), make([]string, n), make([]string, n),
 			make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		groups                      = make([]string, n)
+		groups, traceParents        = make([]string, n), make([]string, n)
 		ungrouped                   []string // queues of the jobs without a group
 		distinct                    []string // queues of the jobs
 		anyGroup, anyCreated        bool
+		anyTraced                   bool
 		created                     = make([]pgtype.Timestamptz, n)
 		payloads                    = make([][]byte, n)
 		prios, maxAtt               = make([]int32, n), make([]int32, n)
@@ -205,6 +210,9 @@ func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, jobs []store.JobInser
 		}
 		if created[k] = tstz(jp.CreatedAt); created[k].Valid {
 			anyCreated = true
+		}
+		if traceParents[k] = jp.TraceParent; jp.TraceParent != "" {
+			anyTraced = true
 		}
 		if groups[k] = jp.Group; jp.Group != "" {
 			anyGroup = true
@@ -238,8 +246,12 @@ func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, jobs []store.JobInser
 	if !anyCreated {
 		createdArg = nil // every job is created now: unnest reads NULL for each
 	}
+	tracedArg := any(traceParents)
+	if !anyTraced {
+		tracedArg = nil // no job has a traceparent: unnest reads NULL for each
+	}
 	batch.Queue(sqlInsertJobs, ids, queues, kinds, payloads, prios, states, runAts, maxAtt, bkinds, bases, maxes,
-		jitters, leases, ukeys, ufors, tags, durs, now, groupsArg, ungrouped, createdArg, distinct)
+		jitters, leases, ukeys, ufors, tags, durs, now, groupsArg, ungrouped, createdArg, distinct, tracedArg)
 	batch.Queue(sqlDoneByIDs, ids)
 	s.queueNotify(batch, availableQueues)
 	br := tx.SendBatch(ctx, batch)
@@ -366,7 +378,7 @@ func newJob(jp *store.JobInsertParams, runAt, now time.Time) *job.Job {
 		ID: jp.ID, Queue: jp.Queue, Kind: jp.Kind, Payload: jp.Payload, Priority: jp.Priority, State: jp.State,
 		RunAt: runAt, MaxAttempts: jp.MaxAttempts, Backoff: jp.Backoff, LeaseDuration: jp.LeaseDuration,
 		UniqueKey: jp.UniqueKey, UniqueFor: jp.UniqueFor, Tags: jp.Tags, Group: jp.Group,
-		Durability: durabilityOf(jp.Durability), CreatedAt: created,
+		Durability: durabilityOf(jp.Durability), CreatedAt: created, TraceParent: jp.TraceParent,
 	}
 }
 

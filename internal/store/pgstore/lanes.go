@@ -78,7 +78,7 @@ const (
 // copyColumns are the columns a copy sets; the others take their
 // defaults (no attempt, no unique key, no lease).
 const copyColumns = `id, queue, kind, payload, priority, state, run_at, max_attempts, backoff_kind, backoff_base,
-	backoff_max, backoff_jitter, lease_ns, tags, durability, grp, created_at`
+	backoff_max, backoff_jitter, lease_ns, tags, durability, grp, created_at, traceparent`
 
 // isLane is the predicate of the lane index: only a lane's name holds
 // job.LaneSep. A query meant for the index states it as written here.
@@ -116,14 +116,14 @@ DELETE FROM spool_leases WHERE seq = ANY (ARRAY(SELECT seq FROM gone))`
 	sqlCopyToLanes = `WITH c AS (
 	SELECT j.seq, j.id || '` + job.LaneSep + `' || g.name AS id, g.queue || '` + job.LaneSep + `' || g.name AS queue,
 		j.kind, j.payload, j.priority, j.state, j.run_at, j.max_attempts, j.backoff_kind, j.backoff_base,
-		j.backoff_max, j.backoff_jitter, j.lease_ns, j.tags, j.durability, j.grp, j.created_at
+		j.backoff_max, j.backoff_jitter, j.lease_ns, j.tags, j.durability, j.grp, j.created_at, j.traceparent
 	FROM spool_jobs j JOIN unnest($2::text[], $3::text[]) AS g(queue, name) ON g.queue = j.queue
 	WHERE j.id = ANY($1::text[])
 )
 INSERT INTO spool_jobs (` + copyColumns + `)
 SELECT c.id, c.queue, c.kind, c.payload, c.priority, c.state, c.run_at, c.max_attempts, c.backoff_kind,
 	c.backoff_base, c.backoff_max, c.backoff_jitter, c.lease_ns, c.tags, c.durability,
-	CASE WHEN c.grp IS NOT NULL THEN c.grp WHEN l.flow THEN '' END, c.created_at
+	CASE WHEN c.grp IS NOT NULL THEN c.grp WHEN l.flow THEN '' END, c.created_at, c.traceparent
 FROM c LEFT JOIN spool_queues l ON l.name = c.queue
 WHERE NOT EXISTS (SELECT 1 FROM spool_jobs x WHERE x.id = c.id)
 	AND NOT EXISTS (SELECT 1 FROM spool_jobs_done d WHERE d.id = c.id)
@@ -140,11 +140,11 @@ ON CONFLICT (id) DO NOTHING`
 	// copies it made and how many of them are available.
 	sqlStartLane = `WITH src AS (
 	SELECT seq, id, kind, payload, priority, run_at, max_attempts, backoff_kind, backoff_base, backoff_max,
-		backoff_jitter, lease_ns, tags, durability, grp, created_at
+		backoff_jitter, lease_ns, tags, durability, grp, created_at, traceparent
 	FROM spool_jobs WHERE queue = $1::text AND ($3::timestamptz IS NULL OR created_at >= $3::timestamptz)
 	UNION ALL
 	SELECT seq, id, kind, payload, priority, run_at, max_attempts, backoff_kind, backoff_base, backoff_max,
-		backoff_jitter, lease_ns, tags, durability, grp, created_at
+		backoff_jitter, lease_ns, tags, durability, grp, created_at, traceparent
 	FROM spool_jobs_done WHERE queue = $1::text AND ($3::timestamptz IS NULL OR created_at >= $3::timestamptz)
 ), lane AS (
 	SELECT $1::text || '` + job.LaneSep + `' || $2::text AS name,
@@ -156,7 +156,7 @@ ON CONFLICT (id) DO NOTHING`
 	SELECT c.copy_id, lane.name, c.kind, c.payload, c.priority,
 		CASE WHEN c.run_at > $4::timestamptz THEN 'scheduled' ELSE 'available' END, c.run_at, c.max_attempts,
 		c.backoff_kind, c.backoff_base, c.backoff_max, c.backoff_jitter, c.lease_ns, c.tags, c.durability,
-		CASE WHEN c.grp IS NOT NULL THEN c.grp WHEN lane.flow THEN '' END, c.created_at
+		CASE WHEN c.grp IS NOT NULL THEN c.grp WHEN lane.flow THEN '' END, c.created_at, c.traceparent
 	FROM c CROSS JOIN lane
 	WHERE NOT EXISTS (SELECT 1 FROM spool_jobs x WHERE x.id = c.copy_id)
 		AND NOT EXISTS (SELECT 1 FROM spool_jobs_done d WHERE d.id = c.copy_id)

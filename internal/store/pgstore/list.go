@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/store"
 )
@@ -16,17 +18,21 @@ const cursors = store.SeqCursor("p1:")
 // JobList returns one page of jobs in enqueue order; see store.Admin.
 // Pending jobs are read from spool_jobs and finished ones from
 // spool_jobs_done; without a state filter the two ordered scans are merged
-// by seq. The cursor is the seq of the page's last job.
+// by seq. A listing by worker reads the worker index. The cursor is the
+// seq of the page's last job.
 func (s *Store) JobList(ctx context.Context, p *store.JobListParams) (*store.JobListPage, error) {
 	if err := s.check(); err != nil {
 		return nil, wrap("list jobs", err)
+	}
+	if err := p.Check(); err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
 	}
 	after, err := decodeCursor(p.Cursor)
 	if err != nil {
 		return nil, err
 	}
 	limit := p.PageSize()
-	query, args := listQuery(p.Queue, p.State, after, limit+1)
+	query, args := listQuery(p.Queue, p.State, p.Worker, after, limit+1)
 	rows, err := s.pool.Query(ctx, query, args...)
 	if err != nil {
 		return nil, wrap("list jobs", err)
@@ -39,8 +45,10 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) (*store.Job
 }
 
 // listQuery builds the listing query for the filters: $1 is the cursor
-// seq, $2 the page size, then the queue and the state when set.
-func listQuery(queue string, state job.State, after int64, limit int) (string, []any) {
+// seq, $2 the page size, then the queue, the state and the worker when
+// set (a worker only with state active, in spool_jobs, whose worker
+// index the condition names as the index's predicate does).
+func listQuery(queue string, state job.State, worker string, after int64, limit int) (string, []any) {
 	args := []any{after, limit}
 	conds := func(alias string) string {
 		var b strings.Builder
@@ -54,6 +62,10 @@ func listQuery(queue string, state job.State, after int64, limit int) (string, [
 			n++
 			fmt.Fprintf(&b, " AND %s.state = $%d", alias, n)
 		}
+		if worker != "" {
+			n++
+			fmt.Fprintf(&b, " AND %[1]s.state = 'active' AND %[1]s.worker IS NOT NULL AND %[1]s.worker = $%[2]d", alias, n)
+		}
 		fmt.Fprintf(&b, " ORDER BY %s.seq LIMIT $2", alias)
 		return b.String()
 	}
@@ -62,6 +74,9 @@ func listQuery(queue string, state job.State, after int64, limit int) (string, [
 	}
 	if state != "" {
 		args = append(args, string(state))
+	}
+	if worker != "" {
+		args = append(args, worker)
 	}
 	hot := hotSelect + conds("j")
 	done := doneSelect + conds("d")
@@ -72,6 +87,38 @@ func listQuery(queue string, state job.State, after int64, limit int) (string, [
 		return hot, args
 	}
 	return `SELECT * FROM ((` + hot + `) UNION ALL (` + done + `)) x ORDER BY x.seq LIMIT $2`, args
+}
+
+// sqlCountByWorker counts the active jobs of each worker of $1, with one
+// seek of the worker index each.
+const sqlCountByWorker = `SELECT w.name, c.n FROM unnest($1::text[]) AS w(name)
+CROSS JOIN LATERAL (SELECT count(*) AS n FROM spool_jobs j
+	WHERE j.state = 'active' AND j.worker IS NOT NULL AND j.worker = w.name) c
+WHERE c.n > 0`
+
+// JobCountActiveByWorker counts the active jobs of each named worker; see
+// store.Admin.
+func (s *Store) JobCountActiveByWorker(ctx context.Context, p *store.JobCountActiveByWorkerParams) (map[string]int, error) {
+	if err := s.check(); err != nil {
+		return nil, wrap("count active jobs by worker", err)
+	}
+	out := make(map[string]int)
+	if len(p.Workers) == 0 {
+		return out, nil
+	}
+	rows, err := s.pool.Query(ctx, sqlCountByWorker, p.Workers)
+	if err != nil {
+		return nil, wrap("count active jobs by worker", err)
+	}
+	var name string
+	var n int64
+	if _, err := pgx.ForEachRow(rows, []any{&name, &n}, func() error {
+		out[name] = int(n)
+		return nil
+	}); err != nil {
+		return nil, wrap("count active jobs by worker", err)
+	}
+	return out, nil
 }
 
 // decodeCursor returns the seq a cursor stands for; an empty cursor is 0.

@@ -15,22 +15,22 @@ import (
 const jobColumns = `seq, id, queue, kind, payload, priority, state, run_at, attempt, max_attempts,
 	backoff_kind, backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags,
 	result, errors, progress, lease_token, cancel_requested, created_at, started_at, finished_at,
-	durability, grp, dead_letter_of_queue, dead_letter_of_id`
+	durability, grp, dead_letter_of_queue, dead_letter_of_id, worker, traceparent`
 
 // jobColumns qualified by the aliases the queries use.
 const (
 	hotColumns = `j.seq, j.id, j.queue, j.kind, j.payload, j.priority, j.state, j.run_at, j.attempt, j.max_attempts,
 	j.backoff_kind, j.backoff_base, j.backoff_max, j.backoff_jitter, j.lease_ns, j.unique_key, j.unique_for, j.tags,
 	j.result, j.errors, j.progress, j.lease_token, j.cancel_requested, j.created_at, j.started_at, j.finished_at,
-	j.durability, j.grp, j.dead_letter_of_queue, j.dead_letter_of_id`
+	j.durability, j.grp, j.dead_letter_of_queue, j.dead_letter_of_id, j.worker, j.traceparent`
 	doneColumns = `d.seq, d.id, d.queue, d.kind, d.payload, d.priority, d.state, d.run_at, d.attempt, d.max_attempts,
 	d.backoff_kind, d.backoff_base, d.backoff_max, d.backoff_jitter, d.lease_ns, d.unique_key, d.unique_for, d.tags,
 	d.result, d.errors, d.progress, d.lease_token, d.cancel_requested, d.created_at, d.started_at, d.finished_at,
-	d.durability, d.grp, d.dead_letter_of_queue, d.dead_letter_of_id`
+	d.durability, d.grp, d.dead_letter_of_queue, d.dead_letter_of_id, d.worker, d.traceparent`
 	leasedColumns = `leased.seq, leased.id, leased.queue, leased.kind, leased.payload, leased.priority, leased.state, leased.run_at, leased.attempt, leased.max_attempts,
 	leased.backoff_kind, leased.backoff_base, leased.backoff_max, leased.backoff_jitter, leased.lease_ns, leased.unique_key, leased.unique_for, leased.tags,
 	leased.result, leased.errors, leased.progress, leased.lease_token, leased.cancel_requested, leased.created_at, leased.started_at, leased.finished_at,
-	leased.durability, leased.grp, leased.dead_letter_of_queue, leased.dead_letter_of_id`
+	leased.durability, leased.grp, leased.dead_letter_of_queue, leased.dead_letter_of_id, leased.worker, leased.traceparent`
 )
 
 const (
@@ -55,11 +55,12 @@ func scanJob(row pgx.Row) (*job.Job, int64, error) {
 		started, finished, leaseExpiry *time.Time
 		durability                     string
 		group, letterQueue, letterID   *string
+		worker, traceParent            *string
 	)
 	err := row.Scan(&seq, &j.ID, &j.Queue, &j.Kind, &payload, &priority, &state, &j.RunAt, &attempt, &maxAttempts,
 		&backoffKind, &backoffBase, &backoffMax, &j.Backoff.Jitter, &lease, &uniqueKey, &uniqueFor, &tags,
 		&result, &errs, &progress, &j.LeaseToken, &j.CancelRequested, &j.CreatedAt, &started, &finished,
-		&durability, &group, &letterQueue, &letterID, &leaseExpiry)
+		&durability, &group, &letterQueue, &letterID, &worker, &traceParent, &leaseExpiry)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -69,6 +70,12 @@ func scanJob(row pgx.Row) (*job.Job, int64, error) {
 	j.Durability = job.Durability(durability)
 	if group != nil {
 		j.Group = *group
+	}
+	if worker != nil {
+		j.Worker = *worker
+	}
+	if traceParent != nil {
+		j.TraceParent = *traceParent
 	}
 	if letterQueue != nil && letterID != nil {
 		j.DeadLetterOf = job.JobRef{Queue: *letterQueue, ID: *letterID}

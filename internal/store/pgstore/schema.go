@@ -249,6 +249,18 @@ ALTER TABLE spool_queues
 	ADD COLUMN default_max_attempts integer NOT NULL DEFAULT 0,
 	ADD COLUMN default_delay_ns     bigint  NOT NULL DEFAULT 0;
 `,
+	// Version 9: who holds a job and the trace it continues. worker is
+	// the name of the worker whose fetch leased the job last (NULL for
+	// none), set by every claim and kept after; traceparent is the W3C
+	// traceparent the job was enqueued with (NULL for none). The worker
+	// index covers the active jobs that have a worker: each worker's
+	// count and listing is a seek (claim.go, list.go), and a claim without
+	// a worker name adds no entry.
+	`
+ALTER TABLE spool_jobs ADD COLUMN worker text, ADD COLUMN traceparent text;
+ALTER TABLE spool_jobs_done ADD COLUMN worker text, ADD COLUMN traceparent text;
+CREATE INDEX spool_jobs_worker ON spool_jobs (worker, seq) WHERE state = 'active' AND worker IS NOT NULL;
+`,
 }
 
 // SchemaVersion is the schema version this binary brings a database to.

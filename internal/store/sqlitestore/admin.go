@@ -16,7 +16,7 @@ const (
 	sqlCancelNow = `UPDATE jobs SET state = 'cancelled', finished_at = ?, lease_expires_at = NULL WHERE seq = ?`
 	// sqlPersistLease writes a lease held in memory to the job's row.
 	sqlPersistLease = `UPDATE jobs SET state = 'active', attempt = ?1, lease_token = ?2, started_at = ?3,
-	lease_expires_at = ?4, cancel_requested = ?5, progress = ?6 WHERE seq = ?7`
+	lease_expires_at = ?4, cancel_requested = ?5, progress = ?6, worker = ?7 WHERE seq = ?8`
 	// sqlRetry and sqlRetryMany make jobs available at ?1 with no
 	// attempts, and a wait deadline of ?2 (see expire.go).
 	sqlRetry = `UPDATE jobs SET state = 'available', attempt = 0, run_at = ?1, finished_at = NULL,
@@ -91,7 +91,7 @@ func (s *Store) JobGetMany(ctx context.Context, ids []string) (map[string]*job.J
 // persist writes lease l to its job's row, so that it survives a restart.
 func (w *writer) persist(l *lease, cancel bool) error {
 	if _, err := w.st.persistLease.Exec(l.attempt, l.token, l.startedAt.UnixNano(), l.expiresAt.UnixNano(),
-		cancel, blobOrNull(l.progress), l.seq); err != nil {
+		cancel, blobOrNull(l.progress), stringOrNull(l.worker), l.seq); err != nil {
 		return fmt.Errorf("write lease of job %s: %w", l.id, err)
 	}
 	return nil

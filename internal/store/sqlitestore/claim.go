@@ -129,7 +129,7 @@ func (w *writer) claimPlain(qs []*wqueue, want int, p *store.JobClaimParams, res
 		if len(picks) == 0 {
 			break
 		}
-		jobs, err := w.take(picks, p.LeaseDuration, now, res)
+		jobs, err := w.take(picks, p, now, res)
 		if err != nil {
 			return nil, err
 		}
@@ -267,12 +267,13 @@ func merge(qs []*wqueue, n int) []pick {
 	return picks
 }
 
-// take leases the picked jobs: cached ones straight from memory, the rest
-// read from the database in one query. It returns them in pick order. A
+// take leases the picked jobs for the claim p: cached ones straight from
+// memory, the rest read from the database in one query. It returns them in
+// pick order. A
 // picked job past its queue's maximum wait is not leased: take kills it
 // (see expire) and adds the queue of its dead-letter copy, if any, to
 // res.Available; it is left out of what take returns.
-func (w *writer) take(picks []pick, override time.Duration, now time.Time, res *store.ClaimResult) ([]*job.Job, error) {
+func (w *writer) take(picks []pick, p *store.JobClaimParams, now time.Time, res *store.ClaimResult) ([]*job.Job, error) {
 	w.touched = true
 	var missing []int64
 	for _, pk := range picks {
@@ -318,18 +319,18 @@ func (w *writer) take(picks []pick, override time.Duration, now time.Time, res *
 			}
 			continue
 		}
-		dur := override
+		dur := p.LeaseDuration
 		if dur <= 0 {
 			dur = j.LeaseDuration
 		}
 		l := &lease{
 			seq: pk.e.seq, id: j.ID, queue: j.Queue, group: j.Group, key: entry{priority: pk.e.priority, runAt: pk.e.runAt, seq: pk.e.seq},
 			token: w.tokens.take(), attempt: j.Attempt + 1, maxAttempts: j.MaxAttempts, backoff: j.Backoff,
-			duration: j.LeaseDuration, startedAt: now, expiresAt: now.Add(dur), durability: j.Durability,
+			duration: j.LeaseDuration, startedAt: now, expiresAt: now.Add(dur), durability: j.Durability, worker: p.Worker,
 		}
 		w.grant(l)
 		j.State, j.Attempt, j.LeaseToken = job.StateActive, l.attempt, l.token
-		j.StartedAt, j.LeaseExpiresAt, j.Progress = now, l.expiresAt, nil
+		j.StartedAt, j.LeaseExpiresAt, j.Progress, j.Worker = now, l.expiresAt, nil, p.Worker
 		w.fx.move(j.Queue, job.StateAvailable, job.StateActive, 1)
 		out = append(out, j)
 	}

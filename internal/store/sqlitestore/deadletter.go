@@ -46,7 +46,7 @@ func (w *writer) insertLetter(c *job.Job, now time.Time) (job.JobRef, error) {
 	p := []store.JobInsertParams{{
 		ID: c.ID, Queue: c.Queue, Kind: c.Kind, Payload: c.Payload, Priority: c.Priority, State: c.State, RunAt: c.RunAt,
 		MaxAttempts: c.MaxAttempts, Backoff: c.Backoff, LeaseDuration: c.LeaseDuration, Tags: c.Tags, Group: c.Group,
-		Durability: c.Durability,
+		Durability: c.Durability, TraceParent: c.TraceParent,
 	}}
 	out := make([]store.InsertResult, 1)
 	if err := w.insertJobs(p, now, out); err != nil {
@@ -57,7 +57,7 @@ func (w *writer) insertLetter(c *job.Job, now time.Time) (job.JobRef, error) {
 	}
 	spec := appendSpec(nil, &spec{
 		kind: c.Kind, maxAttempts: c.MaxAttempts, backoff: c.Backoff, lease: c.LeaseDuration, createdAt: c.CreatedAt.UnixNano(),
-		durability: w.durabilityOf(c.Durability), tags: c.Tags, deadLetterOf: c.DeadLetterOf,
+		durability: w.durabilityOf(c.Durability), tags: c.Tags, deadLetterOf: c.DeadLetterOf, traceParent: c.TraceParent,
 	})
 	var errs any
 	if len(c.Errors) > 0 {

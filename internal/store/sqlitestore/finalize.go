@@ -14,21 +14,22 @@ import (
 )
 
 // The outcome of a hand-out is the first time the database hears of it:
-// each statement writes the attempt, token and start time of the lease
-// together with the outcome.
+// each statement writes the attempt, token, start time and worker of the
+// lease together with the outcome.
 const (
 	sqlJobExists = `SELECT 1 FROM jobs WHERE id = ?`
 	sqlComplete  = `UPDATE jobs SET state = ?1, result = ?2, finished_at = ?3, attempt = ?4, lease_token = ?5,
-	started_at = ?6, progress = ?7, lease_expires_at = NULL WHERE seq = ?8`
+	started_at = ?6, progress = ?7, worker = ?8, lease_expires_at = NULL WHERE seq = ?9`
 	// completeValues is one row of sqlCompleteMany, in the order of
 	// sqlComplete's parameters.
-	completeValues = `(?, ?, ?, ?, ?, ?, ?, ?)`
-	// sqlFinishAttempt records a failed, expired or released attempt: ?9
+	completeValues = `(?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	// sqlFinishAttempt records a failed, expired or released attempt: ?8
 	// is the attempt error to append, NULL for none.
 	sqlFinishAttempt = `UPDATE jobs SET state = ?1, run_at = COALESCE(?2, run_at), finished_at = ?3, attempt = ?4,
 	lease_token = ?5, started_at = ?6, progress = ?7, lease_expires_at = NULL,
-	errors = CASE WHEN ?8 IS NULL THEN errors ELSE json_insert(COALESCE(errors, '[]'), '$[#]', json(?8)) END
-WHERE seq = ?9`
+	errors = CASE WHEN ?8 IS NULL THEN errors ELSE json_insert(COALESCE(errors, '[]'), '$[#]', json(?8)) END,
+	worker = ?9
+WHERE seq = ?10`
 )
 
 // completeChunk is how many acks one multi-row UPDATE carries: one
@@ -37,10 +38,11 @@ WHERE seq = ?9`
 const completeChunk = 32
 
 // sqlCompleteMany acknowledges completeChunk jobs.
-var sqlCompleteMany = `WITH v(state, result, finished_at, attempt, lease_token, started_at, progress, seq) AS (VALUES ` +
+var sqlCompleteMany = `WITH v(state, result, finished_at, attempt, lease_token, started_at, progress, worker, seq) AS (VALUES ` +
 	strings.TrimSuffix(strings.Repeat(completeValues+",", completeChunk), ",") + `)
 UPDATE jobs SET state = v.state, result = v.result, finished_at = v.finished_at, attempt = v.attempt,
-	lease_token = v.lease_token, started_at = v.started_at, progress = v.progress, lease_expires_at = NULL
+	lease_token = v.lease_token, started_at = v.started_at, progress = v.progress, worker = v.worker,
+	lease_expires_at = NULL
 FROM v WHERE jobs.seq = v.seq`
 
 // holder returns the lease of job id when token is its current one. miss
@@ -126,7 +128,7 @@ type completions struct {
 // and moving to state.
 func (c *completions) add(state job.State, result json.RawMessage, now int64, l *lease) {
 	c.args = append(c.args, string(state), blobOrNull(result), now, l.attempt, l.token,
-		l.startedAt.UnixNano(), blobOrNull(l.progress), l.seq)
+		l.startedAt.UnixNano(), blobOrNull(l.progress), stringOrNull(l.worker), l.seq)
 	c.rows++
 }
 
@@ -147,7 +149,7 @@ func (c *completions) flush() error {
 	if err := c.flushFull(); err != nil {
 		return err
 	}
-	const n = 8 // values per row
+	const n = 9 // values per row
 	for i := 0; i < c.rows; i++ {
 		if _, err := c.w.st.complete.exec(c.args[i*n : (i+1)*n]); err != nil {
 			return fmt.Errorf("complete job with seq %v: %w", c.args[(i+1)*n-1], err)
@@ -195,7 +197,7 @@ func (w *writer) endAttempt(l *lease, state job.State, runAt time.Time, now time
 		progress = blobOrNull(l.progress)
 	}
 	if _, err := w.st.finishAttempt.Exec(string(state), run, finished, attempt, l.token, l.startedAt.UnixNano(),
-		progress, msg, l.seq); err != nil {
+		progress, msg, stringOrNull(l.worker), l.seq); err != nil {
 		return fmt.Errorf("end attempt of job %s: %w", l.id, err)
 	}
 	w.finish(l, state)

@@ -503,7 +503,7 @@ func (w *writer) claimGroupsOnce(q *wqueue, room int, p *store.JobClaimParams, h
 	if len(picks) == 0 {
 		return nil, 0, nil
 	}
-	jobs, err := w.take(picks, p.LeaseDuration, now, res)
+	jobs, err := w.take(picks, p, now, res)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -615,7 +615,7 @@ func (w *writer) claimGroupOnce(q *wqueue, g string, room int, p *store.JobClaim
 	if len(picks) == 0 {
 		return nil, 0, nil
 	}
-	jobs, err := w.take(picks, p.LeaseDuration, now, res)
+	jobs, err := w.take(picks, p, now, res)
 	if err != nil {
 		return nil, 0, err
 	}

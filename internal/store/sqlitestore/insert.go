@@ -204,7 +204,7 @@ func (ins *inserter) flush(jobs []store.JobInsertParams) error {
 			ID: jp.ID, Queue: jp.Queue, Kind: jp.Kind, Payload: jp.Payload, Priority: jp.Priority, State: jp.State,
 			RunAt: runAt, MaxAttempts: jp.MaxAttempts, Backoff: jp.Backoff, LeaseDuration: jp.LeaseDuration,
 			UniqueKey: jp.UniqueKey, UniqueFor: jp.UniqueFor, Tags: jp.Tags, Group: jp.Group, CreatedAt: ins.createdAt(jp),
-			Durability: w.durabilityOf(jp.Durability),
+			Durability: w.durabilityOf(jp.Durability), TraceParent: jp.TraceParent,
 		}
 		w.fx.move(jp.Queue, "", jp.State, 1)
 		if jp.State == job.StateAvailable {
@@ -278,7 +278,7 @@ func appendInsertRow(args []any, specs []byte, seq int64, jp *store.JobInsertPar
 	start := len(specs)
 	specs = appendSpec(specs, &spec{
 		kind: jp.Kind, maxAttempts: jp.MaxAttempts, backoff: jp.Backoff, lease: jp.LeaseDuration,
-		uniqueFor: jp.UniqueFor, createdAt: now.UnixNano(), durability: d, tags: jp.Tags,
+		uniqueFor: jp.UniqueFor, createdAt: now.UnixNano(), durability: d, tags: jp.Tags, traceParent: jp.TraceParent,
 	})
 	return append(args, seq, jp.ID, jp.Queue, blobOrNull(jp.Payload), int64(jp.Priority), string(jp.State),
 		jp.RunAt.UTC().UnixNano(), stringOrNull(jp.UniqueKey), specs[start:len(specs):len(specs)], group), specs

@@ -44,6 +44,10 @@ type lease struct {
 	expiresAt time.Time
 	cancel    bool
 	progress  json.RawMessage
+	// worker is the name of the worker that holds the lease (empty for
+	// none): the job's Worker, written to its row with the attempt's
+	// outcome, as the rest of the lease is.
+	worker string
 	// persisted is true while the row in the database says active.
 	persisted bool
 	// durability is the job's, which decides whether its outcome's commit
@@ -61,9 +65,11 @@ type leaseTable struct {
 	bySeq  map[int64]*lease
 	expiry expiryHeap
 	// perQueue counts the leases of each queue, perGroup those of each
-	// group of each queue (jobs without a group count as group "").
-	perQueue map[string]int
-	perGroup map[groupKey]int
+	// group of each queue (jobs without a group count as group ""),
+	// perWorker those of each named worker.
+	perQueue  map[string]int
+	perGroup  map[groupKey]int
+	perWorker map[string]int
 }
 
 // groupKey names one group of one queue.
@@ -71,7 +77,7 @@ type groupKey struct{ queue, group string }
 
 func newLeaseTable() *leaseTable {
 	return &leaseTable{byID: make(map[string]*lease), bySeq: make(map[int64]*lease), perQueue: make(map[string]int),
-		perGroup: make(map[groupKey]int)}
+		perGroup: make(map[groupKey]int), perWorker: make(map[string]int)}
 }
 
 // inGroup is how many jobs of group of queue are active. Writer only.
@@ -98,6 +104,9 @@ func (t *leaseTable) add(l *lease) {
 	t.bySeq[l.seq] = l
 	t.perQueue[l.queue]++
 	t.perGroup[groupKey{l.queue, l.group}]++
+	if l.worker != "" {
+		t.perWorker[l.worker]++
+	}
 	heap.Push(&t.expiry, l)
 }
 
@@ -117,7 +126,26 @@ func (t *leaseTable) remove(l *lease) {
 	if t.perGroup[k]--; t.perGroup[k] <= 0 {
 		delete(t.perGroup, k)
 	}
+	if l.worker != "" {
+		if t.perWorker[l.worker]--; t.perWorker[l.worker] <= 0 {
+			delete(t.perWorker, l.worker)
+		}
+	}
 	heap.Remove(&t.expiry, l.index)
+}
+
+// countByWorker returns how many leases each of workers holds, leaving
+// out those that hold none.
+func (t *leaseTable) countByWorker(workers []string) map[string]int {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	out := make(map[string]int)
+	for _, w := range workers {
+		if n := t.perWorker[w]; n > 0 {
+			out[w] = n
+		}
+	}
+	return out
 }
 
 // update changes a lease in place under the lock and keeps the expiry heap
@@ -161,11 +189,12 @@ type view struct {
 	expiresAt time.Time
 	cancel    bool
 	progress  json.RawMessage
+	worker    string
 }
 
 func (l *lease) view() view {
 	return view{seq: l.seq, queue: l.queue, token: l.token, attempt: l.attempt, startedAt: l.startedAt,
-		expiresAt: l.expiresAt, cancel: l.cancel, progress: l.progress}
+		expiresAt: l.expiresAt, cancel: l.cancel, progress: l.progress, worker: l.worker}
 }
 
 // viewOf returns the lease of job id as readers see it.
@@ -195,13 +224,14 @@ func (t *leaseTable) viewsOfSeqs(seqs []int64) map[int64]view {
 	return out
 }
 
-// views returns the leases of queue (every queue when empty) with seq
-// above after, by seq, at most limit of them.
-func (t *leaseTable) views(queue string, after int64, limit int) []view {
+// views returns the leases of queue (every queue when empty) held by
+// worker (every worker when empty) with seq above after, by seq, at most
+// limit of them.
+func (t *leaseTable) views(queue, worker string, after int64, limit int) []view {
 	t.mu.RLock()
 	var out []view
 	for _, l := range t.byID {
-		if l.seq > after && (queue == "" || l.queue == queue) {
+		if l.seq > after && (queue == "" || l.queue == queue) && (worker == "" || l.worker == worker) {
 			out = append(out, l.view())
 		}
 	}
@@ -223,6 +253,7 @@ func (v view) overlay(j *job.Job) {
 	j.LeaseExpiresAt = v.expiresAt
 	j.CancelRequested = v.cancel
 	j.Progress = v.progress
+	j.Worker = v.worker
 	j.FinishedAt = time.Time{}
 }
 
@@ -301,7 +332,7 @@ func loadLeases(ctx context.Context, conn *sql.Conn) (*leaseTable, error) {
 			seq: seqs[i], id: j.ID, queue: j.Queue, group: j.Group, key: entryOf(j, seqs[i]), token: j.LeaseToken,
 			attempt: j.Attempt, maxAttempts: j.MaxAttempts, backoff: j.Backoff, duration: j.LeaseDuration,
 			startedAt: j.StartedAt, expiresAt: j.LeaseExpiresAt, cancel: j.CancelRequested, progress: j.Progress,
-			persisted: true, durability: j.Durability,
+			worker: j.Worker, persisted: true, durability: j.Durability,
 		})
 	}
 	return t, nil

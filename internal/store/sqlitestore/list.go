@@ -25,10 +25,13 @@ const cursors = store.SeqCursor("s1:")
 // Active jobs are the leases in memory, whose rows may still say
 // available: a listing of active jobs reads the lease table, a listing of
 // available jobs leaves them out, and any other listing shows them as they
-// stand.
+// stand. A listing by worker reads the leases that worker holds.
 func (s *Store) JobList(ctx context.Context, p *store.JobListParams) (*store.JobListPage, error) {
 	if err := s.check(); err != nil {
 		return nil, wrap("list jobs", err)
+	}
+	if err := p.Check(); err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
 	}
 	after, err := decodeCursor(p.Cursor)
 	if err != nil {
@@ -38,7 +41,7 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) (*store.Job
 	var jobs []*job.Job
 	var seqs []int64
 	if p.State == job.StateActive {
-		jobs, seqs, err = s.listActive(ctx, p.Queue, after, limit+1)
+		jobs, seqs, err = s.listActive(ctx, p.Queue, p.Worker, after, limit+1)
 	} else {
 		jobs, seqs, err = s.listStored(ctx, p, after, limit+1)
 	}
@@ -49,9 +52,9 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) (*store.Job
 }
 
 // listActive lists up to n active jobs of queue (every queue when empty)
-// after seq.
-func (s *Store) listActive(ctx context.Context, queue string, after int64, n int) ([]*job.Job, []int64, error) {
-	views := s.leases.views(queue, after, n)
+// held by worker (any worker when empty) after seq.
+func (s *Store) listActive(ctx context.Context, queue, worker string, after int64, n int) ([]*job.Job, []int64, error) {
+	views := s.leases.views(queue, worker, after, n)
 	if len(views) == 0 {
 		return nil, nil, nil
 	}
@@ -77,6 +80,15 @@ func (s *Store) listActive(ctx context.Context, queue string, after int64, n int
 		}
 	}
 	return out, outSeqs, nil
+}
+
+// JobCountActiveByWorker counts the active jobs of each named worker; see
+// store.Admin. It reads the lease table's counts, in memory.
+func (s *Store) JobCountActiveByWorker(_ context.Context, p *store.JobCountActiveByWorkerParams) (map[string]int, error) {
+	if err := s.check(); err != nil {
+		return nil, wrap("count active jobs by worker", err)
+	}
+	return s.leases.countByWorker(p.Workers), nil
 }
 
 // listStored lists up to n jobs from the database after seq, with leases

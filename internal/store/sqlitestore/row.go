@@ -11,7 +11,7 @@ import (
 
 // jobColumns are the columns scanJob reads, in its order.
 const jobColumns = `seq, id, queue, payload, priority, state, run_at, attempt, unique_key,
-	result, errors, progress, lease_token, lease_expires_at, cancel_requested, started_at, finished_at, spec, grp`
+	result, errors, progress, lease_token, lease_expires_at, cancel_requested, started_at, finished_at, spec, grp, worker`
 
 const (
 	sqlJobByID   = `SELECT ` + jobColumns + ` FROM jobs WHERE id = ?`
@@ -32,11 +32,11 @@ func scanJob(sc scanner) (*job.Job, int64, error) {
 		token, cancel                   int64
 		state                           string
 		payload, result, progress, spec []byte
-		uniqueKey, errs, group          sql.NullString
+		uniqueKey, errs, group, worker  sql.NullString
 		leaseExpires, started, finished sql.NullInt64
 	)
 	err := sc.Scan(&seq, &j.ID, &j.Queue, &payload, &priority, &state, &runAt, &attempt, &uniqueKey,
-		&result, &errs, &progress, &token, &leaseExpires, &cancel, &started, &finished, &spec, &group)
+		&result, &errs, &progress, &token, &leaseExpires, &cancel, &started, &finished, &spec, &group, &worker)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -50,6 +50,7 @@ func scanJob(sc scanner) (*job.Job, int64, error) {
 	j.Attempt = int(attempt)
 	j.UniqueKey = uniqueKey.String
 	j.Group = group.String
+	j.Worker = worker.String
 	j.LeaseToken = token
 	j.LeaseExpiresAt = nullTime(leaseExpires)
 	j.CancelRequested = cancel != 0

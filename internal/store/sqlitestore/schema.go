@@ -137,6 +137,13 @@ CREATE TABLE consumer_groups (
 	PRIMARY KEY (queue, name)
 ) WITHOUT ROWID;
 `},
+	// The worker that leased each job last (job.Job.Worker; NULL for
+	// none): written with the outcome of each attempt, as the rest of a
+	// lease is (lease.go). No index: the jobs a worker holds are the
+	// leases in memory. A job's traceparent needs no column: it is given
+	// at insert and never changes, so it goes in the spec (version 3,
+	// see spec.go).
+	{sql: `ALTER TABLE jobs ADD COLUMN worker TEXT;`},
 }
 
 // Partial-index conditions, repeated verbatim in queries so that SQLite's

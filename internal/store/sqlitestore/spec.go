@@ -28,9 +28,15 @@ import (
 // the fields of version 1, then the queue and the id of the dead job it
 // copies, as strings. Every other job keeps version 1, which this
 // version reads as before.
+//
+// Version 3, for a job with a traceparent (job.Job.TraceParent): the
+// byte 3, the fields of version 2 (the dead job's queue and id empty for
+// a job that copies none), then the traceparent as a string. The jobs
+// without one keep version 1 or 2, so their rows are unchanged.
 const (
 	specVersion       = 1
 	specVersionLetter = 2
+	specVersionTrace  = 3
 )
 
 // errBadSpec reports a spec column this version cannot read.
@@ -49,12 +55,17 @@ type spec struct {
 	// deadLetterOf is the dead job a dead-letter copy copies; zero for
 	// other jobs.
 	deadLetterOf job.JobRef
+	// traceParent is the job's W3C traceparent; empty for none.
+	traceParent string
 }
 
 // appendSpec appends the encoding of s to dst.
 func appendSpec(dst []byte, s *spec) []byte {
 	version := byte(specVersion)
-	if !s.deadLetterOf.IsZero() {
+	switch {
+	case s.traceParent != "":
+		version = specVersionTrace
+	case !s.deadLetterOf.IsZero():
 		version = specVersionLetter
 	}
 	dst = append(dst, version)
@@ -72,9 +83,12 @@ func appendSpec(dst []byte, s *spec) []byte {
 	for _, t := range s.tags {
 		dst = appendString(dst, t)
 	}
-	if version == specVersionLetter {
+	if version >= specVersionLetter {
 		dst = appendString(dst, s.deadLetterOf.Queue)
 		dst = appendString(dst, s.deadLetterOf.ID)
+	}
+	if version == specVersionTrace {
+		dst = appendString(dst, s.traceParent)
 	}
 	return dst
 }
@@ -88,7 +102,7 @@ func appendString(dst []byte, s string) []byte {
 func decodeSpec(b []byte, j *job.Job) error {
 	d := specDecoder{b: b}
 	version := d.byte()
-	if version != specVersion && version != specVersionLetter {
+	if version != specVersion && version != specVersionLetter && version != specVersionTrace {
 		if d.err != nil {
 			return d.err
 		}
@@ -113,9 +127,12 @@ func decodeSpec(b []byte, j *job.Job) error {
 			j.Tags[i] = d.string()
 		}
 	}
-	if version == specVersionLetter {
+	if version >= specVersionLetter {
 		j.DeadLetterOf.Queue = d.string()
 		j.DeadLetterOf.ID = d.string()
+	}
+	if version == specVersionTrace {
+		j.TraceParent = d.string()
 	}
 	if d.err == nil && len(d.b) > 0 {
 		d.err = fmt.Errorf("%w: %d bytes after the end", errBadSpec, len(d.b))

@@ -17,7 +17,7 @@ func specJob(s *spec) *job.Job {
 	return &job.Job{
 		Kind: s.kind, MaxAttempts: s.maxAttempts, Backoff: s.backoff, LeaseDuration: s.lease,
 		UniqueFor: s.uniqueFor, CreatedAt: fromNanos(s.createdAt), Durability: s.durability, Tags: s.tags,
-		DeadLetterOf: s.deadLetterOf,
+		DeadLetterOf: s.deadLetterOf, TraceParent: s.traceParent,
 	}
 }
 
@@ -34,6 +34,11 @@ func TestSpecRoundTrip(t *testing.T) {
 			Max: math.MinInt64, Jitter: math.Inf(1)}, lease: -1, createdAt: math.MinInt64, tags: []string{}},
 		{kind: "k", maxAttempts: 2, durability: job.DurabilityMemory, tags: []string{"t"},
 			deadLetterOf: job.JobRef{Queue: "orders", ID: "01JD3Y6Q4H2V8M5N7P9R0S1T2V"}},
+		{kind: "k", maxAttempts: 2, durability: job.DurabilityFull,
+			traceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
+		{kind: "k", maxAttempts: 2, durability: job.DurabilityProcess, tags: []string{"t"},
+			deadLetterOf: job.JobRef{Queue: "orders", ID: "01JD3Y6Q4H2V8M5N7P9R0S1T2V"},
+			traceParent:  "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"},
 	} {
 		var got job.Job
 		if err := decodeSpec(appendSpec(nil, &s), &got); err != nil {
@@ -64,9 +69,15 @@ func TestSpecMalformed(t *testing.T) {
 	if err := decodeSpec(append(append([]byte(nil), whole...), 0), &j); !errors.Is(err, errBadSpec) {
 		t.Fatalf("spec with a byte to spare: err %v", err)
 	}
-	other := append([]byte{specVersionLetter + 1}, whole[1:]...)
+	other := append([]byte{specVersionTrace + 1}, whole[1:]...)
 	if err := decodeSpec(other, &j); !errors.Is(err, errBadSpec) {
-		t.Fatalf("spec of version %d: err %v", specVersionLetter+1, err)
+		t.Fatalf("spec of version %d: err %v", specVersionTrace+1, err)
+	}
+	// A traced job's spec without its traceparent is cut short.
+	traced := append([]byte{specVersionTrace}, appendSpec(nil, &spec{kind: "k", maxAttempts: 3,
+		deadLetterOf: job.JobRef{Queue: "q", ID: "i"}})[1:]...)
+	if err := decodeSpec(traced, &j); !errors.Is(err, errBadSpec) {
+		t.Fatalf("spec of version %d without its traceparent: err %v", specVersionTrace, err)
 	}
 	// A dead-letter copy's spec without the dead job it names is cut short.
 	letter := append([]byte{specVersionLetter}, whole[1:]...)

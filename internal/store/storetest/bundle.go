@@ -487,6 +487,12 @@ func diffJob(got, want *job.Job) string {
 	if got.CancelRequested != want.CancelRequested {
 		add("CancelRequested", got.CancelRequested, want.CancelRequested)
 	}
+	if got.Worker != want.Worker {
+		add("Worker", got.Worker, want.Worker)
+	}
+	if got.TraceParent != want.TraceParent {
+		add("TraceParent", got.TraceParent, want.TraceParent)
+	}
 	for _, tf := range []struct {
 		name      string
 		got, want time.Time

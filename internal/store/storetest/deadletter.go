@@ -95,6 +95,7 @@ func (b *bundle) letterJob(queue string, maxAttempts int) store.JobInsertParams 
 	p.Tags = []string{"billing", "eu"}
 	p.Group = "tenant-7"
 	p.Durability = b.h.durabilities()[0]
+	p.TraceParent = traceA
 	return p
 }
 
@@ -124,9 +125,10 @@ func (b *bundle) wantLetter(copyID, dlq, origID string, made time.Time) *job.Job
 	if d := diffJob(c, want); d != "" {
 		b.t.Fatalf("copy of %s: %s", origID, d)
 	}
-	if c.Group != orig.Group || levelOf(c.Durability) != levelOf(orig.Durability) || c.UniqueKey != "" {
-		b.t.Fatalf("copy group %q, durability %q, unique key %q; the original's group %q, durability %q",
-			c.Group, c.Durability, c.UniqueKey, orig.Group, orig.Durability)
+	if c.Group != orig.Group || levelOf(c.Durability) != levelOf(orig.Durability) || c.UniqueKey != "" ||
+		c.TraceParent != orig.TraceParent || c.Worker != "" {
+		b.t.Fatalf("copy group %q, durability %q, unique key %q, traceparent %q, worker %q; the original's group %q, durability %q, traceparent %q",
+			c.Group, c.Durability, c.UniqueKey, c.TraceParent, c.Worker, orig.Group, orig.Durability, orig.TraceParent)
 	}
 	return c
 }

@@ -330,7 +330,7 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) (*store.Job
 	q.Cursor, q.Limit = "", p.PageSize()-len(page.Jobs)
 	if q.Limit <= 0 {
 		// The durable jobs filled the page: the memory ones come next.
-		if more, err := s.mem.JobList(ctx, &store.JobListParams{Queue: p.Queue, State: p.State, Limit: 1}); err == nil && len(more.Jobs) > 0 {
+		if more, err := s.mem.JobList(ctx, &store.JobListParams{Queue: p.Queue, State: p.State, Worker: p.Worker, Limit: 1}); err == nil && len(more.Jobs) > 0 {
 			page.Next = memCursor
 		}
 		return page, nil
@@ -353,6 +353,23 @@ func (s *Store) memPage(ctx context.Context, p *store.JobListParams) (*store.Job
 		page.Next = memCursor + page.Next
 	}
 	return page, nil
+}
+
+// JobCountActiveByWorker counts the active jobs of each named worker in
+// both tiers; see store.Admin.
+func (s *Store) JobCountActiveByWorker(ctx context.Context, p *store.JobCountActiveByWorkerParams) (map[string]int, error) {
+	out, err := s.disk.JobCountActiveByWorker(ctx, p)
+	if err != nil || !s.used.Load() {
+		return out, err
+	}
+	mem, err := s.mem.JobCountActiveByWorker(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	for w, n := range mem {
+		out[w] += n
+	}
+	return out, nil
 }
 
 // JobRetryMany retries in both tiers; see store.Admin.

@@ -153,3 +153,33 @@ func TestMemoryJobsRouteToTheMemoryTier(t *testing.T) {
 		t.Fatalf("a paused queue handed out %d jobs after the restart (%v)", len(js), err)
 	}
 }
+
+// A worker's active jobs count, and list, across both tiers: its memory
+// jobs after its durable ones.
+func TestWorkerJobsSpanTheTiers(t *testing.T) {
+	t.Parallel()
+	s := open(t, t.TempDir())
+	ctx := t.Context()
+	durable := insert(t, s, memJobs("q", 2, job.DurabilityFull)...)
+	memory := insert(t, s, memJobs("q", 1, job.DurabilityMemory)...)
+	js, err := store.ClaimedJobs(s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"q"}, Max: 3, Worker: "w", Now: t0}))
+	if err != nil || len(js) != 3 {
+		t.Fatalf("claim: %d jobs, %v", len(js), err)
+	}
+	n, err := s.JobCountActiveByWorker(ctx, &store.JobCountActiveByWorkerParams{Workers: []string{"w", "v"}})
+	if err != nil || len(n) != 1 || n["w"] != 3 {
+		t.Fatalf("active jobs of w across the tiers: %v, %v", n, err)
+	}
+	page, err := s.JobList(ctx, &store.JobListParams{State: job.StateActive, Worker: "w", Limit: 2})
+	if err != nil || len(page.Jobs) != 2 || page.Next == "" {
+		t.Fatalf("first page of w's jobs: %+v, %v", page, err)
+	}
+	rest, err := s.JobList(ctx, &store.JobListParams{State: job.StateActive, Worker: "w", Limit: 2, Cursor: page.Next})
+	if err != nil || len(rest.Jobs) != 1 || rest.Next != "" {
+		t.Fatalf("second page of w's jobs: %+v, %v", rest, err)
+	}
+	got := []string{page.Jobs[0].ID, page.Jobs[1].ID, rest.Jobs[0].ID}
+	if want := append(append([]string{}, durable...), memory...); got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
+		t.Fatalf("w's jobs %v, want the durable %v then the memory %v", got, durable, memory)
+	}
+}
