@@ -355,9 +355,10 @@ func (tb *tab) mark() { eval[bool](tb, `window.__spoolMark = true`) }
 
 func (tb *tab) marked() bool { return eval[bool](tb, `window.__spoolMark === true`) }
 
-// screenshot writes a PNG of the whole page to SPOOL_SCREENSHOTS/name
-// when that variable names a folder (relative to the repository's root).
-func (tb *tab) screenshot(name string) {
+// screenshot writes a PNG of the whole page (of the viewport only unless
+// full) to SPOOL_SCREENSHOTS/name when that variable names a folder
+// (relative to the repository's root).
+func (tb *tab) screenshot(name string, full bool) {
 	tb.t.Helper()
 	dir := os.Getenv("SPOOL_SCREENSHOTS")
 	if dir == "" {
@@ -368,7 +369,11 @@ func (tb *tab) screenshot(name string) {
 	}
 	ctx, cancel := context.WithTimeout(tb.ctx, timeout)
 	defer cancel()
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	shot := chromedp.CaptureScreenshot()
+	if full {
+		shot = chromedp.FullScreenshot(100)
+	}
+	png, err := chromedp.Run(ctx, shot)
 	if err != nil {
 		tb.t.Fatalf("screenshot %s: %v", name, err)
 	}

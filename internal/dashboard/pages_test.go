@@ -49,6 +49,8 @@ func TestOverview(t *testing.T) {
 	if sums[0] != 2 || sums[1] != 1 || sums[2] != 600 {
 		t.Errorf("throughput sums (completed, failed, points) = %v, want [2 1 600]", sums)
 	}
+	tb.click(`button[data-span="60"]`)
+	tb.waitFor("a one-minute chart", `document.querySelector("[data-throughput]").dataset.points === "60"`)
 	if got := tb.text("title"); got != "Overview · Spool" {
 		t.Errorf("title = %q", got)
 	}

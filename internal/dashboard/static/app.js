@@ -33,14 +33,28 @@
   function chart(el) {
     if (el._spoolChart || typeof uPlot === "undefined") return;
     var src = el.getAttribute("data-throughput");
+    var span = 600;
     var plot = null;
     var busy = false;
     el._spoolChart = true;
 
-    function load() {
-      if (busy || !el.isConnected) return;
+    var figure = el.closest("figure");
+    if (figure) {
+      figure.querySelectorAll("button[data-span]").forEach(function (b) {
+        b.addEventListener("click", function () {
+          span = Number(b.getAttribute("data-span"));
+          figure.querySelectorAll("button[data-span]").forEach(function (o) {
+            o.setAttribute("aria-pressed", String(o === b));
+          });
+          load(true);
+        });
+      });
+    }
+
+    function load(force) {
+      if ((busy && !force) || !el.isConnected) return;
       busy = true;
-      fetch(src, { credentials: "same-origin", headers: { Accept: "application/json" } })
+      fetch(src + (src.indexOf("?") < 0 ? "?" : "&") + "span=" + span, { credentials: "same-origin", headers: { Accept: "application/json" } })
         .then(function (r) { if (!r.ok) throw new Error(r.status); return r.json(); })
         .then(function (json) {
           var data = toData(json);
