@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/internal/config"
+	"github.com/spoolq/spool/internal/dashboard"
 	"github.com/spoolq/spool/internal/httpapi"
 	"github.com/spoolq/spool/internal/httpapi/auth"
 	"github.com/spoolq/spool/internal/maintenance"
@@ -40,6 +41,7 @@ type Server struct {
 	bg       *background
 	relay    engineRelay
 	api      *httpapi.API
+	dash     *dashboard.Dashboard
 	http     *http.Server
 	listener net.Listener
 	served   chan error
@@ -115,6 +117,9 @@ func (s *Server) Start(ctx context.Context) error {
 	if s.cfg.QueenCompat {
 		handler = withQueen(s.api, queenapi.New(s.engine, queenapi.Options{MaxBodyBytes: s.cfg.MaxBodyBytes, Logger: s.logger, Auth: authn}))
 	}
+	s.dash = dashboard.New(s.engine, dashboard.Options{Auth: authn, Logger: s.logger})
+	s.dash.Start()
+	handler = withDashboard(handler, s.dash)
 	s.http = &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: s.headerTimeout,
@@ -146,6 +151,19 @@ func withQueen(api, queen http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if queenapi.Serves(r.URL.Path) {
 			queen.ServeHTTP(w, r)
+			return
+		}
+		api.ServeHTTP(w, r)
+	})
+}
+
+// withDashboard serves the dashboard's paths (see dashboard.Serves: / and
+// /ui/...) with dash and every other path with api, so that the dashboard
+// never shadows a route of the API.
+func withDashboard(api, dash http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if dashboard.Serves(r.URL.Path) {
+			dash.ServeHTTP(w, r)
 			return
 		}
 		api.ServeHTTP(w, r)
@@ -196,6 +214,7 @@ func (s *Server) stop(ctx context.Context) error {
 		if err := <-s.served; err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errs = append(errs, fmt.Errorf("serve http: %w", err))
 		}
+		s.dash.Stop()
 	}
 	if err := s.closeBackground(); err != nil {
 		errs = append(errs, err)

@@ -1,0 +1,131 @@
+package dashboard
+
+import (
+	"cmp"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"time"
+
+	"github.com/spoolq/spool/internal/job"
+)
+
+// step is one moment of a job's timeline.
+type step struct {
+	At     time.Time
+	What   string
+	Detail string
+	// Bad marks a failure.
+	Bad bool
+}
+
+// jobPage is the data of a job's page.
+type jobPage struct {
+	page
+	Job *job.Job
+	// Worker is the name of the worker holding the job's lease, when the
+	// job records it; empty otherwise.
+	Worker   string
+	Timeline []step
+	// CanRetry, CanCancel and CanDelete say which actions apply to the
+	// job in its state.
+	CanRetry, CanCancel, CanDelete bool
+	Now                            time.Time
+}
+
+// timeline orders what a job's timestamps tell of it: created, due,
+// each attempt's failure, the latest start, the end. A job keeps only the
+// latest start and one error per failed attempt, so the timeline shows
+// what the job records, not every hand-out.
+func timeline(j *job.Job) []step {
+	steps := []step{{At: j.CreatedAt, What: "created", Detail: "enqueued into " + j.Queue}}
+	if !j.RunAt.IsZero() && !j.RunAt.Equal(j.CreatedAt) {
+		steps = append(steps, step{At: j.RunAt, What: "due", Detail: "available to fetches from then"})
+	}
+	for _, e := range j.Errors {
+		steps = append(steps, step{At: e.At, What: fmt.Sprintf("attempt %d failed", e.Attempt), Detail: e.Message, Bad: true})
+	}
+	if !j.StartedAt.IsZero() {
+		steps = append(steps, step{At: j.StartedAt, What: fmt.Sprintf("attempt %d started", max(j.Attempt, 1)), Detail: "handed out by a fetch"})
+	}
+	if !j.FinishedAt.IsZero() {
+		steps = append(steps, step{At: j.FinishedAt, What: string(j.State), Bad: j.State == job.StateDead})
+	}
+	slices.SortStableFunc(steps, func(a, b step) int { return cmp.Compare(a.At.UnixNano(), b.At.UnixNano()) })
+	return steps
+}
+
+// jobPage shows one job: its payload and result, state, attempts and
+// their errors, lease, progress and timeline, with the actions its state
+// allows. ?part=live answers only the part that refreshes itself. A job
+// outside the viewer's namespaces is answered as a missing one.
+func (d *Dashboard) jobPage(w http.ResponseWriter, r *http.Request, v *viewer) {
+	j, err := d.engine.Get(r.Context(), r.PathValue("id"))
+	if err == nil && !v.Allows(j.Queue) {
+		err = errNotFound
+	}
+	if err != nil {
+		d.fail(w, r, v, err)
+		return
+	}
+	data := &jobPage{
+		page: page{Title: "Job " + j.ID, Viewer: v}, Job: j, Timeline: timeline(j), Now: d.engine.Now(),
+		Worker:    jobWorker(j),
+		CanRetry:  j.State.Retryable(),
+		CanCancel: !j.State.Final() && !j.CancelRequested,
+		CanDelete: j.State != job.StateActive,
+	}
+	if r.URL.Query().Get("part") == "live" {
+		d.renderFragment(w, http.StatusOK, "job", "live", data)
+		return
+	}
+	d.render(w, r, http.StatusOK, "job", data)
+}
+
+// jobWorker is the name of the worker whose fetch holds j's lease. Jobs
+// do not record it yet: the page keeps a place for it.
+func jobWorker(*job.Job) string { return "" }
+
+// jobAction runs one of a job's actions: retry, cancel or delete. A
+// deleted job's page is gone, so the browser is sent to its queue's.
+func (d *Dashboard) jobAction(w http.ResponseWriter, r *http.Request, v *viewer) {
+	ctx := r.Context()
+	id := r.PathValue("id")
+	j, err := d.engine.Get(ctx, id)
+	if err == nil && !v.Allows(j.Queue) {
+		err = errNotFound
+	}
+	if err != nil {
+		d.fail(w, r, v, err)
+		return
+	}
+	switch r.PathValue("action") {
+	case "retry":
+		if _, err := d.engine.Retry(ctx, id); err != nil {
+			d.fail(w, r, v, err)
+			return
+		}
+		d.flash(w, http.StatusOK, true, "Retried "+id+": it is available to fetches now.")
+	case "cancel":
+		j, err := d.engine.Cancel(ctx, id)
+		if err != nil {
+			d.fail(w, r, v, err)
+			return
+		}
+		text := "Cancelled " + id + "."
+		if j.State == job.StateActive {
+			text = "Asked " + id + "'s worker to cancel it: the job ends cancelled when the worker gives it back or its lease runs out."
+		}
+		d.flash(w, http.StatusOK, true, text)
+	case "delete":
+		if err := d.engine.Delete(ctx, id); err != nil {
+			d.fail(w, r, v, err)
+			return
+		}
+		w.Header().Set("HX-Redirect", "/ui/queues/"+url.PathEscape(j.Queue))
+		d.flash(w, http.StatusOK, true, "Deleted "+id+".")
+	default:
+		d.fail(w, r, v, errNotFound)
+	}
+}

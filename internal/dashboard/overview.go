@@ -1,0 +1,134 @@
+package dashboard
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/spoolq/spool/internal/job"
+	"github.com/spoolq/spool/internal/store"
+)
+
+// Bounds of the overview.
+const (
+	// maxOverviewQueues bounds the queues the overview lists.
+	maxOverviewQueues = 500
+	// maxOldestLookups bounds the queues whose oldest available job one
+	// render looks up (one short listing each).
+	maxOldestLookups = 100
+	// oldestPage is how many available jobs, in enqueue order, the
+	// lookup of a queue's oldest one reads.
+	oldestPage = 20
+)
+
+// queueRow is one queue on the overview.
+type queueRow struct {
+	Name   string
+	Paused bool
+	Counts map[job.State]int64
+	// Completed and Failed are jobs per second over the last minute.
+	Completed, Failed float64
+	// OldestAvailable is when the longest-waiting available job became
+	// available (among the first available jobs); zero when none is.
+	OldestAvailable time.Time
+}
+
+// overviewPage is the overview's data.
+type overviewPage struct {
+	page
+	Queues []queueRow
+	// Hidden counts the queues left out past maxOverviewQueues.
+	Hidden int64
+	Totals map[job.State]int64
+	// Completed and Failed are the node's jobs per second over the last
+	// minute (of the viewer's queues when its token is limited).
+	Completed, Failed float64
+	Now               time.Time
+}
+
+// overview is the page at /: every queue (that the viewer may see) with
+// its counts, rates, oldest available job and pause, the node's totals
+// and the throughput chart. ?part=live answers only the part that
+// refreshes itself.
+func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, v *viewer) {
+	qs, err := d.engine.Queues(r.Context())
+	if err != nil {
+		d.fail(w, r, v, err)
+		return
+	}
+	now := d.engine.Now()
+	data := &overviewPage{page: page{Title: "Overview", Viewer: v, Chart: true, Nav: "overview"}, Totals: map[job.State]int64{}, Now: now}
+	lookups := 0
+	for i := range qs {
+		q := &qs[i]
+		if !v.Allows(q.Name) {
+			continue
+		}
+		for s, n := range q.Counts {
+			data.Totals[s] += n
+		}
+		if len(data.Queues) >= maxOverviewQueues {
+			data.Hidden++
+			continue
+		}
+		row := queueRow{Name: q.Name, Paused: q.Paused, Counts: q.Counts}
+		row.Completed, row.Failed = d.sampler.rate(q.Name, now)
+		if q.Counts[job.StateAvailable] > 0 && lookups < maxOldestLookups {
+			lookups++
+			if row.OldestAvailable, err = d.oldestAvailable(r, q); err != nil {
+				d.fail(w, r, v, err)
+				return
+			}
+		}
+		data.Queues = append(data.Queues, row)
+	}
+	if allow := v.allowFunc(); allow == nil {
+		data.Completed, data.Failed = d.sampler.rate("", now)
+	} else {
+		for _, row := range data.Queues {
+			data.Completed += row.Completed
+			data.Failed += row.Failed
+		}
+	}
+	if r.URL.Query().Get("part") == "live" {
+		d.renderFragment(w, http.StatusOK, "overview", "live", data)
+		return
+	}
+	d.render(w, r, http.StatusOK, "overview", data)
+}
+
+// oldestAvailable is the earliest run time among the first available jobs
+// of q in enqueue order: when the longest-waiting of them became
+// available.
+func (d *Dashboard) oldestAvailable(r *http.Request, q *store.QueueInfo) (time.Time, error) {
+	page, err := d.engine.List(r.Context(), store.JobListParams{Queue: q.Name, State: job.StateAvailable, Limit: oldestPage})
+	if err != nil {
+		return time.Time{}, err
+	}
+	var oldest time.Time
+	for _, j := range page.Jobs {
+		if oldest.IsZero() || j.RunAt.Before(oldest) {
+			oldest = j.RunAt
+		}
+	}
+	return oldest, nil
+}
+
+// throughputJSON answers the chart's data: per second over the last
+// ?span= seconds (at most ten minutes), completed and failed, of ?queue=
+// or of the node (of the viewer's queues when its token is limited).
+func (d *Dashboard) throughputJSON(w http.ResponseWriter, r *http.Request, v *viewer) {
+	q := r.URL.Query()
+	span, _ := strconv.Atoi(q.Get("span"))
+	name := q.Get("queue")
+	if name != "" && !v.Allows(name) {
+		name = "-" // no queue has this name: an empty series
+	}
+	data := d.sampler.series(name, v.allowFunc(), d.engine.Now(), span)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	if err := json.NewEncoder(w).Encode(data); err != nil {
+		d.opts.Logger.Debug("dashboard: write throughput", "err", err)
+	}
+}
