@@ -94,6 +94,10 @@ const (
 	// ScopeScheduleList routes answer a list of schedules, cut to those
 	// the namespaces hold.
 	ScopeScheduleList ScopeSource = "schedule-list"
+	// ScopeAllQueues routes answer about every queue at once and cannot
+	// be cut to some (the metrics): a token limited to namespaces is 403
+	// forbidden, whatever it asks.
+	ScopeAllQueues ScopeSource = "all-queues"
 )
 
 // schedulePath is the start of the path of every route that names a
