@@ -121,3 +121,36 @@ func scrape(t *testing.T, m *Metrics) string {
 	}
 	return rec.Body.String()
 }
+
+// BenchmarkObserveJob is what the counters cost one job of a busy queue:
+// its enqueue, start and ack events, told in batches of 100 as the
+// engine tells a batch call's.
+func BenchmarkObserveJob(b *testing.B) {
+	m := New(Config{})
+	at := time.Now()
+	batch := func(t events.Type) []events.Event {
+		evs := make([]events.Event, 100)
+		for i := range evs {
+			evs[i] = events.Of(t, at, "j", "emails")
+			evs[i].Waited, evs[i].Ran = time.Millisecond, 20*time.Millisecond
+		}
+		return evs
+	}
+	enq, start, done := batch(events.Enqueued), batch(events.Started), batch(events.Completed)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i += 100 {
+		m.Observe(enq)
+		m.Observe(start)
+		m.Observe(done)
+	}
+}
+
+// BenchmarkObserveRequest is what counting one HTTP request costs.
+func BenchmarkObserveRequest(b *testing.B) {
+	m := New(Config{})
+	b.ReportAllocs()
+	for b.Loop() {
+		m.ObserveRequest("POST /v1/jobs/{id}/ack", 200, time.Millisecond)
+	}
+}
