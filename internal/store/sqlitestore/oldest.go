@@ -19,8 +19,9 @@ import (
 // first in claim order: the walk steps over them, which reads about as
 // many entries as the queue has active jobs.
 const (
-	// sqlOldestPlain walks the available jobs without a group of queue ?1
-	// from priority ?2 down (exclusive).
+	// sqlOldestPlain walks the available jobs of queue ?1 kept outside
+	// groups (grp NULL: those of a queue that is not grouped) from
+	// priority ?2 down (exclusive).
 	sqlOldestPlain = `SELECT seq, priority, run_at FROM jobs INDEXED BY jobs_claim
 WHERE queue = ?1 AND state = 'available' AND grp IS NULL AND priority < ?2
 ORDER BY priority DESC, run_at, seq`
