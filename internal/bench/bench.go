@@ -170,6 +170,15 @@ type Options struct {
 	Progress io.Writer
 	// Label prefixes the progress line (the preset names its runs).
 	Label string
+	// ScrapeMetrics, when set, scrapes GET /metrics at this interval
+	// (at least MinScrapeEvery) during the run, as Prometheus would, so
+	// that the run shows what the scrapes cost the queue. Defaults to 0:
+	// no scrapes.
+	ScrapeMetrics time.Duration
+	// WatchEvents keeps one reader on GET /v1/events with no filter
+	// during the run, reading every job event, so that the run shows what
+	// a dashboard following the events costs the queue. Defaults to false.
+	WatchEvents bool
 	// ServerCommand builds the command that runs the embedded server with
 	// the given arguments ("server --addr A --data D --sync S --log-level
 	// warn"). Defaults to DefaultServerCommand, which re-executes the
@@ -299,6 +308,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Timeout < 0 {
 		return o, fmt.Errorf("timeout %v: want 0 (none) or more", o.Timeout)
+	}
+	if o.ScrapeMetrics < 0 || (o.ScrapeMetrics > 0 && o.ScrapeMetrics < MinScrapeEvery) || o.ScrapeMetrics > MaxDuration {
+		return o, fmt.Errorf("scrape-metrics %v: want 0 (none) or %v to %v", o.ScrapeMetrics, MinScrapeEvery, MaxDuration)
 	}
 	if err := o.Limits.Check(); err != nil {
 		return o, fmt.Errorf("limits: %w", err)

@@ -169,6 +169,27 @@ func TestRunLifecycleForDurationWithBatches(t *testing.T) {
 	wantProcessedOnce(t, res, res.Enqueued)
 }
 
+// A run that scrapes /metrics and follows the events reports what its
+// observers saw.
+func TestRunWithObservers(t *testing.T) {
+	t.Parallel()
+	res := run(t, Options{Mode: ModeLifecycle, Duration: 600 * time.Millisecond, Producers: 2, Workers: 1, Concurrency: 4,
+		ScrapeMetrics: 100 * time.Millisecond, WatchEvents: true})
+	wantProcessedOnce(t, res, res.Enqueued)
+	o := res.Observers
+	if o == nil || o.ScrapeEvery != "100ms" || o.Scrapes < 1 || o.ScrapeLatency == nil || o.ScrapeBytes < 1000 || !o.Watched || o.Events < 1 {
+		t.Fatalf("observers %+v", o)
+	}
+	if o.Events > 3*res.Enqueued {
+		t.Errorf("read %d events of %d jobs, want at most 3 a job", o.Events, res.Enqueued)
+	}
+	var b bytes.Buffer
+	Print(&b, res)
+	if !strings.Contains(b.String(), "scraped every 100ms") || !strings.Contains(b.String(), "events read") {
+		t.Errorf("table lacks the observers:\n%s", b.String())
+	}
+}
+
 func TestRunLatency(t *testing.T) {
 	t.Parallel()
 	res := run(t, Options{Mode: ModeLatency, Jobs: 200, Rate: 400, Workers: 1, Concurrency: 10})

@@ -37,6 +37,21 @@ func Print(w io.Writer, res *Result) {
 		orUnknown(res.ServerCPUPercent, "%.0f%%"), orUnknown(res.ServerPeakRSSMB, "%.1f MB"), orUnknown(res.ServerSampledRSSMB, "%.1f MB"))
 	fmt.Fprintf(tw, "client CPU\t%s   peak RSS %s\n", orUnknown(res.ClientCPUPercent, "%.0f%%"), orUnknown(res.ClientPeakRSSMB, "%.1f MB"))
 	fmt.Fprintf(tw, "errors\t%d\n", res.Errors)
+	if o := res.Observers; o != nil {
+		if o.ScrapeEvery != "" {
+			lat := "no answer"
+			if s := o.ScrapeLatency; s != nil {
+				lat = fmt.Sprintf("p50 %.2f ms, max %.2f ms", s.P50, s.Max)
+			}
+			fmt.Fprintf(tw, "metrics	scraped every %s: %d scrapes (%s), %s KiB each\n", o.ScrapeEvery, o.Scrapes, lat, thousands(float64(o.ScrapeBytes)/1024))
+		}
+		if o.Watched {
+			fmt.Fprintf(tw, "events	watched: %s events read, %d drops\n", thousands(float64(o.Events)), o.Drops)
+		}
+		if o.Failures > 0 {
+			fmt.Fprintf(tw, "observers	%d failed requests\n", o.Failures)
+		}
+	}
 	if v := res.Verification; v != nil {
 		verdict := "ok"
 		if !v.OK {

@@ -57,6 +57,9 @@ type Result struct {
 	// failed checks; ErrorSamples holds the first few messages.
 	Errors       int64    `json:"errors"`
 	ErrorSamples []string `json:"error_samples,omitempty"`
+	// Observers is what the scrapes of /metrics and the reader of
+	// /v1/events saw; nil when the run had neither.
+	Observers *Observers `json:"observers,omitempty"`
 	// Verification compares the server's queue counts with what the run
 	// did; nil when the run was interrupted.
 	Verification *Verification `json:"verification,omitempty"`

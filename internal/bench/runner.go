@@ -164,6 +164,7 @@ func (r *runner) run(ctx context.Context) *Result {
 		defer r.stream.Close()
 	}
 	mon := r.startMonitor()
+	obs := r.startObservers(ctx)
 	if err := r.setLimits(ctx); err != nil {
 		r.res.addError(err.Error())
 		r.stop(err)
@@ -205,6 +206,7 @@ func (r *runner) run(ctx context.Context) *Result {
 	if w != nil {
 		r.endWindow(w)
 	}
+	obs.stop()
 	mon.stop()
 	r.fillResult(ctx)
 	r.errMu.Lock()

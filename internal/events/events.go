@@ -63,7 +63,9 @@ type Event struct {
 	Kind string `json:"kind,omitempty"`
 	// State is the job's state after the change; empty once deleted.
 	State job.State `json:"state,omitempty"`
-	// Attempt is the job's attempt, when the engine knows it.
+	// Attempt is the job's attempt, when the engine knows it: for a
+	// start, the attempt that started; for the end of an attempt (an
+	// ack, a failure, a release), the attempt that ended.
 	Attempt int `json:"attempt,omitempty"`
 	// Worker is the fetch's worker name, for a start.
 	Worker string `json:"worker,omitempty"`
@@ -71,6 +73,10 @@ type Event struct {
 	Error string `json:"error,omitempty"`
 	// Waited is, for a start, how long the job waited from its run time.
 	Waited time.Duration `json:"-"`
+	// Ran is, for the end of an attempt by its worker (an ack, a failure,
+	// a release), how long the attempt ran, from its start; zero when the
+	// store did not tell the start.
+	Ran time.Duration `json:"-"`
 }
 
 // Of returns an event of type t about job id of queue (a consumer group's

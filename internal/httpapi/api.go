@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/spoolq/spool/internal/httpapi/auth"
 	"github.com/spoolq/spool/internal/httpapi/streamserver"
@@ -36,6 +37,15 @@ type Options struct {
 	// namespace on every route that is not public (docs/protocol.md,
 	// "Auth"). Defaults to nil: no auth.
 	Auth *auth.Authenticator
+	// Metrics serves GET /metrics (the Prometheus text format, see package
+	// metrics). Defaults to nil: the route answers 404 not_found.
+	Metrics http.Handler
+	// ObserveRequest, when set, is told of every request the API
+	// answered, the frames of streams included: the route pattern it
+	// matched ("POST /v1/jobs/{id}/ack", "" for none), the status and
+	// how long it took. It runs on the request's goroutine and must not
+	// block. Defaults to nil.
+	ObserveRequest func(route string, status int, elapsed time.Duration)
 }
 
 // API is the HTTP handler of a Spool node.
@@ -79,6 +89,9 @@ func (a *API) register() {
 		// The event stream names queues only to filter; every event it
 		// sends is cut to the token's namespaces (events.go).
 		{"GET", "/v1/events", auth.PermRead, noQueue, plain(a.events)},
+		// The metrics name every queue: a token limited to namespaces may
+		// not read them.
+		{"GET", "/metrics", auth.PermRead, allQueues, plain(a.metrics)},
 
 		{"POST", "/v1/jobs", auth.PermEnqueue, queueInBody("queue", (*wire.EnqueueJob).QueueName), withBody(a.enqueue)},
 		{"POST", "/v1/jobs/batch", auth.PermEnqueue, queuesInBody("jobs[].queue", enqueueBatchQueues), withBody(a.enqueueBatch)},
@@ -123,7 +136,7 @@ func (a *API) register() {
 		{"GET", "/v1/schedules", auth.PermRead, scheduleList, scheduleListing(a.listSchedules)},
 
 		// The workers seen fetching are those of every namespace.
-		{"GET", "/v1/workers", auth.PermRead, everyNamespace, plain(a.listWorkers)},
+		{"GET", "/v1/workers", auth.PermRead, allQueues, plain(a.listWorkers)},
 		{"GET", "/v1/schedules/{name}", auth.PermRead, scheduleInPath, plain(a.getSchedule)},
 		{"PUT", "/v1/schedules/{name}", auth.PermManage, scheduleWithBody((*scheduleBody).jobQueue), withBody(a.putSchedule)},
 		{"DELETE", "/v1/schedules/{name}", auth.PermManage, scheduleInPath, plain(a.deleteSchedule)},

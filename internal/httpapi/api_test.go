@@ -10,8 +10,10 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spoolq/spool/api"
+	"github.com/spoolq/spool/internal/metrics"
 	"github.com/spoolq/spool/internal/queue"
 	"github.com/spoolq/spool/internal/store/sqlitestore"
 	"github.com/spoolq/spool/internal/store/tiered"
@@ -53,6 +55,11 @@ func newTestAPIStore(t testing.TB, opts Options) (*API, *sqlitestore.Store) {
 		_ = disk.Close()
 		_ = mem.Close()
 		t.Fatal(err)
+	}
+	if opts.Metrics == nil {
+		// Every test API serves metrics, so that the route's auth is tested.
+		// They are read afresh at each scrape.
+		opts.Metrics = metrics.New(metrics.Config{Queues: st.QueueList, CacheFor: time.Nanosecond}).Handler()
 	}
 	e := queue.New(st, queue.Config{DecodeJob: DecodeJob})
 	t.Cleanup(func() {

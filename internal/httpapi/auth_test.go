@@ -260,7 +260,18 @@ func recipes(f *authFixture) map[string]func(q string) call {
 			}}
 		},
 		"GET /v1/events": func(q string) call { return call{path: "/v1/events?queue=" + q} },
-		"POST /v1/jobs":  func(q string) call { return call{path: "/v1/jobs", body: fmt.Sprintf(`{"queue":%q,"kind":"k"}`, q)} },
+		"GET /metrics": func(q string) call {
+			f.enqueue(q, 0)
+			return call{path: "/metrics", verify: func(t *testing.T, rec *httptest.ResponseRecorder, allowed bool) {
+				if !allowed {
+					t.Errorf("metrics answered %d to a token limited to namespaces", rec.Code)
+				}
+				if want := fmt.Sprintf(`spool_jobs{queue=%q,state="available"} 1`, q); !strings.Contains(rec.Body.String(), want) {
+					t.Errorf("metrics lack %s:\n%s", want, rec.Body)
+				}
+			}}
+		},
+		"POST /v1/jobs": func(q string) call { return call{path: "/v1/jobs", body: fmt.Sprintf(`{"queue":%q,"kind":"k"}`, q)} },
 		"POST /v1/jobs/batch": func(q string) call {
 			return call{path: "/v1/jobs/batch", body: fmt.Sprintf(`{"jobs":[{"queue":%q,"kind":"k"},{"queue":%q,"kind":"k"}]}`, f.queue(true), q)}
 		},
@@ -431,8 +442,8 @@ func TestAuthEveryRoute(t *testing.T) {
 						c := build(f.queue(inside))
 						rec := f.do(rt.Method, c.path, c.body, "bearer "+secretOf(role, limited))
 						who := fmt.Sprintf("%s token (limited %v) on a queue inside %v", role, limited, inside)
-						// A route about every namespace is no limited token's.
-						allowed := !limited || inside && rt.Scope.Source != ScopeEveryNamespace
+						// A route about every queue serves no limited token.
+						allowed := !limited || (inside && rt.Scope.Source != ScopeAllQueues)
 						switch {
 						case !role.Allows(rt.Permission):
 							if rec.Code != http.StatusForbidden || errorCode(t, rec) != CodeForbidden {

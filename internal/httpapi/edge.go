@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // The answers the HTTP server would write itself, outside any handler,
@@ -19,6 +21,40 @@ import (
 
 // ServeHTTP implements http.Handler.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if a.opts.ObserveRequest == nil {
+		a.serve(w, r)
+		return
+	}
+	start := time.Now()
+	sw := &statusWriter{ResponseWriter: w}
+	a.serve(sw, r)
+	a.opts.ObserveRequest(routeOf(r), sw.status(), time.Since(start))
+}
+
+// Observed wraps h, a handler routed by an http.ServeMux (Queen's API),
+// so that observe is told of each request it answers as
+// Options.ObserveRequest is.
+func Observed(h http.Handler, observe func(route string, status int, elapsed time.Duration)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		h.ServeHTTP(sw, r)
+		observe(routeOf(r), sw.status(), time.Since(start))
+	})
+}
+
+// routeOf is the route pattern r matched, "" for none: the router sets
+// it on the request it was handed; the catch-all of unknown paths counts
+// as none.
+func routeOf(r *http.Request) string {
+	if r.Pattern == "/" {
+		return ""
+	}
+	return r.Pattern
+}
+
+// serve answers r: the edge rules, then the router.
+func (a *API) serve(w http.ResponseWriter, r *http.Request) {
 	if r.RequestURI == "*" {
 		a.writeError(w, r, newError(CodeBadRequest, "", "the request target * names no resource of this server"))
 		return
@@ -127,4 +163,49 @@ func catalogAnswer(e *apiError) []byte {
 	status := e.Status()
 	return fmt.Appendf(nil, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s",
 		status, http.StatusText(status), len(body)+1, append(body, '\n'))
+}
+
+// statusWriter records the status of the answer written through it, for
+// ObserveRequest. What the handlers reach through http.ResponseController
+// (flushes, deadlines, the stream's hijack) reaches the writer beneath.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+// WriteHeader implements http.ResponseWriter.
+func (w *statusWriter) WriteHeader(code int) {
+	if w.code == 0 && code >= 200 {
+		w.code = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Write implements http.ResponseWriter.
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap is the writer beneath, for http.ResponseController.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Hijack takes the connection over, for the stream's upgrade, whose
+// answer is then 101.
+func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, rw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err == nil && w.code == 0 {
+		w.code = http.StatusSwitchingProtocols
+	}
+	return c, rw, err
+}
+
+// status is the status written, 200 when the handler wrote nothing.
+func (w *statusWriter) status() int {
+	if w.code == 0 {
+		return http.StatusOK
+	}
+	return w.code
 }

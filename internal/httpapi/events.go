@@ -8,6 +8,7 @@ import (
 
 	"github.com/spoolq/spool/internal/events"
 	"github.com/spoolq/spool/internal/httpapi/streamserver"
+	"github.com/spoolq/spool/internal/httpapi/wire"
 	"github.com/spoolq/spool/internal/job"
 )
 
@@ -160,17 +161,12 @@ type eventWriter struct {
 
 // event writes one job event.
 func (o *eventWriter) event(ev *events.Event) {
-	data, err := json.Marshal(ev)
-	if err != nil {
-		o.failed = true
-		return
-	}
 	o.buf = append(o.buf, "id: "...)
 	o.buf = strconv.AppendUint(o.buf, ev.ID, 10)
 	o.buf = append(o.buf, "\nevent: "...)
 	o.buf = append(o.buf, ev.Type...)
 	o.buf = append(o.buf, "\ndata: "...)
-	o.buf = append(o.buf, data...)
+	o.buf = wire.AppendEvent(o.buf, ev)
 	o.buf = append(o.buf, "\n\n"...)
 	o.last = ev.ID
 }

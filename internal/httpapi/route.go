@@ -94,11 +94,11 @@ const (
 	// ScopeScheduleList routes answer a list of schedules, cut to those
 	// the namespaces hold.
 	ScopeScheduleList ScopeSource = "schedule-list"
-	// ScopeEveryNamespace routes answer about the queues of every
-	// namespace at once, in a way that cannot be cut to some of them (the
-	// workers seen fetching, whatever queues they fetch from): a token
-	// limited to namespaces gets 403 forbidden, whatever it asks.
-	ScopeEveryNamespace ScopeSource = "every-namespace"
+	// ScopeAllQueues routes answer about every queue at once and cannot
+	// be cut to some (the metrics; the workers seen fetching, whatever
+	// queues they fetch from): a token limited to namespaces is 403
+	// forbidden, whatever it asks.
+	ScopeAllQueues ScopeSource = "all-queues"
 )
 
 // schedulePath is the start of the path of every route that names a

@@ -65,9 +65,8 @@ var (
 	scheduleInPath = scope{Scope: Scope{Source: ScopePathSchedule, Field: "name"}}
 	// scheduleList is the scope of a route answering a list of schedules.
 	scheduleList = scope{Scope: Scope{Source: ScopeScheduleList}}
-	// everyNamespace is the scope of a route that answers about every
-	// namespace at once.
-	everyNamespace = scope{Scope: Scope{Source: ScopeEveryNamespace}}
+	// allQueues is the scope of a route answering about every queue.
+	allQueues = scope{Scope: Scope{Source: ScopeAllQueues}}
 )
 
 // scheduleJobField is where the body of a route with scope
@@ -177,8 +176,8 @@ func (a *API) guard(perm auth.Permission, s *scope, h http.HandlerFunc) http.Han
 		}
 		ctx := context.WithValue(r.Context(), principalKey{}, p)
 		switch s.Source {
-		case ScopeEveryNamespace:
-			a.writeError(w, r, &auth.ForbiddenError{Message: "this route answers about every namespace; a token limited to namespaces may not call it"})
+		case ScopeAllQueues:
+			a.writeError(w, r, &auth.ForbiddenError{Message: "this token is limited to namespaces, and this route answers about every queue at once"})
 			return
 		case ScopePathQueue:
 			if err := checkQueue(p, r.PathValue(s.Field), ""); err != nil {

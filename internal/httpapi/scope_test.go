@@ -186,8 +186,10 @@ func (f *authFixture) scopeCalls(t *testing.T, rt Route, secret string) []scopeC
 		}}}
 	case ScopePathSchedule:
 		return f.scheduleScopeCalls(t, rt, secret, fg)
-	case ScopeEveryNamespace:
-		// Whatever it asks, and whatever the store holds.
+	case ScopeAllQueues:
+		// The route answers about every queue, its own and the foreign
+		// one alike: a limited token gets nothing.
+		f.enqueue(f.queue(true), 0)
 		return []scopeCall{{rt.Method, path, "", wantForbidden("")}}
 	case ScopeScheduleList:
 		own, smuggled := f.queue(true), f.queue(true)

@@ -25,6 +25,15 @@ func (a *API) readyz(w http.ResponseWriter, r *http.Request) {
 	a.writeJSON(w, http.StatusOK, statusJSON{Status: "ready"})
 }
 
+// metrics serves the Prometheus metrics, when the API was given them.
+func (a *API) metrics(w http.ResponseWriter, r *http.Request) {
+	if a.opts.Metrics == nil {
+		a.writeError(w, r, newError(CodeNotFound, "", "this server does not serve metrics"))
+		return
+	}
+	a.opts.Metrics.ServeHTTP(w, r)
+}
+
 func (a *API) openapi(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")

@@ -20,7 +20,7 @@ type workersJSON struct {
 
 // listWorkers answers the workers this node has seen fetch, by name, with
 // the active jobs each holds. Its route spans every namespace, so a token
-// limited to some never reaches it (ScopeEveryNamespace).
+// limited to some never reaches it (ScopeAllQueues).
 func (a *API) listWorkers(w http.ResponseWriter, r *http.Request) {
 	ws, err := a.engine.Workers(r.Context())
 	if err != nil {

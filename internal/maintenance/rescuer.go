@@ -17,8 +17,11 @@ type Rescuer struct {
 }
 
 // NewRescuer returns a rescuer on st that calls notify with the queues in
-// which jobs became available. idle bounds its sleep.
-func NewRescuer(st store.Maintainer, notify func(queues []string), now func() time.Time, idle time.Duration, logger *slog.Logger) *Rescuer {
+// which jobs became available, and rescued, when not nil, with how many
+// jobs of each queue it took back after each pass that took any (for
+// metrics; it must not block). idle bounds its sleep.
+func NewRescuer(st store.Maintainer, notify func(queues []string), rescued func(byQueue map[string]int), now func() time.Time,
+	idle time.Duration, logger *slog.Logger) *Rescuer {
 	pass := func(ctx context.Context, now time.Time) (time.Time, error) {
 		res, err := st.JobRescueExpired(ctx, now, PassLimit)
 		if err != nil {
@@ -26,6 +29,9 @@ func NewRescuer(st store.Maintainer, notify func(queues []string), now func() ti
 		}
 		if res.Count > 0 {
 			logger.Info("rescued jobs with expired leases", "count", res.Count)
+			if rescued != nil {
+				rescued(res.Rescued)
+			}
 		}
 		notify(res.Available)
 		if res.Count >= PassLimit {

@@ -83,7 +83,10 @@ func (e *Engine) emitOutcomes(out []store.Outcome, at time.Time, id func(i int) 
 			continue
 		}
 		ev := events.Of(outcomeType(o.State), at, id(i), o.Queue)
-		ev.State = o.State
+		ev.State, ev.Kind, ev.Attempt = o.State, o.Kind, o.Attempt
+		if !o.StartedAt.IsZero() {
+			ev.Ran = at.Sub(o.StartedAt)
+		}
 		if message != nil && (o.State == job.StateRetrying || o.State == job.StateDead) {
 			ev.Error = message(i)
 		}

@@ -17,8 +17,11 @@ import (
 // leads on a store that several nodes share, so that they run on one node
 // at a time. Each term of leadership gets fresh services.
 type background struct {
-	st        store.Maintainer
-	notify    func(queues []string)
+	st     store.Maintainer
+	notify func(queues []string)
+	// rescued is told how many jobs of each queue the rescuer took back
+	// (metrics); nil for none.
+	rescued   func(byQueue map[string]int)
 	now       func() time.Time
 	retention maintenance.Retention
 	// fire fires the schedules due at now; see queue.Engine.FireSchedules.
@@ -68,7 +71,7 @@ func (b *background) startServices(ctx context.Context) {
 		return
 	}
 	b.scheduler = maintenance.NewScheduler(b.st, b.notify, b.now, idleMaintenance, b.logger)
-	b.rescuer = maintenance.NewRescuer(b.st, b.notify, b.now, idleMaintenance, b.logger)
+	b.rescuer = maintenance.NewRescuer(b.st, b.notify, b.rescued, b.now, idleMaintenance, b.logger)
 	b.expirer = maintenance.NewExpirer(b.st, b.notify, b.now, idleMaintenance, b.logger)
 	b.pruner = maintenance.NewPruner(b.st, b.retention, b.now, b.logger)
 	b.cron = maintenance.NewCron(b.fire, b.now, idleMaintenance, b.logger)

@@ -18,6 +18,7 @@ import (
 	"github.com/spoolq/spool/internal/httpapi"
 	"github.com/spoolq/spool/internal/httpapi/auth"
 	"github.com/spoolq/spool/internal/maintenance"
+	"github.com/spoolq/spool/internal/metrics"
 	"github.com/spoolq/spool/internal/queenapi"
 	"github.com/spoolq/spool/internal/queue"
 	"github.com/spoolq/spool/internal/store"
@@ -36,7 +37,11 @@ type Server struct {
 	cfg    config.Config
 	logger *slog.Logger
 
-	store    store.Store
+	store store.Store
+	// now is the clock of the engine and the maintenance services (see
+	// opened.now); metrics measure ages by it.
+	now      func() time.Time
+	metrics  *metrics.Metrics
 	engine   *queue.Engine
 	bg       *background
 	relay    engineRelay
@@ -77,12 +82,17 @@ func (s *Server) Start(ctx context.Context) error {
 			return fmt.Errorf("load auth tokens: %w", err)
 		}
 	}
+	s.metrics = metrics.New(metrics.Config{
+		Queues: func(ctx context.Context) ([]store.QueueInfo, error) { return s.store.QueueList(ctx) },
+		Now:    func() time.Time { return s.now() },
+		Logger: s.logger,
+	})
 	op, err := s.openStore(ctx, &s.relay)
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}
 	st, now := op.store, op.now
-	s.store = st
+	s.store, s.now = st, now
 	notify := func(queues []string) { s.engine.NotifyAvailable(queues) }
 	fire := func(ctx context.Context, now time.Time) (time.Time, error) { return s.engine.FireSchedules(ctx, now) }
 	s.bg = newBackground(st, notify, fire, now, maintenance.Retention{
@@ -92,6 +102,7 @@ func (s *Server) Start(ctx context.Context) error {
 		MaxDead:      s.cfg.MaxDead,
 		Interval:     s.cfg.PruneInterval,
 	}, op.lock, s.logger)
+	s.bg.rescued = s.metrics.Rescued
 	s.engine = queue.New(st, queue.Config{
 		MaxPayloadBytes: s.cfg.MaxPayloadBytes,
 		MaxBatch:        s.cfg.MaxBatch,
@@ -100,6 +111,7 @@ func (s *Server) Start(ctx context.Context) error {
 		OnLeased:        s.bg.wakeRescuer,
 		OnSchedule:      s.bg.wakeCron,
 		DecodeJob:       httpapi.DecodeJob,
+		Observe:         s.metrics.Observe,
 	})
 	s.relay.engine.Store(s.engine)
 	if err := s.bg.Start(ctx); err != nil {
@@ -112,10 +124,12 @@ func (s *Server) Start(ctx context.Context) error {
 		return fmt.Errorf("listen on %s: %w", s.cfg.Addr, err)
 	}
 	s.listener = ln
-	s.api = httpapi.New(s.engine, httpapi.Options{MaxBodyBytes: s.cfg.MaxBodyBytes, Logger: s.logger, Auth: authn})
+	s.api = httpapi.New(s.engine, httpapi.Options{MaxBodyBytes: s.cfg.MaxBodyBytes, Logger: s.logger, Auth: authn,
+		Metrics: s.metrics.Handler(), ObserveRequest: s.metrics.ObserveRequest})
 	var handler http.Handler = s.api
 	if s.cfg.QueenCompat {
-		handler = withQueen(s.api, queenapi.New(s.engine, queenapi.Options{MaxBodyBytes: s.cfg.MaxBodyBytes, Logger: s.logger, Auth: authn}))
+		queen := queenapi.New(s.engine, queenapi.Options{MaxBodyBytes: s.cfg.MaxBodyBytes, Logger: s.logger, Auth: authn})
+		handler = withQueen(s.api, httpapi.Observed(queen, s.metrics.ObserveRequest))
 	}
 	s.dash = dashboard.New(s.engine, dashboard.Options{Auth: authn, Logger: s.logger})
 	s.dash.Start()

@@ -37,11 +37,13 @@ type opened struct {
 // engine through relay.
 func (s *Server) openStore(ctx context.Context, relay *engineRelay) (*opened, error) {
 	if s.cfg.DB == "" {
-		disk, err := sqlitestore.Open(ctx, sqlitestore.Config{Dir: s.cfg.Data, Sync: s.cfg.Sync, Logger: s.logger})
+		disk, err := sqlitestore.Open(ctx, sqlitestore.Config{Dir: s.cfg.Data, Sync: s.cfg.Sync, Logger: s.logger,
+			OnCommit: s.metrics.CommitObserver("disk")})
 		if err != nil {
 			return nil, err
 		}
-		mem, err := sqlitestore.Open(ctx, sqlitestore.Config{Dir: memoryDir(s.cfg.Data), Memory: true, TokensFrom: disk, Logger: s.logger})
+		mem, err := sqlitestore.Open(ctx, sqlitestore.Config{Dir: memoryDir(s.cfg.Data), Memory: true, TokensFrom: disk, Logger: s.logger,
+			OnCommit: s.metrics.CommitObserver("memory")})
 		if err != nil {
 			_ = disk.Close()
 			return nil, fmt.Errorf("open memory tier: %w", err)
@@ -55,10 +57,11 @@ func (s *Server) openStore(ctx context.Context, relay *engineRelay) (*opened, er
 		return &opened{store: st, now: func() time.Time { return time.Now().UTC() }}, nil
 	}
 	st, err := pgstore.Open(ctx, pgstore.Config{
-		URL:     s.cfg.DB,
-		Migrate: true,
-		Hooks:   store.Hooks{OnAvailable: relay.notify},
-		Logger:  s.logger,
+		URL:      s.cfg.DB,
+		Migrate:  true,
+		Hooks:    store.Hooks{OnAvailable: relay.notify},
+		Logger:   s.logger,
+		OnCommit: s.metrics.CommitObserver("postgres"),
 	})
 	if err != nil {
 		return nil, err

@@ -48,6 +48,23 @@ type Hooks struct {
 	OnAvailable func(queues []string)
 }
 
+// CommitStats describes one commit of a store's writes, for metrics. A
+// store takes a func(CommitStats) in its configuration at open, so that
+// what watches its write path needs nothing of the store's package and
+// the store nothing of the watcher's; the func is called on the write
+// path and must not block.
+type CommitStats struct {
+	// Elapsed is how long the commit took, from the start of its
+	// transaction until it was durable at the store's level.
+	Elapsed time.Duration
+	// Calls is how many store calls the commit carried: a store with
+	// group commit carries many in one.
+	Calls int
+	// Jobs is how many jobs or items those calls carried (a call without
+	// any counts one); zero when the store does not count them.
+	Jobs int
+}
+
 // Inserter enqueues jobs.
 type Inserter interface {
 	// JobInsertMany inserts all jobs of p atomically (all or none) and
@@ -391,6 +408,15 @@ type Outcome struct {
 	// DeadLetter is, for a job that died into its queue's dead-letter
 	// queue, the queue and id of its copy there; zero otherwise.
 	DeadLetter job.JobRef
+	// Kind, Attempt and StartedAt describe, for an accepted ack, fail or
+	// release (of a call or of a transaction), the attempt the item
+	// ended: the job's kind, the attempt's number (the one the lease
+	// was handed out with, before a release takes it back) and when it
+	// started, so that the time it ran is known without reading the job.
+	// Zero for a refused item and for an extend.
+	Kind      string
+	Attempt   int
+	StartedAt time.Time
 }
 
 // JobCompleteItem acknowledges one job.
@@ -572,6 +598,14 @@ type QueueInfo struct {
 	Settings job.QueueSettings
 	// Counts has the number of jobs in every state (zero states included).
 	Counts map[job.State]int64
+	// OldestAvailable is the earliest run time among the queue's
+	// available jobs (those not handed out), so that the age of the
+	// oldest waiting job is known from the listing; zero when none is
+	// available. QueueList sets it, QueueGet leaves it zero. A store
+	// finds it with a few index seeks per queue (about one per priority,
+	// and per group of a grouped queue, that its available jobs use),
+	// never a scan of the jobs.
+	OldestAvailable time.Time
 }
 
 // MaintenanceResult reports what a promotion or rescue pass did.
@@ -585,6 +619,10 @@ type MaintenanceResult struct {
 	// the remaining scheduled/retrying jobs, or the earliest lease expiry
 	// of active jobs); zero when there is none.
 	Next time.Time
+	// Rescued counts, for a rescue pass (JobRescueExpired), the jobs
+	// whose lease expired by queue; nil for other passes and when none
+	// was rescued.
+	Rescued map[string]int
 }
 
 // JobPruneParams is the retention policy applied by one prune pass.

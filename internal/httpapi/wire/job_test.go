@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spoolq/spool/internal/events"
 	"github.com/spoolq/spool/internal/job"
 )
 
@@ -196,4 +197,42 @@ func timeOrNil(t time.Time) *time.Time {
 		return nil
 	}
 	return &t
+}
+
+// An event's data is what encoding/json makes of events.Event, byte for
+// byte, with and without each field that may be left out.
+func TestAppendEventMatchesEncodingJSON(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 11, 24, 9, 0, 0, 123456789, time.UTC)
+	full := events.Event{ID: 1 << 40, Type: events.Failed, At: at, Job: "01JD3Y6Q4H2V8M5N7P9R0S1T2V", Queue: "emails",
+		ConsumerGroup: "billing", Kind: "send", State: job.StateRetrying, Attempt: 3, Worker: "host-1/pid <7> & \u2028",
+		Error: "smtp \"timeout\"\n\ttrace\x00\xff é", Waited: time.Second, Ran: time.Minute}
+	for _, ev := range []events.Event{
+		full,
+		{ID: 1, Type: events.Enqueued, At: at, Job: "j", Queue: "q"},
+		{ID: 2, Type: events.Deleted, At: time.Time{}, Job: "j", Queue: "q", Attempt: -1},
+	} {
+		want, err := json.Marshal(&ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := AppendEvent(nil, &ev); string(got) != string(want) {
+			t.Errorf("event %+v:\n got %s\nwant %s", ev, got, want)
+		}
+	}
+	// Times go out in UTC, as the protocol says, whatever their zone.
+	zoned := events.Event{ID: 1, Type: events.Enqueued, At: at.In(time.FixedZone("X", 3600)), Job: "j", Queue: "q"}
+	if got := AppendEvent(nil, &zoned); !strings.Contains(string(got), `"at":"2026-11-24T09:00:00.123456789Z"`) {
+		t.Errorf("a time in another zone: %s", got)
+	}
+}
+
+func BenchmarkAppendEvent(b *testing.B) {
+	ev := events.Event{ID: 1042, Type: events.Completed, At: time.Now(), Job: "01JD3Y6Q4H2V8M5N7P9R0S1T2V", Queue: "emails",
+		Kind: "send", State: job.StateCompleted, Attempt: 1}
+	buf := make([]byte, 0, 512)
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = AppendEvent(buf[:0], &ev)
+	}
 }

@@ -15,19 +15,38 @@ const (
 	// sqlQueues reads every queue with its paused flag, its default
 	// durability, its limits (the ordered flag among them), its settings
 	// and its counts: the folded counts plus the deltas not folded yet. $1
-	// names one queue, or '' for all.
-	sqlQueues = `SELECT q.name, q.paused, q.durability, q.rate_limit, q.rate_period_ns, q.max_active,
+	// names one queue, or '' for all. With $2 it also reads each queue's
+	// oldest available run time (sqlOldest), once per queue.
+	sqlQueues = `WITH q AS MATERIALIZED (
+	SELECT q.*, CASE WHEN $2 THEN (` + sqlOldest + `) END AS oldest FROM spool_queues q
+	WHERE $1 = '' OR q.name = $1
+)
+SELECT q.name, q.paused, q.durability, q.rate_limit, q.rate_period_ns, q.max_active,
 	q.group_rate_limit, q.group_rate_period_ns, q.group_max_active, q.ordered, COALESCE(q.dead_letter_queue, ''), q.max_wait_ns,
-	q.default_lease_ns, q.default_max_attempts, q.default_delay_ns,
-	c.state, c.n FROM spool_queues q
+	q.default_lease_ns, q.default_max_attempts, q.default_delay_ns, q.oldest,
+	c.state, c.n FROM q
 LEFT JOIN (
 	SELECT queue, state, sum(n)::int8 AS n FROM (
 		SELECT queue, state, n FROM spool_counts
 		UNION ALL SELECT queue, state, n FROM spool_count_deltas) x
 	GROUP BY queue, state
 ) c ON c.queue = q.name
-WHERE $1 = '' OR q.name = $1
 ORDER BY q.name`
+	// sqlOldest is the earliest run time of the available jobs of queue
+	// q.name, by a loose scan of the claim index: one seek finds each
+	// priority its available jobs use, one more that priority's first job,
+	// which is its oldest; it never reads the jobs in between.
+	sqlOldest = `WITH RECURSIVE p(priority) AS (
+		(SELECT j.priority FROM spool_jobs j WHERE j.queue = q.name AND j.state = 'available'
+		ORDER BY j.priority DESC LIMIT 1)
+		UNION ALL
+		SELECT (SELECT j.priority FROM spool_jobs j WHERE j.queue = q.name AND j.state = 'available' AND j.priority < p.priority
+			ORDER BY j.priority DESC LIMIT 1)
+		FROM p WHERE p.priority IS NOT NULL
+	)
+	SELECT min((SELECT j.run_at FROM spool_jobs j WHERE j.queue = q.name AND j.state = 'available' AND j.priority = p.priority
+		ORDER BY j.priority DESC, j.run_at LIMIT 1))
+	FROM p WHERE p.priority IS NOT NULL`
 	// sqlRollup folds the count deltas into the counts, one node at a
 	// time, in key order so that it never deadlocks with itself.
 	sqlRollupLock = `SELECT pg_try_advisory_xact_lock($1, $2)`
@@ -41,7 +60,7 @@ ON CONFLICT (queue, state) DO UPDATE SET n = spool_counts.n + excluded.n`
 
 // QueueList returns every known queue by name; see store.Admin.
 func (s *Store) QueueList(ctx context.Context) ([]store.QueueInfo, error) {
-	qs, err := s.queues(ctx, s.pool, "")
+	qs, err := s.queues(ctx, s.pool, "", true)
 	if err != nil {
 		return nil, wrap("list queues", err)
 	}
@@ -53,7 +72,7 @@ func (s *Store) QueueGet(ctx context.Context, name string) (*store.QueueInfo, er
 	if name == "" {
 		return nil, fmt.Errorf("get queue: %w", job.ErrNotFound)
 	}
-	qs, err := s.queues(ctx, s.pool, name)
+	qs, err := s.queues(ctx, s.pool, name, false)
 	if err != nil {
 		return nil, wrap("get queue", err)
 	}
@@ -63,12 +82,13 @@ func (s *Store) QueueGet(ctx context.Context, name string) (*store.QueueInfo, er
 	return &qs[0], nil
 }
 
-// queues reads queue name, or every queue for "", through q.
-func (s *Store) queues(ctx context.Context, q querier, name string) ([]store.QueueInfo, error) {
+// queues reads queue name, or every queue for "", through q; with oldest
+// it also reads their oldest available run times.
+func (s *Store) queues(ctx context.Context, q querier, name string, oldest bool) ([]store.QueueInfo, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	rows, err := q.Query(ctx, sqlQueues, name)
+	rows, err := q.Query(ctx, sqlQueues, name, oldest)
 	if err != nil {
 		return nil, err
 	}
@@ -82,12 +102,13 @@ func (s *Store) queues(ctx context.Context, q querier, name string) ([]store.Que
 		maxWait                     int64
 		defaultLease, defaultDelay  int64
 		defaultMaxAttempts          int32
+		oldestAt                    *time.Time
 		state                       *string
 		n                           *int64
 	)
 	_, err = pgx.ForEachRow(rows, []any{&qname, &paused, &durability, &rate, &ratePeriod, &maxActive,
 		&groupRate, &groupRatePeriod, &groupMaxActive, &ordered, &dlq, &maxWait,
-		&defaultLease, &defaultMaxAttempts, &defaultDelay, &state, &n}, func() error {
+		&defaultLease, &defaultMaxAttempts, &defaultDelay, &oldestAt, &state, &n}, func() error {
 		if len(out) == 0 || out[len(out)-1].Name != qname {
 			counts := make(map[job.State]int64, len(job.States))
 			for _, st := range job.States {
@@ -104,7 +125,8 @@ func (s *Store) queues(ctx context.Context, q querier, name string) ([]store.Que
 					DeadLetterQueue: dlq, MaxWait: time.Duration(maxWait),
 					DefaultLease: time.Duration(defaultLease), DefaultMaxAttempts: int(defaultMaxAttempts),
 					DefaultDelay: time.Duration(defaultDelay),
-				}})
+				},
+				OldestAvailable: utc(oldestAt)})
 		}
 		if state != nil && n != nil {
 			out[len(out)-1].Counts[job.State(*state)] += *n

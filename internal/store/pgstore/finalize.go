@@ -42,7 +42,7 @@ const (
 		unique_for, tags, new_result, errors, progress, lease_token, cancel_requested, created_at, started_at, $4::timestamptz,
 		durability, grp, dead_letter_of_queue, dead_letter_of_id, worker, traceparent
 	FROM gone
-	RETURNING id, queue, state, durability
+	RETURNING id, queue, state, durability, kind, attempt, started_at
 ), relax AS (
 	SELECT CASE WHEN bool_and(durability = 'process') THEN set_config('synchronous_commit', 'off', true) END AS relaxed
 	FROM moved
@@ -53,7 +53,7 @@ const (
 			WHERE name IN (SELECT queue FROM moved) AND (max_active > 0 OR group_max_active > 0)) c
 		GROUP BY chunk) n
 )
-SELECT id, queue, state FROM moved CROSS JOIN relax CROSS JOIN wake`
+SELECT id, queue, state, kind, attempt, started_at FROM moved CROSS JOIN relax CROSS JOIN wake`
 	// The leases of the jobs a statement ended go by an array of their
 	// seqs (seq = ANY (ARRAY(…))), never by IN (SELECT …): the planner,
 	// which cannot count the rows of a CTE, may join the CTE to
@@ -64,7 +64,8 @@ SELECT id, queue, state FROM moved CROSS JOIN relax CROSS JOIN wake`
 	// order so that two batches never wait on each other in a cycle, and
 	// reads their queues' dead-letter queues.
 	sqlLockLeased = `SELECT i.ord, j.seq, j.queue, j.cancel_requested, j.attempt, j.max_attempts, j.run_at, j.lease_ns,
-	j.backoff_kind, j.backoff_base, j.backoff_max, j.backoff_jitter, j.durability, COALESCE(q.dead_letter_queue, '')
+	j.backoff_kind, j.backoff_base, j.backoff_max, j.backoff_jitter, j.durability, COALESCE(q.dead_letter_queue, ''),
+	j.kind, j.started_at
 FROM unnest($1::text[], $2::int8[]) WITH ORDINALITY AS i(id, token, ord)
 JOIN spool_jobs j ON j.id = i.id AND j.lease_token = i.token AND j.state = 'active'
 LEFT JOIN spool_queues q ON q.name = j.queue
@@ -232,11 +233,11 @@ func (s *Store) JobComplete(ctx context.Context, p *store.JobCompleteParams) ([]
 			return err
 		}
 		matched := make([]bool, len(it.ids))
-		var id, queue, state string
-		_, err = pgx.ForEachRow(rows, []any{&id, &queue, &state}, func() error {
-			k := index[id]
+		var a ackRow
+		_, err = pgx.ForEachRow(rows, a.dest(), func() error {
+			k := index[a.id]
 			matched[k] = true
-			out[it.pos[k]] = store.Outcome{Queue: queue, State: job.State(state)}
+			out[it.pos[k]] = a.outcome()
 			return nil
 		})
 		if err != nil {
@@ -246,7 +247,7 @@ func (s *Store) JobComplete(ctx context.Context, p *store.JobCompleteParams) ([]
 	}
 	var err error
 	if s.beforeCommit == nil {
-		err = s.retry(ctx, func() error { return complete(s.pool) })
+		err = s.retry(ctx, func() error { return s.timed(func() error { return complete(s.pool) }) })
 	} else {
 		err = s.retryTx(ctx, func(tx pgx.Tx) error { return complete(tx) })
 	}
@@ -254,6 +255,23 @@ func (s *Store) JobComplete(ctx context.Context, p *store.JobCompleteParams) ([]
 		return nil, wrap("complete jobs", err)
 	}
 	return out, nil
+}
+
+// ackRow is a row of sqlComplete: an acknowledged job.
+type ackRow struct {
+	id, queue, state, kind string
+	attempt                int32
+	startedAt              *time.Time
+}
+
+// dest is where a scan of a row of sqlComplete goes.
+func (a *ackRow) dest() []any {
+	return []any{&a.id, &a.queue, &a.state, &a.kind, &a.attempt, &a.startedAt}
+}
+
+// outcome is the outcome of the ack of a's job.
+func (a *ackRow) outcome() store.Outcome {
+	return store.Outcome{Queue: a.queue, State: job.State(a.state), Kind: a.kind, Attempt: int(a.attempt), StartedAt: utc(a.startedAt)}
 }
 
 // leased is what a fail, release or rescue needs to know of a locked job.
@@ -267,6 +285,16 @@ type leased struct {
 	durability           job.Durability
 	// settings are the queue's, as far as the lock reads them.
 	settings job.QueueSettings
+	// kind and startedAt are the job's kind and the start of its
+	// attempt, for the outcome (lockLeased reads them; a rescue does not).
+	kind      string
+	startedAt time.Time
+}
+
+// outcome is the outcome of the end of l's attempt with its job in state,
+// attempt the attempt the lease was handed out with.
+func (l *leased) outcome(state job.State) store.Outcome {
+	return store.Outcome{Queue: l.queue, State: state, Kind: l.kind, Attempt: l.attempt, StartedAt: l.startedAt}
 }
 
 // lockLeased locks the active jobs of it whose token is current and
@@ -283,10 +311,12 @@ func lockLeased(ctx context.Context, tx pgx.Tx, it *items) (map[int]*leased, err
 		attempt, maxAtt     int32
 		leaseNS, base, maxD int64
 		kind, durability    string
+		startedAt           *time.Time
 	)
 	_, err = pgx.ForEachRow(rows, []any{&ord, &l.seq, &l.queue, &l.cancelRequested, &attempt, &maxAtt, &l.runAt, &leaseNS,
-		&kind, &base, &maxD, &l.backoff.Jitter, &durability, &l.settings.DeadLetterQueue}, func() error {
+		&kind, &base, &maxD, &l.backoff.Jitter, &durability, &l.settings.DeadLetterQueue, &l.kind, &startedAt}, func() error {
 		c := l
+		c.startedAt = utc(startedAt)
 		c.attempt, c.maxAttempts = int(attempt), int(maxAtt)
 		c.durability = job.Durability(durability)
 		c.runAt = c.runAt.UTC()
@@ -391,7 +421,7 @@ func failChange(item *store.JobFailItem, l *leased, now time.Time, rnd func() fl
 		MaxAttempts: l.maxAttempts, NoRetry: item.NoRetry, RetryAfter: item.RetryAfter, Backoff: l.backoff}, now, rnd)
 	c := change{seq: l.seq, queue: l.queue, state: state, attempt: l.attempt, runAt: l.runAt, durability: l.durability,
 		deadLetter: l.settings.DeadLetterFor(state)}
-	o := store.Outcome{Queue: l.queue, State: state}
+	o := l.outcome(state)
 	if !runAt.IsZero() {
 		c.runAt = micro(runAt)
 		o.RunAt = c.runAt
@@ -408,7 +438,7 @@ func (s *Store) JobRelease(ctx context.Context, p *store.JobReleaseParams) ([]st
 	out, err := s.endLeases(ctx, it, len(p.Items), micro(p.Now), func(_ int, l *leased) (change, store.Outcome, error) {
 		state, attempt := job.AfterRelease(l.cancelRequested, l.attempt)
 		c := change{seq: l.seq, queue: l.queue, state: state, runAt: l.runAt, attempt: attempt, durability: l.durability}
-		return c, store.Outcome{Queue: l.queue, State: state}, nil
+		return c, l.outcome(state), nil
 	})
 	if err != nil {
 		return nil, wrap("release jobs", err)

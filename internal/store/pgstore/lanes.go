@@ -329,7 +329,7 @@ func (s *Store) ConsumerGroupCreate(ctx context.Context, p *store.ConsumerGroupP
 // clears it of the jobs an earlier group of its name may have left. It
 // returns whether the lane has flow control.
 func (s *Store) followQueue(ctx context.Context, tx pgx.Tx, queue, lane string, grouped bool) (bool, error) {
-	qs, err := s.queues(ctx, tx, queue)
+	qs, err := s.queues(ctx, tx, queue, false)
 	if err != nil {
 		return false, fmt.Errorf("read queue: %w", err)
 	}

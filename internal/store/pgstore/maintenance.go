@@ -103,6 +103,10 @@ func (s *Store) JobRescueExpired(ctx context.Context, now time.Time, limit int) 
 			var err error
 			c.err, err = attemptErrorString(int(attempt), job.LeaseExpiredMessage, now)
 			changes = append(changes, c)
+			if res.Rescued == nil {
+				res.Rescued = make(map[string]int)
+			}
+			res.Rescued[l.queue]++
 			return err
 		}); err != nil {
 			return err

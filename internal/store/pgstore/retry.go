@@ -3,9 +3,12 @@ package pgstore
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/spoolq/spool/internal/store"
 )
 
 // maxAttempts bounds how often a call runs again after PostgreSQL chose it
@@ -42,13 +45,29 @@ type beginner interface {
 // retryTxOn is retryTx on db.
 func (s *Store) retryTxOn(ctx context.Context, db beginner, fn func(pgx.Tx) error) error {
 	return s.retry(ctx, func() error {
-		return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-			if err := fn(tx); err != nil || s.beforeCommit == nil {
-				return err
-			}
-			return s.beforeCommit(ctx, tx)
+		return s.timed(func() error {
+			return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+				if err := fn(tx); err != nil || s.beforeCommit == nil {
+					return err
+				}
+				return s.beforeCommit(ctx, tx)
+			})
 		})
 	})
+}
+
+// timed runs fn, a write that commits, and tells Config.OnCommit how long
+// it took when it succeeded.
+func (s *Store) timed(fn func() error) error {
+	if s.cfg.OnCommit == nil {
+		return fn()
+	}
+	start := time.Now()
+	err := fn()
+	if err == nil {
+		s.cfg.OnCommit(store.CommitStats{Elapsed: time.Since(start), Calls: 1})
+	}
+	return err
 }
 
 // transient reports a deadlock or serialization failure.

@@ -73,6 +73,12 @@ type Config struct {
 	// Logger receives listener, rollup and clock events. Defaults to
 	// slog.Default().
 	Logger *slog.Logger
+	// OnCommit, when set, is told of every write transaction the store
+	// commits (its time from BEGIN to the end of COMMIT; one call, jobs
+	// not counted), and of every one-statement ack. Plain claims, one
+	// statement each outside a transaction, are not timed. It must not
+	// block. Defaults to nil.
+	OnCommit func(store.CommitStats)
 }
 
 // Store is the PostgreSQL store. It implements store.Store and is safe for

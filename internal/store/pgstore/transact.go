@@ -142,9 +142,9 @@ func (s *Store) transactAcks(ctx context.Context, tx pgx.Tx, p *store.JobTransac
 		return fmt.Errorf("complete jobs: %w", err)
 	}
 	done := 0
-	var id, queue, state string
-	if _, err := pgx.ForEachRow(rows, []any{&id, &queue, &state}, func() error {
-		out[index[id]] = store.Outcome{Queue: queue, State: job.State(state)}
+	var a ackRow
+	if _, err := pgx.ForEachRow(rows, a.dest(), func() error {
+		out[index[a.id]] = a.outcome()
 		done++
 		return nil
 	}); err != nil {

@@ -280,7 +280,11 @@ func (s *Store) QueueList(ctx context.Context) ([]store.QueueInfo, error) {
 	if err := s.check(); err != nil {
 		return nil, wrap("list queues", err)
 	}
-	return s.cat.list(), nil
+	qs := s.cat.list()
+	if err := s.setOldestAvailable(ctx, qs); err != nil {
+		return nil, wrap("list queues", err)
+	}
+	return qs, nil
 }
 
 // QueueGet returns one queue or job.ErrNotFound; see store.Admin.

@@ -324,7 +324,7 @@ func (w *writer) take(picks []pick, p *store.JobClaimParams, now time.Time, res 
 			dur = j.LeaseDuration
 		}
 		l := &lease{
-			seq: pk.e.seq, id: j.ID, queue: j.Queue, group: j.Group, key: entry{priority: pk.e.priority, runAt: pk.e.runAt, seq: pk.e.seq},
+			seq: pk.e.seq, id: j.ID, queue: j.Queue, kind: j.Kind, group: j.Group, key: entry{priority: pk.e.priority, runAt: pk.e.runAt, seq: pk.e.seq},
 			token: w.tokens.take(), attempt: j.Attempt + 1, maxAttempts: j.MaxAttempts, backoff: j.Backoff,
 			duration: j.LeaseDuration, startedAt: now, expiresAt: now.Add(dur), durability: j.Durability, worker: p.Worker,
 		}

@@ -98,7 +98,7 @@ func (s *Store) JobComplete(ctx context.Context, p *store.JobCompleteParams) ([]
 		now := p.Now.UTC().UnixNano()
 		acks := completions{w: w}
 		err := forEachHeld(w, p.Items, completeKey, out, func(it *store.JobCompleteItem, l *lease, o *store.Outcome) error {
-			*o = store.Outcome{Queue: l.queue, State: job.AfterCompletion(l.cancel)}
+			*o = l.outcome(job.AfterCompletion(l.cancel))
 			acks.add(o.State, it.Result, now, l)
 			w.finish(l, o.State)
 			return acks.flushFull()
@@ -204,6 +204,11 @@ func (w *writer) endAttempt(l *lease, state job.State, runAt time.Time, now time
 	return nil
 }
 
+// outcome is the outcome of l's attempt ending with its job in state.
+func (l *lease) outcome(state job.State) store.Outcome {
+	return store.Outcome{Queue: l.queue, State: state, Kind: l.kind, Attempt: l.attempt, StartedAt: l.startedAt}
+}
+
 // JobFail records failed attempts item by item, each where
 // job.AfterFailure sends it; see store.Claimer.
 func (s *Store) JobFail(ctx context.Context, p *store.JobFailParams) ([]store.Outcome, error) {
@@ -228,7 +233,8 @@ func failKey(it *store.JobFailItem) (string, int64) { return it.ID, it.Token }
 func (w *writer) failAttempt(it *store.JobFailItem, l *lease, now time.Time, rnd func() float64, o *store.Outcome) error {
 	state, runAt := job.AfterFailure(&job.Failure{CancelRequested: l.cancel, Attempt: l.attempt, MaxAttempts: l.maxAttempts,
 		NoRetry: it.NoRetry, RetryAfter: it.RetryAfter, Backoff: l.backoff}, now, rnd)
-	*o = store.Outcome{Queue: l.queue, State: state, RunAt: runAt}
+	*o = l.outcome(state)
+	o.RunAt = runAt
 	if err := w.endAttempt(l, state, runAt, now, l.attempt, it.Message); err != nil {
 		return err
 	}
@@ -293,7 +299,7 @@ func (s *Store) JobRelease(ctx context.Context, p *store.JobReleaseParams) ([]st
 		key := func(it *store.JobReleaseItem) (string, int64) { return it.ID, it.Token }
 		return forEachHeld(w, p.Items, key, out, func(_ *store.JobReleaseItem, l *lease, o *store.Outcome) error {
 			state, attempt := job.AfterRelease(l.cancel, l.attempt)
-			*o = store.Outcome{Queue: l.queue, State: state}
+			*o = l.outcome(state)
 			return w.endAttempt(l, state, time.Time{}, now, attempt, "")
 		})
 	})

@@ -27,6 +27,8 @@ type lease struct {
 	seq   int64
 	id    string
 	queue string
+	// kind is the job's kind, for the outcome of its attempt.
+	kind string
 	// group is the job's flow-control group, counted against its queue's
 	// group caps.
 	group string
@@ -329,7 +331,7 @@ func loadLeases(ctx context.Context, conn *sql.Conn) (*leaseTable, error) {
 	}
 	for i, j := range jobs {
 		t.add(&lease{
-			seq: seqs[i], id: j.ID, queue: j.Queue, group: j.Group, key: entryOf(j, seqs[i]), token: j.LeaseToken,
+			seq: seqs[i], id: j.ID, queue: j.Queue, kind: j.Kind, group: j.Group, key: entryOf(j, seqs[i]), token: j.LeaseToken,
 			attempt: j.Attempt, maxAttempts: j.MaxAttempts, backoff: j.Backoff, duration: j.LeaseDuration,
 			startedAt: j.StartedAt, expiresAt: j.LeaseExpiresAt, cancel: j.CancelRequested, progress: j.Progress,
 			worker: j.Worker, persisted: true, durability: j.Durability,

@@ -116,6 +116,10 @@ func (w *writer) rescue(now time.Time, limit int, res *store.MaintenanceResult) 
 			return err
 		}
 		res.Count++
+		if res.Rescued == nil {
+			res.Rescued = make(map[string]int)
+		}
+		res.Rescued[l.queue]++
 		if state == job.StateAvailable && !seen[l.queue] {
 			seen[l.queue] = true
 			res.Available = append(res.Available, l.queue)

@@ -94,6 +94,10 @@ type Config struct {
 	// Logger receives commit failures and other store events. Defaults to
 	// slog.Default().
 	Logger *slog.Logger
+	// OnCommit, when set, is told of every group commit: its time, its
+	// calls and their jobs. It runs on the writer goroutine after the
+	// commit and must not block. Defaults to nil.
+	OnCommit func(store.CommitStats)
 }
 
 // Store is the embedded SQLite store. It implements store.Store and is safe

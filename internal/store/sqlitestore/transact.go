@@ -43,7 +43,7 @@ func (s *Store) JobTransact(ctx context.Context, p *store.JobTransactParams) (*s
 		acks := completions{w: w}
 		for i, l := range acked {
 			state := job.AfterCompletion(l.cancel)
-			res.Completed[i] = store.Outcome{Queue: l.queue, State: state}
+			res.Completed[i] = l.outcome(state)
 			acks.add(state, p.Complete[i].Result, now.UnixNano(), l)
 			w.finish(l, state)
 			if err := acks.flushFull(); err != nil {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/store"
@@ -251,6 +252,10 @@ func (w *writer) commit(batch []*op) {
 // they are committed. err means the transaction itself broke and nobody
 // was answered.
 func (w *writer) commitTogether(ops []*op) (split bool, err error) {
+	var start time.Time
+	if w.cfg.OnCommit != nil {
+		start = time.Now()
+	}
 	if _, err := w.st.begin.Exec(); err != nil {
 		return false, fmt.Errorf("begin batch: %w", err)
 	}
@@ -287,6 +292,13 @@ func (w *writer) commitTogether(ops []*op) (split bool, err error) {
 		return false, fmt.Errorf("commit batch: %w", err)
 	}
 	w.commits.Add(1)
+	if w.cfg.OnCommit != nil {
+		jobs := 0
+		for _, o := range ops {
+			jobs += o.weight
+		}
+		w.cfg.OnCommit(store.CommitStats{Elapsed: time.Since(start), Calls: len(ops), Jobs: jobs})
+	}
 	w.ckpt.nudge()
 	if !w.fsync {
 		w.unsynced.Add(1)

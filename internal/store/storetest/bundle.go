@@ -367,11 +367,15 @@ func (b *bundle) checkConsistent() {
 	}
 	all := b.listAll("", "", 500)
 	have := make(map[string]map[job.State]int64)
+	oldest := make(map[string]time.Time)
 	for _, j := range all {
 		if have[j.Queue] == nil {
 			have[j.Queue] = make(map[job.State]int64)
 		}
 		have[j.Queue][j.State]++
+		if o, ok := oldest[j.Queue]; j.State == job.StateAvailable && (!ok || j.RunAt.Before(o)) {
+			oldest[j.Queue] = j.RunAt
+		}
 		if problem := jobInvariant(j); problem != "" {
 			t.Errorf("consistency: job %s (%s): %s", j.ID, j.State, problem)
 		}
@@ -387,11 +391,16 @@ func (b *bundle) checkConsistent() {
 				t.Errorf("consistency: queue %s says %d %s, the store lists %d", q.Name, q.Counts[st], st, have[q.Name][st])
 			}
 		}
+		if !q.OldestAvailable.Equal(oldest[q.Name]) {
+			t.Errorf("consistency: queue %s says its oldest available job runs at %v, the store lists %v", q.Name, q.OldestAvailable, oldest[q.Name])
+		}
 		got, err := b.s.QueueGet(b.ctx, q.Name)
+		listed := q
+		listed.OldestAvailable = time.Time{} // QueueGet leaves it out
 		if err != nil {
 			t.Errorf("consistency: get queue %s: %v", q.Name, err)
-		} else if !reflect.DeepEqual(*got, q) {
-			t.Errorf("consistency: QueueGet %+v, QueueList %+v", *got, q)
+		} else if !reflect.DeepEqual(*got, listed) {
+			t.Errorf("consistency: QueueGet %+v, QueueList %+v", *got, listed)
 		}
 	}
 	for name := range have {

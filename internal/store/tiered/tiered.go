@@ -23,6 +23,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -422,6 +423,9 @@ func (s *Store) QueueList(ctx context.Context) ([]store.QueueInfo, error) {
 		for st, n := range m.Counts {
 			qs[i].Counts[st] += n
 		}
+		if o := m.OldestAvailable; !o.IsZero() && (qs[i].OldestAvailable.IsZero() || o.Before(qs[i].OldestAvailable)) {
+			qs[i].OldestAvailable = o
+		}
 	}
 	sortQueues(qs)
 	return qs, nil
@@ -511,6 +515,15 @@ func (s *Store) maintain(pass func(st store.Store) (*store.MaintenanceResult, er
 	}
 	if out.Next.IsZero() || (!m.Next.IsZero() && m.Next.Before(out.Next)) {
 		out.Next = m.Next
+	}
+	if len(m.Rescued) > 0 {
+		out.Rescued = maps.Clone(out.Rescued)
+		if out.Rescued == nil {
+			out.Rescued = make(map[string]int, len(m.Rescued))
+		}
+		for q, n := range m.Rescued {
+			out.Rescued[q] += n
+		}
 	}
 	return &out, nil
 }
