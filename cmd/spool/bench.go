@@ -76,6 +76,7 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&o.Work, "work", 0, "simulated work of each job, e.g. 10ms (reports efficiency against workers × concurrency / work)")
 	fs.IntVar(&o.PayloadBytes, "payload", 0, "payload bytes per job (default 100)")
 	fs.DurationVar(&o.ScrapeMetrics, "scrape-metrics", 0, "scrape GET /metrics at this interval during the run, e.g. 1s, to measure what scraping costs (default: never)")
+	fs.BoolVar(&o.WatchDashboard, "watch-dashboard", false, "reload what an open dashboard overview reloads (its live part and chart data) every 2 s during the run, to measure what an open dashboard costs")
 	fs.BoolVar(&o.WatchEvents, "watch-events", false, "keep a reader on GET /v1/events with no filter during the run, to measure what following every event costs")
 	timeout := fs.Duration("timeout", 10*time.Minute, "stop the whole command after this long and report what was measured (0: no limit)")
 	preset := fs.String("preset", "", `run a set of configurations: "seeds" runs those of the published benchmarks of Jobbie, BullMQ and Queen, and an ordered queue against an unordered one`)

@@ -179,6 +179,10 @@ type Options struct {
 	// during the run, reading every job event, so that the run shows what
 	// a dashboard following the events costs the queue. Defaults to false.
 	WatchEvents bool
+	// WatchDashboard loads what an open dashboard overview loads, every
+	// DashboardRefresh: its live fragment and its throughput chart's
+	// data.
+	WatchDashboard bool
 	// ServerCommand builds the command that runs the embedded server with
 	// the given arguments ("server --addr A --data D --sync S --log-level
 	// warn"). Defaults to DefaultServerCommand, which re-executes the

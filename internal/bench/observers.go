@@ -19,6 +19,9 @@ const (
 	MinScrapeEvery = 100 * time.Millisecond
 	// observerRetry is how long an observer waits after a failed request.
 	observerRetry = 100 * time.Millisecond
+	// DashboardRefresh is how often an open dashboard overview reloads
+	// its live parts (internal/dashboard, overview.html).
+	DashboardRefresh = 2 * time.Second
 )
 
 // Observers is what the run's observers of the server saw: the scrapes of
@@ -40,6 +43,9 @@ type Observers struct {
 	// it read).
 	Events int64 `json:"events,omitempty"`
 	Drops  int64 `json:"event_drops,omitempty"`
+	// DashboardLoads counts the refreshes of the dashboard's overview
+	// answered 200 (Options.WatchDashboard).
+	DashboardLoads int64 `json:"dashboard_loads,omitempty"`
 	// Failures counts observer requests that failed (they do not count
 	// as errors of the run).
 	Failures int64 `json:"failures,omitempty"`
@@ -52,8 +58,8 @@ type observers struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	scrapes, bytes, events, drops, failures atomic.Int64
-	latency                                 *Histogram
+	scrapes, bytes, events, drops, failures, loads atomic.Int64
+	latency                                        *Histogram
 }
 
 // startObservers starts the observers the options ask for; stop ends
@@ -75,6 +81,13 @@ func (r *runner) startObservers(ctx context.Context) *observers {
 			o.watchLoop(ctx)
 		}()
 	}
+	if r.o.WatchDashboard {
+		o.wg.Add(1)
+		go func() {
+			defer o.wg.Done()
+			o.dashboardLoop(ctx)
+		}()
+	}
 	return o
 }
 
@@ -83,11 +96,11 @@ func (o *observers) stop() {
 	o.cancel()
 	o.wg.Wait()
 	o.client.CloseIdleConnections()
-	if o.r.o.ScrapeMetrics <= 0 && !o.r.o.WatchEvents {
+	if o.r.o.ScrapeMetrics <= 0 && !o.r.o.WatchEvents && !o.r.o.WatchDashboard {
 		return
 	}
 	res := &Observers{Watched: o.r.o.WatchEvents, Scrapes: o.scrapes.Load(), ScrapeBytes: o.bytes.Load(),
-		Events: o.events.Load(), Drops: o.drops.Load(), Failures: o.failures.Load()}
+		Events: o.events.Load(), Drops: o.drops.Load(), DashboardLoads: o.loads.Load(), Failures: o.failures.Load()}
 	if o.r.o.ScrapeMetrics > 0 {
 		res.ScrapeEvery = o.r.o.ScrapeMetrics.String()
 		if o.latency.Count() > 0 {
@@ -131,6 +144,58 @@ func (o *observers) scrapeLoop(ctx context.Context) {
 		o.scrapes.Add(1)
 		o.bytes.Store(n)
 	}
+}
+
+// dashboardLoop loads, every DashboardRefresh until ctx ends, what an
+// open overview page of the dashboard reloads: its live fragment and its
+// chart's data. (With auth on the dashboard wants its login cookie: the
+// run's token is sent as that cookie.)
+func (o *observers) dashboardLoop(ctx context.Context) {
+	tick := time.NewTicker(DashboardRefresh)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		ok := true
+		for _, path := range []string{"/?part=live", "/ui/throughput.json?span=300"} {
+			if err := o.load(ctx, path); err != nil {
+				ok = false
+				if ctx.Err() == nil {
+					o.failures.Add(1)
+				}
+			}
+		}
+		if ok {
+			o.loads.Add(1)
+		}
+	}
+}
+
+// load GETs one of the dashboard's paths as its page does.
+func (o *observers) load(ctx context.Context, path string) error {
+	req, err := o.request(ctx, path)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("HX-Request", "true")
+	if token, ok := strings.CutPrefix(o.r.auth, "Bearer "); ok {
+		req.AddCookie(&http.Cookie{Name: "spool_token", Value: token})
+	}
+	resp, err := o.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", path, resp.Status)
+	}
+	return nil
 }
 
 // scrape reads /metrics once and returns its size.

@@ -48,6 +48,9 @@ func Print(w io.Writer, res *Result) {
 		if o.Watched {
 			fmt.Fprintf(tw, "events	watched: %s events read, %d drops\n", thousands(float64(o.Events)), o.Drops)
 		}
+		if o.DashboardLoads > 0 {
+			fmt.Fprintf(tw, "dashboard	overview reloaded %d times (every %v)\n", o.DashboardLoads, DashboardRefresh)
+		}
 		if o.Failures > 0 {
 			fmt.Fprintf(tw, "observers	%d failed requests\n", o.Failures)
 		}

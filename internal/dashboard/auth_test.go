@@ -35,7 +35,7 @@ func (tb *tab) login(secret string) {
 	tb.t.Helper()
 	tb.visit("/ui/login")
 	tb.do("log in", sendKeys(`input[name="token"]`, secret), submit(`.login form`))
-	tb.waitFor("the page after the login", `location.pathname !== "/ui/login" && document.querySelector("main") !== null`)
+	tb.waitFor("the page after the login", `location.pathname !== "/ui/login" && document.readyState === "complete"`)
 }
 
 // post sends an action from the page, as htmx would, and returns the
@@ -66,7 +66,7 @@ func TestLogin(t *testing.T) {
 	// The right one goes to the page asked for first.
 	tb.visit("/ui/login?next=" + url.QueryEscape("/ui/queues/q"))
 	tb.do("log in", sendKeys(`input[name="token"]`, adminSecret), submit(`.login form`))
-	tb.waitFor("the queue page", `location.pathname === "/ui/queues/q"`)
+	tb.waitFor("the queue page", `location.pathname === "/ui/queues/q" && document.readyState === "complete"`)
 	if got := tb.text(".who"); !strings.Contains(got, "ops") || !strings.Contains(got, "admin") {
 		t.Errorf("the header shows %q, want the token ops and its role", got)
 	}
@@ -89,7 +89,7 @@ func TestLogin(t *testing.T) {
 	}
 
 	tb.click(`.who button`)
-	tb.waitFor("the login page", `location.pathname === "/ui/login"`)
+	tb.waitFor("the login page", `location.pathname === "/ui/login" && document.readyState === "complete"`)
 	tb.visit("/")
 	if got := eval[string](tb, `location.pathname`); got != "/ui/login" {
 		t.Errorf("after logging out / went to %s, want the login page", got)

@@ -328,7 +328,7 @@ func TestJobPage(t *testing.T) {
 
 	// Delete: gone, and the browser is on the queue's page.
 	tb.click(`button[data-action="delete"]`)
-	tb.waitFor("the queue page", `location.pathname === "/ui/queues/jobs"`)
+	tb.waitFor("the queue page", `location.pathname === "/ui/queues/jobs" && document.readyState === "complete"`)
 	if status, _ := b.call("GET", "/v1/jobs/"+other, nil); status != 404 {
 		t.Errorf("deleted job: status %d, want 404", status)
 	}
