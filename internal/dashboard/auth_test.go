@@ -104,7 +104,7 @@ func TestReadOnlyToken(t *testing.T) {
 	dead := b.kill("q", "boom", obj{})
 	tb := b.open()
 	tb.login(readOnlySecret)
-	for _, page := range []string{"/", "/ui/queues/q", "/ui/jobs/" + dead, "/ui/dead"} {
+	for _, page := range []string{"/", "/ui/queues/q", "/ui/jobs/" + dead, "/ui/dead", "/ui/workers"} {
 		tb.visit(page)
 		if tb.count("main h1") == 0 || strings.HasPrefix(tb.text("main h1"), "40") {
 			t.Errorf("%s: a read-only token should see the page, got %q", page, tb.text("main"))

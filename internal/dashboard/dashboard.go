@@ -1,6 +1,7 @@
 // Package dashboard is Spool's web UI, served by `spool server` at / and
 // under /ui/: an overview of every queue with a live throughput chart, a
-// page per queue, per job and for dead letters, with the actions an
+// page per queue, per job, for dead letters and for the workers (with the
+// jobs each holds), with the actions an
 // operator takes (pause, purge, retry, cancel, delete). Pages are rendered
 // on the server with html/template and updated in place by htmx polling
 // small fragments; the chart is uPlot fed by a JSON endpoint. Both
@@ -128,6 +129,7 @@ func (d *Dashboard) register() {
 	d.mux.HandleFunc("POST /ui/jobs/{id}/{action}", d.guard(auth.PermManage, d.jobAction))
 	d.mux.HandleFunc("GET /ui/dead", d.guard(auth.PermRead, d.deadPage))
 	d.mux.HandleFunc("POST /ui/dead/retry", d.guard(auth.PermManage, d.deadRetry))
+	d.mux.HandleFunc("GET /ui/workers", d.guard(auth.PermRead, d.workersPage))
 	d.mux.HandleFunc("/", d.guard(auth.PermRead, func(w http.ResponseWriter, r *http.Request, v *viewer) {
 		d.notFound(w, r, v, "There is no page at "+r.URL.Path+".")
 	}))

@@ -24,8 +24,8 @@ type step struct {
 type jobPage struct {
 	page
 	Job *job.Job
-	// Worker is the name of the worker holding the job's lease, when the
-	// job records it; empty otherwise.
+	// Worker is the name of the worker whose fetch leased the job most
+	// recently (see jobWorker); empty when none did or it gave no name.
 	Worker   string
 	Timeline []step
 	// CanRetry, CanCancel and CanDelete say which actions apply to the
@@ -83,9 +83,13 @@ func (d *Dashboard) jobPage(w http.ResponseWriter, r *http.Request, v *viewer) {
 	d.render(w, r, http.StatusOK, "job", data)
 }
 
-// jobWorker is the name of the worker whose fetch holds j's lease. Jobs
-// do not record it yet: the page keeps a place for it.
-func jobWorker(*job.Job) string { return "" }
+// jobWorker is the name of the worker whose fetch leased j most recently:
+// the holder of its lease while it is active, the one that ran it last
+// once it is not. It is empty when no fetch has leased j or the fetch
+// gave no name. The page shows it as text (html/template escapes it: it
+// is the caller's free text) and links it to the worker's entry on the
+// workers page for a viewer who may see that page.
+func jobWorker(j *job.Job) string { return j.Worker }
 
 // jobAction runs one of a job's actions: retry, cancel or delete. A
 // deleted job's page is gone, so the browser is sent to its queue's.

@@ -3,12 +3,14 @@ package dashboard_test
 import (
 	"fmt"
 	"math"
+	"net/url"
 	"testing"
 	"time"
 )
 
 // TestScreenshots fills a server with a few queues and some seconds of
-// traffic, then opens the overview, a queue and a job at laptop width.
+// traffic, then opens the overview, a queue, a job, the dead letters and
+// a worker at laptop width.
 // It checks that the chart has drawn the traffic; with SPOOL_SCREENSHOTS
 // set (to a folder, relative to the repository's root, such as
 // docs/img) it writes the pages there as PNG.
@@ -65,7 +67,7 @@ func TestScreenshots(t *testing.T) {
 			if time.Now().After(deadline) {
 				t.Fatalf("the report job did not come back for another attempt")
 			}
-			for _, got := range b.fetch("reports", 100) {
+			for _, got := range b.fetchAs("reports", "reports-7f9c/pid 4121", 100) {
 				if got.ID == id {
 					j = got
 				} else {
@@ -81,6 +83,9 @@ func TestScreenshots(t *testing.T) {
 	if got := b.state(id); got != "dead" {
 		t.Fatalf("the report job is %s, want dead", got)
 	}
+	// Two mailers at work, holding some of the emails.
+	b.fetchAs("emails", "mailer-a1c3/pid 311", 6)
+	b.fetchAs("emails", "mailer-b7e2/pid 298", 3)
 
 	tb := b.open()
 	tb.visit("/")
@@ -111,4 +116,10 @@ func TestScreenshots(t *testing.T) {
 
 	tb.visit("/ui/dead")
 	tb.screenshot("dashboard-dead.png", true)
+
+	tb.visit("/ui/workers?worker=" + url.QueryEscape("mailer-a1c3/pid 311"))
+	if got := tb.count(".held tr[data-job]"); got != 6 {
+		t.Errorf("the mailer's entry lists %d jobs, want 6", got)
+	}
+	tb.screenshot("dashboard-workers.png", true)
 }

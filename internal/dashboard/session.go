@@ -46,6 +46,12 @@ func (v *viewer) CanManage() bool { return !v.AuthOn() || v.p.Role().Allows(auth
 // Allows reports whether the viewer may see queue name.
 func (v *viewer) Allows(name string) bool { return !v.AuthOn() || v.p.AllowsQueue(name) }
 
+// SeesWorkers reports whether the viewer may see the workers page: a
+// worker's name and the jobs it holds span every queue, so a token
+// limited to namespaces may not, as the API refuses it GET /v1/workers.
+// The nav shows the page, and the job page links its worker, only then.
+func (v *viewer) SeesWorkers() bool { return !v.AuthOn() || !v.p.Limited() }
+
 // allowFunc is Allows as a filter, nil when every queue passes.
 func (v *viewer) allowFunc() func(string) bool {
 	if !v.AuthOn() || !v.p.Limited() {

@@ -106,6 +106,7 @@ var pageFiles = map[string]string{
 	"queue":    "templates/queue.html",
 	"job":      "templates/job.html",
 	"dead":     "templates/dead.html",
+	"workers":  "templates/workers.html",
 }
 
 func loadPages(now func() time.Time) *pages {
