@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/spoolq/spool/internal/events"
 	"github.com/spoolq/spool/internal/job"
@@ -24,8 +26,9 @@ func (e *Engine) Get(ctx context.Context, id string) (*job.Job, error) {
 
 // List pages through jobs by queue and state, p.Limit jobs a page (the
 // store's default page size when zero, at most MaxListLimit). With
-// p.Worker (at most MaxWorkerBytes bytes, compared in its job.WorkerName
-// form, as a fetch's) and State active only, it lists the active jobs
+// p.Worker (at most MaxWorkerBytes bytes, or a name in the form Workers
+// lists, compared in its job.WorkerName form, as a fetch's) and State
+// active only, it lists the active jobs
 // that worker holds.
 func (e *Engine) List(ctx context.Context, p store.JobListParams) (*store.JobListPage, error) {
 	if p.Queue != "" && !validQueueOrLane(p.Queue) {
@@ -37,7 +40,11 @@ func (e *Engine) List(ctx context.Context, p store.JobListParams) (*store.JobLis
 	if p.Limit < 0 || p.Limit > MaxListLimit {
 		return nil, job.Invalid("limit", "must be between 1 and %d", MaxListLimit)
 	}
-	if len(p.Worker) > MaxWorkerBytes {
+	// A name as a fetch gave it, or as Workers lists it: cleaned, a name
+	// of MaxWorkerBytes whose bytes were not UTF-8 takes up to three times
+	// as many, each bad byte a U+FFFD.
+	if len(p.Worker) > MaxWorkerBytes && (len(p.Worker) > 3*MaxWorkerBytes || !strings.ContainsRune(p.Worker, utf8.RuneError) ||
+		job.WorkerName(p.Worker) != p.Worker) {
 		return nil, job.Invalid("worker", "must be at most %d bytes", MaxWorkerBytes)
 	}
 	p.Worker = job.WorkerName(p.Worker)

@@ -94,6 +94,17 @@ func TestWorkersAndTheirJobs(t *testing.T) {
 	if err != nil || len(page.Jobs) != 2 || page.Jobs[0].Worker != "zed" {
 		t.Fatalf("the jobs of zed: %+v, %v", page, err)
 	}
+	// A name of bytes that are not UTF-8 is listed cleaned, three times
+	// as long, and its jobs are found by that name.
+	b.enqueue("q", "")
+	fetch(strings.Repeat("\xff", MaxWorkerBytes), 1)
+	if ws, err = b.e.Workers(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	cleaned := ws[len(ws)-1].Name
+	if page, err := b.e.List(b.ctx, store.JobListParams{State: job.StateActive, Worker: cleaned}); err != nil || len(page.Jobs) != 1 {
+		t.Fatalf("the jobs of a worker listed by its cleaned %d-byte name: %+v, %v", len(cleaned), page, err)
+	}
 	for _, p := range []store.JobListParams{
 		{State: job.StateCompleted, Worker: "zed"},
 		{Worker: "zed"},
