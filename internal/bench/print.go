@@ -3,9 +3,12 @@ package bench
 import (
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/spoolq/spool/internal/humanize"
 )
 
 // Print writes res as a table for people. A run with errors, or one that
@@ -186,19 +189,4 @@ func formatCounts(c map[string]int64) string {
 }
 
 // thousands formats v rounded to an integer with thousands separators.
-func thousands(v float64) string {
-	s := strconv.FormatFloat(v, 'f', 0, 64)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
-}
+func thousands(v float64) string { return humanize.Int(int64(math.Round(v))) }

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spoolq/spool/internal/humanize"
 	"github.com/spoolq/spool/internal/job"
 )
 
@@ -222,20 +223,7 @@ func num(v any) string {
 	default:
 		return fmt.Sprint(v)
 	}
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
+	return humanize.Int(n)
 }
 
 // rate is jobs per second, short.
