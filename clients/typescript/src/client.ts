@@ -476,24 +476,26 @@ function queuePath(name: string, suffix = ""): string {
 }
 
 /**
- * A signal that aborts when parent aborts or after timeoutMs (with a
- * TimeoutError, as AbortSignal.timeout), and a function that frees it. Works
- * on Node 18, which lacks AbortSignal.any.
+ * A signal that aborts when parent aborts, or after timeoutMs with a
+ * TimeoutError (as AbortSignal.timeout's), and a function that frees it.
+ * Its timer holds the event loop, unlike AbortSignal.timeout's, so a call
+ * times out even when nothing else keeps the process alive; and it works on
+ * Node 18, which lacks AbortSignal.any.
  */
 function linkSignals(parent: AbortSignal | undefined, timeoutMs: number): { signal: AbortSignal; dispose: () => void } {
-  const timeout = AbortSignal.timeout(Math.max(1, timeoutMs));
-  if (!parent) return { signal: timeout, dispose: () => {} };
   const ctl = new AbortController();
-  const onParent = () => ctl.abort(parent.reason);
-  const onTimeout = () => ctl.abort(timeout.reason);
-  if (parent.aborted) onParent();
-  parent.addEventListener("abort", onParent, { once: true });
-  timeout.addEventListener("abort", onTimeout, { once: true });
+  const timer = setTimeout(
+    () => ctl.abort(new DOMException(`the call took longer than ${timeoutMs} ms`, "TimeoutError")),
+    Math.max(1, timeoutMs),
+  );
+  const onParent = () => ctl.abort(parent!.reason);
+  if (parent?.aborted) onParent();
+  parent?.addEventListener("abort", onParent, { once: true });
   return {
     signal: ctl.signal,
     dispose: () => {
-      parent.removeEventListener("abort", onParent);
-      timeout.removeEventListener("abort", onTimeout);
+      clearTimeout(timer);
+      parent?.removeEventListener("abort", onParent);
     },
   };
 }
