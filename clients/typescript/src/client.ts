@@ -5,6 +5,8 @@ import { SpoolError, errorFrom, itemError } from "./errors.js";
 import type {
   AckItem,
   AckResult,
+  ConsumerGroup,
+  ConsumerGroupStart,
   Durability,
   EnqueueRequest,
   EnqueueResult,
@@ -25,6 +27,12 @@ import type {
   QueueSettings,
   ReleaseItem,
   ReleaseResult,
+  Schedule,
+  ScheduleRequest,
+  ScheduleTrigger,
+  TransactionRequest,
+  TransactionResult,
+  WorkerInfo,
 } from "./types.js";
 import { isFinal } from "./types.js";
 
@@ -363,7 +371,97 @@ export class SpoolClient {
     return (await this.request<{ count: number }>("POST", queuePath(name, "/delete"), { ...options, body: { state } })).body.count;
   }
 
+  // ---- Transactions ----------------------------------------------------
+
+  /**
+   * Acks and fails leased jobs and enqueues new ones in one call, all or
+   * nothing (POST /v1/transactions): a worker's follow-up jobs are never
+   * lost nor doubled by a crash between its ack and its enqueue.
+   */
+  async transact(tx: TransactionRequest, options: CallOptions = {}): Promise<TransactionResult> {
+    const body = { ...tx, ...(tx.enqueue ? { enqueue: tx.enqueue.map(wireJob) } : {}) };
+    return (await this.request<TransactionResult>("POST", "/v1/transactions", { ...options, body })).body;
+  }
+
+  // ---- Consumer groups -------------------------------------------------
+
+  /** Creates a consumer group of a queue (PUT /v1/queues/{name}/consumer-groups/{group}); an existing one is answered unchanged. */
+  async createConsumerGroup(queue: string, group: string, start: ConsumerGroupStart = {}, options: CallOptions = {}): Promise<ConsumerGroup> {
+    return (await this.request<ConsumerGroup>("PUT", queuePath(queue, "/consumer-groups/" + encodeURIComponent(group)), {
+      ...options,
+      body: wireStart(start),
+      idempotent: true,
+    })).body;
+  }
+
+  /** Lists a queue's consumer groups with their counts and lag. */
+  async listConsumerGroups(queue: string, options: CallOptions = {}): Promise<ConsumerGroup[]> {
+    return (await this.request<{ consumer_groups: ConsumerGroup[] }>("GET", queuePath(queue, "/consumer-groups"), { ...options, idempotent: true })).body
+      .consumer_groups;
+  }
+
+  /** Reads one consumer group. */
+  async getConsumerGroup(queue: string, group: string, options: CallOptions = {}): Promise<ConsumerGroup> {
+    return (await this.request<ConsumerGroup>("GET", queuePath(queue, "/consumer-groups/" + encodeURIComponent(group)), { ...options, idempotent: true }))
+      .body;
+  }
+
+  /** Starts a consumer group over from `start` (a replay, or a skip to new jobs). */
+  async seekConsumerGroup(queue: string, group: string, start: ConsumerGroupStart, options: CallOptions = {}): Promise<ConsumerGroup> {
+    return (await this.request<ConsumerGroup>("POST", queuePath(queue, "/consumer-groups/" + encodeURIComponent(group) + "/seek"), {
+      ...options,
+      body: wireStart(start),
+    })).body;
+  }
+
+  /** Deletes a consumer group and every job it holds. */
+  async deleteConsumerGroup(queue: string, group: string, options: CallOptions = {}): Promise<void> {
+    await this.request("DELETE", queuePath(queue, "/consumer-groups/" + encodeURIComponent(group)), options);
+  }
+
+  // ---- Schedules -------------------------------------------------------
+
+  /** Creates or replaces a schedule (PUT /v1/schedules/{name}). */
+  async putSchedule(name: string, def: ScheduleRequest, options: CallOptions = {}): Promise<Schedule> {
+    return (await this.request<Schedule>("PUT", schedulePath(name), { ...options, body: def, idempotent: true })).body;
+  }
+
+  /** Lists the schedules, sorted by name. */
+  async listSchedules(options: CallOptions = {}): Promise<Schedule[]> {
+    return (await this.request<{ schedules: Schedule[] }>("GET", "/v1/schedules", { ...options, idempotent: true })).body.schedules;
+  }
+
+  /** Reads one schedule. */
+  async getSchedule(name: string, options: CallOptions = {}): Promise<Schedule> {
+    return (await this.request<Schedule>("GET", schedulePath(name), { ...options, idempotent: true })).body;
+  }
+
+  /** Deletes a schedule; the jobs it enqueued stay. */
+  async deleteSchedule(name: string, options: CallOptions = {}): Promise<void> {
+    await this.request("DELETE", schedulePath(name), options);
+  }
+
+  /** Pauses a schedule: it fires nothing until resumed. */
+  async pauseSchedule(name: string, options: CallOptions = {}): Promise<Schedule> {
+    return (await this.request<Schedule>("POST", schedulePath(name, "/pause"), options)).body;
+  }
+
+  /** Resumes a paused schedule; its missed ticks meet its misfire policy. */
+  async resumeSchedule(name: string, options: CallOptions = {}): Promise<Schedule> {
+    return (await this.request<Schedule>("POST", schedulePath(name, "/resume"), options)).body;
+  }
+
+  /** Enqueues one job of the schedule's template now. */
+  async triggerSchedule(name: string, options: CallOptions = {}): Promise<ScheduleTrigger> {
+    return (await this.request<ScheduleTrigger>("POST", schedulePath(name, "/trigger"), options)).body;
+  }
+
   // ---- Service ---------------------------------------------------------
+
+  /** Lists the workers that fetch, with how many jobs each holds (GET /v1/workers). */
+  async listWorkers(options: CallOptions = {}): Promise<WorkerInfo[]> {
+    return (await this.request<{ workers: WorkerInfo[] }>("GET", "/v1/workers", { ...options, idempotent: true })).body.workers;
+  }
 
   /** Resolves when the server process runs (GET /healthz). */
   async health(options: CallOptions = {}): Promise<void> {
@@ -459,6 +557,16 @@ function wireJob(job: EnqueueRequest): Record<string, unknown> {
   const out = dropUndefined({ ...job }) as Record<string, unknown>;
   if (job.run_at instanceof Date) out.run_at = job.run_at.toISOString();
   return out;
+}
+
+function wireStart(start: ConsumerGroupStart): Record<string, unknown> {
+  const out = dropUndefined({ ...start }) as Record<string, unknown>;
+  if (start.from instanceof Date) out.from = start.from.toISOString();
+  return out;
+}
+
+function schedulePath(name: string, suffix = ""): string {
+  return "/v1/schedules/" + encodeURIComponent(name) + suffix;
 }
 
 function dropUndefined<T extends object>(o: T): Partial<T> {

@@ -278,3 +278,83 @@ export interface Queue {
   limits?: Limits;
   settings?: QueueSettings;
 }
+
+/** What a schedule does about missed ticks. */
+export type Misfire = "skip" | "run_once" | "catch_up";
+
+/** The job a schedule enqueues at each tick: an enqueue without `id` and `run_at`. */
+export type ScheduleJob = Omit<EnqueueRequest, "id" | "run_at">;
+
+/** A schedule's definition (`PUT /v1/schedules/{name}`): exactly one of `cron` and `every_ms`. */
+export interface ScheduleRequest {
+  job: ScheduleJob;
+  cron?: string;
+  /** An IANA time zone; only with `cron`. Default "UTC". */
+  timezone?: string;
+  /** 1000…31,622,400,000. */
+  every_ms?: number;
+  misfire?: Misfire;
+  max_catch_up?: number;
+  paused?: boolean;
+}
+
+export interface Schedule {
+  name: string;
+  cron?: string;
+  timezone?: string;
+  every_ms?: number;
+  misfire: Misfire;
+  max_catch_up: number;
+  job: ScheduleJob;
+  paused: boolean;
+  created_at: string;
+  updated_at: string;
+  next_run_at?: string;
+  last_run_at?: string;
+  last_job_id?: string;
+}
+
+export interface ScheduleTrigger {
+  job: EnqueueResult;
+  schedule: Schedule;
+}
+
+/** Where a consumer group starts (or a seek moves it). */
+export interface ConsumerGroupStart {
+  start?: "beginning" | "new" | "time";
+  /** With start "time": an RFC 3339 time or a Date. */
+  from?: string | Date;
+}
+
+export interface ConsumerGroup {
+  queue: string;
+  name: string;
+  created_at: string;
+  counts: QueueCounts;
+  pending: number;
+  oldest_pending_at?: string;
+  lag_ms: number;
+  /** After a seek: how many jobs it was given again. */
+  replayed?: number;
+}
+
+/** A transaction (`POST /v1/transactions`): acks, fails and enqueues, all or nothing. */
+export interface TransactionRequest {
+  ack?: AckItem[];
+  fail?: FailItem[];
+  enqueue?: EnqueueRequest[];
+}
+
+export interface TransactionResult {
+  acked: AckResult[];
+  failed: FailResult[];
+  jobs: EnqueueResult[];
+}
+
+/** A worker as `GET /v1/workers` lists it. */
+export interface WorkerInfo {
+  name: string;
+  first_seen_at: string;
+  last_seen_at: string;
+  active: number;
+}
