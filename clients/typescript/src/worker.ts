@@ -162,6 +162,7 @@ export class Worker {
   private hbFailures = 0;
   private hbKick: (() => void) | undefined;
   private stopped: Promise<void> | undefined;
+  private fetching: Promise<void> | undefined;
   private runDone!: Promise<void>;
   private resolveRun!: () => void;
 
@@ -209,7 +210,8 @@ export class Worker {
       proc.once("SIGINT", onSignal);
     }
     try {
-      await this.fetchLoop();
+      this.fetching = this.fetchLoop();
+      await this.fetching;
       await this.runDone;
     } finally {
       if (this.opts.handleSignals && proc?.removeListener) {
@@ -234,6 +236,8 @@ export class Worker {
     this.stopping = true;
     this.fetchAbort.abort(new WorkerStoppedError());
     this.wake?.();
+    // Jobs a fetch brings as it ends are held, and released below.
+    await this.fetching?.catch(() => {});
     if (this.running.size > 0 && this.opts.shutdownTimeoutMs > 0) {
       let timer: ReturnType<typeof setTimeout> | undefined;
       await Promise.race([
@@ -308,10 +312,12 @@ export class Worker {
       h.abandoned = true;
       return;
     }
-    const p = this.runJob(h).finally(() => {
-      this.running.delete(p);
-      this.wake?.();
-    });
+    const p = this.runJob(h)
+      .catch((err) => this.log.warn("job runner failed", { job_id: job.id, err: messageOf(err) }))
+      .finally(() => {
+        this.running.delete(p);
+        this.wake?.();
+      });
     this.running.add(p);
   }
 
@@ -332,7 +338,8 @@ export class Worker {
         traceparent: job.traceparent,
         progress: (value) => this.client.progress(job.id, h.token, value, { timeoutMs: CALL_TIMEOUT_MS }),
       };
-      result = await handler(job, ctx);
+      const value = await handler(job, ctx);
+      result = value === undefined ? undefined : (JSON.parse(JSON.stringify(value)) as JSONValue);
     } catch (err) {
       threw = true;
       error = err;
@@ -348,8 +355,7 @@ export class Worker {
         const { message, opts } = failOf(error);
         await this.settle(h, () => this.client.fail(job.id, h.token, message, opts, { timeoutMs: CALL_TIMEOUT_MS }));
       } else {
-        const value = result === undefined ? undefined : (JSON.parse(JSON.stringify(result)) as JSONValue);
-        await this.settle(h, () => this.client.ack(job.id, h.token, value, { timeoutMs: CALL_TIMEOUT_MS }));
+        await this.settle(h, () => this.client.ack(job.id, h.token, result as JSONValue | undefined, { timeoutMs: CALL_TIMEOUT_MS }));
       }
     } finally {
       if (!h.abandoned) this.held.delete(job.id);

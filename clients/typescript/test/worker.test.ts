@@ -7,6 +7,7 @@ import {
   retryAfter,
   JobCancelledError,
   WorkerStoppedError,
+  LeaseLostError,
   type Job,
   type JobContext,
 } from "../src/index.js";
@@ -158,6 +159,29 @@ test("heartbeats keep a short lease alive past its length", async () => {
   assert.equal(job.state, "completed");
   assert.equal(job.attempt, 1);
   assert.equal(job.result, "done");
+});
+
+test("a lease lost between heartbeats aborts the handler and drops its outcome", async () => {
+  // Heartbeats come too late for the job's 300 ms lease: the server takes the job back.
+  const w = worker("w-lost", { concurrency: 1, heartbeatIntervalMs: 1_200 });
+  let reason: unknown;
+  w.handle("slow", (_job, { signal }) => {
+    return new Promise((resolve) =>
+      signal.addEventListener("abort", () => {
+        reason = signal.reason;
+        resolve("too late");
+      }),
+    );
+  });
+  const { id } = await client.enqueue({ queue: "w-lost", kind: "slow", lease_ms: 300, backoff: { type: "fixed", base_ms: 60_000, max_ms: 60_000 } });
+  const running = w.run();
+  await eventually(() => reason !== undefined, 5_000);
+  await w.stop();
+  await running;
+  assert.ok(reason instanceof LeaseLostError, String(reason));
+  const job = await client.getJob(id);
+  assert.notEqual(job.state, "completed", "the late result was dropped");
+  assert.equal(job.result, undefined);
 });
 
 test("graceful stop lets handlers finish, then releases the jobs still held", async () => {
