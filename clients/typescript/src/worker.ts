@@ -1,0 +1,523 @@
+// A worker: fetches jobs in batches with long polling, runs them with the
+// handlers registered for their kinds, heartbeats every held lease in one
+// call, and acks or fails each job ("Writing a worker" in docs/protocol.md).
+
+import { SpoolClient, sleep } from "./client.js";
+import { LeaseLostError, NotFoundError, SpoolError } from "./errors.js";
+import type { Job, JSONValue } from "./types.js";
+
+/** What a handler gets besides its job. */
+export interface JobContext {
+  /** Aborts when the job must stop; `signal.reason` is a JobCancelledError, LeaseLostError or WorkerStoppedError. */
+  signal: AbortSignal;
+  /** The fencing token of the job's lease: an idempotency key downstream. */
+  token: number;
+  /** The attempt this run is: 1 for the first. */
+  attempt: number;
+  /** The W3C traceparent the job was enqueued with, if any. */
+  traceparent?: string;
+  /** Records the job's progress (any JSON value), shown with the job. */
+  progress(value: JSONValue): Promise<void>;
+}
+
+/**
+ * Runs one job. What it returns (or resolves with) is the job's result,
+ * stored with the ack (`undefined` stores none). What it throws fails the
+ * attempt with the error's message and stack: the job retries after its
+ * backoff while it has attempts left, unless the error is a NoRetryError
+ * (see noRetry: dead at once) or a RetryAfterError (see retryAfter).
+ *
+ * Delivery is at least once, so handlers should be idempotent.
+ */
+export type Handler = (job: Job, ctx: JobContext) => unknown | Promise<unknown>;
+
+/** Thrown by a handler (or made with noRetry): the job dies at once, whatever attempts it has left. */
+export class NoRetryError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "NoRetryError";
+  }
+}
+
+/** Thrown by a handler (or made with retryAfter): the job retries after `retryAfterMs` instead of its backoff. */
+export class RetryAfterError extends Error {
+  readonly retryAfterMs: number;
+  constructor(message: string, retryAfterMs: number, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "RetryAfterError";
+    this.retryAfterMs = retryAfterMs;
+  }
+}
+
+/** Wraps err so that the worker fails the job for good: `throw noRetry(err)`. */
+export function noRetry(err: unknown): NoRetryError {
+  const e = new NoRetryError(messageOf(err), { cause: err });
+  if (err instanceof Error && err.stack) e.stack = err.stack;
+  return e;
+}
+
+/** Wraps err so that the worker retries the job after ms instead of its backoff: `throw retryAfter(err, 60_000)`. */
+export function retryAfter(err: unknown, ms: number): RetryAfterError {
+  const e = new RetryAfterError(messageOf(err), ms, { cause: err });
+  if (err instanceof Error && err.stack) e.stack = err.stack;
+  return e;
+}
+
+/** The reason of a handler's signal when a user cancelled the running job. */
+export class JobCancelledError extends Error {
+  constructor(id: string) {
+    super(`job ${id} cancelled`);
+    this.name = "JobCancelledError";
+  }
+}
+
+/** The reason of a handler's signal when the worker stopped before the handler finished (the job is released). */
+export class WorkerStoppedError extends Error {
+  constructor() {
+    super("worker stopped");
+    this.name = "WorkerStoppedError";
+  }
+}
+
+/** Receives a worker's logs. */
+export interface Logger {
+  warn(message: string, fields?: Record<string, unknown>): void;
+  debug?(message: string, fields?: Record<string, unknown>): void;
+}
+
+/** Options of a Worker. */
+export interface WorkerOptions {
+  /** The queues to take jobs from. Default ["default"]. */
+  queues?: string[];
+  /** The most handlers running at once. Default 10. */
+  concurrency?: number;
+  /** The most jobs one fetch asks for (never more than the free slots). Default: concurrency, at most 1000. */
+  fetchMax?: number;
+  /** The long poll of each fetch, at most 60000. Default 30000. */
+  waitMs?: number;
+  /** Overrides each job's own lease, at fetch and at every heartbeat. */
+  leaseMs?: number;
+  /** Time between heartbeats. Default: a third of the shortest lease held. */
+  heartbeatIntervalMs?: number;
+  /** How long stop() lets running handlers finish before it aborts them and releases their jobs. Default 30000. */
+  shutdownTimeoutMs?: number;
+  /** The worker's name, shown as its jobs' `worker`. Default "<host>/pid-<pid>". */
+  name?: string;
+  /** Run the jobs of this consumer group of each queue. */
+  consumerGroup?: string;
+  /** Run only the jobs of this flow-control group. */
+  group?: string;
+  /** Stop gracefully on SIGTERM and SIGINT while running. Default true. */
+  handleSignals?: boolean;
+  /** Default: warnings to console.warn, no debug logs. */
+  logger?: Logger;
+}
+
+/** One job the worker holds. */
+interface Held {
+  job: Job;
+  token: number;
+  leaseMs: number;
+  abort: AbortController;
+  cancelSeen: boolean;
+  lost: boolean;
+  abandoned: boolean;
+}
+
+const MAX_FETCH = 1000;
+const MAX_HEARTBEAT_BATCH = 1000;
+const MAX_FAIL_MESSAGE = 64 * 1024;
+const CALL_TIMEOUT_MS = 10_000;
+const BACKOFF_MIN_MS = 100;
+const BACKOFF_MAX_MS = 5_000;
+
+/**
+ * Fetches jobs from a Spool server and runs them with the handlers
+ * registered for their kinds, up to `concurrency` at once.
+ *
+ * ```ts
+ * const worker = new Worker(client, { queues: ["emails"] });
+ * worker.handle("send_welcome", async (job, { signal }) => ({ sent: true }));
+ * await worker.run(); // until SIGTERM, SIGINT or worker.stop()
+ * ```
+ *
+ * A job whose kind has no handler is failed (not released, which would hand
+ * it straight back) with an error naming the kind.
+ */
+export class Worker {
+  readonly name: string;
+  private readonly client: SpoolClient;
+  private readonly opts: Required<Pick<WorkerOptions, "queues" | "concurrency" | "fetchMax" | "waitMs" | "shutdownTimeoutMs" | "handleSignals">> &
+    WorkerOptions;
+  private readonly log: Logger;
+  private readonly handlers = new Map<string, Handler>();
+  private readonly held = new Map<string, Held>();
+  private readonly running = new Set<Promise<void>>();
+  private started = false;
+  private stopping = false;
+  private fetchAbort = new AbortController();
+  private wake: (() => void) | undefined;
+  private hbAbort = new AbortController();
+  private hbLoop: Promise<void> | undefined;
+  private hbFailures = 0;
+  private hbKick: (() => void) | undefined;
+  private stopped: Promise<void> | undefined;
+  private fetching: Promise<void> | undefined;
+  private runDone!: Promise<void>;
+  private resolveRun!: () => void;
+
+  constructor(client: SpoolClient, options: WorkerOptions = {}) {
+    const concurrency = options.concurrency ?? 10;
+    this.client = client;
+    this.opts = {
+      ...options,
+      queues: options.queues ?? ["default"],
+      concurrency,
+      fetchMax: Math.min(options.fetchMax ?? concurrency, MAX_FETCH),
+      waitMs: options.waitMs ?? 30_000,
+      shutdownTimeoutMs: options.shutdownTimeoutMs ?? 30_000,
+      handleSignals: options.handleSignals ?? true,
+    };
+    this.name = options.name ?? defaultName();
+    this.log = options.logger ?? { warn: (m, f) => console.warn(`spool worker ${this.name}: ${m}`, f ?? "") };
+    this.runDone = new Promise((r) => (this.resolveRun = r));
+  }
+
+  /** Registers the handler of a job kind. */
+  handle(kind: string, handler: Handler): this {
+    if (this.started) throw new Error("Worker.handle: the worker already runs");
+    this.handlers.set(kind, handler);
+    return this;
+  }
+
+  /** How many jobs the worker holds now. */
+  get heldCount(): number {
+    return this.held.size;
+  }
+
+  /**
+   * Runs the worker until stop() (or SIGTERM/SIGINT with handleSignals)
+   * and resolves once it has stopped: running handlers finished or their
+   * jobs released.
+   */
+  async run(): Promise<void> {
+    if (this.started) throw new Error("Worker.run: a worker runs once");
+    this.started = true;
+    const proc = (globalThis as { process?: NodeProcessLike }).process;
+    const onSignal = () => void this.stop();
+    if (this.opts.handleSignals && proc?.once) {
+      proc.once("SIGTERM", onSignal);
+      proc.once("SIGINT", onSignal);
+    }
+    try {
+      this.fetching = this.fetchLoop();
+      await this.fetching;
+      await this.runDone;
+    } finally {
+      if (this.opts.handleSignals && proc?.removeListener) {
+        proc.removeListener("SIGTERM", onSignal);
+        proc.removeListener("SIGINT", onSignal);
+      }
+    }
+  }
+
+  /**
+   * Stops the worker: no more fetches; running handlers get
+   * shutdownTimeoutMs to finish, then their signals abort (reason
+   * WorkerStoppedError) and their jobs are released, available again at
+   * once. Resolves when done; calling it again returns the same promise.
+   */
+  stop(): Promise<void> {
+    if (!this.stopped) this.stopped = this.doStop();
+    return this.stopped;
+  }
+
+  private async doStop(): Promise<void> {
+    this.stopping = true;
+    this.fetchAbort.abort(new WorkerStoppedError());
+    this.wake?.();
+    // Jobs a fetch brings as it ends are held, and released below.
+    await this.fetching?.catch(() => {});
+    if (this.running.size > 0 && this.opts.shutdownTimeoutMs > 0) {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      await Promise.race([
+        Promise.allSettled([...this.running]),
+        new Promise((r) => (timer = setTimeout(r, this.opts.shutdownTimeoutMs))),
+      ]);
+      clearTimeout(timer);
+    }
+    const left = [...this.held.values()].filter((h) => !h.lost);
+    for (const h of left) {
+      h.abandoned = true;
+      h.abort.abort(new WorkerStoppedError());
+    }
+    await this.releaseAll(left);
+    this.hbAbort.abort();
+    await this.hbLoop;
+    this.resolveRun();
+  }
+
+  // ---- fetching --------------------------------------------------------
+
+  private async fetchLoop(): Promise<void> {
+    let failures = 0;
+    while (!this.stopping) {
+      const free = this.opts.concurrency - this.running.size;
+      if (free <= 0) {
+        await new Promise<void>((r) => (this.wake = r));
+        this.wake = undefined;
+        continue;
+      }
+      let jobs: Job[];
+      try {
+        jobs = await this.client.fetchJobs(
+          {
+            queues: this.opts.queues,
+            max: Math.min(free, this.opts.fetchMax),
+            wait_ms: this.opts.waitMs,
+            lease_ms: this.opts.leaseMs,
+            worker: this.name,
+            consumer_group: this.opts.consumerGroup,
+            group: this.opts.group,
+          },
+          { signal: this.fetchAbort.signal },
+        );
+        failures = 0;
+      } catch (err) {
+        if (this.stopping) break;
+        failures++;
+        this.log.warn("fetch failed; retrying", { err: messageOf(err) });
+        await sleep(backoff(failures), this.fetchAbort.signal).catch(() => {});
+        continue;
+      }
+      for (const job of jobs) this.start(job);
+      if (this.stopping) break;
+    }
+  }
+
+  private start(job: Job): void {
+    const h: Held = {
+      job,
+      token: job.lease?.token ?? 0,
+      leaseMs: this.opts.leaseMs ?? job.lease_ms,
+      abort: new AbortController(),
+      cancelSeen: false,
+      lost: false,
+      abandoned: false,
+    };
+    this.held.set(job.id, h);
+    this.ensureHeartbeat();
+    if (this.stopping) {
+      // Fetched as the worker stopped: hand it back unrun.
+      h.abandoned = true;
+      return;
+    }
+    const p = this.runJob(h)
+      .catch((err) => this.log.warn("job runner failed", { job_id: job.id, err: messageOf(err) }))
+      .finally(() => {
+        this.running.delete(p);
+        this.wake?.();
+      });
+    this.running.add(p);
+  }
+
+  // ---- running ---------------------------------------------------------
+
+  private async runJob(h: Held): Promise<void> {
+    const { job } = h;
+    const handler = this.handlers.get(job.kind);
+    let result: unknown;
+    let error: unknown;
+    let threw = false;
+    try {
+      if (!handler) throw new Error(`no handler for kind "${job.kind}" on worker ${this.name}`);
+      const ctx: JobContext = {
+        signal: h.abort.signal,
+        token: h.token,
+        attempt: job.attempt,
+        traceparent: job.traceparent,
+        progress: (value) => this.client.progress(job.id, h.token, value, { timeoutMs: CALL_TIMEOUT_MS }),
+      };
+      const value = await handler(job, ctx);
+      result = value === undefined ? undefined : (JSON.parse(JSON.stringify(value)) as JSONValue);
+    } catch (err) {
+      threw = true;
+      error = err;
+    }
+    if (h.abandoned) return; // released by stop()
+    if (h.lost) {
+      this.held.delete(job.id);
+      this.log.warn("lease lost; the handler's outcome is dropped", { job_id: job.id });
+      return;
+    }
+    try {
+      if (threw) {
+        const { message, opts } = failOf(error);
+        await this.settle(h, () => this.client.fail(job.id, h.token, message, opts, { timeoutMs: CALL_TIMEOUT_MS }));
+      } else {
+        await this.settle(h, () => this.client.ack(job.id, h.token, result as JSONValue | undefined, { timeoutMs: CALL_TIMEOUT_MS }));
+      }
+    } finally {
+      if (!h.abandoned) this.held.delete(job.id);
+    }
+  }
+
+  /** Sends an ack or fail, retrying transport failures while the lease may still hold. */
+  private async settle(h: Held, call: () => Promise<unknown>): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await call();
+        return;
+      } catch (err) {
+        if (err instanceof LeaseLostError || err instanceof NotFoundError) {
+          this.log.warn("lease lost before the outcome was sent; dropped", { job_id: h.job.id, err: err.message });
+          return;
+        }
+        if (err instanceof SpoolError && err.status < 500) {
+          this.log.warn("outcome refused", { job_id: h.job.id, err: err.message });
+          return;
+        }
+        if (attempt >= 5 || h.abandoned) {
+          this.log.warn("outcome not sent; the job runs again once its lease runs out", { job_id: h.job.id, err: messageOf(err) });
+          return;
+        }
+        await sleep(backoff(attempt));
+      }
+    }
+  }
+
+  // ---- heartbeats ------------------------------------------------------
+
+  private ensureHeartbeat(): void {
+    if (!this.hbLoop) this.hbLoop = this.heartbeatLoop();
+    else this.hbKick?.();
+  }
+
+  /** One loop for the whole worker: every interval, one extend call for every held lease. */
+  private async heartbeatLoop(): Promise<void> {
+    const signal = this.hbAbort.signal;
+    let lastBeat = Date.now();
+    while (!signal.aborted) {
+      const live = [...this.held.values()].filter((h) => !h.lost && !h.abandoned);
+      let interval = this.opts.heartbeatIntervalMs ?? (live.length > 0 ? Math.max(50, Math.min(...live.map((h) => h.leaseMs)) / 3) : 1_000);
+      if (this.hbFailures > 0) interval = Math.min(interval, backoff(this.hbFailures));
+      const kicked = await new Promise<boolean>((resolve) => {
+        const timer = setTimeout(() => done(false), Math.max(0, lastBeat + interval - Date.now()));
+        const onAbort = () => done(true);
+        const done = (k: boolean) => {
+          clearTimeout(timer);
+          signal.removeEventListener("abort", onAbort);
+          this.hbKick = undefined;
+          resolve(k);
+        };
+        signal.addEventListener("abort", onAbort, { once: true });
+        // A new job with a lease shorter than the wait makes the loop plan again.
+        this.hbKick = () => done(true);
+      });
+      if (signal.aborted) return;
+      if (kicked) continue;
+      lastBeat = Date.now();
+      const due = [...this.held.values()].filter((h) => !h.lost && !h.abandoned);
+      for (let i = 0; i < due.length; i += MAX_HEARTBEAT_BATCH) {
+        await this.beat(due.slice(i, i + MAX_HEARTBEAT_BATCH));
+      }
+    }
+  }
+
+  private async beat(batch: Held[]): Promise<void> {
+    let results;
+    try {
+      results = await this.client.extendMany(
+        batch.map((h) => ({ id: h.job.id, token: h.token, lease_ms: this.opts.leaseMs })),
+        { timeoutMs: CALL_TIMEOUT_MS },
+      );
+      this.hbFailures = 0;
+    } catch (err) {
+      this.hbFailures++;
+      this.log.warn("heartbeat failed; retrying", { jobs: batch.length, err: messageOf(err) });
+      return;
+    }
+    results.forEach((r, i) => {
+      const h = batch[i];
+      if (r instanceof LeaseLostError || r instanceof NotFoundError) {
+        if (!h.lost && !h.abandoned) this.log.warn("lease lost; handler aborted", { job_id: h.job.id });
+        h.lost = true;
+        h.abort.abort(r);
+      } else if (r instanceof SpoolError) {
+        this.log.warn("heartbeat of one job failed", { job_id: h.job.id, err: r.message });
+      } else if (r.cancel_requested && !h.cancelSeen) {
+        h.cancelSeen = true;
+        h.abort.abort(new JobCancelledError(h.job.id));
+        this.log.debug?.("job cancelled by a user; handler aborted", { job_id: h.job.id });
+      }
+    });
+  }
+
+  // ---- shutdown --------------------------------------------------------
+
+  private async releaseAll(list: Held[]): Promise<void> {
+    for (let attempt = 1; list.length > 0; attempt++) {
+      try {
+        const results = await this.client.releaseMany(
+          list.map((h) => ({ id: h.job.id, token: h.token })),
+          { timeoutMs: CALL_TIMEOUT_MS },
+        );
+        results.forEach((r, i) => {
+          if (r instanceof SpoolError) this.log.warn("release refused", { job_id: list[i].job.id, err: r.message });
+        });
+        break;
+      } catch (err) {
+        if (attempt >= 3) {
+          this.log.warn("release failed; the jobs run again once their leases run out", { jobs: list.length, err: messageOf(err) });
+          break;
+        }
+        await sleep(backoff(attempt));
+      }
+    }
+    for (const h of list) this.held.delete(h.job.id);
+  }
+}
+
+interface NodeProcessLike {
+  pid?: number;
+  once?(event: string, fn: () => void): void;
+  removeListener?(event: string, fn: () => void): void;
+}
+
+/** The fail a handler's thrown value makes. */
+function failOf(err: unknown): { message: string; opts: { no_retry?: boolean; retry_after_ms?: number } } {
+  let message = err instanceof Error ? err.stack || `${err.name}: ${err.message}` : messageOf(err);
+  if (err instanceof Error && err.stack && !err.stack.includes(err.message)) message = `${err.message}\n${err.stack}`;
+  if (!message) message = "handler failed with an empty message";
+  if (message.length > MAX_FAIL_MESSAGE / 4) message = truncateUtf8(message, MAX_FAIL_MESSAGE);
+  const opts: { no_retry?: boolean; retry_after_ms?: number } = {};
+  if (err instanceof NoRetryError) opts.no_retry = true;
+  if (err instanceof RetryAfterError && err.retryAfterMs > 0) opts.retry_after_ms = Math.ceil(err.retryAfterMs);
+  return { message, opts };
+}
+
+function truncateUtf8(s: string, maxBytes: number): string {
+  const bytes = new TextEncoder().encode(s);
+  if (bytes.length <= maxBytes) return s;
+  return new TextDecoder().decode(bytes.slice(0, maxBytes)).replace(/\uFFFD$/, "");
+}
+
+function messageOf(err: unknown): string {
+  if (err instanceof Error) return err.message;
+  try {
+    return typeof err === "string" ? err : JSON.stringify(err);
+  } catch {
+    return String(err);
+  }
+}
+
+function backoff(failures: number): number {
+  const d = Math.min(BACKOFF_MAX_MS, BACKOFF_MIN_MS * 2 ** Math.max(0, failures - 1));
+  return d / 2 + Math.random() * (d / 2);
+}
+
+function defaultName(): string {
+  const proc = (globalThis as { process?: { pid?: number; env?: Record<string, string | undefined> } }).process;
+  const host = proc?.env?.HOSTNAME || "host";
+  return `${host}/pid-${proc?.pid ?? 0}`;
+}

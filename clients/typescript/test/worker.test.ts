@@ -1,0 +1,224 @@
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import {
+  SpoolClient,
+  Worker,
+  noRetry,
+  retryAfter,
+  JobCancelledError,
+  WorkerStoppedError,
+  LeaseLostError,
+  type Job,
+  type JobContext,
+} from "../src/index.js";
+import { startServer, eventually, type Server } from "./server.js";
+
+let server: Server;
+let client: SpoolClient;
+const quiet = { warn: () => {} };
+
+before(async () => {
+  server = await startServer();
+  client = new SpoolClient(server.url);
+});
+after(async () => {
+  await server?.stop();
+});
+
+function worker(queue: string, opts: ConstructorParameters<typeof Worker>[1] = {}): Worker {
+  return new Worker(client, { queues: [queue], waitMs: 500, handleSignals: false, logger: quiet, ...opts });
+}
+
+test("enqueue → worker → ack with the handler's result", async () => {
+  const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  const seen: { job: Job; ctx: JobContext }[] = [];
+  const w = worker("w-ack", { name: "ts-worker-1" });
+  w.handle("add", async (job, ctx) => {
+    seen.push({ job, ctx });
+    await ctx.progress({ pct: 100 });
+    const { a, b } = job.payload as { a: number; b: number };
+    return { sum: a + b };
+  });
+  const running = w.run();
+  const done = await client.enqueueAndWait({ queue: "w-ack", kind: "add", payload: { a: 2, b: 3 }, traceparent: tp }, { waitMs: 10_000 });
+  await w.stop();
+  await running;
+  assert.equal(done.state, "completed");
+  assert.deepEqual(done.result, { sum: 5 });
+  assert.deepEqual(done.progress, { pct: 100 });
+  assert.equal(done.worker, "ts-worker-1");
+  assert.equal(seen.length, 1);
+  assert.equal(seen[0].ctx.attempt, 1);
+  assert.equal(seen[0].ctx.traceparent, tp);
+  assert.equal(seen[0].ctx.token, seen[0].job.lease!.token);
+  assert.ok(seen[0].ctx.token > 0);
+});
+
+test("runs handlers concurrently from batch fetches", async () => {
+  const w = worker("w-conc", { concurrency: 5 });
+  let now = 0;
+  let peak = 0;
+  w.handle("sleep", async () => {
+    now++;
+    peak = Math.max(peak, now);
+    await new Promise((r) => setTimeout(r, 300));
+    now--;
+  });
+  const ids = (await client.enqueueMany(Array.from({ length: 10 }, () => ({ queue: "w-conc", kind: "sleep" })))).map((r) => r.id);
+  const running = w.run();
+  const jobs = await Promise.all(ids.map((id) => client.awaitJob(id, { waitMs: 10_000 })));
+  await w.stop();
+  await running;
+  assert.ok(jobs.every((j) => j.state === "completed"));
+  assert.ok(peak > 1 && peak <= 5, `peak concurrency ${peak}`);
+});
+
+test("a throwing handler retries until dead, each error recorded; noRetry kills at once", async () => {
+  const w = worker("w-fail");
+  let calls = 0;
+  w.handle("flaky", async () => {
+    calls++;
+    throw new Error(`boom ${calls}`);
+  });
+  w.handle("fatal", async () => {
+    throw noRetry(new Error("bad payload"));
+  });
+  w.handle("later", async (job) => {
+    if (job.attempt === 1) throw retryAfter(new Error("come back"), 200);
+    return "second time";
+  });
+  const running = w.run();
+  const backoff = { type: "fixed" as const, base_ms: 50, max_ms: 50, jitter: 0 };
+  const [flaky, fatal, later] = await Promise.all([
+    client.enqueueAndWait({ queue: "w-fail", kind: "flaky", max_attempts: 3, backoff }, { waitMs: 10_000 }),
+    client.enqueueAndWait({ queue: "w-fail", kind: "fatal", max_attempts: 5 }, { waitMs: 10_000 }),
+    client.enqueueAndWait({ queue: "w-fail", kind: "later", max_attempts: 5, backoff: { type: "fixed", base_ms: 60_000, max_ms: 60_000 } }, { waitMs: 10_000 }),
+  ]);
+  await w.stop();
+  await running;
+  assert.equal(flaky.state, "dead");
+  assert.equal(flaky.errors?.length, 3);
+  assert.deepEqual(flaky.errors!.map((e) => e.attempt), [1, 2, 3]);
+  assert.match(flaky.errors![0].message, /^Error: boom 1\n\s+at /, "message and stack");
+  assert.equal(fatal.state, "dead");
+  assert.equal(fatal.errors?.length, 1);
+  assert.match(fatal.errors![0].message, /bad payload/);
+  assert.equal(later.state, "completed", "retried after retry_after_ms, not its one-minute backoff");
+  assert.equal(later.result, "second time");
+});
+
+test("a job with no handler for its kind is failed naming the kind", async () => {
+  const w = worker("w-nohandler");
+  w.handle("known", () => null);
+  const running = w.run();
+  const { id } = await client.enqueue({ queue: "w-nohandler", kind: "unknown", max_attempts: 1 });
+  const job = await client.awaitJob(id, { waitMs: 10_000 });
+  await w.stop();
+  await running;
+  assert.equal(job.state, "dead");
+  assert.match(job.errors![0].message, /no handler for kind "unknown"/);
+});
+
+test("cancel of a running job aborts the handler's signal and the job ends cancelled", async () => {
+  const w = worker("w-cancel", { heartbeatIntervalMs: 100 });
+  let started!: () => void;
+  const startedP = new Promise<void>((r) => (started = r));
+  let reason: unknown;
+  w.handle("long", (_job, { signal }) => {
+    started();
+    return new Promise((_, reject) => {
+      signal.addEventListener("abort", () => {
+        reason = signal.reason;
+        reject(signal.reason);
+      });
+    });
+  });
+  const running = w.run();
+  const { id } = await client.enqueue({ queue: "w-cancel", kind: "long" });
+  await startedP;
+  const asked = await client.cancelJob(id);
+  assert.equal(asked.state, "active");
+  assert.equal(asked.cancel_requested, true);
+  const job = await client.awaitJob(id, { waitMs: 5_000 });
+  await w.stop();
+  await running;
+  assert.equal(job.state, "cancelled");
+  assert.ok(reason instanceof JobCancelledError);
+});
+
+test("heartbeats keep a short lease alive past its length", async () => {
+  const w = worker("w-hb");
+  w.handle("slow", async () => {
+    await new Promise((r) => setTimeout(r, 1_500));
+    return "done";
+  });
+  const running = w.run();
+  const job = await client.enqueueAndWait({ queue: "w-hb", kind: "slow", lease_ms: 500, max_attempts: 1 }, { waitMs: 10_000 });
+  await w.stop();
+  await running;
+  assert.equal(job.state, "completed");
+  assert.equal(job.attempt, 1);
+  assert.equal(job.result, "done");
+});
+
+test("a lease lost between heartbeats aborts the handler and drops its outcome", async () => {
+  // Heartbeats come too late for the job's 300 ms lease: the server takes the job back.
+  const w = worker("w-lost", { concurrency: 1, heartbeatIntervalMs: 1_200 });
+  let reason: unknown;
+  w.handle("slow", (_job, { signal }) => {
+    return new Promise((resolve) =>
+      signal.addEventListener("abort", () => {
+        reason = signal.reason;
+        resolve("too late");
+      }),
+    );
+  });
+  const { id } = await client.enqueue({ queue: "w-lost", kind: "slow", lease_ms: 300, backoff: { type: "fixed", base_ms: 60_000, max_ms: 60_000 } });
+  const running = w.run();
+  await eventually(() => reason !== undefined, 5_000);
+  await w.stop();
+  await running;
+  assert.ok(reason instanceof LeaseLostError, String(reason));
+  const job = await client.getJob(id);
+  assert.notEqual(job.state, "completed", "the late result was dropped");
+  assert.equal(job.result, undefined);
+});
+
+test("graceful stop lets handlers finish, then releases the jobs still held", async () => {
+  const w = worker("w-stop", { concurrency: 3, shutdownTimeoutMs: 300 });
+  const started: string[] = [];
+  let stoppedReason: unknown;
+  w.handle("quick", async () => {
+    started.push("quick");
+    await new Promise((r) => setTimeout(r, 100));
+    return "finished";
+  });
+  w.handle("stuck", (_job, { signal }) => {
+    started.push("stuck");
+    return new Promise((_, reject) => signal.addEventListener("abort", () => reject((stoppedReason = signal.reason))));
+  });
+  const quick = await client.enqueue({ queue: "w-stop", kind: "quick" });
+  const stuck = await client.enqueue({ queue: "w-stop", kind: "stuck" });
+  const running = w.run();
+  await eventually(() => started.length === 2);
+  await w.stop();
+  await running;
+  assert.ok(stoppedReason instanceof WorkerStoppedError);
+  assert.equal(w.heldCount, 0);
+  assert.equal((await client.getJob(quick.id)).state, "completed");
+  const released = await client.getJob(stuck.id);
+  assert.equal(released.state, "available", "released, available again at once");
+  assert.equal(released.attempt, 0);
+  assert.equal(released.errors, undefined);
+  const [again] = await client.fetchJobs({ queues: ["w-stop"] });
+  assert.equal(again.id, stuck.id);
+});
+
+test("SIGTERM stops a worker that handles signals", async () => {
+  const w = new Worker(client, { queues: ["w-signal"], waitMs: 500, logger: quiet, shutdownTimeoutMs: 100 });
+  w.handle("k", () => null);
+  const running = w.run();
+  await new Promise((r) => setTimeout(r, 100));
+  process.kill(process.pid, "SIGTERM");
+  await running;
+});
