@@ -156,3 +156,42 @@ def test_auth(auth_server, queue):
     with Client(auth_server.url, token=ADMIN_SECRET) as c:
         job_id = c.enqueue("k", queue=queue).id
         assert c.get(job_id).state == "available"
+
+
+def test_schedules(server, queue):
+    name = queue + "-nightly"
+    with Client(server.url) as c:
+        sch = c.put_schedule(name, JobSpec("report", {"p": "daily"}, queue=queue),
+                             cron="0 3 * * *", timezone="Europe/Berlin", misfire="catch_up",
+                             max_catch_up=10)
+        assert sch["name"] == name and sch["job"]["kind"] == "report"
+        assert name in [s["name"] for s in c.schedules()]
+        assert c.pause_schedule(name)["paused"]
+        assert not c.resume_schedule(name)["paused"]
+        fired = c.trigger_schedule(name)
+        job = c.get(fired["job"]["id"])
+        assert job.queue == queue and job.payload == {"p": "daily"}
+        with pytest.raises(spool.InvalidArgument) as e:
+            c.put_schedule(name, {"queue": queue, "kind": "report"})
+        assert e.value.field == "cron"
+        c.delete_schedule(name)
+        with pytest.raises(spool.NotFound):
+            c.schedule(name)
+
+
+def test_consumer_groups(server, queue):
+    with Client(server.url) as c:
+        first = c.enqueue("event", 1, queue=queue).id
+        g = c.put_consumer_group(queue, "audit", start="beginning")
+        assert g["name"] == "audit"
+        c.enqueue("event", 2, queue=queue)
+        got = c.fetch([queue], max=10, consumer_group="audit")
+        assert sorted(j.payload for j in got) == [1, 2]
+        assert all(j.consumer_group == "audit" for j in got)
+        assert c.get(first).state == "available"  # the queue's own job is untouched
+        assert [x["name"] for x in c.consumer_groups(queue)] == ["audit"]
+        assert c.consumer_group(queue, "audit")["name"] == "audit"
+        c.seek_consumer_group(queue, "audit", start="new")
+        c.delete_consumer_group(queue, "audit")
+        with pytest.raises(spool.NotFound):
+            c.consumer_group(queue, "audit")

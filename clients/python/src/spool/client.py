@@ -23,6 +23,7 @@ from .models import (
     JobPage,
     JobSpec,
     Queue,
+    format_time,
     parse_time,
 )
 
@@ -78,6 +79,15 @@ def _single_result(body: Dict[str, Any]) -> ItemResult:
         lease_expires_at=parse_time(body.get("lease_expires_at")),
         cancel_requested=bool(body.get("cancel_requested", False)),
     )
+
+
+def _group_start(start: Optional[str], from_time: Any) -> Dict[str, Any]:
+    body: Dict[str, Any] = {}
+    if start is not None:
+        body["start"] = start
+    if from_time is not None:
+        body["from"] = format_time(from_time)
+    return body
 
 
 def _drop_none(d: Dict[str, Any]) -> Dict[str, Any]:
@@ -310,6 +320,73 @@ class _Base:
         """Clears the queue's settings."""
         return self._do(_Call("DELETE", f"/v1/queues/{_p(name)}/settings", idempotent=True,
                               parse=Queue.from_dict))
+
+    # ---- schedules --------------------------------------------------------
+
+    def put_schedule(self, name: str, job: JobLike, *, cron: Optional[str] = None,
+                     timezone: Optional[str] = None, every_ms: Optional[int] = None,
+                     misfire: Optional[str] = None, max_catch_up: Optional[int] = None,
+                     paused: Optional[bool] = None) -> Any:
+        """Defines (or replaces) a schedule that enqueues ``job`` at each tick of
+        ``cron`` (in ``timezone``) or every ``every_ms``; returns the schedule (a dict)."""
+        body = _drop_none({"job": _job_body(job), "cron": cron, "timezone": timezone,
+                           "every_ms": every_ms, "misfire": misfire,
+                           "max_catch_up": max_catch_up, "paused": paused})
+        return self._do(_Call("PUT", f"/v1/schedules/{_p(name)}", body=body, idempotent=True))
+
+    def schedule(self, name: str) -> Any:
+        """Returns one schedule (a dict)."""
+        return self._do(_Call("GET", f"/v1/schedules/{_p(name)}", idempotent=True))
+
+    def schedules(self) -> Any:
+        """Lists the schedules (dicts)."""
+        return self._do(_Call("GET", "/v1/schedules", idempotent=True, parse=lambda b: b["schedules"]))
+
+    def delete_schedule(self, name: str) -> Any:
+        """Deletes a schedule."""
+        return self._do(_Call("DELETE", f"/v1/schedules/{_p(name)}", parse=lambda b: None))
+
+    def pause_schedule(self, name: str) -> Any:
+        """Pauses a schedule: its ticks enqueue nothing."""
+        return self._do(_Call("POST", f"/v1/schedules/{_p(name)}/pause"))
+
+    def resume_schedule(self, name: str) -> Any:
+        """Resumes a paused schedule."""
+        return self._do(_Call("POST", f"/v1/schedules/{_p(name)}/resume"))
+
+    def trigger_schedule(self, name: str) -> Any:
+        """Enqueues the schedule's job now; returns ``{"job": {id, state, duplicate}, "schedule": …}``."""
+        return self._do(_Call("POST", f"/v1/schedules/{_p(name)}/trigger"))
+
+    # ---- consumer groups --------------------------------------------------
+
+    def put_consumer_group(self, queue: str, group: str, *, start: Optional[str] = None,
+                           from_time: Optional[Any] = None) -> Any:
+        """Creates a consumer group of ``queue`` that receives a copy of its jobs,
+        starting at ``start`` (``beginning``, ``new`` or ``time`` with ``from_time``)."""
+        return self._do(_Call("PUT", f"/v1/queues/{_p(queue)}/consumer-groups/{_p(group)}",
+                              body=_group_start(start, from_time), idempotent=True))
+
+    def consumer_group(self, queue: str, group: str) -> Any:
+        """Returns one consumer group (a dict: counts, pending, lag_ms, …)."""
+        return self._do(_Call("GET", f"/v1/queues/{_p(queue)}/consumer-groups/{_p(group)}",
+                              idempotent=True))
+
+    def consumer_groups(self, queue: str) -> Any:
+        """Lists the consumer groups of a queue (dicts)."""
+        return self._do(_Call("GET", f"/v1/queues/{_p(queue)}/consumer-groups", idempotent=True,
+                              parse=lambda b: b["consumer_groups"]))
+
+    def delete_consumer_group(self, queue: str, group: str) -> Any:
+        """Deletes a consumer group and its copies of the queue's jobs."""
+        return self._do(_Call("DELETE", f"/v1/queues/{_p(queue)}/consumer-groups/{_p(group)}",
+                              parse=lambda b: None))
+
+    def seek_consumer_group(self, queue: str, group: str, *, start: Optional[str] = None,
+                            from_time: Optional[Any] = None) -> Any:
+        """Moves a consumer group to another start."""
+        return self._do(_Call("POST", f"/v1/queues/{_p(queue)}/consumer-groups/{_p(group)}/seek",
+                              body=_group_start(start, from_time)))
 
     def workers(self) -> Any:
         """Lists the workers that fetch (dicts: name, first_seen_at, last_seen_at, active)."""

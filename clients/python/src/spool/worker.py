@@ -25,6 +25,10 @@ from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, Uni
 from .client import MAX_WAIT_MS, AsyncClient
 from .errors import (
     Forbidden,
+    InternalError,
+    StorageFull,
+    TransportError,
+    Unavailable,
     InvalidArgument,
     InvalidJSON,
     LeaseLost,
@@ -120,7 +124,7 @@ class JobContext:
 
 
 class _Entry:
-    __slots__ = ("job", "ctx", "task", "lease_ms", "next_extend", "reason")
+    __slots__ = ("job", "ctx", "task", "lease_ms", "next_extend", "reason", "finishing")
 
     def __init__(self, job: Job, ctx: JobContext, lease_ms: int) -> None:
         self.job = job
@@ -129,8 +133,11 @@ class _Entry:
         self.lease_ms = lease_ms
         self.next_extend = 0.0
         self.reason: Optional[str] = None  # why the worker cancelled it
+        self.finishing = False  # its outcome is being sent: no more cancels
 
     def cancel(self, reason: str) -> None:
+        if self.finishing:
+            return
         if self.reason is None:
             self.reason = reason
         self.ctx._cancelled.set()
@@ -186,6 +193,7 @@ class Worker:
         self._changed: Optional[asyncio.Event] = None
         self._abandoned: List[_Entry] = []
         self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._thread: Optional[int] = None
         #: How many jobs the last run released unfinished at shutdown.
         self.released = 0
 
@@ -216,7 +224,7 @@ class Worker:
                 self._hard.set()
             self._stopping.set()
         try:
-            if threading.get_ident() == getattr(loop, "_thread_id", None):
+            if threading.get_ident() == self._thread:
                 _stop()
             else:
                 loop.call_soon_threadsafe(_stop)
@@ -232,6 +240,7 @@ class Worker:
         SIGTERM/SIGINT), then shuts down gracefully: no more fetches, running
         handlers get ``grace`` seconds, and the jobs still held are released."""
         self._loop = asyncio.get_running_loop()
+        self._thread = threading.get_ident()
         self._stopping = asyncio.Event()
         self._hard = asyncio.Event()
         self._changed = asyncio.Event()
@@ -381,7 +390,7 @@ class Worker:
         try:
             handler = self._handlers.get(job.kind)
             if handler is None:
-                await self._finish(entry, self.client.fail(
+                await self._finish(entry, lambda: self.client.fail(
                     job.id, job.token or 0, f"no handler for kind {job.kind!r} on worker {self.name}"))
                 return
             try:
@@ -390,22 +399,22 @@ class Worker:
                 await self._cancelled(entry)
                 return
             except NoRetry as err:
-                await self._finish(entry, self.client.fail(
+                await self._finish(entry, lambda: self.client.fail(
                     job.id, job.token or 0, _error_text(err), no_retry=True))
                 return
             except RetryAfter as err:
-                await self._finish(entry, self.client.fail(
+                await self._finish(entry, lambda: self.client.fail(
                     job.id, job.token or 0, _error_text(err),
                     retry_after_ms=max(0, int(err.seconds * 1000))))
                 return
             except Exception as err:
-                await self._finish(entry, self.client.fail(job.id, job.token or 0, _error_text(err)))
+                await self._finish(entry, lambda: self.client.fail(job.id, job.token or 0, _error_text(err)))
                 return
             if entry.reason is not None:
                 # Cancelled while a blocking handler ran: its result is not kept.
                 await self._cancelled(entry)
                 return
-            await self._finish(entry, self.client.ack(job.id, job.token or 0, result))
+            await self._finish(entry, lambda: self.client.ack(job.id, job.token or 0, result))
         except asyncio.CancelledError:
             if entry.reason == "shutdown":
                 self._abandoned.append(entry)
@@ -417,7 +426,7 @@ class Worker:
     async def _cancelled(self, entry: _Entry) -> None:
         job = entry.job
         if entry.reason == "cancel_requested":
-            await self._finish(entry, self.client.fail(job.id, job.token or 0, "cancelled"))
+            await self._finish(entry, lambda: self.client.fail(job.id, job.token or 0, "cancelled"))
         elif entry.reason == "shutdown":
             self._abandoned.append(entry)
         elif entry.reason == "lost":
@@ -426,13 +435,30 @@ class Worker:
             # Cancelled from outside the worker: hand the job back.
             self._abandoned.append(entry)
 
-    async def _finish(self, entry: _Entry, call: Awaitable[Any]) -> None:
-        try:
-            await asyncio.shield(asyncio.ensure_future(call))
-        except LeaseLost:
-            log.warning("job %s: lease lost; its outcome was dropped", entry.job.id)
-        except (NotFound, SpoolError) as err:
-            log.warning("job %s: could not record its outcome: %s", entry.job.id, err)
+    async def _finish(self, entry: _Entry, call: Callable[[], Awaitable[Any]]) -> None:
+        """Sends a job's outcome, again after errors that retrying can fix, for
+        as long as the job's lease lasts; it is not cancelled meanwhile."""
+        entry.finishing = True
+        deadline = time.monotonic() + entry.lease_ms / 1000.0
+        attempt = 0
+        while True:
+            try:
+                await asyncio.shield(asyncio.ensure_future(call()))
+                return
+            except (LeaseLost, NotFound):
+                log.warning("job %s: lease lost; its outcome was dropped", entry.job.id)
+                return
+            except (TransportError, Unavailable, StorageFull, InternalError) as err:
+                attempt += 1
+                delay = min(2.0, 0.05 * 2 ** attempt)
+                if time.monotonic() + delay >= deadline:
+                    log.warning("job %s: could not record its outcome; it runs again when its "
+                                "lease expires: %s", entry.job.id, err)
+                    return
+                await asyncio.sleep(delay)
+            except SpoolError as err:
+                log.warning("job %s: could not record its outcome: %s", entry.job.id, err)
+                return
 
     # ---- heartbeat --------------------------------------------------------
 
