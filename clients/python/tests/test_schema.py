@@ -32,3 +32,34 @@ def test_one_error_class_per_code():
     assert codes == set(ERRORS_BY_CODE)
     for code, cls in ERRORS_BY_CODE.items():
         assert issubclass(cls, spool.SpoolError) and cls.code == code
+
+
+def test_typed_declarations_match_the_shared_methods():
+    """Client and AsyncClient declare each method of _Base for type checkers
+    (under TYPE_CHECKING); the declarations must follow the methods."""
+    import ast
+    import inspect
+
+    from spool import client
+
+    tree = ast.parse(inspect.getsource(client))
+    shared = {n: inspect.signature(f) for n, f in vars(client._Base).items()
+              if not n.startswith("_") and callable(f)}
+    for cls in tree.body:
+        if not (isinstance(cls, ast.ClassDef) and cls.name in ("Client", "AsyncClient")):
+            continue
+        [block] = [s for s in cls.body if isinstance(s, ast.If)
+                   and getattr(s.test, "id", "") == "TYPE_CHECKING"]
+        declared = {}
+        for fn in block.body:
+            assert isinstance(fn, ast.AsyncFunctionDef if cls.name == "AsyncClient" else ast.FunctionDef)
+            a = fn.args
+            declared[fn.name] = ([x.arg for x in a.args], [x.arg for x in a.kwonlyargs],
+                                 a.kwarg.arg if a.kwarg else None)
+        assert set(declared) == set(shared), cls.name
+        for name, sig in shared.items():
+            ps = list(sig.parameters.values())
+            want = ([p.name for p in ps if p.kind == p.POSITIONAL_OR_KEYWORD],
+                    [p.name for p in ps if p.kind == p.KEYWORD_ONLY],
+                    next((p.name for p in ps if p.kind == p.VAR_KEYWORD), None))
+            assert declared[name] == want, f"{cls.name}.{name}"

@@ -236,3 +236,37 @@ def test_lost_lease_cancels_handler_and_drops_its_outcome(server, queue):
             assert job.state == "active" and job.worker == "other" and job.token == taken[0].token
             assert (await c.ack(job_id, taken[0].token, "theirs")).state == "completed"
     run(main())
+
+
+def test_sync_client_with_worker_in_a_thread(server, queue):
+    """A producer in blocking code, a worker in a thread of its own, stopped
+    from another thread."""
+    from spool import Client
+
+    w = None
+    ready = threading.Event()
+
+    def serve():
+        nonlocal w
+
+        async def main():
+            nonlocal w
+            async with AsyncClient(server.url) as c:
+                w = Worker(c, [queue], wait_ms=500)
+                w.register("add", lambda job: sum(job.payload))
+                ready.set()
+                await w.run()  # not the main thread: no signal handlers
+
+        run(main())
+
+    t = threading.Thread(target=serve)
+    t.start()
+    try:
+        assert ready.wait(5)
+        with Client(server.url) as c:
+            job = c.enqueue_and_wait("add", [1, 2, 3], queue=queue, timeout=10)
+            assert job.state == "completed" and job.result == 6
+    finally:
+        w.stop()
+        t.join(10)
+    assert not t.is_alive()

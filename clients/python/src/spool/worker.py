@@ -20,7 +20,7 @@ import socket
 import threading
 import time
 import traceback
-from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, Union
+from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, Set, Union
 
 from .client import MAX_WAIT_MS, AsyncClient
 from .errors import (
@@ -129,7 +129,7 @@ class _Entry:
     def __init__(self, job: Job, ctx: JobContext, lease_ms: int) -> None:
         self.job = job
         self.ctx = ctx
-        self.task: Optional[asyncio.Task] = None
+        self.task: Optional["asyncio.Task[None]"] = None
         self.lease_ms = lease_ms
         self.next_extend = 0.0
         self.reason: Optional[str] = None  # why the worker cancelled it
@@ -194,6 +194,8 @@ class Worker:
         self._abandoned: List[_Entry] = []
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._thread: Optional[int] = None
+        self._stop_early = False
+        self._lock = threading.Lock()
         #: How many jobs the last run released unfinished at shutdown.
         self.released = 0
 
@@ -215,9 +217,11 @@ class Worker:
     def stop(self) -> None:
         """Begins a graceful shutdown (safe to call from any thread); a second
         call ends the grace period at once."""
-        loop = self._loop
-        if loop is None:
-            return
+        with self._lock:
+            loop = self._loop
+            if loop is None:
+                self._stop_early = True  # run() has not begun: it returns at once
+                return
         def _stop() -> None:
             assert self._stopping is not None and self._hard is not None
             if self._stopping.is_set():
@@ -239,13 +243,17 @@ class Worker:
         """Fetches and runs jobs until :meth:`stop` (or, with ``handle_signals``,
         SIGTERM/SIGINT), then shuts down gracefully: no more fetches, running
         handlers get ``grace`` seconds, and the jobs still held are released."""
-        self._loop = asyncio.get_running_loop()
-        self._thread = threading.get_ident()
         self._stopping = asyncio.Event()
         self._hard = asyncio.Event()
         self._changed = asyncio.Event()
         self._abandoned = []
         self.released = 0
+        with self._lock:
+            self._loop = asyncio.get_running_loop()
+            self._thread = threading.get_ident()
+            if self._stop_early:
+                self._stop_early = False
+                self._stopping.set()
         installed = []
         if handle_signals and threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
@@ -278,7 +286,7 @@ class Worker:
         if tasks and self.grace > 0:
             hard = asyncio.ensure_future(self._hard.wait())
             deadline = time.monotonic() + self.grace
-            pending = set(tasks)
+            pending: Set["asyncio.Future[Any]"] = set(tasks)
             while pending and not self._hard.is_set():
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -373,7 +381,7 @@ class Worker:
         try:
             if asyncio.iscoroutinefunction(handler) or asyncio.iscoroutinefunction(
                     getattr(handler, "__call__", None)):
-                return await handler(ctx)  # type: ignore[misc]
+                return await handler(ctx)  # type: ignore[misc,unused-ignore]
             if self._executor is None:
                 self._executor = concurrent.futures.ThreadPoolExecutor(
                     max_workers=self._threads, thread_name_prefix="spool-worker")
