@@ -270,3 +270,27 @@ def test_sync_client_with_worker_in_a_thread(server, queue):
         w.stop()
         t.join(10)
     assert not t.is_alive()
+
+
+def test_handler_enqueues_continue_the_trace_and_bad_results_fail(server, queue):
+    async def main():
+        async with AsyncClient(server.url) as c:
+            w = Worker(c, [queue], wait_ms=500)
+
+            @w.handle("parent")
+            async def parent(job):
+                return (await c.enqueue("child", queue=queue + "-children")).id
+
+            @w.handle("unjsonable")
+            async def unjsonable(job):
+                return object()
+
+            runner = asyncio.ensure_future(w.run(handle_signals=False))
+            p = await c.enqueue_and_wait("parent", queue=queue, traceparent=TP, timeout=10)
+            bad = await c.enqueue_and_wait("unjsonable", queue=queue, max_attempts=1, timeout=10)
+            w.stop()
+            await runner
+            child = await c.get(p.result)
+            assert child.traceparent == TP
+            assert bad.state == "dead" and "not JSON" in bad.errors[0].message
+    run(main())

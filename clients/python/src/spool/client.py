@@ -15,6 +15,7 @@ from urllib.parse import quote
 
 import httpx
 
+from . import _context
 from .errors import TransportError, error_from_body
 from .models import (
     EnqueueResult,
@@ -45,12 +46,18 @@ def _p(segment: str) -> str:
 
 
 def _job_body(job: JobLike) -> Dict[str, Any]:
-    return job.to_dict() if isinstance(job, JobSpec) else dict(job)
+    body = job.to_dict() if isinstance(job, JobSpec) else dict(job)
+    if "traceparent" not in body:
+        # A job enqueued by a handler continues the trace of the job it runs.
+        tp = _context.traceparent()
+        if tp:
+            body["traceparent"] = tp
+    return body
 
 
 def _spec(kind_or_spec: Union[str, JobLike], payload: Any, options: Dict[str, Any]) -> Dict[str, Any]:
     if isinstance(kind_or_spec, str):
-        return JobSpec(kind_or_spec, payload, **options).to_dict()
+        return _job_body(JobSpec(kind_or_spec, payload, **options))
     if payload is not None or options:
         raise TypeError("enqueue: pass either a JobSpec (or dict) or a kind with options")
     return _job_body(kind_or_spec)
@@ -329,7 +336,8 @@ class _Base:
                      paused: Optional[bool] = None) -> Any:
         """Defines (or replaces) a schedule that enqueues ``job`` at each tick of
         ``cron`` (in ``timezone``) or every ``every_ms``; returns the schedule (a dict)."""
-        body = _drop_none({"job": _job_body(job), "cron": cron, "timezone": timezone,
+        template = job.to_dict() if isinstance(job, JobSpec) else dict(job)
+        body = _drop_none({"job": template, "cron": cron, "timezone": timezone,
                            "every_ms": every_ms, "misfire": misfire,
                            "max_catch_up": max_catch_up, "paused": paused})
         return self._do(_Call("PUT", f"/v1/schedules/{_p(name)}", body=body, idempotent=True))

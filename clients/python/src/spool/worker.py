@@ -13,6 +13,7 @@ import asyncio
 import concurrent.futures
 import contextvars
 import functools
+import json
 import logging
 import os
 import signal
@@ -38,6 +39,7 @@ from .errors import (
     SpoolError,
     Unauthorized,
 )
+from ._context import current as _current
 from .models import Job
 
 __all__ = ["JobContext", "Worker", "current_job"]
@@ -46,7 +48,6 @@ log = logging.getLogger("spool.worker")
 
 Handler = Callable[["JobContext"], Union[Any, Awaitable[Any]]]
 
-_current: contextvars.ContextVar[Optional["JobContext"]] = contextvars.ContextVar("spool_job", default=None)
 
 # The most of an error's text the server keeps.
 _MAX_ERROR = 64 * 1024
@@ -421,6 +422,12 @@ class Worker:
             if entry.reason is not None:
                 # Cancelled while a blocking handler ran: its result is not kept.
                 await self._cancelled(entry)
+                return
+            try:
+                json.dumps(result)
+            except (TypeError, ValueError) as err:
+                await self._finish(entry, lambda: self.client.fail(
+                    job.id, job.token or 0, f"the handler's result is not JSON: {err}"))
                 return
             await self._finish(entry, lambda: self.client.ack(job.id, job.token or 0, result))
         except asyncio.CancelledError:
