@@ -294,3 +294,26 @@ def test_handler_enqueues_continue_the_trace_and_bad_results_fail(server, queue)
             assert child.traceparent == TP
             assert bad.state == "dead" and "not JSON" in bad.errors[0].message
     run(main())
+
+
+def test_batches_of_jobs_are_acked_together(server, queue):
+    async def main():
+        async with AsyncClient(server.url) as c:
+            calls = []
+            send = c.ack_many
+
+            async def counting(items):
+                calls.append(len(items))
+                return await send(items)
+
+            c.ack_many = counting  # type: ignore[method-assign]
+            w = Worker(c, [queue], concurrency=20, wait_ms=500)
+            w.register("echo", lambda job: job.payload)
+            jobs = await c.enqueue_many([spool.JobSpec("echo", i, queue=queue) for i in range(40)])
+            runner = asyncio.ensure_future(w.run(handle_signals=False))
+            done = [await c.await_job(r.id, timeout=10) for r in jobs]
+            w.stop()
+            await runner
+            assert [j.result for j in done] == list(range(40))
+            assert sum(calls) == 40 and len(calls) < 40
+    run(main())

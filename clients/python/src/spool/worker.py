@@ -40,7 +40,7 @@ from .errors import (
     Unauthorized,
 )
 from ._context import current as _current
-from .models import Job
+from .models import ItemResult, Job
 
 __all__ = ["JobContext", "Worker", "current_job"]
 
@@ -146,6 +146,49 @@ class _Entry:
             self.task.cancel()
 
 
+class _Batcher:
+    """Gathers the acks (or fails) of jobs that finish together into one batch
+    call; each caller gets its own item's answer or error."""
+
+    def __init__(self, send: Callable[[List[Dict[str, Any]]], Awaitable[List[ItemResult]]],
+                 linger: float = 0.002, max_items: int = 1000) -> None:
+        self._send = send
+        self._linger = linger
+        self._max = max_items
+        self._items: List[Dict[str, Any]] = []
+        self._futures: List["asyncio.Future[ItemResult]"] = []
+        self._task: Optional["asyncio.Task[None]"] = None
+
+    def submit(self, item: Dict[str, Any]) -> "asyncio.Future[ItemResult]":
+        fut: "asyncio.Future[ItemResult]" = asyncio.get_running_loop().create_future()
+        self._items.append(item)
+        self._futures.append(fut)
+        if self._task is None:
+            self._task = asyncio.ensure_future(self._flush())
+        return fut
+
+    async def _flush(self) -> None:
+        await asyncio.sleep(self._linger)
+        while self._items:
+            items, futures = self._items[:self._max], self._futures[:self._max]
+            del self._items[:self._max], self._futures[:self._max]
+            try:
+                results = await self._send(items)
+            except Exception as err:  # the whole call failed: every item did
+                for f in futures:
+                    if not f.done():
+                        f.set_exception(err)
+                continue
+            for f, r in zip(futures, results):
+                if f.done():
+                    continue
+                if r.error is not None:
+                    f.set_exception(r.error)
+                else:
+                    f.set_result(r)
+        self._task = None
+
+
 # Errors retrying a fetch does not fix.
 _PERMANENT = (Unauthorized, Forbidden, InvalidArgument, InvalidJSON, NotFound)
 
@@ -197,6 +240,8 @@ class Worker:
         self._thread: Optional[int] = None
         self._stop_early = False
         self._lock = threading.Lock()
+        self._acks = _Batcher(client.ack_many)
+        self._fails = _Batcher(client.fail_many)
         #: How many jobs the last run released unfinished at shutdown.
         self.released = 0
 
@@ -249,6 +294,8 @@ class Worker:
         self._changed = asyncio.Event()
         self._abandoned = []
         self.released = 0
+        self._acks = _Batcher(self.client.ack_many)
+        self._fails = _Batcher(self.client.fail_many)
         with self._lock:
             self._loop = asyncio.get_running_loop()
             self._thread = threading.get_ident()
@@ -399,7 +446,7 @@ class Worker:
         try:
             handler = self._handlers.get(job.kind)
             if handler is None:
-                await self._finish(entry, lambda: self.client.fail(
+                await self._finish(entry, lambda: self._fail(
                     job.id, job.token or 0, f"no handler for kind {job.kind!r} on worker {self.name}"))
                 return
             try:
@@ -408,16 +455,16 @@ class Worker:
                 await self._cancelled(entry)
                 return
             except NoRetry as err:
-                await self._finish(entry, lambda: self.client.fail(
+                await self._finish(entry, lambda: self._fail(
                     job.id, job.token or 0, _error_text(err), no_retry=True))
                 return
             except RetryAfter as err:
-                await self._finish(entry, lambda: self.client.fail(
+                await self._finish(entry, lambda: self._fail(
                     job.id, job.token or 0, _error_text(err),
                     retry_after_ms=max(0, int(err.seconds * 1000))))
                 return
             except Exception as err:
-                await self._finish(entry, lambda: self.client.fail(job.id, job.token or 0, _error_text(err)))
+                await self._finish(entry, lambda: self._fail(job.id, job.token or 0, _error_text(err)))
                 return
             if entry.reason is not None:
                 # Cancelled while a blocking handler ran: its result is not kept.
@@ -426,10 +473,10 @@ class Worker:
             try:
                 json.dumps(result)
             except (TypeError, ValueError) as err:
-                await self._finish(entry, lambda: self.client.fail(
+                await self._finish(entry, lambda: self._fail(
                     job.id, job.token or 0, f"the handler's result is not JSON: {err}"))
                 return
-            await self._finish(entry, lambda: self.client.ack(job.id, job.token or 0, result))
+            await self._finish(entry, lambda: self._ack(job.id, job.token or 0, result))
         except asyncio.CancelledError:
             if entry.reason == "shutdown":
                 self._abandoned.append(entry)
@@ -438,10 +485,25 @@ class Worker:
             if self._changed is not None:
                 self._changed.set()
 
+    def _ack(self, job_id: str, token: int, result: Any = None) -> "asyncio.Future[ItemResult]":
+        item: Dict[str, Any] = {"id": job_id, "token": token}
+        if result is not None:
+            item["result"] = result
+        return self._acks.submit(item)
+
+    def _fail(self, job_id: str, token: int, error: str, *, no_retry: bool = False,
+              retry_after_ms: Optional[int] = None) -> "asyncio.Future[ItemResult]":
+        item: Dict[str, Any] = {"id": job_id, "token": token, "error": error}
+        if no_retry:
+            item["no_retry"] = True
+        if retry_after_ms is not None:
+            item["retry_after_ms"] = retry_after_ms
+        return self._fails.submit(item)
+
     async def _cancelled(self, entry: _Entry) -> None:
         job = entry.job
         if entry.reason == "cancel_requested":
-            await self._finish(entry, lambda: self.client.fail(job.id, job.token or 0, "cancelled"))
+            await self._finish(entry, lambda: self._fail(job.id, job.token or 0, "cancelled"))
         elif entry.reason == "shutdown":
             self._abandoned.append(entry)
         elif entry.reason == "lost":
