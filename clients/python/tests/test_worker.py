@@ -100,11 +100,11 @@ def test_retries_to_dead_with_errors(server, queue):
 def test_heartbeat_keeps_short_leases(server, queue):
     async def main():
         async with AsyncClient(server.url) as c:
-            w = Worker(c, [queue], wait_ms=500, lease_ms=300)
+            w = Worker(c, [queue], wait_ms=500, lease_ms=500)
 
             @w.handle("slow")
             async def slow(job):
-                await asyncio.sleep(1.2)  # four leases long
+                await asyncio.sleep(1.6)  # over three leases long
                 return job.attempt
 
             runner = asyncio.ensure_future(w.run(handle_signals=False))
