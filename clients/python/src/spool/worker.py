@@ -13,6 +13,7 @@ import asyncio
 import concurrent.futures
 import contextvars
 import functools
+import inspect
 import json
 import logging
 import os
@@ -427,7 +428,7 @@ class Worker:
     async def _call_handler(self, handler: Handler, ctx: JobContext) -> Any:
         token = _current.set(ctx)
         try:
-            if asyncio.iscoroutinefunction(handler) or asyncio.iscoroutinefunction(
+            if inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
                     getattr(handler, "__call__", None)):
                 return await handler(ctx)  # type: ignore[misc,unused-ignore]
             if self._executor is None:
