@@ -1,0 +1,319 @@
+"""The worker against a real server: results, retries, cancellation,
+heartbeats and graceful shutdown."""
+
+import asyncio
+import threading
+import time
+
+import spool
+from conftest import run
+from spool import AsyncClient, Backoff, JobContext, NoRetry, RetryAfter, Worker
+
+TP = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+FAST = Backoff("fixed", base_ms=0, max_ms=0, jitter=0)
+
+
+async def _until(pred, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if await pred():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("condition not met in time")
+
+
+async def _active(c, job_id):
+    return (await c.get(job_id)).state == "active"
+
+
+def test_ack_with_result(server, queue):
+    seen = {}
+
+    async def main():
+        async with AsyncClient(server.url) as c:
+            w = Worker(c, [queue], concurrency=4, wait_ms=500, name="py-worker")
+
+            @w.handle("double")
+            async def double(job: JobContext):
+                seen["job"] = (job.token, job.attempt, job.traceparent, spool.current_job() is job)
+                await job.progress({"pct": 50})
+                return {"double": job.payload * 2}
+
+            def blocking(job: JobContext):  # runs in the thread pool
+                seen["thread"] = threading.current_thread() is not threading.main_thread()
+                job.progress_sync("halfway")
+                return {"upper": job.payload.upper()}
+
+            w.register("upper", blocking)
+            runner = asyncio.ensure_future(w.run(handle_signals=False))
+            a = await c.enqueue_and_wait("double", 21, queue=queue, traceparent=TP, timeout=10)
+            b = await c.enqueue_and_wait("upper", "abc", queue=queue, timeout=10)
+            w.stop()
+            await runner
+            assert a.state == "completed" and a.result == {"double": 42}
+            assert a.progress == {"pct": 50} and a.worker == "py-worker" and a.attempt == 1
+            assert b.state == "completed"
+            assert b.result == {"upper": "ABC"} and b.progress == "halfway"
+            token, attempt, tp, ctx_ok = seen["job"]
+            assert token >= 1 and attempt == 1 and tp == TP and ctx_ok
+            assert seen["thread"]
+            assert w.released == 0
+    run(main())
+
+
+def test_retries_to_dead_with_errors(server, queue):
+    async def main():
+        async with AsyncClient(server.url) as c:
+            w = Worker(c, [queue], wait_ms=500)
+
+            @w.handle("boom")
+            async def boom(job):
+                raise ValueError(f"boom {job.attempt}")
+
+            @w.handle("bad_input")
+            def bad_input(job):
+                raise NoRetry("no user")
+
+            @w.handle("later")
+            async def later(job):
+                if job.attempt == 1:
+                    raise RetryAfter(0.2, "come back")
+                return "second"
+
+            runner = asyncio.ensure_future(w.run(handle_signals=False))
+            dead = await c.enqueue_and_wait("boom", queue=queue, max_attempts=3, backoff=FAST, timeout=10)
+            nr = await c.enqueue_and_wait("bad_input", queue=queue, max_attempts=5, timeout=10)
+            ra = await c.enqueue_and_wait("later", queue=queue, max_attempts=3, timeout=10)
+            w.stop()
+            await runner
+            assert dead.state == "dead" and dead.attempt == 3
+            assert [e.attempt for e in dead.errors] == [1, 2, 3]
+            assert dead.errors[2].message.startswith("ValueError: boom 3")
+            assert "Traceback" in dead.errors[0].message
+            assert nr.state == "dead" and nr.attempt == 1
+            assert nr.errors[0].message.startswith("NoRetry: no user")
+            assert ra.state == "completed" and ra.result == "second" and ra.attempt == 2
+            assert ra.errors[0].message.startswith("RetryAfter: come back")
+    run(main())
+
+
+def test_heartbeat_keeps_short_leases(server, queue):
+    async def main():
+        async with AsyncClient(server.url) as c:
+            w = Worker(c, [queue], wait_ms=500, lease_ms=500)
+
+            @w.handle("slow")
+            async def slow(job):
+                await asyncio.sleep(1.6)  # over three leases long
+                return job.attempt
+
+            runner = asyncio.ensure_future(w.run(handle_signals=False))
+            jobs = await c.enqueue_many([spool.JobSpec("slow", i, queue=queue) for i in range(3)])
+            done = [await c.await_job(r.id, timeout=10) for r in jobs]
+            w.stop()
+            await runner
+            assert [j.state for j in done] == ["completed"] * 3
+            assert [j.result for j in done] == [1, 1, 1]  # never handed out twice
+    run(main())
+
+
+def test_cancel_running_job(server, queue):
+    async def main():
+        cancelled = asyncio.Event()
+        async with AsyncClient(server.url) as c:
+            w = Worker(c, [queue], wait_ms=500, lease_ms=600)
+
+            @w.handle("forever")
+            async def forever(job):
+                try:
+                    await asyncio.sleep(30)
+                except asyncio.CancelledError:
+                    cancelled.set()
+                    raise
+
+            runner = asyncio.ensure_future(w.run(handle_signals=False))
+            job_id = (await c.enqueue("forever", queue=queue)).id
+            await _until(lambda: _active(c, job_id))
+            assert (await c.cancel(job_id)).cancel_requested
+            job = await c.await_job(job_id, timeout=5)
+            assert job.state == "cancelled"
+            assert cancelled.is_set()
+            w.stop()
+            await runner
+    run(main())
+
+
+def test_graceful_shutdown_releases_held_jobs(server, queue):
+    async def main():
+        finished = []
+        async with AsyncClient(server.url) as c:
+            w = Worker(c, [queue], concurrency=3, wait_ms=500, grace=0.5)
+
+            @w.handle("quick")
+            async def quick(job):
+                await asyncio.sleep(0.2)
+                finished.append(job.id)
+                return "ok"
+
+            @w.handle("stuck")
+            async def stuck(job):
+                await asyncio.sleep(30)
+
+            @w.handle("stuck_blocking")
+            def stuck_blocking(job):
+                job.wait_cancelled(30)
+
+            runner = asyncio.ensure_future(w.run(handle_signals=False))
+            ids = [(await c.enqueue(k, queue=queue)).id for k in ("stuck", "stuck_blocking", "quick")]
+            for i in ids:
+                await _until(lambda: _active(c, i))
+            began = time.monotonic()
+            w.stop()
+            await runner
+            assert time.monotonic() - began < 3
+            assert w.released == 2
+            stuck_job, blocking_job, quick_job = [await c.get(i) for i in ids]
+            assert quick_job.state == "completed" and finished == [ids[2]]
+            for j in (stuck_job, blocking_job):
+                assert j.state == "available" and j.attempt == 0 and j.errors == []
+            again = await c.fetch([queue], max=5)
+            assert sorted(j.id for j in again) == sorted(ids[:2])
+    run(main())
+
+
+def test_sigterm_stops_the_worker(server, queue):
+    import os
+    import signal
+
+    async def main():
+        async with AsyncClient(server.url) as c:
+            w = Worker(c, [queue], wait_ms=30000, grace=0.2)
+
+            @w.handle("stuck")
+            async def stuck(job):
+                await asyncio.sleep(30)
+
+            runner = asyncio.ensure_future(w.run())
+            job_id = (await c.enqueue("stuck", queue=queue)).id
+            await _until(lambda: _active(c, job_id))
+            os.kill(os.getpid(), signal.SIGTERM)
+            await asyncio.wait_for(runner, 5)
+            assert w.released == 1
+            assert (await c.get(job_id)).state == "available"
+    run(main())
+
+
+def test_lost_lease_cancels_handler_and_drops_its_outcome(server, queue):
+    async def main():
+        cancelled = asyncio.Event()
+        async with AsyncClient(server.url) as c:
+            # Heartbeats come only after three leases: the lease runs out first.
+            w = Worker(c, [queue], wait_ms=500, lease_ms=200, heartbeat=3.0)
+
+            @w.handle("k")
+            async def k(job):
+                try:
+                    await asyncio.sleep(30)
+                except asyncio.CancelledError:
+                    cancelled.set()
+                    raise
+
+            job_id = (await c.enqueue("k", queue=queue, backoff=FAST)).id
+            runner = asyncio.ensure_future(w.run(handle_signals=False))
+            await _until(lambda: _active(c, job_id))
+            # Another worker gets the job once the lease ran out.
+            taken = []
+            deadline = time.monotonic() + 5
+            while not taken and time.monotonic() < deadline:
+                taken = await c.fetch([queue], wait_ms=200, lease_ms=10000, worker="other")
+            assert taken and taken[0].id == job_id
+            # The worker's next heartbeat learns it and cancels the handler.
+            await asyncio.wait_for(cancelled.wait(), 5)
+            w.stop()
+            await runner
+            assert w.released == 0
+            job = await c.get(job_id)
+            assert job.state == "active" and job.worker == "other" and job.token == taken[0].token
+            assert (await c.ack(job_id, taken[0].token, "theirs")).state == "completed"
+    run(main())
+
+
+def test_sync_client_with_worker_in_a_thread(server, queue):
+    """A producer in blocking code, a worker in a thread of its own, stopped
+    from another thread."""
+    from spool import Client
+
+    w = None
+    ready = threading.Event()
+
+    def serve():
+        nonlocal w
+
+        async def main():
+            nonlocal w
+            async with AsyncClient(server.url) as c:
+                w = Worker(c, [queue], wait_ms=500)
+                w.register("add", lambda job: sum(job.payload))
+                ready.set()
+                await w.run()  # not the main thread: no signal handlers
+
+        run(main())
+
+    t = threading.Thread(target=serve)
+    t.start()
+    try:
+        assert ready.wait(5)
+        with Client(server.url) as c:
+            job = c.enqueue_and_wait("add", [1, 2, 3], queue=queue, timeout=10)
+            assert job.state == "completed" and job.result == 6
+    finally:
+        w.stop()
+        t.join(10)
+    assert not t.is_alive()
+
+
+def test_handler_enqueues_continue_the_trace_and_bad_results_fail(server, queue):
+    async def main():
+        async with AsyncClient(server.url) as c:
+            w = Worker(c, [queue], wait_ms=500)
+
+            @w.handle("parent")
+            async def parent(job):
+                return (await c.enqueue("child", queue=queue + "-children")).id
+
+            @w.handle("unjsonable")
+            async def unjsonable(job):
+                return object()
+
+            runner = asyncio.ensure_future(w.run(handle_signals=False))
+            p = await c.enqueue_and_wait("parent", queue=queue, traceparent=TP, timeout=10)
+            bad = await c.enqueue_and_wait("unjsonable", queue=queue, max_attempts=1, timeout=10)
+            w.stop()
+            await runner
+            child = await c.get(p.result)
+            assert child.traceparent == TP
+            assert bad.state == "dead" and "not JSON" in bad.errors[0].message
+    run(main())
+
+
+def test_batches_of_jobs_are_acked_together(server, queue):
+    async def main():
+        async with AsyncClient(server.url) as c:
+            calls = []
+            send = c.ack_many
+
+            async def counting(items):
+                calls.append(len(items))
+                return await send(items)
+
+            c.ack_many = counting  # type: ignore[method-assign]
+            w = Worker(c, [queue], concurrency=20, wait_ms=500)
+            w.register("echo", lambda job: job.payload)
+            jobs = await c.enqueue_many([spool.JobSpec("echo", i, queue=queue) for i in range(40)])
+            runner = asyncio.ensure_future(w.run(handle_signals=False))
+            done = [await c.await_job(r.id, timeout=10) for r in jobs]
+            w.stop()
+            await runner
+            assert [j.result for j in done] == list(range(40))
+            assert sum(calls) == 40 and len(calls) < 40
+    run(main())
