@@ -4,7 +4,7 @@
 
 import { SpoolClient, sleep } from "./client.js";
 import { LeaseLostError, NotFoundError, SpoolError } from "./errors.js";
-import type { Job, JSONValue } from "./types.js";
+import type { AckItem, Job, JSONValue } from "./types.js";
 
 /** What a handler gets besides its job. */
 export interface JobContext {
@@ -151,6 +151,8 @@ export class Worker {
     WorkerOptions;
   private readonly log: Logger;
   private readonly handlers = new Map<string, Handler>();
+  /** Acks of jobs that finish together go in one call. */
+  private readonly acks = new AckBatcher(() => this.client);
   private readonly held = new Map<string, Held>();
   private readonly running = new Set<Promise<void>>();
   private started = false;
@@ -355,7 +357,7 @@ export class Worker {
         const { message, opts } = failOf(error);
         await this.settle(h, () => this.client.fail(job.id, h.token, message, opts, { timeoutMs: CALL_TIMEOUT_MS }));
       } else {
-        await this.settle(h, () => this.client.ack(job.id, h.token, result as JSONValue | undefined, { timeoutMs: CALL_TIMEOUT_MS }));
+        await this.settle(h, () => this.acks.send({ id: job.id, token: h.token, result: result as JSONValue | undefined }));
       }
     } finally {
       if (!h.abandoned) this.held.delete(job.id);
@@ -520,4 +522,59 @@ function defaultName(): string {
   const proc = (globalThis as { process?: { pid?: number; env?: Record<string, string | undefined> } }).process;
   const host = proc?.env?.HOSTNAME || "host";
   return `${host}/pid-${proc?.pid ?? 0}`;
+}
+
+/** The most acks one batch call carries. */
+const ACK_BATCH = 100;
+
+interface PendingAck {
+  item: AckItem;
+  resolve: () => void;
+  reject: (err: unknown) => void;
+}
+
+/**
+ * Sends the acks of jobs that finish at the same moment in one call
+ * (POST /v1/jobs/ack): an ack waits at most for the next timer turn of the
+ * event loop, or until ACK_BATCH are waiting. Each ack's promise settles
+ * with its own item's answer, so a refused item (a lost lease) rejects with
+ * its own SpoolError and a failed call rejects every ack it carried.
+ */
+class AckBatcher {
+  private pending: PendingAck[] = [];
+  private scheduled = false;
+
+  constructor(private readonly client: () => SpoolClient) {}
+
+  send(item: AckItem): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.pending.push({ item, resolve, reject });
+      if (this.pending.length >= ACK_BATCH) this.flush();
+      else if (!this.scheduled) {
+        this.scheduled = true;
+        setTimeout(() => this.flush(), 0);
+      }
+    });
+  }
+
+  private flush(): void {
+    this.scheduled = false;
+    const batch = this.pending.splice(0, ACK_BATCH);
+    if (batch.length === 0) return;
+    if (this.pending.length > 0 && !this.scheduled) {
+      this.scheduled = true;
+      setTimeout(() => this.flush(), 0);
+    }
+    this.client()
+      .ackMany(batch.map((p) => p.item), { timeoutMs: CALL_TIMEOUT_MS })
+      .then(
+        (results) =>
+          batch.forEach((p, i) => {
+            const r = results[i];
+            if (r instanceof SpoolError) p.reject(r);
+            else p.resolve();
+          }),
+        (err) => batch.forEach((p) => p.reject(err)),
+      );
+  }
 }
