@@ -17,8 +17,8 @@ import (
 	"github.com/spoolq/spool/internal/store/sqlitestore"
 )
 
-// readCounter is a real store that counts the engine's reads of queues
-// and, once failGets is set, fails them.
+// readCounter is a real store that counts the engine's reads of queues'
+// defaults and, once failGets is set, fails them.
 type readCounter struct {
 	store.Store
 	gets     atomic.Int64
@@ -27,12 +27,12 @@ type readCounter struct {
 
 var errQueueRead = errors.New("queue read failed")
 
-func (r *readCounter) QueueGet(ctx context.Context, name string) (*store.QueueInfo, error) {
+func (r *readCounter) QueueDefaults(ctx context.Context, name string) (store.QueueDefaults, error) {
 	r.gets.Add(1)
 	if r.failGets.Load() {
-		return nil, errQueueRead
+		return store.QueueDefaults{}, errQueueRead
 	}
-	return r.Store.QueueGet(ctx, name)
+	return r.Store.QueueDefaults(ctx, name)
 }
 
 // defaultsBundle is an engine on a real embedded store with a clock the

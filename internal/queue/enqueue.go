@@ -348,7 +348,7 @@ func needsQueue(p *store.JobInsertParams) bool {
 // readQueueDefaults reads what queue name gives its jobs; an unknown queue
 // gives full durability and no settings.
 func (e *Engine) readQueueDefaults(ctx context.Context, name string) (queueDefaults, error) {
-	q, err := e.st.QueueGet(ctx, name)
+	q, err := e.st.QueueDefaults(ctx, name)
 	switch {
 	case errors.Is(err, job.ErrNotFound):
 		return queueDefaults{durability: job.DurabilityFull}, nil

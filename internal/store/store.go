@@ -232,6 +232,11 @@ type Admin interface {
 	QueueList(ctx context.Context) ([]QueueInfo, error)
 	// QueueGet returns one queue or job.ErrNotFound.
 	QueueGet(ctx context.Context, name string) (*QueueInfo, error)
+	// QueueDefaults returns what queue name gives the jobs enqueued into
+	// it without their own (its durability, full unless set, and its
+	// settings), or job.ErrNotFound for an unknown queue. Every enqueue
+	// reads it, so it reads no counts.
+	QueueDefaults(ctx context.Context, name string) (QueueDefaults, error)
 	// QueueSetPaused pauses or resumes a queue (creating it if unknown).
 	// Paused queues keep accepting jobs but JobClaim skips them.
 	QueueSetPaused(ctx context.Context, name string, paused bool) error
@@ -606,6 +611,17 @@ type QueueInfo struct {
 	// and per group of a grouped queue, that its available jobs use),
 	// never a scan of the jobs.
 	OldestAvailable time.Time
+}
+
+// QueueDefaults is what a queue gives the jobs enqueued into it without
+// their own.
+type QueueDefaults struct {
+	// Durability is the level of jobs enqueued without one: full unless
+	// set with QueueSetDurability.
+	Durability job.Durability
+	// Settings holds the queue's job defaults (job.QueueSettings'
+	// DefaultLease, DefaultMaxAttempts and DefaultDelay) among the rest.
+	Settings job.QueueSettings
 }
 
 // MaintenanceResult reports what a promotion or rescue pass did.

@@ -224,7 +224,8 @@ func (s *Store) JobRetry(ctx context.Context, id string, now time.Time) (*job.Jo
 		if out, err = getTx(ctx, tx, id); err != nil {
 			return err
 		}
-		return s.notify(ctx, tx, []string{out.Queue})
+		s.announceOnCommit(tx, []string{out.Queue})
+		return nil
 	})
 	if err != nil {
 		return nil, wrap(fmt.Sprintf("retry job %s", id), err)
@@ -298,7 +299,8 @@ func (s *Store) JobRetryMany(ctx context.Context, p *store.JobBulkParams) (int, 
 			return err
 		}
 		n = len(seqs)
-		return s.notify(ctx, tx, []string{p.Queue})
+		s.announceOnCommit(tx, []string{p.Queue})
+		return nil
 	})
 	if err != nil {
 		return 0, wrap("retry jobs", err)
@@ -367,7 +369,8 @@ func (s *Store) QueueSetPaused(ctx context.Context, name string, paused bool) er
 		if paused {
 			return nil
 		}
-		return s.notify(ctx, tx, names)
+		s.announceOnCommit(tx, names)
+		return nil
 	})
 	if err != nil {
 		return wrap("set queue paused", err)
@@ -392,7 +395,14 @@ func (s *Store) QueueSetDurability(ctx context.Context, name string, d job.Durab
 	if err := s.check(); err != nil {
 		return wrap("set queue durability", err)
 	}
-	if _, err := s.pool.Exec(ctx, sqlSetDurability, name, string(d)); err != nil {
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, sqlSetDurability, name, string(d)); err != nil {
+			return err
+		}
+		return s.announceSettings(ctx, tx, name)
+	})
+	s.defaults.forget([]string{name})
+	if err != nil {
 		return wrap("set queue durability", err)
 	}
 	return nil

@@ -1,7 +1,9 @@
 package pgstore
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -80,6 +82,48 @@ func (s *Store) QueueGet(ctx context.Context, name string) (*store.QueueInfo, er
 		return nil, fmt.Errorf("get queue %s: %w", name, job.ErrNotFound)
 	}
 	return &qs[0], nil
+}
+
+// sqlQueueDefaults reads what a queue gives its new jobs.
+const sqlQueueDefaults = `SELECT durability, COALESCE(dead_letter_queue, ''), max_wait_ns, default_lease_ns,
+	default_max_attempts, default_delay_ns
+FROM spool_queues WHERE name = $1`
+
+// QueueDefaults returns what a queue gives its new jobs, by one lookup of
+// its row or, while this node listens, from what it read in the last
+// defaultsTTL (see defaultsCache); see store.Admin.
+func (s *Store) QueueDefaults(ctx context.Context, name string) (store.QueueDefaults, error) {
+	if err := s.check(); err != nil {
+		return store.QueueDefaults{}, wrap("get queue defaults", err)
+	}
+	now := time.Now()
+	if e, ok := s.defaults.get(name, now); ok {
+		if !e.found {
+			return store.QueueDefaults{}, fmt.Errorf("get queue defaults of %s: %w", name, job.ErrNotFound)
+		}
+		return e.d, nil
+	}
+	gen := s.defaults.gen.Load()
+	var (
+		durability, dlq       string
+		maxWait, lease, delay int64
+		defaultMaxAttempts    int32
+	)
+	err := s.pool.QueryRow(ctx, sqlQueueDefaults, name).Scan(&durability, &dlq, &maxWait, &lease, &defaultMaxAttempts, &delay)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		s.defaults.put(name, gen, cachedDefaults{expires: now.Add(defaultsTTL)})
+		return store.QueueDefaults{}, fmt.Errorf("get queue defaults of %s: %w", name, job.ErrNotFound)
+	case err != nil:
+		return store.QueueDefaults{}, wrap("get queue defaults", err)
+	}
+	d := store.QueueDefaults{
+		Durability: cmp.Or(job.Durability(durability), job.DurabilityFull),
+		Settings: job.QueueSettings{DeadLetterQueue: dlq, MaxWait: time.Duration(maxWait),
+			DefaultLease: time.Duration(lease), DefaultMaxAttempts: int(defaultMaxAttempts), DefaultDelay: time.Duration(delay)},
+	}
+	s.defaults.put(name, gen, cachedDefaults{d: d, found: true, expires: now.Add(defaultsTTL)})
+	return d, nil
 }
 
 // queues reads queue name, or every queue for "", through q; with oldest

@@ -386,7 +386,7 @@ func (s *Store) apply(ctx context.Context, tx pgx.Tx, changes []change, availabl
 	if len(wSeq) > 0 {
 		batch.Queue(sqlRequeue, wSeq, wState, wRun, wAtt, wErr)
 	}
-	s.queueNotify(batch, available)
+	s.announceOnCommit(tx, available)
 	if len(freed) > 0 {
 		batch.Queue(sqlNotifyCapped, s.channel, s.node, notifyChunk, freed)
 	}

@@ -129,7 +129,8 @@ func (s *Store) QueueSetLimits(ctx context.Context, name string, l job.Limits) e
 				wake = append(wake, n)
 			}
 		}
-		return s.notify(ctx, tx, wake)
+		s.announceOnCommit(tx, wake)
+		return nil
 	})
 	if err != nil {
 		return wrap("set queue limits", err)

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"slices"
@@ -27,7 +28,12 @@ const (
 	// returns a row (id, NULL) for each job it inserted, and a row (queue,
 	// name) for each consumer group of the queues $22, read in the
 	// snapshot of the insert (see lanes.go).
-	sqlInsertJobs = `WITH flow AS (
+	sqlInsertJobs = sqlInsertCTEs + `SELECT id, NULL::text FROM ins
+UNION ALL
+SELECT queue, name FROM spool_consumer_groups WHERE queue = ANY($22::text[])`
+	// sqlInsertCTEs are the common table expressions of sqlInsertJobs and
+	// sqlInsertJobsFast: ins inserts the jobs, q their queues.
+	sqlInsertCTEs = `WITH flow AS (
 	SELECT ARRAY(SELECT name FROM spool_queues WHERE name = ANY($20::text[]) AND flow) AS names
 ), ins AS (
 	INSERT INTO spool_jobs (id, queue, kind, payload, priority, state, run_at, max_attempts, backoff_kind,
@@ -50,9 +56,7 @@ const (
 ), q AS (
 	INSERT INTO spool_queues (name) SELECT DISTINCT queue FROM ins ON CONFLICT (name) DO NOTHING
 )
-SELECT id, NULL::text FROM ins
-UNION ALL
-SELECT queue, name FROM spool_consumer_groups WHERE queue = ANY($22::text[])`
+`
 	// sqlDoneByIDs finds ids that belong to finished jobs. It runs as its
 	// own statement after the insert so that it sees a job that another
 	// transaction moved to spool_jobs_done while the insert waited on it.
@@ -86,6 +90,15 @@ CROSS JOIN LATERAL (
 func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams) ([]store.InsertResult, error) {
 	if err := checkInserts(p.Jobs); err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", err)
+	}
+	if s.canInsertFast(p.Jobs) {
+		out, err := s.insertFast(ctx, p.Jobs, micro(p.Now))
+		if !errors.Is(err, errNotFast) {
+			if err != nil {
+				return nil, wrap("insert jobs", err)
+			}
+			return out, nil
+		}
 	}
 	var out []store.InsertResult
 	var grouped []string
@@ -180,80 +193,22 @@ func (s *Store) insert(ctx context.Context, tx pgx.Tx, jobs []store.JobInsertPar
 func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, jobs []store.JobInsertParams, idx []int, now time.Time, relax bool,
 	out []store.InsertResult) error {
 	n := len(idx)
-	var (
-		ids, queues, kinds, states, bkinds, ukeys, tags, durs = make([]string, n), make([]string, n), make([]string, n),
-			make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		groups, traceParents        = make([]string, n), make([]string, n)
-		ungrouped                   []string // queues of the jobs without a group
-		distinct                    []string // queues of the jobs
-		anyGroup, anyCreated        bool
-		anyTraced                   bool
-		created                     = make([]pgtype.Timestamptz, n)
-		payloads                    = make([][]byte, n)
-		prios, maxAtt               = make([]int32, n), make([]int32, n)
-		runAts                      = make([]time.Time, n)
-		bases, maxes, leases, ufors = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
-		jitters                     = make([]float64, n)
-		availableQueues             []string
-	)
-	for k, i := range idx {
-		jp := &jobs[i]
-		ids[k], queues[k], kinds[k], states[k] = jp.ID, jp.Queue, jp.Kind, string(jp.State)
-		payloads[k] = bytesOrNil(jp.Payload)
-		prios[k], maxAtt[k] = int32(jp.Priority), int32(jp.MaxAttempts)
-		runAts[k] = micro(jp.RunAt)
-		bkinds[k], bases[k], maxes[k], jitters[k] = string(jp.Backoff.Kind), int64(jp.Backoff.Base), int64(jp.Backoff.Max), jp.Backoff.Jitter
-		leases[k], ukeys[k], ufors[k] = int64(jp.LeaseDuration), jp.UniqueKey, int64(jp.UniqueFor)
-		durs[k] = string(durabilityOf(jp.Durability))
-		if !slices.Contains(distinct, jp.Queue) {
-			distinct = append(distinct, jp.Queue)
-		}
-		if created[k] = tstz(jp.CreatedAt); created[k].Valid {
-			anyCreated = true
-		}
-		if traceParents[k] = jp.TraceParent; jp.TraceParent != "" {
-			anyTraced = true
-		}
-		if groups[k] = jp.Group; jp.Group != "" {
-			anyGroup = true
-		} else if !slices.Contains(ungrouped, jp.Queue) {
-			ungrouped = append(ungrouped, jp.Queue)
-		}
-		if len(jp.Tags) > 0 {
-			b, err := json.Marshal(jp.Tags)
-			if err != nil {
-				return fmt.Errorf("encode tags of job %s: %w", jp.ID, err)
-			}
-			tags[k] = string(b)
-		}
-		if jp.State == job.StateAvailable && !slices.Contains(availableQueues, jp.Queue) {
-			availableQueues = append(availableQueues, jp.Queue)
-		}
+	a, err := newInsertArgs(jobs, idx, now)
+	if err != nil {
+		return err
 	}
+	ids, runAts := a.ids, a.runAts
 	batch := &pgx.Batch{}
-	relaxed := relax && allProcess(n, func(k int) job.Durability { return job.Durability(durs[k]) })
+	relaxed := relax && a.allProcess
 	if relaxed {
 		batch.Queue(sqlRelaxCommit)
 	}
-	if len(ungrouped) > 0 {
-		batch.Queue(sqlLockFlowShared, ungrouped, lockClass)
+	if len(a.ungrouped) > 0 {
+		batch.Queue(sqlLockFlowShared, a.ungrouped, lockClass)
 	}
-	groupsArg := any(groups)
-	if !anyGroup {
-		groupsArg = nil // no job has a group: unnest reads NULL as none for each
-	}
-	createdArg := any(created)
-	if !anyCreated {
-		createdArg = nil // every job is created now: unnest reads NULL for each
-	}
-	tracedArg := any(traceParents)
-	if !anyTraced {
-		tracedArg = nil // no job has a traceparent: unnest reads NULL for each
-	}
-	batch.Queue(sqlInsertJobs, ids, queues, kinds, payloads, prios, states, runAts, maxAtt, bkinds, bases, maxes,
-		jitters, leases, ukeys, ufors, tags, durs, now, groupsArg, ungrouped, createdArg, distinct, tracedArg)
+	batch.Queue(sqlInsertJobs, a.args...)
 	batch.Queue(sqlDoneByIDs, ids)
-	s.queueNotify(batch, availableQueues)
+	s.announceOnCommit(tx, a.available)
 	br := tx.SendBatch(ctx, batch)
 	inserted := make(map[string]bool, n)
 	var lanes laneSet // the consumer groups of the batch's queues
@@ -263,7 +218,7 @@ func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, jobs []store.JobInser
 			return fmt.Errorf("relax commit: %w", err)
 		}
 	}
-	if len(ungrouped) > 0 {
+	if len(a.ungrouped) > 0 {
 		if _, err := br.Exec(); err != nil {
 			_ = br.Close()
 			return fmt.Errorf("lock queues: %w", err)
@@ -284,6 +239,7 @@ func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, jobs []store.JobInser
 		}
 		if group != nil {
 			lanes.add(key, *group)
+			s.lanedQueues.Store(key, struct{}{})
 			continue
 		}
 		inserted[key] = true
@@ -365,6 +321,91 @@ func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, jobs []store.JobInser
 		out[i] = store.InsertResult{Job: dup, Duplicate: true}
 	}
 	return nil
+}
+
+// insertArgs are the arguments of sqlInsertJobs for some jobs.
+type insertArgs struct {
+	ids       []string
+	runAts    []time.Time
+	ungrouped []string // the queues of the jobs without a group
+	available []string // the queues of the jobs inserted available
+	// allProcess is set when every job is of process durability.
+	allProcess bool
+	// args are sqlInsertJobs' $1 to $23.
+	args []any
+}
+
+// newInsertArgs builds the arguments that insert the jobs at idx at now.
+func newInsertArgs(jobs []store.JobInsertParams, idx []int, now time.Time) (*insertArgs, error) {
+	n := len(idx)
+	var (
+		ids, queues, kinds, states, bkinds, ukeys, tags, durs = make([]string, n), make([]string, n), make([]string, n),
+			make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		groups, traceParents        = make([]string, n), make([]string, n)
+		ungrouped                   []string // queues of the jobs without a group
+		distinct                    []string // queues of the jobs
+		anyGroup, anyCreated        bool
+		anyTraced                   bool
+		created                     = make([]pgtype.Timestamptz, n)
+		payloads                    = make([][]byte, n)
+		prios, maxAtt               = make([]int32, n), make([]int32, n)
+		runAts                      = make([]time.Time, n)
+		bases, maxes, leases, ufors = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+		jitters                     = make([]float64, n)
+		availableQueues             []string
+	)
+	for k, i := range idx {
+		jp := &jobs[i]
+		ids[k], queues[k], kinds[k], states[k] = jp.ID, jp.Queue, jp.Kind, string(jp.State)
+		payloads[k] = bytesOrNil(jp.Payload)
+		prios[k], maxAtt[k] = int32(jp.Priority), int32(jp.MaxAttempts)
+		runAts[k] = micro(jp.RunAt)
+		bkinds[k], bases[k], maxes[k], jitters[k] = string(jp.Backoff.Kind), int64(jp.Backoff.Base), int64(jp.Backoff.Max), jp.Backoff.Jitter
+		leases[k], ukeys[k], ufors[k] = int64(jp.LeaseDuration), jp.UniqueKey, int64(jp.UniqueFor)
+		durs[k] = string(durabilityOf(jp.Durability))
+		if !slices.Contains(distinct, jp.Queue) {
+			distinct = append(distinct, jp.Queue)
+		}
+		if created[k] = tstz(jp.CreatedAt); created[k].Valid {
+			anyCreated = true
+		}
+		if traceParents[k] = jp.TraceParent; jp.TraceParent != "" {
+			anyTraced = true
+		}
+		if groups[k] = jp.Group; jp.Group != "" {
+			anyGroup = true
+		} else if !slices.Contains(ungrouped, jp.Queue) {
+			ungrouped = append(ungrouped, jp.Queue)
+		}
+		if len(jp.Tags) > 0 {
+			b, err := json.Marshal(jp.Tags)
+			if err != nil {
+				return nil, fmt.Errorf("encode tags of job %s: %w", jp.ID, err)
+			}
+			tags[k] = string(b)
+		}
+		if jp.State == job.StateAvailable && !slices.Contains(availableQueues, jp.Queue) {
+			availableQueues = append(availableQueues, jp.Queue)
+		}
+	}
+	groupsArg := any(groups)
+	if !anyGroup {
+		groupsArg = nil // no job has a group: unnest reads NULL as none for each
+	}
+	createdArg := any(created)
+	if !anyCreated {
+		createdArg = nil // every job is created now: unnest reads NULL for each
+	}
+	tracedArg := any(traceParents)
+	if !anyTraced {
+		tracedArg = nil // no job has a traceparent: unnest reads NULL for each
+	}
+	return &insertArgs{
+		ids: ids, runAts: runAts, ungrouped: ungrouped, available: availableQueues,
+		allProcess: allProcess(n, func(k int) job.Durability { return job.Durability(durs[k]) }),
+		args: []any{ids, queues, kinds, payloads, prios, states, runAts, maxAtt, bkinds, bases, maxes,
+			jitters, leases, ukeys, ufors, tags, durs, now, groupsArg, ungrouped, createdArg, distinct, tracedArg},
+	}, nil
 }
 
 // newJob is the job jp as inserted at now: created then, unless it says

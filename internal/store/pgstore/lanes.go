@@ -233,7 +233,7 @@ func (s *Store) copyToLanes(ctx context.Context, tx pgx.Tx, lanes laneSet, jobs 
 	}
 	batch := &pgx.Batch{}
 	batch.Queue(sqlCopyToLanes, ids, queues, names)
-	s.queueNotify(batch, wake)
+	s.announceOnCommit(tx, wake)
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 		return fmt.Errorf("copy jobs to their consumer groups: %w", err)
 	}
@@ -507,9 +507,7 @@ func (s *Store) copyStart(ctx context.Context, tx pgx.Tx, p *store.ConsumerGroup
 		return 0, fmt.Errorf("copy the start: %w", err)
 	}
 	if available > 0 {
-		if err := s.notify(ctx, tx, []string{job.LaneName(p.Queue, p.Name)}); err != nil {
-			return 0, err
-		}
+		s.announceOnCommit(tx, []string{job.LaneName(p.Queue, p.Name)})
 	}
 	return int(n), nil
 }

@@ -67,7 +67,7 @@ func (s *Store) JobPromoteDue(ctx context.Context, now time.Time, limit int) (*s
 		}
 		batch := &pgx.Batch{}
 		batch.Queue(sqlNextDue).QueryRow(func(row pgx.Row) error { return scanNullTime(row, &res.Next) })
-		s.queueNotify(batch, res.Available)
+		s.announceOnCommit(tx, res.Available)
 		return tx.SendBatch(ctx, batch).Close()
 	})
 	if err != nil {

@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"time"
 
@@ -46,26 +45,11 @@ func (s *Store) notifyPayloads(queues []string) []string {
 	return out
 }
 
-// queueNotify adds to batch the notifications that queues got available
-// jobs. Sent inside a transaction, they go out when it commits, and not
-// at all if it rolls back.
-func (s *Store) queueNotify(batch *pgx.Batch, queues []string) {
-	for _, p := range s.notifyPayloads(queues) {
-		batch.Queue(sqlNotify, s.channel, p)
-	}
-}
-
-// notify sends the notifications for queues in tx.
-func (s *Store) notify(ctx context.Context, tx pgx.Tx, queues []string) error {
-	batch := &pgx.Batch{}
-	s.queueNotify(batch, queues)
-	if batch.Len() == 0 {
-		return nil
-	}
-	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-		return fmt.Errorf("notify: %w", err)
-	}
-	return nil
+// announceOnCommit records that tx made jobs available in queues. The
+// notifications go out once tx has committed (see announcer), and not at
+// all if it rolls back.
+func (s *Store) announceOnCommit(tx pgx.Tx, queues []string) {
+	s.ann.hold(tx, queues)
 }
 
 // listen holds a connection that LISTENs on the schema's channel and hands
@@ -118,16 +102,24 @@ func (s *Store) listenOnce(ctx context.Context) error {
 		s.forgetPlain(names)
 		s.cfg.Hooks.OnAvailable(names)
 	}
+	// Whatever changed while no one listened is forgotten; from here on,
+	// every change comes in as a notification.
+	s.defaults.forget(nil)
+	s.defaults.listening.Store(true)
+	defer s.defaults.listening.Store(false)
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return err
 		}
-		node, list, ok := strings.Cut(n.Payload, " ")
-		if !ok || node == s.node || list == "" {
+		node, settings, queues, ok := readNotification(n.Payload)
+		if !ok || node == s.node {
 			continue
 		}
-		queues := strings.Split(list, ",")
+		if settings {
+			s.defaults.forget(queues)
+			continue
+		}
 		s.forgetPlain(queues)
 		s.cfg.Hooks.OnAvailable(queues)
 	}

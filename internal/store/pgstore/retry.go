@@ -32,9 +32,37 @@ func (s *Store) retry(ctx context.Context, fn func() error) error {
 }
 
 // retryTx runs fn in a transaction with retry, then the test hook
-// beforeCommit if one is set.
+// beforeCommit if one is set. The announcements fn made (announceOnCommit)
+// go out once the transaction has committed.
 func (s *Store) retryTx(ctx context.Context, fn func(pgx.Tx) error) error {
-	return s.retryTxOn(ctx, s.pool, fn)
+	return s.retry(ctx, func() error {
+		return s.timed(func() error {
+			c, err := s.pool.Acquire(ctx)
+			if err != nil {
+				return err
+			}
+			defer c.Release()
+			tx := &lazyTx{conn: c.Conn()}
+			err = s.runTx(ctx, tx, fn)
+			s.ann.settle(tx, err == nil)
+			return err
+		})
+	})
+}
+
+// runTx runs fn and the test hook beforeCommit in tx and commits it, or
+// rolls it back on any error.
+func (s *Store) runTx(ctx context.Context, tx pgx.Tx, fn func(pgx.Tx) error) error {
+	defer func() { _ = tx.Rollback(ctx) }()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if s.beforeCommit != nil {
+		if err := s.beforeCommit(ctx, tx); err != nil {
+			return err
+		}
+	}
+	return tx.Commit(ctx)
 }
 
 // beginner is a pool or a connection of it.
@@ -46,12 +74,13 @@ type beginner interface {
 func (s *Store) retryTxOn(ctx context.Context, db beginner, fn func(pgx.Tx) error) error {
 	return s.retry(ctx, func() error {
 		return s.timed(func() error {
-			return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-				if err := fn(tx); err != nil || s.beforeCommit == nil {
-					return err
-				}
-				return s.beforeCommit(ctx, tx)
-			})
+			tx, err := db.Begin(ctx)
+			if err != nil {
+				return err
+			}
+			err = s.runTx(ctx, tx, fn)
+			s.ann.settle(tx, err == nil)
+			return err
 		})
 	})
 }

@@ -28,10 +28,13 @@ func (s *Store) QueueSetSettings(ctx context.Context, name string, st job.QueueS
 		return wrap("set queue settings", err)
 	}
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, sqlSetSettings, name, st.DeadLetterQueue, int64(st.MaxWait),
-			int64(st.DefaultLease), int32(st.DefaultMaxAttempts), int64(st.DefaultDelay))
-		return err
+		if _, err := tx.Exec(ctx, sqlSetSettings, name, st.DeadLetterQueue, int64(st.MaxWait),
+			int64(st.DefaultLease), int32(st.DefaultMaxAttempts), int64(st.DefaultDelay)); err != nil {
+			return err
+		}
+		return s.announceSettings(ctx, tx, name)
 	})
+	s.defaults.forget([]string{name})
 	if err != nil {
 		return wrap("set queue settings", err)
 	}

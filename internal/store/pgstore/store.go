@@ -91,7 +91,10 @@ type Store struct {
 	node    string // random id of this store, to skip its own notifications
 	schema  string
 	channel string // NOTIFY channel of this schema
-	clock   clock
+	ann     *announcer
+	// defaults keeps the queues' job defaults that enqueues read.
+	defaults *defaultsCache
+	clock    clock
 
 	// beforeCommit is a test hook: when set (before the first call), it
 	// runs in every transaction of the store's calls, after their writes
@@ -105,6 +108,9 @@ type Store struct {
 	// it knows to be grouped, so that inserts of their jobs with a group
 	// skip marking them (see markGrouped).
 	flowQueues, plainSeen, groupedQueues sync.Map
+	// lanedQueues holds the queues this node found with consumer groups,
+	// whose inserts take the full path (see insertFast).
+	lanedQueues sync.Map
 	// waits holds the queues this node knows to have a maximum wait
 	// (expire.go).
 	waits waitSet
@@ -136,7 +142,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", mapErr(err))
 	}
-	s := &Store{cfg: cfg, logger: cfg.Logger, pool: pool, connCfg: pcfg.ConnConfig, node: newNodeID()}
+	s := &Store{cfg: cfg, logger: cfg.Logger, pool: pool, connCfg: pcfg.ConnConfig, node: newNodeID(), ann: newAnnouncer(), defaults: newDefaultsCache()}
 	if err := s.open(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open store: %w", err)
@@ -145,6 +151,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	s.stop = cancel
 	s.goBackground(func() { s.rollupLoop(bgCtx) })
 	s.goBackground(func() { s.clockLoop(bgCtx) })
+	s.goBackground(func() { s.announceLoop(bgCtx) })
 	if cfg.Hooks.OnAvailable != nil {
 		s.goBackground(func() { s.listen(bgCtx) })
 	}

@@ -299,6 +299,19 @@ func (s *Store) QueueGet(ctx context.Context, name string) (*store.QueueInfo, er
 	return q, nil
 }
 
+// QueueDefaults returns what a queue gives its new jobs, from the catalog
+// in memory; see store.Admin.
+func (s *Store) QueueDefaults(ctx context.Context, name string) (store.QueueDefaults, error) {
+	if err := s.check(); err != nil {
+		return store.QueueDefaults{}, wrap("get queue defaults", err)
+	}
+	d, ok := s.cat.defaults(name)
+	if !ok {
+		return store.QueueDefaults{}, fmt.Errorf("get queue defaults of %s: %w", name, job.ErrNotFound)
+	}
+	return d, nil
+}
+
 // QueueSetPaused pauses or resumes a queue, creating it if unknown; see
 // store.Admin.
 func (s *Store) QueueSetPaused(ctx context.Context, name string, paused bool) error {

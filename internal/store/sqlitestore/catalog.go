@@ -1,6 +1,7 @@
 package sqlitestore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
@@ -163,6 +164,17 @@ func (c *catalog) info(name string) (*store.QueueInfo, bool) {
 		return nil, false
 	}
 	return q.info(name), true
+}
+
+// defaults returns what queue name gives its new jobs.
+func (c *catalog) defaults(name string) (store.QueueDefaults, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	q := c.queues[name]
+	if q == nil {
+		return store.QueueDefaults{}, false
+	}
+	return store.QueueDefaults{Durability: cmp.Or(q.durability, job.DurabilityFull), Settings: q.settings}, true
 }
 
 // list returns every known queue by name.

@@ -104,6 +104,7 @@ func testClose(b *bundle) {
 		},
 		"QueueList":      func() error { _, err := s.QueueList(ctx); return err },
 		"QueueGet":       func() error { _, err := s.QueueGet(ctx, "q"); return err },
+		"QueueDefaults":  func() error { _, err := s.QueueDefaults(ctx, "q"); return err },
 		"QueueSetPaused": func() error { return s.QueueSetPaused(ctx, "q", true) },
 		"QueuePurge":     func() error { _, err := s.QueuePurge(ctx, "q"); return err },
 		"QueueSetSettings": func() error {

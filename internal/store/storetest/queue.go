@@ -17,6 +17,9 @@ func queueTests() []group {
 			{"UnknownQueueIsNotFound", testQueueGetUnknown},
 			{"CountsEveryState", testQueueGetCounts},
 		}},
+		{"QueueDefaults", []test{
+			{"FollowDurabilityAndSettings", testQueueDefaults},
+		}},
 		{"QueueSetPaused", []test{
 			{"PausesResumesAndCreates", testQueueSetPaused},
 		}},
@@ -89,6 +92,56 @@ func testQueueGetCounts(b *bundle) {
 	}
 	b.wantCounts("q", want)
 	b.wantCounts("other", map[job.State]int64{job.StateDead: 1})
+}
+
+// QueueDefaults is not found for an unknown queue, full with no settings
+// for a queue that only has jobs, and agrees with QueueGet after every
+// change of the queue's durability or settings, at once.
+func testQueueDefaults(b *bundle) {
+	if _, err := b.s.QueueDefaults(b.ctx, "q"); !errors.Is(err, job.ErrNotFound) {
+		b.t.Fatalf("defaults of an unknown queue: %v, want not found", err)
+	}
+	b.add(newJob("q"))
+	want := func(what string) {
+		b.t.Helper()
+		d, err := b.s.QueueDefaults(b.ctx, "q")
+		if err != nil {
+			b.t.Fatalf("defaults %s: %v", what, err)
+		}
+		q := b.queue("q")
+		if d.Durability != q.Durability || d.Settings != q.Settings {
+			b.t.Fatalf("defaults %s: %+v, want those of the queue %+v", what, d, q)
+		}
+	}
+	want("of a new queue")
+	if d, _ := b.s.QueueDefaults(b.ctx, "q"); d.Durability != job.DurabilityFull || d.Settings != (job.QueueSettings{}) {
+		b.t.Fatalf("defaults of a new queue: %+v, want full and no settings", d)
+	}
+	for _, d := range b.h.durabilities() {
+		if err := b.s.QueueSetDurability(b.ctx, "q", d); err != nil {
+			b.t.Fatalf("set durability %s: %v", d, err)
+		}
+		want("after setting " + string(d))
+	}
+	settings := job.QueueSettings{DefaultLease: 7 * time.Second, DefaultMaxAttempts: 3, DefaultDelay: time.Minute,
+		MaxWait: time.Hour}
+	if err := b.s.QueueSetSettings(b.ctx, "q", settings); err != nil {
+		b.t.Fatalf("set settings: %v", err)
+	}
+	want("after setting settings")
+	if d, _ := b.s.QueueDefaults(b.ctx, "q"); d.Settings != settings {
+		b.t.Fatalf("settings %+v, want %+v", d.Settings, settings)
+	}
+	if err := b.s.QueueSetSettings(b.ctx, "q", job.QueueSettings{}); err != nil {
+		b.t.Fatalf("clear settings: %v", err)
+	}
+	want("after clearing settings")
+	if err := b.s.QueueSetDurability(b.ctx, "fresh", b.h.durabilities()[len(b.h.durabilities())-1]); err != nil {
+		b.t.Fatalf("set durability of an unknown queue: %v", err)
+	}
+	if d, err := b.s.QueueDefaults(b.ctx, "fresh"); err != nil || d.Durability != b.h.durabilities()[len(b.h.durabilities())-1] {
+		b.t.Fatalf("defaults of a queue made by a durability change: %+v, %v", d, err)
+	}
 }
 
 // Pausing creates an unknown queue; pausing and resuming are idempotent

@@ -453,6 +453,12 @@ func (s *Store) QueueGet(ctx context.Context, name string) (*store.QueueInfo, er
 	return q, nil
 }
 
+// QueueDefaults returns what the queue gives its new jobs: the durable
+// tier holds every queue's durability and settings; see store.Admin.
+func (s *Store) QueueDefaults(ctx context.Context, name string) (store.QueueDefaults, error) {
+	return s.disk.QueueDefaults(ctx, name)
+}
+
 // QueueSetPaused pauses or resumes the queue in both tiers; see
 // store.Admin.
 func (s *Store) QueueSetPaused(ctx context.Context, name string, paused bool) error {
