@@ -33,7 +33,7 @@ func TestQueueDefaultsFollowOtherNodes(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if err := a.QueueSetDurability(ctx, "q", job.DurabilityFull); err != nil {
+	if err := a.QueueSetPaused(ctx, "q", false); err != nil { // makes the queue, with no change of its defaults
 		t.Fatal(err)
 	}
 	if d, err := b.QueueDefaults(ctx, "q"); err != nil || d.Durability != job.DurabilityFull {

@@ -92,7 +92,7 @@ func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams)
 		return nil, fmt.Errorf("insert jobs: %w", err)
 	}
 	if s.canInsertFast(p.Jobs) {
-		out, err := s.insertFast(ctx, p.Jobs, micro(p.Now))
+		out, err := s.insertPlain(ctx, p.Jobs, micro(p.Now))
 		if !errors.Is(err, errNotFast) {
 			if err != nil {
 				return nil, wrap("insert jobs", err)

@@ -3,7 +3,6 @@ package pgstore
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"time"
 
@@ -13,10 +12,11 @@ import (
 	"github.com/spoolq/spool/internal/store"
 )
 
-// The fast insert writes and commits plain jobs in one round trip: BEGIN,
-// the insert, a check and COMMIT go out as one pipeline, with nothing for
-// the node to decide between them. Where the full insert (insert) would
-// decide something (an id that exists, a queue with consumer groups), a
+// The fast insert writes and commits plain jobs in one round trip: the
+// statements go out as one pipeline, which PostgreSQL runs as one
+// implicit transaction that commits at its end, with nothing for the node
+// to decide between them. Where the full insert (insert) would decide
+// something (an id that exists, a queue with consumer groups), a
 // statement of the pipeline fails on purpose with notFastMarker in its
 // error, the transaction rolls back whole, and the full insert runs.
 const (
@@ -33,6 +33,10 @@ UNION ALL
 SELECT ('` + notFastMarker + `laned:' || queue)::int::text FROM spool_consumer_groups WHERE queue = ANY($22::text[])
 UNION ALL
 SELECT ('` + notFastMarker + `taken:' || count(*))::int::text FROM ins HAVING count(*) <> $24`
+	// sqlRelaxFast makes the fast insert's transaction commit without
+	// waiting for the WAL flush (set_config is SET LOCAL as a function,
+	// which holds in an implicit transaction).
+	sqlRelaxFast = `SELECT set_config('synchronous_commit', 'off', true)`
 	// sqlNoneDone fails when one of the ids $1 belongs to a finished job.
 	// It runs as a statement of its own after the insert for the reason
 	// sqlDoneByIDs does.
@@ -43,14 +47,16 @@ SELECT ('` + notFastMarker + `taken:' || count(*))::int::text FROM ins HAVING co
 // handles; nothing was written.
 var errNotFast = errors.New("pgstore: the insert takes the full path")
 
-// canInsertFast reports whether jobs may try the fast insert: no unique
-// keys, no id twice, no queue that this node knows to have consumer
-// groups, and no group in a queue not known to be grouped already (the
-// full insert marks it). The test hook beforeCommit needs the full path.
+// canInsertFast reports whether jobs may try the fast insert: at most
+// maxFastInsert of them, no unique keys, no id twice, no queue that this
+// node knows to have consumer groups, and no group in a queue not known to
+// be grouped already (the full insert marks it). The test hook
+// beforeCommit needs the full path.
 func (s *Store) canInsertFast(jobs []store.JobInsertParams) bool {
-	if s.beforeCommit != nil {
+	if s.beforeCommit != nil || len(jobs) == 0 || len(jobs) > maxFastInsert {
 		return false
 	}
+	ids := make(map[string]struct{}, len(jobs))
 	for i := range jobs {
 		jp := &jobs[i]
 		if jp.UniqueKey != "" {
@@ -64,18 +70,17 @@ func (s *Store) canInsertFast(jobs []store.JobInsertParams) bool {
 				return false
 			}
 		}
-		for k := range i {
-			if jobs[k].ID == jp.ID {
-				return false
-			}
+		if _, ok := ids[jp.ID]; ok {
+			return false
 		}
+		ids[jp.ID] = struct{}{}
 	}
-	return len(jobs) > 0 && len(jobs) <= maxFastInsert
+	return true
 }
 
-// maxFastInsert bounds the jobs of a fast insert; canInsertFast compares
-// ids pairwise.
-const maxFastInsert = 16
+// maxFastInsert bounds the jobs of a fast insert, alone or combined (see
+// combiner).
+const maxFastInsert = 128
 
 // insertFast inserts jobs, which canInsertFast accepted, in one round
 // trip, or returns errNotFast having written nothing.
@@ -89,16 +94,14 @@ func (s *Store) insertFast(ctx context.Context, jobs []store.JobInsertParams, no
 		return nil, err
 	}
 	batch := &pgx.Batch{}
-	batch.Queue(sqlBegin)
 	if a.allProcess {
-		batch.Queue(sqlRelaxCommit)
+		batch.Queue(sqlRelaxFast)
 	}
 	if len(a.ungrouped) > 0 {
 		batch.Queue(sqlLockFlowShared, a.ungrouped, lockClass)
 	}
 	batch.Queue(sqlInsertJobsFast, append(a.args, int64(len(jobs)))...)
 	batch.Queue(sqlNoneDone, a.ids)
-	batch.Queue("commit")
 	err = s.retry(ctx, func() error {
 		return s.timed(func() error { return s.sendFast(ctx, batch) })
 	})
@@ -119,32 +122,22 @@ func (s *Store) insertFast(ctx context.Context, jobs []store.JobInsertParams, no
 	return out, nil
 }
 
-// sendFast sends batch, a whole transaction, on one connection and reads
-// every result. A transaction left open by a failure is rolled back.
+// sendFast sends batch, a whole implicit transaction, on one connection
+// and reads every result.
 func (s *Store) sendFast(ctx context.Context, batch *pgx.Batch) error {
 	c, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Release()
-	conn := c.Conn()
-	br := conn.SendBatch(ctx, batch)
-	var tag pgconn.CommandTag
+	br := c.Conn().SendBatch(ctx, batch)
 	for range batch.Len() {
-		if tag, err = br.Exec(); err != nil {
+		if _, err = br.Exec(); err != nil {
 			break
 		}
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
-	}
-	if err == nil && tag.String() != "COMMIT" {
-		err = fmt.Errorf("commit: %w", pgx.ErrTxCommitRollback)
-	}
-	if conn.PgConn().TxStatus() != 'I' {
-		if _, rerr := conn.Exec(ctx, "rollback"); rerr != nil {
-			_ = conn.Close(ctx)
-		}
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "22P02" {

@@ -92,6 +92,7 @@ type Store struct {
 	schema  string
 	channel string // NOTIFY channel of this schema
 	ann     *announcer
+	combine *combiner
 	// defaults keeps the queues' job defaults that enqueues read.
 	defaults *defaultsCache
 	clock    clock
@@ -149,9 +150,13 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	bgCtx, cancel := context.WithCancel(context.Background())
 	s.stop = cancel
+	s.combine = newCombiner(bgCtx.Done())
 	s.goBackground(func() { s.rollupLoop(bgCtx) })
 	s.goBackground(func() { s.clockLoop(bgCtx) })
 	s.goBackground(func() { s.announceLoop(bgCtx) })
+	for range combineSenders {
+		s.goBackground(func() { s.combineLoop(bgCtx) })
+	}
 	if cfg.Hooks.OnAvailable != nil {
 		s.goBackground(func() { s.listen(bgCtx) })
 	}

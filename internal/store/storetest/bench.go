@@ -20,6 +20,7 @@ func Bench(b *testing.B, h Harness) {
 		b.Fatal("storetest: Harness.Open is nil")
 	}
 	b.Run("InsertBatch1000", func(b *testing.B) { benchInsertBatch(b, h) })
+	b.Run("InsertSingle", func(b *testing.B) { benchInsertSingle(b, h) })
 	b.Run("InsertSingleParallel", func(b *testing.B) { benchInsertParallel(b, h) })
 	b.Run("Claim100", func(b *testing.B) { benchClaim(b, h) })
 	b.Run("Complete100", func(b *testing.B) { benchComplete(b, h) })
@@ -135,6 +136,19 @@ func benchInsertBatch(b *testing.B, h Harness) {
 		}
 	}
 	reportJobs(b, 1000)
+}
+
+// InsertSingle inserts one job per call from one caller: the latency of
+// an insert, commit included.
+func benchInsertSingle(b *testing.B, h Harness) {
+	s := h.Open(b)
+	ctx := context.Background()
+	for b.Loop() {
+		if _, err := s.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: benchJobs(1), Now: t0}); err != nil {
+			b.Fatalf("insert: %v", err)
+		}
+	}
+	reportJobs(b, 1)
 }
 
 // InsertSingleParallel enqueues one job per call from many goroutines at
