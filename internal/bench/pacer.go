@@ -6,11 +6,12 @@ import (
 )
 
 // pacer hands out the send times of an open-loop load: request i is due at
-// start + i/rate, whatever happened to the requests before it. Senders
-// measure from the due time, not from when they got round to sending, so a
-// stall on the server shows up in the percentiles instead of silently
-// slowing the load down (coordinated omission). It is safe for concurrent
-// use by many senders.
+// start + i/rate, whatever happened to the requests before it. A sender
+// still busy at a request's due time measures it from the due time, not
+// from when it got round to sending, so a stall on the server shows up in
+// the percentiles instead of silently slowing the load down (coordinated
+// omission); see loadgen.Call.Due. It is safe for concurrent use by many
+// senders.
 type pacer struct {
 	start time.Time
 	rate  float64 // requests per second

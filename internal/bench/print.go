@@ -72,7 +72,7 @@ func Print(w io.Writer, res *Result) {
 		fmt.Fprintf(w, "(fetches long-poll up to %d ms when no job is ready, so their latency includes waiting for work)\n", fetchWaitMS)
 	}
 	if res.Mode == ModeLatency {
-		fmt.Fprintln(w, "(latency mode measures from each job's scheduled send time, so stalls are not hidden)")
+		fmt.Fprintln(w, "(latency mode measures from each job's send, or from its scheduled send time when its sender was behind, so stalls are not hidden)")
 	}
 	if len(res.ServerLog) > 0 {
 		fmt.Fprintln(w, "\nserver log:")

@@ -79,9 +79,10 @@ func (r *runner) produce(ctx context.Context, s produceSpec) {
 }
 
 // produceAtRate runs the latency mode's open-loop load: single jobs due at
-// a fixed rate, each carrying its due time in its payload, sent by a pool
-// of senders. Request latency is measured from the due time, so a slow
-// answer delays the measurement, never the schedule.
+// a fixed rate, each carrying in its payload the time it is measured from
+// (loadgen.Call.Due: its send, or its due time when its sender was
+// behind), sent by a pool of senders. A slow answer delays the
+// measurement, never the schedule.
 func (r *runner) produceAtRate(ctx context.Context) {
 	pace := newPacer(time.Now(), r.o.Rate, int64(r.o.Jobs), r.o.Duration)
 	p := loadgen.Producer{Clients: r.o.Producers, Schedule: pace.Next}

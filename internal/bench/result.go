@@ -89,8 +89,9 @@ type Settings struct {
 // did not exercise is omitted.
 type Latencies struct {
 	// Enqueue, Fetch and Ack are request latencies. In latency mode
-	// Enqueue is measured from each request's scheduled send time, so
-	// that a stall delays the measurement instead of the load.
+	// Enqueue is measured from each request's send, or from its scheduled
+	// send time when its sender was still busy then, so that a stall
+	// delays the measurement instead of the load (loadgen.Call.Due).
 	Enqueue *LatencyStats `json:"enqueue,omitempty"`
 	Fetch   *LatencyStats `json:"fetch,omitempty"`
 	Ack     *LatencyStats `json:"ack,omitempty"`

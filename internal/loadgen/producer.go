@@ -38,8 +38,12 @@ type Producer struct {
 type Call struct {
 	// Index numbers the call across all clients, from 0.
 	Index int64
-	// Due is when the call was due to be sent, in an open loop; zero in a
-	// closed loop.
+	// Due is what an open loop measures the call from: when it was sent,
+	// if its client was free and waited for its due time, else (its client
+	// still busy with earlier calls at the due time) the due time, so that
+	// a slow system shows in the latency rather than in a slower load. A
+	// timer that fires late is the load generator's delay, not the
+	// system's. Zero in a closed loop.
 	Due time.Time
 }
 
@@ -112,8 +116,11 @@ func (p Producer) openLoop(ctx context.Context, send Sender) error {
 		if !ok {
 			return nil
 		}
-		if d := time.Until(due); d > 0 && !wait(ctx, p.Stop, d) {
-			return nil
+		if d := time.Until(due); d > 0 {
+			if !wait(ctx, p.Stop, d) {
+				return nil
+			}
+			due = time.Now()
 		}
 		if err := send(ctx, Call{Index: i, Due: due}); err != nil {
 			return err

@@ -82,6 +82,50 @@ func TestProducerStopLetsCallsFinish(t *testing.T) {
 	}
 }
 
+// A client still busy when its next call is due measures that call from
+// its due time; a free one that waited for the due time measures it from
+// its send.
+func TestProducerMeasuresLateCallsFromTheirDueTime(t *testing.T) {
+	t.Parallel()
+	start := time.Now().Add(20 * time.Millisecond)
+	dues := []time.Time{start, start, start, start.Add(200 * time.Millisecond)}
+	var next atomic.Int64
+	schedule := func() (int64, time.Time, bool) {
+		i := next.Add(1) - 1
+		if i >= int64(len(dues)) {
+			return i, time.Time{}, false
+		}
+		return i, dues[i], true
+	}
+	got := make([]Call, 0, len(dues))
+	sentAt := make([]time.Time, 0, len(dues))
+	if err := (Producer{Clients: 1, Schedule: schedule}).Run(context.Background(), func(int) Sender {
+		return func(_ context.Context, c Call) error {
+			got = append(got, c)
+			sentAt = append(sentAt, time.Now())
+			time.Sleep(10 * time.Millisecond) // busy past the next due time
+			return nil
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(dues) {
+		t.Fatalf("%d calls, want %d", len(got), len(dues))
+	}
+	for i := 1; i < 3; i++ { // sent behind schedule: measured from the due time
+		if !got[i].Due.Equal(dues[i]) || !sentAt[i].After(dues[i].Add(5*time.Millisecond)) {
+			t.Fatalf("call %d sent %v after due, measured from %v after due; want its due time",
+				i, sentAt[i].Sub(dues[i]), got[i].Due.Sub(dues[i]))
+		}
+	}
+	for _, i := range []int{0, 3} { // waited for: measured from the send
+		if got[i].Due.Before(dues[i]) || sentAt[i].Sub(got[i].Due) > 5*time.Millisecond {
+			t.Fatalf("call %d measured from %v after due, sent %v after due; want its send",
+				i, got[i].Due.Sub(dues[i]), sentAt[i].Sub(dues[i]))
+		}
+	}
+}
+
 func TestProducerFollowsSchedule(t *testing.T) {
 	t.Parallel()
 	start := time.Now()
