@@ -34,17 +34,31 @@ type Client struct {
 	http      *http.Client
 	token     string
 	userAgent string
-	stream    bool
+	mode      transportMode
 	tr        transport
 }
+
+// transportMode is how a Client carries its calls.
+type transportMode int
+
+const (
+	// modeAuto is the default: the stream where it can be used (see New),
+	// else HTTP.
+	modeAuto transportMode = iota
+	// modeHTTP is WithHTTP: one HTTP request per call.
+	modeHTTP
+	// modeStream is WithStream: the stream, whatever the URL.
+	modeStream
+)
 
 // Option configures a Client in New.
 type Option func(*Client)
 
 // WithHTTPClient makes the Client send its requests through hc instead of
-// its own tuned client. A Timeout set on hc bounds every call, fetches
-// included, so it must be longer than the longest long poll (up to 60 s);
-// prefer contexts for deadlines.
+// its own tuned client, as one HTTP request per call unless WithStream is
+// given too. A Timeout set on hc bounds every call, fetches included, so it
+// must be longer than the longest long poll (up to 60 s); prefer contexts
+// for deadlines.
 func WithHTTPClient(hc *http.Client) Option {
 	return func(c *Client) {
 		if hc != nil {
@@ -68,23 +82,45 @@ func WithUserAgent(ua string) Option {
 // New returns a Client for the server at baseURL, such as
 // "http://127.0.0.1:7311". It does not contact the server; a malformed
 // baseURL shows as an error of the first call.
+//
+// By default the Client carries its calls over the stream transport (see
+// WithStream), which costs both sides far less per call than HTTP, when it
+// can: for an http:// URL that no proxy of the environment
+// (HTTP_PROXY, NO_PROXY) covers, and without WithHTTPClient. It falls back
+// to HTTP for good when the server refuses the stream as unknown (an
+// older server, or a proxy in the way that does not pass it), and for one
+// call when it refuses it for that call's reason (a missing or bad token,
+// an overloaded or stopping server), so that every call gets the answer
+// it would get over HTTP. WithHTTP and WithStream choose one for good.
 func New(baseURL string, opts ...Option) *Client {
 	c := &Client{
 		base:      strings.TrimRight(baseURL, "/"),
 		userAgent: DefaultUserAgent,
 	}
+	custom := false
 	for _, opt := range opts {
 		opt(c)
 	}
 	if c.http == nil {
 		c.http = &http.Client{Transport: newTransport()}
-	}
-	if c.stream {
-		c.tr = newStreamTransport(c)
 	} else {
+		custom = true
+	}
+	switch {
+	case c.mode == modeStream:
+		c.tr = newStreamTransport(c)
+	case c.mode == modeAuto && !custom && streamable(c.base):
+		c.tr = &autoTransport{stream: newStreamTransport(c), http: &httpTransport{c: c}}
+	default:
 		c.tr = &httpTransport{c: c}
 	}
 	return c
+}
+
+// WithHTTP makes the Client send every call as an HTTP request of its own,
+// never over the stream transport.
+func WithHTTP() Option {
+	return func(c *Client) { c.mode = modeHTTP }
 }
 
 // newTransport is a transport that keeps enough idle connections per host

@@ -42,15 +42,21 @@
 //
 // # Stream transport
 //
-// By default every call is one HTTP/1.1 request, and the HTTP work of each
-// (parsing, headers, a write and a read) costs the server and the client
-// more than a small job itself. A busy producer or worker can pass
-// WithStream to New instead: the Client then opens one connection,
-// upgraded to spool-stream/1 (docs/protocol.md, "Stream transport"), and
-// sends every call as a frame on it, many at once from many goroutines,
-// with calls made at about the same time sharing system calls:
+// The HTTP work of a call made as one HTTP/1.1 request (parsing, headers, a
+// write and a read) costs the server and the client more than a small job
+// itself. So by default, for an http:// URL that no proxy of the
+// environment covers, a Client opens one connection, upgraded to
+// spool-stream/1 (docs/protocol.md, "Stream transport"), and sends every
+// call as a frame on it, many at once from many goroutines, with calls
+// made at about the same time sharing system calls. Where the server or a
+// proxy in front of it refuses the upgrade as unknown, the Client falls
+// back to HTTP for good; where it refuses it for one call (no token, say),
+// that call goes over HTTP, so that every call gets the answer HTTP would
+// give. WithHTTP and WithStream choose one transport for good, and
+// WithHTTPClient means HTTP:
 //
-//	c := client.New("http://127.0.0.1:7311", client.WithStream(), client.WithToken(token))
+//	c := client.New("http://127.0.0.1:7311", client.WithToken(token))                   // the stream where it can
+//	c := client.New("http://127.0.0.1:7311", client.WithHTTP(), client.WithToken(token)) // one request per call
 //
 // The calls, their answers and their errors are the same as over HTTP;
 // Worker and Batcher work unchanged. The connection is dialled on the first
@@ -58,8 +64,9 @@
 // with a network error (a *url.Error), which the Worker retries as it
 // retries any. A call whose context ends is abandoned at once and the
 // server is told to stop it. The stream needs an http:// base URL (it does
-// not speak TLS; with https:// every call fails saying so) and, with auth
-// on, a token even for Health and Ready. CloseIdleConnections closes the
+// not speak TLS; with WithStream and https:// every call fails saying so)
+// and, with auth on, a token even for Health and Ready (the default Client
+// makes those over HTTP without one). CloseIdleConnections closes the
 // stream once the calls in flight on it are answered.
 //
 // # Leases

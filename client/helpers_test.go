@@ -65,8 +65,9 @@ var transports = []struct {
 	name string
 	opts []client.Option
 }{
-	{"http", nil},
+	{"http", []client.Option{client.WithHTTP()}},
 	{"stream", []client.Option{client.WithStream()}},
+	{"default", nil},
 }
 
 // eachTransport runs test once per transport, in parallel, each with its

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 
 	"github.com/spoolq/spool/internal/stream"
 )
@@ -28,7 +29,7 @@ import (
 // stream. With auth on, the stream needs a token even for the public calls
 // (Health, Ready), since opening it does.
 func WithStream() Option {
-	return func(c *Client) { c.stream = true }
+	return func(c *Client) { c.mode = modeStream }
 }
 
 // streamTransport sends each call as a frame of one shared stream.
@@ -51,11 +52,17 @@ func newStreamTransport(c *Client) *streamTransport {
 // roundTrip sends one frame. A refused upgrade is the call's answer, so
 // that a bad token is ErrUnauthorized as over HTTP.
 func (t *streamTransport) roundTrip(ctx context.Context, method, path string, query url.Values, data []byte) (int, io.ReadCloser, error) {
-	target := path
-	if len(query) > 0 {
-		target += "?" + query.Encode()
-	}
-	a, err := t.sc.Do(ctx, method, target, data)
+	a, err := t.send(ctx, method, path, query, data)
+	return t.answer(method, path, query, a, err)
+}
+
+// send sends one frame and returns its answer or the stream's error.
+func (t *streamTransport) send(ctx context.Context, method, path string, query url.Values, data []byte) (stream.Answer, error) {
+	return t.sc.Do(ctx, method, target(path, query), data)
+}
+
+// answer turns what send returned into roundTrip's results.
+func (t *streamTransport) answer(method, path string, query url.Values, a stream.Answer, err error) (int, io.ReadCloser, error) {
 	if err != nil {
 		var refused *stream.UpgradeError
 		switch {
@@ -64,9 +71,17 @@ func (t *streamTransport) roundTrip(ctx context.Context, method, path string, qu
 		case errors.Is(err, stream.ErrUnsupportedURL):
 			return 0, nil, fmt.Errorf("open stream: %w", err)
 		}
-		return 0, nil, &url.Error{Op: urlOp(method), URL: t.base + target, Err: err}
+		return 0, nil, &url.Error{Op: urlOp(method), URL: t.base + target(path, query), Err: err}
 	}
 	return a.Status, io.NopCloser(bytes.NewReader(a.Body)), nil
+}
+
+// target is path with query.
+func target(path string, query url.Values) string {
+	if len(query) > 0 {
+		return path + "?" + query.Encode()
+	}
+	return path
 }
 
 func (t *streamTransport) closeIdle() { t.sc.CloseIdle() }
@@ -77,4 +92,54 @@ func urlOp(method string) string {
 		return "Get"
 	}
 	return method[:1] + strings.ToLower(method[1:])
+}
+
+// streamable reports whether the default Client may use the stream for
+// base: an http:// URL that no proxy of the environment covers.
+func streamable(base string) bool {
+	u, err := url.Parse(base)
+	if err != nil || u.Scheme != "http" || u.Host == "" {
+		return false
+	}
+	proxy, err := http.ProxyFromEnvironment(&http.Request{URL: u})
+	return err == nil && proxy == nil
+}
+
+// autoTransport is the default Client's: the stream, with HTTP when the
+// server refuses the stream (see New).
+type autoTransport struct {
+	stream *streamTransport
+	http   *httpTransport
+	plain  atomic.Bool // the server does not serve the stream: HTTP for good
+}
+
+func (t *autoTransport) roundTrip(ctx context.Context, method, path string, query url.Values, data []byte) (int, io.ReadCloser, error) {
+	if !t.plain.Load() {
+		a, err := t.stream.send(ctx, method, path, query, data)
+		var refused *stream.UpgradeError
+		if !errors.As(err, &refused) {
+			return t.stream.answer(method, path, query, a, err)
+		}
+		if unknownStream(refused.Status) {
+			t.plain.Store(true)
+		}
+	}
+	return t.http.roundTrip(ctx, method, path, query, data)
+}
+
+func (t *autoTransport) closeIdle() {
+	t.stream.closeIdle()
+	t.http.closeIdle()
+}
+
+// unknownStream reports whether an upgrade refused with status says that
+// the server (or something in front of it) does not serve the stream at
+// all, rather than refusing it for the moment or for this caller.
+func unknownStream(status int) bool {
+	switch status {
+	case http.StatusBadRequest, http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusUpgradeRequired,
+		http.StatusNotImplemented, http.StatusHTTPVersionNotSupported:
+		return true
+	}
+	return false
 }

@@ -207,3 +207,128 @@ func TestStreamBehindProxyWithoutUpgrades(t *testing.T) {
 		t.Fatalf("enqueue over a stream through the proxy: %v", err)
 	}
 }
+
+// countingProxy is a reverse proxy in front of base that counts the
+// requests it passes, upgrades included; with dropUpgrade it removes the
+// upgrade headers, as a proxy that does not know them would.
+func countingProxy(t *testing.T, base string, dropUpgrade bool) (proxyURL string, upgrades, plain *atomic.Int32) {
+	t.Helper()
+	target, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	upgrades, plain = new(atomic.Int32), new(atomic.Int32)
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Upgrade") != "" {
+			upgrades.Add(1)
+		} else {
+			plain.Add(1)
+		}
+		if dropUpgrade {
+			r.Header.Del("Upgrade")
+			r.Header.Del("Connection")
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(proxy.Close)
+	return proxy.URL, upgrades, plain
+}
+
+// A Client made without a transport option carries its calls over one
+// stream: twenty calls are one upgraded request. With WithHTTP they are
+// twenty requests.
+func TestDefaultClientUsesTheStream(t *testing.T) {
+	t.Parallel()
+	b := setup(t, client.WithHTTP())
+	base, upgrades, plain := countingProxy(t, b.base, false)
+	c := client.New(base)
+	t.Cleanup(c.CloseIdleConnections)
+	for range 20 {
+		if _, err := c.Enqueue(b.ctx, client.EnqueueParams{Queue: "q", Kind: "k"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if upgrades.Load() != 1 || plain.Load() != 0 {
+		t.Fatalf("20 calls of the default client: %d upgrades, %d plain requests; want 1 and 0", upgrades.Load(), plain.Load())
+	}
+	h := client.New(base, client.WithHTTP())
+	t.Cleanup(h.CloseIdleConnections)
+	for range 20 {
+		if _, err := h.Enqueue(b.ctx, client.EnqueueParams{Queue: "q", Kind: "k"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if q, err := h.Queue(b.ctx, "q"); err != nil || q.Counts.Available != 40 || plain.Load() != 21 || upgrades.Load() != 1 {
+		t.Fatalf("after 20 calls over HTTP: %d plain requests, %d upgrades, queue %+v %v", plain.Load(), upgrades.Load(), q, err)
+	}
+}
+
+// Behind a proxy that drops the upgrade headers, the default Client falls
+// back to HTTP once and for good: every call succeeds, and only the first
+// tried the stream.
+func TestDefaultClientFallsBackToHTTP(t *testing.T) {
+	t.Parallel()
+	b := setup(t, client.WithHTTP())
+	base, upgrades, plain := countingProxy(t, b.base, true)
+	c := client.New(base)
+	t.Cleanup(c.CloseIdleConnections)
+	for range 10 {
+		if _, err := c.Enqueue(b.ctx, client.EnqueueParams{Queue: "q", Kind: "k"}); err != nil {
+			t.Fatalf("enqueue through a proxy without upgrades: %v", err)
+		}
+	}
+	if q, err := c.Queue(b.ctx, "q"); err != nil || q.Counts.Available != 10 {
+		t.Fatalf("queue %+v %v, want 10 jobs", q, err)
+	}
+	if upgrades.Load() != 1 || plain.Load() != 11 {
+		t.Fatalf("%d upgrades and %d plain requests, want 1 and 11", upgrades.Load(), plain.Load())
+	}
+}
+
+// With auth on, the default Client answers every call as HTTP would: a
+// public call without a token succeeds (over HTTP, since the stream needs
+// a token), a call that needs one is refused, and with a token the calls
+// go over the stream.
+func TestDefaultClientWithAuth(t *testing.T) {
+	t.Parallel()
+	base, upgrades, plain := countingProxy(t, startAuthServer(t), false)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	anon := client.New(base)
+	prod := client.New(base, client.WithToken(producerToken))
+	for _, c := range []*client.Client{anon, prod} {
+		t.Cleanup(c.CloseIdleConnections)
+	}
+	if err := anon.Health(ctx); err != nil {
+		t.Fatalf("health without a token: %v", err)
+	}
+	if _, err := anon.Enqueue(ctx, client.EnqueueParams{Queue: "mail.out", Kind: "k"}); !errors.Is(err, client.ErrUnauthorized) {
+		t.Fatalf("enqueue without a token: %v, want ErrUnauthorized", err)
+	}
+	before := plain.Load()
+	for range 5 {
+		if _, err := prod.Enqueue(ctx, client.EnqueueParams{Queue: "mail.out", Kind: "k"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := prod.Enqueue(ctx, client.EnqueueParams{Queue: "billing", Kind: "k"}); !errors.Is(err, client.ErrForbidden) {
+		t.Fatalf("enqueue outside the namespace: %v, want ErrForbidden", err)
+	}
+	if plain.Load() != before || upgrades.Load() != 3 {
+		t.Fatalf("the token's calls: %d plain requests, %d upgrades in all; want none and 3 (two refused)",
+			plain.Load()-before, upgrades.Load())
+	}
+}
+
+// An https URL is not for the stream: the default Client uses HTTP there,
+// and a call to nobody fails as a network error, which a Worker retries.
+func TestDefaultClientOverHTTPS(t *testing.T) {
+	t.Parallel()
+	c := client.New("https://127.0.0.1:1")
+	_, err := c.Get(context.Background(), "j")
+	var netErr *url.Error
+	if !errors.As(err, &netErr) {
+		t.Fatalf("call over https to nobody: %v, want a network error", err)
+	}
+}

@@ -49,8 +49,11 @@ type conn struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	slots   chan struct{}      // one per request in flight: the bound
-	work    chan frameJob      // requests for an idle handler goroutine
+	slots   chan struct{} // one per request in flight: the bound
+	work    chan frameJob // requests for an idle handler goroutine
+	read    chan struct{} // closed when no frame is read any more: idle handlers end
+	stopped chan struct{} // closed by stop
+	stopOne sync.Once
 	answers chan stream.Answer // answers to write; never full (see readLoop)
 	done    chan struct{}      // closed when the stream has ended
 
@@ -71,6 +74,7 @@ func newConn(srv *Server, nc net.Conn, rd *bufio.Reader, r *http.Request) *conn 
 		ctx: ctx, cancel: cancel,
 		slots: make(chan struct{}, MaxInFlight),
 		work:  make(chan frameJob),
+		read:  make(chan struct{}), stopped: make(chan struct{}),
 		// Each answer holds a slot until written, and a refused frame
 		// one more answer, so sends never block.
 		answers:  make(chan stream.Answer, MaxInFlight+1),
@@ -80,8 +84,11 @@ func newConn(srv *Server, nc net.Conn, rd *bufio.Reader, r *http.Request) *conn 
 }
 
 // serve runs the stream until the client closes it, breaks the protocol,
-// or stop is called; then it cancels the requests in flight, writes their
-// answers (while the connection takes them) and closes the connection.
+// or stop is called. When the client left or broke the protocol, it
+// cancels the requests in flight; after stop, it lets them finish, as an
+// HTTP server shutting down lets its requests finish, so that a call the
+// server carried out is answered. It then writes the answers (while the
+// connection takes them) and closes the connection.
 func (s *conn) serve() {
 	defer close(s.done)
 	written := make(chan struct{})
@@ -92,17 +99,24 @@ func (s *conn) serve() {
 	if err := s.readLoop(); err != nil {
 		s.srv.opts.Logger.Warn("stream closed for a protocol error", "remote", s.remote, "err", err)
 	}
-	s.cancel()
+	close(s.read)
+	select {
+	case <-s.stopped:
+	default:
+		s.cancel() // nobody is left to answer, or the stream is broken
+	}
 	s.handlers.Wait()
+	s.cancel()
 	close(s.answers)
 	<-written
 	_ = s.nc.Close()
 }
 
-// stop ends the stream: no frame is read any more and the requests in
-// flight are cancelled.
+// stop ends the stream, for a server shutting down: no frame is read any
+// more, and the requests in flight finish and are answered. A long poll
+// among them ends as the engine closes.
 func (s *conn) stop() {
-	s.cancel()
+	s.stopOne.Do(func() { close(s.stopped) })
 	_ = s.nc.SetReadDeadline(time.Unix(1, 0))
 }
 
@@ -114,6 +128,8 @@ func (s *conn) readLoop() error {
 		select {
 		case s.slots <- struct{}{}:
 		case <-s.ctx.Done():
+			return nil
+		case <-s.stopped:
 			return nil
 		}
 		f, err := stream.ReadRequest(s.rd, s.limit)
@@ -179,7 +195,7 @@ func (s *conn) handleLoop(j frameJob) {
 		s.handle(j.ctx, j.cancel, j.f)
 		select {
 		case j = <-s.work:
-		case <-s.ctx.Done():
+		case <-s.read:
 			return
 		}
 	}

@@ -150,11 +150,11 @@ func (s *Server) isClosed() bool {
 
 // Close closes every open stream and refuses new ones, for a server
 // shutting down after its listener closed. Each stream stops reading
-// frames and cancels the requests in flight, which answer as the routes
-// answer a departed caller (a long poll with what it has, the rest 503
-// unavailable); it writes those answers and closes. Close waits for that
-// until ctx ends, then closes the connections at once and returns ctx's
-// error. It is idempotent.
+// frames and lets the requests in flight finish, as an HTTP server's
+// shutdown does (the caller closes the engine first, so that long polls
+// answer at once with what they have); it writes their answers and closes.
+// Close waits for that until ctx ends, then closes the connections at once
+// and returns ctx's error. It is idempotent.
 func (s *Server) Close(ctx context.Context) error {
 	s.mu.Lock()
 	s.closed = true
