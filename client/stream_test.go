@@ -244,21 +244,13 @@ func TestDefaultClientUsesTheStream(t *testing.T) {
 	base, upgrades, plain := countingProxy(t, b.base, false)
 	c := client.New(base)
 	t.Cleanup(c.CloseIdleConnections)
-	for range 20 {
-		if _, err := c.Enqueue(b.ctx, client.EnqueueParams{Queue: "q", Kind: "k"}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	enqueueN(b, c, 20)
 	if upgrades.Load() != 1 || plain.Load() != 0 {
 		t.Fatalf("20 calls of the default client: %d upgrades, %d plain requests; want 1 and 0", upgrades.Load(), plain.Load())
 	}
 	h := client.New(base, client.WithHTTP())
 	t.Cleanup(h.CloseIdleConnections)
-	for range 20 {
-		if _, err := h.Enqueue(b.ctx, client.EnqueueParams{Queue: "q", Kind: "k"}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	enqueueN(b, h, 20)
 	if q, err := h.Queue(b.ctx, "q"); err != nil || q.Counts.Available != 40 || plain.Load() != 21 || upgrades.Load() != 1 {
 		t.Fatalf("after 20 calls over HTTP: %d plain requests, %d upgrades, queue %+v %v", plain.Load(), upgrades.Load(), q, err)
 	}
@@ -273,11 +265,7 @@ func TestDefaultClientFallsBackToHTTP(t *testing.T) {
 	base, upgrades, plain := countingProxy(t, b.base, true)
 	c := client.New(base)
 	t.Cleanup(c.CloseIdleConnections)
-	for range 10 {
-		if _, err := c.Enqueue(b.ctx, client.EnqueueParams{Queue: "q", Kind: "k"}); err != nil {
-			t.Fatalf("enqueue through a proxy without upgrades: %v", err)
-		}
-	}
+	enqueueN(b, c, 10)
 	if q, err := c.Queue(b.ctx, "q"); err != nil || q.Counts.Available != 10 {
 		t.Fatalf("queue %+v %v, want 10 jobs", q, err)
 	}
@@ -330,5 +318,15 @@ func TestDefaultClientOverHTTPS(t *testing.T) {
 	var netErr *url.Error
 	if !errors.As(err, &netErr) {
 		t.Fatalf("call over https to nobody: %v, want a network error", err)
+	}
+}
+
+// enqueueN enqueues n jobs into queue "q" through c, one call each.
+func enqueueN(b *bundle, c *client.Client, n int) {
+	b.t.Helper()
+	for range n {
+		if _, err := c.Enqueue(b.ctx, client.EnqueueParams{Queue: "q", Kind: "k"}); err != nil {
+			b.t.Fatalf("enqueue: %v", err)
+		}
 	}
 }

@@ -9,11 +9,13 @@ import (
 )
 
 // combiner gathers the fast inserts (insertFast) of concurrent calls into
-// one: a few senders each take every call waiting, up to maxFastInsert
-// jobs, and insert them together, in one statement and one commit. Calls
-// that come while the senders are busy wait for the next round, so the
-// rounds grow with the load: with one caller, each call goes alone; with
-// fifty, a round carries many of them for the cost of a few.
+// shared rounds, each one statement and one commit. A call queues itself
+// and then either leads a round, when fewer than combineLeaders rounds are
+// under way, taking every call waiting (its own among them) up to
+// maxFastInsert jobs, or waits for the round that took it. Calls that
+// come while the rounds are busy wait for the next, so the rounds grow
+// with the load: a lone caller leads its own round with no hand-off to
+// another goroutine; fifty share a few.
 //
 // Every call keeps its own all-or-none: a round that fails leaves nothing
 // written and answers each of its calls with the failure, and a round that
@@ -21,13 +23,14 @@ import (
 // sends each of its calls back to insert alone.
 type combiner struct {
 	calls   chan *combinedCall
-	stopped <-chan struct{} // closed when the store closes
+	leaders chan struct{}   // one per round under way
+	ctx     context.Context // the store's: rounds outlive the calls that lead them
 }
 
-// combineSenders is how many rounds may be under way at once: enough to
+// combineLeaders is how many rounds may be under way at once: enough to
 // overlap one round's commit with the next round's statement, few enough
 // that rounds stay large and the pool keeps connections for the rest.
-const combineSenders = 4
+const combineLeaders = 4
 
 // combinedCall is one call of JobInsertMany waiting for a round.
 type combinedCall struct {
@@ -39,79 +42,82 @@ type combinedCall struct {
 
 type combinedReply struct {
 	out []store.InsertResult
-	// alone is set when the call went in a round with others.
-	alone bool
-	err   error
+	// shared is set when the call went in a round with others.
+	shared bool
+	err    error
 }
 
-func newCombiner(stopped <-chan struct{}) *combiner {
-	return &combiner{calls: make(chan *combinedCall, 4096), stopped: stopped}
+func newCombiner(ctx context.Context) *combiner {
+	return &combiner{calls: make(chan *combinedCall, 4096), leaders: make(chan struct{}, combineLeaders), ctx: ctx}
 }
 
-// insertCombined inserts jobs, which canInsertFast accepted, in the next
-// round. A call refused by a round it shared gets errNotFast with
-// shared set, and may try insertFast alone.
+// insertCombined inserts jobs, which canInsertFast accepted, in a round.
+// A call refused by a round it shared gets errNotFast with shared set,
+// and may try insertFast alone.
 func (s *Store) insertCombined(ctx context.Context, jobs []store.JobInsertParams, now time.Time) (out []store.InsertResult, shared bool, err error) {
+	cb := s.combine
 	c := &combinedCall{ctx: ctx, jobs: jobs, now: now, reply: make(chan combinedReply, 1)}
 	select {
-	case s.combine.calls <- c:
+	case cb.calls <- c:
 	case <-ctx.Done():
 		return nil, false, ctx.Err()
 	}
-	select {
-	case r := <-c.reply: // a sender answers every call it took
-		return r.out, !r.alone, r.err
-	case <-s.combine.stopped: // the store closed: no sender may take it
-		return nil, false, errClosed
+	for {
+		select {
+		case r := <-c.reply:
+			return r.out, r.shared, r.err
+		case cb.leaders <- struct{}{}:
+			led := s.leadRound()
+			<-cb.leaders
+			if led == 0 { // another round took this call: wait for it
+				select {
+				case r := <-c.reply:
+					return r.out, r.shared, r.err
+				case <-cb.ctx.Done():
+					return nil, false, errClosed
+				}
+			}
+		case <-cb.ctx.Done(): // the store closed while the call waited
+			return nil, false, errClosed
+		}
 	}
 }
 
-// combineLoop is one sender: it runs rounds until ctx ends, then answers
-// the calls left with errClosed.
-func (s *Store) combineLoop(ctx context.Context) {
+// leadRound takes every call waiting, up to maxFastInsert jobs, inserts
+// them together and answers each; it returns how many calls it took. A
+// call that would not fit goes in a second round of its own making.
+func (s *Store) leadRound() int {
 	var round []*combinedCall
+	n := 0
 	for {
 		select {
-		case <-ctx.Done():
-			for {
-				select {
-				case c := <-s.combine.calls:
-					c.reply <- combinedReply{alone: true, err: errClosed}
-				default:
-					return
-				}
-			}
 		case c := <-s.combine.calls:
-			round = append(round[:0], c)
-		}
-		n := len(round[0].jobs)
-	gather:
-		for n < maxFastInsert {
-			select {
-			case c := <-s.combine.calls:
-				if n+len(c.jobs) > maxFastInsert {
-					s.runRound(ctx, round)
-					round, n = append(round[:0], c), len(c.jobs)
-					continue
-				}
-				round = append(round, c)
-				n += len(c.jobs)
-			default:
-				break gather
+			if n > 0 && n+len(c.jobs) > maxFastInsert {
+				s.runRound(round)
+				s.runRound([]*combinedCall{c})
+				return len(round) + 1
 			}
+			round = append(round, c)
+			n += len(c.jobs)
+			if n < maxFastInsert {
+				continue
+			}
+		default:
 		}
-		s.runRound(ctx, round)
-		clear(round)
+		if len(round) > 0 {
+			s.runRound(round)
+		}
+		return len(round)
 	}
 }
 
 // runRound inserts the jobs of the calls in round together and answers
 // each call.
-func (s *Store) runRound(ctx context.Context, round []*combinedCall) {
+func (s *Store) runRound(round []*combinedCall) {
 	live := round[:0]
 	for _, c := range round {
 		if err := c.ctx.Err(); err != nil {
-			c.reply <- combinedReply{alone: true, err: err}
+			c.reply <- combinedReply{err: err}
 			continue
 		}
 		live = append(live, c)
@@ -122,7 +128,7 @@ func (s *Store) runRound(ctx context.Context, round []*combinedCall) {
 	if len(live) == 1 {
 		c := live[0]
 		out, err := s.insertFast(c.ctx, c.jobs, c.now)
-		c.reply <- combinedReply{out: out, alone: true, err: err}
+		c.reply <- combinedReply{out: out, err: err}
 		return
 	}
 	var jobs []store.JobInsertParams
@@ -137,14 +143,14 @@ func (s *Store) runRound(ctx context.Context, round []*combinedCall) {
 	var out []store.InsertResult
 	err := errNotFast
 	if s.canInsertFast(jobs) {
-		out, err = s.insertFast(ctx, jobs, live[0].now)
+		out, err = s.insertFast(s.combine.ctx, jobs, live[0].now)
 	}
 	for _, c := range live {
 		if err != nil {
-			c.reply <- combinedReply{err: err}
+			c.reply <- combinedReply{shared: true, err: err}
 			continue
 		}
-		c.reply <- combinedReply{out: out[:len(c.jobs):len(c.jobs)]}
+		c.reply <- combinedReply{out: out[:len(c.jobs):len(c.jobs)], shared: true}
 		out = out[len(c.jobs):]
 	}
 }

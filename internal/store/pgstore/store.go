@@ -150,13 +150,10 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	bgCtx, cancel := context.WithCancel(context.Background())
 	s.stop = cancel
-	s.combine = newCombiner(bgCtx.Done())
+	s.combine = newCombiner(bgCtx)
 	s.goBackground(func() { s.rollupLoop(bgCtx) })
 	s.goBackground(func() { s.clockLoop(bgCtx) })
 	s.goBackground(func() { s.announceLoop(bgCtx) })
-	for range combineSenders {
-		s.goBackground(func() { s.combineLoop(bgCtx) })
-	}
 	if cfg.Hooks.OnAvailable != nil {
 		s.goBackground(func() { s.listen(bgCtx) })
 	}
