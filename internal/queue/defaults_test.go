@@ -23,6 +23,16 @@ type readCounter struct {
 	store.Store
 	gets     atomic.Int64
 	failGets atomic.Bool
+
+	mu       sync.Mutex
+	inserted []store.JobInsertParams // every job the engine asked to insert
+}
+
+func (r *readCounter) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams) ([]store.InsertResult, error) {
+	r.mu.Lock()
+	r.inserted = append(r.inserted, p.Jobs...)
+	r.mu.Unlock()
+	return r.Store.JobInsertMany(ctx, p)
 }
 
 var errQueueRead = errors.New("queue read failed")
@@ -298,4 +308,31 @@ func TestQueueDefaultsForScheduledJobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.want(fired.Job.ID, 5*time.Minute, 3, job.StateScheduled, tick.Add(10*time.Second))
+}
+
+// A job without an id of its own gets one the engine made, which it tells
+// the store is fresh; a job with one does not.
+func TestFreshIDs(t *testing.T) {
+	t.Parallel()
+	b := setupDefaults(t)
+	made, err := b.e.Enqueue(b.ctx, EnqueueRequest{Queue: "q", Kind: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.e.EnqueueBatch(b.ctx, []EnqueueRequest{{Queue: "q", Kind: "k", ID: "given"}, {Queue: "q", Kind: "k"}}); err != nil {
+		t.Fatal(err)
+	}
+	b.st.mu.Lock()
+	defer b.st.mu.Unlock()
+	if len(b.st.inserted) != 3 {
+		t.Fatalf("%d jobs inserted, want 3", len(b.st.inserted))
+	}
+	for i, p := range b.st.inserted {
+		if fresh := i != 1; p.FreshID != fresh {
+			t.Fatalf("job %d (%s): FreshID %v, want %v", i, p.ID, p.FreshID, fresh)
+		}
+	}
+	if b.st.inserted[0].ID != made.ID || b.st.inserted[1].ID != "given" {
+		t.Fatalf("inserted %s and %s, want %s and given", b.st.inserted[0].ID, b.st.inserted[1].ID, made.ID)
+	}
 }

@@ -203,7 +203,7 @@ var reservedIDs = map[string]bool{"batch": true, "ack": true, "fail": true, "ext
 func (e *Engine) prepare(req *EnqueueRequest, p *store.JobInsertParams, now time.Time, field func(string) string) error {
 	p.ID = req.ID
 	if p.ID == "" {
-		p.ID = job.NewID(now)
+		p.ID, p.FreshID = job.NewID(now), true
 	} else if !job.ValidName(p.ID) {
 		return job.Invalid(field("id"), "must be 1-%d characters of A-Za-z0-9_.:- starting with a letter or digit", job.MaxNameLength)
 	} else if reservedIDs[p.ID] {

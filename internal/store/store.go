@@ -334,6 +334,11 @@ type JobInsertParams struct {
 	// CreatedAt, when set, is the job's creation time in place of the
 	// insert's Now: a consumer group's copy keeps its job's.
 	CreatedAt time.Time
+	// FreshID says the engine made ID just now (job.NewID: a millisecond
+	// time and 80 random bits), so that no other job has it: a store may
+	// skip looking for it among its jobs, finished ones included. The
+	// contract is the same either way.
+	FreshID bool
 }
 
 // JobInsertManyParams is one atomic insert of several jobs.

@@ -39,7 +39,7 @@ SELECT ('` + notFastMarker + `taken:' || count(*))::int::text FROM ins HAVING co
 	sqlRelaxFast = `SELECT set_config('synchronous_commit', 'off', true)`
 	// sqlNoneDone fails when one of the ids $1 belongs to a finished job.
 	// It runs as a statement of its own after the insert for the reason
-	// sqlDoneByIDs does.
+	// sqlDoneByIDs does, and not at all for ids the engine made (allFresh).
 	sqlNoneDone = `SELECT ('` + notFastMarker + `done:' || id)::int FROM spool_jobs_done WHERE id = ANY($1)`
 )
 
@@ -101,7 +101,9 @@ func (s *Store) insertFast(ctx context.Context, jobs []store.JobInsertParams, no
 		batch.Queue(sqlLockFlowShared, a.ungrouped, lockClass)
 	}
 	batch.Queue(sqlInsertJobsFast, append(a.args, int64(len(jobs)))...)
-	batch.Queue(sqlNoneDone, a.ids)
+	if !allFresh(jobs) {
+		batch.Queue(sqlNoneDone, a.ids)
+	}
 	err = s.retry(ctx, func() error {
 		return s.timed(func() error { return s.sendFast(ctx, batch) })
 	})
@@ -156,3 +158,15 @@ type notFastError struct{ reason string }
 
 func (e *notFastError) Error() string        { return "pgstore: the insert takes the full path: " + e.reason }
 func (e *notFastError) Is(target error) bool { return target == errNotFast }
+
+// allFresh reports whether the engine made every job's id just now
+// (store.JobInsertParams.FreshID): no finished job can have one, and the
+// insert needs no look for them.
+func allFresh(jobs []store.JobInsertParams) bool {
+	for i := range jobs {
+		if !jobs[i].FreshID {
+			return false
+		}
+	}
+	return true
+}
