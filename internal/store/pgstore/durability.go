@@ -22,8 +22,10 @@ import "github.com/spoolq/spool/internal/job"
 // token again.
 
 // sqlRelaxCommit lets the transaction it runs in commit without waiting for
-// the WAL flush. It lasts until that transaction ends.
-const sqlRelaxCommit = `SET LOCAL synchronous_commit = off`
+// the WAL flush. It lasts until that transaction ends, an implicit one (a
+// pipeline, see insertFast) included: set_config is SET LOCAL as a
+// function.
+const sqlRelaxCommit = `SELECT set_config('synchronous_commit', 'off', true)`
 
 // keeps reports whether this store holds jobs of durability d: full and
 // process, empty meaning full.

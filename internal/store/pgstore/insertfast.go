@@ -33,10 +33,6 @@ UNION ALL
 SELECT ('` + notFastMarker + `laned:' || queue)::int::text FROM spool_consumer_groups WHERE queue = ANY($22::text[])
 UNION ALL
 SELECT ('` + notFastMarker + `taken:' || count(*))::int::text FROM ins HAVING count(*) <> $24`
-	// sqlRelaxFast makes the fast insert's transaction commit without
-	// waiting for the WAL flush (set_config is SET LOCAL as a function,
-	// which holds in an implicit transaction).
-	sqlRelaxFast = `SELECT set_config('synchronous_commit', 'off', true)`
 	// sqlNoneDone fails when one of the ids $1 belongs to a finished job.
 	// It runs as a statement of its own after the insert for the reason
 	// sqlDoneByIDs does, and not at all for ids the engine made (allFresh).
@@ -95,7 +91,7 @@ func (s *Store) insertFast(ctx context.Context, jobs []store.JobInsertParams, no
 	}
 	batch := &pgx.Batch{}
 	if a.allProcess {
-		batch.Queue(sqlRelaxFast)
+		batch.Queue(sqlRelaxCommit)
 	}
 	if len(a.ungrouped) > 0 {
 		batch.Queue(sqlLockFlowShared, a.ungrouped, lockClass)
