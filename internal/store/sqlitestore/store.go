@@ -137,7 +137,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("create data folder: %w", err)
 	}
 	path := filepath.Join(cfg.Dir, "spool.db")
-	sync := cfg.Sync
+	// In the full mode the writer's commits are fsynced by its syncer
+	// (syncer.go), behind the writer, not by SQLite within each commit.
+	sync := "normal"
 	if cfg.Memory {
 		sync = "off"
 	}
@@ -204,6 +206,11 @@ func (s *Store) open(ctx context.Context, path string) error {
 	}
 	if s.w.ckpt, err = newCheckpointer(path, sync, s.logger); err != nil {
 		return err
+	}
+	if s.cfg.Sync == "full" && !s.cfg.Memory {
+		if s.w.sync, err = newSyncer(s.w, path); err != nil {
+			return fmt.Errorf("start syncing: %w", err)
+		}
 	}
 	go s.w.run()
 	return nil

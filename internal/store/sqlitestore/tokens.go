@@ -87,6 +87,12 @@ func (w *writer) renewTokens() error {
 	if err != nil {
 		return err
 	}
+	if w.sync != nil {
+		// No token of the new epoch goes out before the epoch is on disk.
+		if err := w.sync.syncNow(); err != nil {
+			return err
+		}
+	}
 	w.tokens.start(epoch)
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -83,8 +84,12 @@ type writer struct {
 	// nextSeq is the seq of the next inserted job: inserts assign seqs
 	// themselves.
 	nextSeq int64
-	// fsync is whether commits currently wait for the disk.
+	// fsync is whether the running batch's commit must reach the disk
+	// before its answers (see chooseSync).
 	fsync bool
+	// sync fsyncs the commits behind the writer in the store's full mode;
+	// nil when no commit waits for the disk.
+	sync *syncer
 
 	commits atomic.Int64 // successful group commits, for tests and metrics
 	// unsynced counts the commits that did not wait for the disk.
@@ -112,7 +117,6 @@ func newWriter(ctx context.Context, conn *sql.Conn, cfg Config, cat *catalog, le
 		batch:  newDelta(),
 		leases: leases,
 		tokens: tokens,
-		fsync:  cfg.Sync == "full" && !cfg.Memory,
 		cache:  &bodyCache{limit: cfg.CacheBytes},
 	}
 	// Temporary tables stay in memory, the WAL file shrinks back after a
@@ -157,8 +161,10 @@ func (w *writer) close() error {
 // drained.
 func (w *writer) run() {
 	defer close(w.done)
+	defer w.stopSync()
 	var batch []*op
 	var next *op
+	shared := false // the last batch had more than one operation
 	for {
 		if next == nil {
 			o, ok := <-w.ops
@@ -167,8 +173,15 @@ func (w *writer) run() {
 			}
 			next = o
 		}
+		if w.sync != nil {
+			w.sync.waitTurn()
+		}
+		if shared {
+			w.letCallersJoin()
+		}
 		var open bool
 		batch, next, open = w.gather(batch[:0], next)
+		shared = len(batch) > 1
 		w.commit(batch)
 		clear(batch)
 		if w.ckpt.behind.Load() {
@@ -177,6 +190,27 @@ func (w *writer) run() {
 		if !open {
 			return
 		}
+	}
+}
+
+// Bounds of letCallersJoin.
+const (
+	joinYields = 4  // yields at most
+	joinEnough = 64 // operations waiting that make a batch without them
+)
+
+// letCallersJoin yields to the scheduler while more operations keep
+// arriving, a few times at most. Under concurrent load the handlers the
+// last commit answered are about to queue their next operations; letting
+// them run first puts those in this batch rather than the next, so that a
+// commit carries more operations (measured at 50 producers over the
+// stream, process durability: about 4.6 operations a commit without it,
+// 10 with it, and 5–9 % more enqueues a second). A lone caller never
+// waits for it: it follows only a shared batch.
+func (w *writer) letCallersJoin() {
+	for i, n := 0, -1; i < joinYields && len(w.ops) > n && len(w.ops) < joinEnough; i++ {
+		n = len(w.ops)
+		runtime.Gosched()
 	}
 }
 
@@ -222,10 +256,7 @@ func (w *writer) commit(batch []*op) {
 		w.abort(batch, err)
 		return
 	}
-	if err := w.chooseSync(batch); err != nil {
-		w.abort(batch, err)
-		return
-	}
+	w.chooseSync(batch)
 	split, err := w.commitTogether(batch)
 	if err != nil {
 		w.abort(batch, err)
@@ -292,13 +323,6 @@ func (w *writer) commitTogether(ops []*op) (split bool, err error) {
 		return false, fmt.Errorf("commit batch: %w", err)
 	}
 	w.commits.Add(1)
-	if w.cfg.OnCommit != nil {
-		jobs := 0
-		for _, o := range ops {
-			jobs += o.weight
-		}
-		w.cfg.OnCommit(store.CommitStats{Elapsed: time.Since(start), Calls: len(ops), Jobs: jobs})
-	}
 	w.ckpt.nudge()
 	if !w.fsync {
 		w.unsynced.Add(1)
@@ -307,10 +331,56 @@ func (w *writer) commitTogether(ops []*op) (split bool, err error) {
 	if !w.batch.empty() {
 		w.cat.apply(w.batch)
 	}
-	for _, o := range ops {
-		o.done <- o.err
-	}
+	w.settle(ops, start)
 	return false, nil
+}
+
+// settle answers the operations of a committed batch once the commit is as
+// durable as they need. A batch that needs no fsync, with no earlier batch
+// waiting for one, is answered at once. A batch that needs one is synced
+// here when nothing else waits, for the least delay to a lone caller;
+// otherwise the syncer takes it, and the writer goes on with the next
+// batch while the disk syncs this one.
+func (w *writer) settle(ops []*op, start time.Time) {
+	switch {
+	case w.sync == nil || (!w.fsync && w.sync.idle()):
+		w.answer(ops, start, w.failure())
+	case w.sync.idle() && len(w.ops) == 0:
+		w.answer(ops, start, w.sync.syncNow())
+	default:
+		w.sync.hand(ops, start, w.fsync)
+	}
+}
+
+// answer answers the operations of a batch whose commit began at start
+// and is now durable: each with its own outcome, or all with err when
+// the store failed before the commit could be made durable. It runs on
+// the writer's goroutine or the syncer's.
+func (w *writer) answer(ops []*op, start time.Time, err error) {
+	if w.cfg.OnCommit != nil && err == nil {
+		jobs := 0
+		for _, o := range ops {
+			jobs += o.weight
+		}
+		w.cfg.OnCommit(store.CommitStats{Elapsed: time.Since(start), Calls: len(ops), Jobs: jobs})
+	}
+	for _, o := range ops {
+		if err != nil {
+			o.done <- err
+		} else {
+			o.done <- o.err
+		}
+	}
+}
+
+// stopSync answers every batch the syncer holds and stops it.
+func (w *writer) stopSync() {
+	if w.sync == nil {
+		return
+	}
+	if err := w.sync.stop(); err != nil {
+		w.logger.Error("sqlitestore: stop syncing", "err", err)
+	}
 }
 
 // apply runs one operation and reports whether the transaction is still
@@ -501,31 +571,20 @@ func (w *writer) change(l *lease, fn func(l *lease)) {
 	})
 }
 
-// chooseSync sets whether the next commit waits for the disk: it does in
-// the store's full mode unless every operation of the batch is relaxed.
-// SQLite takes the setting only between transactions.
-func (w *writer) chooseSync(batch []*op) error {
-	want := false
-	if w.cfg.Sync == "full" && !w.cfg.Memory {
-		for _, o := range batch {
-			if o.relaxed == nil || !o.relaxed(w) {
-				want = true
-				break
-			}
+// chooseSync sets whether the batch's commit must reach the disk before
+// its answers: it must in the store's full mode unless every operation of
+// the batch is relaxed.
+func (w *writer) chooseSync(batch []*op) {
+	w.fsync = false
+	if w.sync == nil {
+		return
+	}
+	for _, o := range batch {
+		if o.relaxed == nil || !o.relaxed(w) {
+			w.fsync = true
+			return
 		}
 	}
-	if want == w.fsync {
-		return nil
-	}
-	level := "NORMAL"
-	if want {
-		level = "FULL"
-	}
-	if _, err := w.conn.ExecContext(context.Background(), "PRAGMA synchronous = "+level); err != nil {
-		return fmt.Errorf("set synchronous %s: %w", level, err)
-	}
-	w.fsync = want
-	return nil
 }
 
 // noteFull records a write that failed for a full disk.
