@@ -118,6 +118,17 @@ func (c *catalogConn) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// CloseWrite shuts down the writing side of the connection, when the
+// wrapped one can (TCP and TLS connections can): net/http and the stream
+// server close that side first so that a close does not reset the
+// connection and drop answers the client has not read yet.
+func (c *catalogConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return c.Conn.Close()
+}
+
 // plainErrorHeaders are the headers of every plain-text error answer of
 // net/http's connection loop, between its status line and its text.
 const plainErrorHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"net/http"
@@ -109,6 +110,25 @@ func (s *conn) serve() {
 	s.cancel()
 	close(s.answers)
 	<-written
+	s.closeGently()
+}
+
+// lingerTimeout bounds how long a closing stream waits for its client to
+// close after the last answer.
+const lingerTimeout = 500 * time.Millisecond
+
+// closeGently closes the connection after its last answer without
+// resetting it: a connection closed with request frames still unread
+// sends the client a reset, and a reset makes the client's system drop
+// the answers it has received and not yet read, so a client would not
+// learn the outcome of requests that were carried out. The stream sends
+// its end of data instead, then reads and drops what the client still
+// sends until the client closes too, or for lingerTimeout at most.
+func (s *conn) closeGently() {
+	if cw, ok := s.nc.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
+		_ = s.nc.SetReadDeadline(time.Now().Add(lingerTimeout))
+		_, _ = io.Copy(io.Discard, s.rd)
+	}
 	_ = s.nc.Close()
 }
 

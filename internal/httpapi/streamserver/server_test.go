@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -170,3 +172,103 @@ func TestCloseEndsStreams(t *testing.T) {
 }
 
 func slogDiscard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// A stopping server answers every request it carried out, although the
+// client sent more than the server read: closing with request frames
+// unread would reset the connection, and a reset makes the client's
+// system drop the answers the client has not read yet.
+func TestStopAnswersEveryRequestCarriedOut(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	done := map[uint32]bool{}
+	var srv *Server
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == stream.Path {
+			srv.Open(w, r)
+			return
+		}
+		var id uint32
+		if _, err := fmt.Sscanf(r.URL.Path, "/r/%d", &id); err != nil {
+			t.Errorf("target %s", r.URL.Path)
+		}
+		time.Sleep(100 * time.Microsecond)
+		mu.Lock()
+		done[id] = true
+		mu.Unlock()
+		_, _ = io.WriteString(w, "{}")
+	})
+	srv = New(Options{Handler: handler, WriteError: func(w http.ResponseWriter, _ *http.Request, err error) {
+		w.WriteHeader(http.StatusInternalServerError)
+	}, MaxBodyBytes: 1 << 20, Logger: slogDiscard()})
+	hs := httptest.NewServer(handler)
+	t.Cleanup(hs.Close)
+
+	// A client that sends a burst of frames, more than the server reads
+	// before it stops, and reads the answers only once the server is done.
+	nc, err := net.Dial("tcp", strings.TrimPrefix(hs.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	fmt.Fprintf(nc, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: %s\r\n\r\n", stream.Path, stream.Protocol)
+	rd := bufio.NewReader(nc)
+	resp, err := http.ReadResponse(rd, nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade: %v %v", resp, err)
+	}
+	const frames = 3000
+	body := []byte(strings.Repeat("x", 2048))
+	sent := make(chan error, 1)
+	go func() {
+		var buf []byte
+		for id := range uint32(frames) {
+			buf, _ = stream.AppendRequest(buf[:0], stream.Request{ID: id, Method: "POST", Target: fmt.Sprintf("/r/%d", id), Body: body})
+			if _, err := nc.Write(buf); err != nil {
+				sent <- err
+				return
+			}
+		}
+		sent <- nil
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		n := len(done)
+		mu.Unlock()
+		if n >= 500 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d requests carried out in 10 s", n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-sent
+	answered := map[uint32]bool{}
+	for {
+		a, err := stream.ReadAnswer(rd, 1<<20)
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				t.Logf("reading answers: %v", err)
+			}
+			break
+		}
+		answered[a.ID] = true
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	missing := 0
+	for id := range done {
+		if !answered[id] {
+			missing++
+		}
+	}
+	if missing > 0 || len(done) == frames {
+		t.Fatalf("%d of the %d requests carried out (of %d sent) got no answer", missing, len(done), frames)
+	}
+}

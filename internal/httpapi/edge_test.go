@@ -1,0 +1,50 @@
+package httpapi
+
+import (
+	"io"
+	"net"
+	"testing"
+	"time"
+)
+
+// A connection of CatalogListener closes its writing side alone, as the
+// TCP connection under it does, so that closes that avoid resets (the
+// stream's, net/http's) still can.
+func TestCatalogConnClosesWriteAlone(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := CatalogListener(ln)
+	defer cl.Close()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	server, err := cl.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer server.Close()
+	cw, ok := server.(interface{ CloseWrite() error })
+	if !ok {
+		t.Fatalf("%T has no CloseWrite", server)
+	}
+	if err := cw.CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	_ = client.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := client.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+		t.Fatalf("client read after CloseWrite: %d %v, want EOF", n, err)
+	}
+	if _, err := client.Write([]byte("still open")); err != nil {
+		t.Fatal(err)
+	}
+	_ = server.SetReadDeadline(time.Now().Add(5 * time.Second))
+	got := make([]byte, 10)
+	if _, err := io.ReadFull(server, got); err != nil || string(got) != "still open" {
+		t.Fatalf("server read after its CloseWrite: %q %v", got, err)
+	}
+}
