@@ -94,9 +94,11 @@ type Config struct {
 	// Logger receives commit failures and other store events. Defaults to
 	// slog.Default().
 	Logger *slog.Logger
-	// OnCommit, when set, is told of every group commit: its time, its
-	// calls and their jobs. It runs on the writer goroutine after the
-	// commit and must not block. Defaults to nil.
+	// OnCommit, when set, is told of every group commit: its time until
+	// its calls are answered (its fsync included when it needs one), its
+	// calls and their jobs. It runs on the writer's goroutine or the
+	// syncer's, just before the answers, and must not block. Defaults to
+	// nil.
 	OnCommit func(store.CommitStats)
 }
 

@@ -323,7 +323,6 @@ func (w *writer) commitTogether(ops []*op) (split bool, err error) {
 		return false, fmt.Errorf("commit batch: %w", err)
 	}
 	w.commits.Add(1)
-	w.ckpt.nudge()
 	if !w.fsync {
 		w.unsynced.Add(1)
 	}
@@ -357,6 +356,8 @@ func (w *writer) settle(ops []*op, start time.Time) {
 // the store failed before the commit could be made durable. It runs on
 // the writer's goroutine or the syncer's.
 func (w *writer) answer(ops []*op, start time.Time, err error) {
+	// The checkpointer copies the commit now, not while its fsync runs.
+	w.ckpt.nudge()
 	if w.cfg.OnCommit != nil && err == nil {
 		jobs := 0
 		for _, o := range ops {
