@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -119,14 +120,15 @@ func (c *catalogConn) Write(p []byte) (int, error) {
 }
 
 // CloseWrite shuts down the writing side of the connection, when the
-// wrapped one can (TCP and TLS connections can): net/http and the stream
-// server close that side first so that a close does not reset the
+// wrapped one can (TCP and TLS connections can), and otherwise fails with
+// errors.ErrUnsupported, leaving the connection as it is: net/http and the
+// stream server close that side first so that a close does not reset the
 // connection and drop answers the client has not read yet.
 func (c *catalogConn) CloseWrite() error {
 	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
 		return cw.CloseWrite()
 	}
-	return c.Conn.Close()
+	return errors.ErrUnsupported
 }
 
 // plainErrorHeaders are the headers of every plain-text error answer of
