@@ -68,6 +68,7 @@ func New(e *queue.Engine, opts Options) *API {
 	a := &API{engine: e, opts: opts, mux: http.NewServeMux()}
 	a.streams = streamserver.New(streamserver.Options{
 		Handler: a, WriteError: a.writeError, MaxBodyBytes: opts.MaxBodyBytes, Logger: opts.Logger,
+		Inline: waitsOnlyForStore,
 	})
 	a.register()
 	return a
@@ -182,3 +183,30 @@ func (a *API) noRoute(w http.ResponseWriter, r *http.Request) {
 // closes the connections at once and returns ctx's error (see
 // streamserver.Server.Close). It is idempotent.
 func (a *API) CloseStreams(ctx context.Context) error { return a.streams.Close(ctx) }
+
+// waitsOnlyForStore reports whether a request is one of the single-job
+// hot paths, which wait for the store's commit and for nothing else:
+// enqueues and the calls on leases. A fetch may wait for jobs, and the
+// rest are rare; the stream runs them on goroutines of their own.
+func waitsOnlyForStore(method, target string) bool {
+	if method != http.MethodPost {
+		return false
+	}
+	switch target {
+	case "/v1/jobs", "/v1/jobs/batch", "/v1/jobs/ack", "/v1/jobs/fail", "/v1/jobs/extend", "/v1/jobs/release":
+		return true
+	}
+	rest, ok := strings.CutPrefix(target, "/v1/jobs/")
+	if !ok {
+		return false
+	}
+	id, call, ok := strings.Cut(rest, "/")
+	if !ok || id == "" {
+		return false
+	}
+	switch call {
+	case "ack", "fail", "extend", "release":
+		return true
+	}
+	return false
+}

@@ -484,3 +484,33 @@ func TestCloseStreams(t *testing.T) {
 		t.Fatalf("open after CloseStreams: %v", err)
 	}
 }
+
+// Only the single-job hot paths run on a stream's reader: never a fetch,
+// which may wait for jobs, nor a call that merely looks like one.
+func TestWaitsOnlyForStore(t *testing.T) {
+	for _, c := range []struct {
+		method, target string
+		want           bool
+	}{
+		{"POST", "/v1/jobs", true},
+		{"POST", "/v1/jobs/batch", true},
+		{"POST", "/v1/jobs/ack", true},
+		{"POST", "/v1/jobs/release", true},
+		{"POST", "/v1/jobs/01J/ack", true},
+		{"POST", "/v1/jobs/01J/fail", true},
+		{"POST", "/v1/jobs/01J/extend", true},
+		{"POST", "/v1/jobs/01J/release", true},
+		{"POST", "/v1/fetch", false},
+		{"GET", "/v1/jobs", false},
+		{"GET", "/v1/events", false},
+		{"POST", "/v1/jobs//ack", false},
+		{"POST", "/v1/jobs/01J/cancel", false},
+		{"POST", "/v1/jobs/01J/ack/x", false},
+		{"POST", "/v1/jobs?x=1", false},
+		{"POST", "/v1/queues/q/purge", false},
+	} {
+		if got := waitsOnlyForStore(c.method, c.target); got != c.want {
+			t.Errorf("waitsOnlyForStore(%s %s) = %v, want %v", c.method, c.target, got, c.want)
+		}
+	}
+}

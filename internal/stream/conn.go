@@ -41,6 +41,11 @@ type Conn struct {
 	writes    chan []byte
 	done      chan struct{} // closed once the connection is broken
 
+	// wmu is held by whoever writes to w: the writer's goroutine, or a
+	// lone caller (writeAlone).
+	wmu sync.Mutex
+	w   *bufio.Writer
+
 	failOnce sync.Once
 	err      error // why the connection broke; set before done closes
 
@@ -70,7 +75,7 @@ func (c *Conn) Do(ctx context.Context, method, target string, body []byte) (Answ
 	if err := ctx.Err(); err != nil {
 		return Answer{}, err
 	}
-	id, cl, err := c.open()
+	id, cl, alone, err := c.open()
 	if err != nil {
 		return Answer{}, err
 	}
@@ -81,13 +86,15 @@ func (c *Conn) Do(ctx context.Context, method, target string, body []byte) (Answ
 		c.forget(id)
 		return Answer{}, fmt.Errorf("encode frame: %w", err)
 	}
-	select {
-	case c.writes <- frame:
-	case <-ctx.Done():
-		c.forget(id)
-		return Answer{}, ctx.Err()
-	case <-c.done:
-		return Answer{}, fmt.Errorf("%w: %w", errNotSent, c.err)
+	if !alone || !c.writeAlone(frame) {
+		select {
+		case c.writes <- frame:
+		case <-ctx.Done():
+			c.forget(id)
+			return Answer{}, ctx.Err()
+		case <-c.done:
+			return Answer{}, fmt.Errorf("%w: %w", errNotSent, c.err)
+		}
 	}
 	select {
 	case a := <-cl.answer:
@@ -107,13 +114,35 @@ func (c *Conn) Do(ctx context.Context, method, target string, body []byte) (Answ
 	}
 }
 
-// open registers a new call under an id no request in flight has.
-func (c *Conn) open() (uint32, *call, error) {
+// writeAlone writes frame to the connection itself and reports whether
+// it did: it does when no frame waits for the writer and the writer is not
+// writing. A lone caller then saves the hand-over to the writer's
+// goroutine; callers that come together still share the writer's
+// flushes. A failed write breaks the connection.
+func (c *Conn) writeAlone(frame []byte) bool {
+	if len(c.writes) > 0 || !c.wmu.TryLock() {
+		return false
+	}
+	defer c.wmu.Unlock()
+	_, err := c.w.Write(frame)
+	recycleFrame(frame)
+	if err == nil {
+		err = c.w.Flush()
+	}
+	if err != nil {
+		c.fail(fmt.Errorf("stream connection lost: write request: %w", err))
+	}
+	return true
+}
+
+// open registers a new call under an id no request in flight has, and
+// reports whether it is the only call in flight.
+func (c *Conn) open() (uint32, *call, bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	select {
 	case <-c.done:
-		return 0, nil, fmt.Errorf("%w: %w", errNotSent, c.err)
+		return 0, nil, false, fmt.Errorf("%w: %w", errNotSent, c.err)
 	default:
 	}
 	id := c.next
@@ -124,7 +153,7 @@ func (c *Conn) open() (uint32, *call, error) {
 	cl := &call{answer: make(chan Answer, 1)}
 	c.calls[id] = cl
 	c.live++
-	return id, cl, nil
+	return id, cl, len(c.calls) == 1, nil
 }
 
 // abandon marks the call id, whose request was sent, as left by its
@@ -249,15 +278,14 @@ func (c *Conn) readLoop() {
 // writeLoop writes queued frames, flushing whenever the queue is empty
 // (after one yield, so that frames sent together share the write), until
 // the connection breaks.
-func (c *Conn) writeLoop(w *bufio.Writer) {
+func (c *Conn) writeLoop() {
+	w := c.w
 	for {
 		select {
 		case frame := <-c.writes:
+			c.wmu.Lock()
 			_, err := w.Write(frame)
-			if cap(frame) <= maxPooledFrame {
-				frame = frame[:0]
-				framePool.Put(&frame)
-			}
+			recycleFrame(frame)
 			if err == nil && len(c.writes) == 0 {
 				// Let the callers about to send (an answer burst wakes
 				// many) queue their frames before the flush.
@@ -266,6 +294,7 @@ func (c *Conn) writeLoop(w *bufio.Writer) {
 			if err == nil && len(c.writes) == 0 {
 				err = w.Flush()
 			}
+			c.wmu.Unlock()
 			if err != nil {
 				c.fail(fmt.Errorf("stream connection lost: write request: %w", err))
 				return
@@ -273,6 +302,14 @@ func (c *Conn) writeLoop(w *bufio.Writer) {
 		case <-c.done:
 			return
 		}
+	}
+}
+
+// recycleFrame returns a written frame's buffer to the pool.
+func recycleFrame(frame []byte) {
+	if cap(frame) <= maxPooledFrame {
+		frame = frame[:0]
+		framePool.Put(&frame)
 	}
 }
 

@@ -96,9 +96,10 @@ func Dial(ctx context.Context, cfg Config) (*Conn, error) {
 		writes: make(chan []byte, writeQueue),
 		done:   make(chan struct{}),
 		calls:  make(map[uint32]*call),
+		w:      w,
 	}
 	go c.readLoop()
-	go c.writeLoop(w)
+	go c.writeLoop()
 	return c, nil
 }
 

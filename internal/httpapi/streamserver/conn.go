@@ -58,6 +58,12 @@ type conn struct {
 	answers chan stream.Answer // answers to write; never full (see readLoop)
 	done    chan struct{}      // closed when the stream has ended
 
+	// wmu is held by whoever writes answers to w: the writer's goroutine
+	// or the reader's (handleInline). broken is set once a write failed.
+	wmu    sync.Mutex
+	w      *bufio.Writer
+	broken bool
+
 	handlers sync.WaitGroup // the handler goroutines
 	mu       sync.Mutex
 	inflight map[uint32]context.CancelFunc // requests running, by id
@@ -81,6 +87,7 @@ func newConn(srv *Server, nc net.Conn, rd *bufio.Reader, r *http.Request) *conn 
 		answers:  make(chan stream.Answer, MaxInFlight+1),
 		done:     make(chan struct{}),
 		inflight: make(map[uint32]context.CancelFunc),
+		w:        bufio.NewWriterSize(nc, streamBufferSize),
 	}
 }
 
@@ -176,14 +183,37 @@ func (s *conn) readLoop() error {
 		if !dup {
 			s.inflight[f.ID] = cancel
 		}
+		alone := len(s.inflight) == 1
 		s.mu.Unlock()
 		if dup {
 			cancel()
 			<-s.slots
 			return fmt.Errorf("frame %d: the id of a request in flight", f.ID)
 		}
-		s.dispatch(frameJob{ctx: ctx, cancel: cancel, f: f})
+		j := frameJob{ctx: ctx, cancel: cancel, f: f}
+		if alone && s.rd.Buffered() == 0 && s.srv.opts.Inline != nil && s.srv.opts.Inline(f.Method, f.Target) {
+			s.handleInline(j)
+			continue
+		}
+		s.dispatch(j)
 	}
+}
+
+// handleInline runs j on the reader's goroutine and writes its answer
+// itself when the writer is idle. It is for a frame that is the stream's
+// only request in flight, with no other frame read yet, and whose request
+// waits for nothing but the store (Options.Inline): a lone caller then
+// saves the hand-overs to a handler goroutine and to the writer, and a
+// frame that arrives meanwhile waits at most that long to be read.
+func (s *conn) handleInline(j frameJob) {
+	s.srv.inlined.Add(1)
+	a := s.run(j.ctx, j.cancel, j.f)
+	if len(s.answers) > 0 || !s.wmu.TryLock() {
+		s.answers <- a
+		return
+	}
+	defer s.wmu.Unlock()
+	s.write(a, true)
 }
 
 // frameJob is a request frame read and waiting for a goroutine to run it.
@@ -231,10 +261,15 @@ func (s *conn) cancelRequest(id uint32) {
 	}
 }
 
-// handle runs one request frame through the API's handler and queues its
+// handle runs one request frame and queues its answer for the writer.
+func (s *conn) handle(ctx context.Context, cancel context.CancelFunc, f stream.Request) {
+	s.answers <- s.run(ctx, cancel, f)
+}
+
+// run runs one request frame through the API's handler and returns its
 // answer. A panic of the handler is logged and answered internal_error,
 // so that it ends neither the stream nor the server.
-func (s *conn) handle(ctx context.Context, cancel context.CancelFunc, f stream.Request) {
+func (s *conn) run(ctx context.Context, cancel context.CancelFunc, f stream.Request) stream.Answer {
 	w := &frameWriter{}
 	func() {
 		defer func() {
@@ -266,10 +301,9 @@ func (s *conn) handle(ctx context.Context, cancel context.CancelFunc, f stream.R
 	}
 	if len(w.body) > math.MaxUint32-16 {
 		s.srv.opts.Logger.Error("answer too long for a frame", "method", f.Method, "target", f.Target, "bytes", len(w.body))
-		s.answers <- s.errorAnswer(f.ID, errInternal)
-		return
+		return s.errorAnswer(f.ID, errInternal)
 	}
-	s.answers <- stream.Answer{ID: f.ID, Status: status, Body: w.body}
+	return stream.Answer{ID: f.ID, Status: status, Body: w.body}
 }
 
 // request makes the HTTP request of frame f: its method, target and body,
@@ -374,31 +408,37 @@ var errInternal = &Error{Kind: Internal, Message: "internal server error"}
 
 // writeLoop writes the queued answers, flushing whenever the queue is
 // empty, until the queue is closed. A failed write stops the stream; the
-// answers queued after it are dropped.
+// answers written after it are dropped.
 func (s *conn) writeLoop() {
-	w := bufio.NewWriterSize(s.nc, streamBufferSize)
-	broken := false
 	for a := range s.answers {
-		var err error
-		if !broken {
-			err = stream.WriteAnswer(w, a)
-			if err == nil && len(s.answers) == 0 {
-				// Let the handlers about to answer (a commit answers many
-				// at once) queue their answers before the flush.
-				runtime.Gosched()
-			}
-			if err == nil && len(s.answers) == 0 {
-				_ = s.nc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
-				err = w.Flush()
-			}
+		s.wmu.Lock()
+		s.write(a, false)
+		s.wmu.Unlock()
+	}
+}
+
+// write writes answer a, and flushes when flush is set or no other answer
+// is queued; it frees a's slot. The caller holds wmu.
+func (s *conn) write(a stream.Answer, flush bool) {
+	defer func() { <-s.slots }()
+	if s.broken {
+		return
+	}
+	err := stream.WriteAnswer(s.w, a)
+	if err == nil && !flush && len(s.answers) == 0 {
+		// Let the handlers about to answer (a commit answers many at
+		// once) queue their answers before the flush.
+		runtime.Gosched()
+	}
+	if err == nil && (flush || len(s.answers) == 0) {
+		_ = s.nc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+		err = s.w.Flush()
+	}
+	if err != nil {
+		s.broken = true
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			s.srv.opts.Logger.Warn("stream closed: the client does not read its answers", "remote", s.remote)
 		}
-		<-s.slots
-		if err != nil {
-			broken = true
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				s.srv.opts.Logger.Warn("stream closed: the client does not read its answers", "remote", s.remote)
-			}
-			s.stop()
-		}
+		s.stop()
 	}
 }

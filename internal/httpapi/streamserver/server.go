@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spoolq/spool/internal/stream"
@@ -37,6 +38,12 @@ type Options struct {
 	// Logger receives the stream's protocol errors and the panics of the
 	// handler. Defaults to slog.Default().
 	Logger *slog.Logger
+	// Inline reports whether the request of a frame waits for nothing but
+	// the store (never, as a long poll does, for other requests). Such a
+	// frame, when it is its stream's only request in flight and no other
+	// frame has been read, runs on the stream's reader, which saves a lone
+	// caller two goroutine hand-overs. Nil: no frame does.
+	Inline func(method, target string) bool
 }
 
 // Server upgrades connections to streams and keeps the open ones:
@@ -48,6 +55,10 @@ type Server struct {
 	mu     sync.Mutex
 	closed bool
 	open   map[*conn]struct{}
+
+	// inlined counts the frames run on their stream's reader
+	// (conn.handleInline), for tests.
+	inlined atomic.Int64
 }
 
 // New returns a Server serving frames with opts.Handler.

@@ -25,6 +25,9 @@ type echoBundle struct {
 	srv  *Server
 	base string
 	ctx  context.Context
+	// release ends the requests to /hold; a request to /quick/release
+	// closes it. Targets under /quick are Inline.
+	release chan struct{}
 }
 
 // echoAnswer is what the test handler answers.
@@ -36,6 +39,7 @@ type echoAnswer struct {
 func newEchoBundle(t *testing.T, maxBody int64) *echoBundle {
 	t.Helper()
 	var srv *Server
+	b := &echoBundle{release: make(chan struct{})}
 	writeError := func(w http.ResponseWriter, _ *http.Request, err error) {
 		status := http.StatusInternalServerError
 		if e, ok := err.(*Error); ok && e.Kind == FrameTooLarge {
@@ -53,15 +57,22 @@ func newEchoBundle(t *testing.T, maxBody int64) *echoBundle {
 			srv.Open(w, r)
 			return
 		}
-		if r.URL.Path == "/panic" {
+		if r.URL.Path == "/panic" || r.URL.Path == "/quick/panic" {
 			panic("boom")
+		}
+		if r.URL.Path == "/hold" {
+			<-b.release
+		}
+		if r.URL.Path == "/quick/release" {
+			close(b.release)
 		}
 		body, _ := io.ReadAll(r.Body)
 		_ = json.NewEncoder(w).Encode(echoAnswer{Method: r.Method, Target: r.RequestURI, Auth: r.Header.Get("Authorization"),
 			Body: string(body), InStream: r.Context().Value(streamKey{}) != nil})
 	})
 	srv = New(Options{Handler: handler, WriteError: writeError, MaxBodyBytes: maxBody,
-		Logger: slogDiscard()})
+		Logger: slogDiscard(), Inline: func(_, target string) bool { return strings.HasPrefix(target, "/quick") }})
+	b.srv = srv
 	hs := httptest.NewServer(handler)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(func() {
@@ -71,7 +82,8 @@ func newEchoBundle(t *testing.T, maxBody int64) *echoBundle {
 			t.Errorf("close: %v", err)
 		}
 	})
-	return &echoBundle{srv: srv, base: hs.URL, ctx: ctx}
+	b.base, b.ctx = hs.URL, ctx
+	return b
 }
 
 func (b *echoBundle) dial(t *testing.T, authz string) *stream.Conn {
@@ -111,6 +123,68 @@ func TestFramesRunThroughTheHandler(t *testing.T) {
 	}
 	if a, err := c.Do(b.ctx, "GET", "/after", nil); err != nil || a.Status != http.StatusOK {
 		t.Errorf("after the panic: %v %d %s", err, a.Status, a.Body)
+	}
+}
+
+// A frame that Options.Inline names runs on the stream's reader when it
+// is the only request in flight, and is answered as any other: a panic
+// too. A frame that Inline does not name, or that comes while another
+// request runs, goes to a handler goroutine, so that a request that
+// waits does not hold up the ones after it.
+func TestLoneFramesRunOnTheReader(t *testing.T) {
+	t.Parallel()
+	b := newEchoBundle(t, 1024)
+	c := b.dial(t, "Bearer x")
+	for i := range 20 {
+		target := fmt.Sprintf("/quick/%d", i)
+		a, err := c.Do(b.ctx, "POST", target, []byte(`{}`))
+		var got echoAnswer
+		if err != nil || a.Status != http.StatusOK || json.Unmarshal(a.Body, &got) != nil || got.Target != target {
+			t.Fatalf("frame %s: %v %d %s", target, err, a.Status, a.Body)
+		}
+	}
+	if a, err := c.Do(b.ctx, "POST", "/quick/panic", nil); err != nil || a.Status != http.StatusInternalServerError {
+		t.Errorf("panicking inline frame: %v %d %s", err, a.Status, a.Body)
+	}
+	if n := b.srv.inlined.Load(); n != 21 {
+		t.Fatalf("%d frames ran on the reader, want 21", n)
+	}
+	if a, err := c.Do(b.ctx, "POST", "/slow", nil); err != nil || a.Status != http.StatusOK {
+		t.Errorf("frame not inline: %v %d %s", err, a.Status, a.Body)
+	}
+	held := make(chan error, 1)
+	go func() {
+		_, err := c.Do(b.ctx, "POST", "/hold", nil)
+		held <- err
+	}()
+	// /hold answers only once /quick/release has run: /quick/release
+	// must be read and run while /hold waits.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b.srv.mu.Lock()
+		running := 0
+		for sc := range b.srv.open {
+			sc.mu.Lock()
+			running += len(sc.inflight)
+			sc.mu.Unlock()
+		}
+		b.srv.mu.Unlock()
+		if running == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("/hold never started")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if a, err := c.Do(b.ctx, "POST", "/quick/release", nil); err != nil || a.Status != http.StatusOK {
+		t.Fatalf("release: %v %d %s", err, a.Status, a.Body)
+	}
+	if err := <-held; err != nil {
+		t.Fatalf("/hold: %v", err)
+	}
+	if n := b.srv.inlined.Load(); n != 21 {
+		t.Errorf("%d frames ran on the reader, want still 21: /slow is not Inline and /quick/release came while /hold ran", n)
 	}
 }
 
