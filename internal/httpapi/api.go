@@ -184,29 +184,12 @@ func (a *API) noRoute(w http.ResponseWriter, r *http.Request) {
 // streamserver.Server.Close). It is idempotent.
 func (a *API) CloseStreams(ctx context.Context) error { return a.streams.Close(ctx) }
 
-// waitsOnlyForStore reports whether a request is one of the single-job
-// hot paths, which wait for the store's commit and for nothing else:
-// enqueues and the calls on leases. A fetch may wait for jobs, and the
-// rest are rare; the stream runs them on goroutines of their own.
+// waitsOnlyForStore reports whether a request is an enqueue, the
+// single-job hot path, which waits for the store's commit and for nothing
+// else. A fetch may wait for jobs; the calls on leases come from workers,
+// whose next fetch, sent while an ack commits, must not wait for it to be
+// read; the rest are rare. The stream runs those on goroutines of their
+// own.
 func waitsOnlyForStore(method, target string) bool {
-	if method != http.MethodPost {
-		return false
-	}
-	switch target {
-	case "/v1/jobs", "/v1/jobs/batch", "/v1/jobs/ack", "/v1/jobs/fail", "/v1/jobs/extend", "/v1/jobs/release":
-		return true
-	}
-	rest, ok := strings.CutPrefix(target, "/v1/jobs/")
-	if !ok {
-		return false
-	}
-	id, call, ok := strings.Cut(rest, "/")
-	if !ok || id == "" {
-		return false
-	}
-	switch call {
-	case "ack", "fail", "extend", "release":
-		return true
-	}
-	return false
+	return method == http.MethodPost && (target == "/v1/jobs" || target == "/v1/jobs/batch")
 }
