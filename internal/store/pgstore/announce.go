@@ -27,7 +27,8 @@ import (
 // node that claims on a notification finds the jobs. One that fails to
 // go out is sent again; if the node stops first, the other nodes find
 // the jobs on their next claim (their listeners announce every queue on
-// every reconnect).
+// every reconnect). A fast insert hands its queues over only when
+// another node listens (listeners.go).
 type announcer struct {
 	mu      sync.Mutex
 	byTx    map[pgx.Tx][]string // queues held for transactions not yet committed

@@ -79,7 +79,8 @@ func (s *Store) canInsertFast(jobs []store.JobInsertParams) bool {
 const maxFastInsert = 128
 
 // insertFast inserts jobs, which canInsertFast accepted, in one round
-// trip, or returns errNotFast having written nothing.
+// trip, or returns errNotFast having written nothing. It announces their
+// queues only when another node listens (listeners.go).
 func (s *Store) insertFast(ctx context.Context, jobs []store.JobInsertParams, now time.Time) ([]store.InsertResult, error) {
 	idx := make([]int, len(jobs))
 	for i := range idx {
@@ -90,6 +91,8 @@ func (s *Store) insertFast(ctx context.Context, jobs []store.JobInsertParams, no
 		return nil, err
 	}
 	batch := &pgx.Batch{}
+	batch.Queue(sqlHoldListeners, lockClass, s.lockKey(listenersLock))
+	batch.Queue(sqlOthersListen, s.node)
 	if a.allProcess {
 		batch.Queue(sqlRelaxCommit)
 	}
@@ -100,8 +103,9 @@ func (s *Store) insertFast(ctx context.Context, jobs []store.JobInsertParams, no
 	if !allFresh(jobs) {
 		batch.Queue(sqlNoneDone, a.ids)
 	}
+	var heard bool
 	err = s.retry(ctx, func() error {
-		return s.timed(func() error { return s.sendFast(ctx, batch) })
+		return s.timed(func() error { return s.sendFast(ctx, batch, &heard) })
 	})
 	if err != nil {
 		var nf *notFastError
@@ -112,7 +116,9 @@ func (s *Store) insertFast(ctx context.Context, jobs []store.JobInsertParams, no
 		}
 		return nil, err
 	}
-	s.ann.add(a.available)
+	if heard {
+		s.ann.add(a.available)
+	}
 	out := make([]store.InsertResult, len(jobs))
 	for i := range jobs {
 		out[i] = store.InsertResult{Job: newJob(&jobs[i], a.runAts[i], now)}
@@ -120,19 +126,21 @@ func (s *Store) insertFast(ctx context.Context, jobs []store.JobInsertParams, no
 	return out, nil
 }
 
-// sendFast sends batch, a whole implicit transaction, on one connection
-// and reads every result.
-func (s *Store) sendFast(ctx context.Context, batch *pgx.Batch) error {
+// sendFast sends batch, a whole implicit transaction that starts with
+// sqlHoldListeners and sqlOthersListen, on one connection, reads every
+// result and sets heard to what sqlOthersListen read.
+func (s *Store) sendFast(ctx context.Context, batch *pgx.Batch, heard *bool) error {
 	c, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Release()
 	br := c.Conn().SendBatch(ctx, batch)
-	for range batch.Len() {
-		if _, err = br.Exec(); err != nil {
-			break
-		}
+	if _, err = br.Exec(); err == nil {
+		err = br.QueryRow().Scan(heard)
+	}
+	for i := 2; i < batch.Len() && err == nil; i++ {
+		_, err = br.Exec()
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr

@@ -128,7 +128,8 @@ func (s *Store) JobRescueExpired(ctx context.Context, now time.Time, limit int) 
 }
 
 // JobPrune deletes up to p.Limit final jobs by retention, pass by pass as
-// p.Passes lists them; see store.Maintainer.
+// p.Passes lists them; see store.Maintainer. It also removes the listening
+// rows of sessions that are gone (listeners.go).
 func (s *Store) JobPrune(ctx context.Context, p *store.JobPruneParams) (int, error) {
 	if err := s.check(); err != nil {
 		return 0, wrap("prune jobs", err)
@@ -156,6 +157,9 @@ func (s *Store) JobPrune(ctx context.Context, p *store.JobPruneParams) (int, err
 			if _, err := tx.Exec(ctx, sqlPruneGroupStarts, p.Now.UnixNano(), p.Limit); err != nil {
 				return fmt.Errorf("drop idle start logs: %w", err)
 			}
+		}
+		if _, err := tx.Exec(ctx, sqlPruneListeners); err != nil {
+			return fmt.Errorf("drop listeners that are gone: %w", err)
 		}
 		return nil
 	})

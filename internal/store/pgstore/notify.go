@@ -90,6 +90,11 @@ func (s *Store) listenOnce(ctx context.Context) error {
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.channel}.Sanitize()); err != nil {
 		return err
 	}
+	// Inserts announce to this node from here on (listeners.go); the look
+	// at every queue below comes after.
+	if err := s.joinListeners(ctx, conn); err != nil {
+		return err
+	}
 	rows, err := conn.Query(ctx, `SELECT name FROM spool_queues`)
 	if err != nil {
 		return err

@@ -261,6 +261,15 @@ ALTER TABLE spool_jobs ADD COLUMN worker text, ADD COLUMN traceparent text;
 ALTER TABLE spool_jobs_done ADD COLUMN worker text, ADD COLUMN traceparent text;
 CREATE INDEX spool_jobs_worker ON spool_jobs (worker, seq) WHERE state = 'active' AND worker IS NOT NULL;
 `,
+	// Version 10: the nodes that listen for announcements (listeners.go),
+	// each with the backend process id of its listening session, so that
+	// an insert can tell whether any other node would hear one.
+	`
+CREATE TABLE spool_listeners (
+	node text    PRIMARY KEY,
+	pid  integer NOT NULL
+);
+`,
 }
 
 // SchemaVersion is the schema version this binary brings a database to.

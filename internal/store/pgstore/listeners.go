@@ -1,0 +1,58 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// A fast insert (insertFast) announces its jobs only when another node
+// listens: a node alone on its schema then spends no round trip, no
+// notifying transaction and no wake-up of listening sessions per insert.
+// spool_listeners lists the listening nodes, and the listeners' lock
+// (listenersLock) orders a node's joining with the inserts under way:
+//
+//   - an insert holds the lock shared from its first statement, and only
+//     then reads whether another node is listed;
+//   - a node that joins, once it LISTENs, takes the lock exclusively, which
+//     waits for every insert that holds it to end, lists itself, commits,
+//     and only then looks at every queue.
+//
+// So an insert that found no other node either ended before the joining
+// node took the lock, and the node's look at every queue sees its jobs,
+// or read the list after the node's row was committed, and found it. A
+// row whose listening session is gone is removed when a node joins and by
+// the leader's pruning (JobPrune); until then the other nodes announce to
+// it, which costs them time, never a job.
+const (
+	// listenersLock names the listeners' lock.
+	listenersLock = "listeners"
+	// sqlHoldListeners takes the listeners' lock ($1, $2) shared for the
+	// insert's transaction.
+	sqlHoldListeners = `SELECT pg_advisory_xact_lock_shared($1, $2)`
+	// sqlOthersListen reads whether a node other than $1 listens.
+	sqlOthersListen = `SELECT EXISTS (SELECT FROM spool_listeners WHERE node <> $1)`
+	// sqlLockListeners takes the listeners' lock ($1, $2) exclusively for
+	// a joining node's transaction.
+	sqlLockListeners = `SELECT pg_advisory_xact_lock($1, $2)`
+	// sqlPruneListeners removes the rows of listening sessions that are
+	// gone: their nodes list themselves again when they listen again.
+	sqlPruneListeners = `DELETE FROM spool_listeners WHERE pid NOT IN (SELECT pid FROM pg_stat_activity WHERE pid IS NOT NULL)`
+	// sqlListListener lists node $1 as listening in this session.
+	sqlListListener = `INSERT INTO spool_listeners (node, pid) VALUES ($1, pg_backend_pid())
+ON CONFLICT (node) DO UPDATE SET pid = excluded.pid`
+)
+
+// joinListeners lists this node as listening on conn, which LISTENs
+// already, in one transaction that waits for the inserts under way.
+func (s *Store) joinListeners(ctx context.Context, conn *pgx.Conn) error {
+	batch := &pgx.Batch{}
+	batch.Queue(sqlLockListeners, lockClass, s.lockKey(listenersLock))
+	batch.Queue(sqlPruneListeners)
+	batch.Queue(sqlListListener, s.node)
+	if err := conn.SendBatch(ctx, batch).Close(); err != nil {
+		return fmt.Errorf("join the listeners: %w", err)
+	}
+	return nil
+}
