@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -72,9 +73,7 @@ func TestJoiningWaitsForInsertsUnderWay(t *testing.T) {
 	s := open(t, url)
 	insert := connect(t, url)
 	joining := connect(t, url)
-	if _, err := insert.Exec(ctx, `INSERT INTO spool_listeners (node, pid) VALUES ('gone', -1), ('alive', pg_backend_pid())`); err != nil {
-		t.Fatal(err)
-	}
+	listGoneAndAlive(t, insert)
 	tx, err := insert.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -100,26 +99,8 @@ func TestJoiningWaitsForInsertsUnderWay(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the node did not join after the insert ended")
 	}
-	rows, err := insert.Query(ctx, `SELECT node, pid FROM spool_listeners ORDER BY node`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	type listed struct {
-		Node string
-		PID  int32
-	}
-	got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[listed])
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []listed{{"alive", int32(insert.PgConn().PID())}, {s.node, int32(joining.PgConn().PID())}}
-	slices.SortFunc(want, func(a, b listed) int {
-		if a.Node < b.Node {
-			return -1
-		}
-		return 1
-	})
-	if !slices.Equal(got, want) {
+	want := map[string]uint32{"alive": insert.PgConn().PID(), s.node: joining.PgConn().PID()}
+	if got := listeners(t, insert); !maps.Equal(got, want) {
 		t.Fatalf("listed %v, want %v", got, want)
 	}
 }
@@ -132,23 +113,48 @@ func TestPruneDropsListenersThatAreGone(t *testing.T) {
 	url := pgtest.Schema(t)
 	s := open(t, url)
 	conn := connect(t, url)
-	if _, err := conn.Exec(ctx, `INSERT INTO spool_listeners (node, pid) VALUES ('gone', -1), ('alive', pg_backend_pid())`); err != nil {
-		t.Fatal(err)
-	}
+	listGoneAndAlive(t, conn)
 	if _, err := s.JobPrune(ctx, &store.JobPruneParams{Limit: 10, Now: t0}); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := conn.Query(ctx, `SELECT node FROM spool_listeners`)
+	want := map[string]uint32{"alive": conn.PgConn().PID()}
+	if got := listeners(t, conn); !maps.Equal(got, want) {
+		t.Fatalf("listed after pruning: %v, want %v", got, want)
+	}
+}
+
+// listGoneAndAlive lists two nodes: gone, whose session is no more, and
+// alive, listening in conn's session.
+func listGoneAndAlive(t *testing.T, conn *pgx.Conn) {
+	t.Helper()
+	_, err := conn.Exec(context.Background(),
+		`INSERT INTO spool_listeners (node, pid) VALUES ('gone', -1), ('alive', pg_backend_pid())`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	nodes, err := pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// listeners reads the listed nodes and their sessions' process ids.
+func listeners(t *testing.T, conn *pgx.Conn) map[string]uint32 {
+	t.Helper()
+	rows, err := conn.Query(context.Background(), `SELECT node, pid FROM spool_listeners`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(nodes, []string{"alive"}) {
-		t.Fatalf("listed after pruning: %v, want [alive]", nodes)
+	defer rows.Close()
+	out := map[string]uint32{}
+	for rows.Next() {
+		var node string
+		var pid int32
+		if err := rows.Scan(&node, &pid); err != nil {
+			t.Fatal(err)
+		}
+		out[node] = uint32(pid)
 	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 func connect(t *testing.T, url string) *pgx.Conn {
