@@ -103,11 +103,20 @@ func (s *Store) insertInto(ctx context.Context, p *store.JobInsertManyParams, to
 // come back in the order of jobs. list is the name of the jobs in the
 // call's fields ("jobs" for "jobs[3].id"), in the errors of insert as in
 // those of guarded.
+//
+// An id the engine made just now (store.JobInsertParams.FreshID) is in
+// no other job and no other insert: it is neither registered nor looked
+// for, and a batch of such ids alone goes straight to insert.
 func (s *Store) guarded(ctx context.Context, jobs []store.JobInsertParams, list string, other Tier, memory, always bool,
 	insert func(rest []store.JobInsertParams) ([]store.InsertResult, error)) ([]store.InsertResult, error) {
-	ids := make([]string, len(jobs))
+	ids := make([]string, 0, len(jobs))
 	for i := range jobs {
-		ids[i] = jobs[i].ID
+		if !jobs[i].FreshID {
+			ids = append(ids, jobs[i].ID)
+		}
+	}
+	if len(ids) == 0 {
+		return insert(jobs)
 	}
 	s.ids.enter(ids, memory)
 	defer s.ids.leave(ids)
