@@ -13,23 +13,13 @@ import (
 	"github.com/spoolq/spool/internal/store/sqlitestore"
 )
 
-// countedDisk and countedMemory count the lookups of ids in a tier.
-type countedDisk struct {
-	Tier
-	lookups atomic.Int64
-}
-
-func (c *countedDisk) JobGetMany(ctx context.Context, ids []string) (map[string]*job.Job, error) {
-	c.lookups.Add(1)
-	return c.Tier.JobGetMany(ctx, ids)
-}
-
-type countedMemory struct {
+// countedTier counts the lookups of ids in a tier.
+type countedTier struct {
 	MemoryStore
 	lookups atomic.Int64
 }
 
-func (c *countedMemory) JobGetMany(ctx context.Context, ids []string) (map[string]*job.Job, error) {
+func (c *countedTier) JobGetMany(ctx context.Context, ids []string) (map[string]*job.Job, error) {
 	c.lookups.Add(1)
 	return c.MemoryStore.JobGetMany(ctx, ids)
 }
@@ -50,7 +40,7 @@ func TestFreshIDsAreNotLookedUpInTheOtherTier(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	disk, mem := &countedDisk{Tier: d}, &countedMemory{MemoryStore: m}
+	disk, mem := &countedTier{MemoryStore: d}, &countedTier{MemoryStore: m}
 	s, err := New(ctx, disk, mem)
 	if err != nil {
 		t.Fatal(err)
