@@ -2,15 +2,11 @@ package tiered
 
 import (
 	"context"
-	"io"
-	"log/slog"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 
 	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/store"
-	"github.com/spoolq/spool/internal/store/sqlitestore"
 )
 
 // countedTier counts the lookups of ids in a tier.
@@ -30,16 +26,7 @@ func (c *countedTier) JobGetMany(ctx context.Context, ids []string) (map[string]
 func TestFreshIDsAreNotLookedUpInTheOtherTier(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	dir := t.TempDir()
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	d, err := sqlitestore.Open(ctx, sqlitestore.Config{Dir: filepath.Join(dir, "disk"), Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := sqlitestore.Open(ctx, sqlitestore.Config{Dir: filepath.Join(dir, "mem"), Memory: true, TokensFrom: d, Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, m := openTiers(t, t.TempDir())
 	disk, mem := &countedTier{MemoryStore: d}, &countedTier{MemoryStore: m}
 	s, err := New(ctx, disk, mem)
 	if err != nil {

@@ -24,23 +24,31 @@ var dirs sync.Map
 // open returns a tiered store over real SQLite stores in dir.
 func open(tb testing.TB, dir string) *Store {
 	tb.Helper()
-	ctx := context.Background()
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	disk, err := sqlitestore.Open(ctx, sqlitestore.Config{Dir: filepath.Join(dir, "disk"), Logger: logger})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	mem, err := sqlitestore.Open(ctx, sqlitestore.Config{Dir: filepath.Join(dir, "mem"), Memory: true, TokensFrom: disk, Logger: logger})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	s, err := New(ctx, disk, mem)
+	disk, mem := openTiers(tb, dir)
+	s, err := New(context.Background(), disk, mem)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	dirs.Store(s, dir)
 	tb.Cleanup(func() { _ = s.Close() })
 	return s
+}
+
+// openTiers opens the durable and the memory SQLite stores of a tiered
+// store in dir.
+func openTiers(tb testing.TB, dir string) (disk, mem *sqlitestore.Store) {
+	tb.Helper()
+	ctx := context.Background()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	disk, err := sqlitestore.Open(ctx, sqlitestore.Config{Dir: filepath.Join(dir, "disk"), Logger: logger})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	mem, err = sqlitestore.Open(ctx, sqlitestore.Config{Dir: filepath.Join(dir, "mem"), Memory: true, TokensFrom: disk, Logger: logger})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return disk, mem
 }
 
 func reopen(tb testing.TB, s store.Store) store.Store {
