@@ -9,14 +9,14 @@
 // other nor hand a job out twice; a queue with flow control (limits,
 // groups or ordered partitions, see flow.go and flowclaim.go) is claimed
 // instead in a transaction that locks its row, so that its limits hold
-// across the nodes. A change that makes jobs
-// available sends a NOTIFY in its own transaction, after the commit; each
-// node LISTENs and wakes its parked fetches (Hooks.OnAvailable). A plain
-// insert sends it only when another node listens (see listeners.go). A job inserted into a
-// queue with consumer groups gets its copies in the transaction that
-// inserts it (see lanes.go). The store also offers
-// what the nodes need to agree without talking to each other: the
-// database clock (Now) and an advisory-lock leader election (LeaderLock).
+// across the nodes. A change that makes jobs available sends a NOTIFY in
+// its own transaction, after the commit; each node LISTENs and wakes its
+// parked fetches (Hooks.OnAvailable). A plain insert sends it only when
+// another node listens (see listeners.go). A job inserted into a queue
+// with consumer groups gets its copies in the transaction that inserts it
+// (see lanes.go). The store also offers what the nodes need to agree
+// without talking to each other: the database clock (Now) and an
+// advisory-lock leader election (LeaderLock).
 //
 // All objects live in the connection's current schema (search_path), so
 // several Spool installations can share one database in separate schemas.
