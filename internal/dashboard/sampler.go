@@ -84,10 +84,14 @@ func newSampler(bus *events.Bus, logger *slog.Logger) *sampler {
 	return &sampler{bus: bus, logger: logger, queues: map[string]*series{}, stop: make(chan struct{}), done: make(chan struct{})}
 }
 
+// outcomes lets through the events the sampler counts, so that the others
+// (an enqueue, a start) do not wake it.
+var outcomes = events.Filter{Types: []events.Type{events.Completed, events.Failed, events.Dead}}
+
 // start subscribes to the bus and counts until stop is called or the bus
 // closes.
 func (s *sampler) start() {
-	sub, _, _ := s.bus.Subscribe(events.Filter{}, false, 0, sampleBuffer)
+	sub, _, _ := s.bus.Subscribe(outcomes, false, 0, sampleBuffer)
 	go s.run(sub)
 }
 
@@ -113,7 +117,7 @@ func (s *sampler) run(sub *events.Subscription) {
 			// The sampler fell behind: the counts of the events lost are
 			// missing, but it goes on with the next.
 			s.logger.Warn("dashboard: the throughput sampler fell behind the event bus and resubscribed")
-			sub, _, _ = s.bus.Subscribe(events.Filter{}, false, 0, sampleBuffer)
+			sub, _, _ = s.bus.Subscribe(outcomes, false, 0, sampleBuffer)
 		}
 	}
 }

@@ -100,6 +100,8 @@ type Filter struct {
 	Kinds []string
 	// Job is the one job whose events pass.
 	Job string
+	// Types are the types of the events that pass.
+	Types []Type
 	// Allow, when set, must also let the event's queue through (a token's
 	// namespaces).
 	Allow func(queue string) bool
@@ -108,6 +110,9 @@ type Filter struct {
 // Passes reports whether e passes f.
 func (f *Filter) Passes(e *Event) bool {
 	if f.Job != "" && e.Job != f.Job {
+		return false
+	}
+	if len(f.Types) > 0 && !slices.Contains(f.Types, e.Type) {
 		return false
 	}
 	if len(f.Queues) > 0 && !slices.Contains(f.Queues, e.Queue) {

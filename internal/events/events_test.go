@@ -2,6 +2,7 @@ package events
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -133,5 +134,27 @@ func TestFilterByKindAndNamespace(t *testing.T) {
 		if got := f.Passes(&c.e); got != c.want {
 			t.Errorf("%+v: passes %v, want %v", c.e, got, c.want)
 		}
+	}
+}
+
+func TestFilterByType(t *testing.T) {
+	t.Parallel()
+	b := NewBus(16)
+	sub, _, _ := b.Subscribe(Filter{Types: []Type{Completed, Dead}}, false, 0, 8)
+	defer sub.Close()
+	for _, typ := range []Type{Enqueued, Started, Completed, Failed, Dead} {
+		b.Publish([]Event{Of(typ, time.Now(), "j", "q")})
+	}
+	var got []Type
+	for len(got) < 2 {
+		got = append(got, (<-sub.C()).Type)
+	}
+	select {
+	case e := <-sub.C():
+		t.Fatalf("a %s event passed a filter of completed and dead", e.Type)
+	default:
+	}
+	if !slices.Equal(got, []Type{Completed, Dead}) {
+		t.Fatalf("got %v, want [job.completed job.dead]", got)
 	}
 }

@@ -384,9 +384,17 @@ func (s *Store) doRelaxed(ctx context.Context, weight int, relaxed func(*writer)
 		s.mu.RUnlock()
 		return errClosed
 	}
+	if s.w.waiting.Load() == 0 && s.w.turn.TryLock() {
+		s.commitHere(o)
+		s.mu.RUnlock()
+		return <-o.done
+	}
+	o.queued = true
+	s.w.waiting.Add(1)
 	select {
 	case s.w.ops <- o:
 	case <-ctx.Done():
+		s.w.waiting.Add(-1)
 		s.mu.RUnlock()
 		return ctx.Err()
 	}
@@ -396,5 +404,20 @@ func (s *Store) doRelaxed(ctx context.Context, weight int, relaxed func(*writer)
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// commitHere runs o's batch on the caller's goroutine, which found the
+// writer idle and holds its turn: a lone caller then saves two hand-overs
+// between goroutines, to the writer and back, each a thread woken on a
+// machine with an idle core. Operations queued meanwhile join the batch,
+// as they would the writer's. The caller holds mu shared, so ops stays
+// open. It releases the turn. o is answered once the batch is durable,
+// which, when the commit must reach the disk and others wait, may be
+// after commitHere returns.
+func (s *Store) commitHere(o *op) {
+	defer s.w.turn.Unlock()
+	for next := o; next != nil; {
+		next, _ = s.w.runBatch(next)
 	}
 }

@@ -48,7 +48,7 @@ func TestCommitsGoOnWhileTheLogSyncs(t *testing.T) {
 			answers <- err
 		}()
 	}
-	waitFor(t, func() bool { return len(b.s.w.ops) == 2 })
+	waitFor(t, func() bool { return b.s.w.waiting.Load() == 2 })
 	close(gate)
 	select { // the first batch's fsync is under way and held
 	case <-entered:

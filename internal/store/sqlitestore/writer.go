@@ -27,6 +27,9 @@ type op struct {
 	weight  int
 	done    chan error
 	err     error
+	// queued is set when the operation went through ops, where
+	// writer.waiting counts it until it joins a batch.
+	queued bool
 }
 
 // wqueue is the writer's working view of one known queue.
@@ -60,6 +63,18 @@ type writer struct {
 
 	ops  chan *op
 	done chan struct{}
+	// turn is held by whoever runs a batch: the writer's goroutine, or a
+	// caller that found the writer idle and commits its operation itself
+	// (see Store.doRelaxed). Every field below belongs to its holder.
+	turn sync.Mutex
+	// shared is set when the last batch had more than one operation.
+	shared bool
+	// gathered is the batch being run, kept to reuse its array.
+	gathered []*op
+	// waiting counts the operations handed to ops that have not joined a
+	// batch yet, including one the writer's goroutine took and holds
+	// while it waits for the turn.
+	waiting atomic.Int64
 
 	queues map[string]*wqueue
 	// fx collects the catalog changes of the running operation, batch those
@@ -162,10 +177,9 @@ func (w *writer) close() error {
 func (w *writer) run() {
 	defer close(w.done)
 	defer w.stopSync()
-	var batch []*op
 	var next *op
-	shared := false // the last batch had more than one operation
-	for {
+	open := true
+	for open {
 		if next == nil {
 			o, ok := <-w.ops
 			if !ok {
@@ -173,24 +187,31 @@ func (w *writer) run() {
 			}
 			next = o
 		}
-		if w.sync != nil {
-			w.sync.waitTurn()
-		}
-		if shared {
-			w.letCallersJoin()
-		}
-		var open bool
-		batch, next, open = w.gather(batch[:0], next)
-		shared = len(batch) > 1
-		w.commit(batch)
-		clear(batch)
-		if w.ckpt.behind.Load() {
-			w.catchUpWAL()
-		}
-		if !open {
-			return
-		}
+		w.turn.Lock()
+		next, open = w.runBatch(next)
+		w.turn.Unlock()
 	}
+}
+
+// runBatch commits first together with the operations waiting behind it,
+// up to MaxBatchOps of weight. It returns the operation that did not fit,
+// if any, and whether ops is still open. The caller holds turn.
+func (w *writer) runBatch(first *op) (next *op, open bool) {
+	if w.sync != nil {
+		w.sync.waitTurn()
+	}
+	if w.shared {
+		w.letCallersJoin()
+	}
+	batch, next, open := w.gather(w.gathered[:0], first)
+	w.shared = len(batch) > 1
+	w.commit(batch)
+	clear(batch)
+	w.gathered = batch
+	if w.ckpt.behind.Load() {
+		w.catchUpWAL()
+	}
+	return next, open
 }
 
 // Bounds of letCallersJoin.
@@ -218,7 +239,7 @@ func (w *writer) letCallersJoin() {
 // up to MaxBatchOps of weight. It returns the operation that did not fit,
 // if any, and whether ops is still open. It never waits.
 func (w *writer) gather(batch []*op, first *op) (_ []*op, next *op, open bool) {
-	batch = append(batch, first)
+	batch = append(batch, w.joined(first))
 	weight := first.weight
 	for weight < w.cfg.MaxBatchOps {
 		select {
@@ -229,13 +250,21 @@ func (w *writer) gather(batch []*op, first *op) (_ []*op, next *op, open bool) {
 			if weight+o.weight > w.cfg.MaxBatchOps {
 				return batch, o, true
 			}
-			batch = append(batch, o)
+			batch = append(batch, w.joined(o))
 			weight += o.weight
 		default:
 			return batch, nil, true
 		}
 	}
 	return batch, nil, true
+}
+
+// joined notes that o joins a batch and returns it.
+func (w *writer) joined(o *op) *op {
+	if o.queued {
+		w.waiting.Add(-1)
+	}
+	return o
 }
 
 // commit runs batch in one transaction and answers every operation after
@@ -344,7 +373,7 @@ func (w *writer) settle(ops []*op, start time.Time) {
 	switch {
 	case w.sync == nil || (!w.fsync && w.sync.idle()):
 		w.answer(ops, start, w.failure())
-	case w.sync.idle() && len(w.ops) == 0:
+	case w.sync.idle() && w.waiting.Load() == 0:
 		w.answer(ops, start, w.sync.syncNow())
 	default:
 		w.sync.hand(ops, start, w.fsync)
