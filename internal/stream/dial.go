@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -97,8 +99,15 @@ func Dial(ctx context.Context, cfg Config) (*Conn, error) {
 		done:   make(chan struct{}),
 		calls:  make(map[uint32]*call),
 		w:      w,
+		turn:   make(chan struct{}, 1),
 	}
-	go c.readLoop()
+	c.turn <- struct{}{}
+	// Armed once set, so that watch sees it.
+	c.idle = time.AfterFunc(math.MaxInt64, c.watch)
+	c.idle.Reset(idleWatch)
+	if sc, ok := nc.(syscall.Conn); ok {
+		c.raw, _ = sc.SyscallConn()
+	}
 	go c.writeLoop()
 	return c, nil
 }

@@ -26,8 +26,10 @@ type echoBundle struct {
 	base string
 	ctx  context.Context
 	// release ends the requests to /hold; a request to /quick/release
-	// closes it. Targets under /quick are Inline.
+	// closes it. Targets under /quick are Inline. held gets a value as
+	// each request to /hold begins to wait.
 	release chan struct{}
+	held    chan struct{}
 }
 
 // echoAnswer is what the test handler answers.
@@ -39,7 +41,7 @@ type echoAnswer struct {
 func newEchoBundle(t *testing.T, maxBody int64) *echoBundle {
 	t.Helper()
 	var srv *Server
-	b := &echoBundle{release: make(chan struct{})}
+	b := &echoBundle{release: make(chan struct{}), held: make(chan struct{}, 16)}
 	writeError := func(w http.ResponseWriter, _ *http.Request, err error) {
 		status := http.StatusInternalServerError
 		if e, ok := err.(*Error); ok && e.Kind == FrameTooLarge {
@@ -61,6 +63,7 @@ func newEchoBundle(t *testing.T, maxBody int64) *echoBundle {
 			panic("boom")
 		}
 		if r.URL.Path == "/hold" {
+			b.held <- struct{}{}
 			<-b.release
 		}
 		if r.URL.Path == "/quick/release" {
@@ -217,6 +220,74 @@ func TestFrameTooLargeClosesTheStream(t *testing.T) {
 	case <-c.Done():
 	case <-b.ctx.Done():
 		t.Fatal("the stream stayed open after a frame too long")
+	}
+}
+
+// The caller reading answers for the stream stops when its context ends,
+// and another caller waiting takes over: it gets its answer, and the
+// answer of the call left is dropped.
+func TestACallerLeavingPassesOnTheReading(t *testing.T) {
+	t.Parallel()
+	b := newEchoBundle(t, 1024)
+	c := b.dial(t, "")
+	release := sync.OnceFunc(func() { close(b.release) })
+	t.Cleanup(release) // before the server closes, on a failure too
+	ctx, leave := context.WithCancel(b.ctx)
+	left := make(chan error, 1)
+	go func() { // alone on the stream: it reads
+		_, err := c.Do(ctx, "GET", "/hold", nil)
+		left <- err
+	}()
+	<-b.held
+	stays := make(chan error, 1)
+	go func() {
+		a, err := c.Do(b.ctx, "GET", "/hold", nil)
+		if err == nil && a.Status != http.StatusOK {
+			err = fmt.Errorf("status %d", a.Status)
+		}
+		stays <- err
+	}()
+	<-b.held
+	leave()
+	select {
+	case err := <-left:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("the call left: %v, want context.Canceled", err)
+		}
+	case <-b.ctx.Done():
+		t.Fatal("the call that left did not return")
+	}
+	release()
+	select {
+	case err := <-stays:
+		if err != nil {
+			t.Fatalf("the call that stayed: %v", err)
+		}
+	case <-b.ctx.Done():
+		t.Fatal("the call that stayed got no answer: nobody read it")
+	}
+	if a, err := c.Do(b.ctx, "GET", "/x", nil); err != nil || a.Status != http.StatusOK {
+		t.Fatalf("a later call: %v %d", err, a.Status)
+	}
+}
+
+// A call made after the server closed an idle stream goes on a new
+// stream rather than failing: the caller sees the close before it sends.
+func TestACallAfterTheServerClosedAnIdleStream(t *testing.T) {
+	t.Parallel()
+	b := newEchoBundle(t, 16)
+	cl := stream.NewClient(stream.Config{URL: b.base})
+	t.Cleanup(cl.Close)
+	for i := range 5 {
+		// The server answers a frame too long and closes the stream.
+		a, err := cl.Do(b.ctx, "POST", "/x", []byte(strings.Repeat("y", 17+stream.MaxRequestHeader)))
+		if err != nil || a.Status != http.StatusRequestEntityTooLarge {
+			t.Fatalf("long frame: %v %d", err, a.Status)
+		}
+		time.Sleep(10 * time.Millisecond) // the close arrives; nobody reads yet
+		if a, err := cl.Do(b.ctx, "GET", "/x", nil); err != nil || a.Status != http.StatusOK {
+			t.Fatalf("call %d after the close: %v %d", i, err, a.Status)
+		}
 	}
 }
 
