@@ -59,8 +59,9 @@ type lease struct {
 	index int
 }
 
-// leaseTable holds every active job. The writer goroutine changes it;
-// readers (JobGet, JobList) look leases up under the read lock.
+// leaseTable holds every active job. The holder of the writer's turn
+// changes it; readers (JobGet, JobList) look leases up under the read
+// lock.
 type leaseTable struct {
 	mu     sync.RWMutex
 	byID   map[string]*lease

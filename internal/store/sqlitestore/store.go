@@ -1,11 +1,13 @@
 // Package sqlitestore is Spool's embedded default store: one SQLite database
 // in WAL mode owned by one process.
 //
-// Every change goes through one writer goroutine that owns the only write
-// connection and commits whatever operations are waiting in one transaction
-// (group commit), answering callers only after the commit is durable; an
+// Every change goes through one writer that owns the only write connection
+// and commits whatever operations are waiting in one transaction (group
+// commit), answering callers only after the commit is durable; an
 // operation that fails unexpectedly is split off into a transaction of its
-// own so that it never takes the others down with it. The writer keeps, per queue, a bounded in-memory window
+// own so that it never takes the others down with it. A batch runs on the
+// writer's goroutine, or on the goroutine of a caller that found the writer
+// idle. The writer keeps, per queue, a bounded in-memory window
 // of the next available jobs in claim order, so that a claim rarely asks the
 // database what to hand out, and the per-queue counts by state, so that
 // listing queues costs no query. Reads (JobGet, JobList, Ping) use a separate

@@ -52,8 +52,8 @@ type wqueue struct {
 func (q *wqueue) flowControlled() bool { return q.grouped || !q.limits.IsZero() }
 
 // writer owns the write connection and every piece of in-memory state
-// derived from the database (ready windows, paused flags, leases); only its
-// goroutine changes them. Callers reach it through Store.do.
+// derived from the database (ready windows, paused flags, leases); only the
+// holder of its turn changes them. Callers reach it through Store.do.
 type writer struct {
 	conn   *sql.Conn
 	st     statements
