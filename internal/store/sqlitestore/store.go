@@ -387,9 +387,12 @@ func (s *Store) doRelaxed(ctx context.Context, weight int, relaxed func(*writer)
 		return errClosed
 	}
 	if s.w.waiting.Load() == 0 && s.w.turn.TryLock() {
-		s.commitHere(o)
-		s.mu.RUnlock()
-		return <-o.done
+		if !s.w.shared {
+			s.commitHere(o)
+			s.mu.RUnlock()
+			return <-o.done
+		}
+		s.w.turn.Unlock()
 	}
 	o.queued = true
 	s.w.waiting.Add(1)
@@ -413,7 +416,11 @@ func (s *Store) doRelaxed(ctx context.Context, weight int, relaxed func(*writer)
 // writer idle and holds its turn: a lone caller then saves two hand-overs
 // between goroutines, to the writer and back, each a thread woken on a
 // machine with an idle core. Operations queued meanwhile join the batch,
-// as they would the writer's. The caller holds mu shared, so ops stays
+// as they would the writer's. It is not used right after a shared batch:
+// under load the writer's goroutine, which lets callers join before it
+// gathers (letCallersJoin), makes larger batches (at 50 producers, about
+// 8 jobs a commit against 6, and 4 % more enqueues a second at full
+// durability). The caller holds mu shared, so ops stays
 // open. It releases the turn. o is answered once the batch is durable,
 // which, when the commit must reach the disk and others wait, may be
 // after commitHere returns.

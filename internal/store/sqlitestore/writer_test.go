@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"reflect"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"sync"
@@ -183,6 +184,70 @@ func TestGroupCommitBatches(t *testing.T) {
 	}
 	if c := b.counts("q"); c[job.StateAvailable] != 200 {
 		t.Fatalf("counts %v", c)
+	}
+}
+
+// A lone caller runs its batch on its own goroutine; right after a shared
+// batch, a caller leaves its operation to the writer's goroutine, which
+// lets others join it.
+func TestALoneCallerCommitsItself(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	// where runs an operation and tells whose goroutine ran it.
+	where := func() string {
+		var stack string
+		if err := b.s.do(b.ctx, 1, func(*writer) error { stack = string(debug.Stack()); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case strings.Contains(stack, "(*Store).commitHere"):
+			return "caller"
+		case strings.Contains(stack, "(*writer).run("):
+			return "writer"
+		}
+		t.Fatalf("an operation ran on neither goroutine:\n%s", stack)
+		return ""
+	}
+	// turnFree waits for the writer's goroutine to let the turn go, which
+	// it does just after it answers.
+	turnFree := func() {
+		waitFor(t, func() bool {
+			if b.s.w.turn.TryLock() {
+				b.s.w.turn.Unlock()
+				return true
+			}
+			return false
+		})
+	}
+	if got := where(); got != "caller" {
+		t.Fatalf("a lone operation ran on the %s's goroutine, want the caller's", got)
+	}
+
+	// A shared batch: two operations queued behind one that holds the turn.
+	gate, running := make(chan struct{}), make(chan struct{})
+	held := make(chan error, 1)
+	go func() {
+		held <- b.s.do(b.ctx, 1, func(*writer) error { close(running); <-gate; return nil })
+	}()
+	<-running
+	queued := make(chan error, 2)
+	for range 2 {
+		go func() { queued <- b.s.do(b.ctx, 1, func(*writer) error { return nil }) }()
+	}
+	waitFor(t, func() bool { return b.s.w.waiting.Load() == 2 })
+	close(gate)
+	for _, ch := range []chan error{held, queued, queued} {
+		if err := <-ch; err != nil {
+			t.Fatal(err)
+		}
+	}
+	turnFree()
+	if got := where(); got != "writer" {
+		t.Fatalf("after a shared batch an operation ran on the %s's goroutine, want the writer's", got)
+	}
+	turnFree()
+	if got := where(); got != "caller" {
+		t.Fatalf("after a lone batch an operation ran on the %s's goroutine, want the caller's", got)
 	}
 }
 
