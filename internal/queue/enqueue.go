@@ -314,21 +314,34 @@ type queueDefaults struct {
 // default. A failure to read a queue is returned wrapped, since jobs
 // inserted without their queue's defaults would be the wrong jobs.
 func (e *Engine) applyQueueDefaults(ctx context.Context, jobs []store.JobInsertParams, now time.Time) error {
-	var queues map[string]queueDefaults
+	// The defaults read, by queue: the first queue's kept apart, so that
+	// the jobs of one queue (a single enqueue above all) need no map.
+	var (
+		first    string
+		firstDef queueDefaults
+		read     bool
+		others   map[string]queueDefaults
+	)
 	for i := range jobs {
 		p := &jobs[i]
 		var d queueDefaults
 		if needsQueue(p) {
 			var ok bool
-			if d, ok = queues[p.Queue]; !ok {
+			if read && p.Queue == first {
+				d = firstDef
+			} else if d, ok = others[p.Queue]; !ok {
 				var err error
 				if d, err = e.readQueueDefaults(ctx, p.Queue); err != nil {
 					return err
 				}
-				if queues == nil {
-					queues = make(map[string]queueDefaults)
+				switch {
+				case !read:
+					first, firstDef, read = p.Queue, d, true
+				case others == nil:
+					others = map[string]queueDefaults{p.Queue: d}
+				default:
+					others[p.Queue] = d
 				}
-				queues[p.Queue] = d
 			}
 		}
 		if p.Durability == "" {
