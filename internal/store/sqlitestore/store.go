@@ -420,10 +420,10 @@ func (s *Store) doRelaxed(ctx context.Context, weight int, relaxed func(*writer)
 // under load the writer's goroutine, which lets callers join before it
 // gathers (letCallersJoin), makes larger batches (at 50 producers, about
 // 8 jobs a commit against 6, and 4 % more enqueues a second at full
-// durability). The caller holds mu shared, so ops stays
-// open. It releases the turn. o is answered once the batch is durable,
-// which, when the commit must reach the disk and others wait, may be
-// after commitHere returns.
+// durability). The caller holds mu shared, so ops stays open. It releases
+// the turn. o is answered once the batch is durable, which, when the
+// commit must reach the disk and others wait, may be after commitHere
+// returns.
 func (s *Store) commitHere(o *op) {
 	defer s.w.turn.Unlock()
 	for next := o; next != nil; {

@@ -63,18 +63,19 @@ type writer struct {
 
 	ops  chan *op
 	done chan struct{}
+	// waiting counts the operations handed to ops that have not joined a
+	// batch yet, including one the writer's goroutine took and holds
+	// while it waits for the turn.
+	waiting atomic.Int64
 	// turn is held by whoever runs a batch: the writer's goroutine, or a
 	// caller that found the writer idle and commits its operation itself
-	// (see Store.doRelaxed). Every field below belongs to its holder.
+	// (see Store.doRelaxed). The fields below belong to its holder, but
+	// for those that are atomic or have a lock of their own.
 	turn sync.Mutex
 	// shared is set when the last batch had more than one operation.
 	shared bool
 	// gathered is the batch being run, kept to reuse its array.
 	gathered []*op
-	// waiting counts the operations handed to ops that have not joined a
-	// batch yet, including one the writer's goroutine took and holds
-	// while it waits for the turn.
-	waiting atomic.Int64
 
 	queues map[string]*wqueue
 	// fx collects the catalog changes of the running operation, batch those
