@@ -19,7 +19,6 @@ import (
 
 	"github.com/spoolq/spool/internal/httpapi/auth"
 	"github.com/spoolq/spool/internal/httpapi/streamserver"
-	"github.com/spoolq/spool/internal/httpapi/wire"
 	"github.com/spoolq/spool/internal/queue"
 )
 
@@ -55,6 +54,8 @@ type API struct {
 	mux     *http.ServeMux
 	routes  []Route
 	streams *streamserver.Server
+
+	enqueueScope scope // the scope of POST /v1/jobs, for serveEnqueues
 }
 
 // New returns the API on e.
@@ -65,10 +66,10 @@ func New(e *queue.Engine, opts Options) *API {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	a := &API{engine: e, opts: opts, mux: http.NewServeMux()}
+	a := &API{engine: e, opts: opts, mux: http.NewServeMux(), enqueueScope: enqueueScope()}
 	a.streams = streamserver.New(streamserver.Options{
 		Handler: a, WriteError: a.writeError, MaxBodyBytes: opts.MaxBodyBytes, Logger: opts.Logger,
-		Inline: waitsOnlyForStore,
+		Inline: waitsOnlyForStore, Batchable: batchable, ServeBatch: a.serveEnqueues,
 	})
 	a.register()
 	return a
@@ -94,7 +95,7 @@ func (a *API) register() {
 		// not read them.
 		{"GET", "/metrics", auth.PermRead, allQueues, plain(a.metrics)},
 
-		{"POST", "/v1/jobs", auth.PermEnqueue, queueInBody("queue", (*wire.EnqueueJob).QueueName), withBody(a.enqueue)},
+		{"POST", "/v1/jobs", auth.PermEnqueue, a.enqueueScope, withBody(a.enqueue)},
 		{"POST", "/v1/jobs/batch", auth.PermEnqueue, queuesInBody("jobs[].queue", enqueueBatchQueues), withBody(a.enqueueBatch)},
 		{"GET", "/v1/jobs", auth.PermRead, queueInQuery("queue", jobsQueryQueue), withQuery(parseJobsQuery, a.listJobs)},
 		{"GET", "/v1/jobs/{id}", auth.PermRead, jobInPath, plain(a.getJob)},

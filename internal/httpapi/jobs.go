@@ -1,11 +1,14 @@
 package httpapi
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
+	"time"
 
+	"github.com/spoolq/spool/internal/httpapi/auth"
 	"github.com/spoolq/spool/internal/httpapi/wire"
 	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/queue"
@@ -106,6 +109,11 @@ func (a *API) enqueue(w http.ResponseWriter, r *http.Request, in *wire.EnqueueJo
 		return
 	}
 	res, err := a.engine.Enqueue(r.Context(), req)
+	a.answerEnqueue(w, r, res, err)
+}
+
+// answerEnqueue answers the single enqueue r: its job's result, or err.
+func (a *API) answerEnqueue(w http.ResponseWriter, r *http.Request, res queue.EnqueueResult, err error) {
 	if err != nil {
 		a.writeError(w, r, err)
 		return
@@ -115,6 +123,69 @@ func (a *API) enqueue(w http.ResponseWriter, r *http.Request, in *wire.EnqueueJo
 		status = http.StatusOK
 	}
 	a.writeJSON(w, status, enqueueResultJSON{ID: res.ID, State: res.State, Duplicate: res.Duplicate})
+}
+
+// enqueuePattern is the route of a single enqueue.
+const enqueuePattern = "POST /v1/jobs"
+
+// enqueueScope is the scope of a single enqueue: the queue of its body.
+func enqueueScope() scope { return queueInBody("queue", (*wire.EnqueueJob).QueueName) }
+
+// batchable reports whether a stream frame's request may be served in a
+// batch (serveEnqueues): a single enqueue.
+func batchable(method, target string) bool {
+	return method == http.MethodPost && target == "/v1/jobs"
+}
+
+// serveEnqueues serves single enqueues that came together on a stream
+// (streamserver.Options.ServeBatch) as the route serves each: the same
+// token check, body, scope, answers and observation. Only their jobs are
+// stored together, by one call to the engine (queue.Engine.EnqueueEach),
+// which gives each job the outcome its own enqueue would have.
+func (a *API) serveEnqueues(ctx context.Context, rs []*http.Request, ws []http.ResponseWriter) {
+	start := time.Now()
+	if a.opts.ObserveRequest != nil {
+		sws := make([]*statusWriter, len(ws))
+		for i := range ws {
+			sws[i] = &statusWriter{ResponseWriter: ws[i]}
+			ws[i] = sws[i]
+		}
+		defer func() {
+			for _, sw := range sws {
+				a.opts.ObserveRequest(enqueuePattern, sw.status(), time.Since(start))
+			}
+		}()
+	}
+	s := &a.enqueueScope
+	reqs := make([]queue.EnqueueRequest, 0, len(rs))
+	index := make([]int, 0, len(rs)) // the request of each of reqs
+	for i, r := range rs {
+		r.Pattern = enqueuePattern
+		if a.opts.Auth != nil {
+			var ok bool
+			if r, ok = a.authorize(ws[i], r, auth.PermEnqueue, s); !ok {
+				continue
+			}
+			rs[i] = r
+		}
+		var in wire.EnqueueJob
+		if !a.decodeChecked(ws[i], r, s, &in) {
+			continue
+		}
+		req, err := enqueueRequest(&in, fieldName)
+		if err != nil {
+			a.writeError(ws[i], r, err)
+			continue
+		}
+		reqs = append(reqs, req)
+		index = append(index, i)
+	}
+	if len(reqs) == 0 {
+		return
+	}
+	for k, o := range a.engine.EnqueueEach(ctx, reqs) {
+		a.answerEnqueue(ws[index[k]], rs[index[k]], o.Result, o.Err)
+	}
 }
 
 type enqueueBatchResultJSON struct {

@@ -160,45 +160,55 @@ func (a *API) guard(perm auth.Permission, s *scope, h http.HandlerFunc) http.Han
 		return h
 	}
 	return func(w http.ResponseWriter, r *http.Request) {
-		p, err := au.Authenticate(r.Header.Get("Authorization"))
-		if err != nil {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="spool"`)
-			a.writeError(w, r, err)
-			return
-		}
-		if err := p.CheckPermission(perm, r.Method, r.URL.Path); err != nil {
-			a.writeError(w, r, err)
-			return
-		}
-		if !p.Limited() {
+		if r, ok := a.authorize(w, r, perm, s); ok {
 			h(w, r)
-			return
 		}
-		ctx := context.WithValue(r.Context(), principalKey{}, p)
-		switch s.Source {
-		case ScopeAllQueues:
-			a.writeError(w, r, &auth.ForbiddenError{Message: "this token is limited to namespaces, and this route answers about every queue at once"})
-			return
-		case ScopePathQueue:
-			if err := checkQueue(p, r.PathValue(s.Field), ""); err != nil {
-				a.writeError(w, r, err)
-				return
-			}
-		case ScopePathJob:
-			j, err := a.jobInScope(r.Context(), p, r.PathValue(s.Field))
-			if err != nil {
-				a.writeError(w, r, err)
-				return
-			}
-			ctx = context.WithValue(ctx, jobKey{}, j)
-		case ScopePathSchedule:
-			if err := a.scheduleInScope(r.Context(), p, r.PathValue(s.Field), s.name != nil); err != nil {
-				a.writeError(w, r, err)
-				return
-			}
-		}
-		h(w, r.WithContext(ctx))
 	}
+}
+
+// authorize is guard's check of r, with auth on, for a route that
+// requires perm and has scope s. It returns r, with the caller in its
+// context for a token limited to namespaces (and the job of a {id}), and
+// true when the route may go on; else it answers the refusal and reports
+// false.
+func (a *API) authorize(w http.ResponseWriter, r *http.Request, perm auth.Permission, s *scope) (*http.Request, bool) {
+	p, err := a.opts.Auth.Authenticate(r.Header.Get("Authorization"))
+	if err != nil {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="spool"`)
+		a.writeError(w, r, err)
+		return r, false
+	}
+	if err := p.CheckPermission(perm, r.Method, r.URL.Path); err != nil {
+		a.writeError(w, r, err)
+		return r, false
+	}
+	if !p.Limited() {
+		return r, true
+	}
+	ctx := context.WithValue(r.Context(), principalKey{}, p)
+	switch s.Source {
+	case ScopeAllQueues:
+		a.writeError(w, r, &auth.ForbiddenError{Message: "this token is limited to namespaces, and this route answers about every queue at once"})
+		return r, false
+	case ScopePathQueue:
+		if err := checkQueue(p, r.PathValue(s.Field), ""); err != nil {
+			a.writeError(w, r, err)
+			return r, false
+		}
+	case ScopePathJob:
+		j, err := a.jobInScope(r.Context(), p, r.PathValue(s.Field))
+		if err != nil {
+			a.writeError(w, r, err)
+			return r, false
+		}
+		ctx = context.WithValue(ctx, jobKey{}, j)
+	case ScopePathSchedule:
+		if err := a.scheduleInScope(r.Context(), p, r.PathValue(s.Field), s.name != nil); err != nil {
+			a.writeError(w, r, err)
+			return r, false
+		}
+	}
+	return r.WithContext(ctx), true
 }
 
 // namespaced returns the caller when auth is on and its token is limited

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -304,19 +305,117 @@ func TestStreamManyConcurrentFrames(t *testing.T) {
 // rawStream opens a stream by hand, for frames the codec would not send.
 func rawStream(t *testing.T, base string) (net.Conn, *bufio.Reader) {
 	t.Helper()
+	return rawStreamAs(t, base, "")
+}
+
+// rawStreamAs opens a stream by hand with the bearer token secret, if
+// any.
+func rawStreamAs(t *testing.T, base, secret string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	authz := ""
+	if secret != "" {
+		authz = "Authorization: Bearer " + secret + "\r\n"
+	}
 	nc, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { nc.Close() })
 	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
-	fmt.Fprintf(nc, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: %s\r\n\r\n", stream.Path, stream.Protocol)
+	fmt.Fprintf(nc, "GET %s HTTP/1.1\r\nHost: x\r\n%sConnection: Upgrade\r\nUpgrade: %s\r\n\r\n", stream.Path, authz, stream.Protocol)
 	rd := bufio.NewReader(nc)
 	resp, err := http.ReadResponse(rd, nil)
 	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
 		t.Fatalf("upgrade: %v %v", resp, err)
 	}
 	return nc, rd
+}
+
+// Single enqueues that come together on a stream, and are so served as
+// one batch, each get the answer they would get over HTTP: the token's
+// namespaces, the body's checks and the engine's apply to each alone, the
+// jobs that pass are stored, and each frame is observed under its route.
+func TestStreamEnqueuesServedTogetherAnswerAsAlone(t *testing.T) {
+	t.Parallel()
+	au, err := auth.New(fixtureTokens())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	observed := map[string]int{}
+	b := newStreamBundle(t, Options{Auth: au, ObserveRequest: func(route string, status int, _ time.Duration) {
+		mu.Lock()
+		observed[fmt.Sprintf("%s %d", route, status)]++
+		mu.Unlock()
+	}})
+	secret := secretOf(auth.RoleProducer, true)
+	if status, body := b.http("POST", "/v1/jobs", `{"id":"seen","queue":"`+nsPrefix+`a","kind":"k"}`, secret); status != http.StatusCreated {
+		t.Fatalf("enqueue over HTTP: %d %s", status, body)
+	}
+	bodies := []string{
+		`{"queue":"` + nsPrefix + `a","kind":"k","priority":7}`,
+		`{"queue":"a","kind":"k"}`,
+		`{"kind":`,
+		`{"queue":"` + nsPrefix + `a","kind":"k","bogus":1}`,
+		`{"queue":"` + nsPrefix + `a","kind":""}`,
+		`{"id":"seen","queue":"` + nsPrefix + `a","kind":"k"}`,
+		`{"queue":"` + nsPrefix + `b","kind":"k2","durability":"process"}`,
+		`{"queue":"` + nsPrefix + `a","kind":"k","durability":"memory"}`,
+	}
+	wantStatus := []int{201, 403, 400, 400, 400, 200, 201, 201}
+	nc, rd := rawStreamAs(t, b.base, secret)
+	var frames []byte
+	for i, body := range bodies {
+		frames, _ = stream.AppendRequest(frames, stream.Request{ID: uint32(i), Method: "POST", Target: "/v1/jobs", Body: []byte(body)})
+	}
+	if _, err := nc.Write(frames); err != nil {
+		t.Fatal(err)
+	}
+	answers := map[uint32]stream.Answer{}
+	for len(answers) < len(bodies) {
+		a, err := stream.ReadAnswer(rd, 1<<20)
+		if err != nil {
+			t.Fatalf("after %d answers: %v", len(answers), err)
+		}
+		answers[a.ID] = a
+	}
+	if n := b.a.streams.Batched(); n != int64(len(bodies)) {
+		t.Fatalf("%d frames served in batches, want all %d", n, len(bodies))
+	}
+	// Each frame was observed before its answer went out; the HTTP
+	// enqueue before them was too.
+	mu.Lock()
+	want := map[string]int{"POST /v1/jobs 201": 1 + 3, "POST /v1/jobs 200": 1, "POST /v1/jobs 403": 1, "POST /v1/jobs 400": 3}
+	if !maps.Equal(observed, want) {
+		t.Fatalf("observed %v, want %v", observed, want)
+	}
+	mu.Unlock()
+	for i, body := range bodies {
+		a := answers[uint32(i)]
+		if a.Status != wantStatus[i] {
+			t.Fatalf("frame %d %s: %d %s, want %d", i, body, a.Status, a.Body, wantStatus[i])
+		}
+		if a.Status >= 400 {
+			if status, httpBody := b.http("POST", "/v1/jobs", body, secret); status != a.Status || !bytes.Equal(httpBody, a.Body) {
+				t.Fatalf("frame %d %s: %d %s, but over HTTP %d %s", i, body, a.Status, a.Body, status, httpBody)
+			}
+			continue
+		}
+		var res struct {
+			ID        string
+			Duplicate bool
+		}
+		if err := json.Unmarshal(a.Body, &res); err != nil || res.Duplicate != (a.Status == http.StatusOK) {
+			t.Fatalf("frame %d %s: %s", i, body, a.Body)
+		}
+		var sent map[string]any
+		_ = json.Unmarshal([]byte(body), &sent)
+		status, stored := b.http("GET", "/v1/jobs/"+res.ID, "", secretOf(auth.RoleAdmin, false))
+		got := decode(t, stored)
+		if status != http.StatusOK || got["queue"] != sent["queue"] || got["kind"] != sent["kind"] {
+			t.Fatalf("frame %d %s: job %s stored as %d %s", i, body, res.ID, status, stored)
+		}
+	}
 }
 
 // A malformed frame closes the connection; a frame too long is answered

@@ -24,16 +24,25 @@ type readCounter struct {
 	gets     atomic.Int64
 	failGets atomic.Bool
 
+	failShared atomic.Bool // once set, every insert of more than one job fails
+
 	mu       sync.Mutex
 	inserted []store.JobInsertParams // every job the engine asked to insert
+	inserts  []int                   // the number of jobs of each insert asked for
 }
 
 func (r *readCounter) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams) ([]store.InsertResult, error) {
 	r.mu.Lock()
 	r.inserted = append(r.inserted, p.Jobs...)
+	r.inserts = append(r.inserts, len(p.Jobs))
 	r.mu.Unlock()
+	if len(p.Jobs) > 1 && r.failShared.Load() {
+		return nil, errSharedInsert
+	}
 	return r.Store.JobInsertMany(ctx, p)
 }
+
+var errSharedInsert = errors.New("shared insert failed")
 
 var errQueueRead = errors.New("queue read failed")
 

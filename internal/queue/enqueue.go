@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -489,4 +490,95 @@ func checkGroup(g, field string) error {
 		return job.Invalid(field, "must be 1-%d bytes of Unicode without U+0000 (NUL)", MaxGroupBytes)
 	}
 	return nil
+}
+
+// EnqueueOutcome is what became of one job of EnqueueEach: its result,
+// or the error its own Enqueue would have given.
+type EnqueueOutcome struct {
+	Result EnqueueResult
+	Err    error
+}
+
+// EnqueueEach stores each of reqs as if by its own Enqueue, all at once:
+// each job succeeds or fails on its own, and each outcome, error fields
+// included, is the one its Enqueue would give. It is for single enqueues
+// that arrive together (a stream's frames): the jobs of each durability
+// level share one insert, so that they cost the store one operation.
+// A job with an id or a unique key, whose insert may depend on the jobs
+// inserted before it, is enqueued on its own, alongside; and should a
+// shared insert fail, each of its jobs is inserted again on its own, so
+// that one job's failure is never another's.
+func (e *Engine) EnqueueEach(ctx context.Context, reqs []EnqueueRequest) []EnqueueOutcome {
+	out := make([]EnqueueOutcome, len(reqs))
+	now := e.Now()
+	jobs := make([]store.JobInsertParams, 0, len(reqs))
+	index := make([]int, 0, len(reqs)) // the request of each of jobs
+	var wg sync.WaitGroup
+	for i := range reqs {
+		if reqs[i].ID != "" || reqs[i].UniqueKey != "" {
+			wg.Go(func() { out[i].Result, out[i].Err = e.Enqueue(ctx, reqs[i]) })
+			continue
+		}
+		jobs = append(jobs, store.JobInsertParams{})
+		if err := e.prepare(&reqs[i], &jobs[len(jobs)-1], now, bareField); err != nil {
+			jobs = jobs[:len(jobs)-1]
+			out[i].Err = err
+			continue
+		}
+		index = append(index, i)
+	}
+	if err := e.applyQueueDefaults(ctx, jobs, now); err != nil {
+		for _, i := range index {
+			out[i].Err = err
+		}
+		jobs = nil
+	}
+	// One insert per durability level, since a batch may not mix memory
+	// with the others and the strongest level of a batch sets its wait:
+	// the first level's on this goroutine, any other alongside.
+	for len(jobs) > 0 {
+		level := jobs[0].Durability
+		var same, rest []store.JobInsertParams
+		var sameIndex, restIndex []int
+		for k := range jobs {
+			if jobs[k].Durability == level {
+				same, sameIndex = append(same, jobs[k]), append(sameIndex, index[k])
+			} else {
+				rest, restIndex = append(rest, jobs[k]), append(restIndex, index[k])
+			}
+		}
+		if len(rest) == 0 {
+			e.insertEach(ctx, same, sameIndex, now, out)
+			break
+		}
+		wg.Go(func() { e.insertEach(ctx, same, sameIndex, now, out) })
+		jobs, index = rest, restIndex
+	}
+	wg.Wait()
+	return out
+}
+
+// bareField names a field of a single enqueue: as it is.
+func bareField(name string) string { return name }
+
+// insertEach inserts jobs, prepared at now for the requests index names,
+// in one insert, and records each job's outcome in out; should that
+// insert fail, it inserts each job on its own instead.
+func (e *Engine) insertEach(ctx context.Context, jobs []store.JobInsertParams, index []int, now time.Time, out []EnqueueOutcome) {
+	results, err := e.st.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: jobs, Now: now})
+	if err != nil && len(jobs) > 1 {
+		for k := range jobs {
+			e.insertEach(ctx, jobs[k:k+1], index[k:k+1], now, out)
+		}
+		return
+	}
+	if err != nil {
+		out[index[0]].Err = singleField(fmt.Errorf("insert jobs: %w", err))
+		return
+	}
+	e.inserted(results)
+	e.emitInserted(results, now)
+	for k, r := range enqueueResults(results) {
+		out[index[k]].Result = r
+	}
 }

@@ -184,6 +184,16 @@ func ReadRequest(rd *bufio.Reader, limit int64) (Request, error) {
 	return r, nil
 }
 
+// FrameBuffered reports whether rd's buffer holds the whole of the next
+// frame, so that reading it will not wait for the connection.
+func FrameBuffered(rd *bufio.Reader) bool {
+	if rd.Buffered() < 4 {
+		return false
+	}
+	head, err := rd.Peek(4)
+	return err == nil && int64(rd.Buffered())-4 >= int64(binary.BigEndian.Uint32(head))
+}
+
 // ReadAnswer reads one answer frame whose length (after the length field)
 // is at most limit, with the errors of ReadRequest.
 func ReadAnswer(rd *bufio.Reader, limit int64) (Answer, error) {

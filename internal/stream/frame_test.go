@@ -153,3 +153,20 @@ func FuzzReadRequest(f *testing.F) {
 		}
 	})
 }
+
+// FrameBuffered tells a whole frame in the buffer from part of one.
+func TestFrameBuffered(t *testing.T) {
+	frame, err := AppendRequest(nil, Request{ID: 7, Method: "POST", Target: "/v1/jobs", Body: []byte(`{"kind":"k"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for cut := 0; cut <= len(frame); cut++ {
+		rd := bufio.NewReader(bytes.NewReader(frame[:cut]))
+		if cut > 0 {
+			_, _ = rd.Peek(cut) // fill the buffer with what there is
+		}
+		if got, want := FrameBuffered(rd), cut == len(frame); got != want {
+			t.Fatalf("%d of %d bytes buffered: FrameBuffered %v, want %v", cut, len(frame), got, want)
+		}
+	}
+}

@@ -147,55 +147,116 @@ func (s *conn) stop() {
 	_ = s.nc.SetReadDeadline(time.Unix(1, 0))
 }
 
+// maxBatch bounds the frames of one batch (Options.Batchable).
+const maxBatch = 64
+
 // readLoop reads request frames and starts each until the stream ends. It
 // returns an error for a frame that breaks the protocol, after queueing
-// the answer of a frame too long if there was one.
+// the answer of a frame too long if there was one. Batchable frames read
+// one after another, each whole in the buffer when its turn came, are
+// started together as one batch.
 func (s *conn) readLoop() error {
+	var batch []frameJob
+	defer func() { s.startBatch(batch) }()
 	for {
-		select {
-		case s.slots <- struct{}{}:
-		case <-s.ctx.Done():
-			return nil
-		case <-s.stopped:
-			return nil
+		joining := len(batch) > 0 && len(batch) < maxBatch && stream.FrameBuffered(s.rd) && s.trySlot()
+		if !joining {
+			s.startBatch(batch)
+			batch = nil
+			select {
+			case s.slots <- struct{}{}:
+			case <-s.ctx.Done():
+				return nil
+			case <-s.stopped:
+				return nil
+			}
 		}
-		f, err := stream.ReadRequest(s.rd, s.limit)
-		var tooLong *stream.TooLargeError
+		j, ok, err := s.readRequest()
 		switch {
-		case errors.As(err, &tooLong):
-			s.answers <- s.errorAnswer(tooLong.ID, &Error{Kind: FrameTooLarge, Message: fmt.Sprintf(
-				"frame of %d bytes exceeds the limit of %d (the request body limit plus the frame header)", tooLong.Length, tooLong.Limit)})
-			return err // the answer keeps the slot
-		case errors.Is(err, stream.ErrMalformed):
-			<-s.slots
-			return err
+		case errors.Is(err, errStreamEnd):
+			return nil
 		case err != nil:
-			<-s.slots
-			return nil // the client left, or stop was called
-		case f.Method == stream.MethodCancel:
-			<-s.slots
-			s.cancelRequest(f.ID)
+			return err
+		case !ok:
+			continue // a cancel frame
+		}
+		if s.srv.opts.Batchable != nil && s.srv.opts.Batchable(j.f.Method, j.f.Target) && (joining || stream.FrameBuffered(s.rd)) {
+			batch = append(batch, j)
 			continue
 		}
-		ctx, cancel := context.WithCancel(s.ctx)
-		s.mu.Lock()
-		_, dup := s.inflight[f.ID]
-		if !dup {
-			s.inflight[f.ID] = cancel
-		}
-		alone := len(s.inflight) == 1
-		s.mu.Unlock()
-		if dup {
-			cancel()
-			<-s.slots
-			return fmt.Errorf("frame %d: the id of a request in flight", f.ID)
-		}
-		j := frameJob{ctx: ctx, cancel: cancel, f: f}
-		if alone && s.rd.Buffered() == 0 && s.srv.opts.Inline != nil && s.srv.opts.Inline(f.Method, f.Target) {
+		s.startBatch(batch)
+		batch = nil
+		if j.alone && s.rd.Buffered() == 0 && s.srv.opts.Inline != nil && s.srv.opts.Inline(j.f.Method, j.f.Target) {
 			s.handleInline(j)
 			continue
 		}
 		s.dispatch(j)
+	}
+}
+
+// trySlot takes a slot for one more request in flight if one is free.
+func (s *conn) trySlot() bool {
+	select {
+	case s.slots <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+// errStreamEnd is readRequest's word for a stream that ended: the client
+// left, or stop was called.
+var errStreamEnd = errors.New("stream ended")
+
+// readRequest reads one frame, for which the caller took a slot, and
+// registers its request. It reports false for a frame that is no request
+// (a cancel, which it carries out), errStreamEnd when the stream ended,
+// and any other error for a frame that breaks the protocol, after
+// queueing the answer of a frame too long.
+func (s *conn) readRequest() (frameJob, bool, error) {
+	f, err := stream.ReadRequest(s.rd, s.limit)
+	var tooLong *stream.TooLargeError
+	switch {
+	case errors.As(err, &tooLong):
+		s.answers <- s.errorAnswer(tooLong.ID, &Error{Kind: FrameTooLarge, Message: fmt.Sprintf(
+			"frame of %d bytes exceeds the limit of %d (the request body limit plus the frame header)", tooLong.Length, tooLong.Limit)})
+		return frameJob{}, false, err // the answer keeps the slot
+	case errors.Is(err, stream.ErrMalformed):
+		<-s.slots
+		return frameJob{}, false, err
+	case err != nil:
+		<-s.slots
+		return frameJob{}, false, errStreamEnd
+	case f.Method == stream.MethodCancel:
+		<-s.slots
+		s.cancelRequest(f.ID)
+		return frameJob{}, false, nil
+	}
+	ctx, cancel := context.WithCancel(s.ctx)
+	s.mu.Lock()
+	_, dup := s.inflight[f.ID]
+	if !dup {
+		s.inflight[f.ID] = cancel
+	}
+	alone := len(s.inflight) == 1
+	s.mu.Unlock()
+	if dup {
+		cancel()
+		<-s.slots
+		return frameJob{}, false, fmt.Errorf("frame %d: the id of a request in flight", f.ID)
+	}
+	return frameJob{ctx: ctx, cancel: cancel, f: f, alone: alone}, true, nil
+}
+
+// startBatch starts the frames of batch: on a goroutine of their own as
+// one batch, or a lone frame as any other.
+func (s *conn) startBatch(batch []frameJob) {
+	switch len(batch) {
+	case 0:
+	case 1:
+		s.dispatch(batch[0])
+	default:
+		s.dispatch(frameJob{batch: batch})
 	}
 }
 
@@ -216,11 +277,14 @@ func (s *conn) handleInline(j frameJob) {
 	s.write(a, true)
 }
 
-// frameJob is a request frame read and waiting for a goroutine to run it.
+// frameJob is a request frame read and waiting for a goroutine to run it,
+// or a batch of them.
 type frameJob struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	f      stream.Request
+	alone  bool       // the stream's only request in flight when read
+	batch  []frameJob // set for a batch, which has no frame of its own
 }
 
 // dispatch hands j to an idle handler goroutine of the stream, or starts
@@ -242,7 +306,11 @@ func (s *conn) dispatch(j frameJob) {
 func (s *conn) handleLoop(j frameJob) {
 	defer s.handlers.Done()
 	for {
-		s.handle(j.ctx, j.cancel, j.f)
+		if j.batch != nil {
+			s.handleBatch(j.batch)
+		} else {
+			s.handle(j.ctx, j.cancel, j.f)
+		}
 		select {
 		case j = <-s.work:
 		case <-s.read:
@@ -288,6 +356,51 @@ func (s *conn) run(ctx context.Context, cancel context.CancelFunc, f stream.Requ
 		}
 		s.srv.opts.Handler.ServeHTTP(w, r)
 	}()
+	return s.answer(f, cancel, w)
+}
+
+// handleBatch serves the frames of batch through Options.ServeBatch and
+// queues their answers for the writer. Should ServeBatch panic, the panic
+// is logged and every frame of the batch answered internal_error.
+func (s *conn) handleBatch(batch []frameJob) {
+	s.srv.batched.Add(int64(len(batch)))
+	ws := make([]*frameWriter, len(batch))
+	rs := make([]*http.Request, 0, len(batch))
+	served := make([]http.ResponseWriter, 0, len(batch))
+	for i, j := range batch {
+		ws[i] = &frameWriter{}
+		r, err := s.request(j.ctx, j.f)
+		if err != nil {
+			s.srv.opts.WriteError(ws[i], nil, err)
+			continue
+		}
+		rs = append(rs, r)
+		served = append(served, ws[i])
+	}
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				if p != http.ErrAbortHandler {
+					s.srv.opts.Logger.Error("panic serving a batch of stream frames", "frames", len(batch), "panic", p, "stack", string(debug.Stack()))
+				}
+				for i := range ws {
+					ws[i] = &frameWriter{}
+					s.srv.opts.WriteError(ws[i], nil, errInternal)
+				}
+			}
+		}()
+		if len(rs) > 0 {
+			s.srv.opts.ServeBatch(s.ctx, rs, served)
+		}
+	}()
+	for i, j := range batch {
+		s.answers <- s.answer(j.f, j.cancel, ws[i])
+	}
+}
+
+// answer ends the request of frame f, whose handler wrote w, and returns
+// its answer frame.
+func (s *conn) answer(f stream.Request, cancel context.CancelFunc, w *frameWriter) stream.Answer {
 	s.mu.Lock()
 	delete(s.inflight, f.ID)
 	s.mu.Unlock()

@@ -2,11 +2,12 @@
 // multiplexed transport of Spool's API (docs/protocol.md, "Stream
 // transport"): the handler of GET /v1/stream that upgrades an HTTP/1.1
 // connection, and the connection that then reads request frames, serves
-// each through the API's own http.Handler on a goroutine of its own, and
-// writes the answer frames. A frame is served exactly as the same request
-// over HTTP, with the Authorization of the upgrade, so permissions,
-// namespaces and errors are the same. The frame codec is in
-// internal/stream.
+// each through the API's own http.Handler on a goroutine of its own (or,
+// for frames the API can serve together, hands those that arrive together
+// to one goroutine as a batch), and writes the answer frames. A frame is
+// served exactly as the same request over HTTP, with the Authorization of
+// the upgrade, so permissions, namespaces and errors are the same. The
+// frame codec is in internal/stream.
 package streamserver
 
 import (
@@ -44,6 +45,17 @@ type Options struct {
 	// frame has been read, runs on the stream's reader, which saves a lone
 	// caller two goroutine hand-overs. Nil: no frame does.
 	Inline func(method, target string) bool
+	// Batchable reports whether the requests of frames with this method
+	// and target may be served together by ServeBatch. A stream's reader
+	// that reads such frames one after another without waiting for the
+	// connection (they came in together) hands them to one goroutine as a
+	// batch, which saves each frame its own goroutine and its own trip
+	// through the store. Nil: no frame is.
+	Batchable func(method, target string) bool
+	// ServeBatch serves the requests rs of a batch, answering each into
+	// its ws[i], exactly as Handler would serve each on its own; ctx ends
+	// with the stream. Required with Batchable.
+	ServeBatch func(ctx context.Context, rs []*http.Request, ws []http.ResponseWriter)
 }
 
 // Server upgrades connections to streams and keeps the open ones:
@@ -59,7 +71,13 @@ type Server struct {
 	// inlined counts the frames run on their stream's reader
 	// (conn.handleInline), for tests.
 	inlined atomic.Int64
+	// batched counts the frames served in batches (conn.handleBatch).
+	batched atomic.Int64
 }
+
+// Batched is the number of frames the server has served in batches
+// (Options.Batchable) so far.
+func (s *Server) Batched() int64 { return s.batched.Load() }
 
 // New returns a Server serving frames with opts.Handler.
 func New(opts Options) *Server {

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -30,6 +31,10 @@ type echoBundle struct {
 	// each request to /hold begins to wait.
 	release chan struct{}
 	held    chan struct{}
+	// Targets under /batch are Batchable; batches records the targets of
+	// each batch served, and a batch with /batch/panic panics.
+	mu      sync.Mutex
+	batches [][]string
 }
 
 // echoAnswer is what the test handler answers.
@@ -73,8 +78,24 @@ func newEchoBundle(t *testing.T, maxBody int64) *echoBundle {
 		_ = json.NewEncoder(w).Encode(echoAnswer{Method: r.Method, Target: r.RequestURI, Auth: r.Header.Get("Authorization"),
 			Body: string(body), InStream: r.Context().Value(streamKey{}) != nil})
 	})
+	serveBatch := func(_ context.Context, rs []*http.Request, ws []http.ResponseWriter) {
+		targets := make([]string, len(rs))
+		for i, r := range rs {
+			targets[i] = r.RequestURI
+		}
+		b.mu.Lock()
+		b.batches = append(b.batches, targets)
+		b.mu.Unlock()
+		if slices.Contains(targets, "/batch/panic") {
+			panic("boom")
+		}
+		for i, r := range rs {
+			handler.ServeHTTP(ws[i], r)
+		}
+	}
 	srv = New(Options{Handler: handler, WriteError: writeError, MaxBodyBytes: maxBody,
-		Logger: slogDiscard(), Inline: func(_, target string) bool { return strings.HasPrefix(target, "/quick") }})
+		Logger: slogDiscard(), Inline: func(_, target string) bool { return strings.HasPrefix(target, "/quick") },
+		Batchable: func(_, target string) bool { return strings.HasPrefix(target, "/batch/") }, ServeBatch: serveBatch})
 	b.srv = srv
 	hs := httptest.NewServer(handler)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -415,5 +436,92 @@ func TestStopAnswersEveryRequestCarriedOut(t *testing.T) {
 	}
 	if missing > 0 || len(done) == frames {
 		t.Fatalf("%d of the %d requests carried out (of %d sent) got no answer", missing, len(done), frames)
+	}
+}
+
+// rawStream opens a stream on b without a client: the test writes frames
+// and reads answers itself.
+func (b *echoBundle) rawStream(t *testing.T) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	nc, err := net.Dial("tcp", strings.TrimPrefix(b.base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = nc.Close() })
+	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(nc, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: %s\r\n\r\n", stream.Path, stream.Protocol)
+	rd := bufio.NewReader(nc)
+	resp, err := http.ReadResponse(rd, nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade: %v %v", resp, err)
+	}
+	return nc, rd
+}
+
+// Batchable frames that arrive together are served as batches, broken by
+// any other frame; every frame gets its own answer, a cancel frame among
+// them takes none, and a panicking batch answers each of its frames as
+// an internal error while the stream goes on.
+func TestFramesThatComeTogetherAreServedAsBatches(t *testing.T) {
+	t.Parallel()
+	b := newEchoBundle(t, 1024)
+	nc, rd := b.rawStream(t)
+	targets := []string{"/batch/a", "/batch/b", "/batch/c", "/other", "/batch/d", stream.MethodCancel, "/batch/e", "/batch/f", "/solo"}
+	var buf []byte
+	for i, target := range targets {
+		r := stream.Request{ID: uint32(i), Method: "POST", Target: target, Body: []byte(`{}`)}
+		if target == stream.MethodCancel {
+			r = stream.Request{ID: 99, Method: stream.MethodCancel}
+		}
+		buf, _ = stream.AppendRequest(buf, r)
+	}
+	if _, err := nc.Write(buf); err != nil {
+		t.Fatal(err)
+	}
+	got := map[uint32]string{}
+	for len(got) < len(targets)-1 {
+		a, err := stream.ReadAnswer(rd, 1<<20)
+		if err != nil {
+			t.Fatalf("after %d answers: %v", len(got), err)
+		}
+		var e echoAnswer
+		if a.Status != http.StatusOK || json.Unmarshal(a.Body, &e) != nil {
+			t.Fatalf("answer %d: %d %s", a.ID, a.Status, a.Body)
+		}
+		got[a.ID] = e.Target
+	}
+	for i, target := range targets {
+		if target != stream.MethodCancel && got[uint32(i)] != target {
+			t.Fatalf("frame %d (%s) answered as %q", i, target, got[uint32(i)])
+		}
+	}
+	b.mu.Lock()
+	batches := b.batches
+	b.batches = nil
+	b.mu.Unlock()
+	want := [][]string{{"/batch/a", "/batch/b", "/batch/c"}, {"/batch/d", "/batch/e", "/batch/f"}}
+	if !slices.EqualFunc(batches, want, slices.Equal) || b.srv.batched.Load() != 6 {
+		t.Fatalf("batches served %q (%d frames), want %q", batches, b.srv.batched.Load(), want)
+	}
+
+	buf = buf[:0]
+	for i, target := range []string{"/batch/x", "/batch/panic"} {
+		buf, _ = stream.AppendRequest(buf, stream.Request{ID: uint32(20 + i), Method: "POST", Target: target})
+	}
+	if _, err := nc.Write(buf); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		a, err := stream.ReadAnswer(rd, 1<<20)
+		if err != nil || a.Status != http.StatusInternalServerError || !strings.Contains(string(a.Body), "internal server error") {
+			t.Fatalf("frame of a panicking batch: %v %d %s", err, a.Status, a.Body)
+		}
+	}
+	buf, _ = stream.AppendRequest(buf[:0], stream.Request{ID: 30, Method: "POST", Target: "/after"})
+	if _, err := nc.Write(buf); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := stream.ReadAnswer(rd, 1<<20); err != nil || a.ID != 30 || a.Status != http.StatusOK {
+		t.Fatalf("after the panicking batch: %v %d %d %s", err, a.ID, a.Status, a.Body)
 	}
 }
