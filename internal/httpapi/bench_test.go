@@ -108,6 +108,50 @@ func BenchmarkEnqueueOne(b *testing.B) {
 	}
 }
 
+// BenchmarkEnqueueTogether serves 32 single enqueues that came together
+// on a stream as one batch (serveEnqueues), as the stream server does.
+func BenchmarkEnqueueTogether(b *testing.B) {
+	const n = 32
+	body := []byte(`{"queue":"bench.q","kind":"send.email","payload":{"user":42,"template":"welcome"},"durability":"memory"}`)
+	for _, limited := range []bool{false, true} {
+		b.Run(fmt.Sprintf("limited=%v", limited), func(b *testing.B) {
+			a, authz := benchAPI(b, limited)
+			b.ReportAllocs()
+			stored := 0
+			rs := make([]*http.Request, n)
+			ws := make([]http.ResponseWriter, n)
+			recs := make([]*httptest.ResponseRecorder, n)
+			for b.Loop() {
+				b.StopTimer() // the stream server makes its requests more cheaply
+				for i := range n {
+					rs[i] = httptest.NewRequest("POST", "/v1/jobs", bytes.NewReader(body))
+					if authz != "" {
+						rs[i].Header.Set("Authorization", authz)
+					}
+					recs[i] = httptest.NewRecorder()
+					ws[i] = recs[i]
+				}
+				b.StartTimer()
+				a.serveEnqueues(context.Background(), rs, ws)
+				for i := range n {
+					if recs[i].Code != http.StatusCreated {
+						b.Fatalf("enqueue %d: %d %s", i, recs[i].Code, recs[i].Body)
+					}
+				}
+				if stored += n; stored >= benchPurgeEvery {
+					b.StopTimer()
+					if _, err := a.engine.Purge(context.Background(), "bench.q"); err != nil {
+						b.Fatal(err)
+					}
+					stored = 0
+					b.StartTimer()
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/job")
+		})
+	}
+}
+
 // BenchmarkFetchAck100 fetches 100 jobs and acks them in one batch call;
 // the enqueue of the next 100 is off the clock.
 func BenchmarkFetchAck100(b *testing.B) {

@@ -159,6 +159,7 @@ func (a *API) serveEnqueues(ctx context.Context, rs []*http.Request, ws []http.R
 	s := &a.enqueueScope
 	reqs := make([]queue.EnqueueRequest, 0, len(rs))
 	index := make([]int, 0, len(rs)) // the request of each of reqs
+	ins := make([]wire.EnqueueJob, len(rs))
 	for i, r := range rs {
 		r.Pattern = enqueuePattern
 		if a.opts.Auth != nil {
@@ -168,11 +169,11 @@ func (a *API) serveEnqueues(ctx context.Context, rs []*http.Request, ws []http.R
 			}
 			rs[i] = r
 		}
-		var in wire.EnqueueJob
-		if !a.decodeChecked(ws[i], r, s, &in) {
+		in := &ins[i]
+		if !a.decodeChecked(ws[i], r, s, in) {
 			continue
 		}
-		req, err := enqueueRequest(&in, fieldName)
+		req, err := enqueueRequest(in, fieldName)
 		if err != nil {
 			a.writeError(ws[i], r, err)
 			continue

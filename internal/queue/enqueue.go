@@ -538,6 +538,14 @@ func (e *Engine) EnqueueEach(ctx context.Context, reqs []EnqueueRequest) []Enque
 	// the first level's on this goroutine, any other alongside.
 	for len(jobs) > 0 {
 		level := jobs[0].Durability
+		k := 1
+		for k < len(jobs) && jobs[k].Durability == level {
+			k++
+		}
+		if k == len(jobs) {
+			e.insertEach(ctx, jobs, index, now, out)
+			break
+		}
 		var same, rest []store.JobInsertParams
 		var sameIndex, restIndex []int
 		for k := range jobs {
@@ -546,10 +554,6 @@ func (e *Engine) EnqueueEach(ctx context.Context, reqs []EnqueueRequest) []Enque
 			} else {
 				rest, restIndex = append(rest, jobs[k]), append(restIndex, index[k])
 			}
-		}
-		if len(rest) == 0 {
-			e.insertEach(ctx, same, sameIndex, now, out)
-			break
 		}
 		wg.Go(func() { e.insertEach(ctx, same, sameIndex, now, out) })
 		jobs, index = rest, restIndex

@@ -405,6 +405,11 @@ func (s *conn) answer(f stream.Request, cancel context.CancelFunc, w *frameWrite
 	delete(s.inflight, f.ID)
 	s.mu.Unlock()
 	cancel()
+	if w.header != nil {
+		clear(w.header)
+		headerPool.Put(w.header)
+		w.header = nil
+	}
 	status := w.code
 	if status == 0 {
 		status = http.StatusOK // net/http's answer of a handler that wrote nothing
@@ -484,13 +489,19 @@ type frameWriter struct {
 	body   []byte
 }
 
-// Header implements http.ResponseWriter.
+// Header implements http.ResponseWriter. The header comes from
+// headerPool, and goes back there once the answer is made (answer).
 func (w *frameWriter) Header() http.Header {
 	if w.header == nil {
-		w.header = make(http.Header, 2)
+		w.header = headerPool.Get().(http.Header)
 	}
 	return w.header
 }
+
+// headerPool keeps the headers of frameWriters, which handlers fill (a
+// Content-Type, a Retry-After) although an answer frame has none, so that
+// they cost no allocation.
+var headerPool = sync.Pool{New: func() any { return make(http.Header, 2) }}
 
 // WriteHeader implements http.ResponseWriter.
 func (w *frameWriter) WriteHeader(code int) {
