@@ -147,6 +147,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Memory {
 		sync = "off"
 	}
+	if err := registerWALBuffer(); err != nil {
+		return nil, err
+	}
 	wdb, err := sql.Open("sqlite3", dsn(path, sync, false))
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
@@ -275,6 +278,7 @@ func dsn(path, sync string, readOnly bool) string {
 		q.Set("_cache_size", "-16384")
 	} else {
 		q.Set("_cache_size", "-65536")
+		q.Set("vfs", walBufferVFS)
 	}
 	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
 }
