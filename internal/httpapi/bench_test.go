@@ -71,6 +71,20 @@ func benchBatchBody(q string, n int) []byte {
 // store: it is purged, off the clock, after this many jobs.
 const benchPurgeEvery = 50_000
 
+// benchStored counts n more jobs in *stored and, off the clock, purges
+// the benchmarks' queue once it holds benchPurgeEvery.
+func benchStored(b *testing.B, a *API, stored *int, n int) {
+	if *stored += n; *stored < benchPurgeEvery {
+		return
+	}
+	b.StopTimer()
+	if _, err := a.engine.Purge(context.Background(), "bench.q"); err != nil {
+		b.Fatal(err)
+	}
+	*stored = 0
+	b.StartTimer()
+}
+
 func benchEnqueue(b *testing.B, limited bool, target string, body []byte, perCall int, want int) {
 	a, authz := benchAPI(b, limited)
 	b.SetBytes(int64(len(body)))
@@ -78,14 +92,7 @@ func benchEnqueue(b *testing.B, limited bool, target string, body []byte, perCal
 	stored := 0
 	for b.Loop() {
 		benchServe(b, a, "POST", target, authz, body, want)
-		if stored += perCall; stored >= benchPurgeEvery {
-			b.StopTimer()
-			if _, err := a.engine.Purge(context.Background(), "bench.q"); err != nil {
-				b.Fatal(err)
-			}
-			stored = 0
-			b.StartTimer()
-		}
+		benchStored(b, a, &stored, perCall)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*perCall), "ns/job")
 }
@@ -138,14 +145,7 @@ func BenchmarkEnqueueTogether(b *testing.B) {
 						b.Fatalf("enqueue %d: %d %s", i, recs[i].Code, recs[i].Body)
 					}
 				}
-				if stored += n; stored >= benchPurgeEvery {
-					b.StopTimer()
-					if _, err := a.engine.Purge(context.Background(), "bench.q"); err != nil {
-						b.Fatal(err)
-					}
-					stored = 0
-					b.StartTimer()
-				}
+				benchStored(b, a, &stored, n)
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/job")
 		})
