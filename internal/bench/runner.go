@@ -31,9 +31,11 @@ type runner struct {
 	auth   string // the Authorization header, or ""
 	client *http.Client
 	stream *stream.Client // the stream of TransportStream, else nil
-	res    *Result
-	queues []string
-	bodies *bodies
+	// streamDeadline bounds the requests sent on stream.
+	streamDeadline sharedDeadline
+	res            *Result
+	queues         []string
+	bodies         *bodies
 
 	hEnqueue, hFetch, hAck, hStart *Histogram
 
