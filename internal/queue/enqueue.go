@@ -150,6 +150,12 @@ func (e *Engine) enqueue(ctx context.Context, reqs []EnqueueRequest, prefix stri
 	if err != nil {
 		return nil, err
 	}
+	return e.insert(ctx, jobs, now)
+}
+
+// insert stores jobs, prepared at now, in one atomic insert, then wakes
+// their queues' fetches and the scheduler and tells of them.
+func (e *Engine) insert(ctx context.Context, jobs []store.JobInsertParams, now time.Time) ([]EnqueueResult, error) {
 	results, err := e.st.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: jobs, Now: now})
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", err)
@@ -569,7 +575,7 @@ func bareField(name string) string { return name }
 // in one insert, and records each job's outcome in out; should that
 // insert fail, it inserts each job on its own instead.
 func (e *Engine) insertEach(ctx context.Context, jobs []store.JobInsertParams, index []int, now time.Time, out []EnqueueOutcome) {
-	results, err := e.st.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: jobs, Now: now})
+	results, err := e.insert(ctx, jobs, now)
 	if err != nil && len(jobs) > 1 {
 		for k := range jobs {
 			e.insertEach(ctx, jobs[k:k+1], index[k:k+1], now, out)
@@ -577,12 +583,10 @@ func (e *Engine) insertEach(ctx context.Context, jobs []store.JobInsertParams, i
 		return
 	}
 	if err != nil {
-		out[index[0]].Err = singleField(fmt.Errorf("insert jobs: %w", err))
+		out[index[0]].Err = singleField(err)
 		return
 	}
-	e.inserted(results)
-	e.emitInserted(results, now)
-	for k, r := range enqueueResults(results) {
+	for k, r := range results {
 		out[index[k]].Result = r
 	}
 }
