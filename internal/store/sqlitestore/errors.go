@@ -35,6 +35,13 @@ func mapErr(err error) error {
 	return err
 }
 
+// busy reports whether err is SQLite's "database is locked": a lock held
+// by another process that did not let go within busyTimeoutMillis.
+func busy(err error) bool {
+	var se sqlite3.Error
+	return errors.As(err, &se) && se.Code == sqlite3.ErrBusy
+}
+
 // fatal reports whether err leaves the database in a state this process can
 // no longer trust (an I/O failure during a write or sync, a damaged file):
 // the store then refuses writes until restarted.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/bits"
 	"strings"
 	"time"
 
@@ -22,20 +23,24 @@ const (
 	insertColumns = `seq, id, queue, payload, priority, state, run_at, unique_key, spec, grp,
 	kind, max_attempts, backoff_kind, backoff_base, backoff_max, backoff_jitter, lease_ns, created_at`
 	insertPlaceholders = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', 0, '', 0, 0, 0, 0, 0)`
-	sqlInsertJob       = `INSERT INTO jobs (` + insertColumns + `) VALUES ` + insertPlaceholders + ` ON CONFLICT (id) DO NOTHING`
 	sqlNewestUnique    = `SELECT ` + jobColumns + ` FROM jobs WHERE queue = ? AND unique_key = ? ORDER BY seq DESC LIMIT 1`
 	sqlSeqsOfIDs       = `SELECT id, seq FROM jobs WHERE id IN (SELECT value FROM json_each(?))`
 	sqlMaxSeq          = `SELECT COALESCE(MAX(seq), 0) FROM jobs`
 )
 
-// insertChunk is how many rows one multi-row INSERT carries: statements
-// with many rows spend less per row on statement overhead, and 32 rows of
-// 10 values stay well below SQLite's limit of 32766 parameters.
-const insertChunk = 32
+// insertChunk is how many rows one multi-row INSERT carries at most:
+// statements with many rows spend less per row on statement overhead, and
+// 32 rows of 10 values stay well below SQLite's limit of 32766 parameters.
+const insertChunk = 1 << insertChunkShift
 
-// sqlInsertJobs inserts insertChunk rows.
-var sqlInsertJobs = `INSERT INTO jobs (` + insertColumns + `) VALUES ` +
-	strings.TrimSuffix(strings.Repeat(insertPlaceholders+",", insertChunk), ",") + ` ON CONFLICT (id) DO NOTHING`
+// insertChunkShift is the base-2 logarithm of insertChunk.
+const insertChunkShift = 5
+
+// sqlInsertRows inserts n rows.
+func sqlInsertRows(n int) string {
+	return `INSERT INTO jobs (` + insertColumns + `) VALUES ` +
+		strings.TrimSuffix(strings.Repeat(insertPlaceholders+",", n), ",") + ` ON CONFLICT (id) DO NOTHING`
+}
 
 // JobInsertMany inserts p.Jobs atomically; see store.Inserter. Jobs
 // without a unique key go in with multi-row statements; a job with one is
@@ -139,27 +144,27 @@ type inserter struct {
 	specs   []byte // the spec values of args
 }
 
-// flush inserts the pending jobs.
+// flush inserts the pending jobs with as few statements as the prepared
+// sizes allow: each inserts the largest power of two of rows, up to
+// insertChunk, that is left, so 29 rows go in as 16, 8, 4 and 1.
 func (ins *inserter) flush(jobs []store.JobInsertParams) error {
-	if len(ins.pending) == 0 {
-		return nil
-	}
-	w := ins.w
-	stmt := w.st.insertJob
-	if len(ins.pending) == insertChunk {
-		stmt = w.st.insertJobs
-	} else if len(ins.pending) > 1 {
-		// A partial chunk goes in row by row.
-		pending := ins.pending
-		for _, i := range pending {
-			ins.pending = []int{i}
-			if err := ins.flush(jobs); err != nil {
-				return err
-			}
+	all := ins.pending
+	for rest := all; len(rest) > 0; {
+		shift := min(bits.Len(uint(len(rest)))-1, insertChunkShift)
+		ins.pending = rest[:1<<shift]
+		if err := ins.insertRows(jobs, ins.w.st.insertRows[shift]); err != nil {
+			return err
 		}
-		ins.pending = pending[:0]
-		return nil
+		rest = rest[1<<shift:]
 	}
+	ins.pending = all[:0]
+	return nil
+}
+
+// insertRows inserts the pending jobs with stmt, which inserts as many
+// rows as there are pending jobs.
+func (ins *inserter) insertRows(jobs []store.JobInsertParams, stmt *rawStmt) error {
+	w := ins.w
 	first := w.nextSeq
 	ins.args, ins.specs = ins.args[:0], ins.specs[:0]
 	for k, i := range ins.pending {
@@ -214,7 +219,6 @@ func (ins *inserter) flush(jobs []store.JobInsertParams) error {
 		}
 		ins.out[i] = store.InsertResult{Job: j}
 	}
-	ins.pending = ins.pending[:0]
 	return nil
 }
 

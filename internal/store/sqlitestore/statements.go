@@ -22,8 +22,10 @@ type statements struct {
 	groupBelow                    *sql.Stmt
 	sweepStale                    *sql.Stmt
 
-	// The statements of the hot paths, run without database/sql.
-	insertJob, insertJobs, complete, completeMany *rawStmt
+	// The statements of the hot paths, run without database/sql:
+	// insertRows[k] inserts 1<<k jobs.
+	insertRows             [insertChunkShift + 1]*rawStmt
+	complete, completeMany *rawStmt
 
 	all []*sql.Stmt
 	raw []*rawStmt
@@ -60,15 +62,15 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 		*p.dst = st
 		s.all = append(s.all, st)
 	}
-	for _, p := range []struct {
+	type rawQuery struct {
 		dst   **rawStmt
 		query string
-	}{
-		{&s.insertJob, sqlInsertJob},
-		{&s.insertJobs, sqlInsertJobs},
-		{&s.complete, sqlComplete},
-		{&s.completeMany, sqlCompleteMany},
-	} {
+	}
+	raws := []rawQuery{{&s.complete, sqlComplete}, {&s.completeMany, sqlCompleteMany}}
+	for k := range s.insertRows {
+		raws = append(raws, rawQuery{&s.insertRows[k], sqlInsertRows(1 << k)})
+	}
+	for _, p := range raws {
 		st, err := prepareRaw(ctx, conn, p.query)
 		if err != nil {
 			return fmt.Errorf("prepare %q: %w", firstLine(p.query), err)

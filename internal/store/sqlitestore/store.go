@@ -52,7 +52,9 @@ const (
 	// failed for a full disk, before the store reports ready again.
 	minFreeBytes = 8 << 20
 	// busyTimeoutMillis is how long a connection waits for a lock held by
-	// another process before failing with "database is locked".
+	// another process before failing with "database is locked": how long
+	// a server starting on a data folder in use waits for the other
+	// process to let go of it (see exclusiveVFS).
 	busyTimeoutMillis = 5000
 )
 
@@ -168,6 +170,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 func (s *Store) open(ctx context.Context, path string) error {
 	conn, err := s.wdb.Conn(ctx)
 	if err != nil {
+		if busy(err) {
+			return fmt.Errorf("open database: data folder %s is in use by another process: %w", s.cfg.Dir, mapErr(err))
+		}
 		return fmt.Errorf("open database: %w", mapErr(err))
 	}
 	if err := migrate(ctx, conn); err != nil {
@@ -276,6 +281,7 @@ func dsn(path, sync string, readOnly bool) string {
 	if readOnly {
 		q.Set("_query_only", "1")
 		q.Set("_cache_size", "-16384")
+		q.Set("vfs", exclusiveVFS)
 	} else {
 		q.Set("_cache_size", "-65536")
 		q.Set("vfs", walBufferVFS)

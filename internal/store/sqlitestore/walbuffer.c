@@ -1,7 +1,7 @@
 // The write-ahead log buffer: a VFS that passes every call to SQLite's
-// default VFS, except that it gathers the writes of a transaction's frames
-// into the write-ahead log and writes them with one call when the commit
-// frame is complete (see walbuffer.go). The declarations below are those
+// "unix-excl" VFS (see walbuffer.go), except that it gathers the writes of
+// a transaction's frames into the write-ahead log and writes them with one
+// call when the commit frame is complete. The declarations below are those
 // of sqlite3.h (public domain) that it needs; the SQLite it links with is
 // the one github.com/mattn/go-sqlite3 builds into the binary.
 
@@ -82,7 +82,7 @@ extern int sqlite3_vfs_register(sqlite3_vfs *, int makeDflt);
 // writes what is gathered first.
 #define walBufferSize (1 << 20)
 
-// spoolFile is a file opened through the buffering VFS: the default VFS's
+// spoolFile is a file opened through the buffering VFS: the base VFS's
 // file follows it in memory (real). Only a write-ahead log buffers.
 typedef struct spoolFile {
 	sqlite3_file base;
@@ -93,15 +93,15 @@ typedef struct spoolFile {
 	int commitFrame;       // the last write was a commit frame's header
 } spoolFile;
 
-static sqlite3_vfs *defaultVFS;
+static sqlite3_vfs *baseVFS;
 static sqlite3_vfs bufferingVFS;
 
-// walWriteChunk bounds one write to the default VFS: the unix VFS writes
+// walWriteChunk bounds one write to the base VFS: the unix VFS writes
 // at most 128 KiB - 1 bytes a call (its seekAndWriteFd masks the length),
 // as SQLite's own writes never pass a page.
 #define walWriteChunk (96 << 10)
 
-// flush writes the bytes gathered, if any, in chunks the default VFS
+// flush writes the bytes gathered, if any, in chunks the base VFS
 // takes whole.
 static int flush(spoolFile *p) {
 	int n = p->len;
@@ -117,7 +117,7 @@ static int flush(spoolFile *p) {
 	return SQLITE_OK;
 }
 
-// Calls on any file go to the default VFS's file.
+// Calls on any file go to the base VFS's file.
 
 static int passClose(sqlite3_file *f) {
 	spoolFile *p = (spoolFile *)f;
@@ -281,13 +281,13 @@ static const sqlite3_io_methods walMethods = {
 	passFetch, passUnfetch,
 };
 
-// bufferingOpen opens the file with the default VFS and gives it the
+// bufferingOpen opens the file with the base VFS and gives it the
 // methods of its kind.
 static int bufferingOpen(sqlite3_vfs *vfs, const char *name, sqlite3_file *f, int flags, int *outFlags) {
 	spoolFile *p = (spoolFile *)f;
 	memset(p, 0, sizeof(*p));
 	p->real = (sqlite3_file *)&p[1];
-	int rc = defaultVFS->xOpen(defaultVFS, name, p->real, flags, outFlags);
+	int rc = baseVFS->xOpen(baseVFS, name, p->real, flags, outFlags);
 	if (rc != SQLITE_OK) {
 		if (p->real->pMethods != 0) {
 			p->real->pMethods->xClose(p->real);
@@ -300,17 +300,17 @@ static int bufferingOpen(sqlite3_vfs *vfs, const char *name, sqlite3_file *f, in
 }
 
 // spool_register_wal_buffer registers the buffering VFS under name, over
-// the default VFS, once the default VFS is version 3 (as every SQLite
-// since 3.7.6 has it); it returns SQLITE_OK or an error code.
-int spool_register_wal_buffer(const char *name) {
-	defaultVFS = sqlite3_vfs_find(0);
-	if (defaultVFS == 0 || defaultVFS->iVersion < 3) {
+// the VFS named base, once that VFS is version 3 (as every SQLite since
+// 3.7.6 has it); it returns SQLITE_OK or an error code.
+int spool_register_wal_buffer(const char *name, const char *base) {
+	baseVFS = sqlite3_vfs_find(base);
+	if (baseVFS == 0 || baseVFS->iVersion < 3) {
 		return SQLITE_ERROR;
 	}
-	bufferingVFS = *defaultVFS;
+	bufferingVFS = *baseVFS;
 	bufferingVFS.pNext = 0;
 	bufferingVFS.zName = name;
-	bufferingVFS.szOsFile = (int)sizeof(spoolFile) + defaultVFS->szOsFile;
+	bufferingVFS.szOsFile = (int)sizeof(spoolFile) + baseVFS->szOsFile;
 	bufferingVFS.xOpen = bufferingOpen;
 	return sqlite3_vfs_register(&bufferingVFS, 0);
 }

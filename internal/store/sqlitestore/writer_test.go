@@ -2,6 +2,7 @@ package sqlitestore
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"runtime/debug"
@@ -430,6 +431,33 @@ func TestChunkedInsertResolvesDuplicates(t *testing.T) {
 	}
 	b.checkCounts("q")
 	checkWindow(t, b)
+}
+
+// A call whose jobs do not fill a chunk goes in with several statements
+// of different sizes (flush); the jobs keep their order, and a duplicate
+// id in a later statement resolves to the job of an earlier one.
+func TestPartialChunksKeepOrderAndResolveDuplicates(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{2, 3, 7, 29, 31, 33, 63} {
+		b := setup(t)
+		queue := fmt.Sprintf("q%d", n)
+		ps := params(queue, n)
+		ps[n-1].ID = ps[0].ID // in the last statement, a duplicate of the first job
+		res := b.insert(ps...)
+		if last := res[n-1]; !last.Duplicate || last.Job.ID != ps[0].ID || string(last.Job.Payload) != string(ps[0].Payload) {
+			t.Fatalf("%d jobs: the last one is %+v, want a duplicate of the first", n, last)
+		}
+		claimed := b.claim(n, queue)
+		if len(claimed) != n-1 {
+			t.Fatalf("%d jobs: claimed %d, want %d", n, len(claimed), n-1)
+		}
+		for i, j := range claimed {
+			if j.ID != ps[i].ID {
+				t.Fatalf("%d jobs: claim %d is %s, want %s, the job enqueued %dth", n, i, j.ID, ps[i].ID, i)
+			}
+		}
+		b.checkCounts(queue)
+	}
 }
 
 // A batch whose changes are all of process durability commits without
