@@ -8,19 +8,20 @@ import (
 )
 
 // rawStmt is a statement prepared on the write connection's driver
-// connection and run without database/sql in between. The multi-row
-// statements of the hot paths carry hundreds of arguments, and
-// database/sql converts each into a freshly allocated slice on every call:
-// the largest source of garbage in a batch enqueue. A rawStmt reuses one
-// slice. It is used inside (*sql.Conn).Raw only, so database/sql's
+// connection and run without database/sql or go-sqlite3 in between. The
+// multi-row statements of the hot paths carry hundreds of arguments:
+// database/sql converts each into a freshly allocated slice on every call,
+// and go-sqlite3 binds each with a call from Go into C. A rawStmt packs
+// them into one reused buffer and runs the statement with one call
+// (packedStmt). It is used inside (*sql.Conn).Raw only, so database/sql's
 // ownership of the connection is kept.
 type rawStmt struct {
-	conn *sql.Conn
-	st   driver.StmtExecContext
-	args []driver.NamedValue
+	conn   *sql.Conn
+	st     driver.Stmt
+	packed *packedStmt
 
 	// run is the callback given to Raw, made once so that an exec
-	// allocates nothing for it; rows and err carry its outcome.
+	// allocates nothing for it; rows carries its outcome.
 	run  func(any) error
 	rows int64
 }
@@ -37,12 +38,11 @@ func prepareRaw(ctx context.Context, conn *sql.Conn, query string) (*rawStmt, er
 		if err != nil {
 			return err
 		}
-		ec, ok := st.(driver.StmtExecContext)
-		if !ok {
+		if r.packed, err = newPackedStmt(st); err != nil {
 			_ = st.Close()
-			return fmt.Errorf("driver statement %T cannot execute with a context", st)
+			return err
 		}
-		r.st = ec
+		r.st = st
 		return nil
 	})
 	if err != nil {
@@ -52,39 +52,34 @@ func prepareRaw(ctx context.Context, conn *sql.Conn, query string) (*rawStmt, er
 	return r, nil
 }
 
-// exec runs the statement with args, which must be values the driver
-// takes as they are (int64, float64, bool, []byte, string, time.Time or
-// nil) or ints, and returns the number of rows it changed.
+// exec runs the statement with args, which must be nil, ints, int64s,
+// float64s, bools, strings or []bytes, and returns the number of rows it
+// changed.
 func (r *rawStmt) exec(args []any) (int64, error) {
-	r.args = r.args[:0]
-	for i, a := range args {
-		if n, ok := a.(int); ok {
-			a = int64(n)
+	r.packed.args.reset()
+	for _, a := range args {
+		if err := r.packed.args.add(a); err != nil {
+			return 0, err
 		}
-		r.args = append(r.args, driver.NamedValue{Ordinal: i + 1, Value: a})
 	}
 	r.rows = 0
 	err := r.conn.Raw(r.run)
-	clear(r.args) // drop references to the callers' strings and slices
+	r.packed.args.reset()
 	return r.rows, err
 }
 
 func (r *rawStmt) execLocked(any) error {
-	res, err := r.st.ExecContext(context.Background(), r.args)
-	if err != nil {
-		return err
-	}
-	r.rows, err = res.RowsAffected()
+	var err error
+	r.rows, err = r.packed.exec()
 	return err
 }
 
 // close releases the statement.
 func (r *rawStmt) close() error {
 	return r.conn.Raw(func(any) error {
-		st, _ := r.st.(driver.Stmt)
-		if st == nil {
+		if r.st == nil {
 			return nil
 		}
-		return st.Close()
+		return r.st.Close()
 	})
 }
