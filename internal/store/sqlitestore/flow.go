@@ -286,15 +286,15 @@ func (w *writer) markGrouped(name string) error {
 }
 
 // groupColumn is the grp value of a new row: the job's group, "" for a job
-// without one in a queue claimed by group, else NULL.
-func (w *writer) groupColumn(jp *store.JobInsertParams) any {
+// without one in a queue claimed by group, else NULL (set false).
+func (w *writer) groupColumn(jp *store.JobInsertParams) (group string, set bool) {
 	if jp.Group != "" {
-		return jp.Group
+		return jp.Group, true
 	}
 	if q := w.queues[jp.Queue]; q != nil && q.grouped {
-		return ""
+		return "", true
 	}
-	return nil
+	return "", false
 }
 
 // held notes in res what held available jobs of q back.

@@ -140,8 +140,6 @@ type inserter struct {
 	now     time.Time
 	out     []store.InsertResult
 	pending []int // indexes into the jobs of the call
-	args    []any
-	specs   []byte // the spec values of args
 }
 
 // flush inserts the pending jobs with as few statements as the prepared
@@ -166,13 +164,12 @@ func (ins *inserter) flush(jobs []store.JobInsertParams) error {
 func (ins *inserter) insertRows(jobs []store.JobInsertParams, stmt *rawStmt) error {
 	w := ins.w
 	first := w.nextSeq
-	ins.args, ins.specs = ins.args[:0], ins.specs[:0]
+	args := stmt.args()
 	for k, i := range ins.pending {
-		ins.args, ins.specs = appendInsertRow(ins.args, ins.specs, first+int64(k), &jobs[i], w.durabilityOf(jobs[i].Durability),
-			w.groupColumn(&jobs[i]), ins.createdAt(&jobs[i]))
+		w.packInsertRow(args, first+int64(k), &jobs[i], ins.createdAt(&jobs[i]))
 	}
 	w.nextSeq += int64(len(ins.pending))
-	n, err := stmt.exec(ins.args)
+	n, err := stmt.execArgs()
 	if err != nil {
 		return fmt.Errorf("insert jobs: %w", err)
 	}
@@ -275,17 +272,33 @@ func (w *writer) keeps(d job.Durability) bool {
 	return d == "" || d == job.DurabilityFull || d == job.DurabilityProcess
 }
 
-// appendInsertRow appends the arguments of one row, in insertColumns order.
-// Its spec is appended to specs, whose bytes the row's spec refers to
-// until the statement has run.
-func appendInsertRow(args []any, specs []byte, seq int64, jp *store.JobInsertParams, d job.Durability, group any, now time.Time) ([]any, []byte) {
-	start := len(specs)
-	specs = appendSpec(specs, &spec{
-		kind: jp.Kind, maxAttempts: jp.MaxAttempts, backoff: jp.Backoff, lease: jp.LeaseDuration,
-		uniqueFor: jp.UniqueFor, createdAt: now.UnixNano(), durability: d, tags: jp.Tags, traceParent: jp.TraceParent,
+// packInsertRow packs the arguments of jp's row, in insertColumns order,
+// with seq and its creation time now.
+func (w *writer) packInsertRow(args *packedArgs, seq int64, jp *store.JobInsertParams, now time.Time) {
+	args.addInt(seq)
+	args.addText(jp.ID)
+	args.addText(jp.Queue)
+	if len(jp.Payload) == 0 {
+		args.addNull()
+	} else {
+		args.addBlob(jp.Payload)
+	}
+	args.addInt(int64(jp.Priority))
+	args.addText(string(jp.State))
+	args.addInt(jp.RunAt.UTC().UnixNano())
+	args.addTextOrNull(jp.UniqueKey)
+	args.addBlobOf(func(b []byte) []byte {
+		return appendSpec(b, &spec{
+			kind: jp.Kind, maxAttempts: jp.MaxAttempts, backoff: jp.Backoff, lease: jp.LeaseDuration,
+			uniqueFor: jp.UniqueFor, createdAt: now.UnixNano(), durability: w.durabilityOf(jp.Durability), tags: jp.Tags,
+			traceParent: jp.TraceParent,
+		})
 	})
-	return append(args, seq, jp.ID, jp.Queue, blobOrNull(jp.Payload), int64(jp.Priority), string(jp.State),
-		jp.RunAt.UTC().UnixNano(), stringOrNull(jp.UniqueKey), specs[start:len(specs):len(specs)], group), specs
+	if group, set := w.groupColumn(jp); set {
+		args.addText(group)
+	} else {
+		args.addNull()
+	}
 }
 
 // createdAt is when jp was created: now, unless it says.

@@ -40,36 +40,79 @@ func (p *packedArgs) reset() {
 	p.buf, p.n = p.buf[:0], 0
 }
 
+// addNull packs NULL.
+func (p *packedArgs) addNull() {
+	p.buf = append(p.buf, argNull)
+	p.n++
+}
+
+// addInt packs an integer.
+func (p *packedArgs) addInt(v int64) {
+	p.buf = binary.NativeEndian.AppendUint64(append(p.buf, argInt), uint64(v))
+	p.n++
+}
+
+// addText packs a text.
+func (p *packedArgs) addText(s string) {
+	p.buf = append(binary.NativeEndian.AppendUint32(append(p.buf, argText), uint32(len(s))), s...)
+	p.n++
+}
+
+// addTextOrNull packs a text, or NULL for an empty one.
+func (p *packedArgs) addTextOrNull(s string) {
+	if s == "" {
+		p.addNull()
+		return
+	}
+	p.addText(s)
+}
+
+// addBlob packs a blob; a nil one is NULL, as go-sqlite3 binds it.
+func (p *packedArgs) addBlob(b []byte) {
+	if b == nil {
+		p.addNull()
+		return
+	}
+	p.buf = append(binary.NativeEndian.AppendUint32(append(p.buf, argBlob), uint32(len(b))), b...)
+	p.n++
+}
+
+// addBlobOf packs the blob that fill appends to the bytes it is given,
+// without a copy.
+func (p *packedArgs) addBlobOf(fill func([]byte) []byte) {
+	p.buf = append(p.buf, argBlob, 0, 0, 0, 0)
+	start := len(p.buf)
+	p.buf = fill(p.buf)
+	binary.NativeEndian.PutUint32(p.buf[start-4:start], uint32(len(p.buf)-start))
+	p.n++
+}
+
 // add packs a, which must be nil, an int, int64, float64, bool, string or
-// []byte (a nil []byte is NULL, as go-sqlite3 binds it).
+// []byte.
 func (p *packedArgs) add(a any) error {
 	switch v := a.(type) {
 	case nil:
-		p.buf = append(p.buf, argNull)
+		p.addNull()
 	case int:
-		p.buf = binary.NativeEndian.AppendUint64(append(p.buf, argInt), uint64(v))
+		p.addInt(int64(v))
 	case int64:
-		p.buf = binary.NativeEndian.AppendUint64(append(p.buf, argInt), uint64(v))
+		p.addInt(v)
 	case bool:
-		var n uint64
+		var n int64
 		if v {
 			n = 1
 		}
-		p.buf = binary.NativeEndian.AppendUint64(append(p.buf, argInt), n)
+		p.addInt(n)
 	case float64:
 		p.buf = binary.NativeEndian.AppendUint64(append(p.buf, argFloat), math.Float64bits(v))
+		p.n++
 	case string:
-		p.buf = append(binary.NativeEndian.AppendUint32(append(p.buf, argText), uint32(len(v))), v...)
+		p.addText(v)
 	case []byte:
-		if v == nil {
-			p.buf = append(p.buf, argNull)
-			break
-		}
-		p.buf = append(binary.NativeEndian.AppendUint32(append(p.buf, argBlob), uint32(len(v))), v...)
+		p.addBlob(v)
 	default:
 		return fmt.Errorf("argument %d: %T cannot be packed", p.n+1, a)
 	}
-	p.n++
 	return nil
 }
 

@@ -130,3 +130,30 @@ func TestPackedExecFailsWithSQLitesError(t *testing.T) {
 		t.Fatalf("row 3: %v", got)
 	}
 }
+
+// A job inserted without a payload, a unique key or a group stores NULL in
+// those columns, as the partial indexes on them expect; one with them
+// stores them.
+func TestInsertStoresAbsentColumnsAsNull(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ps := params("q", 2)
+	ps[0].Payload = nil
+	ps[1].Queue, ps[1].UniqueKey, ps[1].Group = "grouped", "key", "g"
+	b.insert(ps...)
+	db, err := sql.Open("sqlite3", dsn(filepath.Join(b.dir, "spool.db"), "normal", true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for i, want := range []string{"null null null", "blob text text"} {
+		var got string
+		if err := db.QueryRow(`SELECT typeof(payload) || ' ' || typeof(unique_key) || ' ' || typeof(grp) FROM jobs WHERE id = ?`,
+			ps[i].ID).Scan(&got); err != nil {
+			t.Fatalf("job %d: %v", i, err)
+		}
+		if got != want {
+			t.Fatalf("job %d: payload, unique key and group are of types %q, want %q", i, got, want)
+		}
+	}
+}

@@ -56,12 +56,26 @@ func prepareRaw(ctx context.Context, conn *sql.Conn, query string) (*rawStmt, er
 // float64s, bools, strings or []bytes, and returns the number of rows it
 // changed.
 func (r *rawStmt) exec(args []any) (int64, error) {
-	r.packed.args.reset()
+	packed := r.args()
 	for _, a := range args {
-		if err := r.packed.args.add(a); err != nil {
+		if err := packed.add(a); err != nil {
+			packed.reset()
 			return 0, err
 		}
 	}
+	return r.execArgs()
+}
+
+// args returns the statement's argument buffer, emptied, for a caller to
+// pack the arguments of execArgs into without boxing each in an any.
+func (r *rawStmt) args() *packedArgs {
+	r.packed.args.reset()
+	return &r.packed.args
+}
+
+// execArgs runs the statement with the arguments packed into args and
+// returns the number of rows it changed.
+func (r *rawStmt) execArgs() (int64, error) {
 	r.rows = 0
 	err := r.conn.Raw(r.run)
 	r.packed.args.reset()
