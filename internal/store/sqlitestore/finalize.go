@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/bits"
 	"strings"
 	"time"
 
@@ -20,7 +21,7 @@ const (
 	sqlJobExists = `SELECT 1 FROM jobs WHERE id = ?`
 	sqlComplete  = `UPDATE jobs SET state = ?1, result = ?2, finished_at = ?3, attempt = ?4, lease_token = ?5,
 	started_at = ?6, progress = ?7, worker = ?8, lease_expires_at = NULL WHERE seq = ?9`
-	// completeValues is one row of sqlCompleteMany, in the order of
+	// completeValues is one row of sqlCompleteRows, in the order of
 	// sqlComplete's parameters.
 	completeValues = `(?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	// sqlFinishAttempt records a failed, expired or released attempt: ?8
@@ -32,18 +33,27 @@ const (
 WHERE seq = ?10`
 )
 
-// completeChunk is how many acks one multi-row UPDATE carries: one
+// completeChunk is how many acks one multi-row UPDATE carries at most: one
 // statement for many rows spends less per row on statement overhead than
 // one statement each.
-const completeChunk = 32
+const completeChunk = 1 << completeChunkShift
 
-// sqlCompleteMany acknowledges completeChunk jobs.
-var sqlCompleteMany = `WITH v(state, result, finished_at, attempt, lease_token, started_at, progress, worker, seq) AS (VALUES ` +
-	strings.TrimSuffix(strings.Repeat(completeValues+",", completeChunk), ",") + `)
+// completeChunkShift is the base-2 logarithm of completeChunk.
+const completeChunkShift = 5
+
+// sqlCompleteRows acknowledges n jobs: sqlComplete for one, a multi-row
+// UPDATE for more.
+func sqlCompleteRows(n int) string {
+	if n == 1 {
+		return sqlComplete
+	}
+	return `WITH v(state, result, finished_at, attempt, lease_token, started_at, progress, worker, seq) AS (VALUES ` +
+		strings.TrimSuffix(strings.Repeat(completeValues+",", n), ",") + `)
 UPDATE jobs SET state = v.state, result = v.result, finished_at = v.finished_at, attempt = v.attempt,
 	lease_token = v.lease_token, started_at = v.started_at, progress = v.progress, worker = v.worker,
 	lease_expires_at = NULL
 FROM v WHERE jobs.seq = v.seq`
+}
 
 // holder returns the lease of job id when token is its current one. miss
 // is job.ErrNotFound or job.ErrLeaseLost when it is not; err is a database
@@ -117,45 +127,74 @@ func (s *Store) JobComplete(ctx context.Context, p *store.JobCompleteParams) ([]
 func completeKey(it *store.JobCompleteItem) (string, int64) { return it.ID, it.Token }
 
 // completions collects the rows of acknowledged jobs and writes them with
-// multi-row statements, completeChunk at a time, the rest one by one.
+// multi-row statements: completeChunk at a time, and what is left with one
+// statement for each power of two in its count.
 type completions struct {
 	w    *writer
-	args []any
-	rows int
+	rows []completeRow
 }
 
-// add appends the row of l's job, acknowledged at now (Unix nanoseconds)
+// completeRow is the row of an acknowledged job, in the order of
+// sqlComplete's parameters.
+type completeRow struct {
+	state      job.State
+	result     json.RawMessage
+	finishedAt int64
+	attempt    int
+	token      int64
+	startedAt  int64
+	progress   json.RawMessage
+	worker     string
+	seq        int64
+}
+
+// add collects the row of l's job, acknowledged at now (Unix nanoseconds)
 // and moving to state.
 func (c *completions) add(state job.State, result json.RawMessage, now int64, l *lease) {
-	c.args = append(c.args, string(state), blobOrNull(result), now, l.attempt, l.token,
-		l.startedAt.UnixNano(), blobOrNull(l.progress), stringOrNull(l.worker), l.seq)
-	c.rows++
+	c.rows = append(c.rows, completeRow{state: state, result: result, finishedAt: now, attempt: l.attempt, token: l.token,
+		startedAt: l.startedAt.UnixNano(), progress: l.progress, worker: l.worker, seq: l.seq})
 }
 
 // flushFull writes the collected rows when they fill a chunk.
 func (c *completions) flushFull() error {
-	if c.rows < completeChunk {
+	if len(c.rows) < completeChunk {
 		return nil
 	}
-	if _, err := c.w.st.completeMany.exec(c.args); err != nil {
-		return fmt.Errorf("complete %d jobs: %w", c.rows, err)
+	return c.flush()
+}
+
+// flush writes every collected row, each statement acknowledging the
+// largest power of two of rows, up to completeChunk, that is left.
+func (c *completions) flush() error {
+	for rest := c.rows; len(rest) > 0; {
+		shift := min(bits.Len(uint(len(rest)))-1, completeChunkShift)
+		if err := c.write(rest[:1<<shift], c.w.st.completeRows[shift]); err != nil {
+			return err
+		}
+		rest = rest[1<<shift:]
 	}
-	c.args, c.rows = c.args[:0], 0
+	c.rows = c.rows[:0]
 	return nil
 }
 
-// flush writes every collected row.
-func (c *completions) flush() error {
-	if err := c.flushFull(); err != nil {
-		return err
+// write writes rows with stmt, which acknowledges as many jobs.
+func (c *completions) write(rows []completeRow, stmt *rawStmt) error {
+	args := stmt.args()
+	for i := range rows {
+		r := &rows[i]
+		args.addText(string(r.state))
+		args.addBlobOrNull(r.result)
+		args.addInt(r.finishedAt)
+		args.addInt(int64(r.attempt))
+		args.addInt(r.token)
+		args.addInt(r.startedAt)
+		args.addBlobOrNull(r.progress)
+		args.addTextOrNull(r.worker)
+		args.addInt(r.seq)
 	}
-	const n = 9 // values per row
-	for i := 0; i < c.rows; i++ {
-		if _, err := c.w.st.complete.exec(c.args[i*n : (i+1)*n]); err != nil {
-			return fmt.Errorf("complete job with seq %v: %w", c.args[(i+1)*n-1], err)
-		}
+	if _, err := stmt.execArgs(); err != nil {
+		return fmt.Errorf("complete %d jobs (seqs %d to %d): %w", len(rows), rows[0].seq, rows[len(rows)-1].seq, err)
 	}
-	c.args, c.rows = c.args[:0], 0
 	return nil
 }
 

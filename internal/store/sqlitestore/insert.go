@@ -278,11 +278,7 @@ func (w *writer) packInsertRow(args *packedArgs, seq int64, jp *store.JobInsertP
 	args.addInt(seq)
 	args.addText(jp.ID)
 	args.addText(jp.Queue)
-	if len(jp.Payload) == 0 {
-		args.addNull()
-	} else {
-		args.addBlob(jp.Payload)
-	}
+	args.addBlobOrNull(jp.Payload)
 	args.addInt(int64(jp.Priority))
 	args.addText(string(jp.State))
 	args.addInt(jp.RunAt.UTC().UnixNano())

@@ -77,6 +77,15 @@ func (p *packedArgs) addBlob(b []byte) {
 	p.n++
 }
 
+// addBlobOrNull packs a blob, or NULL for an empty one.
+func (p *packedArgs) addBlobOrNull(b []byte) {
+	if len(b) == 0 {
+		p.addNull()
+		return
+	}
+	p.addBlob(b)
+}
+
 // addBlobOf packs the blob that fill appends to the bytes it is given,
 // without a copy.
 func (p *packedArgs) addBlobOf(fill func([]byte) []byte) {

@@ -24,8 +24,9 @@ type statements struct {
 
 	// The statements of the hot paths, run without database/sql:
 	// insertRows[k] inserts 1<<k jobs.
-	insertRows             [insertChunkShift + 1]*rawStmt
-	complete, completeMany *rawStmt
+	// completeRows[k] acknowledges 1<<k jobs.
+	insertRows   [insertChunkShift + 1]*rawStmt
+	completeRows [completeChunkShift + 1]*rawStmt
 
 	all []*sql.Stmt
 	raw []*rawStmt
@@ -66,9 +67,12 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 		dst   **rawStmt
 		query string
 	}
-	raws := []rawQuery{{&s.complete, sqlComplete}, {&s.completeMany, sqlCompleteMany}}
+	var raws []rawQuery
 	for k := range s.insertRows {
 		raws = append(raws, rawQuery{&s.insertRows[k], sqlInsertRows(1 << k)})
+	}
+	for k := range s.completeRows {
+		raws = append(raws, rawQuery{&s.completeRows[k], sqlCompleteRows(1 << k)})
 	}
 	for _, p := range raws {
 		st, err := prepareRaw(ctx, conn, p.query)

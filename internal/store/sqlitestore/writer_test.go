@@ -1,6 +1,7 @@
 package sqlitestore
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -455,6 +456,41 @@ func TestPartialChunksKeepOrderAndResolveDuplicates(t *testing.T) {
 			if j.ID != ps[i].ID {
 				t.Fatalf("%d jobs: claim %d is %s, want %s, the job enqueued %dth", n, i, j.ID, ps[i].ID, i)
 			}
+		}
+		b.checkCounts(queue)
+	}
+}
+
+// Acks in one call that do not fill a chunk go in with several statements
+// of different sizes (completions.flush); each job gets its own result and
+// state, and none is left active.
+func TestPartialAckChunksCompleteEachJob(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{1, 3, 31, 45} {
+		b := setup(t)
+		queue := fmt.Sprintf("q%d", n)
+		b.insert(params(queue, n)...)
+		claimed := b.claim(n, queue)
+		items := make([]store.JobCompleteItem, len(claimed))
+		for i, j := range claimed {
+			items[i] = store.JobCompleteItem{ID: j.ID, Token: j.LeaseToken, Result: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))}
+		}
+		items[0].Result = nil
+		outs, err := b.s.JobComplete(b.ctx, &store.JobCompleteParams{Items: items, Now: t0})
+		if err != nil {
+			t.Fatalf("%d acks: %v", n, err)
+		}
+		for i, o := range outs {
+			if o.Err != nil || o.State != job.StateCompleted {
+				t.Fatalf("%d acks: ack %d: %+v", n, i, o)
+			}
+			got := b.get(items[i].ID)
+			if got.State != job.StateCompleted || string(got.Result) != string(items[i].Result) {
+				t.Fatalf("%d acks: job %d is %s with result %q, want completed with %q", n, i, got.State, got.Result, items[i].Result)
+			}
+		}
+		if c := b.counts(queue); c[job.StateCompleted] != int64(n) || c[job.StateActive] != 0 {
+			t.Fatalf("%d acks: counts %v", n, c)
 		}
 		b.checkCounts(queue)
 	}
