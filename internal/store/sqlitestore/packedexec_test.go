@@ -126,6 +126,12 @@ func TestPackedExecFailsWithSQLitesError(t *testing.T) {
 	if n, err := raw.exec([]any{3, "after"}); err != nil || n != 1 {
 		t.Fatalf("insert after the failures: %d, %v", n, err)
 	}
+	if _, err := raw.exec([]any{4, strings.Repeat("z", 2*maxKeptArgBytes)}); err != nil {
+		t.Fatalf("insert a large text: %v", err)
+	}
+	if kept := cap(raw.packed.args.buf); kept > maxKeptArgBytes {
+		t.Fatalf("the statement keeps a buffer of %d bytes after a large run, want at most %d", kept, maxKeptArgBytes)
+	}
 	if got := readRow(t, conn, 3); got[1] != "after" {
 		t.Fatalf("row 3: %v", got)
 	}

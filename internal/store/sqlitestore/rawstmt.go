@@ -73,12 +73,19 @@ func (r *rawStmt) args() *packedArgs {
 	return &r.packed.args
 }
 
+// maxKeptArgBytes bounds the argument buffer a statement keeps between
+// runs: one that large payloads grew past it is let go after its run.
+const maxKeptArgBytes = 1 << 20
+
 // execArgs runs the statement with the arguments packed into args and
 // returns the number of rows it changed.
 func (r *rawStmt) execArgs() (int64, error) {
 	r.rows = 0
 	err := r.conn.Raw(r.run)
 	r.packed.args.reset()
+	if cap(r.packed.args.buf) > maxKeptArgBytes {
+		r.packed.args.buf = nil
+	}
 	return r.rows, err
 }
 
