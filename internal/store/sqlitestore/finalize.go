@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/bits"
 	"strings"
 	"time"
 
@@ -166,15 +165,11 @@ func (c *completions) flushFull() error {
 // flush writes every collected row, each statement acknowledging the
 // largest power of two of rows, up to completeChunk, that is left.
 func (c *completions) flush() error {
-	for rest := c.rows; len(rest) > 0; {
-		shift := min(bits.Len(uint(len(rest)))-1, completeChunkShift)
-		if err := c.write(rest[:1<<shift], c.w.st.completeRows[shift]); err != nil {
-			return err
-		}
-		rest = rest[1<<shift:]
-	}
+	err := inSizedRuns(c.rows, completeChunkShift, func(run []completeRow, shift int) error {
+		return c.write(run, c.w.st.completeRows[shift])
+	})
 	c.rows = c.rows[:0]
-	return nil
+	return err
 }
 
 // write writes rows with stmt, which acknowledges as many jobs.

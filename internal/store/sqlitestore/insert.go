@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/bits"
 	"strings"
 	"time"
 
@@ -147,16 +146,12 @@ type inserter struct {
 // insertChunk, that is left, so 29 rows go in as 16, 8, 4 and 1.
 func (ins *inserter) flush(jobs []store.JobInsertParams) error {
 	all := ins.pending
-	for rest := all; len(rest) > 0; {
-		shift := min(bits.Len(uint(len(rest)))-1, insertChunkShift)
-		ins.pending = rest[:1<<shift]
-		if err := ins.insertRows(jobs, ins.w.st.insertRows[shift]); err != nil {
-			return err
-		}
-		rest = rest[1<<shift:]
-	}
+	err := inSizedRuns(all, insertChunkShift, func(run []int, shift int) error {
+		ins.pending = run
+		return ins.insertRows(jobs, ins.w.st.insertRows[shift])
+	})
 	ins.pending = all[:0]
-	return nil
+	return err
 }
 
 // insertRows inserts the pending jobs with stmt, which inserts as many

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"fmt"
+	"math/bits"
 )
 
 // rawStmt is a statement prepared on the write connection's driver
@@ -103,4 +104,19 @@ func (r *rawStmt) close() error {
 		}
 		return r.st.Close()
 	})
+}
+
+// inSizedRuns calls write for consecutive runs of items, each the largest
+// power of two of them, at most 1<<maxShift, that is left, with the run
+// and its base-2 logarithm (the index of the statement of that size): 29
+// items as runs of 16, 8, 4 and 1.
+func inSizedRuns[T any](items []T, maxShift int, write func(run []T, shift int) error) error {
+	for len(items) > 0 {
+		shift := min(bits.Len(uint(len(items)))-1, maxShift)
+		if err := write(items[:1<<shift], shift); err != nil {
+			return err
+		}
+		items = items[1<<shift:]
+	}
+	return nil
 }
