@@ -431,12 +431,16 @@ func (s *Store) doRelaxed(ctx context.Context, weight int, relaxed func(*writer)
 // gathers (letCallersJoin), makes larger batches (at 50 producers, about
 // 8 jobs a commit against 6, and 4 % more enqueues a second at full
 // durability). The caller holds mu shared, so ops stays open. It releases
-// the turn. o is answered once the batch is durable, which, when the
-// commit must reach the disk and others wait, may be after commitHere
-// returns.
+// the turn, and then runs the fsync its batch waits for, if one is to
+// begin (syncer.dispatch), so that the next batch commits meanwhile. o is
+// answered once the batch is durable, which, when both fsyncs are under
+// way, may be after commitHere returns.
 func (s *Store) commitHere(o *op) {
-	defer s.w.turn.Unlock()
 	for next := o; next != nil; {
 		next, _ = s.w.runBatch(next)
+	}
+	s.w.turn.Unlock()
+	if s.w.sync != nil {
+		s.w.sync.dispatch(true)
 	}
 }

@@ -191,6 +191,9 @@ func (w *writer) run() {
 		w.turn.Lock()
 		next, open = w.runBatch(next)
 		w.turn.Unlock()
+		if w.sync != nil {
+			w.sync.dispatch(false)
+		}
 	}
 }
 
@@ -366,19 +369,15 @@ func (w *writer) commitTogether(ops []*op) (split bool, err error) {
 
 // settle answers the operations of a committed batch once the commit is as
 // durable as they need. A batch that needs no fsync, with no earlier batch
-// waiting for one, is answered at once. A batch that needs one is synced
-// here when nothing else waits, for the least delay to a lone caller;
-// otherwise the syncer takes it, and the writer goes on with the next
-// batch while the disk syncs this one.
+// waiting for one, is answered at once; otherwise the syncer takes it, and
+// its fsync begins once the turn's holder lets the turn go (see
+// syncer.dispatch), while the next batch commits.
 func (w *writer) settle(ops []*op, start time.Time) {
-	switch {
-	case w.sync == nil || (!w.fsync && w.sync.idle()):
+	if w.sync == nil || (!w.fsync && w.sync.idle()) {
 		w.answer(ops, start, w.failure())
-	case w.sync.idle() && w.waiting.Load() == 0:
-		w.answer(ops, start, w.sync.syncNow())
-	default:
-		w.sync.hand(ops, start, w.fsync)
+		return
 	}
+	w.sync.hand(ops, start, w.fsync)
 }
 
 // answer answers the operations of a batch whose commit began at start
