@@ -31,11 +31,23 @@ const (
 	sqlInsertJobs = sqlInsertCTEs + `SELECT id, NULL::text FROM ins
 UNION ALL
 SELECT queue, name FROM spool_consumer_groups WHERE queue = ANY($22::text[])`
-	// sqlInsertCTEs are the common table expressions of sqlInsertJobs and
-	// sqlInsertJobsFast: ins inserts the jobs, q their queues.
+	// sqlInsertCTEs are the common table expressions of sqlInsertJobs:
+	// ins inserts the jobs, q their queues.
 	sqlInsertCTEs = `WITH flow AS (
 	SELECT ARRAY(SELECT name FROM spool_queues WHERE name = ANY($20::text[]) AND flow) AS names
-), ins AS (
+), ins AS (` + sqlInsertRows + `
+	CROSS JOIN flow
+	ORDER BY ord
+	ON CONFLICT (id) DO NOTHING
+	RETURNING id, queue
+), q AS (
+	INSERT INTO spool_queues (name) SELECT DISTINCT queue FROM ins ON CONFLICT (name) DO NOTHING
+)
+`
+	// sqlInsertRows inserts the rows of the jobs given as arrays, for
+	// sqlInsertJobs and sqlInsertJobsFast, which go on with the join of
+	// the flow queues and what follows.
+	sqlInsertRows = `
 	INSERT INTO spool_jobs (id, queue, kind, payload, priority, state, run_at, max_attempts, backoff_kind,
 		backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, durability, grp, created_at,
 		traceparent)
@@ -48,15 +60,7 @@ SELECT queue, name FROM spool_consumer_groups WHERE queue = ANY($22::text[])`
 		$17::text[], $19::text[], $21::timestamptz[], $23::text[])
 		WITH ORDINALITY AS u(id, queue, kind, payload, priority, state, run_at, max_attempts, backoff_kind,
 		backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, durability, grp, created_at,
-		traceparent, ord)
-	CROSS JOIN flow
-	ORDER BY ord
-	ON CONFLICT (id) DO NOTHING
-	RETURNING id, queue
-), q AS (
-	INSERT INTO spool_queues (name) SELECT DISTINCT queue FROM ins ON CONFLICT (name) DO NOTHING
-)
-`
+		traceparent, ord)`
 	// sqlDoneByIDs finds ids that belong to finished jobs. It runs as its
 	// own statement after the insert so that it sees a job that another
 	// transaction moved to spool_jobs_done while the insert waited on it.
@@ -377,12 +381,9 @@ func newInsertArgs(jobs []store.JobInsertParams, idx []int, now time.Time) (*ins
 		} else if !slices.Contains(ungrouped, jp.Queue) {
 			ungrouped = append(ungrouped, jp.Queue)
 		}
-		if len(jp.Tags) > 0 {
-			b, err := json.Marshal(jp.Tags)
-			if err != nil {
-				return nil, fmt.Errorf("encode tags of job %s: %w", jp.ID, err)
-			}
-			tags[k] = string(b)
+		var err error
+		if tags[k], err = encodeTags(jp); err != nil {
+			return nil, err
 		}
 		if jp.State == job.StateAvailable && !slices.Contains(availableQueues, jp.Queue) {
 			availableQueues = append(availableQueues, jp.Queue)
@@ -406,6 +407,19 @@ func newInsertArgs(jobs []store.JobInsertParams, idx []int, now time.Time) (*ins
 		args: []any{ids, queues, kinds, payloads, prios, states, runAts, maxAtt, bkinds, bases, maxes,
 			jitters, leases, ukeys, ufors, tags, durs, now, groupsArg, ungrouped, createdArg, distinct, tracedArg},
 	}, nil
+}
+
+// encodeTags is the tags of jp as stored: JSON, or the empty string for
+// none.
+func encodeTags(jp *store.JobInsertParams) (string, error) {
+	if len(jp.Tags) == 0 {
+		return "", nil
+	}
+	b, err := json.Marshal(jp.Tags)
+	if err != nil {
+		return "", fmt.Errorf("encode tags of job %s: %w", jp.ID, err)
+	}
+	return string(b), nil
 }
 
 // newJob is the job jp as inserted at now: created then, unless it says

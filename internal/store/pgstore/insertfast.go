@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/store"
 )
 
@@ -19,24 +20,82 @@ import (
 // something (an id that exists, a queue with consumer groups), a
 // statement of the pipeline fails on purpose with notFastMarker in its
 // error, the transaction rolls back whole, and the full insert runs.
+//
+// The pipeline is two statements, three when an id came from the client:
+// sqlFastBegin takes the locks, and the insert (sqlInsertJobFast for one
+// job, sqlInsertJobsFast for more) then reads, in a snapshot taken under
+// them, the queues' flow control and whether another node listens. The
+// insert writes its count deltas itself (countedSetting), and one job's
+// goes in with a statement of plain values rather than arrays.
 const (
 	// notFastMarker starts the text whose cast to int fails a fast
 	// insert: PostgreSQL's error quotes it. The text depends on the rows
 	// read, so that the planner never folds the cast into a constant that
 	// fails every time.
 	notFastMarker = "spool:not-fast:"
-	// sqlInsertJobsFast inserts like sqlInsertJobs and returns the ids it
-	// inserted; it fails when the queues $22 have consumer groups or when
-	// it inserted fewer jobs than $24 (an id existed).
-	sqlInsertJobsFast = sqlInsertCTEs + `SELECT id FROM ins
-UNION ALL
-SELECT ('` + notFastMarker + `laned:' || queue)::int::text FROM spool_consumer_groups WHERE queue = ANY($22::text[])
-UNION ALL
-SELECT ('` + notFastMarker + `taken:' || count(*))::int::text FROM ins HAVING count(*) <> $24`
+	// sqlFastBegin takes the listeners' lock ($1, $2) and the flow locks
+	// of the queues $3 (see sqlLockFlowShared) shared, marks the
+	// transaction's inserts as counted by themselves (countedSetting), and
+	// when $4 is set lets the transaction commit without waiting for the
+	// WAL flush (see sqlRelaxCommit). No other lock is taken in the same
+	// transaction in another order: a joining node takes the listeners'
+	// lock alone.
+	sqlFastBegin = `SELECT pg_advisory_xact_lock_shared($1, $2), set_config('` + countedSetting + `', 'on', true),
+	CASE WHEN $4::bool THEN set_config('synchronous_commit', 'off', true) END,
+	(SELECT count(pg_advisory_xact_lock_shared($1, k)) FROM (
+		SELECT DISTINCT ` + flowLockKey + ` AS k FROM unnest($3::text[]) AS q ORDER BY k) x)`
+	// sqlInsertJobsFast inserts like sqlInsertJobs, counts what it
+	// inserted, and returns whether a node other than $25 listens; it
+	// fails when the queues $22 have consumer groups or when it inserted
+	// fewer jobs than $24 (an id existed).
+	sqlInsertJobsFast = `WITH flow AS (
+	SELECT ARRAY(SELECT name FROM spool_queues WHERE name = ANY($20::text[]) AND flow) AS names
+), ins AS (` + sqlInsertRows + `
+	CROSS JOIN flow
+	ORDER BY ord
+	ON CONFLICT (id) DO NOTHING
+	RETURNING queue, state
+), counted AS (
+	INSERT INTO spool_count_deltas (queue, state, n) SELECT queue, state, count(*) FROM ins GROUP BY queue, state
+), q AS (
+	INSERT INTO spool_queues (name) SELECT DISTINCT queue FROM ins ON CONFLICT (name) DO NOTHING
+)
+SELECT EXISTS (SELECT FROM spool_listeners WHERE node <> $25)
+WHERE (SELECT ('` + notFastMarker + `laned:' || queue)::int FROM spool_consumer_groups
+		WHERE queue = ANY($22::text[]) LIMIT 1) IS NULL
+	AND (SELECT ('` + notFastMarker + `taken:' || count(*))::int FROM ins HAVING count(*) <> $24) IS NULL`
+	// sqlInsertJobFast is sqlInsertJobsFast for one job, given as values:
+	// $1 to $17 as sqlInsertJobs has them for each job, its creation time
+	// $18, its group $19 ('' for none) and its traceparent $20 ('' for
+	// none); $21 is the node.
+	sqlInsertJobFast = `WITH ins AS (
+	INSERT INTO spool_jobs (id, queue, kind, payload, priority, state, run_at, max_attempts, backoff_kind,
+		backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, durability, grp, created_at,
+		traceparent)
+	SELECT $1::text, $2::text, $3::text, $4::bytea, $5::int4, $6::text, $7::timestamptz, $8::int4, $9::text,
+		$10::int8, $11::int8, $12::float8, $13::int8, NULLIF($14::text, ''), $15::int8, NULLIF($16::text, '')::jsonb,
+		$17::text, CASE WHEN $19::text <> '' THEN $19::text
+			WHEN EXISTS (SELECT FROM spool_queues WHERE name = $2::text AND flow) THEN '' END,
+		$18::timestamptz, NULLIF($20::text, '')
+	ON CONFLICT (id) DO NOTHING
+	RETURNING queue, state
+), counted AS (
+	INSERT INTO spool_count_deltas (queue, state, n) SELECT queue, state, 1 FROM ins
+), q AS (
+	INSERT INTO spool_queues (name) SELECT queue FROM ins ON CONFLICT (name) DO NOTHING
+)
+SELECT EXISTS (SELECT FROM spool_listeners WHERE node <> $21)
+WHERE (SELECT ('` + notFastMarker + `laned:' || queue)::int FROM spool_consumer_groups
+		WHERE queue = $2::text LIMIT 1) IS NULL
+	AND (SELECT ('` + notFastMarker + `taken:' || count(*))::int FROM ins HAVING count(*) <> 1) IS NULL`
 	// sqlNoneDone fails when one of the ids $1 belongs to a finished job.
 	// It runs as a statement of its own after the insert for the reason
 	// sqlDoneByIDs does, and not at all for ids the engine made (allFresh).
 	sqlNoneDone = `SELECT ('` + notFastMarker + `done:' || id)::int FROM spool_jobs_done WHERE id = ANY($1)`
+	// countedSetting names the setting by which a transaction tells the
+	// insert trigger of spool_jobs that its statements write their own
+	// count deltas (see migration 11).
+	countedSetting = "spool.counted"
 )
 
 // errNotFast is a fast insert that found what only the full insert
@@ -82,30 +141,13 @@ const maxFastInsert = 128
 // trip, or returns errNotFast having written nothing. It announces their
 // queues only when another node listens (listeners.go).
 func (s *Store) insertFast(ctx context.Context, jobs []store.JobInsertParams, now time.Time) ([]store.InsertResult, error) {
-	idx := make([]int, len(jobs))
-	for i := range idx {
-		idx[i] = i
-	}
-	a, err := newInsertArgs(jobs, idx, now)
+	f, err := s.newFastInsert(jobs, now)
 	if err != nil {
 		return nil, err
 	}
-	batch := &pgx.Batch{}
-	batch.Queue(sqlHoldListeners, lockClass, s.lockKey(listenersLock))
-	batch.Queue(sqlOthersListen, s.node)
-	if a.allProcess {
-		batch.Queue(sqlRelaxCommit)
-	}
-	if len(a.ungrouped) > 0 {
-		batch.Queue(sqlLockFlowShared, a.ungrouped, lockClass)
-	}
-	batch.Queue(sqlInsertJobsFast, append(a.args, int64(len(jobs)))...)
-	if !allFresh(jobs) {
-		batch.Queue(sqlNoneDone, a.ids)
-	}
 	var heard bool
 	err = s.retry(ctx, func() error {
-		return s.timed(func() error { return s.sendFast(ctx, batch, &heard) })
+		return s.timed(func() error { return s.sendFast(ctx, f.batch, &heard) })
 	})
 	if err != nil {
 		var nf *notFastError
@@ -117,18 +159,75 @@ func (s *Store) insertFast(ctx context.Context, jobs []store.JobInsertParams, no
 		return nil, err
 	}
 	if heard {
-		s.ann.add(a.available)
+		s.ann.add(f.available)
 	}
 	out := make([]store.InsertResult, len(jobs))
 	for i := range jobs {
-		out[i] = store.InsertResult{Job: newJob(&jobs[i], a.runAts[i], now)}
+		out[i] = store.InsertResult{Job: newJob(&jobs[i], f.runAts[i], now)}
 	}
 	return out, nil
 }
 
+// fastInsert is the pipeline of a fast insert, with what its answer needs.
+type fastInsert struct {
+	batch     *pgx.Batch
+	runAts    []time.Time
+	available []string // the queues of the jobs inserted available
+}
+
+// newFastInsert makes the pipeline that inserts jobs at now.
+func (s *Store) newFastInsert(jobs []store.JobInsertParams, now time.Time) (*fastInsert, error) {
+	batch := &pgx.Batch{}
+	lockArgs := func(ungrouped []string, process bool) {
+		batch.Queue(sqlFastBegin, lockClass, s.lockKey(listenersLock), ungrouped, process)
+	}
+	if len(jobs) == 1 {
+		jp := &jobs[0]
+		f := &fastInsert{batch: batch, runAts: []time.Time{micro(jp.RunAt)}}
+		if jp.State == job.StateAvailable {
+			f.available = []string{jp.Queue}
+		}
+		var ungrouped []string
+		if jp.Group == "" {
+			ungrouped = []string{jp.Queue}
+		}
+		lockArgs(ungrouped, durabilityOf(jp.Durability) == job.DurabilityProcess)
+		tags, err := encodeTags(jp)
+		if err != nil {
+			return nil, err
+		}
+		created := now
+		if !jp.CreatedAt.IsZero() {
+			created = micro(jp.CreatedAt)
+		}
+		batch.Queue(sqlInsertJobFast, jp.ID, jp.Queue, jp.Kind, bytesOrNil(jp.Payload), int32(jp.Priority),
+			string(jp.State), f.runAts[0], int32(jp.MaxAttempts), string(jp.Backoff.Kind), int64(jp.Backoff.Base),
+			int64(jp.Backoff.Max), jp.Backoff.Jitter, int64(jp.LeaseDuration), jp.UniqueKey, int64(jp.UniqueFor), tags,
+			string(durabilityOf(jp.Durability)), created, jp.Group, jp.TraceParent, s.node)
+		if !jp.FreshID {
+			batch.Queue(sqlNoneDone, []string{jp.ID})
+		}
+		return f, nil
+	}
+	idx := make([]int, len(jobs))
+	for i := range idx {
+		idx[i] = i
+	}
+	a, err := newInsertArgs(jobs, idx, now)
+	if err != nil {
+		return nil, err
+	}
+	lockArgs(a.ungrouped, a.allProcess)
+	batch.Queue(sqlInsertJobsFast, append(a.args, int64(len(jobs)), s.node)...)
+	if !allFresh(jobs) {
+		batch.Queue(sqlNoneDone, a.ids)
+	}
+	return &fastInsert{batch: batch, runAts: a.runAts, available: a.available}, nil
+}
+
 // sendFast sends batch, a whole implicit transaction that starts with
-// sqlHoldListeners and sqlOthersListen, on one connection, reads every
-// result and sets heard to what sqlOthersListen read.
+// sqlFastBegin and an insert, on one connection, reads every result and
+// sets heard to what the insert read.
 func (s *Store) sendFast(ctx context.Context, batch *pgx.Batch, heard *bool) error {
 	c, err := s.pool.Acquire(ctx)
 	if err != nil {

@@ -13,8 +13,9 @@ import (
 // spool_listeners lists the listening nodes, and the listeners' lock
 // (listenersLock) orders a node's joining with the inserts under way:
 //
-//   - an insert holds the lock shared from its first statement, and only
-//     then reads whether another node is listed;
+//   - an insert holds the lock shared from its first statement
+//     (sqlFastBegin), and only then, in the snapshot of its next
+//     statement, reads whether another node is listed;
 //   - a node that joins, once it LISTENs, takes the lock exclusively, which
 //     waits for every insert that holds it to end, lists itself, commits,
 //     and only then looks at every queue.
@@ -28,11 +29,6 @@ import (
 const (
 	// listenersLock names the listeners' lock.
 	listenersLock = "listeners"
-	// sqlHoldListeners takes the listeners' lock ($1, $2) shared for the
-	// insert's transaction.
-	sqlHoldListeners = `SELECT pg_advisory_xact_lock_shared($1, $2)`
-	// sqlOthersListen reads whether a node other than $1 listens.
-	sqlOthersListen = `SELECT EXISTS (SELECT FROM spool_listeners WHERE node <> $1)`
 	// sqlLockListeners takes the listeners' lock ($1, $2) exclusively for
 	// a joining node's transaction.
 	sqlLockListeners = `SELECT pg_advisory_xact_lock($1, $2)`

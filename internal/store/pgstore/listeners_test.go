@@ -78,7 +78,7 @@ func TestJoiningWaitsForInsertsUnderWay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tx.Exec(ctx, sqlHoldListeners, lockClass, s.lockKey(listenersLock)); err != nil {
+	if _, err := tx.Exec(ctx, sqlFastBegin, lockClass, s.lockKey(listenersLock), []string{"q"}, false); err != nil {
 		t.Fatal(err)
 	}
 	joined := make(chan error, 1)

@@ -22,8 +22,9 @@ import (
 //     entries there (seq, id, finish time); the state index leaves them
 //     out, since listings of completed jobs read in seq order anyway.
 //   - spool_count_deltas receives, from statement triggers, the change in
-//     each queue's per-state counts made by every statement; the store
-//     folds them into spool_counts every second. Counts stay exact and
+//     each queue's per-state counts made by every statement (a fast
+//     insert writes its own, see insertfast.go); the store folds them
+//     into spool_counts every second. Counts stay exact and
 //     transactional without a row that every transaction would contend on.
 var migrations = []string{
 	`
@@ -269,6 +270,18 @@ CREATE TABLE spool_listeners (
 	node text    PRIMARY KEY,
 	pid  integer NOT NULL
 );
+`,
+	// Version 11: a fast insert (insertfast.go) writes the count deltas
+	// of its jobs in its own statement, and sets spool.counted for its
+	// transaction so that the insert trigger leaves them to it; every
+	// other insert, a node's of an older version among them, is still
+	// counted by the trigger.
+	`
+DROP TRIGGER spool_jobs_count_insert ON spool_jobs;
+CREATE TRIGGER spool_jobs_count_insert AFTER INSERT ON spool_jobs
+	REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT
+	WHEN (current_setting('spool.counted', true) IS DISTINCT FROM 'on')
+	EXECUTE FUNCTION spool_count_insert();
 `,
 }
 

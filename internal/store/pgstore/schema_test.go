@@ -93,3 +93,36 @@ func oldDatabase(t *testing.T, v int, then ...string) string {
 	}
 	return url
 }
+
+// A database of schema version 10 brought to the current version counts
+// every job: those its fast inserts count themselves, and those a node of
+// the older release inserts, which the trigger counts as before.
+func TestCountsAfterFastInsertsCountThemselves(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := oldDatabase(t, 10)
+	s := open(t, url)
+	older := connect(t, url)
+	for n := 1; n <= 3; n++ { // one job alone, then two and three together
+		ps := make([]store.JobInsertParams, n)
+		for i := range ps {
+			ps[i] = newParams(job.DurabilityFull)
+			ps[i].FreshID = i%2 == 0 // the engine's ids, and ids of the client's
+		}
+		if _, err := s.JobInsertMany(ctx, &store.JobInsertManyParams{Now: t0, Jobs: ps}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := older.Exec(ctx, `INSERT INTO spool_jobs (id, queue, kind, state, run_at, max_attempts, backoff_kind,
+			backoff_base, backoff_max, backoff_jitter, lease_ns, unique_for, durability, created_at, priority)
+		VALUES ('older', 'q', 'k', 'available', now(), 5, 'fixed', 0, 0, 0, 60000000000, 0, 'full', now(), 0)`); err != nil {
+		t.Fatal(err)
+	}
+	q, err := s.QueueGet(ctx, "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := q.Counts[job.StateAvailable]; got != 1+2+3+1 {
+		t.Fatalf("available jobs counted: %d, want 7", got)
+	}
+}
