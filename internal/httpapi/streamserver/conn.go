@@ -181,6 +181,9 @@ func (s *conn) readLoop() error {
 			continue // a cancel frame
 		}
 		if s.srv.opts.Batchable != nil && s.srv.opts.Batchable(j.f.Method, j.f.Target) && (joining || stream.FrameBuffered(s.rd)) {
+			if batch == nil {
+				batch = (*batchPool.Get().(*[]frameJob))[:0]
+			}
 			batch = append(batch, j)
 			continue
 		}
@@ -193,6 +196,13 @@ func (s *conn) readLoop() error {
 		s.dispatch(j)
 	}
 }
+
+// batchPool recycles the arrays of batches (readLoop), which hold up to
+// maxBatch frames, once their batch is served (handleLoop).
+var batchPool = sync.Pool{New: func() any {
+	b := make([]frameJob, 0, maxBatch)
+	return &b
+}}
 
 // trySlot takes a slot for one more request in flight if one is free.
 func (s *conn) trySlot() bool {
@@ -255,6 +265,8 @@ func (s *conn) startBatch(batch []frameJob) {
 	case 0:
 	case 1:
 		s.dispatch(batch[0])
+		clear(batch)
+		batchPool.Put(&batch)
 	default:
 		s.dispatch(frameJob{batch: batch})
 	}
@@ -308,6 +320,9 @@ func (s *conn) handleLoop(j frameJob) {
 	for {
 		if j.batch != nil {
 			s.handleBatch(j.batch)
+			b := j.batch
+			clear(b)
+			batchPool.Put(&b)
 		} else {
 			s.handle(j.ctx, j.cancel, j.f)
 		}
@@ -450,7 +465,9 @@ func (s *conn) request(ctx context.Context, f stream.Request) (*http.Request, er
 		r.Header["Authorization"] = s.auth
 	}
 	if len(f.Body) > 0 {
-		r.Body = &frameBody{Reader: bytes.NewReader(f.Body)}
+		b := &frameBody{}
+		b.Reset(f.Body)
+		r.Body = b
 		r.Header["Content-Type"] = jsonContentType
 	}
 	return r.WithContext(ctx), nil
@@ -475,7 +492,7 @@ func validMethod(m string) bool {
 }
 
 // frameBody is a frame's body as a request body.
-type frameBody struct{ *bytes.Reader }
+type frameBody struct{ bytes.Reader }
 
 // Close implements io.Closer.
 func (*frameBody) Close() error { return nil }
