@@ -64,6 +64,13 @@ type conn struct {
 	w      *bufio.Writer
 	broken bool
 
+	// headers are the header of the stream's requests without a body and
+	// with one: the upgrade's Authorization, and for a body its
+	// Content-Type. The requests share them, read-only (Options.Handler).
+	headers [2]http.Header
+	tmu     sync.Mutex
+	targets map[string]*url.URL // guarded by tmu
+
 	handlers sync.WaitGroup // the handler goroutines
 	mu       sync.Mutex
 	inflight map[uint32]context.CancelFunc // requests running, by id
@@ -73,7 +80,7 @@ type conn struct {
 // reader rd may hold the first frames already, for the upgrade request r.
 func newConn(srv *Server, nc net.Conn, rd *bufio.Reader, r *http.Request) *conn {
 	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), streamKey{}, true))
-	return &conn{
+	c := &conn{
 		srv: srv, nc: nc,
 		rd:    bufio.NewReaderSize(rd, streamBufferSize), // takes over what rd holds
 		limit: srv.opts.MaxBodyBytes + stream.MaxRequestHeader,
@@ -87,8 +94,20 @@ func newConn(srv *Server, nc net.Conn, rd *bufio.Reader, r *http.Request) *conn 
 		answers:  make(chan stream.Answer, MaxInFlight+1),
 		done:     make(chan struct{}),
 		inflight: make(map[uint32]context.CancelFunc),
+		targets:  make(map[string]*url.URL),
 		w:        bufio.NewWriterSize(nc, streamBufferSize),
 	}
+	for i := range c.headers {
+		h := http.Header{}
+		if len(c.auth) > 0 {
+			h["Authorization"] = c.auth
+		}
+		if i == 1 {
+			h["Content-Type"] = jsonContentType
+		}
+		c.headers[i] = h
+	}
+	return c
 }
 
 // serve runs the stream until the client closes it, breaks the protocol,
@@ -448,30 +467,52 @@ func (s *conn) request(ctx context.Context, f stream.Request) (*http.Request, er
 	if f.Target == "" || f.Target[0] != '/' {
 		return nil, &Error{Kind: InvalidRequest, Message: fmt.Sprintf("frame %d: the target must be a path starting with /", f.ID)}
 	}
-	u, err := url.ParseRequestURI(f.Target)
+	u, err := s.targetURL(f.Target)
 	if err != nil {
 		return nil, &Error{Kind: InvalidRequest, Message: fmt.Sprintf("frame %d: target %q is not a path and query", f.ID, f.Target)}
 	}
 	r := &http.Request{
 		Method: f.Method, URL: u, RequestURI: f.Target,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header:        http.Header{},
+		Header:        s.headers[min(len(f.Body), 1)],
 		Body:          http.NoBody,
 		ContentLength: int64(len(f.Body)),
 		Host:          s.host,
 		RemoteAddr:    s.remote,
 	}
-	if len(s.auth) > 0 {
-		r.Header["Authorization"] = s.auth
-	}
 	if len(f.Body) > 0 {
 		b := &frameBody{}
 		b.Reset(f.Body)
 		r.Body = b
-		r.Header["Content-Type"] = jsonContentType
 	}
 	return r.WithContext(ctx), nil
 }
+
+// targetURL returns the parsed target of a frame, from the stream's cache
+// of the targets it parsed when it is there: the stream's requests share
+// it, read-only (Options.Handler).
+func (s *conn) targetURL(target string) (*url.URL, error) {
+	s.tmu.Lock()
+	u, ok := s.targets[target]
+	s.tmu.Unlock()
+	if ok {
+		return u, nil
+	}
+	u, err := url.ParseRequestURI(target)
+	if err != nil {
+		return nil, err
+	}
+	s.tmu.Lock()
+	if len(s.targets) >= maxTargets {
+		clear(s.targets)
+	}
+	s.targets[target] = u
+	s.tmu.Unlock()
+	return u, nil
+}
+
+// maxTargets bounds the targets a stream keeps parsed.
+const maxTargets = 64
 
 // jsonContentType is the Content-Type of a frame's body. Shared: handlers
 // only read request headers.

@@ -26,7 +26,10 @@ import (
 
 // Options configure a Server.
 type Options struct {
-	// Handler serves the request of each frame: the API's own handler.
+	// Handler serves the request of each frame: the API's own handler. It
+	// must not change a request's Header or URL, which the requests of a
+	// stream share (the upgrade's headers, the targets the stream parsed),
+	// nor should ServeBatch.
 	Handler http.Handler
 	// WriteError writes err as the API's error answer. The stream server
 	// words its own refusals as *Error; every other error comes from the
