@@ -33,21 +33,17 @@ UNION ALL
 SELECT queue, name FROM spool_consumer_groups WHERE queue = ANY($22::text[])`
 	// sqlInsertCTEs are the common table expressions of sqlInsertJobs:
 	// ins inserts the jobs, q their queues.
-	sqlInsertCTEs = `WITH flow AS (
-	SELECT ARRAY(SELECT name FROM spool_queues WHERE name = ANY($20::text[]) AND flow) AS names
-), ins AS (` + sqlInsertRows + `
-	CROSS JOIN flow
-	ORDER BY ord
-	ON CONFLICT (id) DO NOTHING
-	RETURNING id, queue
+	sqlInsertCTEs = sqlInsertJobsWith + `id, queue
 ), q AS (
 	INSERT INTO spool_queues (name) SELECT DISTINCT queue FROM ins ON CONFLICT (name) DO NOTHING
 )
 `
-	// sqlInsertRows inserts the rows of the jobs given as arrays, for
-	// sqlInsertJobs and sqlInsertJobsFast, which go on with the join of
-	// the flow queues and what follows.
-	sqlInsertRows = `
+	// sqlInsertJobsWith opens the common table expressions of
+	// sqlInsertJobs and sqlInsertJobsFast: ins inserts the jobs given as
+	// arrays, skipping ids that exist, and returns what follows it.
+	sqlInsertJobsWith = `WITH flow AS (
+	SELECT ARRAY(SELECT name FROM spool_queues WHERE name = ANY($20::text[]) AND flow) AS names
+), ins AS (
 	INSERT INTO spool_jobs (id, queue, kind, payload, priority, state, run_at, max_attempts, backoff_kind,
 		backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, durability, grp, created_at,
 		traceparent)
@@ -60,7 +56,11 @@ SELECT queue, name FROM spool_consumer_groups WHERE queue = ANY($22::text[])`
 		$17::text[], $19::text[], $21::timestamptz[], $23::text[])
 		WITH ORDINALITY AS u(id, queue, kind, payload, priority, state, run_at, max_attempts, backoff_kind,
 		backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, durability, grp, created_at,
-		traceparent, ord)`
+		traceparent, ord)
+	CROSS JOIN flow
+	ORDER BY ord
+	ON CONFLICT (id) DO NOTHING
+	RETURNING `
 	// sqlDoneByIDs finds ids that belong to finished jobs. It runs as its
 	// own statement after the insert so that it sees a job that another
 	// transaction moved to spool_jobs_done while the insert waited on it.

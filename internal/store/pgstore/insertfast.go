@@ -48,13 +48,7 @@ const (
 	// inserted, and returns whether a node other than $25 listens; it
 	// fails when the queues $22 have consumer groups or when it inserted
 	// fewer jobs than $24 (an id existed).
-	sqlInsertJobsFast = `WITH flow AS (
-	SELECT ARRAY(SELECT name FROM spool_queues WHERE name = ANY($20::text[]) AND flow) AS names
-), ins AS (` + sqlInsertRows + `
-	CROSS JOIN flow
-	ORDER BY ord
-	ON CONFLICT (id) DO NOTHING
-	RETURNING queue, state
+	sqlInsertJobsFast = sqlInsertJobsWith + `queue, state
 ), counted AS (
 	INSERT INTO spool_count_deltas (queue, state, n) SELECT queue, state, count(*) FROM ins GROUP BY queue, state
 ), q AS (
