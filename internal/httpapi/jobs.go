@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/spoolq/spool/internal/httpapi/auth"
@@ -157,9 +159,11 @@ func (a *API) serveEnqueues(ctx context.Context, rs []*http.Request, ws []http.R
 		}()
 	}
 	s := &a.enqueueScope
-	reqs := make([]queue.EnqueueRequest, 0, len(rs))
-	index := make([]int, 0, len(rs)) // the request of each of reqs
-	ins := make([]wire.EnqueueJob, len(rs))
+	work := enqueuesPool.Get().(*enqueuesWork)
+	defer work.release()
+	reqs, index := work.reqs[:0], work.index[:0] // index: the request of each of reqs
+	ins := slices.Grow(work.ins[:0], len(rs))[:len(rs)]
+	work.ins = ins
 	for i, r := range rs {
 		r.Pattern = enqueuePattern
 		if a.opts.Auth != nil {
@@ -181,12 +185,32 @@ func (a *API) serveEnqueues(ctx context.Context, rs []*http.Request, ws []http.R
 		reqs = append(reqs, req)
 		index = append(index, i)
 	}
+	work.reqs, work.index = reqs, index
 	if len(reqs) == 0 {
 		return
 	}
 	for k, o := range a.engine.EnqueueEach(ctx, reqs) {
 		a.answerEnqueue(ws[index[k]], rs[index[k]], o.Result, o.Err)
 	}
+}
+
+// enqueuesWork holds the arrays serveEnqueues works in, which
+// enqueuesPool keeps between batches: each job's body, request and
+// frame. Nothing keeps a pointer into them once a batch is answered.
+type enqueuesWork struct {
+	ins   []wire.EnqueueJob
+	reqs  []queue.EnqueueRequest
+	index []int
+}
+
+var enqueuesPool = sync.Pool{New: func() any { return new(enqueuesWork) }}
+
+// release clears the arrays, so that they keep nothing alive, and
+// returns them to enqueuesPool.
+func (w *enqueuesWork) release() {
+	clear(w.ins)
+	clear(w.reqs)
+	enqueuesPool.Put(w)
 }
 
 type enqueueBatchResultJSON struct {
