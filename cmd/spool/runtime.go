@@ -3,6 +3,7 @@ package main
 import (
 	"runtime"
 	"runtime/debug"
+	"time"
 )
 
 // Garbage collector settings of `spool server`, used unless the standard
@@ -50,5 +51,31 @@ func tuneProcs(getenv func(string) string) bool {
 		return false
 	}
 	runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + serverExtraProcs)
+	return true
+}
+
+// heldProcNap is how long the goroutine of holdProc stays in each system
+// call: under the 10 ms after which the runtime takes back the P of a
+// system call even with idle Ps to spare, so that it never does.
+const heldProcNap = 9 * time.Millisecond
+
+// holdProcIfWanted keeps one of the server's Ps in a system call for good
+// (holdProc, on Linux) unless getenv sets SPOOL_HOLD_PROC to 0, and
+// reports whether it does.
+//
+// The Go runtime's monitor thread (sysmon) sleeps deeply while every P is
+// idle and is woken as soon as one is not. A server with one client at a
+// time goes idle and busy again with each request, so the monitor woke,
+// took a 20 µs nap, looked around and went back to deep sleep about every
+// request: three thread switches a request, 14 % of the server's CPU at
+// one producer (BENCHMARKS.md). With one P never idle the monitor keeps
+// its own pace, which backs off to one look every 10 ms, and the switches
+// are gone: 10–20 % more single-job enqueues at one producer. The P held
+// is one of the serverExtraProcs, and the thread naps 9 ms at a time.
+func holdProcIfWanted(getenv func(string) string) bool {
+	if getenv("SPOOL_HOLD_PROC") == "0" || runtime.GOOS != "linux" {
+		return false
+	}
+	holdProc()
 	return true
 }
