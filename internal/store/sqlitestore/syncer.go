@@ -195,7 +195,7 @@ func (s *syncer) hand(ops []*op, start time.Time, sync bool) {
 	switch {
 	case s.unclaimed != nil:
 		s.unclaimed.covers, s.covered = s.handed, s.handed
-	case s.needed > s.covered && len(s.running) < maxSyncs:
+	case s.canBegin():
 		s.unclaimed = s.begin()
 	}
 	ready := s.takeReady()
@@ -218,6 +218,14 @@ func (s *syncer) dispatch(inPlace bool) {
 	default:
 		s.starts <- r // never blocks: at most maxSyncs runs are under way
 	}
+}
+
+// canBegin reports whether an fsync should begin: a batch handed over
+// waits for one that covers it, and a slot is free. (A run waiting for
+// dispatch covers every batch handed over, so then none waits.) The
+// caller holds mu.
+func (s *syncer) canBegin() bool {
+	return s.needed > s.covered && len(s.running) < maxSyncs
 }
 
 // begin makes an fsync covering every batch handed over, on a free
@@ -254,7 +262,7 @@ func (s *syncer) run(r *syncRun) {
 	r.done, r.err = true, err
 	s.takeRuns()
 	var next *syncRun
-	if len(s.running) < maxSyncs && s.needed > s.covered && s.unclaimed == nil {
+	if s.canBegin() {
 		next = s.begin()
 	}
 	ready := s.takeReady()
@@ -310,9 +318,10 @@ func (s *syncer) take(k int) []syncBatch {
 	}
 	out := slices.Clone(s.queue[:k])
 	clear(s.queue[:k])
-	s.queue = s.queue[k:]
-	if len(s.queue) == 0 {
-		s.queue = s.queue[:0:0]
+	if k == len(s.queue) {
+		s.queue = s.queue[:0] // empty: the next batch starts the array over
+	} else {
+		s.queue = s.queue[k:]
 	}
 	s.pending.Add(-int64(k))
 	if len(s.queue) == 0 && s.drained != nil {
