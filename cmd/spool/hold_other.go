@@ -2,6 +2,6 @@
 
 package main
 
-// holdProc does nothing off Linux, where the nap it takes is Linux's
-// clock_nanosleep.
-func holdProc() {}
+// holdProc holds no P off Linux, since the nap it takes is Linux's
+// clock_nanosleep, and reports so.
+func holdProc() bool { return false }

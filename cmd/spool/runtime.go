@@ -73,9 +73,8 @@ const heldProcNap = 9 * time.Millisecond
 // are gone: 10–20 % more single-job enqueues at one producer. The P held
 // is one of the serverExtraProcs, and the thread naps 9 ms at a time.
 func holdProcIfWanted(getenv func(string) string) bool {
-	if getenv("SPOOL_HOLD_PROC") == "0" || runtime.GOOS != "linux" {
+	if getenv("SPOOL_HOLD_PROC") == "0" {
 		return false
 	}
-	holdProc()
-	return true
+	return holdProc()
 }
