@@ -425,16 +425,21 @@ func encodeTags(jp *store.JobInsertParams) (string, error) {
 // newJob is the job jp as inserted at now: created then, unless it says
 // when.
 func newJob(jp *store.JobInsertParams, runAt, now time.Time) *job.Job {
-	created := now
-	if !jp.CreatedAt.IsZero() {
-		created = micro(jp.CreatedAt)
-	}
 	return &job.Job{
 		ID: jp.ID, Queue: jp.Queue, Kind: jp.Kind, Payload: jp.Payload, Priority: jp.Priority, State: jp.State,
 		RunAt: runAt, MaxAttempts: jp.MaxAttempts, Backoff: jp.Backoff, LeaseDuration: jp.LeaseDuration,
 		UniqueKey: jp.UniqueKey, UniqueFor: jp.UniqueFor, Tags: jp.Tags, Group: jp.Group,
-		Durability: durabilityOf(jp.Durability), CreatedAt: created, TraceParent: jp.TraceParent,
+		Durability: durabilityOf(jp.Durability), CreatedAt: createdAt(jp, now), TraceParent: jp.TraceParent,
 	}
+}
+
+// createdAt is when jp is created, inserted at now: then, unless it says
+// when.
+func createdAt(jp *store.JobInsertParams, now time.Time) time.Time {
+	if jp.CreatedAt.IsZero() {
+		return now
+	}
+	return micro(jp.CreatedAt)
 }
 
 // uniqueRef names one unique key of one queue.

@@ -190,14 +190,10 @@ func (s *Store) newFastInsert(jobs []store.JobInsertParams, now time.Time) (*fas
 		if err != nil {
 			return nil, err
 		}
-		created := now
-		if !jp.CreatedAt.IsZero() {
-			created = micro(jp.CreatedAt)
-		}
 		batch.Queue(sqlInsertJobFast, jp.ID, jp.Queue, jp.Kind, bytesOrNil(jp.Payload), int32(jp.Priority),
 			string(jp.State), f.runAts[0], int32(jp.MaxAttempts), string(jp.Backoff.Kind), int64(jp.Backoff.Base),
 			int64(jp.Backoff.Max), jp.Backoff.Jitter, int64(jp.LeaseDuration), jp.UniqueKey, int64(jp.UniqueFor), tags,
-			string(durabilityOf(jp.Durability)), created, jp.Group, jp.TraceParent, s.node)
+			string(durabilityOf(jp.Durability)), createdAt(jp, now), jp.Group, jp.TraceParent, s.node)
 		if !jp.FreshID {
 			batch.Queue(sqlNoneDone, []string{jp.ID})
 		}
