@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -12,8 +13,10 @@ import (
 
 // The server holds a P in a system call, in a thread that naps in
 // clock_nanosleep (nothing else in the process calls it), unless
-// SPOOL_HOLD_PROC is 0.
+// SPOOL_HOLD_PROC is 0 or it has a single P.
 func TestHoldProcNapsInASystemCall(t *testing.T) {
+	procs := runtime.GOMAXPROCS(0)
+	t.Cleanup(func() { runtime.GOMAXPROCS(procs) })
 	if n := threadsIn(t, syscall.SYS_CLOCK_NANOSLEEP); n != 0 {
 		t.Fatalf("%d threads in clock_nanosleep before the hold", n)
 	}
@@ -24,6 +27,15 @@ func TestHoldProcNapsInASystemCall(t *testing.T) {
 	if n := threadsIn(t, syscall.SYS_CLOCK_NANOSLEEP); n != 0 {
 		t.Fatalf("%d threads in clock_nanosleep with SPOOL_HOLD_PROC=0", n)
 	}
+	runtime.GOMAXPROCS(1)
+	if holdProcIfWanted(func(string) string { return "" }) {
+		t.Fatal("holdProcIfWanted held the only P")
+	}
+	time.Sleep(50 * time.Millisecond)
+	if n := threadsIn(t, syscall.SYS_CLOCK_NANOSLEEP); n != 0 {
+		t.Fatalf("%d threads in clock_nanosleep with a single P", n)
+	}
+	runtime.GOMAXPROCS(max(procs, 2))
 	if !holdProcIfWanted(func(string) string { return "" }) {
 		t.Fatal("holdProcIfWanted did not hold a P")
 	}

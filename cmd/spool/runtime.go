@@ -35,19 +35,26 @@ func tuneGC(getenv func(string) string) (setPercent, setLimit bool) {
 	return setPercent, setLimit
 }
 
-// serverExtraProcs is how many more Ps than CPUs `spool server` runs with,
-// unless GOMAXPROCS says otherwise. The store's writer calls into SQLite
-// through cgo, and a call that waits for the disk (a commit's fsync) keeps
-// its P until the runtime takes it back; meanwhile the other goroutines
-// have one P fewer. Two spare Ps were measured (BENCHMARKS.md) at 11–16 %
-// more single-job enqueues a second over the stream transport on two
-// cores, and no change elsewhere.
+// serverExtraProcs is how many more Ps than CPUs `spool server` runs with
+// on the embedded store, unless GOMAXPROCS says otherwise. The store's
+// writer calls into SQLite through cgo, and a call that waits for the disk
+// (a commit's fsync) keeps its P until the runtime takes it back;
+// meanwhile the other goroutines have one P fewer. Two spare Ps were
+// measured (BENCHMARKS.md) at 11–16 % more single-job enqueues a second
+// over the stream transport on two cores, and no change elsewhere.
+//
+// A node on PostgreSQL makes no such calls and gets no spare Ps: there an
+// idle P only lets the goroutines of one request (net/http's among them)
+// spread over threads, each hand-over a thread woken. On two cores, with
+// one P held (holdProcIfWanted), one producer over HTTP made 11–16 % more
+// enqueues a second without spare Ps, at 35 % less of the node's CPU a
+// job (BENCHMARKS.md).
 const serverExtraProcs = 2
 
-// tuneProcs raises GOMAXPROCS by serverExtraProcs unless getenv names it,
-// and reports whether it did.
-func tuneProcs(getenv func(string) string) bool {
-	if getenv("GOMAXPROCS") != "" {
+// tuneProcs raises GOMAXPROCS by serverExtraProcs for the embedded store
+// (embedded), unless getenv names GOMAXPROCS, and reports whether it did.
+func tuneProcs(getenv func(string) string, embedded bool) bool {
+	if getenv("GOMAXPROCS") != "" || !embedded {
 		return false
 	}
 	runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + serverExtraProcs)
@@ -71,9 +78,11 @@ const heldProcNap = 9 * time.Millisecond
 // one producer (BENCHMARKS.md). With one P never idle the monitor keeps
 // its own pace, which backs off to one look every 10 ms, and the switches
 // are gone: 10–20 % more single-job enqueues at one producer. The P held
-// is one of the serverExtraProcs, and the thread naps 9 ms at a time.
+// is one of the serverExtraProcs on the embedded store, and the thread
+// naps 9 ms at a time. A server with a single P holds none: it would be
+// the one its goroutines run on.
 func holdProcIfWanted(getenv func(string) string) bool {
-	if getenv("SPOOL_HOLD_PROC") == "0" {
+	if getenv("SPOOL_HOLD_PROC") == "0" || runtime.GOMAXPROCS(0) < 2 {
 		return false
 	}
 	return holdProc()

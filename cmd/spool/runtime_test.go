@@ -42,17 +42,24 @@ func TestTuneGC(t *testing.T) {
 	}
 }
 
-// The server runs with spare Ps unless GOMAXPROCS says otherwise.
+// The server runs with spare Ps on the embedded store unless GOMAXPROCS
+// says otherwise, and with none on PostgreSQL.
 func TestTuneProcs(t *testing.T) {
 	procs := runtime.GOMAXPROCS(0)
 	t.Cleanup(func() { runtime.GOMAXPROCS(procs) })
-	if tuneProcs(func(k string) string { return map[string]string{"GOMAXPROCS": "3"}[k] }) {
+	if tuneProcs(func(k string) string { return map[string]string{"GOMAXPROCS": "3"}[k] }, true) {
 		t.Fatal("tuneProcs changed GOMAXPROCS although the variable is set")
 	}
 	if got := runtime.GOMAXPROCS(0); got != procs {
 		t.Fatalf("GOMAXPROCS %d, want %d unchanged", got, procs)
 	}
-	if !tuneProcs(func(string) string { return "" }) {
+	if tuneProcs(func(string) string { return "" }, false) {
+		t.Fatal("tuneProcs changed GOMAXPROCS for PostgreSQL")
+	}
+	if got := runtime.GOMAXPROCS(0); got != procs {
+		t.Fatalf("GOMAXPROCS %d on PostgreSQL, want %d unchanged", got, procs)
+	}
+	if !tuneProcs(func(string) string { return "" }, true) {
 		t.Fatal("tuneProcs did not change GOMAXPROCS")
 	}
 	if got := runtime.GOMAXPROCS(0); got != procs+serverExtraProcs {

@@ -28,7 +28,7 @@ func runServer(args []string) int {
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel(cfg.LogLevel)}))
 	tuneGC(os.Getenv)
-	tuneProcs(os.Getenv)
+	tuneProcs(os.Getenv, cfg.DB == "")
 	holdProcIfWanted(os.Getenv)
 	if path := os.Getenv("SPOOL_CPUPROFILE"); path != "" {
 		stopProfile, err := startCPUProfile(path)
