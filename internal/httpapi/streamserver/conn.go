@@ -277,8 +277,9 @@ func (s *conn) readRequest() (frameJob, bool, error) {
 	return frameJob{ctx: ctx, cancel: cancel, f: f, alone: alone}, true, nil
 }
 
-// startBatch starts the frames of batch: on a goroutine of their own as
-// one batch, or a lone frame as any other.
+// startBatch starts the frames of batch: as one batch, on the reader
+// when runsInline allows it and on a goroutine of its own otherwise, or a
+// lone frame as any other.
 func (s *conn) startBatch(batch []frameJob) {
 	switch len(batch) {
 	case 0:
@@ -287,8 +288,37 @@ func (s *conn) startBatch(batch []frameJob) {
 		clear(batch)
 		batchPool.Put(&batch)
 	default:
-		s.dispatch(frameJob{batch: batch})
+		if !s.runsInline(batch) {
+			s.dispatch(frameJob{batch: batch})
+			return
+		}
+		s.srv.inlined.Add(int64(len(batch)))
+		s.handleBatch(batch, true)
+		clear(batch)
+		batchPool.Put(&batch)
 	}
+}
+
+// runsInline reports whether batch runs on the reader: its frames are the
+// stream's only requests in flight, no other frame has been read, and
+// each frame's request waits for nothing but the store (Options.Inline).
+// Under load, the requests of a stream come in waves: the callers
+// answered together send their next requests together, and the stream
+// has nothing else in flight while their batch runs. The wave then saves
+// the hand-overs to a handler goroutine and to the writer, and a frame
+// that arrives meanwhile waits at most that long to be read.
+func (s *conn) runsInline(batch []frameJob) bool {
+	if s.srv.opts.Inline == nil || s.rd.Buffered() > 0 {
+		return false
+	}
+	for _, j := range batch {
+		if !s.srv.opts.Inline(j.f.Method, j.f.Target) {
+			return false
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.inflight) == len(batch)
 }
 
 // handleInline runs j on the reader's goroutine and writes its answer
@@ -338,7 +368,7 @@ func (s *conn) handleLoop(j frameJob) {
 	defer s.handlers.Done()
 	for {
 		if j.batch != nil {
-			s.handleBatch(j.batch)
+			s.handleBatch(j.batch, false)
 			b := j.batch
 			clear(b)
 			batchPool.Put(&b)
@@ -394,9 +424,10 @@ func (s *conn) run(ctx context.Context, cancel context.CancelFunc, f stream.Requ
 }
 
 // handleBatch serves the frames of batch through Options.ServeBatch and
-// queues their answers for the writer. Should ServeBatch panic, the panic
-// is logged and every frame of the batch answered internal_error.
-func (s *conn) handleBatch(batch []frameJob) {
+// queues their answers for the writer; a batch run on the reader (inline)
+// writes them itself when the writer is idle. Should ServeBatch panic, the
+// panic is logged and every frame of the batch answered internal_error.
+func (s *conn) handleBatch(batch []frameJob, inline bool) {
 	s.srv.batched.Add(int64(len(batch)))
 	ws := make([]*frameWriter, len(batch))
 	rs := make([]*http.Request, 0, len(batch))
@@ -427,9 +458,17 @@ func (s *conn) handleBatch(batch []frameJob) {
 			s.srv.opts.ServeBatch(s.ctx, rs, served)
 		}
 	}()
-	for i, j := range batch {
-		s.answers <- s.answer(j.f, j.cancel, ws[i])
+	if !inline || len(s.answers) > 0 || !s.wmu.TryLock() {
+		for i, j := range batch {
+			s.answers <- s.answer(j.f, j.cancel, ws[i])
+		}
+		return
 	}
+	defer s.wmu.Unlock()
+	for i, j := range batch {
+		s.put(s.answer(j.f, j.cancel, ws[i]))
+	}
+	s.finish(true)
 }
 
 // answer ends the request of frame f, whose handler wrote w, and returns
@@ -602,25 +641,46 @@ func (s *conn) writeLoop() {
 // write writes answer a, and flushes when flush is set or no other answer
 // is queued; it frees a's slot. The caller holds wmu.
 func (s *conn) write(a stream.Answer, flush bool) {
+	s.put(a)
+	s.finish(flush)
+}
+
+// put writes answer a into the buffer and frees its slot. The caller
+// holds wmu.
+func (s *conn) put(a stream.Answer) {
 	defer func() { <-s.slots }()
 	if s.broken {
 		return
 	}
-	err := stream.WriteAnswer(s.w, a)
-	if err == nil && !flush && len(s.answers) == 0 {
+	if err := stream.WriteAnswer(s.w, a); err != nil {
+		s.broke(err)
+	}
+}
+
+// finish flushes the answers put when flush is set or no other answer is
+// queued. The caller holds wmu.
+func (s *conn) finish(flush bool) {
+	if s.broken {
+		return
+	}
+	if !flush && len(s.answers) == 0 {
 		// Let the handlers about to answer (a commit answers many at
 		// once) queue their answers before the flush.
 		runtime.Gosched()
 	}
-	if err == nil && (flush || len(s.answers) == 0) {
+	if flush || len(s.answers) == 0 {
 		_ = s.nc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
-		err = s.w.Flush()
-	}
-	if err != nil {
-		s.broken = true
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			s.srv.opts.Logger.Warn("stream closed: the client does not read its answers", "remote", s.remote)
+		if err := s.w.Flush(); err != nil {
+			s.broke(err)
 		}
-		s.stop()
 	}
+}
+
+// broke stops the stream after a failed write. The caller holds wmu.
+func (s *conn) broke(err error) {
+	s.broken = true
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		s.srv.opts.Logger.Warn("stream closed: the client does not read its answers", "remote", s.remote)
+	}
+	s.stop()
 }

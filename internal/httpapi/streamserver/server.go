@@ -46,7 +46,9 @@ type Options struct {
 	// the store (never, as a long poll does, for other requests). Such a
 	// frame, when it is its stream's only request in flight and no other
 	// frame has been read, runs on the stream's reader, which saves a lone
-	// caller two goroutine hand-overs. Nil: no frame does.
+	// caller two goroutine hand-overs; so does a batch of such frames
+	// (Batchable) that are the stream's only requests in flight. Nil: no
+	// frame does.
 	Inline func(method, target string) bool
 	// Batchable reports whether the requests of frames with this method
 	// and target may be served together by ServeBatch. A stream's reader
@@ -72,7 +74,7 @@ type Server struct {
 	open   map[*conn]struct{}
 
 	// inlined counts the frames run on their stream's reader
-	// (conn.handleInline), for tests.
+	// (conn.handleInline, conn.runsInline), for tests.
 	inlined atomic.Int64
 	// batched counts the frames served in batches (conn.handleBatch).
 	batched atomic.Int64

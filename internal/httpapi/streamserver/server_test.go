@@ -31,8 +31,9 @@ type echoBundle struct {
 	// each request to /hold begins to wait.
 	release chan struct{}
 	held    chan struct{}
-	// Targets under /batch are Batchable; batches records the targets of
-	// each batch served, and a batch with /batch/panic panics.
+	// Targets under /batch and /quick/batch are Batchable; batches records
+	// the targets of each batch served, and a batch with /batch/panic
+	// panics.
 	mu      sync.Mutex
 	batches [][]string
 }
@@ -95,7 +96,9 @@ func newEchoBundle(t *testing.T, maxBody int64) *echoBundle {
 	}
 	srv = New(Options{Handler: handler, WriteError: writeError, MaxBodyBytes: maxBody,
 		Logger: slogDiscard(), Inline: func(_, target string) bool { return strings.HasPrefix(target, "/quick") },
-		Batchable: func(_, target string) bool { return strings.HasPrefix(target, "/batch/") }, ServeBatch: serveBatch})
+		Batchable: func(_, target string) bool {
+			return strings.HasPrefix(target, "/batch/") || strings.HasPrefix(target, "/quick/batch/")
+		}, ServeBatch: serveBatch})
 	b.srv = srv
 	hs := httptest.NewServer(handler)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -526,4 +529,62 @@ func TestFramesThatComeTogetherAreServedAsBatches(t *testing.T) {
 	if a, err := stream.ReadAnswer(rd, 1<<20); err != nil || a.ID != 30 || a.Status != http.StatusOK {
 		t.Fatalf("after the panicking batch: %v %d %d %s", err, a.ID, a.Status, a.Body)
 	}
+}
+
+// A batch of frames that Options.Inline names runs on the stream's reader
+// when its frames are the stream's only requests in flight, and each frame
+// is answered as any other. A batch that comes while another request runs
+// goes to a goroutine of its own.
+func TestBatchesRunOnTheReaderWhenAlone(t *testing.T) {
+	t.Parallel()
+	b := newEchoBundle(t, 1024)
+	t.Cleanup(func() { // a failure before /quick/release must not hold the close
+		select {
+		case <-b.release:
+		default:
+			close(b.release)
+		}
+	})
+	nc, rd := b.rawStream(t)
+	send := func(first uint32, targets ...string) {
+		t.Helper()
+		var buf []byte
+		for i, target := range targets {
+			buf, _ = stream.AppendRequest(buf, stream.Request{ID: first + uint32(i), Method: "POST", Target: target, Body: []byte(`{}`)})
+		}
+		if _, err := nc.Write(buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	receive := func(want map[uint32]string) {
+		t.Helper()
+		for range want {
+			a, err := stream.ReadAnswer(rd, 1<<20)
+			var e echoAnswer
+			if err != nil || a.Status != http.StatusOK || json.Unmarshal(a.Body, &e) != nil || e.Target != want[a.ID] {
+				t.Fatalf("answer %d: %v %d %s, want the echo of %q", a.ID, err, a.Status, a.Body, want[a.ID])
+			}
+		}
+	}
+	send(1, "/quick/batch/a", "/quick/batch/b", "/quick/batch/c")
+	receive(map[uint32]string{1: "/quick/batch/a", 2: "/quick/batch/b", 3: "/quick/batch/c"})
+	b.mu.Lock()
+	batches := slices.Clone(b.batches)
+	b.mu.Unlock()
+	if want := [][]string{{"/quick/batch/a", "/quick/batch/b", "/quick/batch/c"}}; !slices.EqualFunc(batches, want, slices.Equal) {
+		t.Fatalf("batches served %q, want %q", batches, want)
+	}
+	if n := b.srv.inlined.Load(); n != 3 {
+		t.Fatalf("%d frames ran on the reader, want the batch's 3", n)
+	}
+
+	send(10, "/hold")
+	<-b.held
+	send(11, "/quick/batch/x", "/quick/batch/y")
+	receive(map[uint32]string{11: "/quick/batch/x", 12: "/quick/batch/y"})
+	if n := b.srv.inlined.Load(); n != 3 {
+		t.Fatalf("%d frames ran on the reader, want still 3: the batch came while /hold ran", n)
+	}
+	send(20, "/quick/release")
+	receive(map[uint32]string{20: "/quick/release", 10: "/hold"})
 }
