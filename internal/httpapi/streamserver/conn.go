@@ -223,6 +223,13 @@ var batchPool = sync.Pool{New: func() any {
 	return &b
 }}
 
+// recycleBatch clears the array of a batch started or served, so that it
+// keeps nothing alive, and returns it to batchPool.
+func recycleBatch(batch []frameJob) {
+	clear(batch)
+	batchPool.Put(&batch)
+}
+
 // trySlot takes a slot for one more request in flight if one is free.
 func (s *conn) trySlot() bool {
 	select {
@@ -285,8 +292,7 @@ func (s *conn) startBatch(batch []frameJob) {
 	case 0:
 	case 1:
 		s.dispatch(batch[0])
-		clear(batch)
-		batchPool.Put(&batch)
+		recycleBatch(batch)
 	default:
 		if !s.runsInline(batch) {
 			s.dispatch(frameJob{batch: batch})
@@ -294,8 +300,7 @@ func (s *conn) startBatch(batch []frameJob) {
 		}
 		s.srv.inlined.Add(int64(len(batch)))
 		s.handleBatch(batch, true)
-		clear(batch)
-		batchPool.Put(&batch)
+		recycleBatch(batch)
 	}
 }
 
@@ -369,9 +374,7 @@ func (s *conn) handleLoop(j frameJob) {
 	for {
 		if j.batch != nil {
 			s.handleBatch(j.batch, false)
-			b := j.batch
-			clear(b)
-			batchPool.Put(&b)
+			recycleBatch(j.batch)
 		} else {
 			s.handle(j.ctx, j.cancel, j.f)
 		}
