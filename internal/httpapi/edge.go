@@ -11,6 +11,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -129,6 +130,17 @@ func (c *catalogConn) CloseWrite() error {
 		return cw.CloseWrite()
 	}
 	return errors.ErrUnsupported
+}
+
+// SyscallConn returns the raw connection of the wrapped one, when it has
+// one (a TCP connection has), and otherwise fails with
+// errors.ErrUnsupported: the stream server asks it how many bytes wait
+// unread.
+func (c *catalogConn) SyscallConn() (syscall.RawConn, error) {
+	if sc, ok := c.Conn.(syscall.Conn); ok {
+		return sc.SyscallConn()
+	}
+	return nil, errors.ErrUnsupported
 }
 
 // plainErrorHeaders are the headers of every plain-text error answer of

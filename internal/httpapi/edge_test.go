@@ -3,6 +3,7 @@ package httpapi
 import (
 	"io"
 	"net"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -46,5 +47,40 @@ func TestCatalogConnClosesWriteAlone(t *testing.T) {
 	got := make([]byte, 10)
 	if _, err := io.ReadFull(server, got); err != nil || string(got) != "still open" {
 		t.Fatalf("server read after its CloseWrite: %q %v", got, err)
+	}
+}
+
+// A connection of CatalogListener gives the raw connection of the TCP
+// connection under it, through which the stream server learns how many
+// bytes wait unread.
+func TestCatalogConnGivesTheRawConnection(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := CatalogListener(ln)
+	defer cl.Close()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	server, err := cl.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer server.Close()
+	sc, ok := server.(syscall.Conn)
+	if !ok {
+		t.Fatalf("%T has no SyscallConn", server)
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fd uintptr
+	if err := raw.Control(func(f uintptr) { fd = f }); err != nil || fd == 0 {
+		t.Fatalf("raw connection: descriptor %d, %v", fd, err)
 	}
 }

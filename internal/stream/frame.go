@@ -260,3 +260,36 @@ func method(b []byte) string {
 	}
 	return string(b)
 }
+
+// PeekRequest returns the id, method and target of the next request frame
+// when rd's buffer holds the whole of it, its length is at most limit and
+// its fields fit it; ok is false otherwise. It reads nothing.
+func PeekRequest(rd *bufio.Reader, limit int64) (id uint32, method, target string, ok bool) {
+	if !FrameBuffered(rd) {
+		return 0, "", "", false
+	}
+	head, _ := rd.Peek(4)
+	n := int64(binary.BigEndian.Uint32(head))
+	if n > limit || n < minRequest {
+		return 0, "", "", false
+	}
+	b, err := rd.Peek(4 + int(n))
+	if err != nil {
+		return 0, "", "", false
+	}
+	b = b[4:]
+	id = binary.BigEndian.Uint32(b)
+	m := int(b[4])
+	b = b[5:]
+	if len(b) < m+2 {
+		return 0, "", "", false
+	}
+	mb := b[:m]
+	b = b[m:]
+	t := int(binary.BigEndian.Uint16(b))
+	b = b[2:]
+	if len(b) < t {
+		return 0, "", "", false
+	}
+	return id, string(mb), string(b[:t]), true
+}

@@ -170,3 +170,34 @@ func TestFrameBuffered(t *testing.T) {
 		}
 	}
 }
+
+// PeekRequest names the next request frame only when the buffer holds the
+// whole of it, within the limit, and reads nothing.
+func TestPeekRequestNamesAWholeFrameOnly(t *testing.T) {
+	t.Parallel()
+	frame, err := AppendRequest(nil, Request{ID: 9, Method: "POST", Target: "/v1/jobs", Body: []byte(`{"kind":"k"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole := bufio.NewReader(bytes.NewReader(frame))
+	_, _ = whole.Peek(len(frame))
+	if id, method, target, ok := PeekRequest(whole, 1<<20); !ok || id != 9 || method != "POST" || target != "/v1/jobs" {
+		t.Fatalf("PeekRequest = %d %q %q %v, want 9 POST /v1/jobs true", id, method, target, ok)
+	}
+	if got, err := ReadRequest(whole, 1<<20); err != nil || got.ID != 9 || string(got.Body) != `{"kind":"k"}` {
+		t.Fatalf("the frame after a peek: %+v %v, want it whole", got, err)
+	}
+	part := bufio.NewReader(bytes.NewReader(frame[:len(frame)-1]))
+	_, _ = part.Peek(len(frame) - 1)
+	if _, _, _, ok := PeekRequest(part, 1<<20); ok {
+		t.Fatal("PeekRequest named a frame not wholly buffered")
+	}
+	if _, _, _, ok := PeekRequest(whole, 1<<20); ok {
+		t.Fatal("PeekRequest named a frame in an empty buffer")
+	}
+	over := bufio.NewReader(bytes.NewReader(frame))
+	_, _ = over.Peek(len(frame))
+	if _, _, _, ok := PeekRequest(over, int64(len(frame)-5)); ok {
+		t.Fatal("PeekRequest named a frame over the limit")
+	}
+}

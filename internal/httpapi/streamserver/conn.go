@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/spoolq/spool/internal/store"
 	"github.com/spoolq/spool/internal/stream"
 )
 
@@ -49,6 +50,8 @@ type conn struct {
 	remote string   // the upgrade's remote address
 	ctx    context.Context
 	cancel context.CancelFunc
+	// joinCtx is ctx with joinArrivals as its store.WithSyncJoin.
+	joinCtx context.Context
 
 	slots   chan struct{} // one per request in flight: the bound
 	work    chan frameJob // requests for an idle handler goroutine
@@ -97,6 +100,7 @@ func newConn(srv *Server, nc net.Conn, rd *bufio.Reader, r *http.Request) *conn 
 		targets:  make(map[string]*url.URL),
 		w:        bufio.NewWriterSize(nc, streamBufferSize),
 	}
+	c.joinCtx = store.WithSyncJoin(ctx, c.joinArrivals)
 	for i := range c.headers {
 		h := http.Header{}
 		if len(c.auth) > 0 {
@@ -299,7 +303,7 @@ func (s *conn) startBatch(batch []frameJob) {
 			return
 		}
 		s.srv.inlined.Add(int64(len(batch)))
-		s.handleBatch(batch, true)
+		s.handleBatch(batch, true, true)
 		recycleBatch(batch)
 	}
 }
@@ -334,7 +338,7 @@ func (s *conn) runsInline(batch []frameJob) bool {
 // frame that arrives meanwhile waits at most that long to be read.
 func (s *conn) handleInline(j frameJob) {
 	s.srv.inlined.Add(1)
-	a := s.run(j.ctx, j.cancel, j.f)
+	a := s.run(store.WithSyncJoin(j.ctx, s.joinArrivals), j.cancel, j.f)
 	if len(s.answers) > 0 || !s.wmu.TryLock() {
 		s.answers <- a
 		return
@@ -373,7 +377,7 @@ func (s *conn) handleLoop(j frameJob) {
 	defer s.handlers.Done()
 	for {
 		if j.batch != nil {
-			s.handleBatch(j.batch, false)
+			s.handleBatch(j.batch, false, false)
 			recycleBatch(j.batch)
 		} else {
 			s.handle(j.ctx, j.cancel, j.f)
@@ -430,7 +434,7 @@ func (s *conn) run(ctx context.Context, cancel context.CancelFunc, f stream.Requ
 // queues their answers for the writer; a batch run on the reader (inline)
 // writes them itself when the writer is idle. Should ServeBatch panic, the
 // panic is logged and every frame of the batch answered internal_error.
-func (s *conn) handleBatch(batch []frameJob, inline bool) {
+func (s *conn) handleBatch(batch []frameJob, inline, join bool) {
 	s.srv.batched.Add(int64(len(batch)))
 	ws := make([]*frameWriter, len(batch))
 	rs := make([]*http.Request, 0, len(batch))
@@ -458,7 +462,11 @@ func (s *conn) handleBatch(batch []frameJob, inline bool) {
 			}
 		}()
 		if len(rs) > 0 {
-			s.srv.opts.ServeBatch(s.ctx, rs, served)
+			ctx := s.ctx
+			if join {
+				ctx = s.joinCtx
+			}
+			s.srv.opts.ServeBatch(ctx, rs, served)
 		}
 	}()
 	if !inline || len(s.answers) > 0 || !s.wmu.TryLock() {
@@ -686,4 +694,58 @@ func (s *conn) broke(err error) {
 		s.srv.opts.Logger.Warn("stream closed: the client does not read its answers", "remote", s.remote)
 	}
 	s.stop()
+}
+
+// joinArrivals serves, as one batch on the reader, the single enqueues
+// that arrived while a batch the reader runs committed, before that
+// batch's fsync begins (store.WithSyncJoin): they then share it. Under
+// load, the callers a stream's answers freed send their next requests
+// while the other callers' batch commits; without this, those requests
+// wait for that batch's fsync before they are even read, then for an
+// fsync of their own, and the stream's waves take turns at the disk. It
+// reads only frames already received whole, and only while the next is a
+// single enqueue, so that it never waits for the client.
+func (s *conn) joinArrivals() {
+	select {
+	case <-s.stopped:
+		return
+	case <-s.ctx.Done():
+		return
+	default:
+	}
+	if n := arrivedBytes(s.nc); n > 0 {
+		_, _ = s.rd.Peek(min(s.rd.Buffered()+n, s.rd.Size()))
+	}
+	var batch []frameJob
+	for len(batch) < maxBatch && s.nextJoins() && s.trySlot() {
+		j, ok, err := s.readRequest()
+		if err != nil || !ok {
+			break // cannot happen: nextJoins checked the frame
+		}
+		if batch == nil {
+			batch = (*batchPool.Get().(*[]frameJob))[:0]
+		}
+		batch = append(batch, j)
+	}
+	if len(batch) == 0 {
+		return
+	}
+	s.srv.inlined.Add(int64(len(batch)))
+	s.handleBatch(batch, true, false)
+	recycleBatch(batch)
+}
+
+// nextJoins reports whether the next frame is whole in the buffer, is a
+// request that Inline and Batchable both allow, and has an id not in
+// flight: one that joinArrivals may read and serve.
+func (s *conn) nextJoins() bool {
+	id, method, target, ok := stream.PeekRequest(s.rd, s.limit)
+	if !ok || s.srv.opts.Inline == nil || s.srv.opts.Batchable == nil ||
+		!s.srv.opts.Inline(method, target) || !s.srv.opts.Batchable(method, target) {
+		return false
+	}
+	s.mu.Lock()
+	_, busy := s.inflight[id]
+	s.mu.Unlock()
+	return !busy
 }

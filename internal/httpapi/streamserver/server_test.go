@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spoolq/spool/internal/store"
 	"github.com/spoolq/spool/internal/stream"
 )
 
@@ -33,9 +34,15 @@ type echoBundle struct {
 	held    chan struct{}
 	// Targets under /batch and /quick/batch are Batchable; batches records
 	// the targets of each batch served, and a batch with /batch/panic
-	// panics.
-	mu      sync.Mutex
-	batches [][]string
+	// panics. A batch led by /quick/batch/join stands for a store's
+	// commit: it signals joining, waits for joinGo, calls the join of its
+	// context (store.WithSyncJoin) and records a batch ["joined"].
+	// joinable records, for each batch, whether its context had a join.
+	mu       sync.Mutex
+	batches  [][]string
+	joinable []bool
+	joining  chan struct{}
+	joinGo   chan struct{}
 }
 
 // echoAnswer is what the test handler answers.
@@ -47,7 +54,8 @@ type echoAnswer struct {
 func newEchoBundle(t *testing.T, maxBody int64) *echoBundle {
 	t.Helper()
 	var srv *Server
-	b := &echoBundle{release: make(chan struct{}), held: make(chan struct{}, 16)}
+	b := &echoBundle{release: make(chan struct{}), held: make(chan struct{}, 16),
+		joining: make(chan struct{}, 1), joinGo: make(chan struct{})}
 	writeError := func(w http.ResponseWriter, _ *http.Request, err error) {
 		status := http.StatusInternalServerError
 		if e, ok := err.(*Error); ok && e.Kind == FrameTooLarge {
@@ -79,14 +87,26 @@ func newEchoBundle(t *testing.T, maxBody int64) *echoBundle {
 		_ = json.NewEncoder(w).Encode(echoAnswer{Method: r.Method, Target: r.RequestURI, Auth: r.Header.Get("Authorization"),
 			Body: string(body), InStream: r.Context().Value(streamKey{}) != nil})
 	})
-	serveBatch := func(_ context.Context, rs []*http.Request, ws []http.ResponseWriter) {
+	serveBatch := func(ctx context.Context, rs []*http.Request, ws []http.ResponseWriter) {
 		targets := make([]string, len(rs))
 		for i, r := range rs {
 			targets[i] = r.RequestURI
 		}
+		join := store.SyncJoin(ctx)
 		b.mu.Lock()
 		b.batches = append(b.batches, targets)
+		b.joinable = append(b.joinable, join != nil)
 		b.mu.Unlock()
+		if targets[0] == "/quick/batch/join" {
+			b.joining <- struct{}{}
+			<-b.joinGo
+			if join != nil {
+				join()
+			}
+			b.mu.Lock()
+			b.batches = append(b.batches, []string{"joined"})
+			b.mu.Unlock()
+		}
 		if slices.Contains(targets, "/batch/panic") {
 			panic("boom")
 		}
@@ -459,6 +479,63 @@ func (b *echoBundle) rawStream(t *testing.T) (net.Conn, *bufio.Reader) {
 		t.Fatalf("upgrade: %v %v", resp, err)
 	}
 	return nc, rd
+}
+
+// The single enqueues that arrive while a batch run on the reader commits
+// are read and served as a batch of their own inside that batch's sync
+// join, so that they share its fsync; the join reads only frames it may
+// batch, and offers no join of its own. The frames after the first it may
+// not batch are read and served after the batch as usual.
+func TestArrivalsJoinTheFsyncOfTheBatchOnTheReader(t *testing.T) {
+	t.Parallel()
+	b := newEchoBundle(t, 1024)
+	t.Cleanup(func() { // a failure before the join must not hold the close
+		select {
+		case <-b.joinGo:
+		default:
+			close(b.joinGo)
+		}
+	})
+	nc, rd := b.rawStream(t)
+	var buf []byte
+	send := func(first uint32, targets ...string) {
+		t.Helper()
+		buf = buf[:0]
+		for i, target := range targets {
+			buf, _ = stream.AppendRequest(buf, stream.Request{ID: first + uint32(i), Method: "POST", Target: target, Body: []byte(`{}`)})
+		}
+		if _, err := nc.Write(buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(1, "/quick/batch/join", "/quick/batch/a")
+	select {
+	case <-b.joining:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the batch did not run in 10 s")
+	}
+	send(3, "/quick/batch/x", "/quick/batch/y", "/quick/solo", "/quick/batch/z")
+	time.Sleep(50 * time.Millisecond) // the frames reach the server's socket
+	close(b.joinGo)
+	want := map[uint32]string{1: "/quick/batch/join", 2: "/quick/batch/a", 3: "/quick/batch/x", 4: "/quick/batch/y", 5: "/quick/solo", 6: "/quick/batch/z"}
+	for range want {
+		a, err := stream.ReadAnswer(rd, 1<<20)
+		var e echoAnswer
+		if err != nil || a.Status != http.StatusOK || json.Unmarshal(a.Body, &e) != nil || e.Target != want[a.ID] {
+			t.Fatalf("answer %d: %v %d %s, want the echo of %q", a.ID, err, a.Status, a.Body, want[a.ID])
+		}
+		delete(want, a.ID)
+	}
+	b.mu.Lock()
+	batches, joinable := slices.Clone(b.batches), slices.Clone(b.joinable)
+	b.mu.Unlock()
+	wantBatches := [][]string{{"/quick/batch/join", "/quick/batch/a"}, {"/quick/batch/x", "/quick/batch/y"}, {"joined"}}
+	if !slices.EqualFunc(batches, wantBatches, slices.Equal) {
+		t.Fatalf("batches served %q, want %q: x and y inside the join, z after /quick/solo", batches, wantBatches)
+	}
+	if want := []bool{true, false}; !slices.Equal(joinable, want) {
+		t.Fatalf("batches with a join %v, want %v", joinable, want)
+	}
 }
 
 // Batchable frames that arrive together are served as batches, broken by

@@ -400,6 +400,7 @@ func (s *Store) doRelaxed(ctx context.Context, weight int, relaxed func(*writer)
 		if !s.w.shared {
 			s.commitHere(o)
 			s.mu.RUnlock()
+			s.syncHere(ctx)
 			return <-o.done
 		}
 		s.w.turn.Unlock()
@@ -431,16 +432,29 @@ func (s *Store) doRelaxed(ctx context.Context, weight int, relaxed func(*writer)
 // gathers (letCallersJoin), makes larger batches (at 50 producers, about
 // 8 jobs a commit against 6, and 4 % more enqueues a second at full
 // durability). The caller holds mu shared, so ops stays open. It releases
-// the turn, and then runs the fsync its batch waits for, if one is to
-// begin (syncer.dispatch), so that the next batch commits meanwhile. o is
-// answered once the batch is durable, which, when both fsyncs are under
-// way, may be after commitHere returns.
+// the turn; the caller then runs the fsync its batch waits for
+// (syncHere), so that the next batch commits meanwhile. o is answered
+// once the batch is durable, which, when both fsyncs are under way, may be
+// after syncHere returns.
 func (s *Store) commitHere(o *op) {
 	for next := o; next != nil; {
 		next, _ = s.w.runBatch(next)
 	}
 	s.w.turn.Unlock()
-	if s.w.sync != nil {
-		s.w.sync.dispatch(true)
+}
+
+// syncHere runs the fsync that waits for dispatch, if any, on the caller's
+// goroutine, after commitHere. When one waits, it first calls the join
+// function of ctx (store.WithSyncJoin): the writes made there commit
+// before the fsync begins, and share it. The caller holds mu no more, so
+// that join may write through the store; a Close meanwhile hands the
+// fsync to a lane (syncer.stop), and dispatch then finds none.
+func (s *Store) syncHere(ctx context.Context) {
+	if s.w.sync == nil {
+		return
 	}
+	if join := store.SyncJoin(ctx); join != nil && s.w.sync.awaitsDispatch() {
+		join()
+	}
+	s.w.sync.dispatch(true)
 }

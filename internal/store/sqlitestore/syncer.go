@@ -34,8 +34,9 @@ import (
 //
 // The fsync of a batch begins once the holder of the writer's turn has let
 // the turn go (dispatch): the next batch commits meanwhile. A caller that
-// committed its own batch (Store.commitHere) runs the fsync itself, as it
-// waits anyway, which saves waking another goroutine; the writer's
+// committed its own batch (Store.commitHere) runs the fsync itself
+// (Store.syncHere), as it waits anyway, which saves waking another
+// goroutine; the writer's
 // goroutine hands it to a lane and goes on. Until then the fsync has not
 // begun, and a batch committed before it does joins it.
 type syncer struct {
@@ -201,6 +202,13 @@ func (s *syncer) hand(ops []*op, start time.Time, sync bool) {
 	ready := s.takeReady()
 	s.mu.Unlock()
 	s.answer(ready, nil)
+}
+
+// awaitsDispatch reports whether an fsync waits for dispatch.
+func (s *syncer) awaitsDispatch() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.unclaimed != nil
 }
 
 // dispatch begins the fsync that waits for it, if any: on the calling

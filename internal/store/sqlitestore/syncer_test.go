@@ -116,3 +116,46 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// A caller that commits its own batch calls the join function of its
+// context (store.WithSyncJoin) once, after its commit and before the
+// fsync its answer waits for: a write made in it commits before that
+// fsync begins and shares it. A write that needs no fsync calls no join.
+func TestWritesInTheSyncJoinShareTheFsync(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	syncs := b.s.w.sync.syncs.Load()
+	var calls, committedBefore int
+	var joined []store.InsertResult
+	var joinErr error
+	ctx := store.WithSyncJoin(b.ctx, func() {
+		calls++
+		committedBefore = int(b.s.w.sync.syncs.Load() - syncs)
+		joined, joinErr = b.s.JobInsertMany(b.ctx, &store.JobInsertManyParams{Jobs: params("q", 2), Now: t0})
+	})
+	res, err := b.s.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: params("q", 1), Now: t0})
+	if err != nil || joinErr != nil {
+		t.Fatalf("insert: %v; insert in the join: %v", err, joinErr)
+	}
+	if calls != 1 || committedBefore != 0 {
+		t.Fatalf("join called %d times, %d fsyncs done before it; want once, before the fsync", calls, committedBefore)
+	}
+	if n := b.s.w.sync.syncs.Load() - syncs; n != 1 {
+		t.Fatalf("%d fsyncs for the two writes, want the one they share", n)
+	}
+	for _, r := range append(res, joined...) {
+		if _, err := b.s.JobGet(b.ctx, r.Job.ID); err != nil {
+			t.Fatalf("job %s not stored: %v", r.Job.ID, err)
+		}
+	}
+
+	relaxed := params("q", 1, func(_ int, p *store.JobInsertParams) { p.Durability = job.DurabilityProcess })
+	calls = 0
+	ctx = store.WithSyncJoin(b.ctx, func() { calls++ })
+	if _, err := b.s.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: relaxed, Now: t0}); err != nil {
+		t.Fatal(err)
+	}
+	if calls != 0 {
+		t.Fatalf("join called %d times for a write of process durability, want none", calls)
+	}
+}
