@@ -13,22 +13,7 @@ import (
 // stream's, net/http's) still can.
 func TestCatalogConnClosesWriteAlone(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl := CatalogListener(ln)
-	defer cl.Close()
-	client, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	server, err := cl.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer server.Close()
+	client, server := catalogPair(t)
 	cw, ok := server.(interface{ CloseWrite() error })
 	if !ok {
 		t.Fatalf("%T has no CloseWrite", server)
@@ -55,22 +40,7 @@ func TestCatalogConnClosesWriteAlone(t *testing.T) {
 // bytes wait unread.
 func TestCatalogConnGivesTheRawConnection(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl := CatalogListener(ln)
-	defer cl.Close()
-	client, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	server, err := cl.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer server.Close()
+	_, server := catalogPair(t)
 	sc, ok := server.(syscall.Conn)
 	if !ok {
 		t.Fatalf("%T has no SyscallConn", server)
@@ -83,4 +53,27 @@ func TestCatalogConnGivesTheRawConnection(t *testing.T) {
 	if err := raw.Control(func(f uintptr) { fd = f }); err != nil || fd == 0 {
 		t.Fatalf("raw connection: descriptor %d, %v", fd, err)
 	}
+}
+
+// catalogPair returns both ends of a loopback TCP connection whose server
+// end came from CatalogListener; they close when the test ends.
+func catalogPair(t *testing.T) (client, server net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := CatalogListener(ln)
+	t.Cleanup(func() { _ = cl.Close() })
+	client, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Close() })
+	server, err = cl.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = server.Close() })
+	return client, server
 }

@@ -264,7 +264,7 @@ func method(b []byte) string {
 // PeekRequest returns the id, method and target of the next request frame
 // when rd's buffer holds the whole of it, its length is at most limit and
 // its fields fit it; ok is false otherwise. It reads nothing.
-func PeekRequest(rd *bufio.Reader, limit int64) (id uint32, method, target string, ok bool) {
+func PeekRequest(rd *bufio.Reader, limit int64) (id uint32, verb, target string, ok bool) {
 	if !FrameBuffered(rd) {
 		return 0, "", "", false
 	}
@@ -284,12 +284,11 @@ func PeekRequest(rd *bufio.Reader, limit int64) (id uint32, method, target strin
 	if len(b) < m+2 {
 		return 0, "", "", false
 	}
-	mb := b[:m]
-	b = b[m:]
+	verb, b = method(b[:m]), b[m:]
 	t := int(binary.BigEndian.Uint16(b))
 	b = b[2:]
 	if len(b) < t {
 		return 0, "", "", false
 	}
-	return id, string(mb), string(b[:t]), true
+	return id, verb, string(b[:t]), true
 }

@@ -5,7 +5,8 @@ package streamserver
 import (
 	"net"
 	"syscall"
-	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // arrivedBytes returns how many bytes nc has received that were not read
@@ -21,12 +22,11 @@ func arrivedBytes(nc net.Conn) int {
 	if err != nil {
 		return 0
 	}
-	var n int32
-	var errno syscall.Errno
+	n := 0
 	if err := raw.Control(func(fd uintptr) {
-		_, _, errno = syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCINQ, uintptr(unsafe.Pointer(&n)))
-	}); err != nil || errno != 0 {
+		n, err = unix.IoctlGetInt(int(fd), unix.SIOCINQ)
+	}); err != nil {
 		return 0
 	}
-	return int(n)
+	return n
 }
