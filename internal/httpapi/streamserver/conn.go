@@ -16,6 +16,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spoolq/spool/internal/store"
@@ -52,6 +53,13 @@ type conn struct {
 	cancel context.CancelFunc
 	// joinCtx is ctx with joinArrivals as its store.WithSyncJoin.
 	joinCtx context.Context
+	// joinOpen is set while the reader waits for a batch or a lone frame
+	// that may call joinArrivals; the first call takes it. The store may
+	// call a request's join from any goroutine serving it (the engine
+	// inserts some jobs of a batch alongside), but the reader waits for
+	// all of them, so the one call that takes joinOpen reads the stream
+	// alone.
+	joinOpen atomic.Bool
 
 	slots   chan struct{} // one per request in flight: the bound
 	work    chan frameJob // requests for an idle handler goroutine
@@ -338,7 +346,9 @@ func (s *conn) runsInline(batch []frameJob) bool {
 // frame that arrives meanwhile waits at most that long to be read.
 func (s *conn) handleInline(j frameJob) {
 	s.srv.inlined.Add(1)
+	s.joinOpen.Store(true)
 	a := s.run(store.WithSyncJoin(j.ctx, s.joinArrivals), j.cancel, j.f)
+	s.joinOpen.Store(false)
 	if len(s.answers) > 0 || !s.wmu.TryLock() {
 		s.answers <- a
 		return
@@ -465,6 +475,8 @@ func (s *conn) handleBatch(batch []frameJob, inline, join bool) {
 			ctx := s.ctx
 			if join {
 				ctx = s.joinCtx
+				s.joinOpen.Store(true)
+				defer s.joinOpen.Store(false)
 			}
 			s.srv.opts.ServeBatch(ctx, rs, served)
 		}
@@ -706,6 +718,9 @@ func (s *conn) broke(err error) {
 // reads only frames already received whole, and only while the next is a
 // single enqueue, so that it never waits for the client.
 func (s *conn) joinArrivals() {
+	if !s.joinOpen.CompareAndSwap(true, false) {
+		return
+	}
 	select {
 	case <-s.stopped:
 		return

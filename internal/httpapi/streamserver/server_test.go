@@ -36,7 +36,8 @@ type echoBundle struct {
 	// the targets of each batch served, and a batch with /batch/panic
 	// panics. A batch led by /quick/batch/join stands for a store's
 	// commit: it signals joining, waits for joinGo, calls the join of its
-	// context (store.WithSyncJoin) and records a batch ["joined"].
+	// context (store.WithSyncJoin) from two goroutines at once and
+	// records a batch ["joined"].
 	// joinable records, for each batch, whether its context had a join.
 	mu       sync.Mutex
 	batches  [][]string
@@ -101,7 +102,12 @@ func newEchoBundle(t *testing.T, maxBody int64) *echoBundle {
 			b.joining <- struct{}{}
 			<-b.joinGo
 			if join != nil {
-				join()
+				// As the engine may: from two goroutines serving the
+				// batch at once, of which one only may read the stream.
+				var wg sync.WaitGroup
+				wg.Go(join)
+				wg.Go(join)
+				wg.Wait()
 			}
 			b.mu.Lock()
 			b.batches = append(b.batches, []string{"joined"})
