@@ -169,19 +169,30 @@ func ReadRequest(rd *bufio.Reader, limit int64) (Request, error) {
 		return Request{ID: id}, err
 	}
 	r := Request{ID: id}
+	verb, target, body, ok := splitRequest(rest)
+	if !ok {
+		return r, ErrMalformed
+	}
+	r.Method, r.Target, r.Body = verb, string(target), body
+	return r, nil
+}
+
+// splitRequest splits the rest of a request frame after its id, at least
+// minRequest-4 bytes, into its method, target and body; ok is false when
+// a field runs past the end.
+func splitRequest(rest []byte) (verb string, target, body []byte, ok bool) {
 	m := int(rest[0])
 	rest = rest[1:]
 	if len(rest) < m+2 {
-		return r, ErrMalformed
+		return "", nil, nil, false
 	}
-	r.Method, rest = method(rest[:m]), rest[m:]
+	verb, rest = method(rest[:m]), rest[m:]
 	t := int(binary.BigEndian.Uint16(rest))
 	rest = rest[2:]
 	if len(rest) < t {
-		return r, ErrMalformed
+		return "", nil, nil, false
 	}
-	r.Target, r.Body = string(rest[:t]), rest[t:]
-	return r, nil
+	return verb, rest[:t], rest[t:], true
 }
 
 // FrameBuffered reports whether rd's buffer holds the whole of the next
@@ -277,18 +288,9 @@ func PeekRequest(rd *bufio.Reader, limit int64) (id uint32, verb, target string,
 	if err != nil {
 		return 0, "", "", false
 	}
-	b = b[4:]
-	id = binary.BigEndian.Uint32(b)
-	m := int(b[4])
-	b = b[5:]
-	if len(b) < m+2 {
+	verb, t, _, ok := splitRequest(b[8:])
+	if !ok {
 		return 0, "", "", false
 	}
-	verb, b = method(b[:m]), b[m:]
-	t := int(binary.BigEndian.Uint16(b))
-	b = b[2:]
-	if len(b) < t {
-		return 0, "", "", false
-	}
-	return id, verb, string(b[:t]), true
+	return binary.BigEndian.Uint32(b[4:]), verb, string(t), true
 }
