@@ -708,9 +708,12 @@ func (s *conn) broke(err error) {
 	s.stop()
 }
 
-// joinArrivals serves, as one batch on the reader, the single enqueues
-// that arrived while a batch the reader runs committed, before that
-// batch's fsync begins (store.WithSyncJoin): they then share it. Under
+// joinArrivals serves, as one batch, the single enqueues that arrived
+// while a batch (or a lone frame) run on the reader committed, before
+// that commit's fsync begins (store.WithSyncJoin): they then share it. It
+// runs while the reader waits for that batch, on the goroutine of the
+// batch that calls it first (joinOpen), and writes the answers itself as
+// the reader would. Under
 // load, the callers a stream's answers freed send their next requests
 // while the other callers' batch commits; without this, those requests
 // wait for that batch's fsync before they are even read, then for an
