@@ -36,9 +36,9 @@ import (
 // the turn go (dispatch): the next batch commits meanwhile. A caller that
 // committed its own batch (Store.commitHere) runs the fsync itself
 // (Store.syncHere), as it waits anyway, which saves waking another
-// goroutine; the writer's
-// goroutine hands it to a lane and goes on. Until then the fsync has not
-// begun, and a batch committed before it does joins it.
+// goroutine; the writer's goroutine hands it to a lane and goes on. Until
+// then the fsync has not begun, and a batch committed before it does
+// joins it.
 type syncer struct {
 	w *writer
 	// pending counts the batches handed over and not answered yet: while
