@@ -91,6 +91,7 @@ typedef struct spoolFile {
 	int len;               // how many
 	sqlite3_int64 start;   // their offset in the file
 	int commitFrame;       // the last write was a commit frame's header
+	sqlite3_int64 lastRead; // the offset of the last read, if no write followed; -1 otherwise
 } spoolFile;
 
 static sqlite3_vfs *baseVFS;
@@ -204,11 +205,14 @@ static int walClose(sqlite3_file *f) {
 	return rc != SQLITE_OK ? rc : rc2;
 }
 static int walRead(sqlite3_file *f, void *z, int n, sqlite3_int64 off) {
-	int rc = flush((spoolFile *)f);
+	spoolFile *p = (spoolFile *)f;
+	int rc = flush(p);
+	p->lastRead = off;
 	return rc != SQLITE_OK ? rc : passRead(f, z, n, off);
 }
 static int walTruncate(sqlite3_file *f, sqlite3_int64 size) {
-	int rc = flush((spoolFile *)f);
+	spoolFile *p = (spoolFile *)f;
+	int rc = flush(p);
 	return rc != SQLITE_OK ? rc : passTruncate(f, size);
 }
 static int walSync(sqlite3_file *f, int flags) {
@@ -236,12 +240,19 @@ static int isCommitHeader(const unsigned char *z, int n, sqlite3_int64 off) {
 
 // walWrite gathers a write that continues the bytes gathered, and writes
 // them all once the page of a commit frame is among them, before SQLite
-// publishes the commit: other connections read the frames from the file.
-// A write elsewhere in the file writes what is gathered first, and so
-// does one too large to gather.
+// publishes the commit: other connections read the frames from the file,
+// and the syncer fsyncs it through descriptors of its own. A write
+// elsewhere in the file writes what is gathered first, and so does one
+// too large to gather. A commit frame's header written again has no page
+// to wait for, and is written at once: SQLite writes the headers of a
+// transaction that spilled pages to the log again once its commit frame
+// is written, that of the commit frame last, each right after reading
+// its frame, where a new frame's header follows a write.
 static int walWrite(sqlite3_file *f, const void *z, int n, sqlite3_int64 off) {
 	spoolFile *p = (spoolFile *)f;
 	int rc;
+	int rewrite = off == p->lastRead;
+	p->lastRead = -1;
 	if (p->len > 0 && (off != p->start + p->len || p->len + n > walBufferSize)) {
 		if ((rc = flush(p)) != SQLITE_OK) {
 			return rc;
@@ -263,7 +274,12 @@ static int walWrite(sqlite3_file *f, const void *z, int n, sqlite3_int64 off) {
 		p->commitFrame = 0;
 		return flush(p);
 	}
-	p->commitFrame = isCommitHeader((const unsigned char *)z, n, off);
+	if (isCommitHeader((const unsigned char *)z, n, off)) {
+		p->commitFrame = 1; // a page that follows goes with it
+		if (rewrite) {
+			return flush(p);
+		}
+	}
 	return SQLITE_OK;
 }
 
@@ -287,6 +303,7 @@ static int bufferingOpen(sqlite3_vfs *vfs, const char *name, sqlite3_file *f, in
 	spoolFile *p = (spoolFile *)f;
 	memset(p, 0, sizeof(*p));
 	p->real = (sqlite3_file *)&p[1];
+	p->lastRead = -1;
 	int rc = baseVFS->xOpen(baseVFS, name, p->real, flags, outFlags);
 	if (rc != SQLITE_OK) {
 		if (p->real->pMethods != 0) {
