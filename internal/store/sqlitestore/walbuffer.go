@@ -1,6 +1,6 @@
 package sqlitestore
 
-// int spool_register_wal_buffer(const char *name, const char *base);
+// int spool_register_wal_buffer(const char *name, const char *base, long long growStep, long long growLimit);
 import "C"
 
 import (
@@ -27,8 +27,20 @@ const exclusiveVFS = "unix-excl"
 // publishes the commit, so readers and the syncer's fsync see them as
 // before; a failed write fails the commit as before. Anything that reads,
 // sizes, syncs, truncates or closes the log writes what is gathered
-// first.
+// first. It also grows the log ahead of its frames, walGrowStep at a
+// time, so that the fsyncs of a growing log need not write its length.
 const walBufferVFS = "spool-walbuffer"
+
+const (
+	// walSizeLimit is the length in bytes that the write-ahead log
+	// shrinks back to after a burst (SQLite's journal_size_limit), and up
+	// to which walBufferVFS grows it ahead of its frames.
+	walSizeLimit = 64 << 20
+	// walGrowStep is how far walBufferVFS grows the log at a time: when
+	// a write would lengthen it, it is lengthened with zeros to the next
+	// multiple of walGrowStep first (walbuffer.c, grow).
+	walGrowStep = 1 << 20
+)
 
 var (
 	registerOnce sync.Once
@@ -38,7 +50,7 @@ var (
 // registerWALBuffer registers walBufferVFS once per process.
 func registerWALBuffer() error {
 	registerOnce.Do(func() {
-		if rc := C.spool_register_wal_buffer(C.CString(walBufferVFS), C.CString(exclusiveVFS)); rc != 0 {
+		if rc := C.spool_register_wal_buffer(C.CString(walBufferVFS), C.CString(exclusiveVFS), C.longlong(walGrowStep), C.longlong(walSizeLimit)); rc != 0 {
 			registerErr = fmt.Errorf("register the %s VFS: SQLite error %d", walBufferVFS, int(rc))
 		}
 	})

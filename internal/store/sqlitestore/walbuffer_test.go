@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"bytes"
 	"database/sql"
+	"encoding/binary"
 	"os"
 	"path/filepath"
 	"testing"
@@ -90,6 +91,27 @@ func TestWALBufferKeepsLargeTransactionsWhole(t *testing.T) {
 	check(openWAL(t, path, walBufferVFS))
 }
 
+// walFramesEnd reads the write-ahead log at path as SQLite's recovery
+// does and returns the offset just past its last valid frame: frames
+// follow the header while they carry the header's salt.
+func walFramesEnd(t *testing.T, path string) int64 {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(data) < 32 {
+		return int64(len(data))
+	}
+	frame := 24 + int64(binary.BigEndian.Uint32(data[8:12]))
+	salts := data[16:24]
+	end := int64(32)
+	for end+frame <= int64(len(data)) && bytes.Equal(data[end+8:end+16], salts) {
+		end += frame
+	}
+	return end
+}
+
 // checkCrashCopy copies the database at path and its log, as a crash
 // would leave them on disk (what the write connection wrote, nothing it
 // still holds), opens the copy, and checks that it recovers rows rows and
@@ -146,4 +168,75 @@ func TestWALBufferWritesASpilledCommitWhole(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkCrashCopy(t, path, 500)
+}
+
+// walFileSize is the length of the file at path.
+func walFileSize(t *testing.T, path string) int64 {
+	t.Helper()
+	info, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.Size()
+}
+
+// The buffering VFS grows the log ahead of its frames to whole steps, so
+// that its commits write over a log already long enough; SQLite reads the
+// zeros after the last frame as the end of the log, so a copy taken as a
+// crash would leave it recovers every commit; a truncated log grows
+// again from its new length; and past walSizeLimit the log is as long as
+// its frames, so that SQLite's journal_size_limit has nothing to cut.
+func TestWALBufferGrowsTheLogAhead(t *testing.T) {
+	if err := registerWALBuffer(); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "grow.db")
+	db := openWAL(t, path, walBufferVFS)
+	row := bytes.Repeat([]byte("g"), 3000)
+	rows := 0
+	commit := func(n int) {
+		t.Helper()
+		tx, err := db.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range n {
+			if _, err := tx.Exec("INSERT INTO t (v) VALUES (?)", row); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		rows += n
+	}
+	grownAhead := func() {
+		t.Helper()
+		size, end := walFileSize(t, path+"-wal"), walFramesEnd(t, path+"-wal")
+		if size%walGrowStep != 0 || size < end || size-end > walGrowStep {
+			t.Fatalf("log of %d bytes for frames up to %d: want the next multiple of %d", size, end, walGrowStep)
+		}
+	}
+	for range 40 { // about 3 MB of frames, commits of about 80 KB
+		commit(20)
+		grownAhead()
+	}
+
+	checkCrashCopy(t, path, rows)
+
+	if _, err := db.Exec("PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
+		t.Fatal(err)
+	}
+	commit(1)
+	if size := walFileSize(t, path+"-wal"); size != walGrowStep {
+		t.Fatalf("after a truncate the log grew to %d bytes, want %d", size, walGrowStep)
+	}
+
+	for walFramesEnd(t, path+"-wal") <= walSizeLimit {
+		commit(2000)
+	}
+	if size, end := walFileSize(t, path+"-wal"), walFramesEnd(t, path+"-wal"); size != end {
+		t.Fatalf("past the limit the log is %d bytes for frames up to %d, want no more than its frames", size, end)
+	}
 }

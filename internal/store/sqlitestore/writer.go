@@ -137,7 +137,7 @@ func newWriter(ctx context.Context, conn *sql.Conn, cfg Config, cat *catalog, le
 	}
 	// Temporary tables stay in memory, the WAL file shrinks back after a
 	// burst, and commits leave checkpoints to the checkpointer.
-	for _, pragma := range []string{`PRAGMA temp_store = MEMORY`, `PRAGMA journal_size_limit = 67108864`,
+	for _, pragma := range []string{`PRAGMA temp_store = MEMORY`, fmt.Sprintf(`PRAGMA journal_size_limit = %d`, walSizeLimit),
 		`PRAGMA wal_autocheckpoint = 0`} {
 		if _, err := conn.ExecContext(ctx, pragma); err != nil {
 			return nil, fmt.Errorf("configure write connection: %w", err)
