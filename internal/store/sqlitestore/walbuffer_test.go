@@ -32,39 +32,55 @@ func openWAL(t *testing.T, path, vfs string) *sql.DB {
 	return db
 }
 
+// insertRows inserts n rows of row into table t of db in one transaction,
+// and commits it, or rolls it back when commit is false.
+func insertRows(t *testing.T, db *sql.DB, row []byte, n int, commit bool) {
+	t.Helper()
+	tx, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range n {
+		if _, err := tx.Exec("INSERT INTO t (v) VALUES (?)", row); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if commit {
+		err = tx.Commit()
+	} else {
+		err = tx.Rollback()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// openSpilling opens a new database named name through the buffering VFS
+// (see openWAL), with a page cache of 50 pages, so that a transaction
+// spills pages to the log early; it returns the database and its path.
+func openSpilling(t *testing.T, name string) (*sql.DB, string) {
+	t.Helper()
+	if err := registerWALBuffer(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), name)
+	db := openWAL(t, path, walBufferVFS)
+	if _, err := db.Exec("PRAGMA cache_size = 50"); err != nil {
+		t.Fatal(err)
+	}
+	return db, path
+}
+
 // Transactions larger than what the VFS gathers, one rolled back after
 // its pages spilled to the log, and a checkpoint that truncates the log
 // leave a database whose every committed row is there and that passes
 // SQLite's integrity check, before and after a reopen.
 func TestWALBufferKeepsLargeTransactionsWhole(t *testing.T) {
-	if err := registerWALBuffer(); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "large.db")
-	db := openWAL(t, path, walBufferVFS)
-	if _, err := db.Exec("PRAGMA cache_size = 50"); err != nil { // spill early
-		t.Fatal(err)
-	}
+	db, path := openSpilling(t, "large.db")
 	row := bytes.Repeat([]byte("y"), 3000)
 	insert := func(n int, commit bool) {
 		t.Helper()
-		tx, err := db.Begin()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for range n {
-			if _, err := tx.Exec("INSERT INTO t (v) VALUES (?)", row); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if commit {
-			err = tx.Commit()
-		} else {
-			err = tx.Rollback()
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+		insertRows(t, db, row, n, commit)
 	}
 	insert(2000, true) // about 6 MB of frames: many flushes of the buffer
 	insert(1500, false)
@@ -146,27 +162,8 @@ func checkCrashCopy(t *testing.T, path string, rows int) {
 // on a descriptor of its own) makes the transaction durable: a copy taken
 // as a crash would leave the files recovers it.
 func TestWALBufferWritesASpilledCommitWhole(t *testing.T) {
-	if err := registerWALBuffer(); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "spill.db")
-	db := openWAL(t, path, walBufferVFS)
-	if _, err := db.Exec("PRAGMA cache_size = 50"); err != nil { // spill early
-		t.Fatal(err)
-	}
-	row := bytes.Repeat([]byte("s"), 3000)
-	tx, err := db.Begin()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range 500 {
-		if _, err := tx.Exec("INSERT INTO t (v) VALUES (?)", row); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
+	db, path := openSpilling(t, "spill.db")
+	insertRows(t, db, bytes.Repeat([]byte("s"), 3000), 500, true)
 	checkCrashCopy(t, path, 500)
 }
 
@@ -197,18 +194,7 @@ func TestWALBufferGrowsTheLogAhead(t *testing.T) {
 	rows := 0
 	commit := func(n int) {
 		t.Helper()
-		tx, err := db.Begin()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for range n {
-			if _, err := tx.Exec("INSERT INTO t (v) VALUES (?)", row); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := tx.Commit(); err != nil {
-			t.Fatal(err)
-		}
+		insertRows(t, db, row, n, true)
 		rows += n
 	}
 	grownAhead := func() {
