@@ -51,7 +51,9 @@ type conn struct {
 	remote string   // the upgrade's remote address
 	ctx    context.Context
 	cancel context.CancelFunc
-	// joinCtx is ctx with joinArrivals as its store.WithSyncJoin.
+	// join is joinArrivals as a function value, made once; joinCtx is
+	// ctx with join as its store.WithSyncJoin.
+	join    func()
 	joinCtx context.Context
 	// joinOpen is set while the reader waits for a batch or a lone frame
 	// that may call joinArrivals; the first call takes it. The store may
@@ -108,7 +110,8 @@ func newConn(srv *Server, nc net.Conn, rd *bufio.Reader, r *http.Request) *conn 
 		targets:  make(map[string]*url.URL),
 		w:        bufio.NewWriterSize(nc, streamBufferSize),
 	}
-	c.joinCtx = store.WithSyncJoin(ctx, c.joinArrivals)
+	c.join = c.joinArrivals
+	c.joinCtx = store.WithSyncJoin(ctx, c.join)
 	for i := range c.headers {
 		h := http.Header{}
 		if len(c.auth) > 0 {
@@ -347,7 +350,7 @@ func (s *conn) runsInline(batch []frameJob) bool {
 func (s *conn) handleInline(j frameJob) {
 	s.srv.inlined.Add(1)
 	s.joinOpen.Store(true)
-	a := s.run(store.WithSyncJoin(j.ctx, s.joinArrivals), j.cancel, j.f)
+	a := s.run(store.WithSyncJoin(j.ctx, s.join), j.cancel, j.f)
 	s.joinOpen.Store(false)
 	if len(s.answers) > 0 || !s.wmu.TryLock() {
 		s.answers <- a
