@@ -89,6 +89,11 @@ func Dial(ctx context.Context, cfg Config) (*Conn, error) {
 		_ = nc.Close()
 		return nil, err
 	}
+	if rd.Buffered() == 0 { // else keep what rd holds, through nc
+		sock := rawSocketOf(nc)
+		rd = bufio.NewReaderSize(sock, bufferSize)
+		w.Reset(sock)
+	}
 	maxAnswer := cfg.MaxAnswer
 	if maxAnswer <= 0 {
 		maxAnswer = DefaultMaxAnswer
