@@ -9,10 +9,10 @@ import (
 
 // A lone caller spends most of its time waiting for its answer, and so
 // does the rest of a client that enqueues one job at a time: every P of
-// the runtime is then idle, and the runtime's monitor thread goes to sleep
-// until one of them enters a system call. A read or write through net.Conn
-// enters one, so each call of a lone caller woke that thread, most often
-// on another CPU. The stream's socket is non-blocking, so its reads and
+// the runtime is then idle, and the runtime's monitor thread sleeps until
+// a goroutine next enters a system call through the runtime. A read or
+// write through net.Conn does, so each call of a lone caller woke that
+// thread, most often on another CPU. The stream's socket is non-blocking, so its reads and
 // writes return at once and need no such entry: rawSocket makes them as
 // raw system calls, and waits for the socket through the runtime's poller
 // as net.Conn does, deadlines included.
