@@ -89,8 +89,12 @@ func Dial(ctx context.Context, cfg Config) (*Conn, error) {
 		_ = nc.Close()
 		return nil, err
 	}
+	var raw syscall.RawConn // nil when nc has no descriptor
+	if sc, ok := nc.(syscall.Conn); ok {
+		raw, _ = sc.SyscallConn()
+	}
 	if rd.Buffered() == 0 { // else keep what rd holds, through nc
-		sock := rawSocketOf(nc)
+		sock := socketOf(nc, raw)
 		rd = bufio.NewReaderSize(sock, bufferSize)
 		w.Reset(sock)
 	}
@@ -105,14 +109,12 @@ func Dial(ctx context.Context, cfg Config) (*Conn, error) {
 		calls:  make(map[uint32]*call),
 		w:      w,
 		turn:   make(chan struct{}, 1),
+		raw:    raw,
 	}
 	c.turn <- struct{}{}
 	// Armed once set, so that watch sees it.
 	c.idle = time.AfterFunc(math.MaxInt64, c.watch)
 	c.idle.Reset(idleWatch)
-	if sc, ok := nc.(syscall.Conn); ok {
-		c.raw, _ = sc.SyscallConn()
-	}
 	go c.writeLoop()
 	return c, nil
 }

@@ -12,23 +12,19 @@ import (
 // the runtime is then idle, and the runtime's monitor thread sleeps until
 // a goroutine next enters a system call through the runtime. A read or
 // write through net.Conn does, so each call of a lone caller woke that
-// thread, most often on another CPU. The stream's socket is non-blocking, so its reads and
-// writes return at once and need no such entry: rawSocket makes them as
-// raw system calls, and waits for the socket through the runtime's poller
-// as net.Conn does, deadlines included.
+// thread, most often on another CPU. The stream's socket is non-blocking,
+// so its reads and writes return at once and need no such entry:
+// rawSocket makes them as raw system calls, and waits for the socket
+// through the runtime's poller as net.Conn does, deadlines included.
 
 // rawSocket reads and writes a connection's socket with raw system calls.
 type rawSocket struct{ raw syscall.RawConn }
 
-// rawSocketOf returns the raw socket of nc, or nc itself when it has no
-// descriptor of its own (TLS, a pipe in tests).
-func rawSocketOf(nc net.Conn) io.ReadWriter {
-	sc, ok := nc.(*net.TCPConn)
-	if !ok {
-		return nc
-	}
-	raw, err := sc.SyscallConn()
-	if err != nil {
+// socketOf returns the socket of nc, whose raw connection is raw, read
+// and written with raw system calls; nc itself when raw is nil (a
+// connection without a descriptor of its own, such as a pipe in tests).
+func socketOf(nc net.Conn, raw syscall.RawConn) io.ReadWriter {
+	if raw == nil {
 		return nc
 	}
 	return rawSocket{raw}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -39,15 +40,28 @@ func tcpPair(t *testing.T) (client, server net.Conn) {
 	return client, server
 }
 
+// rawSocketOf is the socket Dial makes of nc.
+func rawSocketOf(t *testing.T, nc net.Conn) io.ReadWriter {
+	t.Helper()
+	var raw syscall.RawConn
+	if sc, ok := nc.(syscall.Conn); ok {
+		var err error
+		if raw, err = sc.SyscallConn(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return socketOf(nc, raw)
+}
+
 func TestRawSocketIsUsedForTCP(t *testing.T) {
 	client, _ := tcpPair(t)
-	if _, ok := rawSocketOf(client).(rawSocket); !ok {
-		t.Fatalf("rawSocketOf(%T) = %T, want rawSocket", client, rawSocketOf(client))
+	if _, ok := rawSocketOf(t, client).(rawSocket); !ok {
+		t.Fatalf("rawSocketOf(%T) = %T, want rawSocket", client, rawSocketOf(t, client))
 	}
 	a, b := net.Pipe()
 	defer a.Close()
 	defer b.Close()
-	if got := rawSocketOf(a); got != io.ReadWriter(a) {
+	if got := rawSocketOf(t, a); got != io.ReadWriter(a) {
 		t.Fatalf("rawSocketOf(pipe) = %T, want the pipe itself", got)
 	}
 }
@@ -56,14 +70,15 @@ func TestRawSocketIsUsedForTCP(t *testing.T) {
 // and arrives whole and in order; the peer's close then reads as io.EOF.
 func TestRawSocketWritesAndReadsEverything(t *testing.T) {
 	client, server := tcpPair(t)
-	sock := rawSocketOf(client)
+	sock := rawSocketOf(t, client)
 	want := make([]byte, 32<<20)
 	for i := range want {
 		want[i] = byte(i * 7)
 	}
+	peer := rawSocketOf(t, server)
 	got := make(chan []byte, 1)
 	go func() {
-		b, _ := io.ReadAll(rawSocketOf(server))
+		b, _ := io.ReadAll(peer)
 		got <- b
 	}()
 	n, err := sock.Write(want)
@@ -89,7 +104,7 @@ func TestRawSocketWritesAndReadsEverything(t *testing.T) {
 // is how a caller that leaves stops waiting for an answer.
 func TestRawSocketReadEndsAtDeadline(t *testing.T) {
 	client, _ := tcpPair(t)
-	sock := rawSocketOf(client)
+	sock := rawSocketOf(t, client)
 	client.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
 	start := time.Now()
 	n, err := sock.Read(make([]byte, 16))
@@ -104,7 +119,7 @@ func TestRawSocketReadEndsAtDeadline(t *testing.T) {
 // A connection closed here fails a waiting read at once.
 func TestRawSocketReadEndsWhenClosed(t *testing.T) {
 	client, _ := tcpPair(t)
-	sock := rawSocketOf(client)
+	sock := rawSocketOf(t, client)
 	done := make(chan error, 1)
 	go func() {
 		_, err := sock.Read(make([]byte, 16))

@@ -5,8 +5,9 @@ package stream
 import (
 	"io"
 	"net"
+	"syscall"
 )
 
-// rawSocketOf returns nc: raw system calls are made on Linux only (see
+// socketOf returns nc: raw system calls are made on Linux only (see
 // socket_linux.go).
-func rawSocketOf(nc net.Conn) io.ReadWriter { return nc }
+func socketOf(nc net.Conn, _ syscall.RawConn) io.ReadWriter { return nc }
