@@ -184,8 +184,12 @@ type Job struct {
 	Durability Durability
 	// Result is the JSON a worker stored with its ack, if any.
 	Result json.RawMessage
-	// Errors has one entry per failed attempt, oldest first.
+	// Errors has one entry per failed attempt, oldest first: the first
+	// and the latest 20, within 256 KiB of messages.
 	Errors []AttemptError
+	// ErrorsDropped counts the errors the server dropped from the history
+	// to keep it within those bounds, between Errors[0] and Errors[1].
+	ErrorsDropped int
 	// Progress is the latest progress report of the active attempt.
 	Progress json.RawMessage
 	// CancelRequested is set when a user cancelled the job while it was
@@ -231,6 +235,7 @@ type wireJob struct {
 	Durability      Durability      `json:"durability,omitempty"`
 	Result          json.RawMessage `json:"result,omitempty"`
 	Errors          []AttemptError  `json:"errors,omitempty"`
+	ErrorsDropped   int             `json:"errors_dropped,omitempty"`
 	Progress        json.RawMessage `json:"progress,omitempty"`
 	Lease           *Lease          `json:"lease,omitempty"`
 	CancelRequested bool            `json:"cancel_requested"`
@@ -248,7 +253,7 @@ func (j Job) MarshalJSON() ([]byte, error) {
 		ID: j.ID, Queue: j.Queue, Kind: j.Kind, Payload: j.Payload, Priority: j.Priority,
 		State: j.State, RunAt: j.RunAt, Attempt: j.Attempt, MaxAttempts: j.MaxAttempts,
 		LeaseMS: msec(j.LeaseDuration), UniqueKey: j.UniqueKey, UniqueForMS: msec(j.UniqueFor),
-		Tags: j.Tags, Group: j.Group, ConsumerGroup: j.ConsumerGroup, Durability: j.Durability, Result: j.Result, Errors: j.Errors, Progress: j.Progress, Lease: j.Lease,
+		Tags: j.Tags, Group: j.Group, ConsumerGroup: j.ConsumerGroup, Durability: j.Durability, Result: j.Result, Errors: j.Errors, ErrorsDropped: j.ErrorsDropped, Progress: j.Progress, Lease: j.Lease,
 		CancelRequested: j.CancelRequested, CreatedAt: j.CreatedAt, StartedAt: j.StartedAt,
 		FinishedAt: j.FinishedAt, DeadLetterOf: j.DeadLetterOf, Worker: j.Worker, TraceParent: j.TraceParent,
 	}
@@ -270,7 +275,7 @@ func (j *Job) UnmarshalJSON(data []byte) error {
 		State: w.State, RunAt: w.RunAt, Attempt: w.Attempt, MaxAttempts: w.MaxAttempts,
 		LeaseDuration: time.Duration(w.LeaseMS) * time.Millisecond, Lease: w.Lease,
 		UniqueKey: w.UniqueKey, UniqueFor: time.Duration(w.UniqueForMS) * time.Millisecond,
-		Tags: w.Tags, Group: w.Group, ConsumerGroup: w.ConsumerGroup, Durability: w.Durability, Result: w.Result, Errors: w.Errors, Progress: w.Progress,
+		Tags: w.Tags, Group: w.Group, ConsumerGroup: w.ConsumerGroup, Durability: w.Durability, Result: w.Result, Errors: w.Errors, ErrorsDropped: w.ErrorsDropped, Progress: w.Progress,
 		CancelRequested: w.CancelRequested, CreatedAt: w.CreatedAt, StartedAt: w.StartedAt,
 		FinishedAt: w.FinishedAt, DeadLetterOf: w.DeadLetterOf, Worker: w.Worker, TraceParent: w.TraceParent,
 	}

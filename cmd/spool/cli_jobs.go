@@ -232,8 +232,11 @@ func (c *cli) printJob(j *client.Job) {
 	}
 	add("progress", string(j.Progress))
 	add("result", string(j.Result))
-	for _, e := range j.Errors {
+	for i, e := range j.Errors {
 		rows = append(rows, []string{fmt.Sprintf("error %d", e.Attempt), shortTime(e.At) + "  " + e.Message})
+		if i == 0 && j.ErrorsDropped > 0 {
+			rows = append(rows, []string{"errors dropped", fmt.Sprint(j.ErrorsDropped)})
+		}
 	}
 	tw := make([][]string, len(rows))
 	for i, r := range rows {

@@ -159,8 +159,14 @@ type Job struct {
 	Durability Durability
 	// Result is the JSON a worker stored with its ack, if any.
 	Result json.RawMessage
-	// Errors has one entry per failed attempt, oldest first.
+	// Errors has one entry per failed attempt, oldest first: the first
+	// and the latest ones, within the bounds BoundErrors holds a history
+	// to.
 	Errors []AttemptError
+	// ErrorsDropped counts the errors of failed attempts that the history
+	// dropped to stay within its bounds: they came after Errors[0] and
+	// before Errors[1].
+	ErrorsDropped int
 	// Progress is the latest JSON progress report of the active attempt.
 	Progress json.RawMessage
 	// LeaseToken is the fencing token of the latest hand-out. It grows with

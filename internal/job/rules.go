@@ -60,6 +60,61 @@ func ErrorMessage(message string) string {
 	return message[:cut]
 }
 
+// Bounds of a job's error history (see BoundErrors).
+const (
+	// LatestErrors is how many of its latest errors a job keeps besides
+	// its first.
+	LatestErrors = 20
+	// MaxErrorHistoryBytes bounds the messages of the errors a job keeps,
+	// taken together. It holds two messages of MaxErrorBytes, so that the
+	// first and the latest error always stay.
+	MaxErrorHistoryBytes = 256 << 10
+)
+
+// AppendError is the error history of a job after it records e: errs
+// (oldest first, with dropped errors dropped from it before) with e
+// appended, its message kept as ErrorMessage keeps it, then held to its
+// bounds by BoundErrors. It returns the new history and the new count of
+// dropped errors, and leaves errs as it was. Every store records every
+// attempt error (a failure, an expired lease, a maximum wait passed)
+// through it.
+func AppendError(errs []AttemptError, dropped int, e AttemptError) ([]AttemptError, int) {
+	e.Message = ErrorMessage(e.Message)
+	out := make([]AttemptError, 0, len(errs)+1)
+	return BoundErrors(append(append(out, errs...), e), dropped)
+}
+
+// BoundErrors holds the error history errs, of which dropped errors were
+// dropped before, to its bounds: it keeps the first error, which tells
+// how the trouble began, and the latest ones, as many as LatestErrors and
+// as fit with the first within MaxErrorHistoryBytes of messages, and
+// drops those between, adding them to dropped. So a history never holds
+// more than LatestErrors+1 errors or MaxErrorHistoryBytes of messages,
+// however often the job fails, is retried by hand or is copied. It may
+// reuse errs' array.
+func BoundErrors(errs []AttemptError, dropped int) ([]AttemptError, int) {
+	n := len(errs)
+	if n <= 2 {
+		return errs, dropped
+	}
+	size := len(errs[0].Message) + len(errs[n-1].Message)
+	latest := 1
+	for latest < LatestErrors && latest < n-1 {
+		next := len(errs[n-1-latest].Message)
+		if size+next > MaxErrorHistoryBytes {
+			break
+		}
+		size += next
+		latest++
+	}
+	drop := n - 1 - latest
+	if drop == 0 {
+		return errs, dropped
+	}
+	copy(errs[1:], errs[n-latest:])
+	return errs[:1+latest], dropped + drop
+}
+
 // LeaseExpiredMessage is the error recorded for an attempt whose lease ran
 // out before its worker acknowledged or failed it, so that the job's errors
 // tell a lost worker from a failing handler.
@@ -155,20 +210,24 @@ func AfterMaxWait(attempt int, now time.Time) (State, AttemptError) {
 }
 
 // DeadLetter is the job that the death of dead sends to its queue's
-// dead-letter queue, dlq, at now, under the new id: a fresh job,
-// available at once with no attempts, that carries the dead job's work
-// and history — kind, payload, priority, group, tags, durability, retry
-// policy (attempts and backoff), lease duration, errors and traceparent —
-// and names it in DeadLetterOf. No worker holds it yet (Worker is empty). It keeps no unique key, which belongs to the dead
-// job's queue, and no result, progress or lease. The durability it keeps
-// means it stays in the dead job's tier in a store with tiers. A store
-// inserts it in the transaction that makes dead dead.
+// dead-letter queue, dlq (as QueueSettings.DeadLetterFor names it), at
+// now, under the new id: a fresh job, available at once with no attempts,
+// that carries the dead job's work and history — kind, payload, priority,
+// group, tags, durability, retry policy (attempts and backoff), lease
+// duration, errors (held to their bounds, see BoundErrors) and
+// traceparent — and names it in DeadLetterOf, which makes it a copy that
+// is copied no more. No worker holds it yet (Worker is empty). It keeps
+// no unique key, which belongs to the dead job's queue, and no result,
+// progress or lease. The durability it keeps means it stays in the dead
+// job's tier in a store with tiers. A store inserts it in the transaction
+// that makes dead dead.
 func DeadLetter(dead *Job, dlq, id string, now time.Time) *Job {
+	errs, dropped := BoundErrors(slices.Clone(dead.Errors), dead.ErrorsDropped)
 	return &Job{
 		ID: id, Queue: dlq, Kind: dead.Kind, Payload: dead.Payload, Priority: dead.Priority,
 		State: StateAvailable, RunAt: now, MaxAttempts: dead.MaxAttempts, Backoff: dead.Backoff,
 		LeaseDuration: dead.LeaseDuration, Tags: slices.Clone(dead.Tags), Group: dead.Group,
-		Durability: dead.Durability, Errors: slices.Clone(dead.Errors), CreatedAt: now,
+		Durability: dead.Durability, Errors: errs, ErrorsDropped: dropped, CreatedAt: now,
 		DeadLetterOf: JobRef{Queue: dead.Queue, ID: dead.ID}, TraceParent: dead.TraceParent,
 	}
 }

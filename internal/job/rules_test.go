@@ -2,7 +2,9 @@ package job
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -73,6 +75,67 @@ func TestErrorMessage(t *testing.T) {
 		if len(got) > MaxErrorBytes || len(got) < MaxErrorBytes-3 || !utf8.ValidString(got) || !strings.HasPrefix(s, got) {
 			t.Errorf("cut of %d bytes: %d bytes, valid %v", len(s), len(got), utf8.ValidString(got))
 		}
+	}
+}
+
+func TestAppendError(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	var errs []AttemptError
+	dropped := 0
+	const n = 3*LatestErrors + 7
+	for i := 1; i <= n; i++ {
+		before := slices.Clone(errs)
+		errs, dropped = AppendError(errs, dropped, AttemptError{Attempt: i, Message: fmt.Sprintf("failure %d", i), At: now})
+		if len(before) > 0 && !reflect.DeepEqual(before, slices.Clone(before)) {
+			t.Fatal("AppendError changed the history it was given")
+		}
+		if len(errs) > LatestErrors+1 || len(errs)+dropped != i {
+			t.Fatalf("after %d errors: %d kept and %d dropped", i, len(errs), dropped)
+		}
+	}
+	if errs[0].Message != "failure 1" || dropped != n-1-LatestErrors {
+		t.Fatalf("first %q, %d dropped; want failure 1 and %d dropped", errs[0].Message, dropped, n-1-LatestErrors)
+	}
+	for k, e := range errs[1:] {
+		if want := n - LatestErrors + 1 + k; e.Attempt != want {
+			t.Fatalf("kept error %d is of attempt %d, want %d: the latest in order", k+1, e.Attempt, want)
+		}
+	}
+	// The message is kept as ErrorMessage keeps it.
+	errs, _ = AppendError(nil, 0, AttemptError{Attempt: 1, Message: "a\x00" + strings.Repeat("x", MaxErrorBytes)})
+	if len(errs) != 1 || errs[0].Message != ErrorMessage("a\x00"+strings.Repeat("x", MaxErrorBytes)) {
+		t.Fatalf("message kept as %d bytes", len(errs[0].Message))
+	}
+}
+
+func TestBoundErrorsBytes(t *testing.T) {
+	t.Parallel()
+	big := strings.Repeat("x", MaxErrorBytes)
+	var errs []AttemptError
+	dropped := 0
+	for i := 1; i <= 10; i++ {
+		errs, dropped = AppendError(errs, dropped, AttemptError{Attempt: i, Message: big})
+		size := 0
+		for _, e := range errs {
+			size += len(e.Message)
+		}
+		if size > MaxErrorHistoryBytes || len(errs)+dropped != i {
+			t.Fatalf("after %d errors: %d bytes in %d kept, %d dropped", i, size, len(errs), dropped)
+		}
+	}
+	if want := MaxErrorHistoryBytes / MaxErrorBytes; len(errs) != want || errs[0].Attempt != 1 || errs[len(errs)-1].Attempt != 10 {
+		t.Fatalf("kept %d errors (first of attempt %d, last %d), want %d: the first and the latest that fit",
+			len(errs), errs[0].Attempt, errs[len(errs)-1].Attempt, want)
+	}
+	// A history written before the bounds held is held to them at once.
+	long := make([]AttemptError, 100)
+	for i := range long {
+		long[i] = AttemptError{Attempt: i + 1, Message: "m"}
+	}
+	kept, dropped := BoundErrors(long, 3)
+	if len(kept) != LatestErrors+1 || dropped != 3+100-1-LatestErrors || kept[0].Attempt != 1 || kept[1].Attempt != 100-LatestErrors+1 {
+		t.Fatalf("bounded old history: %d kept from attempt %d, %d dropped", len(kept), kept[1].Attempt, dropped)
 	}
 }
 

@@ -15,8 +15,8 @@ import (
 // beside the ones before it.
 type QueueSettings struct {
 	// DeadLetterQueue, when set, names the queue that gets a copy of
-	// every job of this queue that dies (see DeadLetterFor and
-	// DeadLetter). It is never the queue itself.
+	// every job of this queue that dies, unless the job is a copy itself
+	// (see DeadLetterFor and DeadLetter). It is never the queue itself.
 	DeadLetterQueue string
 	// MaxWait, when set, bounds how long a job of the queue may wait,
 	// from its run time, before it first starts: a job not started by
@@ -105,12 +105,19 @@ func (s QueueSettings) String() string {
 }
 
 // DeadLetterFor is the queue that gets a copy of a job of a queue with
-// settings s that moves to state: the dead-letter queue when the job dies
-// and one is set, else "". A store asks it for every job that a rule
-// (AfterFailure, AfterLeaseExpiry, AfterMaxWait) sends to dead; a cancel
-// or a delete never asks, so neither leaves a copy.
-func (s QueueSettings) DeadLetterFor(state State) string {
-	if state != StateDead {
+// settings s that moves to state, letter telling whether the job is
+// itself a dead-letter copy (its DeadLetterOf is set): the dead-letter
+// queue when the job dies, one is set and the job is not a copy; else
+// "". A copy is where a death ends: one that dies stays dead in its
+// queue and is copied no more, so each death of a job makes at most one
+// copy, and queues that name each other as dead-letter queues, in a ring
+// of any size, cannot pass a job around for ever, whatever each node
+// believed of their settings when it wrote a death. A store asks it for
+// every job that a rule (AfterFailure, AfterLeaseExpiry, AfterMaxWait)
+// sends to dead; a cancel or a delete never asks, so neither leaves a
+// copy.
+func (s QueueSettings) DeadLetterFor(state State, letter bool) string {
+	if state != StateDead || letter {
 		return ""
 	}
 	return s.DeadLetterQueue

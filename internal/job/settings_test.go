@@ -68,11 +68,15 @@ func TestDeadLetterFor(t *testing.T) {
 		if st == StateDead {
 			want = "dlq"
 		}
-		if got := s.DeadLetterFor(st); got != want {
+		if got := s.DeadLetterFor(st, false); got != want {
 			t.Errorf("moving to %s: %q, want %q", st, got, want)
 		}
+		// A copy is copied no more, whatever it moves to.
+		if got := s.DeadLetterFor(st, true); got != "" {
+			t.Errorf("a copy moving to %s: %q, want none", st, got)
+		}
 	}
-	if got := (QueueSettings{}).DeadLetterFor(StateDead); got != "" {
+	if got := (QueueSettings{}).DeadLetterFor(StateDead, false); got != "" {
 		t.Errorf("without a dead-letter queue: %q", got)
 	}
 }
@@ -128,8 +132,9 @@ func TestDeadLetter(t *testing.T) {
 		Backoff:       Backoff{Kind: BackoffFixed, Base: time.Second, Max: time.Minute, Jitter: 0.1},
 		LeaseDuration: 2 * time.Minute, UniqueKey: "u", UniqueFor: time.Hour, Tags: []string{"a", "b"},
 		Group: "tenant-1", Durability: DurabilityProcess, Result: json.RawMessage(`1`),
-		Errors:   []AttemptError{{Attempt: 1, Message: "boom", At: t0}, {Attempt: 3, Message: "lease expired", At: now}},
-		Progress: json.RawMessage(`{"pct":5}`), LeaseToken: 42, CreatedAt: t0, StartedAt: t0, FinishedAt: now,
+		Errors:        []AttemptError{{Attempt: 1, Message: "boom", At: t0}, {Attempt: 3, Message: "lease expired", At: now}},
+		ErrorsDropped: 4,
+		Progress:      json.RawMessage(`{"pct":5}`), LeaseToken: 42, CreatedAt: t0, StartedAt: t0, FinishedAt: now,
 		DeadLetterOf: JobRef{Queue: "upstream", ID: "older"}, Worker: "host-1/pid-7",
 		TraceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
 	}
@@ -138,7 +143,7 @@ func TestDeadLetter(t *testing.T) {
 		ID: "copy", Queue: "orders-dlq", Kind: "charge", Payload: json.RawMessage(`{"n":1}`), Priority: 7,
 		State: StateAvailable, RunAt: now, MaxAttempts: 3, Backoff: dead.Backoff, LeaseDuration: 2 * time.Minute,
 		Tags: []string{"a", "b"}, Group: "tenant-1", Durability: DurabilityProcess, Errors: dead.Errors,
-		CreatedAt: now, DeadLetterOf: JobRef{Queue: "orders", ID: "orig"}, TraceParent: dead.TraceParent,
+		ErrorsDropped: 4, CreatedAt: now, DeadLetterOf: JobRef{Queue: "orders", ID: "orig"}, TraceParent: dead.TraceParent,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("DeadLetter:\n got %+v\nwant %+v", got, want)

@@ -19,7 +19,12 @@
 //     call that kills it inserts, in the same transaction, the copy
 //     job.DeadLetter makes of it, under a new id, in the dead-letter
 //     queue; the call reports the copy so that the engine can wake that
-//     queue's fetches. A cancel or a delete never makes a copy.
+//     queue's fetches. A copy that dies makes none. A cancel or a delete
+//     never makes a copy.
+//   - Every attempt error a call records (a failure, an expired lease, a
+//     maximum wait passed) goes into the job's history through
+//     job.AppendError, so that the history stays within its bounds; a
+//     store keeps it in the form EncodeErrors writes.
 package store
 
 import (

@@ -63,7 +63,10 @@ export interface Job {
   group?: string;
   traceparent?: string;
   result?: JSONValue;
+  /** One entry per failed attempt, oldest first: the first and the latest 20, within 256 KiB of messages. */
   errors?: AttemptError[];
+  /** How many errors the server dropped from the history, between errors[0] and errors[1]; absent when none. */
+  errors_dropped?: number;
   progress?: JSONValue;
   lease?: Lease;
   worker?: string;
@@ -100,6 +103,7 @@ export const JOB_FIELDS = [
   "traceparent",
   "result",
   "errors",
+  "errors_dropped",
   "progress",
   "lease",
   "worker",

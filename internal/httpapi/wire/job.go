@@ -102,6 +102,10 @@ func AppendJob(b []byte, j *job.Job) []byte {
 		}
 		b = append(b, ']')
 	}
+	if j.ErrorsDropped > 0 {
+		b = append(b, `,"errors_dropped":`...)
+		b = strconv.AppendInt(b, int64(j.ErrorsDropped), 10)
+	}
 	if len(j.Progress) > 0 {
 		b = append(b, `,"progress":`...)
 		b = appendRaw(b, j.Progress)

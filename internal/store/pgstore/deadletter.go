@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -65,13 +64,11 @@ func (s *Store) deadLetter(ctx context.Context, tx pgx.Tx, letters map[int64]str
 			MaxAttempts: c.MaxAttempts, Backoff: c.Backoff, LeaseDuration: c.LeaseDuration, Tags: c.Tags, Group: c.Group,
 			Durability: c.Durability, TraceParent: c.TraceParent,
 		}
-		if len(c.Errors) > 0 {
-			b, err := json.Marshal(c.Errors)
-			if err != nil {
-				return nil, fmt.Errorf("encode the errors of job %s: %w", d.ID, err)
-			}
-			errs[i] = string(b)
+		b, err := store.EncodeErrors(c.Errors, c.ErrorsDropped)
+		if err != nil {
+			return nil, fmt.Errorf("dead-letter job %s: %w", d.ID, err)
 		}
+		errs[i] = string(b)
 		ids[i], ofQueues[i], ofIDs[i] = c.ID, c.DeadLetterOf.Queue, c.DeadLetterOf.ID
 		out[deadSeqs[i]] = job.JobRef{Queue: c.Queue, ID: c.ID}
 	}

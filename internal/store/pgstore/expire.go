@@ -34,8 +34,9 @@ const (
 	sqlWaitQueues = `SELECT name FROM spool_queues WHERE max_wait_ns > 0`
 	// sqlLockPastWait locks the available jobs of the seqs $1 whose queues
 	// have a maximum wait, passing over those another transaction holds,
-	// with what the rule needs to know.
-	sqlLockPastWait = `SELECT j.seq, j.queue, j.attempt, j.run_at, q.max_wait_ns, COALESCE(q.dead_letter_queue, '')
+	// with what the rules need to know and their errors.
+	sqlLockPastWait = `SELECT j.seq, j.queue, j.attempt, j.run_at, q.max_wait_ns, COALESCE(q.dead_letter_queue, ''),
+	j.dead_letter_of_id IS NOT NULL, j.errors
 FROM spool_jobs j JOIN spool_queues q ON q.name = j.queue
 WHERE j.seq = ANY($1) AND j.state = 'available' AND q.max_wait_ns > 0
 ORDER BY j.seq
@@ -152,19 +153,21 @@ func (s *Store) expire(ctx context.Context, tx pgx.Tx, seqs []int64, now time.Ti
 		queue, deadLetter string
 		attempt           int32
 		runAt             time.Time
+		letter            bool
+		errs              []byte
 	)
-	_, err = pgx.ForEachRow(rows, []any{&seq, &queue, &attempt, &runAt, &maxWait, &deadLetter}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&seq, &queue, &attempt, &runAt, &maxWait, &deadLetter, &letter, &errs}, func() error {
 		if !job.PastMaxWait(int(attempt), runAt.UTC(), time.Duration(maxWait), now) {
 			return nil
 		}
 		state, e := job.AfterMaxWait(int(attempt), now)
-		msg, err := attemptErrorString(e.Attempt, e.Message, e.At)
+		msg, err := appendError(errs, e)
 		if err != nil {
 			return err
 		}
 		fSeq, fState, fAtt, fErr = append(fSeq, seq), append(fState, string(state)), append(fAtt, attempt), append(fErr, msg)
 		settings := job.QueueSettings{DeadLetterQueue: deadLetter, MaxWait: time.Duration(maxWait)}
-		if dlq := settings.DeadLetterFor(state); dlq != "" {
+		if dlq := settings.DeadLetterFor(state, letter); dlq != "" {
 			if letters == nil {
 				letters = make(map[int64]string)
 			}

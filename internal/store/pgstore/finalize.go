@@ -62,18 +62,19 @@ SELECT id, queue, state, kind, attempt, started_at FROM moved CROSS JOIN relax C
 
 	// sqlLockLeased locks the active jobs whose token is current, in seq
 	// order so that two batches never wait on each other in a cycle, and
-	// reads their queues' dead-letter queues.
+	// reads their queues' dead-letter queues, whether each is a
+	// dead-letter copy, and their errors.
 	sqlLockLeased = `SELECT i.ord, j.seq, j.queue, j.cancel_requested, j.attempt, j.max_attempts, j.run_at, j.lease_ns,
 	j.backoff_kind, j.backoff_base, j.backoff_max, j.backoff_jitter, j.durability, COALESCE(q.dead_letter_queue, ''),
-	j.kind, j.started_at
+	j.kind, j.started_at, j.dead_letter_of_id IS NOT NULL, j.errors
 FROM unnest($1::text[], $2::int8[]) WITH ORDINALITY AS i(id, token, ord)
 JOIN spool_jobs j ON j.id = i.id AND j.lease_token = i.token AND j.state = 'active'
 LEFT JOIN spool_queues q ON q.name = j.queue
 ORDER BY j.seq
 FOR UPDATE OF j`
 	// sqlFinish moves jobs to spool_jobs_done in a final state, with a new
-	// attempt count and, when given, one more attempt error; it ends the
-	// leases of those that had one.
+	// attempt count and, when given, a new error history (appendError);
+	// it ends the leases of those that had one.
 	sqlFinish = `WITH u AS (
 	SELECT * FROM unnest($1::int8[], $2::text[], $3::int4[], $4::text[]) AS u(seq, state, attempt, err)
 ), gone AS (
@@ -85,7 +86,7 @@ FOR UPDATE OF j`
 	` + doneInsert + `
 	SELECT seq, id, queue, kind, payload, priority, new_state, run_at, new_attempt, max_attempts, backoff_kind,
 		backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, result,
-		CASE WHEN err = '' THEN errors ELSE COALESCE(errors, '[]'::jsonb) || err::jsonb END,
+		CASE WHEN err = '' THEN errors ELSE err::jsonb END,
 		progress, lease_token, cancel_requested, created_at, started_at, $5::timestamptz, durability, grp,
 		dead_letter_of_queue, dead_letter_of_id, worker, traceparent
 	FROM gone
@@ -93,13 +94,13 @@ FOR UPDATE OF j`
 )
 SELECT count(*) FROM moved`
 	// sqlRequeue sends active jobs back to wait (available or retrying)
-	// with a run time, an attempt count and optionally one more attempt
-	// error, and ends their leases.
+	// with a run time, an attempt count and optionally a new error
+	// history (appendError), and ends their leases.
 	sqlRequeue = `WITH u AS (
 	SELECT * FROM unnest($1::int8[], $2::text[], $3::timestamptz[], $4::int4[], $5::text[]) AS u(seq, state, run_at, attempt, err)
 ), up AS (
 	UPDATE spool_jobs j SET state = u.state, run_at = u.run_at, attempt = u.attempt,
-		errors = CASE WHEN u.err = '' THEN j.errors ELSE COALESCE(j.errors, '[]'::jsonb) || u.err::jsonb END
+		errors = CASE WHEN u.err = '' THEN j.errors ELSE u.err::jsonb END
 	FROM u WHERE j.seq = u.seq
 	RETURNING j.seq
 )
@@ -285,6 +286,10 @@ type leased struct {
 	durability           job.Durability
 	// settings are the queue's, as far as the lock reads them.
 	settings job.QueueSettings
+	// letter is whether the job is a dead-letter copy.
+	letter bool
+	// errors is the job's errors column.
+	errors []byte
 	// kind and startedAt are the job's kind and the start of its
 	// attempt, for the outcome (lockLeased reads them; a rescue does not).
 	kind      string
@@ -314,8 +319,10 @@ func lockLeased(ctx context.Context, tx pgx.Tx, it *items) (map[int]*leased, err
 		startedAt           *time.Time
 	)
 	_, err = pgx.ForEachRow(rows, []any{&ord, &l.seq, &l.queue, &l.cancelRequested, &attempt, &maxAtt, &l.runAt, &leaseNS,
-		&kind, &base, &maxD, &l.backoff.Jitter, &durability, &l.settings.DeadLetterQueue, &l.kind, &startedAt}, func() error {
+		&kind, &base, &maxD, &l.backoff.Jitter, &durability, &l.settings.DeadLetterQueue, &l.kind, &startedAt, &l.letter,
+		&l.errors}, func() error {
 		c := l
+		c.errors = slices.Clone(l.errors)
 		c.startedAt = utc(startedAt)
 		c.attempt, c.maxAttempts = int(attempt), int(maxAtt)
 		c.durability = job.Durability(durability)
@@ -338,7 +345,7 @@ type change struct {
 	state   job.State
 	runAt   time.Time // for a job that waits again
 	attempt int
-	err     string // one more attempt error as a JSON array, or ""
+	err     string // the new error history (appendError), or "" to keep it
 	// durability is the job's level when known; empty counts as full.
 	durability job.Durability
 	// deadLetter is the queue that gets a copy of a job that dies, or "";
@@ -420,14 +427,14 @@ func failChange(item *store.JobFailItem, l *leased, now time.Time, rnd func() fl
 	state, runAt := job.AfterFailure(&job.Failure{CancelRequested: l.cancelRequested, Attempt: l.attempt,
 		MaxAttempts: l.maxAttempts, NoRetry: item.NoRetry, RetryAfter: item.RetryAfter, Backoff: l.backoff}, now, rnd)
 	c := change{seq: l.seq, queue: l.queue, state: state, attempt: l.attempt, runAt: l.runAt, durability: l.durability,
-		deadLetter: l.settings.DeadLetterFor(state)}
+		deadLetter: l.settings.DeadLetterFor(state, l.letter)}
 	o := l.outcome(state)
 	if !runAt.IsZero() {
 		c.runAt = micro(runAt)
 		o.RunAt = c.runAt
 	}
 	var err error
-	c.err, err = attemptErrorString(l.attempt, item.Message, now)
+	c.err, err = appendError(l.errors, job.AttemptError{Attempt: l.attempt, Message: item.Message, At: now})
 	return c, o, err
 }
 
@@ -552,12 +559,6 @@ func (s *Store) JobProgress(ctx context.Context, p *store.JobProgressParams) err
 		return wrap("report progress", err)
 	}
 	return fmt.Errorf("report progress: job %s: %w", p.ID, out[0].Err)
-}
-
-// attemptErrorString is attemptErrorJSON as text.
-func attemptErrorString(attempt int, message string, at time.Time) (string, error) {
-	b, err := attemptErrorJSON(attempt, message, at)
-	return string(b), err
 }
 
 func appendOnce(list []string, s string) []string {

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/spoolq/spool/internal/job"
+	"github.com/spoolq/spool/internal/store"
 )
 
 // sqlImport stores jobs exactly as given, in array order: seqs are drawn
@@ -134,9 +135,9 @@ func (s *Store) ImportJobs(ctx context.Context, jobs []*job.Job) (int, error) {
 			for k, e := range j.Errors {
 				kept[k] = job.AttemptError{Attempt: e.Attempt, Message: job.ErrorMessage(e.Message), At: e.At}
 			}
-			b, err := json.Marshal(kept)
+			b, err := store.EncodeErrors(kept, j.ErrorsDropped)
 			if err != nil {
-				return 0, fmt.Errorf("import jobs: encode errors of job %s: %w", j.ID, err)
+				return 0, fmt.Errorf("import jobs: job %s: %w", j.ID, err)
 			}
 			errs[i] = string(b)
 		}

@@ -24,8 +24,10 @@ SELECT queue, count(*) FROM up GROUP BY queue`
 
 	// sqlExpired locks the jobs whose lease ran out, with their lease rows,
 	// passing over those that an ack or extend holds right now, and reads
-	// their queues' dead-letter queues.
-	sqlExpired = `SELECT j.seq, j.queue, j.cancel_requested, j.attempt, j.max_attempts, j.run_at, COALESCE(q.dead_letter_queue, '')
+	// their queues' dead-letter queues, whether each is a dead-letter
+	// copy, and their errors.
+	sqlExpired = `SELECT j.seq, j.queue, j.cancel_requested, j.attempt, j.max_attempts, j.run_at, COALESCE(q.dead_letter_queue, ''),
+	j.dead_letter_of_id IS NOT NULL, j.errors
 FROM spool_leases l JOIN spool_jobs j ON j.seq = l.seq
 LEFT JOIN spool_queues q ON q.name = j.queue
 WHERE l.expires_at <= $1 AND j.state = 'active'
@@ -93,15 +95,15 @@ func (s *Store) JobRescueExpired(ctx context.Context, now time.Time, limit int) 
 			attempt, maxAtt int32
 		)
 		if _, err := pgx.ForEachRow(rows, []any{&l.seq, &l.queue, &l.cancelRequested, &attempt, &maxAtt, &l.runAt,
-			&l.settings.DeadLetterQueue}, func() error {
+			&l.settings.DeadLetterQueue, &l.letter, &l.errors}, func() error {
 			state := job.AfterLeaseExpiry(l.cancelRequested, int(attempt), int(maxAtt))
 			c := change{seq: l.seq, queue: l.queue, state: state, runAt: l.runAt.UTC(), attempt: int(attempt),
-				deadLetter: l.settings.DeadLetterFor(state)}
+				deadLetter: l.settings.DeadLetterFor(state, l.letter)}
 			if state == job.StateAvailable {
 				res.Available = appendOnce(res.Available, l.queue)
 			}
 			var err error
-			c.err, err = attemptErrorString(int(attempt), job.LeaseExpiredMessage, now)
+			c.err, err = appendError(l.errors, job.AttemptError{Attempt: int(attempt), Message: job.LeaseExpiredMessage, At: now})
 			changes = append(changes, c)
 			if res.Rescued == nil {
 				res.Rescued = make(map[string]int)

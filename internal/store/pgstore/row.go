@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/spoolq/spool/internal/job"
+	"github.com/spoolq/spool/internal/store"
 )
 
 // jobColumns are the columns of spool_jobs and spool_jobs_done in the
@@ -96,8 +97,8 @@ func scanJob(row pgx.Row) (*job.Job, int64, error) {
 		}
 	}
 	if len(errs) > 0 {
-		if err := json.Unmarshal(errs, &j.Errors); err != nil {
-			return nil, 0, fmt.Errorf("decode errors of job %s: %w", j.ID, err)
+		if j.Errors, j.ErrorsDropped, err = store.DecodeErrors(errs); err != nil {
+			return nil, 0, fmt.Errorf("read job %s: %w", j.ID, err)
 		}
 	}
 	return &j, seq, nil
@@ -150,14 +151,13 @@ func micro(t time.Time) time.Time {
 	return t.UTC().Truncate(time.Microsecond)
 }
 
-// attemptErrorJSON is one element of the errors column, as a JSON array of
-// one, ready to be appended with ||.
-func attemptErrorJSON(attempt int, message string, at time.Time) ([]byte, error) {
-	// The engine keeps messages free of NUL, which jsonb cannot hold;
-	// imported ones go through the same rule.
-	b, err := json.Marshal([]job.AttemptError{{Attempt: attempt, Message: job.ErrorMessage(message), At: at}})
+// appendError is the errors column of a job whose column holds stored
+// once it records e (store.AppendStoredError, which keeps the message
+// free of NUL, which jsonb cannot hold), as text.
+func appendError(stored []byte, e job.AttemptError) (string, error) {
+	b, err := store.AppendStoredError(stored, e)
 	if err != nil {
-		return nil, fmt.Errorf("encode attempt error: %w", err)
+		return "", fmt.Errorf("record attempt error: %w", err)
 	}
-	return b, nil
+	return string(b), nil
 }

@@ -2,7 +2,6 @@ package sqlitestore
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -23,19 +22,20 @@ const sqlLetterHistory = `UPDATE jobs SET spec = ?1, errors = ?2 WHERE id = ?3`
 // deadLetter inserts the dead-letter copy of the job with seq of queue,
 // which a rule just sent to state at now (its row written), when
 // job.QueueSettings.DeadLetterFor names a queue for it, and returns the
-// copy's queue and id; zero when there is none.
+// copy's queue and id; zero when there is none. The row is read only
+// when the queue would copy a job that is not a copy itself.
 func (w *writer) deadLetter(queue string, seq int64, state job.State, now time.Time) (job.JobRef, error) {
 	q := w.queues[queue]
-	if q == nil {
-		return job.JobRef{}, nil
-	}
-	dlq := q.settings.DeadLetterFor(state)
-	if dlq == "" {
+	if q == nil || q.settings.DeadLetterFor(state, false) == "" {
 		return job.JobRef{}, nil
 	}
 	dead, _, err := scanJob(w.st.jobBySeq.QueryRow(seq))
 	if err != nil {
 		return job.JobRef{}, fmt.Errorf("read dead job with seq %d: %w", seq, err)
+	}
+	dlq := q.settings.DeadLetterFor(state, !dead.DeadLetterOf.IsZero())
+	if dlq == "" {
+		return job.JobRef{}, nil
 	}
 	return w.insertLetter(job.DeadLetter(dead, dlq, job.NewID(now), now), now)
 }
@@ -60,11 +60,9 @@ func (w *writer) insertLetter(c *job.Job, now time.Time) (job.JobRef, error) {
 		durability: w.durabilityOf(c.Durability), tags: c.Tags, deadLetterOf: c.DeadLetterOf, traceParent: c.TraceParent,
 	})
 	var errs any
-	if len(c.Errors) > 0 {
-		b, err := json.Marshal(c.Errors)
-		if err != nil {
-			return job.JobRef{}, fmt.Errorf("dead-letter job %s: encode its errors: %w", c.DeadLetterOf.ID, err)
-		}
+	if b, err := store.EncodeErrors(c.Errors, c.ErrorsDropped); err != nil {
+		return job.JobRef{}, fmt.Errorf("dead-letter job %s: %w", c.DeadLetterOf.ID, err)
+	} else if b != nil {
 		errs = string(b)
 	}
 	if _, err := w.conn.ExecContext(context.Background(), sqlLetterHistory, spec, errs, c.ID); err != nil {
@@ -72,6 +70,6 @@ func (w *writer) insertLetter(c *job.Job, now time.Time) (job.JobRef, error) {
 	}
 	// The window may cache the inserted job: it is the one just written,
 	// and nothing has read it yet.
-	out[0].Job.Errors, out[0].Job.DeadLetterOf = c.Errors, c.DeadLetterOf
+	out[0].Job.Errors, out[0].Job.ErrorsDropped, out[0].Job.DeadLetterOf = c.Errors, c.ErrorsDropped, c.DeadLetterOf
 	return job.JobRef{Queue: c.Queue, ID: c.ID}, nil
 }

@@ -48,9 +48,9 @@ WHERE wait_until IS NOT NULL AND state = 'available' AND attempt = 0 AND wait_un
 	// sqlFixWait sets the wait deadline of one row.
 	sqlFixWait = `UPDATE jobs SET wait_until = ?1 WHERE seq = ?2`
 	// sqlDieOfWait records the death of a job past its maximum wait: ?2
-	// is the state the rule gives it, ?3 its attempt error.
-	sqlDieOfWait = `UPDATE jobs SET state = ?2, finished_at = ?1,
-	errors = json_insert(COALESCE(errors, '[]'), '$[#]', json(?3)) WHERE seq = ?4`
+	// is the state the rule gives it, ?3 its error history with the
+	// attempt error (appendError).
+	sqlDieOfWait = `UPDATE jobs SET state = ?2, finished_at = ?1, errors = ?3 WHERE seq = ?4`
 )
 
 // expireChunk is how many candidates one read of the sweep takes.
@@ -109,7 +109,7 @@ func pastWait(q *wqueue, j *job.Job, now time.Time) bool {
 // dead-letter queue, if any, whose queue and id it returns.
 func (w *writer) expire(j *job.Job, seq int64, now time.Time) (job.JobRef, error) {
 	state, e := job.AfterMaxWait(j.Attempt, now)
-	msg, err := encodeAttemptError(e.Attempt, e.Message, e.At)
+	msg, err := w.appendError(seq, e)
 	if err != nil {
 		return job.JobRef{}, err
 	}

@@ -24,10 +24,10 @@ const (
 	// sqlComplete's parameters.
 	completeValues = `(?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	// sqlFinishAttempt records a failed, expired or released attempt: ?8
-	// is the attempt error to append, NULL for none.
+	// is the error history with the attempt's error (appendError), NULL
+	// for an attempt that records none.
 	sqlFinishAttempt = `UPDATE jobs SET state = ?1, run_at = COALESCE(?2, run_at), finished_at = ?3, attempt = ?4,
-	lease_token = ?5, started_at = ?6, progress = ?7, lease_expires_at = NULL,
-	errors = CASE WHEN ?8 IS NULL THEN errors ELSE json_insert(COALESCE(errors, '[]'), '$[#]', json(?8)) END,
+	lease_token = ?5, started_at = ?6, progress = ?7, lease_expires_at = NULL, errors = COALESCE(?8, errors),
 	worker = ?9
 WHERE seq = ?10`
 )
@@ -220,11 +220,11 @@ func (w *writer) endAttempt(l *lease, state job.State, runAt time.Time, now time
 		run = runAt.UnixNano()
 	}
 	if attemptErr != "" {
-		encoded, err := encodeAttemptError(l.attempt, attemptErr, now)
+		errs, err := w.appendError(l.seq, job.AttemptError{Attempt: l.attempt, Message: attemptErr, At: now})
 		if err != nil {
 			return err
 		}
-		msg = encoded
+		msg = errs
 	}
 	var progress any
 	if state == job.StateRetrying || state.Final() {

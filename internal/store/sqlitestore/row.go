@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/internal/job"
+	"github.com/spoolq/spool/internal/store"
 )
 
 // jobColumns are the columns scanJob reads, in its order.
@@ -57,8 +58,8 @@ func scanJob(sc scanner) (*job.Job, int64, error) {
 	j.StartedAt = nullTime(started)
 	j.FinishedAt = nullTime(finished)
 	if errs.Valid {
-		if err := json.Unmarshal([]byte(errs.String), &j.Errors); err != nil {
-			return nil, 0, fmt.Errorf("decode errors of job %s: %w", j.ID, err)
+		if j.Errors, j.ErrorsDropped, err = store.DecodeErrors([]byte(errs.String)); err != nil {
+			return nil, 0, fmt.Errorf("read job %s: %w", j.ID, err)
 		}
 	}
 	return &j, seq, nil
@@ -120,11 +121,19 @@ func blobOrNull(raw json.RawMessage) any {
 	return []byte(raw)
 }
 
-// encodeAttemptError is one element of the errors column.
-func encodeAttemptError(attempt int, message string, at time.Time) (string, error) {
-	b, err := json.Marshal(job.AttemptError{Attempt: attempt, Message: message, At: at})
+// sqlErrorsBySeq reads the error history of one row.
+const sqlErrorsBySeq = `SELECT errors FROM jobs WHERE seq = ?`
+
+// appendError is the errors column of the row with seq once it records
+// e (see store.AppendStoredError).
+func (w *writer) appendError(seq int64, e job.AttemptError) (string, error) {
+	var stored sql.NullString
+	if err := w.st.errorsBySeq.QueryRow(seq).Scan(&stored); err != nil {
+		return "", fmt.Errorf("read the errors of job with seq %d: %w", seq, err)
+	}
+	b, err := store.AppendStoredError([]byte(stored.String), e)
 	if err != nil {
-		return "", fmt.Errorf("encode attempt error: %w", err)
+		return "", fmt.Errorf("record an error of job with seq %d: %w", seq, err)
 	}
 	return string(b), nil
 }

@@ -15,6 +15,7 @@ type statements struct {
 	newestUnique                *sql.Stmt
 	jobsBySeq, jobExists        *sql.Stmt
 	finishAttempt, persistLease *sql.Stmt
+	errorsBySeq                 *sql.Stmt
 
 	// The claims by group (flow.go).
 	groupsFrom, groupsAfter       *sql.Stmt
@@ -49,6 +50,7 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&s.jobExists, sqlJobExists},
 		{&s.finishAttempt, sqlFinishAttempt},
 		{&s.persistLease, sqlPersistLease},
+		{&s.errorsBySeq, sqlErrorsBySeq},
 		{&s.groupsFrom, sqlGroupsFrom},
 		{&s.groupsAfter, sqlGroupsAfter},
 		{&s.groupFirst, sqlGroupFirst},

@@ -17,7 +17,8 @@ func deadLetterTests() []group {
 		{"AFailureWithoutRetryLeavesACopy", testDeadLetterNoRetry},
 		{"ALeaseThatExpiresOnTheLastAttemptLeavesACopy", testDeadLetterLeaseExpiry},
 		{"CancelCompleteAndDeleteLeaveNoCopy", testDeadLetterNotOnCancel},
-		{"ACopyThatDiesGoesOnToItsOwnDeadLetterQueue", testDeadLetterChain},
+		{"ACopyThatDiesIsCopiedNoMore", testDeadLetterCopyIsFinal},
+		{"QueuesThatNameEachOtherMakeOneCopyOfADeath", testDeadLetterRing},
 		{"NoDeadLetterQueueNoCopy", testDeadLetterNone},
 		{"ACopyKeepsItsOriginOverARestart", testDeadLetterRestart},
 	}}, {"MaxWait", []test{
@@ -246,10 +247,12 @@ func testDeadLetterNotOnCancel(b *bundle) {
 	}
 }
 
-// A copy lives in its dead-letter queue like any job: when it dies there,
-// it goes on to that queue's own dead-letter queue, with the history of
-// both deaths, naming the copy it came from.
-func testDeadLetterChain(b *bundle) {
+// A copy is where a death ends: when it dies in its dead-letter queue, by
+// a failure or a lease that runs out, it stays dead there and leaves no
+// copy, though that queue has a dead-letter queue of its own, which still
+// gets the copies of the jobs enqueued into the queue itself. A retry by
+// hand of the dead copy keeps it a copy.
+func testDeadLetterCopyIsFinal(b *bundle) {
 	b.settle("orders", job.QueueSettings{DeadLetterQueue: "retry-slow"})
 	b.settle("retry-slow", job.QueueSettings{DeadLetterQueue: "graveyard"})
 	id := b.add(b.letterJob("orders", 1))[0]
@@ -258,19 +261,70 @@ func testDeadLetterChain(b *bundle) {
 		b.t.Fatalf("first copy %+v", first)
 	}
 	later := at(time.Minute)
-	second := b.failID(later, "retry-slow", first.ID, "second death", false).DeadLetter
-	if second.Queue != "graveyard" {
-		b.t.Fatalf("second copy %+v", second)
+	if o := b.failID(later, "retry-slow", first.ID, "second death", false); o.State != job.StateDead || !o.DeadLetter.IsZero() {
+		b.t.Fatalf("death of a copy: %+v, want dead without a copy", o)
 	}
-	c := b.wantLetter(second.ID, "graveyard", first.ID, later)
-	if c.DeadLetterOf != (job.JobRef{Queue: "retry-slow", ID: first.ID}) || len(c.Errors) != 2 ||
+	c := b.get(first.ID)
+	if c.State != job.StateDead || c.DeadLetterOf != (job.JobRef{Queue: "orders", ID: id}) || len(c.Errors) != 2 ||
 		c.Errors[0].Message != "first death" || c.Errors[1].Message != "second death" {
-		b.t.Fatalf("second copy %+v", c)
+		b.t.Fatalf("dead copy %+v", c)
 	}
-	b.wantCounts("retry-slow", map[job.State]int64{job.StateDead: 1})
-	// The end of the chain has no dead-letter queue: a death there stays.
-	if o := b.failID(later, "graveyard", c.ID, "third death", false); o.State != job.StateDead || !o.DeadLetter.IsZero() {
-		b.t.Fatalf("death at the end of the chain: %+v", o)
+	if _, err := b.s.JobRetry(b.ctx, first.ID, later); err != nil {
+		b.t.Fatalf("retry the dead copy: %v", err)
+	}
+	b.claimID(later, "retry-slow", first.ID)
+	expiry := later.Add(45 * time.Second)
+	if res, err := b.s.JobRescueExpired(b.ctx, expiry, 10); err != nil || res.Count != 1 || slices.Contains(res.Available, "graveyard") {
+		b.t.Fatalf("rescue of the copy: %+v, %v; want one job rescued and no copy", res, err)
+	}
+	if st := b.get(first.ID).State; st != job.StateDead {
+		b.t.Fatalf("copy after its lease ran out on its last attempt: %s, want dead", st)
+	}
+	if got := b.lettersIn("graveyard"); len(got) != 0 {
+		b.t.Fatalf("the deaths of a copy left %v in the next dead-letter queue", idsOf(got))
+	}
+	own := b.add(newJob("retry-slow", withMaxAttempts(1), withPriority(topPriority)))[0]
+	if o := b.failID(later, "retry-slow", own, "own death", false); o.DeadLetter.Queue != "graveyard" {
+		b.t.Fatalf("death of a job enqueued into the dead-letter queue: %+v, want a copy in graveyard", o)
+	}
+	b.wantCounts("retry-slow", map[job.State]int64{job.StateDead: 2})
+	b.wantCounts("graveyard", map[job.State]int64{job.StateAvailable: 1})
+}
+
+// Queues that name each other as dead-letter queues, in a ring of two or
+// of three, each with a maximum wait, and no worker: the job dies of its
+// wait into one copy, the copy dies of its wait in its turn, and that is
+// all, however often the sweep runs.
+func testDeadLetterRing(b *bundle) {
+	for _, ring := range [][]string{{"ping", "pong"}, {"r1", "r2", "r3"}} {
+		for i, q := range ring {
+			b.settle(q, job.QueueSettings{DeadLetterQueue: ring[(i+1)%len(ring)], MaxWait: time.Millisecond})
+		}
+		id := b.add(newJob(ring[0]))[0]
+		now := t0
+		for range 10 {
+			now = now.Add(time.Second)
+			b.sweep(now, 100)
+		}
+		var all []*job.Job
+		for _, q := range ring {
+			all = append(all, b.listAll(q, "", 100)...)
+		}
+		if len(all) != 2 {
+			b.t.Fatalf("ring %v holds %d jobs after ten sweeps, want the job and one copy", ring, len(all))
+		}
+		if j := b.get(id); j.State != job.StateDead {
+			b.t.Fatalf("ring %v: the job is %s, want dead", ring, j.State)
+		}
+		copies := b.lettersIn(ring[1])
+		if len(copies) != 1 {
+			b.t.Fatalf("ring %v: %s holds %d jobs, want the copy", ring, ring[1], len(copies))
+		}
+		c := copies[0]
+		if c.State != job.StateDead || c.DeadLetterOf != (job.JobRef{Queue: ring[0], ID: id}) || len(c.Errors) != 2 ||
+			c.Errors[1].Message != job.MaxWaitMessage {
+			b.t.Fatalf("ring %v: copy %+v, want dead of its wait", ring, c)
+		}
 	}
 }
 

@@ -38,7 +38,9 @@ type mjob struct {
 	token                int64
 	lease                time.Duration
 	cancel               bool
-	errs                 int
+	// errs counts the errors recorded; the store keeps the first and
+	// the latest of them (job.BoundErrors).
+	errs int
 }
 
 // model is a reference implementation of the contract, kept beside the
@@ -631,7 +633,8 @@ func (m *model) compare() {
 		counts[j.queue][j.state]++
 		if g.Queue != j.queue || g.State != j.state || g.Attempt != j.attempt || g.LeaseToken != j.token ||
 			g.Priority != j.priority || !g.RunAt.Equal(j.runAt) || !g.LeaseExpiresAt.Equal(j.leaseExp) ||
-			!g.FinishedAt.Equal(j.finished) || g.CancelRequested != j.cancel || len(g.Errors) != j.errs {
+			!g.FinishedAt.Equal(j.finished) || g.CancelRequested != j.cancel ||
+			len(g.Errors)+g.ErrorsDropped != j.errs || len(g.Errors) != min(j.errs, job.LatestErrors+1) {
 			m.fatalf("job %s is %+v, model says %+v", g.ID, *g, *j)
 		}
 	}

@@ -89,7 +89,12 @@ class Job:
     group: Optional[str] = None
     traceparent: Optional[str] = None
     result: Any = None
+    #: One entry per failed attempt, oldest first: the first and the latest 20,
+    #: within 256 KiB of messages.
     errors: List[AttemptError] = field(default_factory=list)
+    #: How many errors the server dropped from the history, between
+    #: ``errors[0]`` and ``errors[1]``.
+    errors_dropped: int = 0
     progress: Any = None
     lease: Optional[Lease] = None
     worker: Optional[str] = None
@@ -136,6 +141,7 @@ class Job:
             result=d.get("result"),
             errors=[AttemptError(e.get("attempt", 0), e.get("message", ""), parse_time(e.get("at")))
                     for e in d.get("errors") or []],
+            errors_dropped=d.get("errors_dropped", 0),
             progress=d.get("progress"),
             lease=Lease(lease["token"], parse_time(lease.get("expires_at"))) if lease else None,
             worker=d.get("worker"),
