@@ -145,8 +145,9 @@ func (s *Store) JobClaim(ctx context.Context, p *store.JobClaimParams) (*store.C
 
 // claimPlain claims up to max jobs from queues, in claim order across
 // them, passing over the queues with flow control and the jobs past their
-// queue's maximum wait. Those it meets at the head of the queues it knows
-// to have a maximum wait it kills once it has claimed (see expire.go),
+// queue's maximum wait. When the first jobs of the queues it knows to
+// have a maximum wait hold some past it, it kills the jobs past their
+// wait at the head of those queues once it has claimed (expireHeads),
 // adding the dead-letter queues that got copies to res.
 //
 // With p.Group it claims the jobs of that group alone.
@@ -175,7 +176,7 @@ func (s *Store) claimPlain(ctx context.Context, queues []string, p *store.JobCla
 		}
 	}
 	var out []*job.Job
-	var met []int64
+	var met []string
 	for round := 0; round < maxClaimRounds && len(out) < max; round++ {
 		var jobs []*job.Job
 		var err error
@@ -202,7 +203,7 @@ func (s *Store) claimPlain(ctx context.Context, queues []string, p *store.JobCla
 	if len(met) > 0 {
 		// The claimed jobs are leased already: a failure here leaves the
 		// jobs it met to the sweep rather than losing those.
-		if err := s.expireMet(ctx, met, now, res); err != nil {
+		if err := s.expireHeads(ctx, met, p.Group, now, res); err != nil {
 			s.logger.Warn("pgstore: jobs past their wait left to the sweep", "err", err)
 		}
 	}
@@ -210,16 +211,17 @@ func (s *Store) claimPlain(ctx context.Context, queues []string, p *store.JobCla
 }
 
 // claimMeeting runs the claim query with args in one round trip with the
-// read of the jobs past their wait at now among the first max of each of
-// the waiting queues (of group alone when it is set), and returns those
-// and the claimed jobs.
+// read of the first max jobs of each of the waiting queues (of group
+// alone when it is set), and returns the claimed jobs and the queues
+// among those whose first jobs hold some past their wait at now, as
+// job.PastMaxWait decides.
 func (s *Store) claimMeeting(ctx context.Context, waiting []string, group, query string, args []any, now time.Time,
-	max int) (met []int64, jobs []*job.Job, err error) {
+	max int) (met []string, jobs []*job.Job, err error) {
 	batch := &pgx.Batch{}
 	if group != "" {
-		batch.Queue(sqlPastWaitAtHeadGroup, waiting, now, max, group)
+		batch.Queue(sqlWaitHeadsGroup, waiting, max, group)
 	} else {
-		batch.Queue(sqlPastWaitAtHead, waiting, now, max)
+		batch.Queue(sqlWaitHeads, waiting, max)
 	}
 	batch.Queue(query, args...)
 	br := s.pool.SendBatch(ctx, batch)
@@ -232,9 +234,11 @@ func (s *Store) claimMeeting(ctx context.Context, waiting []string, group, query
 	if err != nil {
 		return nil, nil, fmt.Errorf("read jobs past their wait: %w", err)
 	}
-	if met, err = pgx.CollectRows(rows, pgx.RowTo[int64]); err != nil {
-		return nil, nil, fmt.Errorf("read jobs past their wait: %w", err)
+	heads, err := collectWaitHeads(rows)
+	if err != nil {
+		return nil, nil, err
 	}
+	met = queuesWithPast(heads, now)
 	if rows, err = br.Query(); err != nil {
 		return nil, nil, err
 	}

@@ -16,14 +16,16 @@ import (
 // Maximum waits on PostgreSQL. Every claim statement leaves out the jobs
 // past their queue's maximum wait (job.PastMaxWait, written in SQL as
 // waitOK), whatever a node believes of the queue, so no node hands one
-// out. A claim that meets them also kills them: the flow claim in its
-// transaction (flowclaim.go); the plain claim, for the queues a node
-// knows to have a maximum wait, reads in the same round trip the jobs
-// past their wait at the head of those queues, and kills them in a
-// transaction of its own once it has claimed (expire). The leader's
-// sweep (JobExpireWaiting) kills the ones no claim meets. A node reads
-// which queues have a maximum wait at most every waitRecheck, and at
-// once after it set one itself.
+// out. A claim that meets them also kills them, every one it passed over
+// up to maxKilledByClaim: the flow claim in its transaction
+// (flowclaim.go); the plain claim, for the queues a node knows to have a
+// maximum wait, reads in the same round trip the first jobs of those
+// queues with what the rule needs, and when the rule finds any of them
+// past their wait, kills in a transaction of its own, once it has
+// claimed, the jobs past their wait at the head of those queues
+// (expireHeads). The leader's sweep (JobExpireWaiting) kills the ones no
+// claim meets. A node reads which queues have a maximum wait at most
+// every waitRecheck, and at once after it set one itself.
 
 const (
 	// waitOK is true for a job of alias j that may still start at $2 in
@@ -57,25 +59,115 @@ LIMIT $2::int4`
 )
 
 var (
-	// sqlPastWaitAtHead reads, among the first $3 available jobs of each
-	// queue of $1 that has a maximum wait and is claimed the plain way,
-	// those past their wait at $2.
-	sqlPastWaitAtHead = pastWaitAtHead(`queue = n.name`)
-	// sqlPastWaitAtHeadGroup is sqlPastWaitAtHead among the jobs of group
-	// $4 alone, read from the group claim index.
-	sqlPastWaitAtHeadGroup = pastWaitAtHead(`queue = n.name COLLATE "C" AND grp IS NOT NULL AND grp = $4 COLLATE "C"`)
+	// sqlWaitHeads reads the first $2 available jobs, in claim order, of
+	// each queue of $1 that has a maximum wait and is claimed the plain
+	// way, with what job.PastMaxWait needs to know of them.
+	sqlWaitHeads = waitHeads(`queue = n.name`)
+	// sqlWaitHeadsGroup is sqlWaitHeads among the jobs of group $3
+	// alone, read from the group claim index.
+	sqlWaitHeadsGroup = waitHeads(`queue = n.name COLLATE "C" AND grp IS NOT NULL AND grp = $3 COLLATE "C"`)
 )
 
-// pastWaitAtHead is sqlPastWaitAtHead among the jobs of queue n.name
-// that jobs selects.
-func pastWaitAtHead(jobs string) string {
-	return `SELECT h.seq FROM unnest($1::text[]) AS n(name)
+// waitHeads is sqlWaitHeads among the jobs of queue n.name that jobs
+// selects.
+func waitHeads(jobs string) string {
+	return `SELECT h.seq, n.name, h.attempt, h.run_at, s.max_wait_ns FROM unnest($1::text[]) AS n(name)
 JOIN spool_queues s ON s.name = n.name AND s.max_wait_ns > 0 AND NOT s.paused AND NOT s.flow
 CROSS JOIN LATERAL (
-	SELECT seq, attempt, run_at FROM spool_jobs
+	SELECT seq, priority, attempt, run_at FROM spool_jobs
 	WHERE state = 'available' AND ` + jobs + `
-	ORDER BY priority DESC, run_at, seq LIMIT $3::int4) h
-WHERE h.attempt = 0 AND h.run_at <= $2::timestamptz - (s.max_wait_ns / 1000) * interval '1 microsecond'`
+	ORDER BY priority DESC, run_at, seq LIMIT $2::int4) h
+ORDER BY n.name, h.priority DESC, h.run_at, h.seq`
+}
+
+// Bounds of the kills of one claim.
+const (
+	// maxKilledByClaim bounds how many jobs past their wait one claim
+	// kills; the sweep kills any it leaves.
+	maxKilledByClaim = 1024
+	// headChunk is how many jobs of a queue one read of expireHeads
+	// takes.
+	headChunk = 64
+)
+
+// waitHead is one of the first available jobs of a queue with a maximum
+// wait, as sqlWaitHeads reads it.
+type waitHead struct {
+	seq, maxWait int64
+	queue        string
+	attempt      int32
+	runAt        time.Time
+}
+
+// past reports whether h may no longer start at now.
+func (h *waitHead) past(now time.Time) bool {
+	return job.PastMaxWait(int(h.attempt), h.runAt.UTC(), time.Duration(h.maxWait), now)
+}
+
+// readWaitHeads reads with q the first n available jobs of each of
+// queues (of group alone when it is set), by queue in claim order.
+func readWaitHeads(ctx context.Context, q querier, queues []string, group string, n int) ([]waitHead, error) {
+	query, args := sqlWaitHeads, []any{queues, n}
+	if group != "" {
+		query, args = sqlWaitHeadsGroup, append(args, group)
+	}
+	rows, err := q.Query(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read the first jobs of queues with a maximum wait: %w", err)
+	}
+	return collectWaitHeads(rows)
+}
+
+// collectWaitHeads reads the rows of sqlWaitHeads and closes them.
+func collectWaitHeads(rows pgx.Rows) ([]waitHead, error) {
+	var out []waitHead
+	var h waitHead
+	_, err := pgx.ForEachRow(rows, []any{&h.seq, &h.queue, &h.attempt, &h.runAt, &h.maxWait}, func() error {
+		out = append(out, h)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the first jobs of queues with a maximum wait: %w", err)
+	}
+	return out, nil
+}
+
+// queuesWithPast lists the queues of heads that hold a job past its wait
+// at now.
+func queuesWithPast(heads []waitHead, now time.Time) []string {
+	var out []string
+	for i := range heads {
+		if heads[i].past(now) {
+			out = appendOnce(out, heads[i].queue)
+		}
+	}
+	return out
+}
+
+// leadingPast returns the seqs of the jobs of heads (read by queue, in
+// claim order, n a queue) that come before the first job of their queue
+// that may still start at now, and the queues all of whose n jobs read
+// were past their wait, whose next jobs may be too.
+func leadingPast(heads []waitHead, n int, now time.Time) (seqs []int64, more []string) {
+	run, queue := 0, ""
+	for i := range heads {
+		h := &heads[i]
+		if h.queue != queue {
+			queue, run = h.queue, 0
+		}
+		if run < 0 {
+			continue // the queue met a job that may start
+		}
+		if !h.past(now) {
+			run = -1
+			continue
+		}
+		seqs = append(seqs, h.seq)
+		if run++; run == n {
+			more = append(more, queue)
+		}
+	}
+	return seqs, more
 }
 
 // waitRecheck is how long a node trusts what it read of which queues
@@ -195,20 +287,46 @@ func (s *Store) expire(ctx context.Context, tx pgx.Tx, seqs []int64, now time.Ti
 	return len(fSeq), queues, nil
 }
 
-// expireMet kills the jobs of seqs, past their wait at the head of the
-// queues a plain claim at now looked at, in a transaction of its own,
-// and adds the dead-letter queues that got copies to res.
-func (s *Store) expireMet(ctx context.Context, seqs []int64, now time.Time, res *store.ClaimResult) error {
-	var queues []string
+// expireHeads kills, in a transaction of its own, the jobs past their
+// wait at now at the head of queues (of group alone when it is set),
+// which a plain claim at now met: from the first available job of each
+// queue in claim order up to the first that may still start, up to
+// maxKilledByClaim in all. It adds the dead-letter queues that got
+// copies to res. The jobs the claim leased are active by then, so a
+// queue's head starts with those the claim passed over.
+func (s *Store) expireHeads(ctx context.Context, queues []string, group string, now time.Time, res *store.ClaimResult) error {
+	var letters []string
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		var err error
-		_, queues, err = s.expire(ctx, tx, seqs, now)
-		return err
+		letters = nil
+		qs := queues
+		for killed := 0; len(qs) > 0 && killed < maxKilledByClaim; {
+			heads, err := readWaitHeads(ctx, tx, qs, group, min(headChunk, maxKilledByClaim-killed))
+			if err != nil {
+				return err
+			}
+			seqs, more := leadingPast(heads, min(headChunk, maxKilledByClaim-killed), now)
+			if len(seqs) == 0 {
+				return nil
+			}
+			n, got, err := s.expire(ctx, tx, seqs, now)
+			if err != nil {
+				return err
+			}
+			for _, q := range got {
+				letters = appendOnce(letters, q)
+			}
+			killed += n
+			if n < len(seqs) {
+				return nil // others hold some of them: they are read again first
+			}
+			qs = more
+		}
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("expire jobs met by a claim: %w", err)
 	}
-	for _, q := range queues {
+	for _, q := range letters {
 		res.Available = appendOnce(res.Available, q)
 	}
 	return nil

@@ -120,12 +120,11 @@ LEFT JOIN spool_group_starts s ON $6 AND s.queue = $1 AND s.grp = f.grp
 ORDER BY f.grp COLLATE "C"`
 	// sqlGroupHeads reads, for each group of $2, the seqs of up to $3 of
 	// its available jobs in claim order after the first $4, from the
-	// group claim index, each with whether it is past its wait: not
-	// started and due at $5 or before (NULL: the queue has no maximum
-	// wait).
-	sqlGroupHeads = `SELECT g.ord, h.seq, h.past FROM unnest($2::text[], $3::int4[], $4::int4[]) WITH ORDINALITY AS g(grp, n, skip, ord)
+	// group claim index, each with its attempt count and run time, which
+	// job.PastMaxWait needs.
+	sqlGroupHeads = `SELECT g.ord, h.seq, h.attempt, h.run_at FROM unnest($2::text[], $3::int4[], $4::int4[]) WITH ORDINALITY AS g(grp, n, skip, ord)
 CROSS JOIN LATERAL (
-	SELECT j.seq, j.priority, j.run_at, COALESCE(j.attempt = 0 AND j.run_at <= $5::timestamptz, false) AS past FROM spool_jobs j
+	SELECT j.seq, j.priority, j.run_at, j.attempt FROM spool_jobs j
 	WHERE j.queue = $1 COLLATE "C" AND j.state = 'available' AND j.grp IS NOT NULL AND j.grp = g.grp COLLATE "C"
 	ORDER BY j.priority DESC, j.run_at, j.seq LIMIT g.n OFFSET g.skip) h
 ORDER BY g.ord, h.priority DESC, h.run_at, h.seq`
@@ -275,6 +274,7 @@ type flowGroup struct {
 	room    int     // how many of its jobs may start; -1: no group limit
 	seqs    []int64 // its available jobs read so far that may start, in claim order
 	read    int     // how many of its available jobs were read, past their wait or not
+	past    int     // how many of those were past their wait
 	taken   int     // how many of seqs the claim hands out
 	dry     bool    // it has no available jobs beyond seqs
 	started int     // how many of its jobs started
@@ -501,41 +501,21 @@ func (c *flowClaim) admit(g *flowGroup) bool {
 // to c.expired, not to the groups: they take no room.
 func (c *flowClaim) share(ctx context.Context, room int) ([]int64, error) {
 	if c.q.limits.Ordered {
-		return c.shareOrdered(room), nil
+		return c.shareOrdered(ctx, room)
 	}
 	var picks []int64
 	live := c.groups
-	for room > 0 && len(live) > 0 {
+	for room > 0 && len(live) > 0 && len(c.expired) < maxKilledByClaim {
 		turns := (room + len(live) - 1) / len(live)
-		names, asks, skips := make([]string, len(live)), make([]int32, len(live)), make([]int32, len(live))
-		for i, g := range live {
+		err := c.readGroups(ctx, live, func(g *flowGroup) int {
 			n := turns
 			if g.room >= 0 && g.room-g.taken <= turns {
 				n = g.room - g.taken + 1 // one more tells whether its room holds jobs back
 			}
-			names[i], asks[i], skips[i] = g.name, int32(n), int32(g.read)
-		}
-		rows, err := c.tx.Query(ctx, sqlGroupHeads, c.queue, names, asks, skips, c.waitCutoff())
-		if err != nil {
-			return nil, fmt.Errorf("read the jobs of groups: %w", err)
-		}
-		var ord, seq int64
-		var past bool
-		_, err = pgx.ForEachRow(rows, []any{&ord, &seq, &past}, func() error {
-			g := live[ord-1]
-			g.read++
-			if past {
-				c.expired = append(c.expired, seq)
-			} else {
-				g.seqs = append(g.seqs, seq)
-			}
-			return nil
+			return n
 		})
 		if err != nil {
-			return nil, fmt.Errorf("read the jobs of groups: %w", err)
-		}
-		for i, g := range live {
-			g.dry = g.read-int(skips[i]) < int(asks[i])
+			return nil, err
 		}
 		for t := 0; t < turns && room > 0; t++ {
 			for _, g := range live {
@@ -557,27 +537,88 @@ func (c *flowClaim) share(ctx context.Context, room int) ([]int64, error) {
 	return picks, nil
 }
 
+// readGroups reads the next jobs of each group of live in claim order,
+// ask(g) of them after those read before, and keeps those that may still
+// start in g.seqs and sends those past their wait (job.PastMaxWait) to
+// c.expired; they take no room. A group that had fewer than it asked for
+// is dry. The more of its jobs turned out past their wait, the more it
+// asks for next.
+func (c *flowClaim) readGroups(ctx context.Context, live []*flowGroup, ask func(g *flowGroup) int) error {
+	names, asks, skips := make([]string, len(live)), make([]int32, len(live)), make([]int32, len(live))
+	for i, g := range live {
+		names[i], asks[i], skips[i] = g.name, int32(ask(g)+g.past), int32(g.read)
+	}
+	rows, err := c.tx.Query(ctx, sqlGroupHeads, c.queue, names, asks, skips)
+	if err != nil {
+		return fmt.Errorf("read the jobs of groups: %w", err)
+	}
+	var ord, seq int64
+	var attempt int32
+	var runAt time.Time
+	_, err = pgx.ForEachRow(rows, []any{&ord, &seq, &attempt, &runAt}, func() error {
+		g := live[ord-1]
+		g.read++
+		if job.PastMaxWait(int(attempt), runAt.UTC(), c.q.maxWait, c.now) {
+			g.past++
+			c.expired = append(c.expired, seq)
+		} else {
+			g.seqs = append(g.seqs, seq)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("read the jobs of groups: %w", err)
+	}
+	for i, g := range live {
+		g.dry = g.read-int(skips[i]) < int(asks[i])
+	}
+	return nil
+}
+
 // shareOrdered picks one job of each group of c.groups in an ordered
 // queue, up to room, from what the group walk read: its holder when it
 // has one (admit let only an available one through), else its first
-// available job in claim order.
-func (c *flowClaim) shareOrdered(room int) []int64 {
+// available job in claim order. In a queue with a maximum wait, a group
+// without a holder reads its first jobs again, with what the rule needs,
+// and its first one that may still start goes out, those before it to
+// c.expired.
+func (c *flowClaim) shareOrdered(ctx context.Context, room int) ([]int64, error) {
+	var unsure []*flowGroup
+	for _, g := range c.groups {
+		g.seqs, g.dry = g.heads, len(g.heads) < 2
+		switch {
+		case g.holder == job.StateAvailable:
+			g.seqs = []int64{g.holderSeq}
+		case c.q.maxWait > 0 && len(g.heads) > 0:
+			g.seqs = nil
+			unsure = append(unsure, g)
+		}
+	}
+	for len(unsure) > 0 && len(c.expired) < maxKilledByClaim {
+		if err := c.readGroups(ctx, unsure, func(*flowGroup) int { return 2 }); err != nil {
+			return nil, err
+		}
+		next := unsure[:0:0]
+		for _, g := range unsure {
+			if len(g.seqs) == 0 && !g.dry {
+				next = append(next, g)
+			}
+		}
+		unsure = next
+	}
 	var picks []int64
 	for _, g := range c.groups {
 		if len(picks) == room {
 			break
-		}
-		g.seqs, g.dry = g.heads, len(g.heads) < 2
-		if g.holder == job.StateAvailable {
-			g.seqs = []int64{g.holderSeq}
 		}
 		if len(g.seqs) == 0 {
 			continue
 		}
 		picks = append(picks, g.seqs[0])
 		g.taken = 1
+		g.dry = g.dry && len(g.seqs) < 2
 	}
-	return picks
+	return picks, nil
 }
 
 // claim leases the jobs of picks that are still available and keeps

@@ -23,6 +23,7 @@ func deadLetterTests() []group {
 		{"ACopyKeepsItsOriginOverARestart", testDeadLetterRestart},
 	}}, {"MaxWait", []test{
 		{"AClaimKillsTheJobsPastTheirWaitAndGoesOn", testMaxWaitClaim},
+		{"AClaimKillsEveryJobPastItsWaitThatItMeets", testMaxWaitClaimKillsAll},
 		{"AStartedJobNoLongerAges", testMaxWaitStarted},
 		{"TheSweepKillsWhatNoClaimMeets", testMaxWaitSweep},
 		{"TheSweepLeavesActiveJobsAlone", testMaxWaitSweepActive},
@@ -433,6 +434,66 @@ func testMaxWaitClaim(b *bundle) {
 	}
 	b.wantExpired(old, "orders-dlq", deadline)
 	b.wantCounts("orders", map[job.State]int64{job.StateDead: 1, job.StateActive: 1, job.StateAvailable: 1})
+}
+
+// A claim that meets several jobs past their wait kills every one of
+// them, not the first alone, and hands out the job behind them: in a
+// queue claimed the plain way, alone or with another, in a queue with
+// group limits, in an ordered queue, and in a claim of one group. No
+// sweep runs here: the jobs die at the claim's moment, of the claim.
+func testMaxWaitClaimKillsAll(b *bundle) {
+	const stale = 5
+	claimAt := at(2 * time.Minute)
+	for _, c := range []struct {
+		queue  string
+		with   string // another queue the claim names, before queue
+		limits job.Limits
+		group  string
+		claim  string // the group a claim of one group names
+	}{
+		{queue: "plain"},
+		{queue: "second", with: "first"},
+		{queue: "grouped", limits: job.Limits{GroupMaxActive: 1}, group: "g"},
+		{queue: "ordered", limits: job.Limits{Ordered: true}, group: "g"},
+		{queue: "one-group", limits: job.Limits{GroupMaxActive: 1}, group: "g", claim: "g"},
+	} {
+		b.settle(c.queue, job.QueueSettings{DeadLetterQueue: c.queue + "-dlq", MaxWait: time.Minute})
+		if c.limits != (job.Limits{}) {
+			b.limit(c.queue, c.limits)
+		}
+		old := newJobs(c.queue, stale)
+		for i := range old {
+			old[i].Group = c.group
+		}
+		oldIDs := b.add(old...)
+		young := newJob(c.queue, withRunAt(at(90*time.Second)))
+		young.Group = c.group
+		fresh := b.add(young)[0]
+		queues := []string{c.queue}
+		var otherIDs []string
+		if c.with != "" {
+			b.settle(c.with, job.QueueSettings{MaxWait: time.Minute})
+			otherIDs = b.add(newJobs(c.with, stale)...)
+			queues = []string{c.with, c.queue}
+		}
+		res, err := b.s.JobClaim(b.ctx, &store.JobClaimParams{Queues: queues, Max: 1, Now: claimAt, Group: c.claim})
+		if err != nil {
+			b.t.Fatalf("%s: claim: %v", c.queue, err)
+		}
+		if len(res.Jobs) != 1 || res.Jobs[0].ID != fresh {
+			b.t.Fatalf("%s: claim got %v, want %s behind the %d jobs past their wait", c.queue, idsOf(res.Jobs), fresh, stale)
+		}
+		for _, id := range oldIDs {
+			b.wantExpired(id, c.queue+"-dlq", claimAt)
+		}
+		for _, id := range otherIDs {
+			b.wantExpired(id, "", claimAt)
+		}
+		if !slices.Contains(res.Available, c.queue+"-dlq") {
+			b.t.Fatalf("%s: claim result's Available %v, want %s-dlq", c.queue, res.Available, c.queue)
+		}
+		b.wantCounts(c.queue, map[job.State]int64{job.StateDead: stale, job.StateActive: 1})
+	}
 }
 
 // Only a job never started ages: one started before its deadline and
