@@ -21,7 +21,9 @@ type QueueSettings struct {
 	// lease that ran out on the last attempt, or MaxWait passed; not a
 	// cancel or a delete). The dead job stays dead where it is; the copy
 	// is a new available job with the dead job's work and Errors, whose
-	// Job.DeadLetterOf names the dead job. Never the queue itself.
+	// Job.DeadLetterOf names the dead job. A copy that dies is copied no
+	// more, so queues that name each other cannot pass a job around.
+	// Never the queue itself.
 	DeadLetterQueue string
 	// MaxWait bounds how long a job of the queue may wait unstarted
 	// (Attempt 0) after its RunAt: 1 ms to one year, in whole
