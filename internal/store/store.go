@@ -349,7 +349,27 @@ type JobInsertParams struct {
 // JobInsertManyParams is one atomic insert of several jobs.
 type JobInsertManyParams struct {
 	Jobs []JobInsertParams
-	Now  time.Time
+	// Create are queues to create in the same atomic operation, before
+	// the jobs go in (see QueueConfig). An insert of no jobs may still
+	// create queues. A refused insert creates none.
+	Create []QueueConfig
+	Now    time.Time
+}
+
+// QueueConfig is a queue that a call creates, with its configuration,
+// together with the jobs it inserts (JobInsertManyParams.Create,
+// JobTransactParams.Create): a queue the store does not know (QueueGet
+// would not find it) is created with Limits and Settings, as
+// QueueSetLimits and QueueSetSettings would set them, in the call's
+// transaction; a queue the store knows is left as it is, its
+// configuration its own. The engine has checked the configuration (see
+// job.Limits.Check and job.QueueSettings.Check) and normalized the
+// limits. The call's commit waits for the disk, whatever its jobs'
+// durability.
+type QueueConfig struct {
+	Name     string
+	Limits   job.Limits
+	Settings job.QueueSettings
 }
 
 // InsertResult is the outcome of one inserted job.
@@ -511,6 +531,9 @@ type JobTransactParams struct {
 	Fail []JobFailItem
 	// Insert are the jobs to insert, as JobInsertMany takes them.
 	Insert []JobInsertParams
+	// Create are the queues to create with their configuration, as
+	// JobInsertManyParams.Create; a refused transaction creates none.
+	Create []QueueConfig
 	Now    time.Time
 	// Rand returns a uniform value in [0,1) for backoff jitter; nil means
 	// no jitter.

@@ -85,7 +85,8 @@ CROSS JOIN LATERAL (
 
 // JobInsertMany inserts p.Jobs atomically; see store.Inserter. Each job
 // it inserts into a queue with consumer groups gets a copy in each
-// group's lane in the same transaction (see lanes.go). A job with
+// group's lane in the same transaction (see lanes.go), and the queues of
+// p.Create are created in it first (see create.go). A job with
 // a group gives its queue flow control for good (see markGrouped). A job
 // of a durability other than full or process is refused with an error
 // wrapping a *job.InputError, failing the whole insert. When every job it
@@ -95,7 +96,7 @@ func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams)
 	if err := checkInserts(p.Jobs); err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", err)
 	}
-	if s.canInsertFast(p.Jobs) {
+	if len(p.Create) == 0 && s.canInsertFast(p.Jobs) {
 		out, err := s.insertPlain(ctx, p.Jobs, micro(p.Now))
 		if !errors.Is(err, errNotFast) {
 			if err != nil {
@@ -106,17 +107,22 @@ func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams)
 	}
 	var out []store.InsertResult
 	var grouped []string
+	var created createdQueues
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		var err error
+		if created, err = s.createQueues(ctx, tx, p.Create); err != nil {
+			return err
+		}
 		if grouped, err = s.markGrouped(ctx, tx, p.Jobs); err != nil {
 			return err
 		}
-		out, err = s.insert(ctx, tx, p.Jobs, micro(p.Now), true)
+		out, err = s.insert(ctx, tx, p.Jobs, micro(p.Now), len(p.Create) == 0)
 		return err
 	})
 	if err != nil {
 		return nil, wrap("insert jobs", err)
 	}
+	s.noteCreated(created)
 	s.noteGrouped(grouped)
 	return out, nil
 }

@@ -20,8 +20,9 @@ const sqlStrictCommit = `SET LOCAL synchronous_commit TO DEFAULT`
 // store.Transactor. It locks the leased jobs of its ack and fail items
 // first, in seq order (as every call that ends leases does, so that two
 // never wait on each other in a cycle), refuses the first item that holds
-// no lease, then runs the statements of JobComplete, JobFail and
-// JobInsertMany in the same transaction. Each of those lets its commit
+// no lease, then creates the queues of p.Create (create.go) and runs the
+// statements of JobComplete, JobFail and JobInsertMany in the same
+// transaction. Each of those lets its commit
 // skip the WAL flush when its own jobs are all of process durability; the
 // transaction decides for the whole at its end, skipping the flush only
 // when every job it wrote is of process durability.
@@ -39,6 +40,7 @@ func (s *Store) JobTransact(ctx context.Context, p *store.JobTransactParams) (*s
 	now := micro(p.Now)
 	var res *store.TransactResult
 	var grouped []string
+	var created createdQueues
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		res = &store.TransactResult{
 			Completed: make([]store.Outcome, len(p.Complete)),
@@ -48,12 +50,15 @@ func (s *Store) JobTransact(ctx context.Context, p *store.JobTransactParams) (*s
 		if err != nil {
 			return err
 		}
-		relaxed := true
+		relaxed := len(p.Create) == 0
 		for i := range p.Insert {
 			relaxed = relaxed && durabilityOf(p.Insert[i].Durability) == job.DurabilityProcess
 		}
 		for _, l := range held {
 			relaxed = relaxed && l.durability == job.DurabilityProcess
+		}
+		if created, err = s.createQueues(ctx, tx, p.Create); err != nil {
+			return err
 		}
 		if err := s.transactAcks(ctx, tx, p, now, res.Completed); err != nil {
 			return err
@@ -84,6 +89,7 @@ func (s *Store) JobTransact(ctx context.Context, p *store.JobTransactParams) (*s
 	if res.Inserted == nil {
 		res.Inserted = []store.InsertResult{}
 	}
+	s.noteCreated(created)
 	s.noteGrouped(grouped)
 	return res, nil
 }

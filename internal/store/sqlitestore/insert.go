@@ -41,14 +41,21 @@ func sqlInsertRows(n int) string {
 		strings.TrimSuffix(strings.Repeat(insertPlaceholders+",", n), ",") + ` ON CONFLICT (id) DO NOTHING`
 }
 
-// JobInsertMany inserts p.Jobs atomically; see store.Inserter. Jobs
-// without a unique key go in with multi-row statements; a job with one is
-// checked against the jobs before it, so it goes in alone, in order.
-// Duplicates within a batch resolve to the first.
+// JobInsertMany inserts p.Jobs atomically, after creating the queues of
+// p.Create in the same operation; see store.Inserter. Jobs without a
+// unique key go in with multi-row statements; a job with one is checked
+// against the jobs before it, so it goes in alone, in order. Duplicates
+// within a batch resolve to the first.
 func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams) ([]store.InsertResult, error) {
 	out := make([]store.InsertResult, len(p.Jobs))
-	relaxed := func(*writer) bool { return insertsRelaxed(p.Jobs) }
-	err := s.doRelaxed(ctx, len(p.Jobs), relaxed, func(w *writer) error {
+	relaxed := func(*writer) bool { return len(p.Create) == 0 && insertsRelaxed(p.Jobs) }
+	err := s.doRelaxed(ctx, max(len(p.Jobs), 1), relaxed, func(w *writer) error {
+		if err := w.checkInserts(p.Jobs); err != nil {
+			return err
+		}
+		if err := w.createQueues(p.Create); err != nil {
+			return err
+		}
 		return w.insertJobs(p.Jobs, p.Now, out)
 	})
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/internal/job"
+	"github.com/spoolq/spool/internal/store"
 )
 
 // A queue's settings (job.QueueSettings) are kept whole in the settings
@@ -58,30 +59,60 @@ func decodeSettings(b []byte) (job.QueueSettings, error) {
 // QueueSetSettings replaces a queue's settings, creating the queue if
 // unknown; see store.Admin.
 func (s *Store) QueueSetSettings(ctx context.Context, name string, st job.QueueSettings) error {
-	err := s.do(ctx, 1, func(w *writer) error {
-		stored, err := encodeSettings(st)
-		if err != nil {
+	err := s.do(ctx, 1, func(w *writer) error { return w.setSettings(name, st) })
+	if err != nil {
+		return wrap("set queue settings", err)
+	}
+	return nil
+}
+
+// setSettings replaces the settings of queue name, creating it if
+// unknown, in the running transaction.
+func (w *writer) setSettings(name string, st job.QueueSettings) error {
+	stored, err := encodeSettings(st)
+	if err != nil {
+		return err
+	}
+	if _, err := w.conn.ExecContext(context.Background(), sqlSetSettings, name, stored); err != nil {
+		return fmt.Errorf("set settings of queue %s: %w", name, err)
+	}
+	q, err := w.ensureQueue(name)
+	if err != nil {
+		return err
+	}
+	if st.MaxWait != q.settings.MaxWait {
+		if err := w.setQueueWaits(name, st.MaxWait); err != nil {
 			return err
 		}
-		if _, err := w.conn.ExecContext(context.Background(), sqlSetSettings, name, stored); err != nil {
-			return fmt.Errorf("set settings of queue %s: %w", name, err)
+	}
+	q.settings = st
+	w.fx.settings[name] = st
+	w.touched = true
+	return nil
+}
+
+// createQueues creates, in the running transaction, each queue of cfgs
+// that the writer does not know, with its limits and settings; a queue it
+// knows is left as it is (see store.QueueConfig).
+func (w *writer) createQueues(cfgs []store.QueueConfig) error {
+	for i := range cfgs {
+		c := &cfgs[i]
+		if w.queues[c.Name] != nil {
+			continue
 		}
-		q, err := w.ensureQueue(name)
-		if err != nil {
+		if _, err := w.ensureQueue(c.Name); err != nil {
 			return err
 		}
-		if st.MaxWait != q.settings.MaxWait {
-			if err := w.setQueueWaits(name, st.MaxWait); err != nil {
+		if !c.Limits.IsZero() {
+			if err := w.setLimits(c.Name, c.Limits.Normalized()); err != nil {
 				return err
 			}
 		}
-		q.settings = st
-		w.fx.settings[name] = st
-		w.touched = true
-		return nil
-	})
-	if err != nil {
-		return wrap("set queue settings", err)
+		if !c.Settings.IsZero() {
+			if err := w.setSettings(c.Name, c.Settings); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

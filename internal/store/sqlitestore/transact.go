@@ -27,7 +27,9 @@ func (s *Store) JobTransact(ctx context.Context, p *store.JobTransactParams) (*s
 	}
 	acksRelaxed := leasesRelaxed(p.Complete, func(it *store.JobCompleteItem) string { return it.ID })
 	failsRelaxed := leasesRelaxed(p.Fail, func(it *store.JobFailItem) string { return it.ID })
-	relaxed := func(w *writer) bool { return insertsRelaxed(p.Insert) && acksRelaxed(w) && failsRelaxed(w) }
+	relaxed := func(w *writer) bool {
+		return len(p.Create) == 0 && insertsRelaxed(p.Insert) && acksRelaxed(w) && failsRelaxed(w)
+	}
 	weight := len(p.Complete) + len(p.Fail) + len(p.Insert)
 	err := s.doRelaxed(ctx, weight, relaxed, func(w *writer) error {
 		acked, failed, err := w.holdAll(p)
@@ -39,6 +41,9 @@ func (s *Store) JobTransact(ctx context.Context, p *store.JobTransactParams) (*s
 		}
 		// From here on a refusal must roll back what was written.
 		w.touched = true
+		if err := w.createQueues(p.Create); err != nil {
+			return err
+		}
 		now := p.Now.UTC()
 		acks := completions{w: w}
 		for i, l := range acked {

@@ -91,8 +91,8 @@ func (g *idGuard) leave(ids []string) {
 // the jobs there (or fail the insert, in another queue); the rest go into
 // to, whose results fill in the others.
 func (s *Store) insertInto(ctx context.Context, p *store.JobInsertManyParams, to, other Tier, memory bool) ([]store.InsertResult, error) {
-	return s.guarded(ctx, p.Jobs, "jobs", other, memory, false, func(rest []store.JobInsertParams) ([]store.InsertResult, error) {
-		return to.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: rest, Now: p.Now})
+	return s.guarded(ctx, p.Jobs, "jobs", other, memory, len(p.Create) > 0, func(rest []store.JobInsertParams) ([]store.InsertResult, error) {
+		return to.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: rest, Create: p.Create, Now: p.Now})
 	})
 }
 

@@ -106,7 +106,13 @@ func New(ctx context.Context, disk Tier, mem MemoryStore) (*Store, error) {
 const memCursor = "m."
 
 // JobInsertMany inserts into the tier of the jobs' durability, with ids
-// one space across both tiers (see ids.go); see store.Inserter.
+// one space across both tiers (see ids.go); see store.Inserter. The
+// queues it creates (p.Create) are created in the durable tier, in the
+// insert's operation when its jobs are durable and before it for memory
+// jobs, and the memory tier then takes their configuration, as
+// QueueSetLimits gives it: a failure between the tiers can leave a queue
+// created without the insert's jobs, never jobs without their queue's
+// configuration.
 func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams) ([]store.InsertResult, error) {
 	memory := 0
 	for i := range p.Jobs {
@@ -114,23 +120,67 @@ func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams)
 			memory++
 		}
 	}
-	switch memory {
-	case 0:
-		if !s.used.Load() {
-			s.gate.RLock()
-			if !s.used.Load() {
-				defer s.gate.RUnlock()
-				return s.disk.JobInsertMany(ctx, p)
-			}
-			s.gate.RUnlock()
+	switch {
+	case memory == 0:
+		out, err := s.insertDurable(ctx, p)
+		if err != nil {
+			return nil, err
 		}
-		return s.insertInto(ctx, p, s.disk, s.mem, false)
-	case len(p.Jobs):
+		return out, s.mirrorCreated(ctx, p.Create, p.Now)
+	case memory == len(p.Jobs):
+		// The durable tier keeps the queues' configuration: it creates
+		// them first, on their own, then the memory tier takes it.
+		if len(p.Create) > 0 {
+			if _, err := s.disk.JobInsertMany(ctx, &store.JobInsertManyParams{Create: p.Create, Now: p.Now}); err != nil {
+				return nil, err
+			}
+			if err := s.mirrorCreated(ctx, p.Create, p.Now); err != nil {
+				return nil, err
+			}
+			p = &store.JobInsertManyParams{Jobs: p.Jobs, Now: p.Now}
+		}
 		s.useMemory()
 		return s.insertInto(ctx, p, s.mem, s.disk, true)
 	}
 	return nil, fmt.Errorf("insert jobs: %w", job.Invalid("jobs",
 		"a batch cannot mix memory durability with other levels: the two are kept apart and the batch could not be atomic"))
+}
+
+// insertDurable inserts p, whose jobs are all durable, into the durable
+// tier.
+func (s *Store) insertDurable(ctx context.Context, p *store.JobInsertManyParams) ([]store.InsertResult, error) {
+	if !s.used.Load() {
+		s.gate.RLock()
+		if !s.used.Load() {
+			defer s.gate.RUnlock()
+			return s.disk.JobInsertMany(ctx, p)
+		}
+		s.gate.RUnlock()
+	}
+	return s.insertInto(ctx, p, s.disk, s.mem, false)
+}
+
+// mirrorCreated gives the memory tier, for its own jobs, the
+// configuration of the queues of create that the durable tier created
+// with it, as QueueSetLimits and QueueSetSettings give it theirs.
+func (s *Store) mirrorCreated(ctx context.Context, create []store.QueueConfig, now time.Time) error {
+	var made []store.QueueConfig
+	for _, c := range create {
+		info, err := s.disk.QueueGet(ctx, c.Name)
+		if err != nil {
+			return fmt.Errorf("read created queue %s: %w", c.Name, err)
+		}
+		if info.Limits == c.Limits.Normalized() && info.Settings == c.Settings {
+			made = append(made, c)
+		}
+	}
+	if len(made) == 0 {
+		return nil
+	}
+	if _, err := s.mem.JobInsertMany(ctx, &store.JobInsertManyParams{Create: made, Now: now}); err != nil {
+		return fmt.Errorf("create queues in memory: %w", err)
+	}
+	return nil
 }
 
 // JobClaim hands out memory jobs first, then durable ones; see

@@ -18,8 +18,22 @@ import (
 // JobInsertMany's do (see ids.go). A transaction that names a job of each
 // tier (a memory job and a durable one, to acknowledge, fail or insert) is
 // refused with a *job.InputError naming the first item of the other tier
-// than its first item's, and changes nothing.
+// than its first item's, and changes nothing. The queues it creates
+// (p.Create) are created in the durable tier, in the transaction when it
+// runs there and before it when it runs in the memory tier (so that a
+// memory transaction refused may leave them created), and the memory
+// tier then takes their configuration.
 func (s *Store) JobTransact(ctx context.Context, p *store.JobTransactParams) (*store.TransactResult, error) {
+	res, err := s.transact(ctx, p)
+	if err != nil || len(p.Create) == 0 {
+		return res, err
+	}
+	return res, s.mirrorCreated(ctx, p.Create, p.Now)
+}
+
+// transact is JobTransact but for the memory tier's copy of the
+// configuration of the queues it creates.
+func (s *Store) transact(ctx context.Context, p *store.JobTransactParams) (*store.TransactResult, error) {
 	if !s.used.Load() && !memoryInserts(p.Insert) {
 		s.gate.RLock()
 		if !s.used.Load() {
@@ -35,6 +49,14 @@ func (s *Store) JobTransact(ctx context.Context, p *store.JobTransactParams) (*s
 	var to, other Tier = s.disk, s.mem
 	if memory {
 		to, other = s.mem, s.disk
+		if len(p.Create) > 0 {
+			if _, err := s.disk.JobInsertMany(ctx, &store.JobInsertManyParams{Create: p.Create, Now: p.Now}); err != nil {
+				return nil, fmt.Errorf("transact: %w", err)
+			}
+			q := *p
+			q.Create = nil
+			p = &q
+		}
 	}
 	if len(p.Insert) == 0 {
 		res, err := to.JobTransact(ctx, p)

@@ -1,0 +1,135 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/spoolq/spool/internal/store"
+)
+
+// Queues created with their configuration together with the jobs of an
+// insert or a transaction (store.QueueConfig): one statement creates all
+// of them, whatever their number, and reports the ones it created; a
+// queue whose row exists is left as it is.
+//
+// A queue created with limits gets flow control. So that no job of it is
+// ever left without a group, the transaction first takes the exclusive
+// flow lock of such queues (see flow.go): an insert into one of them that
+// holds the lock shared, and so may have read it as plain, has ended and
+// created its row, which the creation then leaves alone; an insert that
+// comes later reads the flag in a snapshot taken after the creation
+// committed.
+
+// sqlCreateQueues creates the queues of the arrays $1-$13 that do not
+// exist, in name order, and returns the names of those it created.
+const sqlCreateQueues = `INSERT INTO spool_queues (name, rate_limit, rate_period_ns, max_active, group_rate_limit,
+	group_rate_period_ns, group_max_active, ordered, dead_letter_queue, max_wait_ns, default_lease_ns,
+	default_max_attempts, default_delay_ns)
+SELECT name, rate_limit, rate_period_ns, max_active, group_rate_limit, group_rate_period_ns, group_max_active, ordered,
+	NULLIF(dead_letter_queue, ''), max_wait_ns, default_lease_ns, default_max_attempts, default_delay_ns
+FROM unnest($1::text[], $2::int4[], $3::int8[], $4::int4[], $5::int4[], $6::int8[], $7::int4[], $8::bool[],
+	$9::text[], $10::int8[], $11::int8[], $12::int4[], $13::int8[])
+	AS u(name, rate_limit, rate_period_ns, max_active, group_rate_limit, group_rate_period_ns, group_max_active, ordered,
+	dead_letter_queue, max_wait_ns, default_lease_ns, default_max_attempts, default_delay_ns)
+ORDER BY name
+ON CONFLICT (name) DO NOTHING
+RETURNING name`
+
+// createdQueues is what a creation of queues did, for the node to note
+// once its transaction committed (see noteCreated).
+type createdQueues struct {
+	flows   map[string]bool
+	maxWait bool
+}
+
+// createQueues creates in tx the queues of cfgs that do not exist, with
+// their configuration, and tells the other nodes of them once tx commits.
+func (s *Store) createQueues(ctx context.Context, tx pgx.Tx, cfgs []store.QueueConfig) (createdQueues, error) {
+	var done createdQueues
+	if len(cfgs) == 0 {
+		return done, nil
+	}
+	n := len(cfgs)
+	var (
+		names, dlqs                                        = make([]string, n), make([]string, n)
+		rateLimits, maxActives, groupRateLimits, groupMaxs = make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n)
+		ratePeriods, groupRatePeriods                      = make([]int64, n), make([]int64, n)
+		ordered                                            = make([]bool, n)
+		maxWaits, leases, delays                           = make([]int64, n), make([]int64, n), make([]int64, n)
+		attempts                                           = make([]int32, n)
+		flowNames                                          []string
+	)
+	for i := range cfgs {
+		c := &cfgs[i]
+		l, st := c.Limits.Normalized(), c.Settings
+		names[i], dlqs[i] = c.Name, st.DeadLetterQueue
+		rateLimits[i], ratePeriods[i], maxActives[i] = int32(l.Rate.Limit), int64(l.Rate.Period), int32(l.MaxActive)
+		groupRateLimits[i], groupRatePeriods[i], groupMaxs[i] = int32(l.GroupRate.Limit), int64(l.GroupRate.Period), int32(l.GroupMaxActive)
+		ordered[i] = l.Ordered
+		maxWaits[i], leases[i], attempts[i], delays[i] = int64(st.MaxWait), int64(st.DefaultLease), int32(st.DefaultMaxAttempts), int64(st.DefaultDelay)
+		if !l.IsZero() {
+			flowNames = append(flowNames, c.Name)
+		}
+	}
+	if len(flowNames) > 0 {
+		if _, err := tx.Exec(ctx, sqlLockFlow, flowNames, lockClass); err != nil {
+			return done, fmt.Errorf("lock queues: %w", err)
+		}
+	}
+	rows, err := tx.Query(ctx, sqlCreateQueues, names, rateLimits, ratePeriods, maxActives, groupRateLimits,
+		groupRatePeriods, groupMaxs, ordered, dlqs, maxWaits, leases, attempts, delays)
+	if err != nil {
+		return done, fmt.Errorf("create queues: %w", err)
+	}
+	created, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return done, fmt.Errorf("create queues: %w", err)
+	}
+	if len(created) == 0 {
+		return done, nil
+	}
+	done.flows = make(map[string]bool, len(created))
+	for i := range cfgs {
+		if c := &cfgs[i]; slices.Contains(created, c.Name) {
+			done.flows[c.Name] = !c.Limits.IsZero()
+			done.maxWait = done.maxWait || c.Settings.MaxWait > 0
+		}
+	}
+	for _, p := range s.taggedPayloads(settingsTag, created) {
+		if _, err := tx.Exec(ctx, sqlNotify, s.channel, p); err != nil {
+			return done, fmt.Errorf("announce the new queues: %w", err)
+		}
+	}
+	return done, nil
+}
+
+// noteCreated records, once the transaction that created queues
+// committed, what this node keeps of them.
+func (s *Store) noteCreated(c createdQueues) {
+	if len(c.flows) == 0 {
+		return
+	}
+	s.rememberFlow(c.flows)
+	names := make([]string, 0, len(c.flows))
+	for name := range c.flows {
+		names = append(names, name)
+	}
+	s.defaults.forget(names)
+	if c.maxWait {
+		s.forgetWaits()
+	}
+}
+
+// taggedPayloads are the payloads of notifications with tag that name
+// queues, each under PostgreSQL's limit (see notifyPayloads).
+func (s *Store) taggedPayloads(tag string, queues []string) []string {
+	out := s.notifyPayloads(queues)
+	for i, p := range out {
+		out[i] = strings.Replace(p, s.node, s.node+tag, 1)
+	}
+	return out
+}
