@@ -122,7 +122,7 @@ type Engine struct {
 	// of theirs that stops being active wakes their parked fetches.
 	capped sync.Map
 	// lanes are the consumer groups' lanes fetches have found.
-	lanes sync.Map
+	lanes *laneCache
 	// bus carries the job events (see Events).
 	bus *events.Bus
 	// workers are the workers seen fetching (see Workers).
@@ -144,7 +144,7 @@ func New(st store.Store, cfg Config) *Engine {
 	if cfg.Clock == nil {
 		cfg.Clock = wallClock{}
 	}
-	return &Engine{st: st, cfg: cfg, waiters: newWaiters(), bus: events.NewBus(cfg.EventRing),
+	return &Engine{st: st, cfg: cfg, waiters: newWaiters(), lanes: newLaneCache(), bus: events.NewBus(cfg.EventRing),
 		workers: newWorkerRegistry(MaxWorkers), closing: make(chan struct{})}
 }
 

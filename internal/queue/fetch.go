@@ -77,7 +77,9 @@ func (e *Engine) validateFetch(req *FetchRequest) error {
 // becomes available in one of the queues, the wait ends, ctx ends or the
 // engine closes; it then returns what it has, possibly nothing. A fetch
 // of one group (req.Group) is woken by the jobs of every group of its
-// queues, and parks again when none of its own came.
+// queues, and parks again when none of its own came. A fetch of a
+// consumer group that does not exist, or stops existing while it is
+// parked, is a *NotFoundError naming consumer_group.
 func (e *Engine) Fetch(ctx context.Context, req FetchRequest) ([]*job.Job, error) {
 	if err := e.validateFetch(&req); err != nil {
 		return nil, err
@@ -85,8 +87,9 @@ func (e *Engine) Fetch(ctx context.Context, req FetchRequest) ([]*job.Job, error
 	if req.Worker != "" {
 		e.workers.seen(req.Worker, e.Now())
 	}
+	queues := req.Queues
 	if req.ConsumerGroup != "" {
-		lanes, err := e.laneQueues(ctx, req.Queues, req.ConsumerGroup)
+		lanes, err := e.laneQueues(ctx, queues, req.ConsumerGroup)
 		if err != nil {
 			return nil, err
 		}
@@ -116,6 +119,12 @@ func (e *Engine) Fetch(ctx context.Context, req FetchRequest) ([]*job.Job, error
 		select {
 		case <-w.ch:
 			e.waiters.remove(w)
+			// The wake-up may be the deletion of the group.
+			if req.ConsumerGroup != "" {
+				if _, err := e.laneQueues(ctx, queues, req.ConsumerGroup); err != nil {
+					return nil, err
+				}
+			}
 		case <-retry.C:
 			e.waiters.remove(w)
 		case <-timer.C:

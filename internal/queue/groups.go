@@ -75,16 +75,28 @@ func (e *Engine) SeekConsumerGroup(ctx context.Context, req ConsumerGroupRequest
 	return g, n, err
 }
 
-// DeleteConsumerGroup deletes a consumer group and its jobs.
+// DeleteConsumerGroup deletes a consumer group and its jobs. The
+// fetches parked on the group then answer that it is not found.
 func (e *Engine) DeleteConsumerGroup(ctx context.Context, queue, name string) error {
 	if err := e.validateGroup(queue, name); err != nil {
 		return err
 	}
-	e.lanes.Delete(job.LaneName(queue, name))
-	if err := e.st.ConsumerGroupDelete(ctx, queue, name); err != nil {
+	err := e.st.ConsumerGroupDelete(ctx, queue, name)
+	e.ForgetConsumerGroups([]string{job.LaneName(queue, name)})
+	if err != nil {
 		return fmt.Errorf("delete consumer group: %w", err)
 	}
 	return nil
+}
+
+// ForgetConsumerGroups drops what the engine knows of the consumer
+// groups of lanes (job.LaneName), which another node deleted, or of
+// every group when lanes is nil, and wakes the fetches parked on lanes,
+// which then look their groups up again. Stores with ListenNotify call
+// it (store.Hooks.OnConsumerGroupsDeleted).
+func (e *Engine) ForgetConsumerGroups(lanes []string) {
+	e.lanes.forget(lanes)
+	e.NotifyAvailable(lanes)
 }
 
 // ConsumerGroups lists the consumer groups of a queue, with their lag.
@@ -116,23 +128,24 @@ func (e *Engine) ConsumerGroup(ctx context.Context, queue, name string) (*store.
 }
 
 // laneQueues is the lanes of consumer group name of queues, each of which
-// must have it (job.ErrNotFound otherwise). Known lanes are kept, so that
-// a fetch looks a lane up once.
+// must have it (job.ErrNotFound otherwise). Known lanes are kept (see
+// laneCache), so that a fetch looks a lane up once.
 func (e *Engine) laneQueues(ctx context.Context, queues []string, name string) ([]string, error) {
 	lanes := make([]string, len(queues))
 	for i, q := range queues {
 		lane := job.LaneName(q, name)
 		lanes[i] = lane
-		if _, ok := e.lanes.Load(lane); ok {
+		if e.lanes.has(lane) {
 			continue
 		}
+		gen := e.lanes.generation()
 		if _, err := e.ConsumerGroup(ctx, q, name); err != nil {
 			if errors.Is(err, job.ErrNotFound) {
 				return nil, &NotFoundError{Field: "consumer_group", Err: err}
 			}
 			return nil, err
 		}
-		e.lanes.Store(lane, true)
+		e.lanes.put(lane, gen)
 	}
 	return lanes, nil
 }

@@ -544,3 +544,39 @@ func TestClusterSurvivesDatabaseRestart(t *testing.T) {
 	wg.Wait()
 	l.check(t, 3000)
 }
+
+// A consumer group deleted on one node is gone on the others at once: a
+// fetch on another node that had found the group answers 404, and so
+// does one parked on it there.
+func TestClusterConsumerGroupDeletedOnAnotherNode(t *testing.T) {
+	t.Parallel()
+	ns := nodes(t, 2)
+	a, b := ns[0], ns[1]
+	a.enqueue(obj{"queue": "feed", "kind": "k"})
+	a.must(201, "PUT", "/v1/queues/feed/consumer-groups/g", obj{})
+	fetch := map[string]any{"queues": []string{"feed"}, "consumer_group": "g"}
+	if status, out := a.call("POST", "/v1/fetch", fetch); status != 200 || len(objs(out["jobs"])) != 1 {
+		t.Fatalf("fetch of group g: %d %v", status, out)
+	}
+	parked := make(chan int, 1)
+	go func() {
+		status, _, err := post(a.base, "/v1/fetch", map[string]any{"queues": []string{"feed"}, "consumer_group": "g", "wait_ms": 12000})
+		if err != nil {
+			t.Error(err)
+		}
+		parked <- status
+	}()
+	a.waitFor("the fetch to park", 10*time.Second, func() bool { return a.srv.Engine().Waiting() == 1 })
+	b.must(204, "DELETE", "/v1/queues/feed/consumer-groups/g", nil)
+	select {
+	case status := <-parked:
+		if status != 404 {
+			t.Fatalf("the fetch parked on the deleted group answered %d, want 404", status)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the fetch parked on the deleted group did not answer")
+	}
+	if status, out := a.call("POST", "/v1/fetch", fetch); status != 404 || errorCode(out) != "not_found" {
+		t.Fatalf("fetch of the deleted group on the other node: %d %v, want 404", status, out)
+	}
+}

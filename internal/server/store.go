@@ -59,7 +59,7 @@ func (s *Server) openStore(ctx context.Context, relay *engineRelay) (*opened, er
 	st, err := pgstore.Open(ctx, pgstore.Config{
 		URL:      s.cfg.DB,
 		Migrate:  true,
-		Hooks:    store.Hooks{OnAvailable: relay.notify},
+		Hooks:    store.Hooks{OnAvailable: relay.notify, OnConsumerGroupsDeleted: relay.forgetGroups},
 		Logger:   s.logger,
 		OnCommit: s.metrics.CommitObserver("postgres"),
 	})
@@ -103,8 +103,8 @@ func redactURL(raw string) string {
 	return u.Redacted()
 }
 
-// engineRelay hands wake-ups from the store's listener to the engine,
-// which is made after the store.
+// engineRelay hands wake-ups and deleted consumer groups from the store's
+// listener to the engine, which is made after the store.
 type engineRelay struct {
 	engine atomic.Pointer[queue.Engine]
 }
@@ -112,6 +112,12 @@ type engineRelay struct {
 func (r *engineRelay) notify(queues []string) {
 	if e := r.engine.Load(); e != nil {
 		e.NotifyAvailable(queues)
+	}
+}
+
+func (r *engineRelay) forgetGroups(lanes []string) {
+	if e := r.engine.Load(); e != nil {
+		e.ForgetConsumerGroups(lanes)
 	}
 }
 

@@ -41,7 +41,8 @@ type Capabilities struct {
 	// MultiNode is true when several server processes may share the store.
 	MultiNode bool
 	// ListenNotify is true when the store reports, through
-	// Hooks.OnAvailable, jobs made available by other nodes.
+	// Hooks.OnAvailable, jobs made available by other nodes, and through
+	// Hooks.OnConsumerGroupsDeleted the consumer groups they deleted.
 	ListenNotify bool
 }
 
@@ -51,6 +52,12 @@ type Hooks struct {
 	// available. Stores without ListenNotify never call it; the engine
 	// learns of its own node's changes from the return values.
 	OnAvailable func(queues []string)
+	// OnConsumerGroupsDeleted is called with the lanes (job.LaneName) of
+	// consumer groups that another node deleted, and with nil when the
+	// store may have missed such news (its listener reconnected): what
+	// the caller keeps of which groups exist must then be read again.
+	// Stores without ListenNotify never call it.
+	OnConsumerGroupsDeleted func(lanes []string)
 }
 
 // CommitStats describes one commit of a store's writes, for metrics. A

@@ -18,12 +18,16 @@ import (
 // a node that missed one could keep using.
 const defaultsTTL = time.Second
 
-// settingsTag follows a node's id in a notification that queues' defaults
-// changed, rather than that they have available jobs. Node ids are hex,
-// so the tag never makes another node's id: a node of an older version
-// reads such a notification as jobs made available, which only wakes its
-// fetches.
-const settingsTag = "!settings"
+// The tags that follow a node's id in a notification about something
+// other than available jobs. Node ids are hex, so a tag never makes
+// another node's id: a node of an older version reads such a
+// notification as jobs made available, which only wakes its fetches.
+const (
+	// settingsTag: the queues' defaults changed.
+	settingsTag = "!settings"
+	// groupsTag: consumer groups were deleted; the names are their lanes.
+	groupsTag = "!groups"
+)
 
 // defaultsCache keeps the queues' defaults (QueueDefaults) that every
 // enqueue reads, while this node listens to the others' notifications:
@@ -96,14 +100,24 @@ func (s *Store) announceSettings(ctx context.Context, tx pgx.Tx, queue string) e
 	return err
 }
 
+// announceGroupDeleted tells the other nodes, when tx commits, that the
+// consumer group of lane is gone.
+func (s *Store) announceGroupDeleted(ctx context.Context, tx pgx.Tx, lane string) error {
+	_, err := tx.Exec(ctx, sqlNotify, s.channel, s.node+groupsTag+" "+lane)
+	return err
+}
+
 // readNotification splits a notification's payload into the sending node,
-// whether it is about defaults (settingsTag) rather than available jobs,
-// and the queues it names.
-func readNotification(payload string) (node string, settings bool, queues []string, ok bool) {
+// its tag (settingsTag, groupsTag, or empty for available jobs) and the
+// names it carries.
+func readNotification(payload string) (node, tag string, queues []string, ok bool) {
 	head, list, ok := strings.Cut(payload, " ")
 	if !ok || list == "" {
-		return "", false, nil, false
+		return "", "", nil, false
 	}
-	node, settings = strings.CutSuffix(head, settingsTag)
-	return node, settings, strings.Split(list, ","), true
+	node = head
+	if i := strings.IndexByte(head, '!'); i >= 0 {
+		node, tag = head[:i], head[i:]
+	}
+	return node, tag, strings.Split(list, ","), true
 }

@@ -400,7 +400,9 @@ func (s *Store) ConsumerGroupSeek(ctx context.Context, p *store.ConsumerGroupPar
 }
 
 // ConsumerGroupDelete deletes a group and its lane's jobs; see
-// store.ConsumerGroups. The lane's queue row stays, without jobs. When
+// store.ConsumerGroups. The other nodes hear of it once it commits
+// (Hooks.OnConsumerGroupsDeleted). The lane's queue row stays, without
+// jobs. When
 // the wait for the inserts under way fails, the group is gone but its
 // lane may keep copies of jobs they inserted, which an error says.
 func (s *Store) ConsumerGroupDelete(ctx context.Context, queue, name string) error {
@@ -416,6 +418,9 @@ func (s *Store) ConsumerGroupDelete(ctx context.Context, queue, name string) err
 			}
 			if _, err := tx.Exec(ctx, sqlClearGroupStarts, lane); err != nil {
 				return fmt.Errorf("clear group start logs of %s: %w", lane, err)
+			}
+			if err := s.announceGroupDeleted(ctx, tx, lane); err != nil {
+				return fmt.Errorf("announce the deletion: %w", err)
 			}
 			return clearLane(ctx, tx, lane)
 		})

@@ -112,20 +112,32 @@ func (s *Store) listenOnce(ctx context.Context) error {
 	s.defaults.forget(nil)
 	s.defaults.listening.Store(true)
 	defer s.defaults.listening.Store(false)
+	s.groupsDeleted(nil)
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return err
 		}
-		node, settings, queues, ok := readNotification(n.Payload)
+		node, tag, queues, ok := readNotification(n.Payload)
 		if !ok || node == s.node {
 			continue
 		}
-		if settings {
+		switch tag {
+		case "":
+			s.forgetPlain(queues)
+			s.cfg.Hooks.OnAvailable(queues)
+		case settingsTag:
 			s.defaults.forget(queues)
-			continue
+		case groupsTag:
+			s.groupsDeleted(queues)
 		}
-		s.forgetPlain(queues)
-		s.cfg.Hooks.OnAvailable(queues)
+	}
+}
+
+// groupsDeleted hands the lanes of consumer groups another node deleted
+// (nil: any may have been) to Hooks.OnConsumerGroupsDeleted, if set.
+func (s *Store) groupsDeleted(lanes []string) {
+	if h := s.cfg.Hooks.OnConsumerGroupsDeleted; h != nil {
+		h(lanes)
 	}
 }

@@ -69,7 +69,9 @@ type Config struct {
 	// Migrate applies pending schema migrations at Open. Without it, Open
 	// fails unless the schema is current (see Migrate).
 	Migrate bool
-	// Hooks are called when other nodes make jobs available. Optional.
+	// Hooks are called when other nodes make jobs available or delete
+	// consumer groups. Optional; without OnAvailable the store does not
+	// listen to the other nodes at all.
 	Hooks store.Hooks
 	// Logger receives listener, rollup and clock events. Defaults to
 	// slog.Default().
