@@ -16,7 +16,8 @@ type ConsumerGroupRequest struct {
 	Queue string
 	Name  string
 	// Start says which jobs of the queue the group starts with (see
-	// store.GroupStart); From is the first creation time for StartAt.
+	// store.GroupStart); From is the first creation time for StartAt,
+	// whose zero value (0001-01-01T00:00:00Z) is the beginning.
 	Start store.GroupStart
 	From  time.Time
 }
@@ -35,10 +36,12 @@ func (e *Engine) groupParams(req *ConsumerGroupRequest) (*store.ConsumerGroupPar
 	if err := e.validateGroup(req.Queue, req.Name); err != nil {
 		return nil, err
 	}
-	if req.Start == store.StartAt && req.From.IsZero() {
-		return nil, job.Invalid("from", "is required to start at a time")
+	start := req.Start
+	if start == store.StartAt && req.From.IsZero() {
+		// The zero time, 0001-01-01T00:00:00Z, is before every job.
+		start = store.StartBeginning
 	}
-	return &store.ConsumerGroupParams{Queue: req.Queue, Name: req.Name, Start: req.Start, From: req.From, Now: e.Now()}, nil
+	return &store.ConsumerGroupParams{Queue: req.Queue, Name: req.Name, Start: start, From: req.From, Now: e.Now()}, nil
 }
 
 // CreateConsumerGroup creates a consumer group of a queue, which then

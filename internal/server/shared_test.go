@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -146,4 +147,19 @@ func (b *bundle) call2xx(method, path string, body any) int {
 	b.t.Helper()
 	status, _ := b.call(method, path, body)
 	return status
+}
+
+// onBothStores runs test on a server over SQLite and on one over
+// PostgreSQL, each started with change.
+func onBothStores(t *testing.T, test func(t *testing.T, b *bundle), change ...func(*config.Config)) {
+	for _, name := range []string{"sqlite", "postgres"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			cs := slices.Clone(change)
+			if name == "postgres" {
+				cs = append(cs, onPostgres(pgtest.Schema(t)))
+			}
+			test(t, setup(t, cs...))
+		})
+	}
 }
