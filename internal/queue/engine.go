@@ -151,6 +151,10 @@ func New(st store.Store, cfg Config) *Engine {
 // Now is the engine's clock.
 func (e *Engine) Now() time.Time { return e.cfg.Clock.Now() }
 
+// MaxBatch is the most jobs or items one batch call may carry
+// (Config.MaxBatch).
+func (e *Engine) MaxBatch() int { return e.cfg.MaxBatch }
+
 // Close wakes every parked fetch (they return what they have) and refuses
 // new calls that would park. It does not close the store. Idempotent.
 func (e *Engine) Close() {

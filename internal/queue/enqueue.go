@@ -145,18 +145,30 @@ func (e *PayloadTooLargeError) Error() string {
 }
 
 func (e *Engine) enqueue(ctx context.Context, reqs []EnqueueRequest, prefix string) ([]EnqueueResult, error) {
+	return e.enqueueCreating(ctx, reqs, prefix, nil)
+}
+
+// enqueueCreating is enqueue, creating the new queues of reqs as
+// newQueues says (nil: as every enqueue does, without configuration).
+func (e *Engine) enqueueCreating(ctx context.Context, reqs []EnqueueRequest, prefix string, newQueues NewQueues) ([]EnqueueResult, error) {
 	now := e.Now()
-	jobs, err := e.prepareJobs(ctx, reqs, prefix, now)
+	jobs, create, err := e.prepareJobs(ctx, reqs, prefix, now, newQueues)
 	if err != nil {
 		return nil, err
 	}
-	return e.insert(ctx, jobs, now)
+	return e.insertCreating(ctx, jobs, create, now)
 }
 
 // insert stores jobs, prepared at now, in one atomic insert, then wakes
 // their queues' fetches and the scheduler and tells of them.
 func (e *Engine) insert(ctx context.Context, jobs []store.JobInsertParams, now time.Time) ([]EnqueueResult, error) {
-	results, err := e.st.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: jobs, Now: now})
+	return e.insertCreating(ctx, jobs, nil, now)
+}
+
+// insertCreating is insert, creating the queues of create in the same
+// atomic insert.
+func (e *Engine) insertCreating(ctx context.Context, jobs []store.JobInsertParams, create []store.QueueConfig, now time.Time) ([]EnqueueResult, error) {
+	results, err := e.st.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: jobs, Create: create, Now: now})
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", err)
 	}
@@ -167,10 +179,12 @@ func (e *Engine) insert(ctx context.Context, jobs []store.JobInsertParams, now t
 
 // prepareJobs validates reqs and turns them into the jobs to insert at
 // now, with their queues' defaults and the engine's applied
-// (applyQueueDefaults). Errors name the field of the request at fault
-// under prefix ("jobs[3].kind"), or bare ("kind") when prefix is empty;
-// a failure to read a queue's defaults is returned wrapped.
-func (e *Engine) prepareJobs(ctx context.Context, reqs []EnqueueRequest, prefix string, now time.Time) ([]store.JobInsertParams, error) {
+// (applyQueueDefaults), and, with newQueues, the queues to create with
+// them. Errors name the field of the request at fault under prefix
+// ("jobs[3].kind"), or bare ("kind") when prefix is empty; a failure to
+// read a queue's defaults is returned wrapped.
+func (e *Engine) prepareJobs(ctx context.Context, reqs []EnqueueRequest, prefix string, now time.Time,
+	newQueues NewQueues) ([]store.JobInsertParams, []store.QueueConfig, error) {
 	jobs := make([]store.JobInsertParams, len(reqs))
 	for i := range reqs {
 		field := func(name string) string {
@@ -180,13 +194,14 @@ func (e *Engine) prepareJobs(ctx context.Context, reqs []EnqueueRequest, prefix 
 			return fmt.Sprintf("%s[%d].%s", prefix, i, name)
 		}
 		if err := e.prepare(&reqs[i], &jobs[i], now, field); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	if err := e.applyQueueDefaults(ctx, jobs, now); err != nil {
-		return nil, err
+	create, err := e.applyQueueDefaultsCreating(ctx, jobs, now, newQueues)
+	if err != nil {
+		return nil, nil, err
 	}
-	return jobs, nil
+	return jobs, create, nil
 }
 
 // enqueueResults are the answers to the inserts of results.
@@ -321,6 +336,17 @@ type queueDefaults struct {
 // default. A failure to read a queue is returned wrapped, since jobs
 // inserted without their queue's defaults would be the wrong jobs.
 func (e *Engine) applyQueueDefaults(ctx context.Context, jobs []store.JobInsertParams, now time.Time) error {
+	_, err := e.applyQueueDefaultsCreating(ctx, jobs, now, nil)
+	return err
+}
+
+// applyQueueDefaultsCreating is applyQueueDefaults that, with newQueues,
+// reads the queue of every job and returns the queues to create with the
+// jobs: each that does not exist, with the configuration newQueues gives
+// it, whose settings give its jobs their defaults.
+func (e *Engine) applyQueueDefaultsCreating(ctx context.Context, jobs []store.JobInsertParams, now time.Time,
+	newQueues NewQueues) ([]store.QueueConfig, error) {
+	var create []store.QueueConfig
 	// The defaults read, by queue: the first queue's kept apart, so that
 	// the jobs of one queue (a single enqueue above all) need no map.
 	var (
@@ -332,14 +358,23 @@ func (e *Engine) applyQueueDefaults(ctx context.Context, jobs []store.JobInsertP
 	for i := range jobs {
 		p := &jobs[i]
 		var d queueDefaults
-		if needsQueue(p) {
+		if newQueues != nil || needsQueue(p) {
 			var ok bool
 			if read && p.Queue == first {
 				d = firstDef
 			} else if d, ok = others[p.Queue]; !ok {
+				var found bool
 				var err error
-				if d, err = e.readQueueDefaults(ctx, p.Queue); err != nil {
-					return err
+				if d, found, err = e.readQueueDefaults(ctx, p.Queue); err != nil {
+					return nil, err
+				}
+				if !found && newQueues != nil {
+					c, err := e.newQueueConfig(p.Queue, newQueues)
+					if err != nil {
+						return nil, err
+					}
+					create = append(create, c)
+					d.settings = c.Settings
 				}
 				switch {
 				case !read:
@@ -356,7 +391,7 @@ func (e *Engine) applyQueueDefaults(ctx context.Context, jobs []store.JobInsertP
 		}
 		applyDefaults(p, d.settings, now)
 	}
-	return nil
+	return create, nil
 }
 
 // needsQueue reports whether p, as prepare left it, takes a default its
@@ -365,21 +400,21 @@ func needsQueue(p *store.JobInsertParams) bool {
 	return p.Durability == "" || p.LeaseDuration == 0 || p.MaxAttempts == 0 || p.RunAt.IsZero()
 }
 
-// readQueueDefaults reads what queue name gives its jobs; an unknown queue
-// gives full durability and no settings.
-func (e *Engine) readQueueDefaults(ctx context.Context, name string) (queueDefaults, error) {
+// readQueueDefaults reads what queue name gives its jobs, and whether the
+// queue exists; an unknown queue gives full durability and no settings.
+func (e *Engine) readQueueDefaults(ctx context.Context, name string) (queueDefaults, bool, error) {
 	q, err := e.st.QueueDefaults(ctx, name)
 	switch {
 	case errors.Is(err, job.ErrNotFound):
-		return queueDefaults{durability: job.DurabilityFull}, nil
+		return queueDefaults{durability: job.DurabilityFull}, false, nil
 	case err != nil:
-		return queueDefaults{}, fmt.Errorf("read the defaults of queue %s: %w", name, err)
+		return queueDefaults{}, false, fmt.Errorf("read the defaults of queue %s: %w", name, err)
 	}
 	d := queueDefaults{durability: q.Durability, settings: q.Settings}
 	if d.durability == "" {
 		d.durability = job.DurabilityFull
 	}
-	return d, nil
+	return d, true, nil
 }
 
 // applyDefaults fills the lease, maximum attempts and run time that p's

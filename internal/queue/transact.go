@@ -18,6 +18,10 @@ type TransactRequest struct {
 	Fail []store.JobFailItem
 	// Enqueue are the jobs to add, as EnqueueBatch takes them.
 	Enqueue []EnqueueRequest
+	// NewQueues, when set, configures the queues the transaction creates
+	// (see NewQueues): they are created in the transaction, or not at
+	// all.
+	NewQueues NewQueues
 }
 
 // TransactResult is what a transaction did, item by item in the order of
@@ -74,12 +78,12 @@ func (e *Engine) Transact(ctx context.Context, req TransactRequest) (*TransactRe
 		return nil, err
 	}
 	now := e.Now()
-	jobs, err := e.prepareJobs(ctx, req.Enqueue, "enqueue", now)
+	jobs, create, err := e.prepareJobs(ctx, req.Enqueue, "enqueue", now, req.NewQueues)
 	if err != nil {
 		return nil, err
 	}
 	res, err := e.st.JobTransact(ctx, &store.JobTransactParams{
-		Complete: req.Ack, Fail: req.Fail, Insert: jobs, Now: now, Rand: e.rand,
+		Complete: req.Ack, Fail: req.Fail, Insert: jobs, Create: create, Now: now, Rand: e.rand,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("transact: %w", err)
