@@ -61,17 +61,18 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, newError(CodeBadRequest, "", "the request target * names no resource of this server"))
 		return
 	}
-	if p := r.URL.Path; !canonicalPath(p) {
+	if p := r.URL.Path; !CanonicalPath(p) {
 		a.writeError(w, r, newError(CodeNotFound, "", "no route for %s %q: the path is not in canonical form (no empty, . or .. segments)", r.Method, p))
 		return
 	}
 	a.mux.ServeHTTP(w, r)
 }
 
-// canonicalPath reports whether p is a path net/http's router serves as it
+// CanonicalPath reports whether p is a path net/http's router serves as it
 // is rather than redirecting it to its cleaned form: rooted, with no
-// empty, "." or ".." segment (a trailing slash is kept).
-func canonicalPath(p string) bool {
+// empty, "." or ".." segment (a trailing slash is kept). The API and
+// Queen's answer other paths 404.
+func CanonicalPath(p string) bool {
 	if p == "" || p[0] != '/' {
 		return false
 	}

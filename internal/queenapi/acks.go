@@ -268,8 +268,8 @@ func (a *API) ackBatch(w http.ResponseWriter, r *http.Request, p *auth.Principal
 		return
 	}
 	acks := *in.Acknowledgments
-	if len(acks) > queue.DefaultMaxBatch {
-		a.fail(w, r, job.Invalid("acknowledgments", "at most %d allowed", queue.DefaultMaxBatch))
+	if limit := a.engine.MaxBatch(); len(acks) > limit {
+		a.fail(w, r, &queue.BatchTooLargeError{Field: "acknowledgments", Max: limit, Got: len(acks)})
 		return
 	}
 	group := stringOr(in.ConsumerGroup, "")

@@ -100,8 +100,17 @@ func New(e *queue.Engine, opts Options) *API {
 // under /api/v1/, beside its health check.
 func Serves(path string) bool { return path == "/health" || strings.HasPrefix(path, "/api/v1/") }
 
-// ServeHTTP implements http.Handler.
-func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTTP(w, r) }
+// ServeHTTP implements http.Handler. A path not in canonical form (an
+// empty, . or .. segment) is not found, as on Spool's own API, rather
+// than redirected.
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !httpapi.CanonicalPath(r.URL.Path) {
+		a.writeJSON(w, http.StatusNotFound, errorJSON{Error: fmt.Sprintf("no route for %s %q: the path is not in canonical form (no empty, . or .. segments)",
+			r.Method, r.URL.Path), Code: string(httpapi.CodeNotFound)})
+		return
+	}
+	a.mux.ServeHTTP(w, r)
+}
 
 // handler serves one route; p is the caller when auth is on, else nil.
 type handler func(w http.ResponseWriter, r *http.Request, p *auth.Principal)
