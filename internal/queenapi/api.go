@@ -23,7 +23,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 
 	"github.com/spoolq/spool/internal/httpapi"
 	"github.com/spoolq/spool/internal/httpapi/auth"
@@ -51,12 +50,6 @@ type API struct {
 	engine *queue.Engine
 	opts   Options
 	mux    *http.ServeMux
-	// ready are the queues this node has made ready for messages (see
-	// readyQueue), so that a push looks a queue up once.
-	ready sync.Map
-	// groups are the lanes of the consumer groups this node has seen
-	// exist, so that a pop creates its group once.
-	groups sync.Map
 }
 
 // New returns the API on e.

@@ -222,9 +222,8 @@ func (a *API) deleteGroup(w http.ResponseWriter, r *http.Request, p *auth.Princi
 		"metadataDeleted": r.URL.Query().Get("deleteMetadata") != "false"})
 }
 
-// dropGroup deletes consumer group name of queue q and forgets it.
+// dropGroup deletes consumer group name of queue q.
 func (a *API) dropGroup(ctx context.Context, q, name string) error {
-	a.groups.Delete(job.LaneName(q, name))
 	return a.engine.DeleteConsumerGroup(ctx, q, name)
 }
 
@@ -286,7 +285,7 @@ type seekBody struct {
 
 // seek moves a consumer group of a queue to the end (new messages only)
 // or to the messages pushed at or after a time; a group that does not
-// exist yet is created there.
+// exist yet is created there (see createGroup).
 func (a *API) seek(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
 	name, q := r.PathValue("group"), r.PathValue("queue")
 	if err := inScope(p, q, "queue"); err != nil {
@@ -316,15 +315,12 @@ func (a *API) seek(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
 	ctx := r.Context()
 	_, moved, err := a.engine.SeekConsumerGroup(ctx, req)
 	if errors.Is(err, job.ErrNotFound) {
-		if err = a.readyQueue(ctx, q); err == nil {
-			_, _, err = a.engine.CreateConsumerGroup(ctx, req)
-		}
+		err = a.createGroup(ctx, p, req, "", "a seek")
 	}
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	a.groups.Store(job.LaneName(q, name), true)
 	a.writeJSON(w, http.StatusOK, map[string]any{"success": true, "consumerGroup": name, "queueName": q,
 		"seekToEnd": in.ToEnd, "targetTimestamp": target, "partitionsUpdated": moved})
 }

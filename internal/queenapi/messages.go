@@ -1,14 +1,12 @@
 package queenapi
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -25,46 +23,6 @@ const (
 	queenLease      = 300 * time.Second
 	queenRetryLimit = 3
 )
-
-// Bounds of a pop.
-const (
-	// defaultTimeout is a long poll's length when the pop names none.
-	defaultTimeout = 30 * time.Second
-	// autopilotBatch is the batch of a pop that leaves its size to the
-	// server.
-	autopilotBatch = 100
-)
-
-// readyQueue makes queue ready for Queen's messages, once per node: a
-// queue without flow control becomes ordered (each partition's messages
-// one at a time, in order, as Queen hands them out), and a queue without
-// settings gets Queen's defaults for its jobs. A queue configured before,
-// through this API or Spool's own, keeps what it has.
-func (a *API) readyQueue(ctx context.Context, name string) error {
-	if _, ok := a.ready.Load(name); ok {
-		return nil
-	}
-	info, err := a.engine.Queue(ctx, name)
-	if errors.Is(err, job.ErrNotFound) {
-		info, err = &store.QueueInfo{Name: name}, nil
-	}
-	if err != nil {
-		return err
-	}
-	if info.Limits.IsZero() {
-		if _, err := a.engine.SetLimits(ctx, name, job.Limits{Ordered: true}); err != nil {
-			return err
-		}
-	}
-	if info.Settings.IsZero() {
-		s := job.QueueSettings{DefaultLease: queenLease, DefaultMaxAttempts: queenRetryLimit + 1}
-		if _, err := a.engine.SetSettings(ctx, name, s); err != nil {
-			return err
-		}
-	}
-	a.ready.Store(name, true)
-	return nil
-}
 
 // configureBody is the body of POST /api/v1/configure. Options Spool has
 // no use for (priority, retention, encryption, window buffers) are
@@ -163,7 +121,6 @@ func (a *API) configure(w http.ResponseWriter, r *http.Request, p *auth.Principa
 		a.fail(w, r, renameSettingsField(err))
 		return
 	}
-	a.ready.Store(name, true)
 	a.writeJSON(w, http.StatusOK, map[string]any{
 		"configured": true,
 		"queue":      name,
@@ -233,9 +190,12 @@ type pushResultJSON struct {
 	PartitionID   string `json:"partitionId"`
 }
 
-// push enqueues messages, all or none, into their queues' partitions. A
-// message whose partition already holds its transactionId is a
-// duplicate: nothing is stored for it.
+// push enqueues messages, all or none, into their queues' partitions,
+// creating the queues that do not exist as Queen's (see newQueues): every
+// item is checked before anything is written, and the queues are created
+// in the insert of the messages. A queue that exists keeps its
+// configuration. A message whose partition already holds its
+// transactionId is a duplicate: nothing is stored for it.
 func (a *API) push(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
 	var in pushBody
 	if err := a.decode(w, r, &in, false); err != nil {
@@ -250,14 +210,18 @@ func (a *API) push(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
 		a.writeJSON(w, http.StatusCreated, []pushResultJSON{})
 		return
 	}
-	reqs, err := a.messages(r.Context(), p, *in.Items, "items")
+	if limit := a.engine.MaxBatch(); len(*in.Items) > limit {
+		a.fail(w, r, &queue.BatchTooLargeError{Field: "items", Max: limit, Got: len(*in.Items)})
+		return
+	}
+	reqs, err := messages(p, *in.Items, "items")
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	res, err := a.engine.EnqueueBatch(r.Context(), reqs)
+	res, err := a.engine.EnqueueBatchCreating(r.Context(), reqs, newQueues(p, firstItemOf(reqs, itemOf("items"))))
 	if err != nil {
-		a.fail(w, r, job.RenameItems(err, "jobs", "items"))
+		a.fail(w, r, renameItems(err, "jobs", itemOf("items")))
 		return
 	}
 	out := make([]pushResultJSON, len(res))
@@ -282,9 +246,22 @@ func txIDOfRequest(req *queue.EnqueueRequest) string {
 	return txIDOf(&job.Job{ID: req.ID, Tags: req.Tags})
 }
 
+// firstItemOf names the queue of the first item of reqs in each queue,
+// as errors name it, item naming each item.
+func firstItemOf(reqs []queue.EnqueueRequest, item func(i int) string) func(queue string) string {
+	return func(name string) string {
+		for i := range reqs {
+			if reqs[i].Queue == name {
+				return item(i) + ".queue"
+			}
+		}
+		return ""
+	}
+}
+
 // messages are the enqueues of items, checked, each item's queue in the
-// caller's scope and made ready. list names the items in errors.
-func (a *API) messages(ctx context.Context, p *auth.Principal, items []pushItem, list string) ([]queue.EnqueueRequest, error) {
+// caller's scope. list names the items in errors. Nothing is written.
+func messages(p *auth.Principal, items []pushItem, list string) ([]queue.EnqueueRequest, error) {
 	reqs := make([]queue.EnqueueRequest, len(items))
 	for i, it := range items {
 		field := func(name string) string { return fmt.Sprintf("%s[%d].%s", list, i, name) }
@@ -326,9 +303,6 @@ func (a *API) messages(ctx context.Context, p *auth.Principal, items []pushItem,
 		}
 		reqs[i] = queue.EnqueueRequest{ID: messageID(name, partition, txID), Queue: name, Kind: MessageKind,
 			Payload: payload, Group: partition, Tags: tags, PayloadValid: true}
-		if err := a.readyQueue(ctx, name); err != nil {
-			return nil, err
-		}
 	}
 	return reqs, nil
 }
@@ -343,199 +317,43 @@ func newUUID() string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
-// messageJSON is a message as a pop answers it.
-type messageJSON struct {
-	ID            string          `json:"id"`
-	TransactionID string          `json:"transactionId"`
-	TraceID       *string         `json:"traceId"`
-	Data          json.RawMessage `json:"data"`
-	ProducerSub   *string         `json:"producerSub"`
-	CreatedAt     string          `json:"createdAt"`
-	Queue         string          `json:"queue"`
-	PartitionID   string          `json:"partitionId"`
-	Partition     string          `json:"partition"`
-	LeaseID       string          `json:"leaseId"`
-	ConsumerGroup string          `json:"consumerGroup"`
-	RetryCount    int             `json:"retryCount"`
-}
-
-// queenTime is Queen's form of a time: UTC, microseconds, a Z.
-func queenTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000000Z") }
-
-// messageOf is job j as a message of queue in consumer group group
-// (QueueMode for none); leased says whether it carries a lease.
-func messageOf(j *job.Job, queueName, group string, leased bool) messageJSON {
-	partition := partitionOf(j)
-	m := messageJSON{ID: originalID(j.ID), TransactionID: txIDOf(j), TraceID: traceIDOf(j), Data: j.Payload,
-		CreatedAt: queenTime(j.CreatedAt), Queue: queueName, PartitionID: partitionID(queueName, partition),
-		Partition: partition, ConsumerGroup: group, RetryCount: max(j.Attempt-1, 0)}
-	if len(m.Data) == 0 {
-		m.Data = json.RawMessage("null")
-	}
-	if leased {
-		m.LeaseID = leaseID(j)
-	}
-	return m
-}
-
-// popParams are the query parameters of a pop.
-type popParams struct {
-	batch   int
-	wait    time.Duration
-	group   string
-	start   store.GroupStart
-	from    time.Time
-	autoAck bool
-}
-
-// parsePop reads a pop's query. Parameters Spool sizes for itself
-// (partitions, autopilot's choices) or has no use for (namespace, task,
-// conflation) are accepted and ignored.
-func parsePop(q url.Values) (popParams, error) {
-	pp := popParams{batch: 1}
-	autopilot := q.Get("autopilot") == "true"
-	if autopilot {
-		pp.batch = autopilotBatch
-	}
-	if s := q.Get("batch"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > queue.MaxFetch {
-			return pp, job.Invalid("batch", "must be a whole number between 1 and %d", queue.MaxFetch)
+// renameItems names the item of list from that err names ("jobs[3].payload")
+// as item names it (item(3) + ".payload"), in the errors of the engine
+// that name a field. Any other error comes back as it was.
+func renameItems(err error, from string, item func(i int) string) error {
+	rename := func(field string) (string, bool) {
+		rest, ok := strings.CutPrefix(field, from+"[")
+		if !ok {
+			return field, false
 		}
-		pp.batch = n
+		digits, tail, ok := strings.Cut(rest, "]")
+		i, convErr := strconv.Atoi(digits)
+		if !ok || convErr != nil || i < 0 {
+			return field, false
+		}
+		return item(i) + tail, true
 	}
-	wait, err := boolParam(q, "wait")
-	if err != nil {
-		return pp, err
-	}
-	if wait {
-		pp.wait = defaultTimeout
-		if s := q.Get("timeout"); s != "" {
-			ms, err := strconv.ParseInt(s, 10, 64)
-			if err != nil || ms < 0 {
-				return pp, job.Invalid("timeout", "must be a whole number of milliseconds")
-			}
-			pp.wait = min(time.Duration(ms)*time.Millisecond, queue.MaxWait)
+	var in *job.InputError
+	var taken *job.IDTakenError
+	var payload *queue.PayloadTooLargeError
+	switch {
+	case errors.As(err, &in):
+		if f, ok := rename(in.Field); ok {
+			return &job.InputError{Field: f, Message: in.Message}
+		}
+	case errors.As(err, &taken):
+		if f, ok := rename(taken.Field); ok {
+			return &job.IDTakenError{Field: f}
+		}
+	case errors.As(err, &payload):
+		if f, ok := rename(payload.Field); ok {
+			return &queue.PayloadTooLargeError{Field: f, Max: payload.Max, Got: payload.Got}
 		}
 	}
-	if pp.autoAck, err = boolParam(q, "autoAck"); err != nil {
-		return pp, err
-	}
-	if g := q.Get("consumerGroup"); g != "" && g != QueueMode {
-		if !job.ValidName(g) {
-			return pp, job.Invalid("consumerGroup", "must be 1-%d characters of A-Za-z0-9_.:- starting with a letter or digit", job.MaxNameLength)
-		}
-		pp.group = g
-	}
-	switch from := q.Get("subscriptionFrom"); {
-	case from == "now":
-		pp.start = store.StartNew
-	case from != "":
-		t, err := parseTime(from)
-		if err != nil {
-			return pp, job.Invalid("subscriptionFrom", "must be now or an ISO 8601 time")
-		}
-		pp.start, pp.from = store.StartAt, t
-	case q.Get("subscriptionMode") == "new" || q.Get("subscriptionMode") == "new-only":
-		pp.start = store.StartNew
-	}
-	return pp, nil
+	return err
 }
 
-// boolParam reads a true/false query parameter, false when absent.
-func boolParam(q url.Values, name string) (bool, error) {
-	switch q.Get(name) {
-	case "", "false", "0":
-		return false, nil
-	case "true", "1":
-		return true, nil
-	}
-	return false, job.Invalid(name, "must be true or false")
-}
-
-// parseTime reads an ISO 8601 time, UTC when it names no zone.
-func parseTime(s string) (time.Time, error) {
-	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		return t.UTC(), nil
-	}
-	return time.ParseInLocation("2006-01-02T15:04:05.999999999", strings.TrimSuffix(s, "Z"), time.UTC)
-}
-
-type popJSON struct {
-	Messages []messageJSON `json:"messages"`
-}
-
-// pop leases up to batch messages of a queue, or of one of its
-// partitions, in a consumer group or in queue mode, waiting up to timeout
-// with wait=true. The group is created on its first pop, starting where
-// subscriptionMode and subscriptionFrom say. With autoAck the messages are
-// acknowledged as they are handed out: at most once, nothing to ack. An
-// empty pop is 204.
-func (a *API) pop(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
-	name, partition := r.PathValue("queue"), r.PathValue("partition")
-	if err := inScope(p, name, "queue"); err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	pp, err := parsePop(r.URL.Query())
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	ctx := r.Context()
-	if pp.group != "" {
-		if err := a.ensureGroup(ctx, name, pp); err != nil {
-			a.fail(w, r, err)
-			return
-		}
-	}
-	jobs, err := a.engine.Fetch(ctx, queue.FetchRequest{Queues: []string{name}, Max: pp.batch, Wait: pp.wait,
-		Worker: "queen", ConsumerGroup: pp.group, Group: partition})
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	if len(jobs) == 0 {
-		w.WriteHeader(http.StatusNoContent)
-		return
-	}
-	if pp.autoAck {
-		items := make([]store.JobCompleteItem, len(jobs))
-		for i, j := range jobs {
-			items[i] = store.JobCompleteItem{ID: j.ID, Token: j.LeaseToken}
-		}
-		if _, err := a.engine.Ack(context.WithoutCancel(ctx), items); err != nil {
-			a.fail(w, r, err)
-			return
-		}
-	}
-	group := pp.group
-	if group == "" {
-		group = QueueMode
-	}
-	out := popJSON{Messages: make([]messageJSON, len(jobs))}
-	for i, j := range jobs {
-		out.Messages[i] = messageOf(j, name, group, !pp.autoAck)
-	}
-	a.writeJSON(w, http.StatusOK, out)
-}
-
-// ensureGroup creates consumer group pp.group of queue name where pp
-// starts it, unless this node has seen it exist. A group that exists is
-// left where it is, as Queen keeps a group's position once it is
-// registered.
-func (a *API) ensureGroup(ctx context.Context, name string, pp popParams) error {
-	lane := job.LaneName(name, pp.group)
-	if _, ok := a.groups.Load(lane); ok {
-		return nil
-	}
-	if err := a.readyQueue(ctx, name); err != nil {
-		return err
-	}
-	_, _, err := a.engine.CreateConsumerGroup(ctx, queue.ConsumerGroupRequest{Queue: name, Name: pp.group, Start: pp.start, From: pp.from})
-	if err != nil {
-		return err
-	}
-	a.groups.Store(lane, true)
-	return nil
+// itemOf names item i of list.
+func itemOf(list string) func(i int) string {
+	return func(i int) string { return fmt.Sprintf("%s[%d]", list, i) }
 }

@@ -580,3 +580,30 @@ func TestClusterConsumerGroupDeletedOnAnotherNode(t *testing.T) {
 		t.Fatalf("fetch of the deleted group on the other node: %d %v, want 404", status, out)
 	}
 }
+
+// A Queen consumer group deleted on one node is created again by the next
+// pop on another node, from the beginning, as on one node.
+func TestClusterQueenGroupCreatedAgainAfterDeleteOnAnotherNode(t *testing.T) {
+	t.Parallel()
+	ns := nodes(t, 2, queenOn)
+	a, b := ns[0], ns[1]
+	a.queenMust(201, "POST", "/api/v1/push", obj{"items": []obj{{"queue": "news", "payload": 1, "transactionId": "m1"}}})
+	popped := func() []obj {
+		status, out := a.queenCall("", "GET", "/api/v1/pop/queue/news?consumerGroup=g", nil)
+		if status == http.StatusNoContent {
+			return nil
+		}
+		if status != http.StatusOK {
+			t.Fatalf("pop of group g: %d %v", status, out)
+		}
+		return objs(out.(obj)["messages"])
+	}
+	if got := popped(); len(got) != 1 {
+		t.Fatalf("first pop: %v", got)
+	}
+	b.queenMust(200, "DELETE", "/api/v1/consumer-groups/g", nil)
+	a.waitFor("a pop on the other node to create the group again", 10*time.Second, func() bool {
+		got := popped()
+		return len(got) == 1 && got[0]["transactionId"] == "m1"
+	})
+}
