@@ -39,6 +39,15 @@ type Scheduler interface {
 	// or paused it in between). With p.Manual set (a trigger by hand)
 	// neither condition applies and LastTick and NextRunAt are kept.
 	ScheduleFire(ctx context.Context, p *ScheduleFireParams) ([]InsertResult, error)
+	// ScheduleFireMany fires several schedules in one atomic step, each
+	// as ScheduleFire would (none of them Manual), so that a pass over
+	// many due schedules costs the store one transaction. A schedule that
+	// is not where the caller saw it is left alone, and its result says
+	// Moved; the others fire. Any other error (a job refused, a failure
+	// to write) fires none of them and changes nothing. The fires are
+	// made at one moment: their jobs are inserted at the first one's Now.
+	// The results are in the order of fires.
+	ScheduleFireMany(ctx context.Context, fires []*ScheduleFireParams) ([]ScheduleFireResult, error)
 	// ScheduleDue returns up to limit schedules that are not paused and
 	// whose NextRunAt is not after now, earliest first, and the earliest
 	// NextRunAt of the other schedules that are not paused (zero when
@@ -117,6 +126,16 @@ type ScheduleFireParams struct {
 	// durable store that keeps schedules).
 	Enqueued string
 	Now      time.Time
+}
+
+// ScheduleFireResult is the outcome of one schedule's firing in
+// ScheduleFireMany.
+type ScheduleFireResult struct {
+	// Moved is set when the schedule was not where the caller saw it (see
+	// ErrScheduleMoved): nothing of its firing was written.
+	Moved bool
+	// Jobs are the results of its inserts, in the order of its Jobs.
+	Jobs []InsertResult
 }
 
 // Fires decides a firing of current, the schedule as the store holds it

@@ -17,7 +17,6 @@ const (
 	scheduleColumns = `name, cron, timezone, every_ns, misfire, max_catch_up, job, paused, created_at, updated_at,
 	last_tick, last_run_at, last_job_id, next_run_at`
 	sqlScheduleByName = `SELECT ` + scheduleColumns + ` FROM spool_schedules WHERE name = $1`
-	sqlScheduleLock   = sqlScheduleByName + ` FOR UPDATE`
 	sqlScheduleList   = `SELECT ` + scheduleColumns + ` FROM spool_schedules ORDER BY name COLLATE "C"`
 	sqlScheduleDue    = `SELECT ` + scheduleColumns + ` FROM spool_schedules
 WHERE NOT paused AND next_run_at IS NOT NULL AND next_run_at <= $1 ORDER BY next_run_at LIMIT $2`
@@ -42,8 +41,18 @@ ON CONFLICT (name) DO UPDATE SET cron = excluded.cron, timezone = excluded.timez
 RETURNING (xmax = 0) AS created, ` + scheduleColumns
 	sqlScheduleDelete = `DELETE FROM spool_schedules WHERE name = $1`
 	sqlSchedulePause  = `UPDATE spool_schedules SET paused = $2, updated_at = $3 WHERE name = $1 RETURNING ` + scheduleColumns
-	sqlScheduleFired  = `UPDATE spool_schedules SET last_tick = $2, next_run_at = $3,
-	last_run_at = COALESCE($4, last_run_at), last_job_id = COALESCE($5, last_job_id) WHERE name = $1`
+	// sqlSchedulesLock locks the rows of the schedules named $1, in name
+	// order.
+	sqlSchedulesLock = `SELECT ` + scheduleColumns + ` FROM spool_schedules WHERE name = ANY($1::text[])
+ORDER BY name COLLATE "C" FOR UPDATE`
+	// sqlSchedulesFired records the firings of the schedules named $1:
+	// last tick $2, next tick $3, and, where not NULL, last run $4 and
+	// last job $5.
+	sqlSchedulesFired = `UPDATE spool_schedules s SET last_tick = f.last_tick, next_run_at = f.next_run_at,
+	last_run_at = COALESCE(f.last_run_at, s.last_run_at), last_job_id = COALESCE(f.last_job_id, s.last_job_id)
+FROM unnest($1::text[], $2::timestamptz[], $3::timestamptz[], $4::timestamptz[], $5::text[])
+	AS f(name, last_tick, next_run_at, last_run_at, last_job_id)
+WHERE s.name = f.name`
 )
 
 // scanSchedule reads one row of scheduleColumns, after the leading
@@ -179,46 +188,157 @@ func (s *Store) ScheduleSetPaused(ctx context.Context, name string, paused bool,
 // schedule's row lock so that two nodes never fire one tick; see
 // store.Scheduler.
 func (s *Store) ScheduleFire(ctx context.Context, p *store.ScheduleFireParams) ([]store.InsertResult, error) {
-	if err := checkInserts(p.Jobs); err != nil {
-		return nil, fmt.Errorf("fire schedule: %w", err)
+	res, err := s.fireSchedules(ctx, []*store.ScheduleFireParams{p})
+	switch {
+	case err != nil:
+		return nil, err
+	case res[0].Moved && p.Manual:
+		return nil, fmt.Errorf("fire schedule: schedule %s: %w", p.Name, job.ErrNotFound)
+	case res[0].Moved:
+		return nil, fmt.Errorf("fire schedule %s: %w", p.Name, store.ErrScheduleMoved)
 	}
-	var out []store.InsertResult
-	err := s.tx(ctx, func(tx pgx.Tx) error {
-		sc, err := scanSchedule(tx.QueryRow(ctx, sqlScheduleLock, p.Name))
-		switch {
-		case errors.Is(err, pgx.ErrNoRows) && !p.Manual:
-			return store.ErrScheduleMoved
-		case errors.Is(err, pgx.ErrNoRows):
-			return fmt.Errorf("schedule %s: %w", p.Name, job.ErrNotFound)
-		case err != nil:
-			return fmt.Errorf("lock schedule %s: %w", p.Name, err)
+	return res[0].Jobs, nil
+}
+
+// ScheduleFireMany fires several schedules in one transaction: one
+// statement locks their rows, one inserts the jobs of all, one records
+// every firing; see store.Scheduler.
+func (s *Store) ScheduleFireMany(ctx context.Context, fires []*store.ScheduleFireParams) ([]store.ScheduleFireResult, error) {
+	for _, p := range fires {
+		if p.Manual {
+			return nil, fmt.Errorf("fire schedules: %s: a firing by hand goes through ScheduleFire", p.Name)
 		}
-		at := *p
-		at.Last, at.Handled = micro(p.Last), micro(p.Handled)
-		handled, next, err := at.Fires(sc)
+	}
+	return s.fireSchedules(ctx, fires)
+}
+
+// fireSchedules fires the schedules of fires in one transaction under
+// their row locks, taken in name order so that two transactions never
+// wait on each other in a cycle. A schedule that is gone (or, unless
+// Manual, moved) is left out with Moved set.
+func (s *Store) fireSchedules(ctx context.Context, fires []*store.ScheduleFireParams) ([]store.ScheduleFireResult, error) {
+	names := make([]string, len(fires))
+	var all []store.JobInsertParams
+	for i, p := range fires {
+		if err := checkInserts(p.Jobs); err != nil {
+			return nil, fmt.Errorf("fire schedule %s: %w", p.Name, err)
+		}
+		names[i] = p.Name
+	}
+	var out []store.ScheduleFireResult
+	var grouped []string
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		current, err := s.lockSchedules(ctx, tx, names)
 		if err != nil {
 			return err
 		}
-		out = make([]store.InsertResult, len(p.Jobs))
-		if len(p.Jobs) > 0 {
-			if out, err = s.insert(ctx, tx, p.Jobs, micro(p.Now), true); err != nil {
+		out = make([]store.ScheduleFireResult, len(fires))
+		rec := scheduleRecords{}
+		all = all[:0]
+		var firing []int // indexes of the fires that fire
+		for i, p := range fires {
+			sc := current[p.Name]
+			if sc == nil {
+				out[i].Moved = true
+				continue
+			}
+			at := *p
+			at.Last, at.Handled = micro(p.Last), micro(p.Handled)
+			handled, next, err := at.Fires(sc)
+			if errors.Is(err, store.ErrScheduleMoved) {
+				out[i].Moved = true
+				continue
+			}
+			rec.add(p.Name, handled, next)
+			firing = append(firing, i)
+			all = append(all, p.Jobs...)
+		}
+		if len(all) > 0 {
+			if grouped, err = s.markGrouped(ctx, tx, all); err != nil {
 				return err
 			}
+			res, err := s.insert(ctx, tx, all, micro(fires[firing[0]].Now), true)
+			if err != nil {
+				return err
+			}
+			for _, i := range firing {
+				out[i].Jobs, res = res[:len(fires[i].Jobs):len(fires[i].Jobs)], res[len(fires[i].Jobs):]
+			}
 		}
-		var lastRun pgtype.Timestamptz
-		var lastJob pgtype.Text
-		if id, ok := p.Ran(out); ok {
-			lastRun, lastJob = tstz(p.Now), pgtype.Text{String: id, Valid: true}
+		for k, i := range firing {
+			if id, ok := fires[i].Ran(out[i].Jobs); ok {
+				rec.ran(k, fires[i].Now, id)
+			}
 		}
-		if _, err := tx.Exec(ctx, sqlScheduleFired, p.Name, handled, tstz(next), lastRun, lastJob); err != nil {
-			return fmt.Errorf("record firing of schedule %s: %w", p.Name, err)
+		if len(firing) == 0 {
+			return nil
+		}
+		if _, err := tx.Exec(ctx, sqlSchedulesFired, rec.names, rec.ticks, rec.next, rec.runAt, rec.jobID); err != nil {
+			return fmt.Errorf("record firings of %d schedules: %w", len(firing), err)
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, wrap("fire schedule", err)
 	}
+	s.noteGrouped(grouped)
 	return out, nil
+}
+
+// lockSchedules locks the rows of the schedules named and reads them,
+// by name; names that no schedule has are missing from the map. Sent as
+// a batch, it opens tx in the same round trip.
+func (s *Store) lockSchedules(ctx context.Context, tx pgx.Tx, names []string) (map[string]*store.Schedule, error) {
+	b := &pgx.Batch{}
+	b.Queue(sqlSchedulesLock, names)
+	br := tx.SendBatch(ctx, b)
+	out, err := func() (map[string]*store.Schedule, error) {
+		rows, err := br.Query()
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		out := make(map[string]*store.Schedule, len(names))
+		for rows.Next() {
+			sc, err := scanSchedule(rows)
+			if err != nil {
+				return nil, err
+			}
+			out[sc.Name] = sc
+		}
+		return out, rows.Err()
+	}()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lock schedules: %w", err)
+	}
+	return out, nil
+}
+
+// scheduleRecords are the arguments of sqlSchedulesFired, one entry per
+// schedule that fires.
+type scheduleRecords struct {
+	names       []string
+	ticks, next []pgtype.Timestamptz
+	runAt       []pgtype.Timestamptz
+	jobID       []pgtype.Text
+}
+
+// add records the firing of a schedule that moves to tick handled and
+// next, with no run (see ran).
+func (r *scheduleRecords) add(name string, handled, next time.Time) {
+	r.names = append(r.names, name)
+	r.ticks = append(r.ticks, tstz(handled))
+	r.next = append(r.next, tstz(next))
+	r.runAt = append(r.runAt, pgtype.Timestamptz{})
+	r.jobID = append(r.jobID, pgtype.Text{})
+}
+
+// ran records the run of the k-th firing added: at now, job id.
+func (r *scheduleRecords) ran(k int, now time.Time, id string) {
+	r.runAt[k], r.jobID[k] = tstz(now), pgtype.Text{String: id, Valid: true}
 }
 
 // ScheduleDue returns the schedules due at now; see store.Scheduler.

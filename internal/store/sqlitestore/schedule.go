@@ -210,23 +210,76 @@ func (s *Store) ScheduleFire(ctx context.Context, p *store.ScheduleFireParams) (
 		if err != nil {
 			return err
 		}
-		if err := w.insertJobs(p.Jobs, p.Now, out); err != nil {
-			return err
-		}
-		var lastRun, lastJob any
-		if id, ok := p.Ran(out); ok {
-			lastRun, lastJob = p.Now.UTC().UnixNano(), id
-		}
-		if _, err := w.conn.ExecContext(context.Background(), sqlScheduleFired, handled.UTC().UnixNano(), timeOrNull(next),
-			lastRun, lastJob, p.Name); err != nil {
-			return fmt.Errorf("record firing of schedule %s: %w", p.Name, err)
-		}
-		return nil
+		return w.fireSchedule(p, handled, next, out)
 	})
 	if err != nil {
 		return nil, wrap("fire schedule", err)
 	}
 	return out, nil
+}
+
+// ScheduleFireMany fires several schedules as one operation of the
+// writer, in one transaction; see store.Scheduler.
+func (s *Store) ScheduleFireMany(ctx context.Context, fires []*store.ScheduleFireParams) ([]store.ScheduleFireResult, error) {
+	out := make([]store.ScheduleFireResult, len(fires))
+	weight := 0
+	for i, p := range fires {
+		if p.Manual {
+			return nil, fmt.Errorf("fire schedules: %s: a firing by hand goes through ScheduleFire", p.Name)
+		}
+		out[i].Jobs = make([]store.InsertResult, len(p.Jobs))
+		weight += max(len(p.Jobs), 1)
+	}
+	err := s.do(ctx, weight, func(w *writer) error {
+		for i, p := range fires {
+			out[i].Moved = false
+			sc, err := w.schedule(p.Name)
+			if errors.Is(err, job.ErrNotFound) {
+				out[i].Moved = true
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			handled, next, err := p.Fires(sc)
+			if errors.Is(err, store.ErrScheduleMoved) {
+				out[i].Moved = true
+				continue
+			}
+			if err := w.fireSchedule(p, handled, next, out[i].Jobs); err != nil {
+				return err
+			}
+			// A later refusal must roll back what this firing wrote.
+			w.touched = true
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, wrap("fire schedules", err)
+	}
+	for i := range out {
+		if out[i].Moved {
+			out[i].Jobs = nil
+		}
+	}
+	return out, nil
+}
+
+// fireSchedule inserts the jobs of firing p, filling out, and records
+// the firing: last tick handled, next tick next.
+func (w *writer) fireSchedule(p *store.ScheduleFireParams, handled, next time.Time, out []store.InsertResult) error {
+	if err := w.insertJobs(p.Jobs, p.Now, out); err != nil {
+		return err
+	}
+	var lastRun, lastJob any
+	if id, ok := p.Ran(out); ok {
+		lastRun, lastJob = p.Now.UTC().UnixNano(), id
+	}
+	if _, err := w.conn.ExecContext(context.Background(), sqlScheduleFired, handled.UTC().UnixNano(), timeOrNull(next),
+		lastRun, lastJob, p.Name); err != nil {
+		return fmt.Errorf("record firing of schedule %s: %w", p.Name, err)
+	}
+	return nil
 }
 
 // ScheduleDue returns the schedules due at now; see store.Scheduler.

@@ -24,6 +24,12 @@ func scheduleTests() []group {
 		{"DueListsUnpausedSchedulesInTimeOrder", testScheduleDue},
 		{"FiresJobsAtEveryLevel", testScheduleLevels},
 		{"ExactUpsertKeepsEveryField", testScheduleExact},
+		{"FiredJobsWithGroupsGoRoundRobin", testScheduleFireGroups},
+	}}, {"ScheduleFireMany", []test{
+		{"FiresEachOrLeavesItMoved", testScheduleFireMany},
+		{"FailedFireManyChangesNothing", testScheduleFireManyFails},
+		{"OneTickFiresOnceUnderRacingFires", testScheduleFireManyRace},
+		{"FiresJobsAtEveryLevel", testScheduleFireManyLevels},
 	}}}
 }
 
@@ -393,6 +399,206 @@ func testScheduleExact(b *bundle) {
 		}
 		if d := diffSchedule(b.getSchedule("copied"), &def); d != "" {
 			b.t.Fatalf("exact upsert read back (existing %v): %s", existing, d)
+		}
+	}
+}
+
+// fireMany fires fires with ScheduleFireMany, which must succeed.
+func (b *bundle) fireMany(fires ...*store.ScheduleFireParams) []store.ScheduleFireResult {
+	b.t.Helper()
+	res, err := b.s.ScheduleFireMany(b.ctx, fires)
+	if err != nil {
+		b.t.Fatalf("fire %d schedules: %v", len(fires), err)
+	}
+	if len(res) != len(fires) {
+		b.t.Fatalf("fire %d schedules: %d results", len(fires), len(res))
+	}
+	return res
+}
+
+// One call fires several schedules, each as ScheduleFire would: their
+// jobs inserted, their ticks and runs recorded, a tick fired again a
+// duplicate. Those not where the caller saw them (a stale tick, a paused
+// or unknown schedule) are reported moved and change nothing.
+func testScheduleFireMany(b *bundle) {
+	for _, name := range []string{"a", "b", "c", "stale", "paused"} {
+		b.upsert(newSchedule(name), false, t0)
+	}
+	if _, err := b.s.ScheduleSetPaused(b.ctx, "paused", true, t0); err != nil {
+		b.t.Fatal(err)
+	}
+	now := at(2*time.Minute + time.Second)
+	fire := func(name string, last time.Time, jobs ...store.JobInsertParams) *store.ScheduleFireParams {
+		return &store.ScheduleFireParams{Name: name, Last: last, Handled: at(2 * time.Minute), Next: at(3 * time.Minute), Jobs: jobs, Now: now}
+	}
+	a := []store.JobInsertParams{newJob("cron"), newJob("cron")}
+	c := newJob("other")
+	res := b.fireMany(fire("a", t0, a...), fire("stale", at(-time.Minute), newJob("cron")), fire("b", t0),
+		fire("nosuch", t0, newJob("cron")), fire("c", t0, c), fire("paused", t0, newJob("cron")))
+	for i, moved := range []bool{false, true, false, true, false, true} {
+		if res[i].Moved != moved {
+			b.t.Fatalf("result %d: moved %v, want %v (%+v)", i, res[i].Moved, moved, res)
+		}
+	}
+	if len(res[0].Jobs) != 2 || res[0].Jobs[1].Job.ID != a[1].ID || res[0].Jobs[0].Duplicate || len(res[2].Jobs) != 0 ||
+		len(res[4].Jobs) != 1 || res[4].Jobs[0].Job.ID != c.ID || res[4].Jobs[0].Job.Queue != "other" {
+		b.t.Fatalf("fire results %+v", res)
+	}
+	b.wantCounts("cron", map[job.State]int64{job.StateAvailable: 2})
+	b.wantCounts("other", map[job.State]int64{job.StateAvailable: 1})
+	for name, lastJob := range map[string]string{"a": a[1].ID, "b": "", "c": c.ID} {
+		got := b.getSchedule(name)
+		if !got.LastTick.Equal(at(2*time.Minute)) || !got.NextRunAt.Equal(at(3*time.Minute)) || got.LastJobID != lastJob ||
+			(lastJob != "") != got.LastRunAt.Equal(now) {
+			b.t.Fatalf("schedule %s after firing: %+v", name, got)
+		}
+	}
+	for _, name := range []string{"stale", "paused"} {
+		if got := b.getSchedule(name); !got.LastTick.Equal(t0) || got.LastJobID != "" {
+			b.t.Fatalf("moved schedule %s changed: %+v", name, got)
+		}
+	}
+	// A tick fired again (by a node that read it before) is a duplicate.
+	again := b.fireMany(fire("stale", t0, a[0]))
+	if again[0].Moved || len(again[0].Jobs) != 1 || !again[0].Jobs[0].Duplicate || again[0].Jobs[0].Job.ID != a[0].ID {
+		b.t.Fatalf("fire of a job id already there: %+v", again)
+	}
+	b.wantCounts("cron", map[job.State]int64{job.StateAvailable: 2})
+}
+
+// A call in which one firing fails fires none of its schedules.
+func testScheduleFireManyFails(b *bundle) {
+	before := map[string]*store.Schedule{}
+	for _, name := range []string{"a", "b"} {
+		before[name], _ = b.upsert(newSchedule(name), false, t0)
+	}
+	bad := newJob("cron", func(p *store.JobInsertParams) { p.State = job.StateCompleted })
+	_, err := b.s.ScheduleFireMany(b.ctx, []*store.ScheduleFireParams{
+		{Name: "a", Last: t0, Handled: at(time.Minute), Next: at(2 * time.Minute), Jobs: []store.JobInsertParams{newJob("cron")}, Now: at(time.Minute)},
+		{Name: "b", Last: t0, Handled: at(time.Minute), Next: at(2 * time.Minute), Jobs: []store.JobInsertParams{newJob("cron"), bad}, Now: at(time.Minute)},
+	})
+	if err == nil {
+		b.t.Fatal("a firing with a job in state completed was accepted")
+	}
+	for name, s := range before {
+		if d := diffSchedule(b.getSchedule(name), s); d != "" {
+			b.t.Fatalf("a failed firing changed schedule %s: %s", name, d)
+		}
+	}
+	if _, err := b.s.QueueGet(b.ctx, "cron"); !errors.Is(err, job.ErrNotFound) {
+		b.t.Fatalf("a failed firing left queue cron: %v", err)
+	}
+}
+
+// Many calls firing the same ticks of the same schedules at once (several
+// nodes that read them) fire each schedule once.
+func testScheduleFireManyRace(b *bundle) {
+	names := []string{"a", "b", "c"}
+	for _, name := range names {
+		b.upsert(newSchedule(name), false, t0)
+	}
+	const n = 8
+	var wg sync.WaitGroup
+	results := make([][]store.ScheduleFireResult, n)
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fires := make([]*store.ScheduleFireParams, len(names))
+			for k, name := range names {
+				// Each caller lists them in another order.
+				name = names[(k+i)%len(names)]
+				fires[k] = &store.ScheduleFireParams{Name: name, Last: t0, Handled: at(time.Minute), Next: at(2 * time.Minute),
+					Jobs: []store.JobInsertParams{newJob("cron")}, Now: at(time.Minute)}
+			}
+			results[i], errs[i] = b.s.ScheduleFireMany(b.ctx, fires)
+		}()
+	}
+	wg.Wait()
+	fired := 0
+	for i, err := range errs {
+		if err != nil {
+			b.t.Fatalf("racing firing: %v", err)
+		}
+		for _, r := range results[i] {
+			if !r.Moved {
+				fired++
+			}
+		}
+	}
+	if fired != len(names) {
+		b.t.Fatalf("%d firings of %d schedules' one tick succeeded, want one each", fired, len(names))
+	}
+	b.wantCounts("cron", map[job.State]int64{job.StateAvailable: int64(len(names))})
+}
+
+// One call fires the jobs of every level the store keeps.
+func testScheduleFireManyLevels(b *bundle) {
+	var fires []*store.ScheduleFireParams
+	for _, d := range b.h.durabilities() {
+		name := "s-" + string(d)
+		b.upsert(newSchedule(name), false, t0)
+		fires = append(fires, &store.ScheduleFireParams{Name: name, Last: t0, Handled: at(time.Minute), Next: at(2 * time.Minute),
+			Jobs: newJobs("cron-"+string(d), 2, func(p *store.JobInsertParams) { p.Durability = d }), Now: at(time.Minute)})
+	}
+	res := b.fireMany(fires...)
+	for i, f := range fires {
+		d := f.Jobs[0].Durability
+		if res[i].Moved || len(res[i].Jobs) != 2 || res[i].Jobs[1].Job.ID != f.Jobs[1].ID || res[i].Jobs[0].Duplicate {
+			b.t.Fatalf("fire %s jobs: %+v", d, res[i])
+		}
+		for _, jp := range f.Jobs {
+			if got := b.get(jp.ID); got.Durability != d {
+				b.t.Fatalf("fired job kept as %s, want %s", got.Durability, d)
+			}
+		}
+		if s := b.getSchedule(f.Name); s.LastJobID != f.Jobs[1].ID || !s.LastTick.Equal(at(time.Minute)) {
+			b.t.Fatalf("schedule after firing %s jobs: %+v", d, s)
+		}
+	}
+	// Fired again, each is a duplicate of the job there.
+	for _, f := range fires {
+		f.Last, f.Handled = at(time.Minute), at(2*time.Minute)
+	}
+	for i, r := range b.fireMany(fires...) {
+		if r.Moved || len(r.Jobs) != 2 || !r.Jobs[0].Duplicate || !r.Jobs[1].Duplicate {
+			b.t.Fatalf("fire %s jobs again: %+v", fires[i].Jobs[0].Durability, r)
+		}
+	}
+}
+
+// Jobs with a group that a firing inserts make their queue hand out its
+// jobs round-robin over the groups, as inserted jobs do, whether one
+// schedule fires or many.
+func testScheduleFireGroups(b *bundle) {
+	for _, name := range []string{"one", "many-x", "many-y"} {
+		b.upsert(newSchedule(name), false, t0)
+	}
+	inGroup := func(g string) func(*store.JobInsertParams) { return func(p *store.JobInsertParams) { p.Group = g } }
+	if _, err := b.s.ScheduleFire(b.ctx, &store.ScheduleFireParams{Name: "one", Last: t0, Handled: at(time.Minute),
+		Next: at(2 * time.Minute), Jobs: newJobs("single", 3, inGroup("x")), Now: at(time.Minute)}); err != nil {
+		b.t.Fatal(err)
+	}
+	if _, err := b.s.ScheduleFire(b.ctx, &store.ScheduleFireParams{Name: "one", Last: at(time.Minute), Handled: at(2 * time.Minute),
+		Next: at(3 * time.Minute), Jobs: newJobs("single", 1, inGroup("y")), Now: at(2 * time.Minute)}); err != nil {
+		b.t.Fatal(err)
+	}
+	b.fireMany(&store.ScheduleFireParams{Name: "many-x", Last: t0, Handled: at(time.Minute), Next: at(2 * time.Minute),
+		Jobs: newJobs("batch", 3, inGroup("x")), Now: at(time.Minute)},
+		&store.ScheduleFireParams{Name: "many-y", Last: t0, Handled: at(time.Minute), Next: at(2 * time.Minute),
+			Jobs: newJobs("batch", 1, inGroup("y")), Now: at(time.Minute)})
+	for _, q := range []string{"single", "batch"} {
+		var got []string
+		for range 2 {
+			js := b.claimAt(at(3*time.Minute), 1, q)
+			if len(js) != 1 {
+				b.t.Fatalf("claim of queue %s: %d jobs", q, len(js))
+			}
+			got = append(got, js[0].Group)
+		}
+		if slices.Sort(got); !slices.Equal(got, []string{"x", "y"}) {
+			b.t.Fatalf("queue %s handed out groups %v one at a time, want x and y (round-robin)", q, got)
 		}
 	}
 }
