@@ -2,8 +2,9 @@
 // format, on GET /metrics: jobs by queue and state and the age of each
 // queue's oldest available job (read from the store at scrape time,
 // cached), counters and histograms of the job events the engine
-// publishes, the group commits of the store, the HTTP requests by route,
-// and the Go runtime and process.
+// publishes, the ticks of cron schedules the node fired, late or skipped,
+// the group commits of the store, the HTTP requests by route, and the Go
+// runtime and process.
 //
 // Everything on the queue's hot path costs a few atomic additions: the
 // engine tells Observe of its events synchronously, so each queue's
@@ -30,6 +31,7 @@ import (
 
 	"github.com/spoolq/spool/internal/events"
 	"github.com/spoolq/spool/internal/job"
+	"github.com/spoolq/spool/internal/schedule"
 	"github.com/spoolq/spool/internal/store"
 )
 
@@ -105,6 +107,8 @@ type Metrics struct {
 	routes sync.Map
 
 	commitSeconds, commitJobs *prometheus.HistogramVec
+
+	ticksFired, ticksLate, ticksSkipped prometheus.Counter
 }
 
 // New returns the metrics of a node, with its own registry.
@@ -150,8 +154,14 @@ func New(cfg Config) *Metrics {
 	m.commitJobs = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "spool_store_commit_jobs",
 		Help: "Jobs and items carried by one group commit of the embedded store, by store.", Buckets: BatchBuckets},
 		[]string{"store"})
+	m.ticksFired = prometheus.NewCounter(prometheus.CounterOpts{Name: "spool_schedule_ticks_fired_total",
+		Help: "Ticks of cron schedules that enqueued their job, fired by this node."})
+	m.ticksLate = prometheus.NewCounter(prometheus.CounterOpts{Name: "spool_schedule_ticks_late_total",
+		Help: "Ticks of cron schedules that this node fired more than a second after their time (counted in spool_schedule_ticks_fired_total too)."})
+	m.ticksSkipped = prometheus.NewCounter(prometheus.CounterOpts{Name: "spool_schedule_ticks_skipped_total",
+		Help: "Ticks of cron schedules that this node handled without a job of their own: missed ticks their misfire policy dropped or folded into one job, or whose job was refused."})
 	m.reg.MustRegister(m.enqueued, m.started, m.completed, m.failed, m.dead, m.cancelled, m.released, m.leaseExpired,
-		m.wait, m.run, m.requests, m.duration, m.commitSeconds, m.commitJobs,
+		m.wait, m.run, m.requests, m.duration, m.commitSeconds, m.commitJobs, m.ticksFired, m.ticksLate, m.ticksSkipped,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if cfg.Queues != nil {
 		m.reg.MustRegister(&queueCollector{cfg: &m.cfg})
@@ -259,6 +269,14 @@ func (m *Metrics) Rescued(byQueue map[string]int) {
 		}
 		m.leaseExpired.WithLabelValues(label).Add(float64(n))
 	}
+}
+
+// ObserveTicks counts the ticks of cron schedules that one pass of firing
+// handled (maintenance.NewCron's observe). It never blocks.
+func (m *Metrics) ObserveTicks(t schedule.Tally) {
+	m.ticksFired.Add(float64(t.Fired))
+	m.ticksLate.Add(float64(t.Late))
+	m.ticksSkipped.Add(float64(t.Skipped))
 }
 
 // routeSeries are the resolved series of one route.

@@ -306,7 +306,7 @@ func TestQueueDefaultsForScheduledJobs(t *testing.T) {
 	}
 	tick := t0.Add(time.Minute)
 	b.clock.set(tick)
-	if _, err := b.e.FireSchedules(b.ctx, tick); err != nil {
+	if _, _, err := b.e.FireSchedules(b.ctx, tick); err != nil {
 		t.Fatal(err)
 	}
 	b.want(schedule.JobID("nightly", tick), 5*time.Minute, 3, job.StateScheduled, tick.Add(10*time.Second))

@@ -224,79 +224,167 @@ func (e *Engine) TriggerSchedule(ctx context.Context, name string) (*ScheduleFir
 // FireSchedules fires the schedules due at now, one job per tick their
 // misfire policies let through, each tick's job with the id
 // schedule.JobID gives it, so that a tick fired twice is a duplicate. It
-// returns when the next schedule is due (now when it left some due).
-// Schedules that another node fired, or a user changed, in between are
-// left to the next pass. The maintenance service runs it on the node that
-// leads.
-func (e *Engine) FireSchedules(ctx context.Context, now time.Time) (time.Time, error) {
+// fires them in batches (ScheduleFireMany), so that a pass over many
+// schedules costs the store a few transactions rather than one per
+// schedule. It returns when the next schedule is due (now when it left
+// some due) and a tally of the ticks it handled. Schedules that another
+// node fired, or a user changed, in between are left to the next pass.
+// The maintenance service runs it on the node that leads.
+func (e *Engine) FireSchedules(ctx context.Context, now time.Time) (time.Time, schedule.Tally, error) {
+	var tally schedule.Tally
 	due, next, err := e.st.ScheduleDue(ctx, now, SchedulePassLimit)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("fire schedules: %w", err)
+		return time.Time{}, tally, fmt.Errorf("fire schedules: %w", err)
 	}
 	var errs []error
+	var batch []*firing
+	jobs := 0
+	flush := func() {
+		if len(batch) == 0 {
+			return
+		}
+		errs = append(errs, e.fireBatch(ctx, batch, now, &tally))
+		for _, f := range batch {
+			if !f.moved && !f.Next.IsZero() && (next.IsZero() || f.Next.Before(next)) {
+				next = f.Next
+			}
+		}
+		batch, jobs = batch[:0], 0
+	}
 	for _, s := range due {
-		n, err := e.fire(ctx, s, now)
+		f, err := e.plan(s, now)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("fire schedule %s: %w", s.Name, err))
+			continue
 		}
-		if !n.IsZero() && (next.IsZero() || n.Before(next)) {
-			next = n
+		if len(batch) > 0 && jobs+len(f.params.Jobs) > fireBatchJobs {
+			flush()
 		}
+		batch = append(batch, f)
+		jobs += len(f.params.Jobs)
 	}
+	flush()
 	if len(due) >= SchedulePassLimit {
 		next = now
 	}
-	return next, errors.Join(errs...)
+	return next, tally, errors.Join(errs...)
 }
 
-// fire fires one due schedule at now and returns its next tick.
-func (e *Engine) fire(ctx context.Context, s *store.Schedule, now time.Time) (time.Time, error) {
+// fireBatchJobs bounds the jobs of one ScheduleFireMany; a schedule whose
+// ticks make more goes in a call of its own.
+const fireBatchJobs = 1000
+
+// firing is one schedule's part in a pass.
+type firing struct {
+	schedule.Firing
+	params *store.ScheduleFireParams
+	// refused is why the ticks' jobs could not be made: they pass
+	// without a job.
+	refused error
+	// moved is set once the store found the schedule moved on.
+	moved bool
+}
+
+// plan decides the firing of schedule s at now and makes its jobs, as
+// prepare leaves them: fireBatch applies the queues' defaults.
+func (e *Engine) plan(s *store.Schedule, now time.Time) (*firing, error) {
 	tt, err := schedule.Parse(schedule.Timing{Cron: s.Cron, Timezone: s.Timezone, Every: s.Every})
 	if err != nil {
-		return time.Time{}, err
+		return nil, err
 	}
-	ticks, handled, next := schedule.Due(tt, s.LastTick, now, schedule.Misfire(s.Misfire), s.MaxCatchUp)
-	jobs := make([]store.JobInsertParams, 0, len(ticks))
-	var refused error
-	for _, tick := range ticks {
+	f := &firing{Firing: schedule.Due(tt, s.LastTick, now, schedule.Misfire(s.Misfire), s.MaxCatchUp)}
+	f.params = &store.ScheduleFireParams{Name: s.Name, Last: s.LastTick, Handled: f.Handled, Next: f.Next, Now: now}
+	jobs := make([]store.JobInsertParams, 0, len(f.Fire))
+	for _, tick := range f.Fire {
 		p, err := e.templateJob(s.Job, schedule.JobID(s.Name, tick), now)
 		if err != nil {
-			refused = err
-			break
+			f.refused = err
+			return f, nil
 		}
 		jobs = append(jobs, p)
 	}
-	if refused == nil {
-		if err := e.applyQueueDefaults(ctx, jobs, now); err != nil {
-			return time.Time{}, err
+	f.params.Jobs = jobs
+	return f, nil
+}
+
+// fireBatch fires batch at now with one ScheduleFireMany and counts its
+// ticks in tally. When the store refuses a job of the batch, it fires its
+// schedules one by one, so that the refusal stays with its schedule.
+func (e *Engine) fireBatch(ctx context.Context, batch []*firing, now time.Time, tally *schedule.Tally) error {
+	// The jobs of the whole batch, so that each queue's defaults are read
+	// once.
+	n := 0
+	for _, f := range batch {
+		n += len(f.params.Jobs)
+	}
+	all := make([]store.JobInsertParams, 0, n)
+	for _, f := range batch {
+		all = append(all, f.params.Jobs...)
+	}
+	if err := e.applyQueueDefaults(ctx, all, now); err != nil {
+		return fmt.Errorf("fire schedules: %w", err)
+	}
+	fires := make([]*store.ScheduleFireParams, len(batch))
+	for i, f := range batch {
+		k := len(f.params.Jobs)
+		f.params.Jobs, all = all[:k:k], all[k:]
+		fires[i] = f.params
+	}
+	res, err := e.st.ScheduleFireMany(ctx, fires)
+	if refusal(err) {
+		var errs []error
+		for _, f := range batch {
+			errs = append(errs, e.fireOne(ctx, f, tally))
 		}
-	}
-	params := &store.ScheduleFireParams{Name: s.Name, Last: s.LastTick, Handled: handled, Next: next, Jobs: jobs, Now: now}
-	var res []store.InsertResult
-	if refused == nil {
-		res, err = e.st.ScheduleFire(ctx, params)
-		if refusal(err) {
-			refused = err
-		}
-	}
-	if refused != nil {
-		// The ticks cannot make jobs (the template no longer fits the
-		// queue's settings, or their ids are taken): they pass without a
-		// job rather than hold the schedule on them forever.
-		params.Jobs = nil
-		res, err = e.st.ScheduleFire(ctx, params)
-	}
-	if errors.Is(err, store.ErrScheduleMoved) {
-		return time.Time{}, nil
+		return errors.Join(errs...)
 	}
 	if err != nil {
-		return time.Time{}, err
+		return fmt.Errorf("fire schedules: %w", err)
+	}
+	var errs []error
+	for i, f := range batch {
+		if res[i].Moved {
+			f.moved = true
+			continue
+		}
+		e.inserted(res[i].Jobs)
+		errs = append(errs, f.count(tally))
+	}
+	return errors.Join(errs...)
+}
+
+// fireOne fires one schedule of a batch that the store refused. When
+// the store refuses its jobs (the template no longer fits the queue's
+// settings, or their ids are taken), its ticks pass without a job rather
+// than hold the schedule on them forever.
+func (e *Engine) fireOne(ctx context.Context, f *firing, tally *schedule.Tally) error {
+	res, err := e.st.ScheduleFire(ctx, f.params)
+	if refusal(err) {
+		f.refused = err
+		f.params.Jobs = nil
+		res, err = e.st.ScheduleFire(ctx, f.params)
+	}
+	if errors.Is(err, store.ErrScheduleMoved) {
+		f.moved = true
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("fire schedule %s: %w", f.params.Name, err)
 	}
 	e.inserted(res)
-	if refused != nil {
-		return next, fmt.Errorf("%d ticks passed without a job: %w", len(ticks), refused)
+	return f.count(tally)
+}
+
+// count counts the ticks of a firing the store recorded, and returns the
+// refusal that made its ticks pass without a job.
+func (f *firing) count(tally *schedule.Tally) error {
+	if f.refused != nil {
+		tally.AddSkipped(f.params.Name, f.Skipped+len(f.Fire))
+		return fmt.Errorf("fire schedule %s: %d ticks passed without a job: %w", f.params.Name, len(f.Fire), f.refused)
 	}
-	return next, nil
+	tally.AddSkipped(f.params.Name, f.Skipped)
+	tally.AddFired(f.params.Name, f.Fire, f.params.Now)
+	return nil
 }
 
 // refusal reports whether err refuses the request itself (bad input, an

@@ -91,12 +91,21 @@ func (b *cronBundle) put(req ScheduleRequest) *store.Schedule {
 // ids of the jobs in queue cron, oldest first.
 func (b *cronBundle) fireAt(m float64) []string {
 	b.t.Helper()
+	b.tallyAt(m)
+	return b.jobs()
+}
+
+// tallyAt fires the schedules due at minute m after t0 and returns the
+// tally of the ticks it handled.
+func (b *cronBundle) tallyAt(m float64) schedule.Tally {
+	b.t.Helper()
 	now := t0.Add(time.Duration(m * float64(time.Minute)))
 	b.clock.set(now)
-	if _, err := b.e.FireSchedules(b.ctx, now); err != nil {
+	_, tally, err := b.e.FireSchedules(b.ctx, now)
+	if err != nil {
 		b.t.Fatalf("fire at minute %v: %v", m, err)
 	}
-	return b.jobs()
+	return tally
 }
 
 func (b *cronBundle) jobs() []string {
@@ -192,7 +201,8 @@ func TestScheduleFiresEachTickOnce(t *testing.T) {
 
 // After ten minutes with nothing firing: catch_up fires every tick (up to
 // max_catch_up, the newest), run_once one, skip only the tick still on
-// time.
+// time. The tally counts every tick fired, each of them late, and every
+// tick left without a job of its own as skipped.
 func TestMisfirePolicies(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -207,15 +217,30 @@ func TestMisfirePolicies(t *testing.T) {
 	} {
 		b := setupCron(t)
 		b.put(ScheduleRequest{Name: "m", Timing: schedule.Timing{Every: time.Minute}, Misfire: c.misfire, MaxCatchUp: c.catchUp})
-		if got := b.fireAt(10.5); !equal(got, tickIDs("m", c.want...)) {
+		tally := b.tallyAt(10.5)
+		if got := b.jobs(); !equal(got, tickIDs("m", c.want...)) {
 			t.Errorf("%s (max %d): jobs %v, want minutes %v", c.misfire, c.catchUp, got, c.want)
 		}
+		// The oldest tick fired is n minutes and a half old, less a minute.
+		n := len(c.want)
+		if tally.Fired != n || tally.Late != n || tally.MostLate != time.Duration(n)*time.Minute-30*time.Second || tally.Skipped != 10-n {
+			t.Errorf("%s (max %d): tally %+v, want %d fired, all late, and %d skipped", c.misfire, c.catchUp, tally, n, 10-n)
+		}
 	}
-	// skip, with the newest tick past the grace: nothing.
+	// skip, with the newest tick past the grace: nothing, and the tick
+	// counts as skipped.
 	b := setupCron(t)
 	b.put(ScheduleRequest{Name: "h", Timing: schedule.Timing{Every: time.Hour}})
-	if got := b.fireAt(62); len(got) != 0 {
+	tally := b.tallyAt(62)
+	if got := b.jobs(); len(got) != 0 {
 		t.Fatalf("skip, the only tick two minutes late: %v", got)
+	}
+	if tally.Fired != 0 || tally.Skipped != 1 || tally.SkippedNames[0] != "h" {
+		t.Fatalf("skip, the only tick two minutes late: tally %+v", tally)
+	}
+	// On time, nothing is late or skipped.
+	if tally := b.tallyAt(120); tally.Fired != 1 || tally.Late != 0 || tally.Skipped != 0 {
+		t.Fatalf("a tick on time: tally %+v", tally)
 	}
 }
 
@@ -295,7 +320,7 @@ func TestRacingFiresFireEachTickOnce(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if _, err := e.FireSchedules(b.ctx, now); err != nil {
+				if _, _, err := e.FireSchedules(b.ctx, now); err != nil {
 					t.Errorf("fire: %v", err)
 				}
 			}()

@@ -43,33 +43,69 @@ const (
 	MaxCatchUp = 10_000
 )
 
-// Due returns the ticks to fire at now, oldest first, for a schedule
-// whose newest tick handled is last (the moment it was created or
-// resumed, for a schedule that never fired), and the tick to wake up for
-// next. Every tick after last and not after now is handled by the call:
-// the caller fires the returned ticks and records the newest tick it
-// looked at (handled) as the new last, in one atomic step, so that a
-// tick is fired once across crashes and leader changes.
-func Due(tt Timetable, last, now time.Time, policy Misfire, maxCatchUp int) (fire []time.Time, handled, next time.Time) {
+// Firing is what Due decides for one schedule at a moment.
+type Firing struct {
+	// Fire are the ticks to fire, oldest first.
+	Fire []time.Time
+	// Handled is the newest tick looked at, fired or not: the schedule's
+	// new last tick (its old one when nothing was due).
+	Handled time.Time
+	// Next is the first tick after now, zero when there is none.
+	Next time.Time
+	// Skipped counts the ticks after the old last tick and not after
+	// Handled that Fire leaves out: the missed ticks the misfire policy
+	// dropped (skip), folded into one job (run_once) or left past
+	// max_catch_up (catch_up). A cron expression counts at most
+	// MaxCounted of them a call; a fixed interval counts them all.
+	Skipped int
+}
+
+// MaxCounted bounds the skipped ticks of a cron expression that one call
+// of Due counts, so that a schedule ticking every second that was paused
+// for a year costs a bounded number of ticks to look at.
+const MaxCounted = 10_000
+
+// Due returns what to fire at now for a schedule whose newest tick
+// handled is last (the moment it was created or resumed, for a schedule
+// that never fired). Every tick after last and not after now is handled
+// by the call: the caller fires the returned ticks and records Handled as
+// the new last, in one atomic step, so that a tick is fired once across
+// crashes and leader changes.
+func Due(tt Timetable, last, now time.Time, policy Misfire, maxCatchUp int) Firing {
 	keep := 1 // the newest ticks that can fire
 	if policy == MisfireCatchUp {
 		keep = max(maxCatchUp, 1)
 	}
 	passed, next := newest(tt, since(tt, last, now, keep), now, keep)
 	if len(passed) == 0 {
-		return nil, last, next
+		return Firing{Handled: last, Next: next}
 	}
-	handled = passed[len(passed)-1]
+	f := Firing{Fire: passed, Handled: passed[len(passed)-1], Next: next}
 	switch policy {
 	case MisfireRunOnce:
-		return passed[len(passed)-1:], handled, next
+		f.Fire = passed[len(passed)-1:]
 	case MisfireCatchUp:
-		return passed, handled, next
+	default:
+		f.Fire = passed[len(passed)-1:]
+		if now.Sub(f.Handled) > Grace {
+			f.Fire = nil
+		}
 	}
-	if now.Sub(handled) > Grace {
-		return nil, handled, next
+	f.Skipped = count(tt, last, f.Handled, MaxCounted+len(f.Fire)) - len(f.Fire)
+	return f
+}
+
+// count returns how many ticks of tt lie after from and not after to:
+// all of them for a fixed interval, at most limit for any other timing.
+func count(tt Timetable, from, to time.Time, limit int) int {
+	if d, ok := tt.(interval); ok {
+		return int(d.multiples(to) - d.multiples(from))
 	}
-	return passed[len(passed)-1:], handled, next
+	n := 0
+	for t := tt.Next(from); n < limit && !t.IsZero() && !t.After(to); t = tt.Next(t) {
+		n++
+	}
+	return n
 }
 
 // since returns where to start looking for the newest keep ticks up to

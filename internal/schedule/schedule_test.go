@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -172,52 +173,85 @@ func TestDue(t *testing.T) {
 		fire      []float64
 		handled   float64
 		next      float64
+		skipped   int
 	}{
-		{"nothing due", 0, 0.5, MisfireSkip, 10, nil, 0, 1},
-		{"on time", 0, 1.01, MisfireSkip, 10, []float64{1}, 1, 2},
-		{"exactly at the tick", 0, 1, MisfireSkip, 10, []float64{1}, 1, 2},
-		{"skip fires the newest on-time tick", 0, 3.5, MisfireSkip, 10, []float64{3}, 3, 4},
-		{"skip drops a tick past the grace", 0, 1 + 1.5, MisfireSkip, 10, []float64{2}, 2, 3},
-		{"skip drops everything late", 0.5, 0.9 + 0, MisfireSkip, 10, nil, 0.5, 1},
-		{"run_once", 0, 30.5, MisfireRunOnce, 10, []float64{30}, 30, 31},
-		{"catch_up", 0, 3.5, MisfireCatchUp, 10, []float64{1, 2, 3}, 3, 4},
-		{"catch_up keeps the newest", 0, 30.5, MisfireCatchUp, 3, []float64{28, 29, 30}, 30, 31},
+		{"nothing due", 0, 0.5, MisfireSkip, 10, nil, 0, 1, 0},
+		{"on time", 0, 1.01, MisfireSkip, 10, []float64{1}, 1, 2, 0},
+		{"exactly at the tick", 0, 1, MisfireSkip, 10, []float64{1}, 1, 2, 0},
+		{"skip fires the newest on-time tick", 0, 3.5, MisfireSkip, 10, []float64{3}, 3, 4, 2},
+		{"skip drops a tick past the grace", 0, 1 + 1.5, MisfireSkip, 10, []float64{2}, 2, 3, 1},
+		{"skip drops everything late", 0.5, 0.9 + 0, MisfireSkip, 10, nil, 0.5, 1, 0},
+		{"skip after a day down", 0, 24*60 + 0.5, MisfireSkip, 10, []float64{24 * 60}, 24 * 60, 24*60 + 1, 24*60 - 1},
+		{"run_once", 0, 30.5, MisfireRunOnce, 10, []float64{30}, 30, 31, 29},
+		{"catch_up", 0, 3.5, MisfireCatchUp, 10, []float64{1, 2, 3}, 3, 4, 0},
+		{"catch_up keeps the newest", 0, 30.5, MisfireCatchUp, 3, []float64{28, 29, 30}, 30, 31, 27},
 	} {
-		fire, handled, next := Due(tt, at(c.last), at(c.now), c.policy, c.catchUp)
-		if len(fire) != len(c.fire) {
-			t.Errorf("%s: fire %v, want %v", c.name, fire, c.fire)
+		f := Due(tt, at(c.last), at(c.now), c.policy, c.catchUp)
+		if len(f.Fire) != len(c.fire) {
+			t.Errorf("%s: fire %v, want %v", c.name, f.Fire, c.fire)
 			continue
 		}
-		for i := range fire {
-			if !fire[i].Equal(at(c.fire[i])) {
-				t.Errorf("%s: fire %v, want %v", c.name, fire, c.fire)
+		for i := range f.Fire {
+			if !f.Fire[i].Equal(at(c.fire[i])) {
+				t.Errorf("%s: fire %v, want %v", c.name, f.Fire, c.fire)
 			}
 		}
-		if !handled.Equal(at(c.handled)) || !next.Equal(at(c.next)) {
-			t.Errorf("%s: handled %v next %v, want %v and %v", c.name, handled, next, at(c.handled), at(c.next))
+		if !f.Handled.Equal(at(c.handled)) || !f.Next.Equal(at(c.next)) {
+			t.Errorf("%s: handled %v next %v, want %v and %v", c.name, f.Handled, f.Next, at(c.handled), at(c.next))
+		}
+		if f.Skipped != c.skipped {
+			t.Errorf("%s: %d ticks skipped, want %d", c.name, f.Skipped, c.skipped)
 		}
 	}
 	// Skip, with the newest tick past the grace: nothing fires, but the
-	// tick is handled.
+	// tick is handled, and skipped.
 	hourly := mustParse(t, Timing{Every: time.Hour})
-	fire, handled, next := Due(hourly, base, base.Add(time.Hour+Grace+time.Second), MisfireSkip, 10)
-	if len(fire) != 0 || !handled.Equal(base.Add(time.Hour)) || !next.Equal(base.Add(2*time.Hour)) {
-		t.Fatalf("late skip: fire %v handled %v next %v", fire, handled, next)
+	f := Due(hourly, base, base.Add(time.Hour+Grace+time.Second), MisfireSkip, 10)
+	if len(f.Fire) != 0 || !f.Handled.Equal(base.Add(time.Hour)) || !f.Next.Equal(base.Add(2*time.Hour)) || f.Skipped != 1 {
+		t.Fatalf("late skip: %+v", f)
+	}
+	// A cron expression counts the ticks it skips too, up to MaxCounted.
+	everySecond := mustParse(t, Timing{Cron: "* * * * * *"})
+	if f := Due(everySecond, base, base.Add(90*time.Second), MisfireSkip, 10); len(f.Fire) != 1 || f.Skipped != 89 {
+		t.Fatalf("skip of 90 ticks of a cron expression: %+v", f)
+	}
+	if f := Due(everySecond, base, base.Add(24*time.Hour), MisfireRunOnce, 10); len(f.Fire) != 1 || f.Skipped != MaxCounted {
+		t.Fatalf("run_once of a day of ticks every second: %d skipped, want %d", f.Skipped, MaxCounted)
 	}
 }
 
 // A schedule that ticks every second and was down for a year costs the
-// ticks it keeps, not every tick of the year.
+// ticks it keeps and those it counts, not every tick of the year.
 func TestDueAfterAYearDown(t *testing.T) {
 	t.Parallel()
 	counted := &counting{Timetable: mustParse(t, Timing{Cron: "* * * * * *"})}
 	now := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
-	fire, handled, _ := Due(counted, now.AddDate(-1, 0, 0), now, MisfireCatchUp, 5)
-	if len(fire) != 5 || !fire[4].Equal(now) || !handled.Equal(now) {
-		t.Fatalf("fire %v handled %v, want the 5 seconds up to %v", fire, handled, now)
+	f := Due(counted, now.AddDate(-1, 0, 0), now, MisfireCatchUp, 5)
+	if len(f.Fire) != 5 || !f.Fire[4].Equal(now) || !f.Handled.Equal(now) || f.Skipped != MaxCounted {
+		t.Fatalf("fire %v handled %v skipped %d, want the 5 seconds up to %v and %d", f.Fire, f.Handled, f.Skipped, now, MaxCounted)
 	}
-	if counted.n > 10_000 {
+	if counted.n > MaxCounted+10_000 {
 		t.Fatalf("%d ticks computed for 5 fired", counted.n)
+	}
+}
+
+// Ticks that fire more than LateAfter after their time count as late;
+// skipped ticks count with their schedule; a few schedules are named.
+func TestTally(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
+	var tally Tally
+	tally.AddFired("on-time", []time.Time{now, now.Add(-LateAfter)}, now)
+	tally.AddFired("behind", []time.Time{now.Add(-3 * time.Second), now.Add(-2 * time.Second), now.Add(-time.Second)}, now)
+	for i := range 7 {
+		tally.AddSkipped(fmt.Sprintf("s%d", i), i)
+	}
+	if tally.Fired != 5 || tally.Late != 2 || tally.MostLate != 3*time.Second || tally.LateSchedules != 1 ||
+		len(tally.LateNames) != 1 || tally.LateNames[0] != "behind" {
+		t.Fatalf("late ticks: %+v", tally)
+	}
+	if tally.Skipped != 21 || tally.SkippedSchedules != 6 || len(tally.SkippedNames) != tallyNames || tally.SkippedNames[0] != "s1" {
+		t.Fatalf("skipped ticks: %+v", tally)
 	}
 }
 

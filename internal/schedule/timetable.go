@@ -193,9 +193,20 @@ type interval time.Duration
 
 // Next implements Timetable.
 func (d interval) Next(t time.Time) time.Time {
+	return time.Unix(0, 0).UTC().Add(time.Duration(d.multiples(t)+1) * time.Duration(d))
+}
+
+// multiples is how many of d's ticks lie after the Unix epoch and not
+// after t (negative before the epoch): d's ticks after t begin at the
+// next multiple.
+func (d interval) multiples(t time.Time) int64 {
 	step := time.Duration(d)
 	since := t.Sub(time.Unix(0, 0).UTC())
-	return time.Unix(0, 0).UTC().Add((since/step + 1) * step)
+	n := int64(since / step)
+	if since < 0 && since%step != 0 {
+		n--
+	}
+	return n
 }
 
 // String describes t for logs.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spoolq/spool/internal/leader"
 	"github.com/spoolq/spool/internal/maintenance"
+	"github.com/spoolq/spool/internal/schedule"
 	"github.com/spoolq/spool/internal/store"
 )
 
@@ -25,7 +26,10 @@ type background struct {
 	now       func() time.Time
 	retention maintenance.Retention
 	// fire fires the schedules due at now; see queue.Engine.FireSchedules.
-	fire    func(ctx context.Context, now time.Time) (time.Time, error)
+	fire maintenance.CronFire
+	// ticks is told the tally of every pass of cron (metrics); nil for
+	// none.
+	ticks   func(schedule.Tally)
 	logger  *slog.Logger
 	elector *leader.Elector // nil on a store of one node
 
@@ -37,7 +41,7 @@ type background struct {
 	cron      *maintenance.Cron
 }
 
-func newBackground(st store.Maintainer, notify func([]string), fire func(context.Context, time.Time) (time.Time, error),
+func newBackground(st store.Maintainer, notify func([]string), fire maintenance.CronFire,
 	now func() time.Time, r maintenance.Retention, lock leader.Lock, logger *slog.Logger) *background {
 	b := &background{st: st, notify: notify, fire: fire, now: now, retention: r, logger: logger}
 	if lock != nil {
@@ -74,7 +78,7 @@ func (b *background) startServices(ctx context.Context) {
 	b.rescuer = maintenance.NewRescuer(b.st, b.notify, b.rescued, b.now, idleMaintenance, b.logger)
 	b.expirer = maintenance.NewExpirer(b.st, b.notify, b.now, idleMaintenance, b.logger)
 	b.pruner = maintenance.NewPruner(b.st, b.retention, b.now, b.logger)
-	b.cron = maintenance.NewCron(b.fire, b.now, idleMaintenance, b.logger)
+	b.cron = maintenance.NewCron(b.fire, b.ticks, b.now, idleMaintenance, b.logger)
 	for _, svc := range []interface{ Start(context.Context) error }{b.scheduler, b.rescuer, b.expirer, b.pruner, b.cron} {
 		_ = svc.Start(ctx) // the loops start in the background and do not fail
 	}

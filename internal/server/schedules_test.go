@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spoolq/spool/internal/config"
 	"github.com/spoolq/spool/internal/pgtest"
 )
 
@@ -267,3 +268,127 @@ func mustJSON(v any) string {
 }
 
 func decodeJSON(r io.Reader, v any) error { return json.NewDecoder(r).Decode(v) }
+
+// Two hundred schedules that fire every second keep up, on either store:
+// every tick of a five-second window enqueues its job, once, and none is
+// skipped.
+func TestSchedulesKeepUpWithManyEverySecond(t *testing.T) {
+	t.Parallel()
+	for name, change := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, change...)
+			const n = 200
+			for i := range n {
+				b.must(201, "PUT", fmt.Sprintf("/v1/schedules/s-%03d", i), obj{"every_ms": 1000,
+					"job": obj{"queue": "beat", "kind": "tick"}})
+			}
+			from := time.Now().Truncate(time.Second).Add(2 * time.Second)
+			to := from.Add(4 * time.Second)
+			deadline := to.Add(30 * time.Second)
+			for handled := false; !handled; time.Sleep(200 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the schedules did not handle their ticks up to %v by %v", to, deadline)
+				}
+				handled = true
+				for _, s := range objs(b.must(200, "GET", "/v1/schedules", nil)["schedules"]) {
+					handled = handled && parseTime(t, s["next_run_at"]).After(to)
+				}
+			}
+			fired := map[string][]int64{}
+			for cursor := ""; ; {
+				page := b.must(200, "GET", "/v1/jobs?queue=beat&limit=1000&cursor="+cursor, nil)
+				for _, j := range objs(page["jobs"]) {
+					name, ms, _ := strings.Cut(j["id"].(string), ":")
+					tick, err := strconv.ParseInt(ms, 10, 64)
+					if err != nil {
+						t.Fatalf("job %v: not a tick's", j["id"])
+					}
+					if tick >= from.UnixMilli() && tick <= to.UnixMilli() {
+						fired[name] = append(fired[name], tick)
+					}
+				}
+				next, _ := page["next_cursor"].(string)
+				if next == "" {
+					break
+				}
+				cursor = next
+			}
+			missing := 0
+			for i := range n {
+				ticks := fired[fmt.Sprintf("s-%03d", i)]
+				sort.Slice(ticks, func(a, b int) bool { return ticks[a] < ticks[b] })
+				if len(ticks) != 5 {
+					missing += 5 - len(ticks)
+					continue
+				}
+				for k, tick := range ticks {
+					if tick != from.Add(time.Duration(k)*time.Second).UnixMilli() {
+						t.Fatalf("schedule s-%03d fired ticks %v in the window %v to %v", i, ticks, from, to)
+					}
+				}
+			}
+			if missing > 0 {
+				t.Fatalf("%d of the %d ticks in the window enqueued no job", missing, 5*n)
+			}
+		})
+	}
+}
+
+// Ticks that enqueue no job of their own, and ticks fired late, are
+// logged and counted in /metrics, on either store: a schedule under skip
+// that was paused for a few ticks skips all but the newest when resumed,
+// and one under catch_up fires them late.
+func TestScheduleTicksSkippedOrLateAreLoggedAndCounted(t *testing.T) {
+	t.Parallel()
+	for name, change := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			cfg := config.Default()
+			cfg.Addr, cfg.Data = "127.0.0.1:0", t.TempDir()
+			for _, c := range change {
+				c(&cfg)
+			}
+			srv, logs := startLogged(t, cfg)
+			b := &bundle{t: t, srv: srv, cfg: cfg, base: "http://" + srv.Addr()}
+			get := func(path string) obj { return b.must(200, "GET", path, nil) }
+			for _, s := range []obj{{"name": "dropper", "misfire": "skip"}, {"name": "laggard", "misfire": "catch_up"}} {
+				b.must(201, "PUT", "/v1/schedules/"+s["name"].(string), obj{"every_ms": 1000, "misfire": s["misfire"],
+					"job": obj{"queue": "beat", "kind": "tick"}})
+			}
+			b.waitFor("a tick of each", 10*time.Second, func() bool {
+				d, _ := tickJobs(t, get, "beat", "dropper")
+				l, _ := tickJobs(t, get, "beat", "laggard")
+				return len(d) > 0 && len(l) > 0
+			})
+			for _, s := range []string{"dropper", "laggard"} {
+				b.must(200, "POST", "/v1/schedules/"+s+"/pause", nil)
+			}
+			time.Sleep(3500 * time.Millisecond)
+			for _, s := range []string{"dropper", "laggard"} {
+				b.must(200, "POST", "/v1/schedules/"+s+"/resume", nil)
+			}
+			var skipped, late float64
+			b.waitFor("the ticks missed while paused to be counted", 10*time.Second, func() bool {
+				fams := scrape(t, b.base, "")
+				skipped = value(fams, "spool_schedule_ticks_skipped_total", map[string]string{})
+				late = value(fams, "spool_schedule_ticks_late_total", map[string]string{})
+				return skipped >= 2 && late >= 2
+			})
+			fired := value(scrape(t, b.base, ""), "spool_schedule_ticks_fired_total", map[string]string{})
+			dropped, _ := tickJobs(t, get, "beat", "dropper")
+			caught, _ := tickJobs(t, get, "beat", "laggard")
+			if fired < float64(len(dropped)+len(caught)) || late > fired {
+				t.Fatalf("fired %v, late %v, for %d and %d jobs", fired, late, len(dropped), len(caught))
+			}
+			wantEveryTick(t, caught)
+			text := logs.String()
+			for _, want := range []string{`msg="schedule ticks skipped: they enqueued no job of their own"`, `names=dropper`,
+				`msg="schedule ticks fired late"`, `names=laggard`} {
+				if !strings.Contains(text, want) {
+					t.Fatalf("the logs lack %s:\n%s", want, text)
+				}
+			}
+		})
+	}
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/spoolq/spool/internal/metrics"
 	"github.com/spoolq/spool/internal/queenapi"
 	"github.com/spoolq/spool/internal/queue"
+	"github.com/spoolq/spool/internal/schedule"
 	"github.com/spoolq/spool/internal/store"
 )
 
@@ -94,7 +95,9 @@ func (s *Server) Start(ctx context.Context) error {
 	st, now := op.store, op.now
 	s.store, s.now = st, now
 	notify := func(queues []string) { s.engine.NotifyAvailable(queues) }
-	fire := func(ctx context.Context, now time.Time) (time.Time, error) { return s.engine.FireSchedules(ctx, now) }
+	fire := func(ctx context.Context, now time.Time) (time.Time, schedule.Tally, error) {
+		return s.engine.FireSchedules(ctx, now)
+	}
 	s.bg = newBackground(st, notify, fire, now, maintenance.Retention{
 		Completed:    s.cfg.RetainCompleted,
 		Dead:         s.cfg.RetainDead,
@@ -103,6 +106,7 @@ func (s *Server) Start(ctx context.Context) error {
 		Interval:     s.cfg.PruneInterval,
 	}, op.lock, s.logger)
 	s.bg.rescued = s.metrics.Rescued
+	s.bg.ticks = s.metrics.ObserveTicks
 	s.engine = queue.New(st, queue.Config{
 		MaxPayloadBytes: s.cfg.MaxPayloadBytes,
 		MaxBatch:        s.cfg.MaxBatch,
