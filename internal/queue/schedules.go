@@ -288,7 +288,7 @@ type firing struct {
 // plan decides the firing of schedule s at now and makes its jobs, as
 // prepare leaves them: fireBatch applies the queues' defaults.
 func (e *Engine) plan(s *store.Schedule, now time.Time) (*firing, error) {
-	tt, err := schedule.Parse(schedule.Timing{Cron: s.Cron, Timezone: s.Timezone, Every: s.Every})
+	tt, err := schedule.ParseStored(schedule.Timing{Cron: s.Cron, Timezone: s.Timezone, Every: s.Every})
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package schedule
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -341,5 +342,107 @@ func TestDayOfMonthOrDayOfWeek(t *testing.T) {
 	want := []string{"Mon 30", "Tue 01", "Mon 07"}
 	if len(days) != len(want) || days[0] != want[0] || days[1] != want[1] || days[2] != want[2] {
 		t.Fatalf("0 0 1 * MON fired on %v, want %v", days, want)
+	}
+}
+
+// Ranges and steps follow crontab(5): a reversed range and a step from a
+// single value are refused, naming the cron field; a step larger than
+// its range takes the range's start.
+func TestCronRangesAndSteps(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		cron, field string
+	}{
+		{"1-0 * * * *", "minute"},
+		{"0 22-2 * * *", "hour"},
+		{"0 0 31-1 * *", "day-of-month"},
+		{"0 0 1 NOV-FEB *", "month"},
+		{"0 0 * * FRI-MON", "day-of-week"},
+		{"0 0 * * MON-SUN", "day-of-week"},
+		{"59-0 0 0 * * *", "second"},
+		{"5/15 * * * *", "minute"},
+		{"0 0 1 JAN/3 *", "month"},
+		{"*/0 * * * *", "minute"},
+		{"0 */-1 * * *", "hour"},
+		{"0 0 1-5/x * *", "day-of-month"},
+		{"58-61 * * * *", "minute"},
+		{"0 0 0 * *", "day-of-month"},
+		{"0 0 * 1-13 *", "month"},
+		{"0 0 * * 1,3-2", "day-of-week"},
+	} {
+		_, err := Parse(Timing{Cron: c.cron})
+		var in *job.InputError
+		if !errors.As(err, &in) || in.Field != "cron" || !strings.Contains(in.Message, "the "+c.field+" field") {
+			t.Errorf("%q: %v, want an input error on cron naming the %s field", c.cron, err, c.field)
+		}
+	}
+	from := time.Date(2026, 11, 24, 10, 7, 0, 0, time.UTC)
+	for _, c := range []struct {
+		cron string
+		to   time.Duration
+		want []string
+	}{
+		{"0 0 1 */12 *", 2 * 366 * 24 * time.Hour, []string{"2027-01-01 00:00", "2028-01-01 00:00"}},
+		{"*/90 * * * *", 2 * time.Hour, []string{"11:00", "12:00"}},
+		{"10-20/15 * * * *", 2 * time.Hour, []string{"10:10", "11:10"}},
+		{"0-59/30 * * * *", time.Hour, []string{"10:30", "11:00"}},
+		{"45/1000 10-11/24 * * *", 24 * time.Hour, nil},
+		{"0 10-11/24 * * *", 24 * time.Hour, []string{"2026-11-25 10:00"}},
+		{"0 0 * * 5-7", 7 * 24 * time.Hour, []string{"2026-11-27 00:00", "2026-11-28 00:00", "2026-11-29 00:00"}},
+		{"0 0 * * SAT-SAT", 7 * 24 * time.Hour, []string{"2026-11-28 00:00"}},
+		{"30 */10 * * * *", 20 * time.Minute, []string{"10:10:30", "10:20:30"}},
+	} {
+		tt, err := Parse(Timing{Cron: c.cron})
+		if c.want == nil {
+			if err == nil {
+				t.Errorf("%q: accepted", c.cron)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v", c.cron, err)
+			continue
+		}
+		wantTicks(t, c.cron, ticks(tt, from, from.Add(c.to)), c.want)
+	}
+}
+
+// A schedule stored before these rules with an expression they refuse
+// keeps firing as it was read then: a reversed range wraps around, a step
+// from a single value runs to the end of its field.
+func TestParseStoredKeepsWhatWasAccepted(t *testing.T) {
+	t.Parallel()
+	from := time.Date(2026, 11, 24, 20, 30, 0, 0, time.UTC)
+	for _, c := range []struct {
+		cron string
+		to   time.Duration
+		want []string
+	}{
+		{"0 22-1 * * *", 6 * time.Hour, []string{"22:00", "23:00", "2026-11-25 00:00", "2026-11-25 01:00"}},
+		{"40/10 20 * * *", time.Hour, []string{"20:40", "20:50"}},
+	} {
+		if _, err := Parse(Timing{Cron: c.cron}); err == nil {
+			t.Errorf("%q: a new schedule accepted it", c.cron)
+		}
+		tt, err := ParseStored(Timing{Cron: c.cron})
+		if err != nil {
+			t.Fatalf("%q stored: %v", c.cron, err)
+		}
+		wantTicks(t, c.cron+" stored", ticks(tt, from, from.Add(c.to)), c.want)
+	}
+	if _, err := ParseStored(Timing{Cron: "61 * * * *"}); err == nil {
+		t.Fatal("a stored expression the parser refuses was read")
+	}
+}
+
+// wantTicks fails unless got are the ticks want, as matches reads them.
+func wantTicks(t *testing.T, what string, got []time.Time, want []string) {
+	t.Helper()
+	ok := len(got) == len(want)
+	for i := 0; ok && i < len(want); i++ {
+		ok = matches(got[i], want[i])
+	}
+	if !ok {
+		t.Errorf("%s: ticks %v, want %v", what, got, want)
 	}
 }

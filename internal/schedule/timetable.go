@@ -54,12 +54,28 @@ type Timetable interface {
 // counts from whenever it is asked, so its ticks would differ between
 // nodes (Every gives fixed ticks instead).
 // When both the day-of-month and the day-of-week fields are restricted, a
-// day matching either fires, as in every Unix cron.
+// day matching either fires, as in every Unix cron. Ranges and steps are
+// held to crontab(5) before it reads them (see crontab).
 var parser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor | cron.DowOrDom)
 
 // Parse checks t and returns its timetable. Errors are *job.InputError
 // naming the field at fault: "cron", "timezone" or "every_ms".
 func Parse(t Timing) (Timetable, error) {
+	return parse(t, true)
+}
+
+// ParseStored returns the timetable of a timing kept in the store. It
+// reads it as Parse does, except that a cron expression which the rules
+// of ranges and steps (see grammar.go) refuse, but which a server before
+// them accepted and stored, keeps the meaning it had then (a reversed
+// range wraps around, a step from a single value runs to the field's
+// end), so that such a schedule goes on firing until it is redefined.
+func ParseStored(t Timing) (Timetable, error) {
+	return parse(t, false)
+}
+
+// parse is Parse, or ParseStored when not strict.
+func parse(t Timing, strict bool) (Timetable, error) {
 	switch {
 	case t.Cron == "" && t.Every == 0:
 		return nil, job.Invalid("cron", "either cron or every_ms is required")
@@ -90,11 +106,18 @@ func Parse(t Timing) (Timetable, error) {
 	case strings.HasPrefix(expr, "@every"):
 		return nil, job.Invalid("cron", "@every is not supported; set every_ms instead")
 	}
-	s, err := parser.Parse(expr)
+	read, refused := crontab(expr)
+	switch {
+	case refused != nil && strict:
+		return nil, job.Invalid("cron", "is not a cron expression: %v", refused)
+	case refused != nil:
+		read = expr
+	}
+	s, err := parser.Parse(read)
 	if err != nil {
 		return nil, job.Invalid("cron", "is not a cron expression: %v", err)
 	}
-	tt := zoned{s: s, loc: loc, everyHour: everyHour(expr)}
+	tt := zoned{s: s, loc: loc, everyHour: everyHour(read)}
 	if tt.Next(time.Unix(0, 0)).IsZero() {
 		return nil, job.Invalid("cron", "never fires")
 	}

@@ -392,3 +392,26 @@ func TestScheduleTicksSkippedOrLateAreLoggedAndCounted(t *testing.T) {
 		})
 	}
 }
+
+// Cron ranges and steps follow crontab(5) over HTTP: a reversed range is
+// refused naming the field, and stores nothing; a step larger than its
+// range takes the range's start.
+func TestSchedulesCronRangesAndStepsOverHTTP(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, expr := range []string{"0 22-2 * * *", "*/5 * * * 5-1", "15/20 * * * *"} {
+		code, body := b.callAs("", "PUT", "/v1/schedules/x", fmt.Sprintf(`{"cron":%q,"job":{"kind":"k"}}`, expr))
+		wantError(t, expr, code, body, 400, "invalid_argument", "cron")
+		if !strings.Contains(string(body), " field ") {
+			t.Fatalf("%s: the message names no cron field: %s", expr, body)
+		}
+	}
+	if out := b.must(200, "GET", "/v1/schedules", nil); len(objs(out["schedules"])) != 0 {
+		t.Fatalf("refused puts stored schedules: %v", out)
+	}
+	out := b.must(201, "PUT", "/v1/schedules/x", obj{"cron": "0 0 1 */12 *", "job": obj{"kind": "k"}})
+	next := parseTime(t, out["next_run_at"])
+	if next.Month() != time.January || next.Day() != 1 || next.Hour() != 0 || next.Minute() != 0 || next.After(time.Now().AddDate(1, 0, 1)) {
+		t.Fatalf("*/12 in the month field: next run %v, want the next 1 January", next)
+	}
+}
