@@ -44,7 +44,7 @@ func TestLimitsOnTheWire(t *testing.T) {
 		{`{"group_rate":{"limit":200000,"period_ms":1000}}`, "invalid_argument", "group_rate.limit"},
 		{`{"rate":{"limit":5,"period_ms":90000000}}`, "invalid_argument", "rate.period_ms"},
 		{`{"max_active":2,"bogus":1}`, "invalid_json", "bogus"},
-		{`{"rate":{"limit":5,"period_ms":10,"burst":2}}`, "invalid_json", "burst"},
+		{`{"rate":{"limit":5,"period_ms":10,"burst":2}}`, "invalid_json", "rate.burst"},
 		{`{"ordered":true,"group_max_active":2}`, "invalid_argument", "group_max_active"},
 		{`{"ordered":1}`, "invalid_json", "ordered"},
 	} {

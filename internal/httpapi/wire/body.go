@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -125,7 +126,7 @@ func decodeStrict(data []byte, dst any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
-		return jsonError(err)
+		return jsonError(err, data, reflect.TypeOf(dst))
 	}
 	if dec.InputOffset() != int64(len(data)) {
 		// More would miss a stray "}" or "]": data ends in no white space.
@@ -137,16 +138,20 @@ func decodeStrict(data []byte, dst any) error {
 // jsonSpace is the white space JSON allows around values.
 const jsonSpace = " \t\r\n"
 
-// jsonError turns an error of encoding/json into an *InvalidJSONError that
-// names the field where it can.
-func jsonError(err error) *InvalidJSONError {
+// jsonError turns an error of encoding/json, decoding data into a value
+// of type t, into an *InvalidJSONError that names the field at fault by
+// its full path where it can (see locate).
+func jsonError(err error, data []byte, t reflect.Type) *InvalidJSONError {
 	var syntax *json.SyntaxError
 	var typ *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &syntax):
 		return invalid("", "request body is not valid JSON at byte %d: %v", syntax.Offset, syntax)
 	case errors.As(err, &typ):
-		field := typ.Field
+		field := locate(data, t, faultAt, int(typ.Offset))
+		if field == "" {
+			field = typ.Field
+		}
 		if field == "" {
 			return invalid("", "request body has a JSON %s where %s was expected", typ.Value, typeName(typ.Type.String()))
 		}
@@ -157,9 +162,16 @@ func jsonError(err error) *InvalidJSONError {
 	msg := err.Error()
 	if name, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
 		name = strings.Trim(name, `"`)
+		if path := locate(data, t, faultUnknown, 0); path != "" {
+			name = path
+		}
 		return invalid(name, "unknown field %q", name)
 	}
-	return invalid("", "request body is not valid: %s", strings.TrimPrefix(msg, "json: "))
+	msg = strings.TrimPrefix(msg, "json: ")
+	if field := locate(data, t, faultDecode, 0); field != "" {
+		return invalid(field, "%s: %s", field, msg)
+	}
+	return invalid("", "request body is not valid: %s", msg)
 }
 
 // typeName is a Go type as a JSON reader would call it.

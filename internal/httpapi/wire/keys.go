@@ -38,7 +38,8 @@ func exactKeys(data []byte) error {
 		switch data[i] {
 		case '"':
 		case 'n': // outside strings, only null has an n
-			return invalid(string(key), "%s: must not be null; leave the field out instead", key)
+			field := fieldPath(stack, key)
+			return invalid(field, "%s: must not be null; leave the field out instead", field)
 		case '{', '[':
 			stack = append(stack, frame{field: key, firstKey: len(keys), array: data[i] == '['})
 			i++
@@ -84,7 +85,8 @@ func exactKeys(data []byte) error {
 		if n := len(stack); n > 0 {
 			for _, k := range keys[stack[n-1].firstKey:] {
 				if bytes.Equal(k, key) {
-					return invalid(string(key), "%s: given twice", key)
+					field := fieldPath(stack, key)
+					return invalid(field, "%s: given twice", field)
 				}
 			}
 			keys = append(keys, key)
@@ -95,7 +97,8 @@ func exactKeys(data []byte) error {
 		}
 		for _, c := range key {
 			if (c < 'a' || c > 'z') && c != '_' {
-				return invalid(string(key), "unknown field %q", key)
+				field := fieldPath(stack, key)
+				return invalid(field, "unknown field %q", field)
 			}
 		}
 		i = colon + 1

@@ -6,6 +6,8 @@ import (
 	"github.com/spoolq/spool/internal/job"
 )
 
+// An inexact, repeated or null key is refused, naming its field by its
+// full path.
 func TestExactKeys(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -17,19 +19,23 @@ func TestExactKeys(t *testing.T) {
 		{`{"items":[{"id":"a","token":1,"result":{"A":null}}]}`, ""},
 		{`{"token":1,"progress":null}`, ""},
 		{`{"Kind":"k"}`, "Kind"},
-		{`{"kind":"k","backoff":{"Type":"fixed"}}`, "Type"},
+		{`{"kind":"k","backoff":{"Type":"fixed"}}`, "backoff.Type"},
 		{`{"\u212aind":"k"}`, "\u212aind"},
 		{`{"k\u0069nd":"k"}`, ""},
 		{`{"kind":null}`, "kind"},
-		{`{"jobs":[{"kind":"k"},null]}`, "jobs"},
-		{`{"backoff":{"type":null}}`, "type"},
-		{`{"tags":["a",null]}`, "tags"},
+		{`{"jobs":[{"kind":"k"},null]}`, "jobs[1]"},
+		{`{"backoff":{"type":null}}`, "backoff.type"},
+		{`{"tags":["a",null]}`, "tags[1]"},
 		{`{"kind":"not null, n"}`, ""},
 		{`{"kind":"a","kind":"b"}`, "kind"},
 		{`{"kind":"a","k\u0069nd":"b"}`, "kind"},
 		{`{"jobs":[{"kind":"a"},{"kind":"b"}]}`, ""},
 		{`{"jobs":[{"kind":"a","payload":{"x":1,"x":2}}]}`, ""},
 		{`{"backoff":{"type":"fixed"},"kind":"k","backoff":{}}`, "backoff"},
+		{`{"jobs":[{"kind":"a"},{"kind":"b","kind":"c"}]}`, "jobs[1].kind"},
+		{`{"rate":{"limit":1,"limit":2}}`, "rate.limit"},
+		{`{"rate":{"limit":1,"Limit":2}}`, "rate.Limit"},
+		{`{"jobs":[{"kind":"a","backoff":{"base_ms":null}}]}`, "jobs[0].backoff.base_ms"},
 	} {
 		err := exactKeys([]byte(c.body))
 		switch {
