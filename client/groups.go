@@ -41,8 +41,9 @@ type ConsumerGroup struct {
 	// has finished them all. LagMS is its age in milliseconds.
 	OldestPendingAt *time.Time `json:"oldest_pending_at,omitempty"`
 	LagMS           int64      `json:"lag_ms"`
-	// Replayed is, after SeekConsumerGroup, how many jobs the group has to
-	// do again.
+	// Replayed is, after SeekConsumerGroup, how many copies the seek made:
+	// one for each job of the queue the server still holds from the start
+	// named, finished ones included; 0 for a seek to new jobs.
 	Replayed int `json:"replayed,omitempty"`
 }
 

@@ -338,7 +338,7 @@ export interface ConsumerGroup {
   pending: number;
   oldest_pending_at?: string;
   lag_ms: number;
-  /** After a seek: how many jobs it was given again. */
+  /** After a seek: how many copies it made, one for each job of the queue the server still holds from the start named, finished ones included. */
   replayed?: number;
 }
 
