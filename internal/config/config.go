@@ -41,6 +41,11 @@ type Config struct {
 	// MaxBatch bounds the jobs of one batch enqueue and the items of one
 	// batch ack, fail or extend. Defaults to 10000.
 	MaxBatch int
+	// MaxEventReaders bounds the GET /v1/events streams one node serves
+	// at once; one more is answered 503. Each reader is a connection and a
+	// goroutine that wakes when events come, whatever its filter. Defaults
+	// to 256.
+	MaxEventReaders int
 	// RetainCompleted is how long completed and cancelled jobs are kept; 0
 	// keeps them regardless of age. Defaults to 24h.
 	RetainCompleted time.Duration
@@ -85,6 +90,7 @@ func Default() Config {
 		MaxPayloadBytes: 1 << 20,
 		MaxBodyBytes:    64 << 20,
 		MaxBatch:        10_000,
+		MaxEventReaders: 256,
 		RetainCompleted: 24 * time.Hour,
 		RetainDead:      7 * 24 * time.Hour,
 		MaxCompleted:    1_000_000,
@@ -118,6 +124,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxBatch < 1 || c.MaxBatch > 100_000 {
 		errs = append(errs, errors.New("max-batch: must be between 1 and 100000"))
+	}
+	if c.MaxEventReaders < 1 || c.MaxEventReaders > 100_000 {
+		errs = append(errs, errors.New("max-event-readers: must be between 1 and 100000"))
 	}
 	for _, d := range []struct {
 		name string
@@ -198,6 +207,7 @@ func settings() []setting {
 		intVar("max-payload-bytes", "largest payload, result or progress of one job", func(c *Config) *int { return &c.MaxPayloadBytes }),
 		int64Var("max-body-bytes", "largest request body", func(c *Config) *int64 { return &c.MaxBodyBytes }),
 		intVar("max-batch", "most jobs or items in one batch call", func(c *Config) *int { return &c.MaxBatch }),
+		intVar("max-event-readers", "most GET /v1/events streams open at once", func(c *Config) *int { return &c.MaxEventReaders }),
 		durVar("retain-completed", "how long completed and cancelled jobs are kept (0: no age limit)", func(c *Config) *time.Duration { return &c.RetainCompleted }),
 		durVar("retain-dead", "how long dead jobs are kept (0: no age limit)", func(c *Config) *time.Duration { return &c.RetainDead }),
 		intVar("max-completed", "most completed and cancelled jobs kept (0: no cap)", func(c *Config) *int { return &c.MaxCompleted }),

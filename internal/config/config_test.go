@@ -34,7 +34,7 @@ func TestLoadPrecedenceFlagsOverEnvOverFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg, err := Load([]string{"--config", file, "--addr", "127.0.0.1:3"},
-		env(map[string]string{"SPOOL_ADDR": "127.0.0.1:2", "SPOOL_DATA": "/from-env"}), io.Discard)
+		env(map[string]string{"SPOOL_ADDR": "127.0.0.1:2", "SPOOL_DATA": "/from-env", "SPOOL_MAX_EVENT_READERS": "7"}), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func TestLoadPrecedenceFlagsOverEnvOverFile(t *testing.T) {
 	if cfg.Data != "/from-env" {
 		t.Errorf("data = %q, want the env's", cfg.Data)
 	}
-	if cfg.MaxBatch != 50 || cfg.RetainDead != 2*time.Hour {
+	if cfg.MaxBatch != 50 || cfg.RetainDead != 2*time.Hour || cfg.MaxEventReaders != 7 {
 		t.Errorf("file values not applied: %+v", cfg)
 	}
 }
@@ -60,6 +60,7 @@ func TestLoadRejectsBadValues(t *testing.T) {
 		"bad duration":      {args: []string{"--retain-dead", "soon"}, want: "retain-dead"},
 		"bad env number":    {env: map[string]string{"SPOOL_MAX_BATCH": "many"}, want: "SPOOL_MAX_BATCH"},
 		"batch too large":   {args: []string{"--max-batch", "1000000"}, want: "max-batch"},
+		"no event readers":  {args: []string{"--max-event-readers", "0"}, want: "max-event-readers"},
 		"stray argument":    {args: []string{"extra"}, want: "unexpected argument"},
 		"unknown flag":      {args: []string{"--nope", "1"}, want: "nope"},
 		"negative retain":   {args: []string{"--retain-completed", "-1h"}, want: "retain-completed"},

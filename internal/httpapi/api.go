@@ -39,6 +39,10 @@ type Options struct {
 	// Metrics serves GET /metrics (the Prometheus text format, see package
 	// metrics). Defaults to nil: the route answers 404 not_found.
 	Metrics http.Handler
+	// MaxEventReaders bounds the GET /v1/events streams served at once;
+	// one more is answered 503 unavailable. Defaults to
+	// DefaultMaxEventReaders.
+	MaxEventReaders int
 	// ObserveRequest, when set, is told of every request the API
 	// answered, the frames of streams included: the route pattern it
 	// matched ("POST /v1/jobs/{id}/ack", "" for none), the status and
@@ -56,6 +60,9 @@ type API struct {
 	streams *streamserver.Server
 
 	enqueueScope scope // the scope of POST /v1/jobs, for serveEnqueues
+	// eventReaders holds a place for each event stream being served; its
+	// capacity is Options.MaxEventReaders.
+	eventReaders chan struct{}
 }
 
 // New returns the API on e.
@@ -66,7 +73,11 @@ func New(e *queue.Engine, opts Options) *API {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	a := &API{engine: e, opts: opts, mux: http.NewServeMux(), enqueueScope: enqueueScope()}
+	if opts.MaxEventReaders <= 0 {
+		opts.MaxEventReaders = DefaultMaxEventReaders
+	}
+	a := &API{engine: e, opts: opts, mux: http.NewServeMux(), enqueueScope: enqueueScope(),
+		eventReaders: make(chan struct{}, opts.MaxEventReaders)}
 	a.streams = streamserver.New(streamserver.Options{
 		Handler: a, WriteError: a.writeError, MaxBodyBytes: opts.MaxBodyBytes, Logger: opts.Logger,
 		Inline: waitsOnlyForStore, Batchable: batchable, ServeBatch: a.serveEnqueues,

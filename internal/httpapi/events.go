@@ -14,6 +14,9 @@ import (
 
 // Bounds of an event stream.
 const (
+	// DefaultMaxEventReaders bounds the event streams a node serves at
+	// once unless Options say otherwise.
+	DefaultMaxEventReaders = 256
 	// eventsPing is the time between the comments that keep an idle
 	// stream's connection open through proxies.
 	eventsPing = 15 * time.Second
@@ -37,7 +40,8 @@ const (
 // events serves GET /v1/events: the job events the engine publishes
 // (events.Event) as server-sent events, filtered by queue and kind and
 // cut to the token's namespaces, from after the Last-Event-ID header (or
-// the after parameter) when given, else from now.
+// the after parameter) when given, else from now. At most
+// Options.MaxEventReaders streams run at once; one more is answered 503.
 func (a *API) events(w http.ResponseWriter, r *http.Request) {
 	if streamserver.InFrame(r.Context()) {
 		a.writeError(w, r, newError(CodeInvalidArgument, "", "GET /v1/events streams; it cannot be called inside a stream"))
@@ -46,6 +50,14 @@ func (a *API) events(w http.ResponseWriter, r *http.Request) {
 	f, resume, after, err := a.eventsQuery(r)
 	if err != nil {
 		a.writeError(w, r, err)
+		return
+	}
+	select {
+	case a.eventReaders <- struct{}{}:
+		defer func() { <-a.eventReaders }()
+	default:
+		a.writeError(w, r, newError(CodeUnavailable, "", "this node already serves %d event streams, its most (--max-event-readers); retry later",
+			cap(a.eventReaders)))
 		return
 	}
 	sub, backlog, gap := a.engine.Events().Subscribe(f, resume, after, events.DefaultBuffer)

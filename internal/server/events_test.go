@@ -237,3 +237,54 @@ func TestAwaitAJobsResult(t *testing.T) {
 		t.Fatalf("await of a missing job: %d", status)
 	}
 }
+
+// A node serves at most --max-event-readers streams at once: one more is
+// refused with 503 unavailable and Retry-After, and a reader that leaves
+// frees its place.
+func TestEventReadersAreCapped(t *testing.T) {
+	t.Parallel()
+	cfg, err := config.Load([]string{"--addr=127.0.0.1:0", "--data=" + t.TempDir(), "--max-event-readers=2"},
+		func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatalf("load config: %v", err)
+	}
+	b := start(t, cfg)
+	_, closeFirst := b.openEvents("", nil)
+	_, closeSecond := b.openEvents("queue=mail", nil)
+	defer closeSecond()
+
+	resp, err := http.Get(b.base + "/v1/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var out obj
+	_ = json.Unmarshal(body, &out)
+	if resp.StatusCode != http.StatusServiceUnavailable || errorCode(out) != "unavailable" || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("a third reader of two allowed: %d %s (Retry-After %q), want 503 unavailable with Retry-After",
+			resp.StatusCode, body, resp.Header.Get("Retry-After"))
+	}
+	if msg, _ := out["error"].(obj)["message"].(string); !strings.Contains(msg, "max-event-readers") {
+		t.Fatalf("the refusal does not say which limit: %q", msg)
+	}
+	// Bad input is still a 400, whatever the count of readers.
+	if status, out := b.call("GET", "/v1/events?after=x", nil); status != http.StatusBadRequest {
+		t.Fatalf("a bad resume point at the cap: %d %v, want 400", status, out)
+	}
+
+	closeFirst()
+	b.waitFor("the place of a reader that left", 10*time.Second, func() bool {
+		resp, err := http.Get(b.base + "/v1/events")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusOK {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			return false
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return true
+	})
+}

@@ -129,7 +129,7 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	s.listener = ln
 	s.api = httpapi.New(s.engine, httpapi.Options{MaxBodyBytes: s.cfg.MaxBodyBytes, Logger: s.logger, Auth: authn,
-		Metrics: s.metrics.Handler(), ObserveRequest: s.metrics.ObserveRequest})
+		Metrics: s.metrics.Handler(), ObserveRequest: s.metrics.ObserveRequest, MaxEventReaders: s.cfg.MaxEventReaders})
 	var handler http.Handler = s.api
 	if s.cfg.QueenCompat {
 		queen := queenapi.New(s.engine, queenapi.Options{MaxBodyBytes: s.cfg.MaxBodyBytes, Logger: s.logger, Auth: authn})
