@@ -1,7 +1,9 @@
 package dashboard
 
 import (
+	"errors"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
@@ -16,9 +18,9 @@ const (
 	// 10 KiB each); the events of further queues count in the node's
 	// totals only, until a queue quiet for a whole window makes room.
 	maxSampledQueues = 512
-	// sampleBuffer is the sampler's subscription buffer: large, so that a
-	// burst of acks does not drop it (it resubscribes if it is dropped).
-	sampleBuffer = 16_384
+	// sampleChunk is how many events the sampler copies from the bus at a
+	// time.
+	sampleChunk = 256
 	// rateSpan is the span the jobs/s figures average over.
 	rateSpan = 60
 )
@@ -62,7 +64,7 @@ func (s *series) at(sec int64) (completed, failed uint32) {
 }
 
 // sampler counts completed and failed jobs per second, per queue and for
-// the node, from the engine's event bus: the rates and the throughput
+// the node, from the engine's event bus (a reader of it): the rates and the throughput
 // chart of the dashboard. Its memory is bounded (maxSampledQueues series).
 // A failed attempt (job.failed) and a death (job.dead) both count as
 // failed. The counts are this node's: on PostgreSQL each node counts the
@@ -84,40 +86,48 @@ func newSampler(bus *events.Bus, logger *slog.Logger) *sampler {
 	return &sampler{bus: bus, logger: logger, queues: map[string]*series{}, stop: make(chan struct{}), done: make(chan struct{})}
 }
 
-// outcomes lets through the events the sampler counts, so that the others
-// (an enqueue, a start) do not wake it.
+// outcomes lets through the events the sampler counts.
 var outcomes = events.Filter{Types: []events.Type{events.Completed, events.Failed, events.Dead}}
 
-// start subscribes to the bus and counts until stop is called or the bus
+// start follows the bus and counts until stop is called or the bus
 // closes.
 func (s *sampler) start() {
-	sub, _, _ := s.bus.Subscribe(outcomes, false, 0, sampleBuffer)
-	go s.run(sub)
+	rd, _ := s.bus.Follow(outcomes, false, 0)
+	go s.run(rd)
 }
 
-func (s *sampler) run(sub *events.Subscription) {
+func (s *sampler) run(rd *events.Reader) {
 	defer close(s.done)
 	sweep := time.NewTicker(time.Minute)
 	defer sweep.Stop()
+	buf := make([]events.Event, 0, sampleChunk)
 	for {
+		evs, wait, err := rd.Read(buf, math.MaxInt)
+		switch {
+		case errors.Is(err, events.ErrClosed):
+			return // the server is shutting down
+		case errors.Is(err, events.ErrBehind):
+			// The counts of the events lost are missing; it goes on with
+			// the oldest the bus keeps.
+			s.logger.Warn("dashboard: the throughput sampler fell behind the event bus")
+		}
+		for i := range evs {
+			s.count(&evs[i])
+		}
+		if wait == nil { // more to read at once
+			select {
+			case <-s.stop:
+				return
+			default:
+				continue
+			}
+		}
 		select {
 		case <-s.stop:
-			sub.Close()
 			return
 		case now := <-sweep.C:
 			s.forget(now.Unix())
-		case e, ok := <-sub.C():
-			if ok {
-				s.count(&e)
-				continue
-			}
-			if !sub.Dropped() {
-				return // the bus closed: the server is shutting down
-			}
-			// The sampler fell behind: the counts of the events lost are
-			// missing, but it goes on with the next.
-			s.logger.Warn("dashboard: the throughput sampler fell behind the event bus and resubscribed")
-			sub, _, _ = s.bus.Subscribe(outcomes, false, 0, sampleBuffer)
+		case <-wait:
 		}
 	}
 }

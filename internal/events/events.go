@@ -1,15 +1,16 @@
 // Package events carries the changes the engine makes to jobs to whoever
 // watches them: the server-sent events of GET /v1/events, the dashboard's
 // live pages, and callers waiting for a job to finish. A Bus numbers every
-// event, keeps the latest in a ring so that a reader that reconnects
-// resumes where it left off, and hands them to subscribers through bounded
-// buffers: a subscriber that falls behind is dropped, and told so, rather
-// than ever slowing the engine that publishes.
+// event and keeps the latest in a ring bounded in count and in bytes.
+// Publishing appends to the ring and wakes the readers with one broadcast,
+// whatever their number: each Reader copies what passes its filter from
+// the ring at its own pace, with its own cursor, and is told when the ring
+// overtook it. Waiters on one job (Watch) are kept by job id, so that a
+// publish costs them one map lookup per event.
 package events
 
 import (
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/spoolq/spool/internal/job"
@@ -69,7 +70,8 @@ type Event struct {
 	Attempt int `json:"attempt,omitempty"`
 	// Worker is the fetch's worker name, for a start.
 	Worker string `json:"worker,omitempty"`
-	// Error is the failed attempt's error, for a failure.
+	// Error is the failed attempt's error, for a failure; the bus keeps
+	// at most its first MaxErrorBytes.
 	Error string `json:"error,omitempty"`
 	// Waited is, for a start, how long the job waited from its run time.
 	Waited time.Duration `json:"-"`
@@ -89,7 +91,7 @@ func Of(t Type, at time.Time, id, queue string) Event {
 	return e
 }
 
-// Filter chooses the events a subscriber gets; a zero field lets every
+// Filter chooses the events a reader gets; a zero field lets every
 // value through.
 type Filter struct {
 	// Queues are the queues whose events pass; a consumer group's events
@@ -98,8 +100,6 @@ type Filter struct {
 	// Kinds are the kinds whose events pass; an event whose kind the
 	// engine did not know passes.
 	Kinds []string
-	// Job is the one job whose events pass.
-	Job string
 	// Types are the types of the events that pass.
 	Types []Type
 	// Allow, when set, must also let the event's queue through (a token's
@@ -109,9 +109,6 @@ type Filter struct {
 
 // Passes reports whether e passes f.
 func (f *Filter) Passes(e *Event) bool {
-	if f.Job != "" && e.Job != f.Job {
-		return false
-	}
 	if len(f.Types) > 0 && !slices.Contains(f.Types, e.Type) {
 		return false
 	}
@@ -122,191 +119,4 @@ func (f *Filter) Passes(e *Event) bool {
 		return false
 	}
 	return f.Allow == nil || f.Allow(e.Queue)
-}
-
-// Bounds of a bus.
-const (
-	// DefaultRingSize is how many of the latest events a bus keeps for
-	// readers that resume.
-	DefaultRingSize = 16_384
-	// DefaultBuffer is how many events a subscriber may fall behind
-	// before it is dropped.
-	DefaultBuffer = 4_096
-)
-
-// Bus publishes events to subscribers. It is safe for concurrent use; its
-// zero value is not: make one with NewBus.
-type Bus struct {
-	mu     sync.Mutex
-	ring   []Event
-	last   uint64 // the ID of the latest event; 0 before the first
-	closed bool
-	// subs are the subscribers to every job's events; byJob those to one
-	// job's, so that many waiters on single jobs cost a map lookup per
-	// event, not a filter each.
-	subs  map[*Subscription]struct{}
-	byJob map[string]map[*Subscription]struct{}
-}
-
-// NewBus returns a bus that keeps the latest ringSize events
-// (DefaultRingSize when ringSize < 1).
-func NewBus(ringSize int) *Bus {
-	if ringSize < 1 {
-		ringSize = DefaultRingSize
-	}
-	return &Bus{ring: make([]Event, ringSize), subs: map[*Subscription]struct{}{}, byJob: map[string]map[*Subscription]struct{}{}}
-}
-
-// Publish numbers evs, keeps them, and hands each to the subscribers it
-// passes. It never blocks: a subscriber whose buffer is full is dropped
-// (see Subscription.Dropped). evs get their IDs.
-func (b *Bus) Publish(evs []Event) {
-	if len(evs) == 0 {
-		return
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return
-	}
-	for i := range evs {
-		b.last++
-		evs[i].ID = b.last
-		b.ring[b.last%uint64(len(b.ring))] = evs[i]
-		for s := range b.subs {
-			b.deliver(s, &evs[i])
-		}
-		for s := range b.byJob[evs[i].Job] {
-			b.deliver(s, &evs[i])
-		}
-	}
-}
-
-// deliver hands e to s if it passes s's filter, and drops s if it cannot
-// take it. b.mu is held.
-func (b *Bus) deliver(s *Subscription, e *Event) {
-	if !s.filter.Passes(e) {
-		return
-	}
-	select {
-	case s.ch <- *e:
-	default:
-		s.dropped = true
-		b.remove(s)
-	}
-}
-
-// remove ends s: no more events, its channel closed. b.mu is held.
-func (b *Bus) remove(s *Subscription) {
-	if s.done {
-		return
-	}
-	s.done = true
-	if s.filter.Job != "" {
-		if m := b.byJob[s.filter.Job]; m != nil {
-			delete(m, s)
-			if len(m) == 0 {
-				delete(b.byJob, s.filter.Job)
-			}
-		}
-	} else {
-		delete(b.subs, s)
-	}
-	close(s.ch)
-}
-
-// Last is the ID of the latest event published; 0 before the first.
-func (b *Bus) Last() uint64 {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.last
-}
-
-// Subscribe starts a subscription to the events f lets through, with a
-// buffer of size events (DefaultBuffer when size < 1). With resume set it
-// first returns the kept events after the ID after that pass f, oldest
-// first; gap is true when some events after it are no longer kept. Events
-// published later arrive on the subscription's channel.
-func (b *Bus) Subscribe(f Filter, resume bool, after uint64, size int) (s *Subscription, backlog []Event, gap bool) {
-	if size < 1 {
-		size = DefaultBuffer
-	}
-	s = &Subscription{bus: b, filter: f, ch: make(chan Event, size)}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		s.done = true
-		close(s.ch)
-		return s, nil, false
-	}
-	if resume && after < b.last {
-		oldest := uint64(1)
-		if n := uint64(len(b.ring)); b.last > n {
-			oldest = b.last - n + 1
-		}
-		from := after + 1
-		if from < oldest {
-			gap, from = true, oldest
-		}
-		for id := from; id <= b.last; id++ {
-			if e := &b.ring[id%uint64(len(b.ring))]; f.Passes(e) {
-				backlog = append(backlog, *e)
-			}
-		}
-	}
-	if f.Job != "" {
-		m := b.byJob[f.Job]
-		if m == nil {
-			m = map[*Subscription]struct{}{}
-			b.byJob[f.Job] = m
-		}
-		m[s] = struct{}{}
-	} else {
-		b.subs[s] = struct{}{}
-	}
-	return s, backlog, gap
-}
-
-// Close ends every subscription and refuses new ones, for a server
-// shutting down: readers see their channels closed, not dropped.
-func (b *Bus) Close() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.closed = true
-	for s := range b.subs {
-		b.remove(s)
-	}
-	for _, m := range b.byJob {
-		for s := range m {
-			b.remove(s)
-		}
-	}
-}
-
-// Subscription is one reader's events.
-type Subscription struct {
-	bus     *Bus
-	filter  Filter
-	ch      chan Event
-	done    bool // under bus.mu
-	dropped bool // under bus.mu
-}
-
-// C delivers the events; it is closed when the subscription ends: by
-// Close, by the bus closing, or because the reader fell behind (Dropped).
-func (s *Subscription) C() <-chan Event { return s.ch }
-
-// Dropped reports whether the bus ended the subscription because its
-// buffer was full.
-func (s *Subscription) Dropped() bool {
-	s.bus.mu.Lock()
-	defer s.bus.mu.Unlock()
-	return s.dropped
-}
-
-// Close ends the subscription. It is idempotent.
-func (s *Subscription) Close() {
-	s.bus.mu.Lock()
-	defer s.bus.mu.Unlock()
-	s.bus.remove(s)
 }

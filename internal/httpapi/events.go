@@ -2,8 +2,10 @@ package httpapi
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/spoolq/spool/internal/events"
@@ -22,8 +24,15 @@ const (
 	eventsPing = 15 * time.Second
 	// eventsWriteTimeout bounds one write to a reader.
 	eventsWriteTimeout = 30 * time.Second
-	// eventsBatch is how many events are written between two flushes.
-	eventsBatch = 256
+	// eventsChunk and eventsChunkBytes bound the events a stream copies
+	// from the bus at a time: so many events, and past the first, so many
+	// bytes of them (events.Event and its texts).
+	eventsChunk      = 64
+	eventsChunkBytes = 32 << 10
+	// eventsFlushBytes is how much text a stream gathers before it writes,
+	// when more events wait: a stream writes at most this plus one chunk
+	// at a time, however long the backlog it resumes over.
+	eventsFlushBytes = 32 << 10
 	// maxEventFilters bounds the queues and kinds one stream may name.
 	maxEventFilters = 100
 )
@@ -35,6 +44,23 @@ const (
 	eventGap = "stream.gap"
 	// eventDropped: the reader fell behind; the server ended the stream.
 	eventDropped = "stream.dropped"
+)
+
+// A stream holds buffers only while it copies and writes events: a
+// stream that waits holds none, and one woken by events its filter does
+// not pass takes a chunk from eventChunks and gives it back at once.
+var (
+	// eventChunks holds the chunks streams copy events into from the bus
+	// (*[]events.Event, of capacity eventsChunk).
+	eventChunks = sync.Pool{New: func() any {
+		chunk := make([]events.Event, 0, eventsChunk)
+		return &chunk
+	}}
+	// eventBufs holds the buffers streams write their text in (*[]byte).
+	eventBufs = sync.Pool{New: func() any {
+		buf := make([]byte, 0, 4<<10)
+		return &buf
+	}}
 )
 
 // events serves GET /v1/events: the job events the engine publishes
@@ -60,55 +86,51 @@ func (a *API) events(w http.ResponseWriter, r *http.Request) {
 			cap(a.eventReaders)))
 		return
 	}
-	sub, backlog, gap := a.engine.Events().Subscribe(f, resume, after, events.DefaultBuffer)
-	defer sub.Close()
+	rd, gap := a.engine.Events().Follow(f, resume, after)
 
-	rc := http.NewResponseController(w)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	out := eventWriter{w: w, rc: rc, last: after}
-	if gap && len(backlog) > 0 {
-		out.control(eventGap, map[string]any{"after": after, "first_id": backlog[0].ID,
+	out := eventWriter{w: w, rc: http.NewResponseController(w), last: rd.Position()}
+	defer out.release()
+	if gap {
+		out.control(eventGap, map[string]any{"after": after, "first_id": out.last + 1,
 			"message": "events after the resume point were no longer kept; the stream goes on from first_id"})
-	}
-	for i := range backlog {
-		out.event(&backlog[i])
-	}
-	if !out.flush() {
-		return
 	}
 	ping := time.NewTicker(eventsPing)
 	defer ping.Stop()
 	for {
+		chunk := eventChunks.Get().(*[]events.Event)
+		evs, wait, err := rd.Read(*chunk, eventsChunkBytes)
+		for i := range evs {
+			out.event(&evs[i])
+		}
+		clear(evs) // the pool must not keep the ring's texts
+		eventChunks.Put(chunk)
+		switch {
+		case errors.Is(err, events.ErrBehind):
+			out.control(eventDropped, map[string]any{"last_id": out.last,
+				"message": "the reader fell behind the server; reconnect with Last-Event-ID to resume"})
+			out.flush()
+			return
+		case errors.Is(err, events.ErrClosed):
+			out.flush()
+			return
+		}
+		if wait == nil && out.buffered() < eventsFlushBytes {
+			continue
+		}
+		if !out.flush() {
+			return
+		}
+		if wait == nil {
+			continue
+		}
+		out.release()
 		select {
-		case ev, ok := <-sub.C():
-			if !ok {
-				if sub.Dropped() {
-					out.control(eventDropped, map[string]any{"last_id": out.last,
-						"message": "the reader fell behind the server; reconnect with Last-Event-ID to resume"})
-					out.flush()
-				}
-				return
-			}
-			out.event(&ev)
-		drain:
-			for n := 1; n < eventsBatch; n++ {
-				select {
-				case more, ok := <-sub.C():
-					if !ok {
-						break drain
-					}
-					out.event(&more)
-				default:
-					break drain
-				}
-			}
-			if !out.flush() {
-				return
-			}
+		case <-wait:
 		case <-ping.C:
 			out.comment("ping")
 			if !out.flush() {
@@ -152,34 +174,66 @@ func (a *API) eventsQuery(r *http.Request) (f events.Filter, resume bool, after 
 	if from == "" {
 		field, from = "Last-Event-ID", r.Header.Get("Last-Event-ID")
 	}
-	if from != "" {
-		if after, err = strconv.ParseUint(from, 10, 64); err != nil {
-			return f, false, 0, job.Invalid(field, "must be the id of an event: a whole number")
-		}
-		resume = true
+	if from == "" {
+		return f, false, 0, nil
 	}
-	return f, resume, after, nil
+	if after, err = strconv.ParseUint(from, 10, 64); err != nil {
+		return f, false, 0, job.Invalid(field, "must be the id of an event: a whole number")
+	}
+	return f, true, after, nil
 }
 
 // eventWriter writes server-sent events, each write under its own
-// deadline; after a failed write it writes nothing more.
+// deadline; after a failed write it writes nothing more. It holds a
+// buffer (from eventBufs) only while it has text to write.
 type eventWriter struct {
 	w      http.ResponseWriter
 	rc     *http.ResponseController
-	last   uint64
+	last   uint64 // the last event written, or the stream's start
 	failed bool
-	buf    []byte
+	sent   bool // the answer's head has been flushed
+	buf    *[]byte
+}
+
+// text is the writer's buffer, taken from the pool when it has none.
+func (o *eventWriter) text() *[]byte {
+	if o.buf == nil {
+		o.buf = eventBufs.Get().(*[]byte)
+	}
+	return o.buf
+}
+
+// buffered is how many bytes wait to be written.
+func (o *eventWriter) buffered() int {
+	if o.buf == nil {
+		return 0
+	}
+	return len(*o.buf)
+}
+
+// release gives the buffer back, dropping what it holds (one that grew
+// past its bound is left to the collector).
+func (o *eventWriter) release() {
+	if o.buf == nil {
+		return
+	}
+	if cap(*o.buf) <= 4*eventsFlushBytes {
+		*o.buf = (*o.buf)[:0]
+		eventBufs.Put(o.buf)
+	}
+	o.buf = nil
 }
 
 // event writes one job event.
 func (o *eventWriter) event(ev *events.Event) {
-	o.buf = append(o.buf, "id: "...)
-	o.buf = strconv.AppendUint(o.buf, ev.ID, 10)
-	o.buf = append(o.buf, "\nevent: "...)
-	o.buf = append(o.buf, ev.Type...)
-	o.buf = append(o.buf, "\ndata: "...)
-	o.buf = wire.AppendEvent(o.buf, ev)
-	o.buf = append(o.buf, "\n\n"...)
+	p := o.text()
+	b := append(*p, "id: "...)
+	b = strconv.AppendUint(b, ev.ID, 10)
+	b = append(b, "\nevent: "...)
+	b = append(b, ev.Type...)
+	b = append(b, "\ndata: "...)
+	b = wire.AppendEvent(b, ev)
+	*p = append(b, "\n\n"...)
 	o.last = ev.ID
 }
 
@@ -190,14 +244,16 @@ func (o *eventWriter) control(name string, v any) {
 		o.failed = true
 		return
 	}
-	o.buf = append(o.buf, "event: "+name+"\ndata: "...)
-	o.buf = append(o.buf, data...)
-	o.buf = append(o.buf, "\n\n"...)
+	p := o.text()
+	b := append(*p, "event: "+name+"\ndata: "...)
+	b = append(b, data...)
+	*p = append(b, "\n\n"...)
 }
 
 // comment writes a comment line, which readers ignore.
 func (o *eventWriter) comment(text string) {
-	o.buf = append(o.buf, ": "+text+"\n\n"...)
+	p := o.text()
+	*p = append(*p, ": "+text+"\n\n"...)
 }
 
 // flush sends what was written and reports whether the reader is still
@@ -206,17 +262,21 @@ func (o *eventWriter) flush() bool {
 	if o.failed {
 		return false
 	}
-	if len(o.buf) > 0 {
+	if o.buffered() == 0 && o.sent {
+		return true
+	}
+	if o.buffered() > 0 {
 		_ = o.rc.SetWriteDeadline(time.Now().Add(eventsWriteTimeout))
-		if _, err := o.w.Write(o.buf); err != nil {
+		if _, err := o.w.Write(*o.buf); err != nil {
 			o.failed = true
 			return false
 		}
-		o.buf = o.buf[:0]
+		*o.buf = (*o.buf)[:0]
 	}
 	if err := o.rc.Flush(); err != nil {
 		o.failed = true
 		return false
 	}
+	o.sent = true
 	return true
 }

@@ -108,7 +108,8 @@ type Config struct {
 	// not block. Optional.
 	Observe func(evs []events.Event)
 	// EventRing is how many of the latest events the bus keeps for
-	// readers that resume. Defaults to events.DefaultRingSize.
+	// readers that resume or fall behind (at most events.DefaultRingBytes
+	// of them). Defaults to events.DefaultRingSize.
 	EventRing int
 }
 
@@ -144,7 +145,7 @@ func New(st store.Store, cfg Config) *Engine {
 	if cfg.Clock == nil {
 		cfg.Clock = wallClock{}
 	}
-	return &Engine{st: st, cfg: cfg, waiters: newWaiters(), lanes: newLaneCache(), bus: events.NewBus(cfg.EventRing),
+	return &Engine{st: st, cfg: cfg, waiters: newWaiters(), lanes: newLaneCache(), bus: events.NewBus(events.Options{Size: cfg.EventRing}),
 		workers: newWorkerRegistry(MaxWorkers), closing: make(chan struct{})}
 }
 
@@ -155,12 +156,14 @@ func (e *Engine) Now() time.Time { return e.cfg.Clock.Now() }
 // (Config.MaxBatch).
 func (e *Engine) MaxBatch() int { return e.cfg.MaxBatch }
 
-// Close wakes every parked fetch (they return what they have) and refuses
-// new calls that would park. It does not close the store. Idempotent.
+// Close wakes every parked fetch (they return what they have), refuses
+// new calls that would park, and closes the event bus (its readers end).
+// It does not close the store. Idempotent.
 func (e *Engine) Close() {
 	e.closeOnce.Do(func() {
 		close(e.closing)
 		e.waiters.close()
+		e.bus.Close()
 	})
 }
 

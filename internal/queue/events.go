@@ -125,10 +125,9 @@ func (e *Engine) Await(ctx context.Context, id string, wait time.Duration) (*job
 	if wait == 0 {
 		return e.Get(ctx, id)
 	}
-	// Subscribe before the first look: a change in between is on the
-	// subscription.
-	sub, _, _ := e.bus.Subscribe(events.Filter{Job: id}, false, 0, 16)
-	defer sub.Close()
+	// Watch before the first look: a change in between is on the watch.
+	watch := e.bus.WatchJob(id, events.DefaultWatchBuffer)
+	defer watch.Close()
 	j, err := e.Get(ctx, id)
 	if err != nil || j.State.Final() {
 		return j, err
@@ -137,7 +136,7 @@ func (e *Engine) Await(ctx context.Context, id string, wait time.Duration) (*job
 	defer timer.Stop()
 	recheck := time.NewTicker(awaitRecheck)
 	defer recheck.Stop()
-	changes := sub.C()
+	changes := watch.C()
 	for {
 		select {
 		case ev, ok := <-changes:

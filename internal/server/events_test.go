@@ -127,8 +127,11 @@ func TestEventsResumeAfterDisconnect(t *testing.T) {
 	}
 }
 
-// A reader that stops reading is dropped with a stream.dropped event; the
-// server goes on serving everyone else at full speed.
+// A reader that stops reading is dropped: the server goes on serving
+// everyone else at full speed, and the reader learns what it lost. If it
+// reads again before the server's write timeout it finds a stream.dropped
+// event; else the server has ended the stream. Either way, resuming after
+// the last event it got answers stream.gap first.
 func TestEventsDropASlowReader(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -145,7 +148,7 @@ func TestEventsDropASlowReader(t *testing.T) {
 		t.Fatalf("open events: %q %v", status, err)
 	}
 	// 100,000 events of about 200 bytes: far more than the socket
-	// buffers and the subscription's 4,096 hold.
+	// buffers and the server's ring (16,384 events) hold.
 	batch := make([]obj, 10_000)
 	for i := range batch {
 		batch[i] = obj{"queue": "flood", "kind": "k"}
@@ -158,25 +161,33 @@ func TestEventsDropASlowReader(t *testing.T) {
 	}
 	t.Logf("enqueued 100,000 jobs in %v with a stalled reader", time.Since(start))
 	// Skip the rest of the head and chunk framing: read lines until the
-	// dropped event shows.
+	// dropped event shows, or the stream ends.
 	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
-	seen := 0
-	for {
+	seen, last, dropped := 0, "", false
+	for !dropped {
 		line, err := rd.rd.ReadString('\n')
 		if err != nil {
-			t.Fatalf("the stream ended after %d events without stream.dropped: %v", seen, err)
-		}
-		if strings.HasPrefix(line, "event: job.") {
-			seen++
-		}
-		if strings.HasPrefix(line, "event: stream.dropped") {
+			t.Logf("the stream ended after %d events (%v): the reader stalled past the write timeout", seen, err)
 			break
 		}
+		switch {
+		case strings.HasPrefix(line, "id: "):
+			last = strings.TrimSpace(line[4:])
+		case strings.HasPrefix(line, "event: job."):
+			seen++
+		case strings.HasPrefix(line, "event: stream.dropped"):
+			dropped = true
+			t.Logf("dropped after %d events, %v after the start", seen, time.Since(start))
+		}
 	}
-	if seen >= 100_000 {
-		t.Fatalf("the reader got all %d events; it was never behind", seen)
+	if seen >= 100_000 || last == "" {
+		t.Fatalf("the reader got %d events, the last %q; it was never behind", seen, last)
 	}
-	t.Logf("dropped after %d events, %v after the start", seen, time.Since(start))
+	resumed, closeStream := b.openEvents("", http.Header{"Last-Event-ID": {last}})
+	defer closeStream()
+	if ev, ok := resumed.next(); !ok || ev.name != "stream.gap" || fmt.Sprint(ev.data["after"]) != last {
+		t.Fatalf("resume after %q, the last event the dropped reader got: %+v %v, want stream.gap", last, ev, ok)
+	}
 }
 
 // A token limited to namespaces gets only its queues' events, and may not
