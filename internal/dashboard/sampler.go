@@ -92,7 +92,7 @@ var outcomes = events.Filter{Types: []events.Type{events.Completed, events.Faile
 // start follows the bus and counts until stop is called or the bus
 // closes.
 func (s *sampler) start() {
-	rd, _ := s.bus.Follow(outcomes, false, 0)
+	rd, _ := s.bus.Follow(outcomes, false, events.ID{})
 	go s.run(rd)
 }
 

@@ -57,6 +57,8 @@ type Options struct {
 // once by closing a channel. Readers copy from the ring under the read
 // lock, a bounded stretch at a time.
 type Bus struct {
+	epoch uint64
+
 	mu       sync.RWMutex
 	ring     []Event
 	last     uint64 // the number of the latest event; 0 before the first
@@ -89,18 +91,22 @@ func NewBus(o Options) *Bus {
 	if o.Bytes < 1 {
 		o.Bytes = DefaultRingBytes
 	}
-	b := &Bus{ring: make([]Event, o.Size), oldest: 1, maxBytes: o.Bytes,
+	b := &Bus{epoch: newEpoch(), ring: make([]Event, o.Size), oldest: 1, maxBytes: o.Bytes,
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), byJob: map[string]map[*Watch]struct{}{}}
 	wake := make(chan struct{})
 	b.wake.Store(&wake)
 	return b
 }
 
-// Last is the ID of the latest event published; 0 before the first.
-func (b *Bus) Last() uint64 {
+// Epoch is the bus's part of its events' IDs.
+func (b *Bus) Epoch() uint64 { return b.epoch }
+
+// Last is the ID of the latest event published; its Seq is 0 before the
+// first.
+func (b *Bus) Last() ID {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
-	return b.last
+	return ID{Bus: b.epoch, Seq: b.last}
 }
 
 // Publish numbers evs, cuts their errors to MaxErrorBytes, keeps them, and
@@ -123,7 +129,7 @@ func (b *Bus) Publish(evs []Event) {
 	size := uint64(len(b.ring))
 	for i := range evs {
 		b.last++
-		evs[i].ID = b.last
+		evs[i].ID = ID{Bus: b.epoch, Seq: b.last}
 		if b.last-b.oldest >= size { // the slot holds the oldest event
 			b.forgetOldest()
 		}

@@ -47,9 +47,10 @@ func (t Type) Final() bool { return t == Completed || t == Dead || t == Cancelle
 
 // Event is one change of one job.
 type Event struct {
-	// ID numbers the event, from 1 up in the order the bus published
-	// them; a reader resumes after the last ID it saw. The bus sets it.
-	ID uint64 `json:"id"`
+	// ID names the event: its bus and its number there, from 1 up in the
+	// order the bus published them; a reader resumes after the last ID it
+	// saw. The bus sets it.
+	ID ID `json:"id"`
 	// Type is what happened.
 	Type Type `json:"type"`
 	// At is when it happened, by the engine's clock.

@@ -43,7 +43,7 @@ func drain(t *testing.T, r *Reader) []Event {
 func seqs(evs []Event) []uint64 {
 	out := make([]uint64, len(evs))
 	for i := range evs {
-		out[i] = evs[i].ID
+		out[i] = evs[i].ID.Seq
 	}
 	return out
 }
@@ -52,13 +52,13 @@ func seqs(evs []Event) []uint64 {
 func TestReadersGetTheirEventsInOrder(t *testing.T) {
 	t.Parallel()
 	b := NewBus(Options{Size: 100})
-	all, _ := b.Follow(Filter{}, false, 0)
-	onlyA, _ := b.Follow(Filter{Queues: []string{"a"}}, false, 0)
+	all, _ := b.Follow(Filter{}, false, ID{})
+	onlyA, _ := b.Follow(Filter{Queues: []string{"a"}}, false, ID{})
 	b.Publish(evs(3, "a"))
 	b.Publish(evs(2, "b@g1")) // a consumer group's lane: queue b
 	got := drain(t, all)
-	if fmt.Sprint(seqs(got)) != "[1 2 3 4 5]" {
-		t.Fatalf("ids %v", seqs(got))
+	if fmt.Sprint(seqs(got)) != "[1 2 3 4 5]" || got[0].ID.Bus != b.Epoch() {
+		t.Fatalf("ids %v of bus %x", got, b.Epoch())
 	}
 	if got[3].Queue != "b" || got[3].ConsumerGroup != "g1" {
 		t.Fatalf("a lane's event: queue %q group %q", got[3].Queue, got[3].ConsumerGroup)
@@ -66,7 +66,7 @@ func TestReadersGetTheirEventsInOrder(t *testing.T) {
 	if n := len(drain(t, onlyA)); n != 3 {
 		t.Fatalf("queue a's reader got %d events, want 3", n)
 	}
-	if p := all.Position(); p != 5 || b.Last() != p {
+	if p := all.Position(); p != (ID{Bus: b.Epoch(), Seq: 5}) || b.Last() != p {
 		t.Fatalf("position %v, last %v", p, b.Last())
 	}
 }
@@ -77,25 +77,26 @@ func TestResumeFromTheRing(t *testing.T) {
 	t.Parallel()
 	b := NewBus(Options{Size: 10})
 	b.Publish(evs(25, "q"))
-	r, gap := b.Follow(Filter{}, true, 20)
+	at := func(seq uint64) ID { return ID{Bus: b.Epoch(), Seq: seq} }
+	r, gap := b.Follow(Filter{}, true, at(20))
 	if got := drain(t, r); gap || fmt.Sprint(seqs(got)) != "[21 22 23 24 25]" {
 		t.Fatalf("resume after 20: gap %v, %v", gap, seqs(got))
 	}
-	r, gap = b.Follow(Filter{}, true, 3)
-	if got := drain(t, r); !gap || len(got) != 10 || got[0].ID != 16 {
+	r, gap = b.Follow(Filter{}, true, at(3))
+	if got := drain(t, r); !gap || len(got) != 10 || got[0].ID.Seq != 16 {
 		t.Fatalf("resume after 3 with 10 kept: gap %v, %v", gap, seqs(got))
 	}
-	r, gap = b.Follow(Filter{}, true, 25)
+	r, gap = b.Follow(Filter{}, true, at(25))
 	if got := drain(t, r); gap || len(got) != 0 {
 		t.Fatalf("resume after the last: gap %v, %v", gap, seqs(got))
 	}
-	r, gap = b.Follow(Filter{}, true, 0)
-	if got := drain(t, r); !gap || got[0].ID != 16 {
+	r, gap = b.Follow(Filter{}, true, ID{})
+	if got := drain(t, r); !gap || got[0].ID.Seq != 16 {
 		t.Fatalf("resume from the start once the ring turned: gap %v, %v", gap, seqs(got))
 	}
 	fresh := NewBus(Options{Size: 10})
 	fresh.Publish(evs(3, "q"))
-	r, gap = fresh.Follow(Filter{}, true, 0)
+	r, gap = fresh.Follow(Filter{}, true, ID{})
 	if got := drain(t, r); gap || len(got) != 3 {
 		t.Fatalf("resume from the start of a ring that kept everything: gap %v, %v", gap, seqs(got))
 	}
@@ -111,7 +112,7 @@ func TestPublishDoesNoWorkPerReader(t *testing.T) {
 		var n atomic.Int64
 		f := Filter{Allow: func(string) bool { n.Add(1); return true }}
 		for range readers {
-			r, _ := b.Follow(f, false, 0)
+			r, _ := b.Follow(f, false, ID{})
 			all = append(all, r)
 		}
 		batch := evs(100, "q")
@@ -145,7 +146,7 @@ func TestReadersThatKeepUpGetEveryEventInOrder(t *testing.T) {
 	var wg sync.WaitGroup
 	got := make([][]Event, len(filters))
 	for i, f := range filters {
-		r, _ := b.Follow(f, false, 0)
+		r, _ := b.Follow(f, false, ID{})
 		wg.Go(func() {
 			buf := make([]Event, 0, 32)
 			timeout := time.After(30 * time.Second)
@@ -156,7 +157,7 @@ func TestReadersThatKeepUpGetEveryEventInOrder(t *testing.T) {
 					return
 				}
 				got[i] = append(got[i], evs...)
-				if r.Position() == total {
+				if r.Position().Seq == total {
 					return
 				}
 				if wait != nil {
@@ -188,10 +189,10 @@ func TestReadersThatKeepUpGetEveryEventInOrder(t *testing.T) {
 			t.Fatalf("reader %d got %d events, want %d", i, len(got[i]), want)
 		}
 		for k := range got[i] {
-			if k > 0 && got[i][k].ID <= got[i][k-1].ID {
+			if k > 0 && got[i][k].ID.Seq <= got[i][k-1].ID.Seq {
 				t.Fatalf("reader %d: event %d out of order", i, k)
 			}
-			if job := fmt.Sprint(got[i][k].ID - 1); got[i][k].Job != job {
+			if job := fmt.Sprint(got[i][k].ID.Seq - 1); got[i][k].Job != job {
 				t.Fatalf("reader %d: event %v carries job %s", i, got[i][k].ID, got[i][k].Job)
 			}
 		}
@@ -203,8 +204,8 @@ func TestReadersThatKeepUpGetEveryEventInOrder(t *testing.T) {
 func TestASlowReaderIsToldItFellBehind(t *testing.T) {
 	t.Parallel()
 	b := NewBus(Options{Size: 10})
-	slow, _ := b.Follow(Filter{}, false, 0)
-	fast, _ := b.Follow(Filter{}, false, 0)
+	slow, _ := b.Follow(Filter{}, false, ID{})
+	fast, _ := b.Follow(Filter{}, false, ID{})
 	b.Publish(evs(5, "q"))
 	if got := drain(t, fast); len(got) != 5 {
 		t.Fatalf("fast reader: %d events", len(got))
@@ -234,7 +235,7 @@ func TestResumeReadsABacklogInBoundedChunks(t *testing.T) {
 		}
 	}
 	b.Publish(batch)
-	r, gap := b.Follow(Filter{}, true, 0)
+	r, gap := b.Follow(Filter{}, true, ID{})
 	if gap {
 		t.Fatal("a ring that kept every event reported a gap")
 	}
@@ -251,8 +252,8 @@ func TestResumeReadsABacklogInBoundedChunks(t *testing.T) {
 		}
 		size := 0
 		for i := range got {
-			if got[i].ID != next {
-				t.Fatalf("event %d, want %d", got[i].ID, next)
+			if got[i].ID.Seq != next {
+				t.Fatalf("event %d, want %d", got[i].ID.Seq, next)
 			}
 			next++
 			size += eventBytes(&got[i])
@@ -290,7 +291,7 @@ func TestTheRingIsBoundedInBytes(t *testing.T) {
 	if held > bound || last != 2048 || oldest == 1 {
 		t.Fatalf("ring holds %d bytes (bound %d), events %d to %d", held, bound, oldest, last)
 	}
-	r, gap := b.Follow(Filter{}, true, 0)
+	r, gap := b.Follow(Filter{}, true, ID{})
 	got := drain(t, r)
 	sum := 0
 	for i := range got {
@@ -305,6 +306,56 @@ func TestTheRingIsBoundedInBytes(t *testing.T) {
 	}
 }
 
+// An ID of another bus (an earlier run, another node) is not this bus's:
+// a reader resuming with one is told of a gap and gets what the ring
+// keeps; an ID of this bus resumes after it.
+func TestAnotherBussIDIsAGap(t *testing.T) {
+	t.Parallel()
+	a, b := NewBus(Options{Size: 100}), NewBus(Options{Size: 100})
+	if a.Epoch() == b.Epoch() {
+		t.Fatal("two buses share an epoch")
+	}
+	a.Publish(evs(50, "q"))
+	b.Publish(evs(3, "q"))
+	for _, after := range []ID{a.Last(), {Seq: 2}, {Bus: a.Epoch(), Seq: 1}} {
+		r, gap := b.Follow(Filter{}, true, after)
+		if got := drain(t, r); !gap || fmt.Sprint(seqs(got)) != "[1 2 3]" {
+			t.Fatalf("resume on b after %v: gap %v, %v", after, gap, seqs(got))
+		}
+	}
+	r, gap := b.Follow(Filter{}, true, ID{Bus: b.Epoch(), Seq: 1})
+	if got := drain(t, r); gap || fmt.Sprint(seqs(got)) != "[2 3]" {
+		t.Fatalf("resume on b after its own 1: gap %v, %v", gap, seqs(got))
+	}
+}
+
+// An ID's text reads back as the ID; a bare number is an ID of no bus.
+func TestIDText(t *testing.T) {
+	t.Parallel()
+	for _, id := range []ID{{Bus: 1, Seq: 1}, {Bus: 0xfedcba9876543210, Seq: 1 << 62}, {Bus: 42}} {
+		text := id.String()
+		back, err := ParseID(text)
+		if err != nil || back != id {
+			t.Fatalf("%#v as %q reads back as %#v, %v", id, text, back, err)
+		}
+	}
+	if s := (ID{Bus: 0x7f3a9c0d12e4b7a8, Seq: 1042}).String(); s != "7f3a9c0d12e4b7a8-1042" {
+		t.Fatalf("text %q", s)
+	}
+	for text, want := range map[string]ID{"0": {}, "50": {Seq: 50}} {
+		if id, err := ParseID(text); err != nil || id != want {
+			t.Fatalf("%q: %#v %v", text, id, err)
+		}
+	}
+	for _, bad := range []string{"", "-1", "+1", "x", "1.5", "7f3a9c0d12e4b7a8", "7f3a9c0d12e4b7a8-", "7F3A9C0D12E4B7A8-1",
+		"7f3a9c0d12e4b7a-1", "0000000000000000-1", "7f3a9c0d12e4b7a8-1-2", "7f3a9c0d12e4b7a8- 1", "18446744073709551616",
+		strings.Repeat("1", 65)} {
+		if id, err := ParseID(bad); err == nil {
+			t.Errorf("%q read as %#v", bad, id)
+		}
+	}
+}
+
 // Watches of one job get that job's events only; one whose buffer is full
 // is dropped; a closed bus ends every watch and reader.
 func TestJobWatchesAndClose(t *testing.T) {
@@ -312,9 +363,9 @@ func TestJobWatchesAndClose(t *testing.T) {
 	b := NewBus(Options{Size: 100})
 	w := b.WatchJob("j7", 10)
 	full := b.WatchJob("j7", 1)
-	r, _ := b.Follow(Filter{}, false, 0)
+	r, _ := b.Follow(Filter{}, false, ID{})
 	b.Publish(evs(10, "q"))
-	if e := <-w.C(); e.Job != "j7" || e.ID != 8 || len(w.C()) != 0 {
+	if e := <-w.C(); e.Job != "j7" || e.ID.Seq != 8 || len(w.C()) != 0 {
 		t.Fatalf("job watch got %v and %d more", e, len(w.C()))
 	}
 	b.Publish(evs(10, "q"))
@@ -340,7 +391,7 @@ func TestJobWatchesAndClose(t *testing.T) {
 	if _, _, err := r.Read(make([]Event, 0, 1), 1<<20); !errors.Is(err, ErrClosed) {
 		t.Fatalf("read of a closed bus: %v", err)
 	}
-	if e := <-w.C(); e.ID != 18 {
+	if e := <-w.C(); e.ID.Seq != 18 {
 		t.Fatalf("second event of j7: %v", e)
 	}
 	if _, ok := <-w.C(); ok {
@@ -351,7 +402,7 @@ func TestJobWatchesAndClose(t *testing.T) {
 	if _, ok := <-b.WatchJob("j1", 1).C(); ok {
 		t.Fatal("a closed bus took a watch")
 	}
-	late, _ := b.Follow(Filter{}, false, 0)
+	late, _ := b.Follow(Filter{}, false, ID{})
 	if _, _, err := late.Read(make([]Event, 0, 1), 1<<20); !errors.Is(err, ErrClosed) {
 		t.Fatalf("a reader of a closed bus: %v", err)
 	}
@@ -379,7 +430,7 @@ func TestFilterByKindAndNamespace(t *testing.T) {
 func TestFilterByType(t *testing.T) {
 	t.Parallel()
 	b := NewBus(Options{Size: 16})
-	r, _ := b.Follow(Filter{Types: []Type{Completed, Dead}}, false, 0)
+	r, _ := b.Follow(Filter{Types: []Type{Completed, Dead}}, false, ID{})
 	for _, typ := range []Type{Enqueued, Started, Completed, Failed, Dead} {
 		b.Publish([]Event{Of(typ, time.Now(), "j", "q")})
 	}

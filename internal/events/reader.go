@@ -26,10 +26,13 @@ type Reader struct {
 
 // Follow starts a reader of the events f lets through. Without resume it
 // reads the events published from now on. With resume it reads those
-// after the event of ID after (from the oldest kept when after is 0); gap
-// reports that events after it are no longer kept: the ring overtook it.
-// The reader then starts from the oldest event kept.
-func (b *Bus) Follow(f Filter, resume bool, after uint64) (r *Reader, gap bool) {
+// after the event after names: from the oldest kept when after is the
+// zero ID; from the one after it when it is an ID of this bus. gap reports
+// that events after it are not kept: the ring overtook it, or it is
+// another bus's ID (of an earlier run of the server, of another node),
+// which tells nothing of this bus's events. The reader then starts from
+// the oldest event kept.
+func (b *Bus) Follow(f Filter, resume bool, after ID) (r *Reader, gap bool) {
 	b.start.Do(func() { go b.broadcast() })
 	b.mu.RLock()
 	defer b.mu.RUnlock()
@@ -38,20 +41,24 @@ func (b *Bus) Follow(f Filter, resume bool, after uint64) (r *Reader, gap bool) 
 		return r, false
 	}
 	switch {
-	case after >= b.last:
+	case after == ID{}:
+		r.next, gap = b.oldest, b.oldest > 1
+	case after.Bus != b.epoch:
+		r.next, gap = b.oldest, true
+	case after.Seq >= b.last:
 		// Nothing after it yet: live events.
-	case after+1 < b.oldest:
+	case after.Seq+1 < b.oldest:
 		r.next, gap = b.oldest, true
 	default:
-		r.next = after + 1
+		r.next = after.Seq + 1
 	}
 	return r, gap
 }
 
 // Position is the ID of the last event the reader looked at, whether it
-// passed the filter or not (0 before the first): a reader that resumes
-// after it misses nothing it would have got.
-func (r *Reader) Position() uint64 { return r.next - 1 }
+// passed the filter or not (ID.Seq 0 before the first): a reader that
+// resumes after it misses nothing it would have got.
+func (r *Reader) Position() ID { return ID{Bus: r.bus.epoch, Seq: r.next - 1} }
 
 // Read copies the next events that pass the reader's filter into
 // dst[:0]: at most cap(dst) of them and, past the first, at most maxBytes

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
@@ -40,7 +39,8 @@ const (
 // The control events of a stream, which carry no job.
 const (
 	// eventGap: the events between the resume point and the first one
-	// sent are no longer kept.
+	// sent are no longer kept, or the resume point is not of this run of
+	// this node.
 	eventGap = "stream.gap"
 	// eventDropped: the reader fell behind; the server ended the stream.
 	eventDropped = "stream.dropped"
@@ -73,7 +73,7 @@ func (a *API) events(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, newError(CodeInvalidArgument, "", "GET /v1/events streams; it cannot be called inside a stream"))
 		return
 	}
-	f, resume, after, err := a.eventsQuery(r)
+	f, resume, after, afterText, err := a.eventsQuery(r)
 	if err != nil {
 		a.writeError(w, r, err)
 		return
@@ -96,8 +96,8 @@ func (a *API) events(w http.ResponseWriter, r *http.Request) {
 	out := eventWriter{w: w, rc: http.NewResponseController(w), last: rd.Position()}
 	defer out.release()
 	if gap {
-		out.control(eventGap, map[string]any{"after": after, "first_id": out.last + 1,
-			"message": "events after the resume point were no longer kept; the stream goes on from first_id"})
+		out.control(eventGap, map[string]any{"after": afterText, "first_id": events.ID{Bus: out.last.Bus, Seq: out.last.Seq + 1},
+			"message": "events after the resume point are not kept by this node; the stream goes on from first_id"})
 	}
 	ping := time.NewTicker(eventsPing)
 	defer ping.Stop()
@@ -143,22 +143,22 @@ func (a *API) events(w http.ResponseWriter, r *http.Request) {
 }
 
 // eventsQuery reads the filter and resume point of a stream: queue and
-// kind (each repeatable), after or the Last-Event-ID header.
-func (a *API) eventsQuery(r *http.Request) (f events.Filter, resume bool, after uint64, err error) {
+// kind (each repeatable), after or the Last-Event-ID header (as sent).
+func (a *API) eventsQuery(r *http.Request) (f events.Filter, resume bool, after events.ID, afterText string, err error) {
 	q := r.URL.Query()
 	p := a.namespaced(r)
 	for _, name := range []string{"queue", "kind"} {
 		vals := q[name]
 		if len(vals) > maxEventFilters {
-			return f, false, 0, job.Invalid(name, "at most %d allowed", maxEventFilters)
+			return f, false, after, "", job.Invalid(name, "at most %d allowed", maxEventFilters)
 		}
 		for _, v := range vals {
 			if !job.ValidName(v) {
-				return f, false, 0, job.Invalid(name, "must be 1-%d characters of A-Za-z0-9_.:- starting with a letter or digit", job.MaxNameLength)
+				return f, false, after, "", job.Invalid(name, "must be 1-%d characters of A-Za-z0-9_.:- starting with a letter or digit", job.MaxNameLength)
 			}
 			if name == "queue" && p != nil {
 				if err := checkQueue(p, v, "queue"); err != nil {
-					return f, false, 0, err
+					return f, false, after, "", err
 				}
 			}
 		}
@@ -169,18 +169,18 @@ func (a *API) eventsQuery(r *http.Request) (f events.Filter, resume bool, after 
 	}
 	field, from := "after", q.Get("after")
 	if from == "" && q.Has("after") {
-		return f, false, 0, job.Invalid("after", "must not be empty; leave the parameter out instead")
+		return f, false, after, "", job.Invalid("after", "must not be empty; leave the parameter out instead")
 	}
 	if from == "" {
 		field, from = "Last-Event-ID", r.Header.Get("Last-Event-ID")
 	}
 	if from == "" {
-		return f, false, 0, nil
+		return f, false, after, "", nil
 	}
-	if after, err = strconv.ParseUint(from, 10, 64); err != nil {
-		return f, false, 0, job.Invalid(field, "must be the id of an event: a whole number")
+	if after, err = events.ParseID(from); err != nil {
+		return f, false, after, "", job.Invalid(field, "must be the id of an event, as an event's id gives it, or 0")
 	}
-	return f, true, after, nil
+	return f, true, after, from, nil
 }
 
 // eventWriter writes server-sent events, each write under its own
@@ -189,7 +189,7 @@ func (a *API) eventsQuery(r *http.Request) (f events.Filter, resume bool, after 
 type eventWriter struct {
 	w      http.ResponseWriter
 	rc     *http.ResponseController
-	last   uint64 // the last event written, or the stream's start
+	last   events.ID // the last event written, or the stream's start
 	failed bool
 	sent   bool // the answer's head has been flushed
 	buf    *[]byte
@@ -228,7 +228,7 @@ func (o *eventWriter) release() {
 func (o *eventWriter) event(ev *events.Event) {
 	p := o.text()
 	b := append(*p, "id: "...)
-	b = strconv.AppendUint(b, ev.ID, 10)
+	b, _ = ev.ID.AppendText(b)
 	b = append(b, "\nevent: "...)
 	b = append(b, ev.Type...)
 	b = append(b, "\ndata: "...)

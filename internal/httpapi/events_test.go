@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -165,12 +164,12 @@ func TestEventsAReaderThatKeepsUpLosesNothing(t *testing.T) {
 		}
 	}()
 	rd := bufio.NewReader(resp.Body)
-	var last uint64
+	var last events.ID
 	for want := 0; want < n; {
 		line := streamLine(t, rd)
 		if id, ok := strings.CutPrefix(line, "id: "); ok {
-			got, err := strconv.ParseUint(id, 10, 64)
-			if err != nil || got <= last {
+			got, err := events.ParseID(id)
+			if err != nil || got.Bus != a.engine.Events().Epoch() || got.Seq <= last.Seq {
 				t.Fatalf("event id %q after %v: %v", id, last, err)
 			}
 			last = got
@@ -180,10 +179,10 @@ func TestEventsAReaderThatKeepsUpLosesNothing(t *testing.T) {
 			continue
 		}
 		var ev struct {
-			ID  uint64 `json:"id"`
+			ID  string `json:"id"`
 			Job string `json:"job_id"`
 		}
-		if err := json.Unmarshal([]byte(data), &ev); err != nil || ev.Job != fmt.Sprint(want) || ev.ID != last {
+		if err := json.Unmarshal([]byte(data), &ev); err != nil || ev.Job != fmt.Sprint(want) || ev.ID != last.String() {
 			t.Fatalf("event %d: %s (%v)", want, data, err)
 		}
 		want++
@@ -233,12 +232,12 @@ func TestEventsDropAReaderTheRingOvertook(t *testing.T) {
 		}
 	}
 	var dropped struct {
-		LastID json.Number `json:"last_id"`
+		LastID string `json:"last_id"`
 	}
 	if last == "" { // dropped before it got any: it names the stream's start
-		last = "0"
+		last = events.ID{Bus: a.engine.Events().Epoch()}.String()
 	}
-	if data, _ := strings.CutPrefix(streamLine(t, rd), "data: "); json.Unmarshal([]byte(data), &dropped) != nil || dropped.LastID.String() != last || seen >= n {
+	if data, _ := strings.CutPrefix(streamLine(t, rd), "data: "); json.Unmarshal([]byte(data), &dropped) != nil || dropped.LastID != last || seen >= n {
 		t.Fatalf("dropped after %d of %d events, the last %q: %+v", seen, n, last, dropped)
 	}
 	t.Logf("dropped after %d events", seen)

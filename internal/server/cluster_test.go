@@ -607,3 +607,41 @@ func TestClusterQueenGroupCreatedAgainAfterDeleteOnAnotherNode(t *testing.T) {
 		return len(got) == 1 && got[0]["transactionId"] == "m1"
 	})
 }
+
+// Each node numbers its own events: an id of node A is not node B's, so a
+// reader that moves from A to B with A's id gets stream.gap, then what B
+// keeps, never a silent skip.
+func TestClusterEventIDsOfAnotherNodeAreAGap(t *testing.T) {
+	t.Parallel()
+	db := pgtest.Schema(t)
+	a, b := startNode(t, db), startNode(t, db)
+	rd, closeStream := openEventStream(t, "http://"+a.base, "", nil)
+	if status, out, err := post("http://"+a.base, "/v1/jobs", map[string]any{"queue": "mail", "kind": "send"}); err != nil || status != 201 {
+		t.Fatalf("enqueue on A: %d %v %v", status, out, err)
+	}
+	ev, ok := rd.next()
+	if !ok || ev.name != "job.enqueued" {
+		t.Fatalf("A's event: %+v %v", ev, ok)
+	}
+	idOfA := ev.id
+	closeStream()
+
+	var onB []string
+	for range 3 {
+		status, out, err := post("http://"+b.base, "/v1/jobs", map[string]any{"queue": "mail", "kind": "send"})
+		if err != nil || status != 201 {
+			t.Fatalf("enqueue on B: %d %v %v", status, out, err)
+		}
+		onB = append(onB, out["id"].(string))
+	}
+	rd, closeStream = openEventStream(t, "http://"+b.base, "", http.Header{"Last-Event-ID": {idOfA}})
+	defer closeStream()
+	if gap, ok := rd.next(); !ok || gap.name != "stream.gap" || gap.data["after"] != idOfA {
+		t.Fatalf("B resumed with A's id %q: first event %+v %v, want stream.gap", idOfA, gap, ok)
+	}
+	for i, want := range onB {
+		if ev, ok := rd.next(); !ok || ev.name != "job.enqueued" || ev.data["job_id"] != want {
+			t.Fatalf("B's event %d after the gap: %+v %v, want the enqueue of %s", i, ev, ok, want)
+		}
+	}
+}

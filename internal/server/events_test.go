@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +16,7 @@ import (
 
 // sse is one server-sent event as read off the wire.
 type sse struct {
-	id    uint64
+	id    string
 	name  string
 	data  obj
 	isSet bool
@@ -46,7 +45,7 @@ func (r *sseReader) next() (ev sse, ok bool) {
 			}
 		case strings.HasPrefix(line, ":"):
 		case strings.HasPrefix(line, "id: "):
-			ev.id, _ = strconv.ParseUint(line[4:], 10, 64)
+			ev.id = line[4:]
 			ev.isSet = true
 		case strings.HasPrefix(line, "event: "):
 			ev.name, ev.isSet = line[7:], true
@@ -63,23 +62,33 @@ func (r *sseReader) next() (ev sse, ok bool) {
 // reader and a function that closes the stream.
 func (b *bundle) openEvents(query string, header http.Header) (*sseReader, func()) {
 	b.t.Helper()
-	req, err := http.NewRequest("GET", b.base+"/v1/events?"+query, nil)
+	return openEventStream(b.t, b.base, query, header)
+}
+
+// openEventStream opens GET /v1/events of the server at base (http://…)
+// with query and headers; it returns the reader and a function that closes
+// the stream. The stream is closed after 30 s at the latest, so that a
+// test waiting for an event that never comes ends.
+func openEventStream(t *testing.T, base, query string, header http.Header) (*sseReader, func()) {
+	t.Helper()
+	req, err := http.NewRequest("GET", base+"/v1/events?"+query, nil)
 	if err != nil {
-		b.t.Fatal(err)
+		t.Fatal(err)
 	}
 	for k, v := range header {
 		req.Header[k] = v
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		b.t.Fatal(err)
+		t.Fatal(err)
 	}
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		b.t.Fatalf("open events: %d %s", resp.StatusCode, body)
+		t.Fatalf("open events: %d %s", resp.StatusCode, body)
 	}
-	return &sseReader{t: b.t, rd: bufio.NewReader(resp.Body)}, func() { resp.Body.Close() }
+	guard := time.AfterFunc(30*time.Second, func() { resp.Body.Close() })
+	return &sseReader{t: t, rd: bufio.NewReader(resp.Body)}, func() { guard.Stop(); resp.Body.Close() }
 }
 
 // A reader that disconnects and comes back with Last-Event-ID gets
@@ -93,7 +102,7 @@ func TestEventsResumeAfterDisconnect(t *testing.T) {
 		first = append(first, b.enqueue(obj{"queue": "mail", "kind": "send"}))
 	}
 	b.enqueue(obj{"queue": "other", "kind": "send"}) // filtered out
-	var last uint64
+	var last string
 	for i := range 2 {
 		ev, ok := rd.next()
 		if !ok || ev.name != "job.enqueued" || ev.data["job_id"] != first[i] || ev.data["queue"] != "mail" || ev.data["kind"] != "send" {
@@ -108,7 +117,7 @@ func TestEventsResumeAfterDisconnect(t *testing.T) {
 	jobs := b.fetch("mail", 1, 0)
 	b.must(200, "POST", "/v1/jobs/"+jobs[0]["id"].(string)+"/ack", obj{"token": token(jobs[0])})
 
-	rd, closeStream = b.openEvents("queue=mail", http.Header{"Last-Event-ID": {fmt.Sprint(last)}})
+	rd, closeStream = b.openEvents("queue=mail", http.Header{"Last-Event-ID": {last}})
 	defer closeStream()
 	want := []struct{ name, id string }{{"job.enqueued", missed}, {"job.started", first[0]}, {"job.completed", first[0]}}
 	for i, w := range want {
@@ -116,8 +125,8 @@ func TestEventsResumeAfterDisconnect(t *testing.T) {
 		if !ok || ev.name != w.name || ev.data["job_id"] != w.id {
 			t.Fatalf("resumed event %d: %+v, want %s of %s", i, ev, w.name, w.id)
 		}
-		if ev.id <= last {
-			t.Fatalf("resumed event %d has id %d, not after %d", i, ev.id, last)
+		if ev.id == "" || ev.id == last {
+			t.Fatalf("resumed event %d has id %q after %q", i, ev.id, last)
 		}
 		last = ev.id
 	}
@@ -185,7 +194,7 @@ func TestEventsDropASlowReader(t *testing.T) {
 	}
 	resumed, closeStream := b.openEvents("", http.Header{"Last-Event-ID": {last}})
 	defer closeStream()
-	if ev, ok := resumed.next(); !ok || ev.name != "stream.gap" || fmt.Sprint(ev.data["after"]) != last {
+	if ev, ok := resumed.next(); !ok || ev.name != "stream.gap" || ev.data["after"] != last {
 		t.Fatalf("resume after %q, the last event the dropped reader got: %+v %v, want stream.gap", last, ev, ok)
 	}
 }
@@ -298,4 +307,57 @@ func TestEventReadersAreCapped(t *testing.T) {
 		t.Cleanup(func() { resp.Body.Close() })
 		return true
 	})
+}
+
+// An id of an earlier run of the server is not this run's: a reader that
+// resumes with one gets stream.gap, then every event the server keeps; an
+// id of this run resumes as before.
+func TestEventIDsOfAnEarlierRunAreAGap(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	rd, closeStream := b.openEvents("", nil)
+	for range 5 {
+		b.enqueue(obj{"queue": "mail", "kind": "send"})
+	}
+	var last string
+	for range 5 {
+		ev, ok := rd.next()
+		if !ok || ev.name != "job.enqueued" {
+			t.Fatalf("event before the restart: %+v %v", ev, ok)
+		}
+		last = ev.id
+	}
+	closeStream()
+
+	b = b.restart()
+	var fresh []string
+	for range 3 {
+		fresh = append(fresh, b.enqueue(obj{"queue": "mail", "kind": "send"}))
+	}
+	rd, closeStream = b.openEvents("", http.Header{"Last-Event-ID": {last}})
+	defer closeStream()
+	gap, ok := rd.next()
+	if !ok || gap.name != "stream.gap" || gap.data["after"] != last || gap.data["first_id"] == "" {
+		t.Fatalf("resume with id %q of the earlier run: first event %+v %v, want stream.gap after it", last, gap, ok)
+	}
+	var ids []string
+	for i, want := range fresh {
+		ev, ok := rd.next()
+		if !ok || ev.name != "job.enqueued" || ev.data["job_id"] != want {
+			t.Fatalf("event %d after the gap: %+v %v, want the enqueue of %s", i, ev, ok, want)
+		}
+		if i == 0 && ev.id != gap.data["first_id"] {
+			t.Fatalf("first event %q, the gap said %v", ev.id, gap.data["first_id"])
+		}
+		ids = append(ids, ev.id)
+	}
+
+	rd, closeStream = b.openEvents("", http.Header{"Last-Event-ID": {ids[0]}})
+	defer closeStream()
+	for i, want := range fresh[1:] {
+		ev, ok := rd.next()
+		if !ok || ev.name != "job.enqueued" || ev.data["job_id"] != want || ev.id != ids[i+1] {
+			t.Fatalf("resume with an id of this run: event %d %+v %v, want %s's enqueue", i, ev, ok, want)
+		}
+	}
 }

@@ -12,9 +12,9 @@ import (
 // every event gets three a job, and encoding each through encoding/json
 // cost the server more than the rest of the event's way.
 func AppendEvent(b []byte, ev *events.Event) []byte {
-	b = append(b, `{"id":`...)
-	b = strconv.AppendUint(b, ev.ID, 10)
-	b = append(b, `,"type":`...)
+	b = append(b, `{"id":"`...)
+	b, _ = ev.ID.AppendText(b)
+	b = append(b, `","type":`...)
 	b = appendString(b, string(ev.Type))
 	b = append(b, `,"at":`...)
 	b = appendTime(b, ev.At)

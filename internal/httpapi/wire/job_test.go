@@ -204,13 +204,13 @@ func timeOrNil(t time.Time) *time.Time {
 func TestAppendEventMatchesEncodingJSON(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 11, 24, 9, 0, 0, 123456789, time.UTC)
-	full := events.Event{ID: 1 << 40, Type: events.Failed, At: at, Job: "01JD3Y6Q4H2V8M5N7P9R0S1T2V", Queue: "emails",
+	full := events.Event{ID: events.ID{Bus: 0x0123456789abcdef, Seq: 1 << 40}, Type: events.Failed, At: at, Job: "01JD3Y6Q4H2V8M5N7P9R0S1T2V", Queue: "emails",
 		ConsumerGroup: "billing", Kind: "send", State: job.StateRetrying, Attempt: 3, Worker: "host-1/pid <7> & \u2028",
 		Error: "smtp \"timeout\"\n\ttrace\x00\xff é", Waited: time.Second, Ran: time.Minute}
 	for _, ev := range []events.Event{
 		full,
-		{ID: 1, Type: events.Enqueued, At: at, Job: "j", Queue: "q"},
-		{ID: 2, Type: events.Deleted, At: time.Time{}, Job: "j", Queue: "q", Attempt: -1},
+		{ID: events.ID{Bus: 1, Seq: 1}, Type: events.Enqueued, At: at, Job: "j", Queue: "q"},
+		{ID: events.ID{Bus: 1, Seq: 2}, Type: events.Deleted, At: time.Time{}, Job: "j", Queue: "q", Attempt: -1},
 	} {
 		want, err := json.Marshal(&ev)
 		if err != nil {
@@ -221,14 +221,14 @@ func TestAppendEventMatchesEncodingJSON(t *testing.T) {
 		}
 	}
 	// Times go out in UTC, as the protocol says, whatever their zone.
-	zoned := events.Event{ID: 1, Type: events.Enqueued, At: at.In(time.FixedZone("X", 3600)), Job: "j", Queue: "q"}
+	zoned := events.Event{ID: events.ID{Bus: 1, Seq: 1}, Type: events.Enqueued, At: at.In(time.FixedZone("X", 3600)), Job: "j", Queue: "q"}
 	if got := AppendEvent(nil, &zoned); !strings.Contains(string(got), `"at":"2026-11-24T09:00:00.123456789Z"`) {
 		t.Errorf("a time in another zone: %s", got)
 	}
 }
 
 func BenchmarkAppendEvent(b *testing.B) {
-	ev := events.Event{ID: 1042, Type: events.Completed, At: time.Now(), Job: "01JD3Y6Q4H2V8M5N7P9R0S1T2V", Queue: "emails",
+	ev := events.Event{ID: events.ID{Bus: 0x7f3a9c0d12e4b7a8, Seq: 1042}, Type: events.Completed, At: time.Now(), Job: "01JD3Y6Q4H2V8M5N7P9R0S1T2V", Queue: "emails",
 		Kind: "send", State: job.StateCompleted, Attempt: 1}
 	buf := make([]byte, 0, 512)
 	b.ReportAllocs()
