@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -21,7 +22,8 @@ const (
 	// eventsPing is the time between the comments that keep an idle
 	// stream's connection open through proxies.
 	eventsPing = 15 * time.Second
-	// eventsWriteTimeout bounds one write to a reader.
+	// eventsWriteTimeout bounds one write to a reader: a reader whose
+	// connection takes nothing for this long is disconnected.
 	eventsWriteTimeout = 30 * time.Second
 	// eventsChunk and eventsChunkBytes bound the events a stream copies
 	// from the bus at a time: so many events, and past the first, so many
@@ -99,44 +101,52 @@ func (a *API) events(w http.ResponseWriter, r *http.Request) {
 		out.control(eventGap, map[string]any{"after": afterText, "first_id": events.ID{Bus: out.last.Bus, Seq: out.last.Seq + 1},
 			"message": "events after the resume point are not kept by this node; the stream goes on from first_id"})
 	}
+	out.follow(r.Context(), rd)
+}
+
+// follow writes what rd reads until the reader leaves, falls behind the
+// ring (stream.dropped) or the bus closes: a chunk at a time, writing once
+// eventsFlushBytes gather or the reader has caught up, then waiting for
+// the bus to wake it, with a ping every eventsPing.
+func (o *eventWriter) follow(ctx context.Context, rd *events.Reader) {
 	ping := time.NewTicker(eventsPing)
 	defer ping.Stop()
 	for {
 		chunk := eventChunks.Get().(*[]events.Event)
 		evs, wait, err := rd.Read(*chunk, eventsChunkBytes)
 		for i := range evs {
-			out.event(&evs[i])
+			o.event(&evs[i])
 		}
 		clear(evs) // the pool must not keep the ring's texts
 		eventChunks.Put(chunk)
 		switch {
 		case errors.Is(err, events.ErrBehind):
-			out.control(eventDropped, map[string]any{"last_id": out.last,
+			o.control(eventDropped, map[string]any{"last_id": o.last,
 				"message": "the reader fell behind the server; reconnect with Last-Event-ID to resume"})
-			out.flush()
+			o.flush()
 			return
 		case errors.Is(err, events.ErrClosed):
-			out.flush()
+			o.flush()
 			return
 		}
-		if wait == nil && out.buffered() < eventsFlushBytes {
+		if wait == nil && o.buffered() < eventsFlushBytes {
 			continue
 		}
-		if !out.flush() {
+		if !o.flush() {
 			return
 		}
 		if wait == nil {
 			continue
 		}
-		out.release()
+		o.release()
 		select {
 		case <-wait:
 		case <-ping.C:
-			out.comment("ping")
-			if !out.flush() {
+			o.comment("ping")
+			if !o.flush() {
 				return
 			}
-		case <-r.Context().Done():
+		case <-ctx.Done():
 			return
 		}
 	}
