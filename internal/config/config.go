@@ -9,11 +9,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/spoolq/spool/internal/siteguard"
 )
 
 // DefaultAddr is the server's fixed default listen address.
@@ -79,6 +82,19 @@ type Config struct {
 	// own, for Queen's clients (docs/queen.md), under the same auth.
 	// Defaults to false.
 	QueenCompat bool
+	// AllowedHosts are the host names the server answers to besides
+	// loopback names (localhost, *.localhost), IP addresses and the host
+	// of Addr: "name", ".name" or "*.name" (the name and every name under
+	// it), or "*" (every host). A request whose Host is none of these is
+	// refused (421 host_not_allowed), so that a page of a DNS name pointed
+	// at the server cannot use it (docs/protocol.md, "Allowed hosts").
+	// Defaults to none.
+	AllowedHosts []string
+	// TrustedProxies are the addresses (CIDRs, or single IPs) of the
+	// reverse proxies whose X-Forwarded-Proto the server believes: the
+	// dashboard marks its session cookie Secure when a request came over
+	// HTTPS, directly or through one of them. Defaults to none.
+	TrustedProxies []netip.Prefix
 }
 
 // Default returns the defaults.
@@ -150,6 +166,9 @@ func (c *Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("log-level: %q is not debug, info, warn or error", c.LogLevel))
 	}
+	if err := siteguard.CheckHosts(c.AllowedHosts); err != nil {
+		errs = append(errs, fmt.Errorf("allowed-hosts: %w", err))
+	}
 	if c.Auth && c.AuthFile == "" && c.AuthTokens == "" {
 		errs = append(errs, errors.New("auth: needs tokens from --auth-file or SPOOL_AUTH_TOKENS"))
 	}
@@ -198,6 +217,55 @@ func durVar(name, usage string, p func(c *Config) *time.Duration) setting {
 		set: func(c *Config, v string) (err error) { *p(c), err = time.ParseDuration(v); return err }}
 }
 
+// listVar is a setting of comma-separated values; blanks around each are
+// dropped, and so are empty ones.
+func listVar(name, usage string, p func(c *Config) *[]string) setting {
+	return setting{name: name, usage: usage,
+		get: func(c *Config) string { return strings.Join(*p(c), ",") },
+		set: func(c *Config, v string) error { *p(c) = splitList(v); return nil }}
+}
+
+// prefixVar is a setting of comma-separated CIDRs; a single IP address
+// stands for itself (a /32 or /128).
+func prefixVar(name, usage string, p func(c *Config) *[]netip.Prefix) setting {
+	return setting{name: name, usage: usage,
+		get: func(c *Config) string {
+			out := make([]string, len(*p(c)))
+			for i, pr := range *p(c) {
+				out[i] = pr.String()
+			}
+			return strings.Join(out, ",")
+		},
+		set: func(c *Config, v string) error {
+			var out []netip.Prefix
+			for _, s := range splitList(v) {
+				pr, err := netip.ParsePrefix(s)
+				if err != nil {
+					addr, aerr := netip.ParseAddr(s)
+					if aerr != nil {
+						return fmt.Errorf("%q is not a CIDR (10.0.0.0/8) or an IP address", s)
+					}
+					pr = netip.PrefixFrom(addr, addr.BitLen())
+				}
+				out = append(out, pr.Masked())
+			}
+			*p(c) = out
+			return nil
+		}}
+}
+
+// splitList is the comma-separated values of v, trimmed, without empty
+// ones.
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 func settings() []setting {
 	return []setting{
 		strVar("addr", "HOST:PORT to listen on", func(c *Config) *string { return &c.Addr }),
@@ -217,6 +285,8 @@ func settings() []setting {
 		strVar("log-level", "debug, info, warn or error", func(c *Config) *string { return &c.LogLevel }),
 		boolVar("auth", "require a bearer token on every route but the health checks and the OpenAPI document", func(c *Config) *bool { return &c.Auth }),
 		boolVar("queen-compat", "also serve Queen's HTTP API v1 under /api/v1, for Queen's clients (docs/queen.md)", func(c *Config) *bool { return &c.QueenCompat }),
+		listVar("allowed-hosts", "host names the server answers to besides localhost, *.localhost, IP addresses and the host of --addr, comma-separated: name, .name or *.name (with every name under it), or * (any host)", func(c *Config) *[]string { return &c.AllowedHosts }),
+		prefixVar("trusted-proxies", "CIDRs of the reverse proxies whose X-Forwarded-Proto is believed (the dashboard's cookie is Secure over HTTPS), comma-separated", func(c *Config) *[]netip.Prefix { return &c.TrustedProxies }),
 		strVar("auth-file", `file of auth tokens, one per line: "name role namespaces secret" (more in env SPOOL_AUTH_TOKENS)`, func(c *Config) *string { return &c.AuthFile }),
 	}
 }
@@ -337,8 +407,18 @@ func applyFile(cfg *Config, path string, known map[string]setting) error {
 			v = strconv.FormatBool(x)
 		case float64:
 			v = strconv.FormatFloat(x, 'f', -1, 64)
+		case []any:
+			parts := make([]string, len(x))
+			for i, e := range x {
+				s, ok := e.(string)
+				if !ok {
+					return fmt.Errorf("config file %s: %s must be a string, a number or a list of strings", path, k)
+				}
+				parts[i] = s
+			}
+			v = strings.Join(parts, ",")
 		default:
-			return fmt.Errorf("config file %s: %s must be a string or number", path, k)
+			return fmt.Errorf("config file %s: %s must be a string, a number or a list of strings", path, k)
 		}
 		if err := s.set(cfg, v); err != nil {
 			return fmt.Errorf("config file %s: %s=%q: %w", path, k, v, err)

@@ -2,8 +2,10 @@ package config
 
 import (
 	"io"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +21,7 @@ func TestLoadDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg != Default() {
+	if !reflect.DeepEqual(cfg, Default()) {
 		t.Fatalf("got %+v, want defaults %+v", cfg, Default())
 	}
 	if cfg.Addr != "127.0.0.1:7311" || cfg.Data != "./spool-data" || cfg.Sync != "full" {
@@ -65,6 +67,9 @@ func TestLoadRejectsBadValues(t *testing.T) {
 		"unknown flag":      {args: []string{"--nope", "1"}, want: "nope"},
 		"negative retain":   {args: []string{"--retain-completed", "-1h"}, want: "retain-completed"},
 		"tiny prune period": {args: []string{"--prune-interval", "1ms"}, want: "prune-interval"},
+		"host with a port":  {args: []string{"--allowed-hosts", "a.example,b.example:80"}, want: "allowed-hosts"},
+		"host with scheme":  {env: map[string]string{"SPOOL_ALLOWED_HOSTS": "https://a.example"}, want: "allowed-hosts"},
+		"proxy not a CIDR":  {args: []string{"--trusted-proxies", "10.0.0.0/8,proxy.lan"}, want: "trusted-proxies"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -86,5 +91,38 @@ func TestLoadRejectsUnknownFileKey(t *testing.T) {
 	_, err := Load(nil, env(map[string]string{"SPOOL_CONFIG": file}), io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "adress") {
 		t.Fatalf("err = %v, want unknown setting", err)
+	}
+}
+
+// The lists of allowed hosts and trusted proxies come, like every
+// setting, from a flag, SPOOL_ALLOWED_HOSTS / SPOOL_TRUSTED_PROXIES or
+// the file (a string or a list of strings there), in that order of
+// precedence.
+func TestLoadHostsAndProxies(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "spool.json")
+	if err := os.WriteFile(file, []byte(`{"allowed-hosts":["spool.example", "*.corp.example"],"trusted-proxies":"10.0.0.0/8"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Load([]string{"--config", file}, env(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"spool.example", "*.corp.example"}; !reflect.DeepEqual(cfg.AllowedHosts, want) {
+		t.Errorf("allowed hosts from the file: %q, want %q", cfg.AllowedHosts, want)
+	}
+	if want := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}; !reflect.DeepEqual(cfg.TrustedProxies, want) {
+		t.Errorf("trusted proxies from the file: %v, want %v", cfg.TrustedProxies, want)
+	}
+	cfg, err = Load([]string{"--config", file, "--trusted-proxies", "192.168.1.7, fd00::/8"},
+		env(map[string]string{"SPOOL_ALLOWED_HOSTS": " .spool.example , "}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{".spool.example"}; !reflect.DeepEqual(cfg.AllowedHosts, want) {
+		t.Errorf("allowed hosts from the env: %q, want %q", cfg.AllowedHosts, want)
+	}
+	if want := []netip.Prefix{netip.MustParsePrefix("192.168.1.7/32"), netip.MustParsePrefix("fd00::/8")}; !reflect.DeepEqual(cfg.TrustedProxies, want) {
+		t.Errorf("trusted proxies from the flag: %v, want %v", cfg.TrustedProxies, want)
 	}
 }
