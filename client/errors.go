@@ -30,13 +30,17 @@ var (
 	// invalid.
 	ErrUnauthorized = errors.New("unauthorized")
 	// ErrForbidden matches code forbidden: the credentials lack the role or
-	// namespace for the call.
+	// namespace for the call (or a browser sent it from another site).
 	ErrForbidden = errors.New("forbidden")
 	// ErrNotFound matches code not_found: no such job, queue, schedule or
 	// route.
 	ErrNotFound = errors.New("not found")
 	// ErrMethodNotAllowed matches code method_not_allowed.
 	ErrMethodNotAllowed = errors.New("method not allowed")
+	// ErrHostNotAllowed matches code host_not_allowed: the server does not
+	// answer to the host name of the client's URL; its operator lists the
+	// names it serves under with --allowed-hosts.
+	ErrHostNotAllowed = errors.New("host not allowed")
 	// ErrUpgradeRequired matches code upgrade_required: the server (or a
 	// proxy in front of it) did not let WithStream's connection upgrade
 	// to the stream protocol.
@@ -83,6 +87,7 @@ var codes = map[string]struct {
 	"forbidden":          {ErrForbidden, http.StatusForbidden},
 	"not_found":          {ErrNotFound, http.StatusNotFound},
 	"method_not_allowed": {ErrMethodNotAllowed, http.StatusMethodNotAllowed},
+	"host_not_allowed":   {ErrHostNotAllowed, http.StatusMisdirectedRequest},
 	"upgrade_required":   {ErrUpgradeRequired, http.StatusUpgradeRequired},
 	"id_taken":           {ErrIDTaken, http.StatusConflict},
 	"lease_lost":         {ErrLeaseLost, http.StatusConflict},

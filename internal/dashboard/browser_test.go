@@ -57,6 +57,9 @@ func TestMain(m *testing.M) {
 		chromedp.ExecPath(path),
 		chromedp.WindowSize(1280, 900),
 		chromedp.Flag("disable-dev-shm-usage", true),
+		// Names that resolve to the servers under test, as a DNS name its
+		// owner points at a victim's address would (see foreignhost_test.go).
+		chromedp.Flag("host-resolver-rules", "MAP "+rebound+" 127.0.0.1, MAP "+allowedName+" 127.0.0.1"),
 	)
 	if os.Geteuid() == 0 {
 		opts = append(opts, chromedp.NoSandbox) // Chromium refuses root with its sandbox

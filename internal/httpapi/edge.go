@@ -68,6 +68,19 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request) {
 	a.mux.ServeHTTP(w, r)
 }
 
+// Refuse answers a request that siteguard refused (a foreign Host: 421
+// host_not_allowed; a cross-site change: 403 forbidden) as the catalog's
+// JSON error, as every other answer of this API is.
+func (a *API) Refuse(w http.ResponseWriter, r *http.Request, err error) {
+	a.writeError(w, r, err)
+}
+
+// ChangesOnGet reports whether a GET of path changes something: the
+// upgrade of GET /v1/stream carries frames that enqueue, ack and manage.
+// siteguard refuses such a GET from another site as it refuses a POST.
+// No other GET route of this API changes anything.
+func ChangesOnGet(path string) bool { return path == "/v1/stream" }
+
 // CanonicalPath reports whether p is a path net/http's router serves as it
 // is rather than redirecting it to its cleaned form: rooted, with no
 // empty, "." or ".." segment (a trailing slash is kept). The API and

@@ -11,6 +11,7 @@ import (
 	"github.com/spoolq/spool/internal/httpapi/wire"
 	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/queue"
+	"github.com/spoolq/spool/internal/siteguard"
 )
 
 // Code is a stable error code of the wire protocol. Clients branch on codes,
@@ -28,6 +29,7 @@ const (
 	CodeForbidden        Code = "forbidden"
 	CodeNotFound         Code = "not_found"
 	CodeMethodNotAllowed Code = "method_not_allowed"
+	CodeHostNotAllowed   Code = "host_not_allowed"
 	CodeUpgradeRequired  Code = "upgrade_required"
 	CodeIDTaken          Code = "id_taken"
 	CodeLeaseLost        Code = "lease_lost"
@@ -49,6 +51,7 @@ var Catalog = map[Code]int{
 	CodeForbidden:        http.StatusForbidden,
 	CodeNotFound:         http.StatusNotFound,
 	CodeMethodNotAllowed: http.StatusMethodNotAllowed,
+	CodeHostNotAllowed:   http.StatusMisdirectedRequest,
 	CodeUpgradeRequired:  http.StatusUpgradeRequired,
 	CodeIDTaken:          http.StatusConflict,
 	CodeLeaseLost:        http.StatusConflict,
@@ -97,6 +100,8 @@ func classify(err error) (e *apiError, internal bool) {
 	var tooLarge *wire.TooLargeError
 	var refused *streamserver.Error
 	var missing *queue.NotFoundError
+	var foreignHost *siteguard.HostError
+	var crossSite *siteguard.CrossSiteError
 	switch {
 	case errors.As(err, &ae):
 		return ae, false
@@ -104,6 +109,10 @@ func classify(err error) (e *apiError, internal bool) {
 		return &apiError{Code: CodeUnauthorized, Message: unauthorized.Message}, false
 	case errors.As(err, &forbidden):
 		return &apiError{Code: CodeForbidden, Field: forbidden.Field, Message: forbidden.Message}, false
+	case errors.As(err, &foreignHost):
+		return &apiError{Code: CodeHostNotAllowed, Message: foreignHost.Error()}, false
+	case errors.As(err, &crossSite):
+		return &apiError{Code: CodeForbidden, Message: crossSite.Error()}, false
 	case errors.As(err, &body):
 		return &apiError{Code: CodeInvalidJSON, Field: body.Field, Message: body.Message}, false
 	case errors.As(err, &tooLarge):

@@ -22,6 +22,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"path"
 	"strings"
 
 	"github.com/spoolq/spool/internal/httpapi"
@@ -92,6 +93,19 @@ func New(e *queue.Engine, opts Options) *API {
 // Serves reports whether path is one of this API's: Queen's routes live
 // under /api/v1/, beside its health check.
 func Serves(path string) bool { return path == "/health" || strings.HasPrefix(path, "/api/v1/") }
+
+// ChangesOnGet reports whether a GET of path changes something: a pop
+// (GET /api/v1/pop/...) leases messages and may create its consumer
+// group. siteguard refuses such a GET from another site as it refuses a
+// POST. No other GET route of this API changes anything.
+func ChangesOnGet(p string) bool {
+	clean := path.Clean(p)
+	return clean == "/api/v1/pop" || strings.HasPrefix(clean, "/api/v1/pop/")
+}
+
+// Refuse answers a request that siteguard refused as this API answers
+// every error: the catalog's code and status in Queen's shape.
+func (a *API) Refuse(w http.ResponseWriter, r *http.Request, err error) { a.fail(w, r, err) }
 
 // ServeHTTP implements http.Handler. A path not in canonical form (an
 // empty, . or .. segment) is not found, as on Spool's own API, rather

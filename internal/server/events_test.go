@@ -150,7 +150,7 @@ func TestEventsDropASlowReader(t *testing.T) {
 	}
 	defer conn.Close()
 	_ = conn.(*net.TCPConn).SetReadBuffer(64 << 10)
-	fmt.Fprintf(conn, "GET /v1/events HTTP/1.1\r\nHost: spool\r\n\r\n")
+	fmt.Fprintf(conn, "GET /v1/events HTTP/1.1\r\nHost: localhost\r\n\r\n")
 	rd := &sseReader{t: t, rd: bufio.NewReader(conn)}
 	status, err := rd.rd.ReadString('\n')
 	if err != nil || !strings.Contains(status, "200") {

@@ -204,7 +204,7 @@ func TestHostileSlowHeaders(t *testing.T) {
 			}
 			defer conn.Close()
 			start := time.Now()
-			head := "POST /v1/jobs HTTP/1.1\r\nHost: spool\r\nContent-Type: application/json\r\nX-Padding: " + strings.Repeat("x", 200) + "\r\n\r\n"
+			head := "POST /v1/jobs HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nX-Padding: " + strings.Repeat("x", 200) + "\r\n\r\n"
 			for i := 0; i < len(head); i++ {
 				if _, err := conn.Write([]byte{head[i]}); err != nil {
 					cut <- time.Since(start)
@@ -283,7 +283,7 @@ func TestHostileIdleConnections(t *testing.T) {
 			continue // never sends a byte
 		}
 		// One request, then idle with keep-alive.
-		if _, err := io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: spool\r\n\r\n"); err != nil {
+		if _, err := io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n"); err != nil {
 			t.Fatalf("request on connection %d: %v", i, err)
 		}
 		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))

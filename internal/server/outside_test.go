@@ -273,22 +273,22 @@ func TestServerAnswersAreCatalogJSON(t *testing.T) {
 	b := setup(t)
 	id := b.enqueue(obj{"queue": "p", "kind": "k"})
 	addr := b.srv.Addr()
-	huge := "GET /v1/jobs/" + id + " HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("a", 2<<20) + "\r\n\r\n"
+	huge := "GET /v1/jobs/" + id + " HTTP/1.1\r\nHost: localhost\r\nX-Big: " + strings.Repeat("a", 2<<20) + "\r\n\r\n"
 	for _, c := range []struct {
 		what    string
 		request string
 		status  int
 		code    string
 	}{
-		{"double slash", "GET //v1/jobs/" + id + " HTTP/1.1\r\nHost: x\r\n\r\n", 404, "not_found"},
-		{"dot segment", "GET /v1/./jobs/" + id + " HTTP/1.1\r\nHost: x\r\n\r\n", 404, "not_found"},
-		{"dot-dot segment", "GET /v1/../v1/jobs/" + id + " HTTP/1.1\r\nHost: x\r\n\r\n", 404, "not_found"},
+		{"double slash", "GET //v1/jobs/" + id + " HTTP/1.1\r\nHost: localhost\r\n\r\n", 404, "not_found"},
+		{"dot segment", "GET /v1/./jobs/" + id + " HTTP/1.1\r\nHost: localhost\r\n\r\n", 404, "not_found"},
+		{"dot-dot segment", "GET /v1/../v1/jobs/" + id + " HTTP/1.1\r\nHost: localhost\r\n\r\n", 404, "not_found"},
 		{"headers of 2 MB", huge, 431, "headers_too_large"},
-		{"bad escape", "GET /v1/jobs/%ZZ HTTP/1.1\r\nHost: x\r\n\r\n", 400, "bad_request"},
-		{"asterisk", "GET * HTTP/1.1\r\nHost: x\r\n\r\n", 400, "bad_request"},
+		{"bad escape", "GET /v1/jobs/%ZZ HTTP/1.1\r\nHost: localhost\r\n\r\n", 400, "bad_request"},
+		{"asterisk", "GET * HTTP/1.1\r\nHost: localhost\r\n\r\n", 400, "bad_request"},
 		{"HTTP/0.9", "GET /v1/jobs/" + id + "\r\n\r\n", 400, "bad_request"},
-		{"unknown transfer coding", "POST /v1/jobs HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", 400, "bad_request"},
-		{"unsupported Expect", "POST /v1/jobs HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\nContent-Length: 2\r\n\r\n{}", 400, "bad_request"},
+		{"unknown transfer coding", "POST /v1/jobs HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", 400, "bad_request"},
+		{"unsupported Expect", "POST /v1/jobs HTTP/1.1\r\nHost: localhost\r\nExpect: 200-ok\r\nContent-Length: 2\r\n\r\n{}", 400, "bad_request"},
 	} {
 		resp := rawAnswer(t, addr, []byte(c.request))
 		body, _ := io.ReadAll(resp.Body)

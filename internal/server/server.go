@@ -22,6 +22,7 @@ import (
 	"github.com/spoolq/spool/internal/queenapi"
 	"github.com/spoolq/spool/internal/queue"
 	"github.com/spoolq/spool/internal/schedule"
+	"github.com/spoolq/spool/internal/siteguard"
 	"github.com/spoolq/spool/internal/store"
 )
 
@@ -131,13 +132,20 @@ func (s *Server) Start(ctx context.Context) error {
 	s.api = httpapi.New(s.engine, httpapi.Options{MaxBodyBytes: s.cfg.MaxBodyBytes, Logger: s.logger, Auth: authn,
 		Metrics: s.metrics.Handler(), ObserveRequest: s.metrics.ObserveRequest, MaxEventReaders: s.cfg.MaxEventReaders})
 	var handler http.Handler = s.api
+	var queen *queenapi.API
 	if s.cfg.QueenCompat {
-		queen := queenapi.New(s.engine, queenapi.Options{MaxBodyBytes: s.cfg.MaxBodyBytes, Logger: s.logger, Auth: authn})
+		queen = queenapi.New(s.engine, queenapi.Options{MaxBodyBytes: s.cfg.MaxBodyBytes, Logger: s.logger, Auth: authn})
 		handler = withQueen(s.api, httpapi.Observed(queen, s.metrics.ObserveRequest))
 	}
 	s.dash = dashboard.New(s.engine, dashboard.Options{Auth: authn, Logger: s.logger})
 	s.dash.Start()
-	handler = withDashboard(handler, s.dash)
+	handler, err = s.guard(withDashboard(handler, s.dash), queen)
+	if err != nil {
+		s.dash.Stop()
+		_ = ln.Close()
+		s.closeBackground()
+		return err
+	}
 	s.http = &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: s.headerTimeout,
@@ -161,6 +169,34 @@ func (s *Server) Start(ctx context.Context) error {
 			" can enqueue, fetch, cancel and delete jobs; start with --auth and tokens, or listen on 127.0.0.1")
 	}
 	return nil
+}
+
+// guard puts h, the whole handler of the server, behind siteguard, so
+// that no route escapes it: a request whose Host the server does not
+// answer to, or one that a page of another site made a browser send to a
+// route that changes something, is refused before any route sees it, in
+// the error shape of the API whose path it named (queen is nil when
+// Queen's API is off).
+func (s *Server) guard(h http.Handler, queen *queenapi.API) (http.Handler, error) {
+	listenHost, _, _ := net.SplitHostPort(s.cfg.Addr)
+	g, err := siteguard.New(h, siteguard.Options{
+		AllowedHosts: s.cfg.AllowedHosts,
+		ListenHost:   listenHost,
+		ChangesOnGet: func(path string) bool {
+			return httpapi.ChangesOnGet(path) || (queen != nil && queenapi.Serves(path) && queenapi.ChangesOnGet(path))
+		},
+		Refuse: func(w http.ResponseWriter, r *http.Request, err error) {
+			if queen != nil && queenapi.Serves(r.URL.Path) {
+				queen.Refuse(w, r, err)
+				return
+			}
+			s.api.Refuse(w, r, err)
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("allowed hosts: %w", err)
+	}
+	return g, nil
 }
 
 // withQueen serves Queen's routes (see queenapi.Serves) with queen and

@@ -37,7 +37,7 @@ export class BatchTooLargeError extends SpoolError {}
 /** `unauthorized` (401): Credentials are missing or invalid. */
 export class UnauthorizedError extends SpoolError {}
 
-/** `forbidden` (403): The credentials lack the role or namespace for the call. */
+/** `forbidden` (403): The credentials lack the role or namespace for the call (or a browser sent it from another site). */
 export class ForbiddenError extends SpoolError {}
 
 /** `not_found` (404): No such job, queue, schedule or route. */
@@ -45,6 +45,9 @@ export class NotFoundError extends SpoolError {}
 
 /** `method_not_allowed` (405): The route exists for other methods. */
 export class MethodNotAllowedError extends SpoolError {}
+
+/** `host_not_allowed` (421): The server does not answer to the URL's host name; its operator lists the names it serves under with `--allowed-hosts`. */
+export class HostNotAllowedError extends SpoolError {}
 
 /** `upgrade_required` (426): The stream transport was asked for without its upgrade headers. */
 export class UpgradeRequiredError extends SpoolError {}
@@ -83,6 +86,7 @@ export const ERROR_CODES: Readonly<Record<string, { status: number; cls: new (co
   forbidden: { status: 403, cls: ForbiddenError },
   not_found: { status: 404, cls: NotFoundError },
   method_not_allowed: { status: 405, cls: MethodNotAllowedError },
+  host_not_allowed: { status: 421, cls: HostNotAllowedError },
   upgrade_required: { status: 426, cls: UpgradeRequiredError },
   id_taken: { status: 409, cls: IdTakenError },
   lease_lost: { status: 409, cls: LeaseLostError },

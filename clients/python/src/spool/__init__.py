@@ -10,6 +10,7 @@ from .errors import (
     BatchTooLarge,
     Forbidden,
     HeadersTooLarge,
+    HostNotAllowed,
     IDTaken,
     InternalError,
     InvalidArgument,
@@ -49,7 +50,7 @@ __all__ = [
     "Job", "JobSpec", "JobPage", "Lease", "Backoff", "AttemptError", "EnqueueResult",
     "ItemResult", "Queue", "JOB_FIELDS",
     "SpoolError", "BadRequest", "InvalidJSON", "InvalidArgument", "BatchTooLarge",
-    "Unauthorized", "Forbidden", "NotFound", "MethodNotAllowed", "UpgradeRequired",
+    "Unauthorized", "Forbidden", "NotFound", "MethodNotAllowed", "HostNotAllowed", "UpgradeRequired",
     "IDTaken", "LeaseLost", "InvalidState", "PayloadTooLarge", "HeadersTooLarge",
     "InternalError", "Unavailable", "StorageFull", "TransportError", "NoRetry", "RetryAfter",
 ]

@@ -72,7 +72,10 @@ class Unauthorized(SpoolError):
 
 
 class Forbidden(SpoolError):
-    """``forbidden``: the credentials lack the role or namespace for the call."""
+    """``forbidden``: the credentials lack the role or namespace for the call.
+
+    Also a call that changes something, sent by a browser from another site.
+    """
 
     code = "forbidden"
 
@@ -87,6 +90,15 @@ class MethodNotAllowed(SpoolError):
     """``method_not_allowed``: the route exists for other methods."""
 
     code = "method_not_allowed"
+
+
+class HostNotAllowed(SpoolError):
+    """``host_not_allowed``: the server does not answer to the URL's host name.
+
+    Its operator lists the names it serves under with ``--allowed-hosts``.
+    """
+
+    code = "host_not_allowed"
 
 
 class UpgradeRequired(SpoolError):
@@ -163,6 +175,7 @@ ERRORS_BY_CODE: Dict[str, Type[SpoolError]] = {
         Forbidden,
         NotFound,
         MethodNotAllowed,
+        HostNotAllowed,
         UpgradeRequired,
         IDTaken,
         LeaseLost,
