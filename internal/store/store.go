@@ -308,6 +308,7 @@ type Store interface {
 	Maintainer
 	Scheduler
 	ConsumerGroups
+	Sessions
 	// Capabilities states what this store can do.
 	Capabilities() Capabilities
 	// Ping reports whether the store can serve requests.

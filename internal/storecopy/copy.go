@@ -6,7 +6,8 @@
 // queue with its paused flag, default durability, settings, limits and
 // consumer groups; and every cron schedule with how far it fired. `spool migrate-store` uses it to move an
 // embedded SQLite store into PostgreSQL when one machine is no longer
-// enough.
+// enough. The dashboard's login sessions (store.Sessions) are not copied:
+// they are short-lived, and their users log in again on the new store.
 package storecopy
 
 import (

@@ -283,6 +283,21 @@ CREATE TRIGGER spool_jobs_count_insert AFTER INSERT ON spool_jobs
 	WHEN (current_setting('spool.counted', true) IS DISTINCT FROM 'on')
 	EXECUTE FUNCTION spool_count_insert();
 `,
+	// Version 12: the dashboard's login sessions (session.go), shared by
+	// every node: the SHA-256 of each session's id, its token and its
+	// times. The token index serves the cap on a token's sessions, the
+	// expiry index the pruning of ended ones.
+	`
+CREATE TABLE spool_sessions (
+	id_hash     text        PRIMARY KEY,
+	token_name  text        NOT NULL,
+	fingerprint text        NOT NULL,
+	created_at  timestamptz NOT NULL,
+	expires_at  timestamptz NOT NULL
+);
+CREATE INDEX spool_sessions_token ON spool_sessions (token_name, created_at, id_hash);
+CREATE INDEX spool_sessions_expiry ON spool_sessions (expires_at);
+`,
 }
 
 // SchemaVersion is the schema version this binary brings a database to.

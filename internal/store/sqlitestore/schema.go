@@ -144,6 +144,19 @@ CREATE TABLE consumer_groups (
 	// at insert and never changes, so it goes in the spec (version 3,
 	// see spec.go).
 	{sql: `ALTER TABLE jobs ADD COLUMN worker TEXT;`},
+	// The dashboard's login sessions (session.go): the SHA-256 of each
+	// session's id, its token and its times, in unix nanoseconds.
+	{sql: `
+CREATE TABLE sessions (
+	id_hash     TEXT    PRIMARY KEY,
+	token_name  TEXT    NOT NULL,
+	fingerprint TEXT    NOT NULL,
+	created_at  INTEGER NOT NULL,
+	expires_at  INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX sessions_token ON sessions (token_name, created_at, id_hash);
+CREATE INDEX sessions_expiry ON sessions (expires_at);
+`},
 }
 
 // Partial-index conditions, repeated verbatim in queries so that SQLite's
