@@ -23,6 +23,7 @@ type Authenticator struct {
 type entry struct {
 	hash [sha256.Size]byte
 	p    *Principal
+	fp   *fingerprintCache
 }
 
 // New returns an Authenticator accepting tokens. It fails when tokens is
@@ -60,7 +61,7 @@ func New(tokens []Token) (*Authenticator, error) {
 			}
 		}
 		p := &Principal{name: t.Name, role: t.Role, namespaces: append([]string(nil), t.Namespaces...)}
-		au.entries = append(au.entries, entry{hash: sum, p: p})
+		au.entries = append(au.entries, entry{hash: sum, p: p, fp: &fingerprintCache{}})
 	}
 	return au, nil
 }
