@@ -49,8 +49,8 @@ func jsString(s string) string {
 	return `"` + strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\\`), `"`, `\"`) + `"`
 }
 
-// TestLogin: with auth on, the pages ask for a token, keep it in an
-// HttpOnly cookie, and logging out clears it.
+// TestLogin: with auth on, the pages ask for a token, start a session
+// kept in an HttpOnly cookie, and logging out ends it.
 func TestLogin(t *testing.T) {
 	b := setupAuth(t)
 	b.enqueue(obj{"queue": "q", "kind": "k"})
@@ -71,7 +71,7 @@ func TestLogin(t *testing.T) {
 		t.Errorf("the header shows %q, want the token ops and its role", got)
 	}
 	if eval[string](tb, `document.cookie`) != "" {
-		t.Error("the token cookie is readable from scripts; it must be HttpOnly")
+		t.Error("the session cookie is readable from scripts; it must be HttpOnly")
 	}
 	if tb.count(`button[data-action="pause"]`) != 1 {
 		t.Error("an admin token should see the actions")
@@ -142,7 +142,7 @@ func TestActionsNeedTheirPage(t *testing.T) {
 	// The cookie is SameSite=Strict and the check holds without it too:
 	// a request with the cookie and the header from another origin.
 	req, _ := http.NewRequest("POST", b.base+"/ui/queues/q/pause", nil)
-	req.Header.Set("Cookie", "spool_token="+adminSecret)
+	req.AddCookie(&http.Cookie{Name: "spool_session", Value: tb.session().Value})
 	req.Header.Set("HX-Request", "true")
 	req.Header.Set("Origin", "https://evil.example")
 	resp, err := http.DefaultClient.Do(req)

@@ -13,8 +13,9 @@
 // a scan of at most maxScan jobs for a filter. Throughput comes from a
 // sampler subscribed to the engine's event bus, kept in memory per second
 // for the last ten minutes. With auth on, a token given on the login page
-// is kept in an HttpOnly, SameSite=Strict cookie, and every page and
-// action checks its role and namespaces as the API would.
+// starts a session kept in the store (see login.go), whose id an HttpOnly,
+// SameSite=Strict cookie holds, and every page and action checks the
+// token's role and namespaces as the API would.
 package dashboard
 
 import (
@@ -23,6 +24,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"path"
 	"strings"
 	"sync"
@@ -30,6 +32,7 @@ import (
 	"github.com/spoolq/spool/internal/httpapi/auth"
 	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/queue"
+	"github.com/spoolq/spool/internal/store"
 )
 
 // Options configure the dashboard.
@@ -38,6 +41,17 @@ type Options struct {
 	// role with the read permission on every page, and the manage
 	// permission for every action. Defaults to nil: no auth.
 	Auth *auth.Authenticator
+	// Sessions keeps the login sessions; it must be set when Auth is. The
+	// store of a server shared by several nodes makes a session made on
+	// one valid on all, and a logout on one end it on all.
+	Sessions store.Sessions
+	// MaxSessionsPerToken bounds the live sessions of one token. Defaults
+	// to MaxSessionsPerToken.
+	MaxSessionsPerToken int
+	// TrustedProxies are the reverse proxies whose X-Forwarded-Proto is
+	// believed: a login over HTTPS, directly or through one of them, gets
+	// a Secure cookie. Defaults to none.
+	TrustedProxies []netip.Prefix
 	// Logger receives internal errors. Defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -59,6 +73,12 @@ type Dashboard struct {
 func New(e *queue.Engine, opts Options) *Dashboard {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
+	}
+	if opts.Auth != nil && opts.Sessions == nil {
+		panic("dashboard: Options.Sessions is nil with auth on")
+	}
+	if opts.MaxSessionsPerToken <= 0 {
+		opts.MaxSessionsPerToken = MaxSessionsPerToken
 	}
 	d := &Dashboard{engine: e, opts: opts, mux: http.NewServeMux(), pages: loadPages(e.Now), sampler: newSampler(e.Events(), opts.Logger)}
 	d.register()

@@ -8,9 +8,6 @@ import (
 	"github.com/spoolq/spool/internal/httpapi/auth"
 )
 
-// cookieName is the cookie that holds the token given on the login page.
-const cookieName = "spool_token"
-
 // maxTokenField bounds the token a login form may send.
 const maxTokenField = 1024
 
@@ -73,7 +70,11 @@ func (d *Dashboard) guard(perm auth.Permission, h handler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		v := &viewer{}
 		if d.opts.Auth != nil {
-			p := d.principal(r)
+			p, err := d.principal(r)
+			if err != nil {
+				d.fail(w, r, v, err)
+				return
+			}
 			if p == nil {
 				login := "/ui/login"
 				if r.Method == http.MethodGet && !isHTMX(r) {
@@ -105,20 +106,6 @@ func (d *Dashboard) guard(perm auth.Permission, h handler) http.HandlerFunc {
 	}
 }
 
-// principal is the token of r's cookie, nil when it has none or an
-// invalid one.
-func (d *Dashboard) principal(r *http.Request) *auth.Principal {
-	c, err := r.Cookie(cookieName)
-	if err != nil || c.Value == "" {
-		return nil
-	}
-	p, err := d.opts.Auth.Authenticate("Bearer " + c.Value)
-	if err != nil {
-		return nil
-	}
-	return p
-}
-
 // sameOrigin reports whether r comes from a page of this server: the
 // browser's Sec-Fetch-Site says same-origin, or, from a browser without
 // it, Origin names this host. A request with neither header is no
@@ -144,7 +131,8 @@ func (d *Dashboard) loginPage(w http.ResponseWriter, r *http.Request) {
 	d.render(w, r, http.StatusOK, "login", &loginPage{page: page{Title: "Log in"}, Next: safeNext(r.URL.Query().Get("next"))})
 }
 
-// login checks the token of the form and keeps it in the cookie.
+// login checks the token of the form and starts a session of it: the
+// cookie holds the session's id, never the token.
 func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
 	if d.opts.Auth == nil {
 		http.Redirect(w, r, "/", http.StatusSeeOther)
@@ -160,25 +148,32 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
 	if len(token) > maxTokenField {
 		token = ""
 	}
-	if _, err := d.opts.Auth.Authenticate("Bearer " + token); token == "" || err != nil {
+	p, err := d.opts.Auth.Authenticate("Bearer " + token)
+	if token == "" || err != nil {
 		d.render(w, r, http.StatusUnauthorized, "login", &loginPage{page: page{Title: "Log in"}, Next: next, Error: "That token is not valid."})
 		return
 	}
-	http.SetCookie(w, &http.Cookie{
-		Name: cookieName, Value: token, Path: "/", HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode,
-	})
+	value, err := d.startSession(r.Context(), p)
+	if err != nil {
+		d.fail(w, r, nil, err)
+		return
+	}
+	d.setSessionCookie(w, r, value)
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
-// logout clears the cookie.
+// logout ends the session on the server (on every node: the store holds
+// it) and clears the cookie.
 func (d *Dashboard) logout(w http.ResponseWriter, r *http.Request) {
 	if !sameOrigin(r) {
 		http.Error(w, "log out from the dashboard's own page", http.StatusForbidden)
 		return
 	}
-	http.SetCookie(w, &http.Cookie{
-		Name: cookieName, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode,
-	})
+	if err := d.endSession(r); err != nil {
+		d.fail(w, r, nil, err)
+		return
+	}
+	d.setSessionCookie(w, r, "")
 	http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
 }
 

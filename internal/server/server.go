@@ -137,7 +137,7 @@ func (s *Server) Start(ctx context.Context) error {
 		queen = queenapi.New(s.engine, queenapi.Options{MaxBodyBytes: s.cfg.MaxBodyBytes, Logger: s.logger, Auth: authn})
 		handler = withQueen(s.api, httpapi.Observed(queen, s.metrics.ObserveRequest))
 	}
-	s.dash = dashboard.New(s.engine, dashboard.Options{Auth: authn, Logger: s.logger})
+	s.dash = dashboard.New(s.engine, dashboard.Options{Auth: authn, Sessions: st, TrustedProxies: s.cfg.TrustedProxies, Logger: s.logger})
 	s.dash.Start()
 	handler, err = s.guard(withDashboard(handler, s.dash), queen)
 	if err != nil {
