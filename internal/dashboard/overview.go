@@ -7,20 +7,10 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/internal/job"
-	"github.com/spoolq/spool/internal/store"
 )
 
-// Bounds of the overview.
-const (
-	// maxOverviewQueues bounds the queues the overview lists.
-	maxOverviewQueues = 500
-	// maxOldestLookups bounds the queues whose oldest available job one
-	// render looks up (one short listing each).
-	maxOldestLookups = 100
-	// oldestPage is how many available jobs, in enqueue order, the
-	// lookup of a queue's oldest one reads.
-	oldestPage = 20
-)
+// maxOverviewQueues bounds the queues the overview lists.
+const maxOverviewQueues = 500
 
 // queueRow is one queue on the overview.
 type queueRow struct {
@@ -30,7 +20,7 @@ type queueRow struct {
 	// Completed and Failed are jobs per second over the last minute.
 	Completed, Failed float64
 	// OldestAvailable is when the longest-waiting available job became
-	// available (among the first available jobs); zero when none is.
+	// available (store.QueueInfo.OldestAvailable); zero when none is.
 	OldestAvailable time.Time
 }
 
@@ -50,7 +40,8 @@ type overviewPage struct {
 // overview is the page at /: every queue (that the viewer may see) with
 // its counts, rates, oldest available job and pause, the node's totals
 // and the throughput chart. ?part=live answers only the part that
-// refreshes itself.
+// refreshes itself. Everything comes from one queue listing: a render
+// reads no job.
 func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, v *viewer) {
 	qs, err := d.engine.Queues(r.Context())
 	if err != nil {
@@ -59,7 +50,6 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, v *viewer) 
 	}
 	now := d.engine.Now()
 	data := &overviewPage{page: page{Title: "Overview", Viewer: v, Chart: true, Nav: "overview"}, Totals: map[job.State]int64{}, Now: now}
-	lookups := 0
 	for i := range qs {
 		q := &qs[i]
 		if !v.Allows(q.Name) {
@@ -72,15 +62,8 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, v *viewer) 
 			data.Hidden++
 			continue
 		}
-		row := queueRow{Name: q.Name, Paused: q.Paused, Counts: q.Counts}
+		row := queueRow{Name: q.Name, Paused: q.Paused, Counts: q.Counts, OldestAvailable: q.OldestAvailable}
 		row.Completed, row.Failed = d.sampler.rate(q.Name, now)
-		if q.Counts[job.StateAvailable] > 0 && lookups < maxOldestLookups {
-			lookups++
-			if row.OldestAvailable, err = d.oldestAvailable(r, q); err != nil {
-				d.fail(w, r, v, err)
-				return
-			}
-		}
 		data.Queues = append(data.Queues, row)
 	}
 	if allow := v.allowFunc(); allow == nil {
@@ -96,23 +79,6 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, v *viewer) 
 		return
 	}
 	d.render(w, r, http.StatusOK, "overview", data)
-}
-
-// oldestAvailable is the earliest run time among the first available jobs
-// of q in enqueue order: when the longest-waiting of them became
-// available.
-func (d *Dashboard) oldestAvailable(r *http.Request, q *store.QueueInfo) (time.Time, error) {
-	page, err := d.engine.List(r.Context(), store.JobListParams{Queue: q.Name, State: job.StateAvailable, Limit: oldestPage})
-	if err != nil {
-		return time.Time{}, err
-	}
-	var oldest time.Time
-	for _, j := range page.Jobs {
-		if oldest.IsZero() || j.RunAt.Before(oldest) {
-			oldest = j.RunAt
-		}
-	}
-	return oldest, nil
 }
 
 // throughputJSON answers the chart's data: per second over the last
