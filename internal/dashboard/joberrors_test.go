@@ -7,7 +7,7 @@ import (
 )
 
 // A job whose error history dropped errors to stay within its bounds says
-// on its page how many, right after its first error.
+// on its page how many, beside the count of earlier attempts not listed.
 func TestJobPageSaysHowManyErrorsWereDropped(t *testing.T) {
 	b := setup(t)
 	id := b.enqueue(obj{"queue": "flaky", "kind": "k", "max_attempts": 5})
@@ -22,13 +22,16 @@ func TestJobPageSaysHowManyErrorsWereDropped(t *testing.T) {
 	}
 	tb := b.open()
 	tb.visit("/ui/jobs/" + id)
-	if got := tb.count("ol.errors li"); got != 21+1 {
-		t.Errorf("%d entries in the list of errors, want the 21 kept and the line of those dropped", got)
+	if got := tb.count("ol.errors li"); got != 10 {
+		t.Errorf("%d entries in the list of errors, want the latest 10", got)
 	}
-	if got := tb.text(`ol.errors li:nth-child(2)`); !strings.Contains(got, "4 more errors not kept") {
-		t.Errorf("second entry %q, want the count of the errors dropped", got)
+	if got := tb.text(`ol.errors li:last-child`); !strings.Contains(got, "failure 25") {
+		t.Errorf("last entry %q, want the latest failure", got)
 	}
-	if got := tb.text(`ol.errors li:first-child`); !strings.Contains(got, "failure 1") {
-		t.Errorf("first entry %q, want the first failure", got)
+	// 25 failures: the job keeps the first and the latest 20 (4 dropped);
+	// the page lists 10 of the 21, so 15 earlier ones are not listed.
+	note := tb.text(`[data-earlier]`)
+	if !strings.Contains(note, "15 earlier failed attempts are not listed") || !strings.Contains(note, "4 errors were not kept") {
+		t.Errorf("note %q, want 15 earlier attempts not listed, 4 of them not kept", note)
 	}
 }

@@ -20,10 +20,26 @@ type step struct {
 	Bad bool
 }
 
-// jobPage is the data of a job's page.
+// failedAttempt is a failed attempt as the job page lists it.
+type failedAttempt struct {
+	Attempt int
+	At      time.Time
+	Message shown
+}
+
+// jobPage is the data of a job's page. What it shows of the job's data
+// is bounded (see shown.go): the page of a job of any size and shape is
+// small.
 type jobPage struct {
 	page
 	Job *job.Job
+	// Payload, Result and Progress are the job's JSON values, as shown.
+	Payload, Result, Progress shown
+	// Failures are the latest maxShownErrors failed attempts, oldest
+	// first; EarlierFailures counts the ones before them, those the job
+	// no longer keeps (Job.ErrorsDropped) included.
+	Failures        []failedAttempt
+	EarlierFailures int
 	// Worker is the name of the worker whose fetch leased the job most
 	// recently (see jobWorker); empty when none did or it gave no name.
 	Worker   string
@@ -35,16 +51,17 @@ type jobPage struct {
 }
 
 // timeline orders what a job's timestamps tell of it: created, due,
-// each attempt's failure, the latest start, the end. A job keeps only the
-// latest start and one error per failed attempt, so the timeline shows
-// what the job records, not every hand-out.
-func timeline(j *job.Job) []step {
+// the failures of the latest attempts (failures, the latest of the
+// job's errors), the latest start, the end. A job keeps only the latest
+// start and one error per failed attempt, so the timeline shows what the
+// job records, not every hand-out.
+func timeline(j *job.Job, failures []failedAttempt) []step {
 	steps := []step{{At: j.CreatedAt, What: "created", Detail: "enqueued into " + j.Queue}}
 	if !j.RunAt.IsZero() && !j.RunAt.Equal(j.CreatedAt) {
 		steps = append(steps, step{At: j.RunAt, What: "due", Detail: "available to fetches from then"})
 	}
-	for _, e := range j.Errors {
-		steps = append(steps, step{At: e.At, What: fmt.Sprintf("attempt %d failed", e.Attempt), Detail: e.Message, Bad: true})
+	for _, f := range failures {
+		steps = append(steps, step{At: f.At, What: fmt.Sprintf("attempt %d failed", f.Attempt), Detail: f.Message.Text, Bad: true})
 	}
 	if !j.StartedAt.IsZero() {
 		steps = append(steps, step{At: j.StartedAt, What: fmt.Sprintf("attempt %d started", max(j.Attempt, 1)), Detail: "handed out by a fetch"})
@@ -70,12 +87,19 @@ func (d *Dashboard) jobPage(w http.ResponseWriter, r *http.Request, v *viewer) {
 		return
 	}
 	data := &jobPage{
-		page: page{Title: "Job " + j.ID, Viewer: v}, Job: j, Timeline: timeline(j), Now: d.engine.Now(),
+		page: page{Title: "Job " + j.ID, Viewer: v}, Job: j, Now: d.engine.Now(),
+		Payload: prettyJSON(j.Payload), Result: prettyJSON(j.Result), Progress: prettyJSON(j.Progress),
 		Worker:    jobWorker(j),
 		CanRetry:  j.State.Retryable(),
 		CanCancel: !j.State.Final() && !j.CancelRequested,
 		CanDelete: j.State != job.StateActive,
 	}
+	latest := j.Errors[max(len(j.Errors)-maxShownErrors, 0):]
+	data.EarlierFailures = len(j.Errors) - len(latest) + j.ErrorsDropped
+	for _, e := range latest {
+		data.Failures = append(data.Failures, failedAttempt{Attempt: e.Attempt, At: e.At, Message: clip(maxShownError, e.Message)})
+	}
+	data.Timeline = timeline(j, data.Failures)
 	if r.URL.Query().Get("part") == "live" {
 		d.renderFragment(w, http.StatusOK, "job", "live", data)
 		return

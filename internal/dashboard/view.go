@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"html/template"
 	"io/fs"
@@ -87,6 +86,12 @@ type loginPage struct {
 	Error string
 }
 
+// moreNote says that a page left out More bytes of a value of job ID.
+type moreNote struct {
+	More int
+	ID   string
+}
+
 // flashMsg is an action's answer, shown at the top of the page.
 type flashMsg struct {
 	OK   bool
@@ -152,8 +157,8 @@ func funcs(now func() time.Time) template.FuncMap {
 		"dur":    dur,
 		"num":    num,
 		"rate":   rate,
-		"pretty": prettyJSON,
 		"cut":    cut,
+		"more":   func(n int, id string) moreNote { return moreNote{More: n, ID: id} },
 		"states": func() []job.State { return job.States },
 		"count":  func(m map[job.State]int64, s job.State) int64 { return m[s] },
 		"age": func(t time.Time) string {
@@ -238,19 +243,6 @@ func rate(r float64) string {
 	default:
 		return strconv.FormatFloat(math.Round(r), 'f', 0, 64)
 	}
-}
-
-// prettyJSON indents raw JSON for display; anything that is not JSON is
-// shown as it is. The template escapes the result like any text.
-func prettyJSON(raw json.RawMessage) string {
-	if len(raw) == 0 {
-		return ""
-	}
-	var buf bytes.Buffer
-	if err := json.Indent(&buf, raw, "", "  "); err != nil {
-		return string(raw)
-	}
-	return buf.String()
 }
 
 // cut shortens s to about n bytes, on a character boundary, with an
