@@ -30,6 +30,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"time"
 
 	"github.com/spoolq/spool/internal/job"
@@ -568,6 +569,13 @@ type JobListParams struct {
 	Queue string
 	// State filters by state; empty means every state.
 	State job.State
+	// QueuePrefixes, when not empty, lists only the jobs of the queues
+	// whose names start with one of them (compared byte for byte; a
+	// token's namespaces), with Queue as well as without. A store finds
+	// them in its query, never by reading other queues' jobs and leaving
+	// them out, so that a page costs the same however many jobs other
+	// queues hold. At most MaxListPrefixes of them.
+	QueuePrefixes []string
 	// Worker, with State active, lists only the active jobs that worker
 	// holds (job.Job.Worker, in its job.WorkerName form); empty means
 	// every worker. A store refuses it with any other state, with an
@@ -582,11 +590,33 @@ type JobListParams struct {
 	Limit int
 }
 
-// Check refuses a listing no store serves: Worker without State active,
-// with an error wrapping a *job.InputError naming the worker parameter.
+// HasPrefix reports whether name starts with one of prefixes, or
+// prefixes is empty: whether a listing limited to prefixes
+// (JobListParams.QueuePrefixes) shows the jobs of queue name.
+func HasPrefix(name string, prefixes []string) bool {
+	if len(prefixes) == 0 {
+		return true
+	}
+	for _, p := range prefixes {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// MaxListPrefixes bounds JobListParams.QueuePrefixes.
+const MaxListPrefixes = 256
+
+// Check refuses a listing no store serves, with an error wrapping a
+// *job.InputError naming the parameter: Worker without State active, or
+// more than MaxListPrefixes QueuePrefixes.
 func (p *JobListParams) Check() error {
 	if p.Worker != "" && p.State != job.StateActive {
 		return job.Invalid("worker", "goes only with state=active: a listing by worker shows the jobs a worker holds")
+	}
+	if len(p.QueuePrefixes) > MaxListPrefixes {
+		return job.Invalid("queue_prefixes", "must be at most %d", MaxListPrefixes)
 	}
 	return nil
 }

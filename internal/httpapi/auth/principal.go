@@ -2,6 +2,7 @@ package auth
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -24,6 +25,10 @@ func (p *Principal) Role() Role { return p.role }
 // need the queues a call names be checked, so that the checks cost nothing
 // for the other tokens.
 func (p *Principal) Limited() bool { return len(p.namespaces) > 0 }
+
+// Namespaces are the queue name prefixes the token is limited to (a
+// copy); nil when it is not limited.
+func (p *Principal) Namespaces() []string { return slices.Clone(p.namespaces) }
 
 // AllowsQueue reports whether the principal may touch the queue name: the
 // name starts with one of its namespaces, or it has none.

@@ -32,7 +32,10 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) (*store.Job
 		return nil, err
 	}
 	limit := p.PageSize()
-	query, args := listQuery(p.Queue, p.State, p.Worker, after, limit+1)
+	if p.Queue != "" && !store.HasPrefix(p.Queue, p.QueuePrefixes) {
+		return &store.JobListPage{}, nil
+	}
+	query, args := listQuery(p.Queue, p.QueuePrefixes, p.State, p.Worker, after, limit+1)
 	rows, err := s.pool.Query(ctx, query, args...)
 	if err != nil {
 		return nil, wrap("list jobs", err)
@@ -45,10 +48,11 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) (*store.Job
 }
 
 // listQuery builds the listing query for the filters: $1 is the cursor
-// seq, $2 the page size, then the queue, the state and the worker when
-// set (a worker only with state active, in spool_jobs, whose worker
-// index the condition names as the index's predicate does).
-func listQuery(queue string, state job.State, worker string, after int64, limit int) (string, []any) {
+// seq, $2 the page size, then the queue, the LIKE patterns of the queue
+// prefixes, the state and the worker when set (a worker only with state
+// active, in spool_jobs, whose worker index the condition names as the
+// index's predicate does).
+func listQuery(queue string, prefixes []string, state job.State, worker string, after int64, limit int) (string, []any) {
 	args := []any{after, limit}
 	conds := func(alias string) string {
 		var b strings.Builder
@@ -57,6 +61,10 @@ func listQuery(queue string, state job.State, worker string, after int64, limit 
 		if queue != "" {
 			n++
 			fmt.Fprintf(&b, " AND %s.queue = $%d", alias, n)
+		}
+		if len(prefixes) > 0 {
+			n++
+			fmt.Fprintf(&b, " AND %s.queue LIKE ANY ($%d::text[])", alias, n)
 		}
 		if state != "" {
 			n++
@@ -71,6 +79,9 @@ func listQuery(queue string, state job.State, worker string, after int64, limit 
 	}
 	if queue != "" {
 		args = append(args, queue)
+	}
+	if len(prefixes) > 0 {
+		args = append(args, prefixPatterns(prefixes))
 	}
 	if state != "" {
 		args = append(args, string(state))
@@ -87,6 +98,20 @@ func listQuery(queue string, state job.State, worker string, after int64, limit 
 		return hot, args
 	}
 	return `SELECT * FROM ((` + hot + `) UNION ALL (` + done + `)) x ORDER BY x.seq LIMIT $2`, args
+}
+
+// likeEscaper escapes the characters LIKE gives a meaning (with its
+// default escape character, the backslash).
+var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+
+// prefixPatterns are the LIKE patterns of the names that start with one
+// of prefixes, each compared byte for byte.
+func prefixPatterns(prefixes []string) []string {
+	out := make([]string, len(prefixes))
+	for i, p := range prefixes {
+		out[i] = likeEscaper.Replace(p) + "%"
+	}
+	return out
 }
 
 // sqlCountByWorker counts the active jobs of each worker of $1, with one

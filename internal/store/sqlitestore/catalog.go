@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 
@@ -186,6 +187,21 @@ func (c *catalog) list() []store.QueueInfo {
 	}
 	c.mu.RUnlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// names returns the names of the known queues that keep takes (given
+// each queue's counts), in byte order.
+func (c *catalog) names(keep func(name string, c *counts) bool) []string {
+	c.mu.RLock()
+	var out []string
+	for name, q := range c.queues {
+		if keep(name, &q.counts) {
+			out = append(out, name)
+		}
+	}
+	c.mu.RUnlock()
+	slices.Sort(out)
 	return out
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/internal/job"
+	"github.com/spoolq/spool/internal/store"
 )
 
 // lease is one active job, held in memory. A claim writes nothing to the
@@ -227,14 +228,14 @@ func (t *leaseTable) viewsOfSeqs(seqs []int64) map[int64]view {
 	return out
 }
 
-// views returns the leases of queue (every queue when empty) held by
-// worker (every worker when empty) with seq above after, by seq, at most
-// limit of them.
-func (t *leaseTable) views(queue, worker string, after int64, limit int) []view {
+// views returns the leases of queue (every queue when empty) of a queue
+// with one of prefixes (see store.HasPrefix) held by worker (every worker
+// when empty) with seq above after, by seq, at most limit of them.
+func (t *leaseTable) views(queue string, prefixes []string, worker string, after int64, limit int) []view {
 	t.mu.RLock()
 	var out []view
 	for _, l := range t.byID {
-		if l.seq > after && (queue == "" || l.queue == queue) && (worker == "" || l.worker == worker) {
+		if l.seq > after && (queue == "" || l.queue == queue) && (worker == "" || l.worker == worker) && store.HasPrefix(l.queue, prefixes) {
 			out = append(out, l.view())
 		}
 	}

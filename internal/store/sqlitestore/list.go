@@ -2,8 +2,9 @@ package sqlitestore
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/spoolq/spool/internal/job"
@@ -14,6 +15,8 @@ const (
 	sqlJobsBySeqOrdered = `SELECT ` + jobColumns + ` FROM jobs NOT INDEXED WHERE seq IN (SELECT value FROM json_each(?)) ORDER BY seq`
 	sqlListAll          = `SELECT ` + jobColumns + ` FROM jobs WHERE seq > ? ORDER BY seq LIMIT ?`
 	sqlListQueueState   = `SELECT ` + jobColumns + ` FROM jobs WHERE queue = ? AND state = ? AND seq > ? ORDER BY seq LIMIT ?`
+	sqlJobsBySeqInState = `SELECT ` + jobColumns + ` FROM jobs NOT INDEXED WHERE seq IN (SELECT value FROM json_each(?)) AND state = ? ORDER BY seq`
+	sqlSeqsQueueState   = `SELECT seq FROM jobs WHERE queue = ? AND state = ? AND seq > ? ORDER BY seq LIMIT ?`
 )
 
 // cursors are this store's listing cursors; the prefix versions their
@@ -41,7 +44,7 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) (*store.Job
 	var jobs []*job.Job
 	var seqs []int64
 	if p.State == job.StateActive {
-		jobs, seqs, err = s.listActive(ctx, p.Queue, p.Worker, after, limit+1)
+		jobs, seqs, err = s.listActive(ctx, p.Queue, p.QueuePrefixes, p.Worker, after, limit+1)
 	} else {
 		jobs, seqs, err = s.listStored(ctx, p, after, limit+1)
 	}
@@ -52,9 +55,10 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) (*store.Job
 }
 
 // listActive lists up to n active jobs of queue (every queue when empty)
-// held by worker (any worker when empty) after seq.
-func (s *Store) listActive(ctx context.Context, queue, worker string, after int64, n int) ([]*job.Job, []int64, error) {
-	views := s.leases.views(queue, worker, after, n)
+// of a queue with one of prefixes held by worker (any worker when empty)
+// after seq.
+func (s *Store) listActive(ctx context.Context, queue string, prefixes []string, worker string, after int64, n int) ([]*job.Job, []int64, error) {
+	views := s.leases.views(queue, prefixes, worker, after, n)
 	if len(views) == 0 {
 		return nil, nil, nil
 	}
@@ -102,12 +106,14 @@ func (s *Store) listStored(ctx context.Context, p *store.JobListParams, after in
 		var gotSeqs []int64
 		var err error
 		switch {
+		case p.Queue != "" && !store.HasPrefix(p.Queue, p.QueuePrefixes):
+			return nil, nil, nil
 		case p.Queue != "" && p.State == "":
 			got, gotSeqs, err = s.query(ctx, sqlListQueue, p.Queue, after, batch)
 		case p.Queue != "":
 			got, gotSeqs, err = s.query(ctx, sqlListQueueState, p.Queue, string(p.State), after, batch)
-		case p.State != "":
-			got, gotSeqs, err = s.listStateAcrossQueues(ctx, p.State, after, batch)
+		case p.State != "" || len(p.QueuePrefixes) > 0:
+			got, gotSeqs, err = s.listAcrossQueues(ctx, p.QueuePrefixes, p.State, after, batch)
 		default:
 			got, gotSeqs, err = s.query(ctx, sqlListAll, after, batch)
 		}
@@ -132,33 +138,87 @@ func (s *Store) listStored(ctx context.Context, p *store.JobListParams, after in
 	return jobs, seqs, nil
 }
 
-// listStateAcrossQueues lists up to n jobs in state after seq across every
-// queue: one range of the (queue, state, seq) index per queue, merged by
-// seq. (An index on (state, seq) would serve this one listing and cost
-// every state change two more index updates.)
-func (s *Store) listStateAcrossQueues(ctx context.Context, state job.State, after int64, n int) ([]*job.Job, []int64, error) {
+// listAcrossQueues lists up to n jobs in state (every state when empty)
+// after seq across the queues that have one of prefixes (every queue when
+// none) and a job in that state: the seqs of each queue's first n, by the
+// (queue, state, seq) index, merged, then the rows of the first n of them.
+// (An index on (state, seq) would serve this one listing and cost every
+// state change two more index updates.)
+func (s *Store) listAcrossQueues(ctx context.Context, prefixes []string, state job.State, after int64, n int) ([]*job.Job, []int64, error) {
+	queues := s.cat.names(func(name string, c *counts) bool {
+		if !store.HasPrefix(name, prefixes) {
+			return false
+		}
+		if state != "" {
+			return c[stateIndex(state)] > 0
+		}
+		return *c != counts{}
+	})
 	var jobs []*job.Job
 	var seqs []int64
-	for _, q := range s.cat.list() {
-		got, gotSeqs, err := s.query(ctx, sqlListQueueState, q.Name, string(state), after, n)
+	for len(jobs) < n {
+		batch := n - len(jobs)
+		want, err := s.firstSeqs(ctx, queues, state, after, batch)
 		if err != nil {
 			return nil, nil, err
 		}
+		if len(want) == 0 {
+			break
+		}
+		var got []*job.Job
+		var gotSeqs []int64
+		if state == "" {
+			got, gotSeqs, err = s.query(ctx, sqlJobsBySeqOrdered, seqList(want))
+		} else {
+			got, gotSeqs, err = s.query(ctx, sqlJobsBySeqInState, seqList(want), string(state))
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		// A job may have left the state, or gone, between the two reads:
+		// it is left out, and the next round reads on from there.
 		jobs, seqs = append(jobs, got...), append(seqs, gotSeqs...)
+		if len(want) < batch {
+			break
+		}
+		after = want[len(want)-1]
 	}
-	order := make([]int, len(jobs))
-	for i := range order {
-		order[i] = i
+	return jobs, seqs, nil
+}
+
+// firstSeqs is the first n seqs after seq of the jobs in state (every
+// state when empty) of queues, in order.
+func (s *Store) firstSeqs(ctx context.Context, queues []string, state job.State, after int64, n int) ([]int64, error) {
+	var all []int64
+	for _, q := range queues {
+		var rows *sql.Rows
+		var err error
+		if state == "" {
+			rows, err = s.rdb.QueryContext(ctx, sqlSeqsQueue, q, after, n)
+		} else {
+			rows, err = s.rdb.QueryContext(ctx, sqlSeqsQueueState, q, string(state), after, n)
+		}
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var seq int64
+			if err := rows.Scan(&seq); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			all = append(all, seq)
+		}
+		if err := closeRows(rows); err != nil {
+			return nil, err
+		}
+		if len(all) > 2*n {
+			slices.Sort(all)
+			all = all[:n]
+		}
 	}
-	sort.Slice(order, func(a, b int) bool { return seqs[order[a]] < seqs[order[b]] })
-	if len(order) > n {
-		order = order[:n]
-	}
-	outJobs, outSeqs := make([]*job.Job, len(order)), make([]int64, len(order))
-	for i, k := range order {
-		outJobs[i], outSeqs[i] = jobs[k], seqs[k]
-	}
-	return outJobs, outSeqs, nil
+	slices.Sort(all)
+	return all[:min(len(all), n)], nil
 }
 
 func (s *Store) query(ctx context.Context, query string, args ...any) ([]*job.Job, []int64, error) {
@@ -182,6 +242,20 @@ var sqlListQueue = func() string {
 		fmt.Fprintf(&b, `SELECT * FROM (SELECT seq FROM jobs WHERE queue = ?1 AND state = '%s' AND seq > ?2 ORDER BY seq LIMIT ?3)`, st)
 	}
 	b.WriteString(`) ORDER BY seq LIMIT ?3`)
+	return b.String()
+}()
+
+// sqlSeqsQueue is the first seqs of the jobs of one queue in every state,
+// as sqlListQueue reads them.
+var sqlSeqsQueue = func() string {
+	var b strings.Builder
+	for i, st := range job.States {
+		if i > 0 {
+			b.WriteString(` UNION ALL `)
+		}
+		fmt.Fprintf(&b, `SELECT * FROM (SELECT seq FROM jobs WHERE queue = ?1 AND state = '%s' AND seq > ?2 ORDER BY seq LIMIT ?3)`, st)
+	}
+	b.WriteString(` ORDER BY seq LIMIT ?3`)
 	return b.String()
 }()
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/spoolq/spool/internal/job"
@@ -17,6 +18,7 @@ func adminTests() []group {
 		}},
 		{"JobList", []test{
 			{"FiltersByQueueAndState", testListFilters},
+			{"FiltersByQueuePrefixes", testListByQueuePrefixes},
 			{"PagesNeverRepeatOrMissJobs", testListPagingWhileChanging},
 			{"LastPageHasNoCursor", testListLastPage},
 			{"BadCursorIsInputError", testListBadCursor},
@@ -90,6 +92,45 @@ func testListFilters(b *bundle) {
 				got := idsOf(b.listAll(queue, st, limit))
 				if !slices.Equal(got, want) {
 					b.t.Fatalf("list queue %q state %q by %d: %v, want %v", queue, st, limit, got, want)
+				}
+			}
+		}
+	}
+}
+
+// A listing limited to queue prefixes lists exactly the jobs of the
+// queues whose names start with one of them, in the order of the whole
+// listing (enqueue order, in each tier of a store of tiers), in every
+// state, of every durability and whatever the page size; a prefix is compared byte for byte,
+// never as a pattern. With a queue as well, it lists the queue's jobs
+// when the queue has one of the prefixes, and none otherwise.
+func testListByQueuePrefixes(b *bundle) {
+	for _, d := range b.h.durabilities() {
+		level := func(p *store.JobInsertParams) { p.Durability = d }
+		for _, q := range []string{"b.x", "a.x", "ab", "a_z", "A.x", "a.y", "b.a.x"} {
+			b.add(newJobs(q, 2, level)...)
+			for _, st := range job.States {
+				b.jobIn(st, q, level)
+			}
+		}
+	}
+	b.claimAt(t0, 1, "a.y")
+	every := b.listAll("", "", 1000)
+	for _, prefixes := range [][]string{{"a."}, {"a_", "a."}, {"a_"}, {"a"}, {"b.", "zz"}, {"zz"}, {"a.x", "a.x"}} {
+		for _, queue := range []string{"", "a.x", "ab", "nosuch"} {
+			for _, st := range append([]job.State{""}, job.States...) {
+				var want []string
+				for _, j := range every {
+					if slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(j.Queue, p) }) &&
+						(queue == "" || j.Queue == queue) && (st == "" || j.State == st) {
+						want = append(want, j.ID)
+					}
+				}
+				for _, limit := range []int{2, 1000} {
+					got := idsOf(b.listEvery(store.JobListParams{QueuePrefixes: prefixes, Queue: queue, State: st, Limit: limit}))
+					if !slices.Equal(got, want) {
+						b.t.Fatalf("list prefixes %q queue %q state %q by %d: %v, want %v", prefixes, queue, st, limit, got, want)
+					}
 				}
 			}
 		}

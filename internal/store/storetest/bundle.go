@@ -297,6 +297,14 @@ func (b *bundle) jobIn(state job.State, queue string, opts ...func(*store.JobIns
 // pages of limit jobs, and returns every job listed.
 func (b *bundle) listAll(queue string, state job.State, limit int) []*job.Job {
 	b.t.Helper()
+	return b.listEvery(store.JobListParams{Queue: queue, State: state, Limit: limit})
+}
+
+// listEvery pages through the listing p names, p.Limit jobs a page, and
+// returns every job listed.
+func (b *bundle) listEvery(params store.JobListParams) []*job.Job {
+	b.t.Helper()
+	queue, state, limit := params.Queue, params.State, params.Limit
 	var all []*job.Job
 	seen := make(map[string]bool)
 	cursor := ""
@@ -304,7 +312,8 @@ func (b *bundle) listAll(queue string, state job.State, limit int) []*job.Job {
 		if page > 100_000 {
 			b.t.Fatalf("list %q/%q: no last page", queue, state)
 		}
-		p, err := b.s.JobList(b.ctx, &store.JobListParams{Queue: queue, State: state, Cursor: cursor, Limit: limit})
+		params.Cursor = cursor
+		p, err := b.s.JobList(b.ctx, &params)
 		if err != nil {
 			b.t.Fatalf("list %q/%q page %d: %v", queue, state, page, err)
 		}

@@ -381,7 +381,9 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) (*store.Job
 	q.Cursor, q.Limit = "", p.PageSize()-len(page.Jobs)
 	if q.Limit <= 0 {
 		// The durable jobs filled the page: the memory ones come next.
-		if more, err := s.mem.JobList(ctx, &store.JobListParams{Queue: p.Queue, State: p.State, Worker: p.Worker, Limit: 1}); err == nil && len(more.Jobs) > 0 {
+		probe := *p
+		probe.Cursor, probe.Limit = "", 1
+		if more, err := s.mem.JobList(ctx, &probe); err == nil && len(more.Jobs) > 0 {
 			page.Next = memCursor
 		}
 		return page, nil
