@@ -26,6 +26,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/spoolq/spool/internal/config"
+	"github.com/spoolq/spool/internal/pgtest"
 	"github.com/spoolq/spool/internal/server"
 )
 
@@ -73,10 +74,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	browserCtx = ctx
-	code := m.Run()
-	cancel()
-	cancelAlloc()
-	os.Exit(code)
+	// Runs the tests, closes Chromium and removes the PostgreSQL server
+	// that tests on PostgreSQL started.
+	pgtest.Main(m, cancel, cancelAlloc)
 }
 
 // bundle is one real server reached over HTTP, with the token the API

@@ -8,9 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"time"
 
+	"github.com/spoolq/spool/internal/humanize"
 	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/store"
 )
@@ -31,7 +33,9 @@ const noError = "(no error recorded)"
 // deadGroup is the dead jobs that share their last error message.
 type deadGroup struct {
 	// Key names the group in a retry: a digest of its message.
-	Key     string
+	Key string
+	// Message is the start of the group's message (the page shows no
+	// more of it).
 	Message string
 	Count   int
 	Queues  []string
@@ -42,20 +46,29 @@ type deadGroup struct {
 	NewestID string
 }
 
-// deadPage is the data of the dead letters page.
+// deadPage is the data of the dead letters page: the groups of one
+// window of the viewer's dead jobs, in enqueue order, of at most maxScan
+// jobs (and maxScanBytes of their data).
 type deadPage struct {
 	page
 	Groups []deadGroup
 	// MoreGroups counts the groups left out past maxDeadGroups.
 	MoreGroups int
 	Total      int
-	// Scanned is how many dead jobs the page read; Bounded is set when
-	// there were more than maxScan.
+	// From is the cursor the window starts at (empty: at the oldest dead
+	// job); Next the cursor of the following window, empty when this one
+	// reaches the newest dead job. FirstURL and NextURL go to the first
+	// and the next window, LiveURL refreshes this one.
+	From, Next                 string
+	FirstURL, NextURL, LiveURL string
+	// Scanned is how many dead jobs the window holds.
 	Scanned int
-	Bounded bool
 	MaxScan int
 	Now     time.Time
 }
+
+// shownMessage bounds the text of a group's message that the page keeps.
+const shownMessage = 400
 
 // lastError is the message a dead job is grouped by: its last attempt's
 // error.
@@ -72,50 +85,74 @@ func groupKey(message string) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-// scanDead calls fn with each dead job of every queue the viewer may see,
-// in enqueue order, reading at most maxScan dead jobs; it reports how
-// many it read and whether more were left. fn returns false to stop.
-func (d *Dashboard) scanDead(ctx context.Context, v *viewer, fn func(j *job.Job) bool) (scanned int, bounded bool, err error) {
-	cursor := ""
+// namespaces are the queue name prefixes the viewer is limited to; nil
+// when it may see every queue.
+func (v *viewer) namespaces() []string {
+	if !v.AuthOn() {
+		return nil
+	}
+	return v.p.Namespaces()
+}
+
+// scanDead calls fn with each dead job of the queues the viewer may see,
+// in enqueue order, from the cursor from (empty: the oldest), reading at
+// most maxScan dead jobs and about maxScanBytes of their data. The
+// store finds the viewer's jobs (store.JobListParams.QueuePrefixes), so
+// that the dead jobs of other queues cost nothing. fn returns false to
+// stop. scanDead returns how many jobs it read and the cursor of the
+// jobs after them, empty when none are left.
+func (d *Dashboard) scanDead(ctx context.Context, v *viewer, from string, fn func(j *job.Job) bool) (scanned int, next string, err error) {
+	cursor, read := from, 0
+	prefixes := v.namespaces()
 	for {
-		page, err := d.engine.List(ctx, store.JobListParams{State: job.StateDead, Cursor: cursor, Limit: min(scanPage, maxScan-scanned)})
+		page, err := d.engine.List(ctx, store.JobListParams{State: job.StateDead, QueuePrefixes: prefixes, Cursor: cursor, Limit: min(scanPage, maxScan-scanned)})
 		if err != nil {
-			return scanned, false, fmt.Errorf("scan dead jobs: %w", err)
+			return scanned, "", fmt.Errorf("scan dead jobs: %w", err)
 		}
 		scanned += len(page.Jobs)
 		for _, j := range page.Jobs {
+			read += jobBytes(j)
 			if v.Allows(j.Queue) && !fn(j) {
-				return scanned, page.Next != "", nil
+				return scanned, page.Next, nil
 			}
 		}
-		if cursor = page.Next; cursor == "" {
-			return scanned, false, nil
-		}
-		if scanned >= maxScan {
-			return scanned, true, nil
+		if cursor = page.Next; cursor == "" || scanned >= maxScan || read >= maxScanBytes {
+			return scanned, cursor, nil
 		}
 	}
 }
 
-// deadPage groups the dead jobs of every queue by their last error, so
-// that one bad deploy is one row: how many, in which queues, the newest.
+// deadURL is the URL of the dead letters page with the parameters q.
+func deadURL(q url.Values) string {
+	if len(q) == 0 {
+		return "/ui/dead"
+	}
+	return "/ui/dead?" + q.Encode()
+}
+
+// deadPage groups a window of the viewer's dead jobs (?from= starts it
+// at a cursor) by their last error, so that one bad deploy is one row:
+// how many, in which queues, the newest. ?part=groups answers only the
+// groups.
 func (d *Dashboard) deadPage(w http.ResponseWriter, r *http.Request, v *viewer) {
-	data := &deadPage{page: page{Title: "Dead letters", Viewer: v, Nav: "dead"}, MaxScan: maxScan, Now: d.engine.Now()}
+	from := r.URL.Query().Get("from")
+	data := &deadPage{page: page{Title: "Dead letters", Viewer: v, Nav: "dead"}, From: from, MaxScan: maxScan, Now: d.engine.Now()}
 	groups := map[string]*deadGroup{}
 	queues := map[string]map[string]bool{}
 	var err error
-	data.Scanned, data.Bounded, err = d.scanDead(r.Context(), v, func(j *job.Job) bool {
+	data.Scanned, data.Next, err = d.scanDead(r.Context(), v, from, func(j *job.Job) bool {
 		msg := lastError(j)
-		g := groups[msg]
+		key := groupKey(msg)
+		g := groups[key]
 		if g == nil {
-			g = &deadGroup{Key: groupKey(msg), Message: msg}
-			groups[msg] = g
-			queues[msg] = map[string]bool{}
+			g = &deadGroup{Key: key, Message: cut(shownMessage, msg)}
+			groups[key] = g
+			queues[key] = map[string]bool{}
 		}
 		g.Count++
 		data.Total++
-		if !queues[msg][j.Queue] {
-			queues[msg][j.Queue] = true
+		if !queues[key][j.Queue] {
+			queues[key][j.Queue] = true
 			if len(g.Queues) < maxGroupQueues {
 				g.Queues = append(g.Queues, j.Queue)
 			} else {
@@ -142,6 +179,15 @@ func (d *Dashboard) deadPage(w http.ResponseWriter, r *http.Request, v *viewer) 
 		data.MoreGroups = len(data.Groups) - maxDeadGroups
 		data.Groups = data.Groups[:maxDeadGroups]
 	}
+	data.FirstURL = deadURL(nil)
+	live := url.Values{"part": {"groups"}}
+	if from != "" {
+		live.Set("from", from)
+	}
+	data.LiveURL = deadURL(live)
+	if data.Next != "" {
+		data.NextURL = deadURL(url.Values{"from": {data.Next}})
+	}
 	if r.URL.Query().Get("part") == "groups" {
 		d.renderFragment(w, http.StatusOK, "dead", "groups", data)
 		return
@@ -150,8 +196,9 @@ func (d *Dashboard) deadPage(w http.ResponseWriter, r *http.Request, v *viewer) 
 }
 
 // deadRetry retries the dead jobs of one group (form field group, the
-// group's key): at most maxGroupRetry of them, among the dead jobs a scan
-// reads, and says how many.
+// group's key) in the window of the viewer's dead jobs that starts at
+// the form field from (as the page that showed the group): at most
+// maxGroupRetry of them, and says how many.
 func (d *Dashboard) deadRetry(w http.ResponseWriter, r *http.Request, v *viewer) {
 	r.Body = http.MaxBytesReader(w, r.Body, 4096)
 	key := r.PostFormValue("group")
@@ -161,7 +208,7 @@ func (d *Dashboard) deadRetry(w http.ResponseWriter, r *http.Request, v *viewer)
 	}
 	ctx := r.Context()
 	var ids []string
-	_, bounded, err := d.scanDead(ctx, v, func(j *job.Job) bool {
+	_, next, err := d.scanDead(ctx, v, r.PostFormValue("from"), func(j *job.Job) bool {
 		if groupKey(lastError(j)) == key {
 			ids = append(ids, j.ID)
 		}
@@ -187,8 +234,8 @@ func (d *Dashboard) deadRetry(w http.ResponseWriter, r *http.Request, v *viewer)
 	if gone > 0 {
 		text += fmt.Sprintf(" %d had left the dead list already.", gone)
 	}
-	if bounded || len(ids) == maxGroupRetry {
-		text += fmt.Sprintf(" One retry takes at most %d jobs among the first %d dead jobs: retry again for more.", maxGroupRetry, maxScan)
+	if next != "" || len(ids) == maxGroupRetry {
+		text += fmt.Sprintf(" One retry takes at most %s among %s dead jobs from where the page starts: retry again for more.", humanize.Int(maxGroupRetry), humanize.Int(maxScan))
 	}
 	d.flash(w, http.StatusOK, true, text)
 }

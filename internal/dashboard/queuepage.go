@@ -21,8 +21,13 @@ const (
 	// jobsPerPage is how many jobs a page of a listing shows (a filtered
 	// page may show more: the matches of the whole listing pages it read).
 	jobsPerPage = 50
-	// maxScan bounds the jobs a filtered listing reads for one page.
+	// maxScan bounds the jobs a filtered listing (or the dead letters
+	// page) reads for one page.
 	maxScan = 5000
+	// maxScanBytes bounds about how much of the jobs' data (payloads,
+	// results, progress and errors) a scan reads: it stops after the
+	// listing page that passes it.
+	maxScanBytes = 64 << 20
 	// scanPage is how many jobs each listing call of a scan reads.
 	scanPage = 100
 	// maxQueueSchedules bounds the schedules the queue page lists.
@@ -63,13 +68,24 @@ func (f jobFilter) match(j *job.Job) bool {
 	return false
 }
 
+// jobBytes is about how much data j carries: its payload, result,
+// progress and errors.
+func jobBytes(j *job.Job) int {
+	n := len(j.Payload) + len(j.Result) + len(j.Progress)
+	for _, e := range j.Errors {
+		n += len(e.Message)
+	}
+	return n
+}
+
 // listing is one page of a queue's jobs.
 type listing struct {
 	Jobs []*job.Job
 	// Next is the cursor of the following page; empty on the last.
 	Next string
 	// Scanned is how many jobs a filtered listing read; Bounded is set
-	// when it stopped at maxScan without filling its page.
+	// when it stopped at maxScan jobs (or maxScanBytes) without filling
+	// its page.
 	Scanned int
 	Bounded bool
 }
@@ -88,6 +104,7 @@ func (d *Dashboard) list(ctx context.Context, queueName string, state job.State,
 	}
 	f.Text = strings.ToLower(f.Text)
 	out := &listing{}
+	read := 0
 	for {
 		page, err := d.engine.List(ctx, store.JobListParams{Queue: queueName, State: state, Cursor: cursor, Limit: min(scanPage, maxScan-out.Scanned)})
 		if err != nil {
@@ -95,6 +112,7 @@ func (d *Dashboard) list(ctx context.Context, queueName string, state job.State,
 		}
 		out.Scanned += len(page.Jobs)
 		for _, j := range page.Jobs {
+			read += jobBytes(j)
 			if f.match(j) {
 				out.Jobs = append(out.Jobs, j)
 			}
@@ -106,7 +124,7 @@ func (d *Dashboard) list(ctx context.Context, queueName string, state job.State,
 		case len(out.Jobs) >= jobsPerPage:
 			out.Next = cursor
 			return out, nil
-		case out.Scanned >= maxScan:
+		case out.Scanned >= maxScan || read >= maxScanBytes:
 			out.Next, out.Bounded = cursor, true
 			return out, nil
 		}
