@@ -33,6 +33,37 @@ type ConsumerGroups interface {
 	// ConsumerGroupList lists the groups of queue by name, with the counts
 	// of their lanes. An unknown queue has none.
 	ConsumerGroupList(ctx context.Context, queue string) ([]ConsumerGroup, error)
+	// ConsumerGroupListAll lists the groups of every queue, by queue then
+	// name (byte order), each as ConsumerGroupList gives it: one page of
+	// at most p.PageSize() groups, after the group p names. Its cost
+	// grows with the groups it lists, never with the queues that have
+	// none.
+	ConsumerGroupListAll(ctx context.Context, p *ConsumerGroupListParams) ([]ConsumerGroup, error)
+}
+
+// MaxConsumerGroupPage bounds a page of ConsumerGroupListAll.
+const MaxConsumerGroupPage = 1000
+
+// ConsumerGroupListParams pages through the consumer groups of every
+// queue.
+type ConsumerGroupListParams struct {
+	// AfterQueue and AfterName name the last group of the previous page:
+	// the page starts after it in (queue, name) byte order. Both empty
+	// start at the first group; AfterQueue alone starts at the first
+	// group of that queue.
+	AfterQueue, AfterName string
+	// Limit bounds the page. Defaults to MaxConsumerGroupPage, which it
+	// may not pass.
+	Limit int
+}
+
+// PageSize is the page size p asks for: Limit, within 1 and
+// MaxConsumerGroupPage, or MaxConsumerGroupPage when it is not set.
+func (p *ConsumerGroupListParams) PageSize() int {
+	if p.Limit <= 0 || p.Limit > MaxConsumerGroupPage {
+		return MaxConsumerGroupPage
+	}
+	return p.Limit
 }
 
 // GroupStart says which of a queue's jobs a consumer group starts with.

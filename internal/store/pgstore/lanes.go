@@ -80,6 +80,22 @@ const (
 const copyColumns = `id, queue, kind, payload, priority, state, run_at, max_attempts, backoff_kind, backoff_base,
 	backoff_max, backoff_jitter, lease_ns, tags, durability, grp, created_at, traceparent`
 
+// groupLag joins each consumer group g with the creation time of its
+// lane's oldest pending job (a seek of the lane index) and its lane's
+// counts, one row a state, as sqlQueues computes them.
+const groupLag = `
+CROSS JOIN LATERAL (
+	SELECT min(j.created_at) AS oldest FROM spool_jobs j
+	WHERE j.queue = g.queue || '` + job.LaneSep + `' || g.name AND j.` + isLane + `
+) o
+LEFT JOIN LATERAL (
+	SELECT state, sum(n)::int8 AS n FROM (
+		SELECT state, n FROM spool_counts WHERE queue = g.queue || '` + job.LaneSep + `' || g.name
+		UNION ALL
+		SELECT state, n FROM spool_count_deltas WHERE queue = g.queue || '` + job.LaneSep + `' || g.name) x
+	GROUP BY state
+) c ON true`
+
 // isLane is the predicate of the lane index: only a lane's name holds
 // job.LaneSep. A query meant for the index states it as written here.
 const isLane = `queue LIKE '%` + job.LaneSep + `%'`
@@ -166,24 +182,19 @@ ON CONFLICT (id) DO NOTHING`
 )
 SELECT count(*), count(*) FILTER (WHERE state = 'available') FROM ins`
 	// sqlGroupList reads the groups of queue $1 in byte order of their
-	// names, each with the creation time of its lane's oldest pending job
-	// (a seek of the lane index) and its lane's counts, one row a state,
-	// as sqlQueues computes them.
-	sqlGroupList = `SELECT g.name, g.created_at, o.oldest, c.state, c.n
-FROM spool_consumer_groups g
-CROSS JOIN LATERAL (
-	SELECT min(j.created_at) AS oldest FROM spool_jobs j
-	WHERE j.queue = g.queue || '` + job.LaneSep + `' || g.name AND j.` + isLane + `
-) o
-LEFT JOIN LATERAL (
-	SELECT state, sum(n)::int8 AS n FROM (
-		SELECT state, n FROM spool_counts WHERE queue = g.queue || '` + job.LaneSep + `' || g.name
-		UNION ALL
-		SELECT state, n FROM spool_count_deltas WHERE queue = g.queue || '` + job.LaneSep + `' || g.name) x
-	GROUP BY state
-) c ON true
+	// names, each with its lag (groupLag), one row a state.
+	sqlGroupList = `SELECT g.queue, g.name, g.created_at, o.oldest, c.state, c.n
+FROM spool_consumer_groups g` + groupLag + `
 WHERE g.queue = $1
 ORDER BY g.name COLLATE "C"`
+	// sqlGroupListAll reads a page of $3 groups of every queue after the
+	// group ($1, $2), in byte order of queue then name, each with its lag
+	// (groupLag), one row a state.
+	sqlGroupListAll = `SELECT g.queue, g.name, g.created_at, o.oldest, c.state, c.n
+FROM (SELECT queue, name, created_at FROM spool_consumer_groups
+	WHERE queue COLLATE "C" > $1 OR (queue = $1 AND name COLLATE "C" > $2)
+	ORDER BY queue COLLATE "C", name COLLATE "C" LIMIT $3) g` + groupLag + `
+ORDER BY g.queue COLLATE "C", g.name COLLATE "C"`
 	// sqlJobWriters lists the transactions of other sessions that hold
 	// the lock on spool_jobs that every write of it takes;
 	// sqlJobWritersLeft those of them, $1, that still do.
@@ -444,20 +455,43 @@ func (s *Store) ConsumerGroupList(ctx context.Context, queue string) ([]store.Co
 	if err := s.check(); err != nil {
 		return nil, wrap("list consumer groups", err)
 	}
-	rows, err := s.pool.Query(ctx, sqlGroupList, queue)
+	out, err := s.readGroups(ctx, sqlGroupList, queue)
 	if err != nil {
 		return nil, wrap(fmt.Sprintf("list consumer groups of %s", queue), err)
 	}
+	return out, nil
+}
+
+// ConsumerGroupListAll lists a page of the groups of every queue with
+// their lanes' counts, in one statement; see store.ConsumerGroups.
+func (s *Store) ConsumerGroupListAll(ctx context.Context, p *store.ConsumerGroupListParams) ([]store.ConsumerGroup, error) {
+	if err := s.check(); err != nil {
+		return nil, wrap("list consumer groups", err)
+	}
+	out, err := s.readGroups(ctx, sqlGroupListAll, p.AfterQueue, p.AfterName, p.PageSize())
+	if err != nil {
+		return nil, wrap("list consumer groups", err)
+	}
+	return out, nil
+}
+
+// readGroups runs query, which reads groups with their lag (groupLag)
+// in order, one row a state, and gathers each group's rows.
+func (s *Store) readGroups(ctx context.Context, query string, args ...any) ([]store.ConsumerGroup, error) {
+	rows, err := s.pool.Query(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
 	out := []store.ConsumerGroup{}
 	var (
-		name    string
-		created time.Time
-		oldest  pgtype.Timestamptz
-		state   *string
-		n       *int64
+		queue, name string
+		created     time.Time
+		oldest      pgtype.Timestamptz
+		state       *string
+		n           *int64
 	)
-	_, err = pgx.ForEachRow(rows, []any{&name, &created, &oldest, &state, &n}, func() error {
-		if len(out) == 0 || out[len(out)-1].Name != name {
+	_, err = pgx.ForEachRow(rows, []any{&queue, &name, &created, &oldest, &state, &n}, func() error {
+		if len(out) == 0 || out[len(out)-1].Queue != queue || out[len(out)-1].Name != name {
 			counts := make(map[job.State]int64, len(job.States))
 			for _, st := range job.States {
 				counts[st] = 0
@@ -474,7 +508,7 @@ func (s *Store) ConsumerGroupList(ctx context.Context, queue string) ([]store.Co
 		return nil
 	})
 	if err != nil {
-		return nil, wrap(fmt.Sprintf("list consumer groups of %s", queue), err)
+		return nil, err
 	}
 	return out, nil
 }

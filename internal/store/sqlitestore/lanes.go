@@ -38,6 +38,17 @@ const (
 	UNION ALL SELECT (SELECT min(seq) FROM jobs WHERE queue = ?1 AND state = 'available')
 	UNION ALL SELECT (SELECT min(seq) FROM jobs WHERE queue = ?1 AND state = 'active')
 	UNION ALL SELECT (SELECT min(seq) FROM jobs WHERE queue = ?1 AND state = 'retrying')))`
+	// sqlConsumerGroupsAfter reads a page of the groups of every queue
+	// after a group, by the table's key.
+	sqlConsumerGroupsAfter = `SELECT queue, name, created_at FROM consumer_groups WHERE (queue, name) > (?, ?) ORDER BY queue, name LIMIT ?`
+	// sqlOldestPendingSpec reads the spec (which holds the creation time)
+	// of the first pending job of a queue, as sqlOldestPending finds it,
+	// and nothing else of it.
+	sqlOldestPendingSpec = `SELECT spec FROM jobs WHERE seq = (SELECT min(s) FROM (
+	SELECT (SELECT min(seq) FROM jobs WHERE queue = ?1 AND state = 'scheduled') AS s
+	UNION ALL SELECT (SELECT min(seq) FROM jobs WHERE queue = ?1 AND state = 'available')
+	UNION ALL SELECT (SELECT min(seq) FROM jobs WHERE queue = ?1 AND state = 'active')
+	UNION ALL SELECT (SELECT min(seq) FROM jobs WHERE queue = ?1 AND state = 'retrying')))`
 	// startPage is how many jobs a group's start reads at once.
 	startPage = 1000
 )
@@ -198,6 +209,55 @@ func (s *Store) ConsumerGroupList(ctx context.Context, queue string) ([]store.Co
 	})
 	if err != nil {
 		return nil, wrap(fmt.Sprintf("list consumer groups of %s", queue), err)
+	}
+	return out, nil
+}
+
+// ConsumerGroupListAll lists a page of the groups of every queue with
+// their lanes' counts; see store.ConsumerGroups. It reads the groups
+// table and each group's oldest pending job (its spec, for its creation
+// time, and not its payload) from the read pool, and the counts from the catalog, so it never waits
+// for the writer.
+func (s *Store) ConsumerGroupListAll(ctx context.Context, p *store.ConsumerGroupListParams) ([]store.ConsumerGroup, error) {
+	if err := s.check(); err != nil {
+		return nil, wrap("list consumer groups", err)
+	}
+	rows, err := s.rdb.QueryContext(ctx, sqlConsumerGroupsAfter, p.AfterQueue, p.AfterName, p.PageSize())
+	if err != nil {
+		return nil, wrap("list consumer groups", err)
+	}
+	var out []store.ConsumerGroup
+	for rows.Next() {
+		var g store.ConsumerGroup
+		var created int64
+		if err := rows.Scan(&g.Queue, &g.Name, &created); err != nil {
+			rows.Close()
+			return nil, wrap("list consumer groups", err)
+		}
+		g.CreatedAt = time.Unix(0, created).UTC()
+		out = append(out, g)
+	}
+	if err := closeRows(rows); err != nil {
+		return nil, wrap("list consumer groups", err)
+	}
+	for i := range out {
+		g := &out[i]
+		lane := job.LaneName(g.Queue, g.Name)
+		g.Counts = map[job.State]int64{}
+		if info, ok := s.cat.info(lane); ok {
+			g.Counts = info.Counts
+		}
+		var spec []byte
+		switch err := s.rdb.QueryRowContext(ctx, sqlOldestPendingSpec, lane).Scan(&spec); {
+		case err == nil:
+			var oldest job.Job
+			if err := decodeSpec(spec, &oldest); err != nil {
+				return nil, wrap(fmt.Sprintf("read the oldest pending job of %s", lane), err)
+			}
+			g.OldestPending = oldest.CreatedAt
+		case !errors.Is(err, sql.ErrNoRows):
+			return nil, wrap(fmt.Sprintf("read the oldest pending job of %s", lane), err)
+		}
 	}
 	return out, nil
 }

@@ -15,6 +15,7 @@ func laneTests() []group {
 		{"AGroupStartsWhereItIsTold", testLanesStart},
 		{"ASeekReplays", testLanesSeek},
 		{"TheListShowsEachGroupsLag", testLanesList},
+		{"TheListOfEveryQueuePagesByQueueAndName", testLanesListAll},
 		{"ADeletedGroupGetsNoMoreJobs", testLanesDelete},
 		{"EachGroupKeepsItsOwnPlaceInEveryPartition", testLanesOrdered},
 		{"ALaneFollowsItsQueuesPause", testLanesPause},
@@ -208,6 +209,88 @@ func testLanesList(b *bundle) {
 	if a := b.groupsOfQueue("q")[0]; !a.OldestPending.IsZero() {
 		b.t.Fatalf("a group with every job finished: oldest pending %v", a.OldestPending)
 	}
+}
+
+// The groups of every queue list by queue then name, each as the list of
+// its queue gives it (the jobs of every durability counted), in pages that follow one another from any group,
+// with the queues without groups left out.
+func testLanesListAll(b *bundle) {
+	if gs := b.allGroups(store.ConsumerGroupListParams{}); len(gs) != 0 {
+		b.t.Fatalf("groups of an empty store: %+v", gs)
+	}
+	for _, q := range []string{"plain", "q", "r.x", "zz"} {
+		b.add(newJobs(q, 2)...)
+	}
+	for _, g := range [][2]string{{"q", "b"}, {"r.x", "g"}, {"q", "a"}, {"a", "z"}, {"q", "B"}} {
+		b.createGroup(g[0], g[1], store.StartBeginning, time.Time{})
+	}
+	for _, d := range b.h.durabilities() {
+		b.insertAt(at(time.Second), newJob("q", func(p *store.JobInsertParams) { p.Durability = d }))
+	}
+	b.completeAll(at(2*time.Second), b.claimAt(at(2*time.Second), 1, job.LaneName("q", "a")))
+	var want []store.ConsumerGroup
+	for _, q := range []string{"a", "q", "r.x"} {
+		want = append(want, b.groupsOfQueue(q)...)
+	}
+	names := func(gs []store.ConsumerGroup) []string {
+		out := make([]string, len(gs))
+		for i, g := range gs {
+			out[i] = g.Queue + "/" + g.Name
+		}
+		return out
+	}
+	if got := names(want); !slices.Equal(got, []string{"a/z", "q/B", "q/a", "q/b", "r.x/g"}) {
+		b.t.Fatalf("the groups of each queue: %v", got)
+	}
+	same := func(what string, got, want []store.ConsumerGroup) {
+		b.t.Helper()
+		if len(got) != len(want) {
+			b.t.Fatalf("%s: %v, want %v", what, names(got), names(want))
+		}
+		for i := range got {
+			g, w := got[i], want[i]
+			if g.Queue != w.Queue || g.Name != w.Name || !g.CreatedAt.Equal(w.CreatedAt) || !g.OldestPending.Equal(w.OldestPending) {
+				b.t.Fatalf("%s: group %d is %+v, want %+v", what, i, g, w)
+			}
+			for _, st := range job.States {
+				if g.Counts[st] != w.Counts[st] {
+					b.t.Fatalf("%s: group %s/%s counts %v, want %v", what, g.Queue, g.Name, g.Counts, w.Counts)
+				}
+			}
+		}
+	}
+	same("one page", b.allGroups(store.ConsumerGroupListParams{}), want)
+	var paged []store.ConsumerGroup
+	after := store.ConsumerGroupListParams{Limit: 2}
+	for range len(want) + 1 {
+		page := b.allGroups(after)
+		if len(page) > 2 {
+			b.t.Fatalf("a page of 2 holds %d groups", len(page))
+		}
+		if len(page) == 0 {
+			break
+		}
+		paged = append(paged, page...)
+		last := page[len(page)-1]
+		after.AfterQueue, after.AfterName = last.Queue, last.Name
+	}
+	same("pages of 2", paged, want)
+	same("from queue q", b.allGroups(store.ConsumerGroupListParams{AfterQueue: "q"}), want[1:])
+	same("after q/a", b.allGroups(store.ConsumerGroupListParams{AfterQueue: "q", AfterName: "a", Limit: 1}), want[3:4])
+	if err := b.s.ConsumerGroupDelete(b.ctx, "q", "a"); err != nil {
+		b.t.Fatalf("delete group: %v", err)
+	}
+	same("after a delete", b.allGroups(store.ConsumerGroupListParams{}), append(slices.Clone(want[:2]), want[3:]...))
+}
+
+// allGroups lists one page of the groups of every queue.
+func (b *bundle) allGroups(p store.ConsumerGroupListParams) []store.ConsumerGroup {
+	b.t.Helper()
+	gs, err := b.s.ConsumerGroupListAll(b.ctx, &p)
+	if err != nil {
+		b.t.Fatalf("list the consumer groups of every queue: %v", err)
+	}
+	return gs
 }
 
 // A deleted group loses its jobs and gets no copies of later ones.

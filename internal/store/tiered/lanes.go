@@ -68,34 +68,68 @@ func (s *Store) ConsumerGroupList(ctx context.Context, queue string) ([]store.Co
 		byName[m.Name] = m
 	}
 	for i := range gs {
-		m, ok := byName[gs[i].Name]
-		if !ok {
-			continue
-		}
-		for st, n := range m.Counts {
-			gs[i].Counts[st] += n
-		}
-		if o := m.OldestPending; !o.IsZero() && (gs[i].OldestPending.IsZero() || o.Before(gs[i].OldestPending)) {
-			gs[i].OldestPending = o
+		if m, ok := byName[gs[i].Name]; ok {
+			merge(&gs[i], &m)
 		}
 	}
 	return gs, nil
 }
 
-// copyGroups gives the memory tier the consumer groups of the durable
-// store's queues qs.
-func copyGroups(ctx context.Context, disk Tier, mem MemoryStore, qs []store.QueueInfo) error {
-	for _, q := range qs {
-		gs, err := disk.ConsumerGroupList(ctx, q.Name)
-		if err != nil {
-			return fmt.Errorf("read consumer groups of %s: %w", q.Name, err)
-		}
-		for _, g := range gs {
-			p := &store.ConsumerGroupParams{Queue: q.Name, Name: g.Name, Start: store.StartNew, Now: g.CreatedAt}
-			if _, err := mem.ConsumerGroupCreate(ctx, p); err != nil {
-				return fmt.Errorf("create consumer group %s of %s in memory: %w", g.Name, q.Name, err)
-			}
+// ConsumerGroupListAll lists a page of the durable store's groups with
+// the counts of both tiers; see store.ConsumerGroups.
+func (s *Store) ConsumerGroupListAll(ctx context.Context, p *store.ConsumerGroupListParams) ([]store.ConsumerGroup, error) {
+	gs, err := s.disk.ConsumerGroupListAll(ctx, p)
+	if err != nil || !s.used.Load() || len(gs) == 0 {
+		return gs, err
+	}
+	// The memory tier has the same groups: its page from the same place
+	// holds those of gs (and maybe more past them, left out).
+	mem, err := s.mem.ConsumerGroupListAll(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	type key struct{ queue, name string }
+	byKey := make(map[key]store.ConsumerGroup, len(mem))
+	for _, m := range mem {
+		byKey[key{m.Queue, m.Name}] = m
+	}
+	for i := range gs {
+		if m, ok := byKey[key{gs[i].Queue, gs[i].Name}]; ok {
+			merge(&gs[i], &m)
 		}
 	}
-	return nil
+	return gs, nil
+}
+
+// merge adds the counts and oldest pending job of m, the same group in
+// the memory tier, to g.
+func merge(g, m *store.ConsumerGroup) {
+	for st, n := range m.Counts {
+		g.Counts[st] += n
+	}
+	if o := m.OldestPending; !o.IsZero() && (g.OldestPending.IsZero() || o.Before(g.OldestPending)) {
+		g.OldestPending = o
+	}
+}
+
+// copyGroups gives the memory tier the consumer groups of the durable
+// store, a page of groups at a time.
+func copyGroups(ctx context.Context, disk Tier, mem MemoryStore) error {
+	p := &store.ConsumerGroupListParams{}
+	for {
+		gs, err := disk.ConsumerGroupListAll(ctx, p)
+		if err != nil {
+			return fmt.Errorf("read consumer groups: %w", err)
+		}
+		for _, g := range gs {
+			cp := &store.ConsumerGroupParams{Queue: g.Queue, Name: g.Name, Start: store.StartNew, Now: g.CreatedAt}
+			if _, err := mem.ConsumerGroupCreate(ctx, cp); err != nil {
+				return fmt.Errorf("create consumer group %s of %s in memory: %w", g.Name, g.Queue, err)
+			}
+		}
+		if len(gs) < p.PageSize() {
+			return nil
+		}
+		p.AfterQueue, p.AfterName = gs[len(gs)-1].Queue, gs[len(gs)-1].Name
+	}
 }

@@ -95,7 +95,7 @@ func New(ctx context.Context, disk Tier, mem MemoryStore) (*Store, error) {
 			}
 		}
 	}
-	if err := copyGroups(ctx, disk, mem, qs); err != nil {
+	if err := copyGroups(ctx, disk, mem); err != nil {
 		return nil, err
 	}
 	return &Store{disk: disk, mem: mem, ids: newIDGuard()}, nil
