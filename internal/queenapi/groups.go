@@ -1,7 +1,9 @@
 package queenapi
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
@@ -183,27 +185,62 @@ func (a *API) eachGroup(ctx context.Context, p *auth.Principal, name string, f f
 	return nil
 }
 
-// listGroups lists every consumer group of every queue, with its lag: the
-// jobs it has not finished (totalLag) and the age in seconds of the
-// oldest of them (maxTimeLag).
+// listGroups lists every consumer group of every queue in the caller's
+// namespaces, with its lag: the jobs it has not finished (totalLag) and
+// the age in seconds of the oldest of them (maxTimeLag). It reads the
+// groups a page at a time (one store read a page, whatever the number of
+// queues) and writes each page as it goes, so that its memory stays
+// bounded however many groups there are; a read that fails after the
+// first page ends the answer unfinished, which no client can take for a
+// whole list.
 func (a *API) listGroups(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
+	ctx := r.Context()
 	now := a.engine.Now()
-	out := []groupJSON{}
-	err := a.eachGroup(r.Context(), p, "", func(g *store.ConsumerGroup) error {
-		row := groupJSON{Name: g.Name, Topics: []string{g.Queue}, QueueName: g.Queue, TotalLag: pending(g.Counts),
-			State: "Stable", SubscriptionMode: "all", SubscriptionCreatedAt: queenTime(g.CreatedAt)}
-		if !g.OldestPending.IsZero() {
-			row.MaxTimeLag = int64(now.Sub(g.OldestPending) / time.Second)
-			row.State = "Lagging"
-		}
-		out = append(out, row)
-		return nil
-	})
+	var page store.ConsumerGroupListParams
+	gs, err := a.engine.ConsumerGroupsPage(ctx, page)
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	a.writeJSON(w, http.StatusOK, out)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	out := bufio.NewWriter(w)
+	enc := json.NewEncoder(out)
+	sep := byte('[')
+	for {
+		for i := range gs {
+			g := &gs[i]
+			if inScope(p, g.Queue, "") != nil {
+				continue
+			}
+			row := groupJSON{Name: g.Name, Topics: []string{g.Queue}, QueueName: g.Queue, TotalLag: pending(g.Counts),
+				State: "Stable", SubscriptionMode: "all", SubscriptionCreatedAt: queenTime(g.CreatedAt)}
+			if !g.OldestPending.IsZero() {
+				row.MaxTimeLag = int64(now.Sub(g.OldestPending) / time.Second)
+				row.State = "Lagging"
+			}
+			_ = out.WriteByte(sep)
+			sep = ','
+			if err := enc.Encode(row); err != nil {
+				return // the client went away
+			}
+		}
+		if len(gs) < page.PageSize() {
+			break
+		}
+		page.AfterQueue, page.AfterName = gs[len(gs)-1].Queue, gs[len(gs)-1].Name
+		if gs, err = a.engine.ConsumerGroupsPage(ctx, page); err != nil {
+			if ctx.Err() == nil {
+				a.opts.Logger.Error("queen: list consumer groups", "err", err)
+			}
+			panic(http.ErrAbortHandler)
+		}
+	}
+	if sep == '[' {
+		_ = out.WriteByte(sep)
+	}
+	_ = out.WriteByte(']')
+	_ = out.Flush()
 }
 
 // deleteGroup deletes a consumer group from every queue that has it.

@@ -114,6 +114,20 @@ func (e *Engine) ConsumerGroups(ctx context.Context, queue string) ([]store.Cons
 	return gs, nil
 }
 
+// ConsumerGroupsPage lists a page of the consumer groups of every queue,
+// by queue then name, with their lag: one store read, whatever the number
+// of queues (see store.ConsumerGroupListParams).
+func (e *Engine) ConsumerGroupsPage(ctx context.Context, p store.ConsumerGroupListParams) ([]store.ConsumerGroup, error) {
+	if p.Limit < 0 || p.Limit > store.MaxConsumerGroupPage {
+		return nil, job.Invalid("limit", "must be between 1 and %d", store.MaxConsumerGroupPage)
+	}
+	gs, err := e.st.ConsumerGroupListAll(ctx, &p)
+	if err != nil {
+		return nil, fmt.Errorf("list consumer groups: %w", err)
+	}
+	return gs, nil
+}
+
 // ConsumerGroup returns one consumer group of a queue, or job.ErrNotFound.
 func (e *Engine) ConsumerGroup(ctx context.Context, queue, name string) (*store.ConsumerGroup, error) {
 	if err := e.validateGroup(queue, name); err != nil {
