@@ -142,3 +142,23 @@ func (b *bundle) waitState(id, state string) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestQueuePageBoundsItsGroups: the queue page lists at most a page of
+// its consumer groups, and says there are more.
+func TestQueuePageBoundsItsGroups(t *testing.T) {
+	b := setup(t)
+	b.enqueue(obj{"queue": "fan", "kind": "k"})
+	for i := range 105 {
+		b.must(201, "PUT", fmt.Sprintf("/v1/queues/fan/consumer-groups/g%03d", i), obj{"start": "new"})
+	}
+	body := b.page("/ui/queues/fan")
+	if n := strings.Count(body, `<tr data-group="`); n != 100 {
+		t.Errorf("%d consumer groups listed, want 100", n)
+	}
+	if !strings.Contains(body, `<tr data-group="g000">`) || strings.Contains(body, `<tr data-group="g100">`) {
+		t.Error("the listed groups are not the first 100 by name")
+	}
+	if !strings.Contains(body, "data-more-groups") {
+		t.Error("the page does not say there are more groups")
+	}
+}

@@ -32,6 +32,8 @@ const (
 	scanPage = 100
 	// maxQueueSchedules bounds the schedules the queue page lists.
 	maxQueueSchedules = 100
+	// maxQueueGroups bounds the consumer groups the queue page lists.
+	maxQueueGroups = 100
 	// maxFilterBytes bounds a filter's text.
 	maxFilterBytes = 256
 )
@@ -159,7 +161,10 @@ type queuePage struct {
 	// MoreSchedules is set when the queue has more than
 	// maxQueueSchedules schedules.
 	MoreSchedules bool
-	Groups        []groupRow
+	// Groups are the queue's first maxQueueGroups consumer groups by
+	// name; MoreGroups is set when it has more.
+	Groups     []groupRow
+	MoreGroups bool
 	// Completed and Failed are jobs per second over the last minute.
 	Completed, Failed float64
 	Now               time.Time
@@ -229,7 +234,7 @@ func (d *Dashboard) queuePage(w http.ResponseWriter, r *http.Request, v *viewer)
 	d.render(w, r, http.StatusOK, "queue", data)
 }
 
-// queueExtras reads a queue's schedules and consumer groups.
+// queueExtras reads a queue's schedules and first consumer groups.
 func (d *Dashboard) queueExtras(ctx context.Context, v *viewer, data *queuePage) error {
 	name := data.Queue.Name
 	schedules, err := d.engine.ListSchedules(ctx)
@@ -246,11 +251,20 @@ func (d *Dashboard) queueExtras(ctx context.Context, v *viewer, data *queuePage)
 		}
 		data.Schedules = append(data.Schedules, s)
 	}
-	groups, err := d.engine.ConsumerGroups(ctx, name)
+	// The queue's groups come first in the listing of every queue's from
+	// the queue on; one more than the page tells whether there are more.
+	groups, err := d.engine.ConsumerGroupsPage(ctx, store.ConsumerGroupListParams{AfterQueue: name, Limit: maxQueueGroups + 1})
 	if err != nil {
 		return err
 	}
 	for _, g := range groups {
+		if g.Queue != name {
+			break
+		}
+		if len(data.Groups) == maxQueueGroups {
+			data.MoreGroups = true
+			break
+		}
 		row := groupRow{Name: g.Name, CreatedAt: g.CreatedAt, Counts: g.Counts, OldestPending: g.OldestPending}
 		for s, n := range g.Counts {
 			if s.Pending() {
