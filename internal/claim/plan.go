@@ -1,0 +1,229 @@
+package claim
+
+import (
+	"fmt"
+
+	"github.com/spoolq/spool/internal/job"
+)
+
+// group is a group a plan admitted: it has room under its limits.
+type group struct {
+	Group
+	// room is how many of its jobs may start; -1 when no group limit
+	// bounds it.
+	room int
+	// avail are its jobs read so far that may start, in claim order;
+	// taken of them are in the decision.
+	avail []Head
+	taken int
+	// dry is set once every available job of the group has been read.
+	dry bool
+	// past is how many of its jobs read were past their wait: the more
+	// there were, the more the next read asks for.
+	past int
+	// started is how many of its jobs the claim leased (Settle).
+	started int
+}
+
+// Plan decides what a claim of q hands out, reading candidates from src:
+// as many jobs as the queue's cap and rate leave room for, up to
+// req.Want, one group a turn in src's turn order from the groups with
+// room under their own limits, a group's jobs in claim order. The jobs
+// past their maximum wait that it reads go to Kill and take no room; it
+// reads on for their places. It reads from src nothing it does not need:
+// groups up to the room (and a few more), and a turn's worth of jobs of
+// each at a time.
+func Plan(q Queue, req Request, src Source) (*Decision, error) {
+	q.Limits = q.Limits.Normalized()
+	d := &Decision{q: q, req: req}
+	l := q.Limits
+	room := req.Want
+	if l.MaxActive > 0 {
+		room = min(room, max(0, l.MaxActive-q.Active))
+	}
+	if r, _ := q.Starts.Room(l.Rate, req.Now); r >= 0 {
+		room = min(room, r)
+	}
+	d.room = room
+	if room <= 0 {
+		return d, nil
+	}
+	if err := d.find(src, room); err != nil {
+		return nil, err
+	}
+	if err := d.share(src, room); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// find admits up to room groups with room under their limits, in turn
+// order, looking at no more than MaxGroupVisits of them. The groups
+// without room count in what held jobs back.
+func (d *Decision) find(src Source, room int) error {
+	visited := 0
+	for len(d.groups) < room && visited < MaxGroupVisits {
+		n := min(room-len(d.groups)+groupSlack, MaxGroupVisits-visited)
+		found, err := src.Groups(n)
+		if err != nil {
+			return fmt.Errorf("find groups: %w", err)
+		}
+		for i := range found {
+			g := &group{Group: found[i]}
+			visited++
+			d.last = g.Name
+			if d.admit(g) {
+				if d.groups = append(d.groups, g); len(d.groups) == room {
+					return nil
+				}
+			}
+		}
+		if len(found) < n {
+			return nil // round the whole turn order
+		}
+	}
+	d.stopped = visited >= MaxGroupVisits
+	return nil
+}
+
+// admit sets how many jobs of g may start and reports whether any may; a
+// group without room counts in what held jobs back. In an ordered queue a
+// group whose holder waits (retrying, scheduled) has no room and counts as
+// capped: its holder's return or end frees the group as an active job's
+// would.
+func (d *Decision) admit(g *group) bool {
+	l := d.q.Limits
+	if g.Stalled {
+		d.capped = true
+		return false
+	}
+	g.room = -1
+	if l.GroupMaxActive > 0 {
+		g.room = max(0, l.GroupMaxActive-g.Active)
+		if l.Ordered && g.Holder != "" && g.Holder != job.StateAvailable {
+			g.room = 0
+		}
+		d.capped = d.capped || g.room == 0
+	}
+	if r, next := g.Starts.Room(l.GroupRate, d.req.Now); r >= 0 {
+		if r == 0 {
+			d.retryAt = earliest(d.retryAt, next)
+		}
+		if g.room < 0 || r < g.room {
+			g.room = r
+		}
+	}
+	return g.room != 0
+}
+
+// share picks up to room jobs of the admitted groups, one group a turn in
+// order, a group's own jobs in claim order: an ordered group's available
+// holder alone, else its first jobs. It reads the groups' jobs a turn's
+// worth at a time: enough for every group to fill the room, then more for
+// the groups that had enough when others ran dry.
+func (d *Decision) share(src Source, room int) error {
+	for _, g := range d.groups {
+		if d.q.Limits.Ordered && g.Holder == job.StateAvailable {
+			d.sort(g, []Head{g.Held})
+			g.dry = g.Dry && !hasOther(g.Heads, g.Held.Seq)
+			continue
+		}
+		d.sort(g, g.Heads)
+		g.dry = g.Dry
+	}
+	live := d.groups
+	for room > 0 && len(live) > 0 {
+		turns := (room + len(live) - 1) / len(live)
+		if err := d.read(src, live, turns); err != nil {
+			return err
+		}
+		for t := 0; t < turns && room > 0; t++ {
+			for _, g := range live {
+				if room > 0 && g.taken < len(g.avail) && g.hasRoom() {
+					d.Take = append(d.Take, Pick{Group: g.Name, Head: g.avail[g.taken]})
+					g.taken++
+					room--
+				}
+			}
+		}
+		next := live[:0:0]
+		for _, g := range live {
+			if g.hasRoom() && (g.taken < len(g.avail) || d.canRead(g)) {
+				next = append(next, g)
+			}
+		}
+		live = next
+	}
+	return nil
+}
+
+// hasRoom reports whether g may start more than the decision takes.
+func (g *group) hasRoom() bool { return g.room < 0 || g.taken < g.room }
+
+// canRead reports whether more of g's jobs may be read: it has some, and
+// the plan may still kill those past their wait it would read first.
+func (d *Decision) canRead(g *group) bool {
+	return !g.dry && len(d.Kill) < MaxKills && !(d.q.Limits.Ordered && g.Holder == job.StateAvailable)
+}
+
+// read reads, for each group of live that lacks them, jobs enough for
+// turns more turns (one beyond its room, which tells whether its room
+// holds jobs back), and as many more as it met past their wait so far.
+func (d *Decision) read(src Source, live []*group, turns int) error {
+	var (
+		names []string
+		asks  []int
+		asked []*group
+	)
+	for _, g := range live {
+		need := turns
+		if g.room >= 0 && g.room-g.taken <= turns {
+			need = g.room - g.taken + 1
+		}
+		if n := g.taken + need - len(g.avail); n > 0 && d.canRead(g) {
+			names, asks, asked = append(names, g.Name), append(asks, n+g.past), append(asked, g)
+		}
+	}
+	if len(asked) == 0 {
+		return nil
+	}
+	heads, err := src.Heads(names, asks)
+	if err != nil {
+		return fmt.Errorf("read the jobs of groups: %w", err)
+	}
+	for i, g := range asked {
+		var hs []Head
+		if i < len(heads) {
+			hs = heads[i]
+		}
+		d.sort(g, hs)
+		g.dry = len(hs) < asks[i]
+	}
+	return nil
+}
+
+// sort sends the jobs of hs past their maximum wait to Kill, up to
+// MaxKills, and the others to g's available jobs. A job past its wait
+// beyond the bound is left where it is, for the sweep.
+func (d *Decision) sort(g *group, hs []Head) {
+	for _, h := range hs {
+		if job.PastMaxWait(h.Attempt, h.RunAt, d.q.MaxWait, d.req.Now) {
+			g.past++
+			if len(d.Kill) < MaxKills {
+				d.Kill = append(d.Kill, Pick{Group: g.Name, Head: h})
+			}
+			continue
+		}
+		g.avail = append(g.avail, h)
+	}
+}
+
+// hasOther reports whether hs holds a job other than seq.
+func hasOther(hs []Head, seq int64) bool {
+	for _, h := range hs {
+		if h.Seq != seq {
+			return true
+		}
+	}
+	return false
+}
