@@ -113,10 +113,16 @@ type Decision struct {
 	// start again.
 	retryAt time.Time
 	groups  []*group // the groups admitted, in turn order
-	// last is the last group the plan looked at, when it stopped at
-	// maxGroupVisits.
+	// visited is how many groups the plan looked at, last the last of
+	// them; stopped is set when it looked at MaxGroupVisits, exhausted
+	// when it went round the whole turn order.
+	visited int
 	last    string
-	stopped bool
+	// pending are the groups the source offered that the plan has not
+	// looked at yet.
+	pending   []Group
+	stopped   bool
+	exhausted bool
 }
 
 // Outcome is what a claim records once it has leased its jobs.

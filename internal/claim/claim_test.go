@@ -330,3 +330,19 @@ func TestPlanGoesOnPastAsManyCappedGroupsAsItMayVisit(t *testing.T) {
 		t.Fatalf("the next claim took %v, want the free group's job", got)
 	}
 }
+
+func TestPlanGoesOnToTheNextGroupsForPlacesTheFirstCouldNotFill(t *testing.T) {
+	wait := time.Minute
+	past := []Head{{Seq: 1, RunAt: t0.Add(-2 * wait)}, {Seq: 2, RunAt: t0.Add(-2 * wait)}}
+	src := &fakeSource{groups: []fakeGroup{fg("a", past), fg("b", nil), fg("c", jobs(30, 2)), fg("d", jobs(40, 2))}}
+	d := plan(t, Queue{Limits: job.Limits{GroupMaxActive: 5}, MaxWait: wait}, Request{Want: 2}, src)
+	if got, want := seqs(d.Take), []int64{30, 40}; !slices.Equal(got, want) {
+		t.Fatalf("took %v, want %v: the groups with nothing that may start give their places to the next", got, want)
+	}
+	if got := seqs(d.Kill); !slices.Equal(got, []int64{1, 2}) {
+		t.Fatalf("killed %v", got)
+	}
+	if out := leaseAll(t, d, true); out.Cursor != "d" {
+		t.Fatalf("cursor %q, want d", out.Cursor)
+	}
+}

@@ -30,9 +30,9 @@ type group struct {
 // req.Want, one group a turn in src's turn order from the groups with
 // room under their own limits, a group's jobs in claim order. The jobs
 // past their maximum wait that it reads go to Kill and take no room; it
-// reads on for their places. It reads from src nothing it does not need:
-// groups up to the room (and a few more), and a turn's worth of jobs of
-// each at a time.
+// reads on for their places, in the same groups and then in the next
+// ones. It reads from src nothing it does not need: groups up to the
+// room (and a few more), and a turn's worth of jobs of each at a time.
 func Plan(q Queue, req Request, src Source) (*Decision, error) {
 	q.Limits = q.Limits.Normalized()
 	d := &Decision{q: q, req: req}
@@ -45,45 +45,55 @@ func Plan(q Queue, req Request, src Source) (*Decision, error) {
 		room = min(room, r)
 	}
 	d.room = room
-	if room <= 0 {
-		return d, nil
-	}
-	if err := d.find(src, room); err != nil {
-		return nil, err
-	}
-	if err := d.share(src, room); err != nil {
-		return nil, err
+	for room > 0 && !d.stopped {
+		// The groups admitted so far gave what they had: an admitted
+		// group can turn out to have no job that may start.
+		groups, err := d.find(src, room)
+		if err != nil {
+			return nil, err
+		}
+		if len(groups) == 0 {
+			break
+		}
+		if err := d.share(src, groups, room); err != nil {
+			return nil, err
+		}
+		room = d.room - len(d.Take)
 	}
 	return d, nil
 }
 
-// find admits up to room groups with room under their limits, in turn
-// order, looking at no more than MaxGroupVisits of them. The groups
-// without room count in what held jobs back.
-func (d *Decision) find(src Source, room int) error {
-	visited := 0
-	for len(d.groups) < room && visited < MaxGroupVisits {
-		n := min(room-len(d.groups)+groupSlack, MaxGroupVisits-visited)
-		found, err := src.Groups(n)
-		if err != nil {
-			return fmt.Errorf("find groups: %w", err)
-		}
-		for i := range found {
-			g := &group{Group: found[i]}
-			visited++
-			d.last = g.Name
-			if d.admit(g) {
-				if d.groups = append(d.groups, g); len(d.groups) == room {
-					return nil
-				}
+// find admits up to room more groups with room under their limits, in
+// turn order, and returns them, looking at no more than MaxGroupVisits
+// groups in all. The groups without room count in what held jobs back.
+func (d *Decision) find(src Source, room int) ([]*group, error) {
+	var admitted []*group
+	for len(admitted) < room && d.visited < MaxGroupVisits {
+		if len(d.pending) == 0 {
+			if d.exhausted {
+				break
 			}
+			n := min(room-len(admitted)+groupSlack, MaxGroupVisits-d.visited)
+			found, err := src.Groups(n)
+			if err != nil {
+				return nil, fmt.Errorf("find groups: %w", err)
+			}
+			d.pending = found
+			// Fewer than asked for: round the whole turn order.
+			d.exhausted = len(found) < n
+			continue
 		}
-		if len(found) < n {
-			return nil // round the whole turn order
+		g := &group{Group: d.pending[0]}
+		d.pending = d.pending[1:]
+		d.visited++
+		d.last = g.Name
+		if d.admit(g) {
+			admitted = append(admitted, g)
+			d.groups = append(d.groups, g)
 		}
 	}
-	d.stopped = visited >= MaxGroupVisits
-	return nil
+	d.stopped = d.visited >= MaxGroupVisits
+	return admitted, nil
 }
 
 // admit sets how many jobs of g may start and reports whether any may; a
@@ -121,8 +131,8 @@ func (d *Decision) admit(g *group) bool {
 // holder alone, else its first jobs. It reads the groups' jobs a turn's
 // worth at a time: enough for every group to fill the room, then more for
 // the groups that had enough when others ran dry.
-func (d *Decision) share(src Source, room int) error {
-	for _, g := range d.groups {
+func (d *Decision) share(src Source, groups []*group, room int) error {
+	for _, g := range groups {
 		if d.q.Limits.Ordered && g.Holder == job.StateAvailable {
 			d.sort(g, []Head{g.Held})
 			g.dry = g.Dry && !hasOther(g.Heads, g.Held.Seq)
@@ -131,7 +141,7 @@ func (d *Decision) share(src Source, room int) error {
 		d.sort(g, g.Heads)
 		g.dry = g.Dry
 	}
-	live := d.groups
+	live := groups
 	for room > 0 && len(live) > 0 {
 		turns := (room + len(live) - 1) / len(live)
 		if err := d.read(src, live, turns); err != nil {

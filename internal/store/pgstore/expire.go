@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/spoolq/spool/internal/claim"
 	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/store"
 )
@@ -84,7 +85,7 @@ ORDER BY n.name, h.priority DESC, h.run_at, h.seq`
 const (
 	// maxKilledByClaim bounds how many jobs past their wait one claim
 	// kills; the sweep kills any it leaves.
-	maxKilledByClaim = 1024
+	maxKilledByClaim = claim.MaxKills
 	// headChunk is how many jobs of a queue one read of expireHeads
 	// takes.
 	headChunk = 64

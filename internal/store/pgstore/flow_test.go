@@ -493,8 +493,8 @@ func TestGroupActiveCountsSeekTheIndex(t *testing.T) {
 		name, query, queue string
 		want               map[string]*regexp.Regexp
 	}{
-		{"group walk", sqlGroupsFrom, "q", map[string]*regexp.Regexp{"count the active jobs": count}},
-		{"ordered group walk", sqlOrderedGroupsFrom, "o", map[string]*regexp.Regexp{"count the active jobs": count,
+		{"group walk", sqlGroupWalk + groupsTail, "q", map[string]*regexp.Regexp{"count the active jobs": count}},
+		{"ordered group walk", sqlGroupWalk + orderedGroupsTail, "o", map[string]*regexp.Regexp{"count the active jobs": count,
 			"look up the holder": holder, "read the heads": heads}},
 	} {
 		var plan string

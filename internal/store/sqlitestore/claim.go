@@ -160,14 +160,12 @@ func (w *writer) claimable(names []string) []*wqueue {
 
 // refill reads the next available jobs of q after its window's bound from
 // the claim index, skipping leased ones, until the window holds at least
-// need jobs (and up to its capacity) or the queue has no more.
+// need jobs (up to its capacity, or need when that is more) or the queue
+// has no more.
 func (w *writer) refill(q *wqueue, need int) error {
 	w.touched = true
 	for q.win.len() < need && !q.win.complete {
-		limit := q.win.capacity - q.win.len()
-		if limit <= 0 {
-			return nil
-		}
+		limit := max(q.win.capacity, need) - q.win.len()
 		rows, last, err := w.readAfter(q, limit)
 		if err != nil {
 			return fmt.Errorf("refill window of %s: %w", q.name, err)
@@ -267,13 +265,43 @@ func merge(qs []*wqueue, n int) []pick {
 	return picks
 }
 
-// take leases the picked jobs for the claim p: cached ones straight from
-// memory, the rest read from the database in one query. It returns them in
-// pick order. A
-// picked job past its queue's maximum wait is not leased: take kills it
-// (see expire) and adds the queue of its dead-letter copy, if any, to
-// res.Available; it is left out of what take returns.
+// take leases the picked jobs for the claim p and returns them in pick
+// order. A picked job past its queue's maximum wait is not leased: take
+// kills it (see expire) and adds the queue of its dead-letter copy, if
+// any, to res.Available; it is left out of what take returns.
 func (w *writer) take(picks []pick, p *store.JobClaimParams, now time.Time, res *store.ClaimResult) ([]*job.Job, error) {
+	jobs, err := w.loadPicked(picks)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*job.Job, 0, len(picks))
+	for i, j := range jobs {
+		if pastWait(picks[i].q, j.job, now) {
+			letter, err := w.expire(j.job, j.seq, now)
+			if err != nil {
+				return nil, err
+			}
+			if letter.Queue != "" && !slices.Contains(res.Available, letter.Queue) {
+				res.Available = append(res.Available, letter.Queue)
+			}
+			continue
+		}
+		out = append(out, w.lease(picks[i], j.job, p, now))
+	}
+	return out, nil
+}
+
+// loaded is a picked job with its seq.
+type loaded struct {
+	job *job.Job
+	seq int64
+}
+
+// loadPicked returns the picked jobs in pick order, each a copy: cached ones
+// straight from memory, the rest read from the database in one query.
+// A job that is not available in the database is an error: the windows
+// are out of step with it.
+func (w *writer) loadPicked(picks []pick) ([]loaded, error) {
 	w.touched = true
 	var missing []int64
 	for _, pk := range picks {
@@ -296,8 +324,8 @@ func (w *writer) take(picks []pick, p *store.JobClaimParams, now time.Time, res 
 			bySeq[seqs[i]] = j
 		}
 	}
-	out := make([]*job.Job, 0, len(picks))
-	for _, pk := range picks {
+	out := make([]loaded, len(picks))
+	for i, pk := range picks {
 		var j *job.Job
 		if pk.e.body != nil {
 			c := *pk.e.body
@@ -309,30 +337,26 @@ func (w *writer) take(picks []pick, p *store.JobClaimParams, now time.Time, res 
 			w.logger.Error("sqlitestore: ready window out of step with the database", "seq", pk.e.seq)
 			return nil, fmt.Errorf("lease job %d: not available in the database", pk.e.seq)
 		}
-		if pastWait(pk.q, j, now) {
-			letter, err := w.expire(j, pk.e.seq, now)
-			if err != nil {
-				return nil, err
-			}
-			if letter.Queue != "" && !slices.Contains(res.Available, letter.Queue) {
-				res.Available = append(res.Available, letter.Queue)
-			}
-			continue
-		}
-		dur := p.LeaseDuration
-		if dur <= 0 {
-			dur = j.LeaseDuration
-		}
-		l := &lease{
-			seq: pk.e.seq, id: j.ID, queue: j.Queue, kind: j.Kind, group: j.Group, key: entry{priority: pk.e.priority, runAt: pk.e.runAt, seq: pk.e.seq},
-			token: w.tokens.take(), attempt: j.Attempt + 1, maxAttempts: j.MaxAttempts, backoff: j.Backoff,
-			duration: j.LeaseDuration, startedAt: now, expiresAt: now.Add(dur), durability: j.Durability, worker: p.Worker,
-		}
-		w.grant(l)
-		j.State, j.Attempt, j.LeaseToken = job.StateActive, l.attempt, l.token
-		j.StartedAt, j.LeaseExpiresAt, j.Progress, j.Worker = now, l.expiresAt, nil, p.Worker
-		w.fx.move(j.Queue, job.StateAvailable, job.StateActive, 1)
-		out = append(out, j)
+		out[i] = loaded{job: j, seq: pk.e.seq}
 	}
 	return out, nil
+}
+
+// lease leases j, the job of pk, for the claim p at now, and returns it
+// as leased.
+func (w *writer) lease(pk pick, j *job.Job, p *store.JobClaimParams, now time.Time) *job.Job {
+	dur := p.LeaseDuration
+	if dur <= 0 {
+		dur = j.LeaseDuration
+	}
+	l := &lease{
+		seq: pk.e.seq, id: j.ID, queue: j.Queue, kind: j.Kind, group: j.Group, key: entry{priority: pk.e.priority, runAt: pk.e.runAt, seq: pk.e.seq},
+		token: w.tokens.take(), attempt: j.Attempt + 1, maxAttempts: j.MaxAttempts, backoff: j.Backoff,
+		duration: j.LeaseDuration, startedAt: now, expiresAt: now.Add(dur), durability: j.Durability, worker: p.Worker,
+	}
+	w.grant(l)
+	j.State, j.Attempt, j.LeaseToken = job.StateActive, l.attempt, l.token
+	j.StartedAt, j.LeaseExpiresAt, j.Progress, j.Worker = now, l.expiresAt, nil, p.Worker
+	w.fx.move(j.Queue, job.StateAvailable, job.StateActive, 1)
+	return j
 }

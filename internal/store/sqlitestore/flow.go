@@ -297,75 +297,6 @@ func (w *writer) groupColumn(jp *store.JobInsertParams) (group string, set bool)
 	return "", false
 }
 
-// held notes in res what held available jobs of q back.
-type held struct {
-	capped  bool
-	retryAt time.Time
-}
-
-func (h *held) rate(next time.Time) {
-	if !next.IsZero() && (h.retryAt.IsZero() || next.Before(h.retryAt)) {
-		h.retryAt = next
-	}
-}
-
-// report adds h to res for queue q.
-func (h *held) report(q *wqueue, res *store.ClaimResult) {
-	if h.capped {
-		res.Capped = append(res.Capped, q.name)
-	}
-	if !h.retryAt.IsZero() && (res.RetryAt.IsZero() || h.retryAt.Before(res.RetryAt)) {
-		res.RetryAt = h.retryAt
-	}
-}
-
-// claimFlow hands out up to want jobs of q under its limits and reports
-// in res what held others back.
-func (w *writer) claimFlow(q *wqueue, want int, p *store.JobClaimParams, res *store.ClaimResult) ([]*job.Job, error) {
-	now := p.Now.UTC()
-	if now.After(q.flow.now) {
-		q.flow.now = now
-	}
-	var h held
-	room := want
-	if m := q.limits.MaxActive; m > 0 {
-		if free := m - w.leases.inQueue(q.name); free < room {
-			room, h.capped = max(free, 0), true
-		}
-	}
-	if r := q.limits.Rate; !r.IsZero() {
-		if n, next := q.flow.rate.Room(r, now); n < room {
-			room = n
-			h.rate(next)
-		}
-	}
-	var jobs []*job.Job
-	var err error
-	if room > 0 {
-		switch {
-		case q.grouped && p.Group != "":
-			jobs, err = w.claimGroup(q, p.Group, room, p, &h, res)
-		case q.grouped:
-			jobs, err = w.claimGroups(q, room, p, &h, res)
-		default:
-			jobs, err = w.claimPlain([]*wqueue{q}, room, p, res)
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	if r := q.limits.Rate; !r.IsZero() && len(jobs) > 0 {
-		q.flow.rate = q.flow.rate.Add(r, now, len(jobs))
-		if n, next := q.flow.rate.Room(r, now); n == 0 {
-			h.rate(next)
-		}
-	}
-	if len(jobs) < want && w.availableIn(q.name) > 0 {
-		h.report(q, res)
-	}
-	return jobs, nil
-}
-
 // availableIn is how many jobs of queue are available and not leased, as
 // the running batch leaves them.
 func (w *writer) availableIn(queue string) int64 {
@@ -380,256 +311,6 @@ func (w *writer) availableIn(queue string) int64 {
 		}
 	}
 	return n
-}
-
-// claimGroups hands out up to room jobs of q, whose jobs have groups: it
-// goes round the ring of groups from the turn after the last, taking the
-// first job of each group its limits let start, until it has room jobs or
-// a whole round gave nothing. The jobs past their maximum wait among
-// those it picks are killed instead of leased (see take): they take no
-// room and count as no start, and the claim picks again for their places.
-func (w *writer) claimGroups(q *wqueue, room int, p *store.JobClaimParams, h *held, res *store.ClaimResult) ([]*job.Job, error) {
-	var out []*job.Job
-	for len(out) < room {
-		jobs, picked, err := w.claimGroupsOnce(q, room-len(out), p, h, res)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, jobs...)
-		if len(jobs) == picked {
-			break // nothing was killed: the limits or the jobs ran out
-		}
-	}
-	return out, nil
-}
-
-// claimGroupsOnce is one pass of claimGroups: it picks up to room jobs
-// and leases those take lets through. It returns them and how many it
-// picked.
-func (w *writer) claimGroupsOnce(q *wqueue, room int, p *store.JobClaimParams, h *held, res *store.ClaimResult) ([]*job.Job, int, error) {
-	now := p.Now.UTC()
-	l := q.limits
-	f := &q.flow
-	var picks []pick
-	taking := map[string]int{}
-	// picked tells the jobs this claim picked but has not leased yet, so
-	// that a group that left the ring and came back does not read them
-	// again.
-	var chosen map[int64]bool
-	picked := func(seq int64) bool {
-		if chosen == nil {
-			chosen = make(map[int64]bool, len(picks))
-			for _, pk := range picks {
-				chosen[pk.e.seq] = true
-			}
-		}
-		return chosen[seq]
-	}
-	if l.Ordered && f.holds == nil {
-		if err := w.loadHolds(q); err != nil {
-			return nil, 0, err
-		}
-	}
-	idle := 0 // turns since the last pick
-	for len(picks) < room {
-		if idle >= len(f.ring) {
-			// A whole round without a job: look for the groups the ring
-			// lacks, if any, and go round once more.
-			added, err := w.discover(q)
-			if err != nil {
-				return nil, 0, err
-			}
-			if added == 0 {
-				break
-			}
-			idle = 0
-		}
-		if f.next >= len(f.ring) {
-			f.next = 0
-			f.compact(l.GroupRate)
-		}
-		if len(f.ring) == 0 {
-			continue
-		}
-		g := f.ring[f.next]
-		f.next++
-		idle++
-		gs := f.groups[g]
-		if l.GroupMaxActive > 0 && w.leases.inGroup(q.name, g)+taking[g] >= l.GroupMaxActive {
-			h.capped = true
-			continue
-		}
-		if r := l.GroupRate; !r.IsZero() {
-			if n, _ := gs.rate.Room(r, now); n-taking[g] <= 0 {
-				_, next := append(job.StartLog(nil), gs.rate...).Add(r, now, taking[g]).Room(r, now)
-				h.rate(next)
-				continue
-			}
-		}
-		if l.Ordered {
-			e, ok, out := q.claimHeld(g)
-			if out {
-				h.capped = true
-				continue
-			}
-			if ok {
-				gs.win.remove(e)
-				picks = append(picks, pick{q: q, e: e, group: g})
-				if chosen != nil {
-					chosen[e.seq] = true
-				}
-				taking[g]++
-				idle = 0
-				continue
-			}
-		}
-		if gs.win.len() == 0 && !gs.win.complete {
-			if err := w.refillGroup(q, g, gs, picked); err != nil {
-				return nil, 0, err
-			}
-		}
-		e, ok := gs.win.peek()
-		if !ok {
-			continue // out of jobs: it leaves the ring at the next compaction
-		}
-		gs.win.pop()
-		picks = append(picks, pick{q: q, e: e, group: g})
-		if chosen != nil {
-			chosen[e.seq] = true
-		}
-		taking[g]++
-		idle = 0
-	}
-	if len(picks) == 0 {
-		return nil, 0, nil
-	}
-	jobs, err := w.take(picks, p, now, res)
-	if err != nil {
-		return nil, 0, err
-	}
-	if l.Ordered {
-		w.held(q, jobs)
-	}
-	if r := l.GroupRate; !r.IsZero() {
-		// Only the jobs leased started: a job killed for its wait did not.
-		started := make(map[string]int, len(taking))
-		for _, j := range jobs {
-			started[j.Group]++
-		}
-		for g, n := range started {
-			gs := f.groups[g]
-			gs.rate = gs.rate.Add(r, now, n)
-			if left, next := gs.rate.Room(r, now); left == 0 {
-				h.rate(next)
-			}
-		}
-	}
-	return jobs, len(picks), nil
-}
-
-// claimGroup hands out up to room jobs of group g of q, whose jobs have
-// groups, in the group's claim order and under its limits: straight from
-// the group's window, which it puts in the ring if it is not there,
-// without taking a turn of the round-robin. The jobs past their maximum
-// wait among those it picks are killed instead of leased (see take), and
-// it picks again for their places.
-func (w *writer) claimGroup(q *wqueue, g string, room int, p *store.JobClaimParams, h *held, res *store.ClaimResult) ([]*job.Job, error) {
-	var out []*job.Job
-	for len(out) < room {
-		jobs, picked, err := w.claimGroupOnce(q, g, room-len(out), p, h, res)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, jobs...)
-		if len(jobs) == picked {
-			break // nothing was killed: the limits or the jobs ran out
-		}
-	}
-	return out, nil
-}
-
-// claimGroupOnce is one pass of claimGroup: it picks up to room jobs of
-// group g that its cap, its rate and, in an ordered queue, its holder let
-// out, and leases those take lets through. It returns them and how many
-// it picked.
-func (w *writer) claimGroupOnce(q *wqueue, g string, room int, p *store.JobClaimParams, h *held, res *store.ClaimResult) ([]*job.Job, int, error) {
-	now := p.Now.UTC()
-	l := q.limits
-	if l.GroupMaxActive > 0 {
-		if free := l.GroupMaxActive - w.leases.inGroup(q.name, g); free < room {
-			room, h.capped = max(free, 0), true
-		}
-	}
-	if room <= 0 {
-		return nil, 0, nil
-	}
-	gs, full := w.groupOf(q, g)
-	if gs == nil {
-		// Every group state is taken by a rate that still counts: look
-		// again once some have gone idle.
-		h.capped = h.capped || full
-		return nil, 0, nil
-	}
-	if r := l.GroupRate; !r.IsZero() {
-		if n, next := gs.rate.Room(r, now); n < room {
-			room = n
-			h.rate(next)
-		}
-	}
-	if room <= 0 {
-		return nil, 0, nil
-	}
-	if l.Ordered && q.flow.holds == nil {
-		if err := w.loadHolds(q); err != nil {
-			return nil, 0, err
-		}
-	}
-	var picks []pick
-	chosen := make(map[int64]bool)
-	if l.Ordered {
-		e, ok, out := q.claimHeld(g)
-		if out {
-			h.capped = true
-			return nil, 0, nil
-		}
-		if ok {
-			gs.win.remove(e)
-			picks = append(picks, pick{q: q, e: e, group: g})
-			chosen[e.seq] = true
-		}
-	}
-	for len(picks) < room {
-		if gs.win.len() == 0 && !gs.win.complete {
-			if err := w.refillGroup(q, g, gs, func(seq int64) bool { return chosen[seq] }); err != nil {
-				return nil, 0, err
-			}
-		}
-		e, ok := gs.win.peek()
-		if !ok {
-			break // out of jobs: it leaves the ring at the next compaction
-		}
-		gs.win.pop()
-		picks = append(picks, pick{q: q, e: e, group: g})
-		chosen[e.seq] = true
-	}
-	if len(picks) == 0 {
-		return nil, 0, nil
-	}
-	jobs, err := w.take(picks, p, now, res)
-	if err != nil {
-		return nil, 0, err
-	}
-	if l.Ordered {
-		w.held(q, jobs)
-	}
-	if r := l.GroupRate; !r.IsZero() && len(jobs) > 0 {
-		// Only the jobs leased started: a job killed for its wait did not.
-		gs.rate = gs.rate.Add(r, now, len(jobs))
-		if left, next := gs.rate.Room(r, now); left == 0 {
-			h.rate(next)
-		}
-	}
-	return jobs, len(picks), nil
 }
 
 // groupOf returns the state of group g of the grouped queue q with its
@@ -755,15 +436,15 @@ func (w *writer) discover(q *wqueue) (int, error) {
 	return added, nil
 }
 
-// refillGroup reads the next available jobs of group g that are neither
-// leased nor picked into its window, from the group's first job or after
-// the window's bound.
-func (w *writer) refillGroup(q *wqueue, g string, gs *groupState, picked func(seq int64) bool) error {
+// refillGroup reads the next available jobs of group g that are not
+// leased into its window, from the group's first job or after the
+// window's bound, until it holds need of them or all the group's.
+func (w *writer) refillGroup(q *wqueue, g string, gs *groupState, need int) error {
 	w.touched = true
 	if gs.win.bounded && gs.win.capacity < maxGroupWindow && len(q.flow.ring) <= growGroupsUpTo {
 		gs.win.capacity *= 2
 	}
-	limit := gs.win.capacity + w.leases.inGroup(q.name, g)
+	limit := max(gs.win.capacity, need-gs.win.len()) + w.leases.inGroup(q.name, g)
 	var out []entry
 	read := func(stmt *sql.Stmt, args ...any) error {
 		rows, err := stmt.Query(args...)
@@ -801,7 +482,7 @@ func (w *writer) refillGroup(q *wqueue, g string, gs *groupState, picked func(se
 	complete := len(out) < limit
 	kept := out[:0]
 	for _, e := range out {
-		if !w.leases.leased(e.seq) && !picked(e.seq) {
+		if !w.leases.leased(e.seq) {
 			kept = append(kept, e)
 		}
 	}

@@ -89,19 +89,12 @@ func (w *writer) unhold(queue, g string, seq int64) {
 	}
 }
 
-// claimHeld decides the turn of group g of the ordered queue q: out is
-// set when the group's holder is out (active, or waiting out a backoff),
-// and e is the holder to hand out when it is available again.
-func (q *wqueue) claimHeld(g string) (e entry, ok, out bool) {
-	h := q.flow.holds[g]
-	switch {
-	case h == nil:
-		return entry{}, false, false
-	case !h.avail:
-		return entry{}, false, true
+// takeHold records that a claim took job seq of group g of the ordered
+// queue q: when it holds the group, it is out again.
+func (q *wqueue) takeHold(g string, seq int64) {
+	if h := q.flow.holds[g]; h != nil && h.seq == seq {
+		h.avail = false
 	}
-	h.avail = false
-	return h.e, true, false
 }
 
 // held records that a claim leased jobs of the ordered queue q: each

@@ -1,0 +1,252 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/spoolq/spool/internal/claim"
+	"github.com/spoolq/spool/internal/job"
+)
+
+// The candidates of a flow claim on PostgreSQL: the groups of the queue
+// with available jobs, walked down the group claim index from the
+// round-robin's cursor, and their first jobs in claim order. What they
+// mean is the planner's (internal/claim); these statements only find
+// them.
+const (
+	// sqlGroupWalk finds up to $4 groups of queue $1 with available jobs,
+	// in byte order from $2 (past it when $3), as found(grp). It skips from
+	// group to group down the group claim index (a loose index scan), so a
+	// claim reads one index entry per group, not every available job. The
+	// groups found go back to the default collation, the one of the held
+	// index and of spool_group_starts: compared in "C", a group could not
+	// be looked up in them, and each count would scan the queue's active
+	// jobs.
+	sqlGroupWalk = `WITH RECURSIVE g(grp) AS (
+	(SELECT grp COLLATE "C" FROM spool_jobs
+	WHERE queue = $1 COLLATE "C" AND state = 'available' AND grp IS NOT NULL AND grp >= $2 COLLATE "C"
+	ORDER BY grp COLLATE "C" LIMIT 1)
+	UNION ALL
+	SELECT (SELECT j.grp COLLATE "C" FROM spool_jobs j
+		WHERE j.queue = $1 COLLATE "C" AND j.state = 'available' AND j.grp IS NOT NULL AND j.grp COLLATE "C" > g.grp
+		ORDER BY j.grp COLLATE "C" LIMIT 1)
+	FROM g WHERE g.grp IS NOT NULL
+), found AS (
+	SELECT grp COLLATE "default" AS grp FROM g WHERE grp IS NOT NULL AND NOT ($3 AND grp = $2) LIMIT $4
+)
+`
+	// sqlGroupOne is sqlGroupWalk for group $2 alone, read with one seek
+	// into the group claim index: found holds it when it has available
+	// jobs. It takes the walk's parameters, so that the same statements
+	// follow it: it finds nothing past $2 ($3) or when asked for none
+	// ($4 = 0).
+	sqlGroupOne = `WITH found AS (
+	SELECT $2::text AS grp WHERE NOT $3::bool AND $4::int4 > 0 AND EXISTS (SELECT 1 FROM spool_jobs
+		WHERE queue = $1 COLLATE "C" AND state = 'available' AND grp IS NOT NULL AND grp = $2 COLLATE "C")
+)
+`
+	// groupsTail reads, for each group found, its active jobs counted up
+	// to $5 and, when $6, its start log.
+	groupsTail = `SELECT f.grp,
+	(SELECT count(*) FROM (SELECT 1 FROM spool_jobs a
+		WHERE a.queue = $1 AND a.state = 'active' AND a.grp IS NOT NULL AND a.grp = f.grp LIMIT $5) x),
+	s.starts
+FROM found f LEFT JOIN spool_group_starts s ON $6 AND s.queue = $1 AND s.grp = f.grp
+ORDER BY f.grp COLLATE "C"`
+	// sqlHeldSeek, completed by a state, reads the first job of group
+	// f.grp of queue $1 in that state that was handed out, with a seek
+	// into the held index. Each waiting state has a seek of its own: with
+	// the states in one list, the planner may scan the whole queue in the
+	// index for the group instead.
+	sqlHeldSeek = `SELECT j.seq, j.state, j.attempt FROM spool_jobs j
+		WHERE j.queue = $1 AND j.grp IS NOT NULL AND j.grp = f.grp AND j.attempt > 0 AND j.state = `
+	// orderedGroupsTail reads, for each group found in an ordered queue,
+	// what groupsTail does and, when it has no active job, the first of
+	// its jobs that were handed out and wait (the candidate holder, which
+	// job.HoldsGroup judges; an active one is counted already), and, when
+	// that one is none or available, its first two available jobs in
+	// claim order with what job.PastMaxWait needs. A group with an active
+	// job costs one seek; a free one three more into the held index and
+	// one into the group claim index.
+	orderedGroupsTail = `SELECT f.grp, a.n, s.starts, h.seq, h.state, h.attempt, d.seqs, d.attempts, d.run_ats
+FROM found f
+CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM spool_jobs a
+	WHERE a.queue = $1 AND a.state = 'active' AND a.grp IS NOT NULL AND a.grp = f.grp LIMIT $5) x) a
+LEFT JOIN LATERAL (SELECT w.seq, w.state, w.attempt FROM (
+	(` + sqlHeldSeek + `'available' ORDER BY j.seq LIMIT 1)
+	UNION ALL (` + sqlHeldSeek + `'retrying' ORDER BY j.seq LIMIT 1)
+	UNION ALL (` + sqlHeldSeek + `'scheduled' ORDER BY j.seq LIMIT 1)) w
+	WHERE a.n = 0 ORDER BY w.seq LIMIT 1) h ON true
+LEFT JOIN LATERAL (SELECT array_agg(j.seq ORDER BY j.priority DESC, j.run_at, j.seq) AS seqs,
+		array_agg(j.attempt ORDER BY j.priority DESC, j.run_at, j.seq) AS attempts,
+		array_agg(j.run_at ORDER BY j.priority DESC, j.run_at, j.seq) AS run_ats
+	FROM (SELECT j.seq, j.priority, j.attempt, j.run_at FROM spool_jobs j
+		WHERE j.queue = $1 COLLATE "C" AND j.state = 'available' AND j.grp IS NOT NULL AND j.grp = f.grp COLLATE "C"
+		ORDER BY j.priority DESC, j.run_at, j.seq LIMIT 2) j
+	WHERE a.n = 0 AND (h.seq IS NULL OR h.state = 'available')) d ON true
+LEFT JOIN spool_group_starts s ON $6 AND s.queue = $1 AND s.grp = f.grp
+ORDER BY f.grp COLLATE "C"`
+	// sqlGroupHeads reads, for each group of $2, up to $3 of its
+	// available jobs in claim order after the first $4, from the group
+	// claim index, each with what job.PastMaxWait needs.
+	sqlGroupHeads = `SELECT g.ord, h.seq, h.attempt, h.run_at FROM unnest($2::text[], $3::int4[], $4::int4[]) WITH ORDINALITY AS g(grp, n, skip, ord)
+CROSS JOIN LATERAL (
+	SELECT j.seq, j.priority, j.run_at, j.attempt FROM spool_jobs j
+	WHERE j.queue = $1 COLLATE "C" AND j.state = 'available' AND j.grp IS NOT NULL AND j.grp = g.grp COLLATE "C"
+	ORDER BY j.priority DESC, j.run_at, j.seq LIMIT g.n OFFSET g.skip) h
+ORDER BY g.ord, h.priority DESC, h.run_at, h.seq`
+)
+
+// groupSource offers the planner the candidates of one flow claim, in the
+// transaction that holds the queue's row: the groups in byte order from
+// the one after the cursor, going round once, and their jobs.
+type groupSource struct {
+	ctx    context.Context
+	tx     pgx.Tx
+	queue  string
+	limits job.Limits
+	// The walk: from group from (past it when past), wrapped once it
+	// went back to the first group; done once it came round.
+	from          string
+	past, wrapped bool
+	done          bool
+	query         string
+	seen          map[string]bool
+	// read is how many available jobs of each group were read.
+	read map[string]int
+}
+
+// newGroupSource starts the walk after the cursor last (nil: from the
+// first group); a claim of one group walks that group alone.
+func newGroupSource(ctx context.Context, tx pgx.Tx, queue string, l job.Limits, last *string, group string) *groupSource {
+	s := &groupSource{ctx: ctx, tx: tx, queue: queue, limits: l, seen: map[string]bool{}, read: map[string]int{}}
+	s.wrapped = last == nil
+	if last != nil {
+		s.from, s.past = *last, true
+	}
+	s.query = sqlGroupWalk + groupsTail
+	switch {
+	case group != "" && l.Ordered:
+		s.query = sqlGroupOne + orderedGroupsTail
+	case group != "":
+		s.query = sqlGroupOne + groupsTail
+	case l.Ordered:
+		s.query = sqlGroupWalk + orderedGroupsTail
+	}
+	if group != "" {
+		s.from, s.past, s.wrapped = group, false, true
+	}
+	return s
+}
+
+// Groups returns up to n more groups in walk order; see claim.Source.
+func (s *groupSource) Groups(n int) ([]claim.Group, error) {
+	var out []claim.Group
+	for len(out) < n && !s.done {
+		chunk := n - len(out)
+		found, err := s.walk(chunk)
+		if err != nil {
+			return nil, err
+		}
+		for _, g := range found {
+			if s.seen[g.Name] {
+				s.done = true // round the whole cycle
+				break
+			}
+			s.seen[g.Name] = true
+			out = append(out, g)
+		}
+		switch {
+		case s.done:
+		case len(found) == chunk:
+			s.from, s.past = found[len(found)-1].Name, true
+		case s.wrapped:
+			s.done = true
+		default:
+			s.from, s.past, s.wrapped = "", false, true
+		}
+	}
+	return out, nil
+}
+
+// walk reads the next n groups of the walk, with what the planner needs
+// of each.
+func (s *groupSource) walk(n int) ([]claim.Group, error) {
+	l := s.limits
+	rows, err := s.tx.Query(s.ctx, s.query, s.queue, s.from, s.past, n, l.GroupMaxActive, !l.GroupRate.IsZero())
+	if err != nil {
+		return nil, fmt.Errorf("find groups: %w", err)
+	}
+	var (
+		name          string
+		active        int64
+		starts        []byte
+		holderSeq     *int64
+		holderState   *string
+		holderAttempt *int32
+		seqs          []int64
+		attempts      []int32
+		runAts        []time.Time
+		found         []claim.Group
+	)
+	scan := []any{&name, &active, &starts}
+	if l.Ordered {
+		scan = append(scan, &holderSeq, &holderState, &holderAttempt, &seqs, &attempts, &runAts)
+	}
+	_, err = pgx.ForEachRow(rows, scan, func() error {
+		log, err := decodeStarts(starts, l.GroupRate.Limit)
+		if err != nil {
+			return fmt.Errorf("read the start log of group %q: %w", name, err)
+		}
+		g := claim.Group{Name: name, Active: int(active), Starts: log}
+		if holderSeq != nil && job.HoldsGroup(job.State(*holderState), int(*holderAttempt)) {
+			g.Holder = job.State(*holderState)
+			g.Held = claim.Head{Seq: *holderSeq, Attempt: int(*holderAttempt)}
+		}
+		if l.Ordered && active == 0 && (g.Holder == "" || g.Holder == job.StateAvailable) {
+			for i := range seqs {
+				g.Heads = append(g.Heads, claim.Head{Seq: seqs[i], Attempt: int(attempts[i]), RunAt: runAts[i].UTC()})
+			}
+			g.Dry = len(seqs) < 2
+			s.read[name] = len(seqs)
+		}
+		found = append(found, g)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("find groups: %w", err)
+	}
+	return found, nil
+}
+
+// Heads reads the next jobs of groups in claim order; see claim.Source.
+func (s *groupSource) Heads(names []string, n []int) ([][]claim.Head, error) {
+	asks, skips := make([]int32, len(names)), make([]int32, len(names))
+	for i, name := range names {
+		asks[i], skips[i] = int32(n[i]), int32(s.read[name])
+	}
+	rows, err := s.tx.Query(s.ctx, sqlGroupHeads, s.queue, names, asks, skips)
+	if err != nil {
+		return nil, fmt.Errorf("read the jobs of groups: %w", err)
+	}
+	out := make([][]claim.Head, len(names))
+	var (
+		ord, seq int64
+		attempt  int32
+		runAt    time.Time
+	)
+	_, err = pgx.ForEachRow(rows, []any{&ord, &seq, &attempt, &runAt}, func() error {
+		out[ord-1] = append(out[ord-1], claim.Head{Seq: seq, Attempt: int(attempt), RunAt: runAt.UTC()})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the jobs of groups: %w", err)
+	}
+	for i, name := range names {
+		s.read[name] += len(out[i])
+	}
+	return out, nil
+}

@@ -1,0 +1,329 @@
+package sqlitestore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/spoolq/spool/internal/claim"
+	"github.com/spoolq/spool/internal/job"
+	"github.com/spoolq/spool/internal/store"
+)
+
+// sqlAttempts reads the attempt counts of the rows whose seqs are listed
+// in the JSON array: what job.PastMaxWait needs of jobs a window holds
+// without their bodies.
+const sqlAttempts = `SELECT seq, attempt FROM jobs NOT INDEXED WHERE seq IN (SELECT value FROM json_each(?))`
+
+// claimFlow hands out up to want jobs of q, as the planner decides
+// (internal/claim) from the candidates the writer's memory offers
+// (flowSource), and reports in res what held others back.
+func (w *writer) claimFlow(q *wqueue, want int, p *store.JobClaimParams, res *store.ClaimResult) ([]*job.Job, error) {
+	now := p.Now.UTC()
+	if now.After(q.flow.now) {
+		q.flow.now = now
+	}
+	if q.limits.Ordered && q.flow.holds == nil {
+		if err := w.loadHolds(q); err != nil {
+			return nil, err
+		}
+	}
+	src := newFlowSource(w, q, p.Group)
+	d, err := claim.Plan(claim.Queue{Limits: q.limits, MaxWait: q.settings.MaxWait, Active: w.leases.inQueue(q.name), Starts: q.flow.rate},
+		claim.Request{Now: now, Want: want, Group: p.Group}, src)
+	if err != nil {
+		return nil, err
+	}
+	jobs, err := w.write(q, src, d, p, now, res)
+	if err != nil {
+		return nil, err
+	}
+	leased := make([]int64, len(jobs))
+	for i, j := range jobs {
+		leased[i] = w.leases.get(j.ID).seq
+	}
+	out, err := d.Settle(leased, func() (bool, error) { return w.availableIn(q.name) > 0, nil })
+	if err != nil {
+		return nil, err
+	}
+	w.record(q, src, out)
+	if out.Capped && !slices.Contains(res.Capped, q.name) {
+		res.Capped = append(res.Capped, q.name)
+	}
+	if !out.RetryAt.IsZero() && (res.RetryAt.IsZero() || out.RetryAt.Before(res.RetryAt)) {
+		res.RetryAt = out.RetryAt
+	}
+	return jobs, nil
+}
+
+// write carries out decision d of a claim of q: it takes the jobs it
+// names out of their windows (and an ordered queue's holders out of the
+// holds), kills those past their wait and leases the others.
+func (w *writer) write(q *wqueue, src *flowSource, d *claim.Decision, p *store.JobClaimParams, now time.Time, res *store.ClaimResult) ([]*job.Job, error) {
+	picks := make([]pick, 0, len(d.Kill)+len(d.Take))
+	for _, k := range append(slices.Clip(d.Kill), d.Take...) {
+		e := src.entries[k.Seq]
+		src.window(k.Group).remove(e)
+		if q.limits.Ordered {
+			q.takeHold(k.Group, k.Seq)
+		}
+		picks = append(picks, pick{q: q, e: e, group: k.Group})
+	}
+	jobs, err := w.loadPicked(picks)
+	if err != nil {
+		return nil, err
+	}
+	for _, j := range jobs[:len(d.Kill)] {
+		letter, err := w.expire(j.job, j.seq, now)
+		if err != nil {
+			return nil, err
+		}
+		if letter.Queue != "" && !slices.Contains(res.Available, letter.Queue) {
+			res.Available = append(res.Available, letter.Queue)
+		}
+	}
+	out := make([]*job.Job, 0, len(d.Take))
+	for i, j := range jobs[len(d.Kill):] {
+		out = append(out, w.lease(picks[len(d.Kill)+i], j.job, p, now))
+	}
+	if q.limits.Ordered {
+		w.held(q, out)
+	}
+	return out, nil
+}
+
+// record keeps what a claim of q settled: its rate logs, and the turn
+// after the cursor as the ring's next. A ring the claim went round is
+// compacted.
+func (w *writer) record(q *wqueue, src *flowSource, out claim.Outcome) {
+	f := &q.flow
+	if out.StartsChanged {
+		f.rate = out.Starts
+	}
+	for _, g := range out.GroupStarts {
+		if gs := f.state(g.Group, q.limits.GroupRate); gs != nil {
+			gs.rate = g.Starts
+		}
+	}
+	if !q.grouped {
+		return
+	}
+	if out.CursorMoved {
+		if i, ok := src.at[out.Cursor]; ok {
+			f.next = i + 1
+		}
+	}
+	if src.done || f.next >= len(f.ring) {
+		cursor := ""
+		if f.next > 0 && f.next <= len(f.ring) {
+			cursor = f.ring[f.next-1]
+		}
+		f.compact(q.limits.GroupRate)
+		f.next = 0
+		if i := slices.Index(f.ring, cursor); cursor != "" && i >= 0 {
+			f.next = i + 1
+		}
+		if f.next >= len(f.ring) {
+			f.next = 0
+		}
+	}
+}
+
+// flowSource offers the planner the candidates of one claim of q from the
+// writer's memory: a queue without groups as one group, its window; a
+// grouped queue's ring of groups from the turn after the last served, then
+// the groups a walk of the index adds to the ring once it went round; and
+// each group's window, refilled from the database as the plan reads on.
+// Nothing leaves a window or the ring while the plan runs: the decision's
+// jobs leave their windows when it is written (write), the groups out of
+// jobs leave the ring when it is compacted (record).
+type flowSource struct {
+	w   *writer
+	q   *wqueue
+	one string // the one group of a claim of one group
+	// start is the ring's turn the walk began at and rlen the ring's
+	// length then; offered is how many turns the walk went; done is set
+	// once it came round.
+	start, rlen, offered int
+	done                 bool
+	// at is the ring index of each group offered; read is how many jobs
+	// of each window were offered; entries are the jobs offered.
+	at      map[string]int
+	read    map[string]int
+	entries map[int64]entry
+}
+
+// newFlowSource starts a walk of q's ring at its next turn.
+func newFlowSource(w *writer, q *wqueue, one string) *flowSource {
+	s := &flowSource{w: w, q: q, one: one, start: q.flow.next, rlen: len(q.flow.ring),
+		at: map[string]int{}, read: map[string]int{}, entries: map[int64]entry{}}
+	if s.start >= s.rlen {
+		s.start = 0
+	}
+	return s
+}
+
+// Groups returns up to n more groups; see claim.Source.
+func (s *flowSource) Groups(n int) ([]claim.Group, error) {
+	switch {
+	case s.done:
+		return nil, nil
+	case !s.q.grouped:
+		s.done = true
+		if s.q.win.len() == 0 && s.q.win.complete {
+			return nil, nil
+		}
+		return []claim.Group{{Active: s.w.leases.inQueue(s.q.name)}}, nil
+	case s.one != "":
+		s.done = true
+		return s.oneGroup(), nil
+	}
+	f := &s.q.flow
+	var out []claim.Group
+	for len(out) < n {
+		if s.offered >= len(f.ring) {
+			added, err := s.w.discover(s.q)
+			if err != nil {
+				return nil, err
+			}
+			if added == 0 {
+				s.done = true
+				break
+			}
+		}
+		i := s.offered // a group the walk of the index added
+		if i < s.rlen {
+			i = (s.start + i) % s.rlen
+		}
+		s.offered++
+		g := f.ring[i]
+		gs := f.groups[g]
+		if gs.win.len() == 0 && gs.win.complete {
+			continue // out of jobs: it leaves the ring at the next compaction
+		}
+		s.at[g] = i
+		out = append(out, s.offer(g))
+	}
+	return out, nil
+}
+
+// oneGroup offers the group of a claim of one group, putting it in the
+// ring when the ring may lack it: none when it has no available job for
+// sure, stalled when the queue holds as many group states as it may.
+func (s *flowSource) oneGroup() []claim.Group {
+	gs, full := s.w.groupOf(s.q, s.one)
+	switch {
+	case gs == nil && full:
+		return []claim.Group{{Name: s.one, Stalled: true}}
+	case gs == nil, gs.win.len() == 0 && gs.win.complete:
+		return nil
+	}
+	return []claim.Group{s.offer(s.one)}
+}
+
+// offer is group g as the planner sees it. In an ordered queue, a group
+// whose holder is out and not active is shut by it; an available holder
+// is the group's only job to go out.
+func (s *flowSource) offer(g string) claim.Group {
+	q := s.q
+	gs := q.flow.groups[g]
+	out := claim.Group{Name: g, Active: s.w.leases.inGroup(q.name, g), Starts: gs.rate}
+	if h := q.flow.holds[g]; q.limits.Ordered && h != nil {
+		switch {
+		case h.avail:
+			out.Holder, out.Held = job.StateAvailable, claim.Head{Seq: h.seq, Attempt: 1, RunAt: time.Unix(0, h.e.runAt).UTC()}
+			s.entries[h.seq] = h.e
+			live := gs.win.live()
+			out.Dry = gs.win.complete && (len(live) == 0 || len(live) == 1 && live[0].seq == h.seq)
+		case out.Active == 0:
+			out.Holder = job.StateRetrying // it waits out a backoff or its run time
+		}
+	}
+	return out
+}
+
+// window is the window of group g's jobs.
+func (s *flowSource) window(g string) *window {
+	if !s.q.grouped {
+		return s.q.win
+	}
+	return s.q.flow.groups[g].win
+}
+
+// Heads offers the next jobs of each group's window, refilling it as
+// needed; see claim.Source.
+func (s *flowSource) Heads(names []string, n []int) ([][]claim.Head, error) {
+	out := make([][]claim.Head, len(names))
+	var unknown []int64
+	for i, g := range names {
+		need := s.read[g] + n[i]
+		if err := s.fill(g, need); err != nil {
+			return nil, err
+		}
+		live := s.window(g).live()
+		from, to := min(s.read[g], len(live)), min(need, len(live))
+		for _, e := range live[from:to] {
+			h := claim.Head{Seq: e.seq, RunAt: time.Unix(0, e.runAt).UTC()}
+			if e.body != nil {
+				h.Attempt = e.body.Attempt
+			} else if s.q.settings.MaxWait > 0 {
+				unknown = append(unknown, e.seq)
+			}
+			s.entries[e.seq] = e
+			out[i] = append(out[i], h)
+		}
+		s.read[g] = to
+	}
+	if len(unknown) > 0 {
+		if err := s.attempts(out, unknown); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// fill refills group g's window until it holds need jobs or all of the
+// group's; a window grows past its size for the plan's reads, and shrinks
+// back when the decision's jobs leave it.
+func (s *flowSource) fill(g string, need int) error {
+	win := s.window(g)
+	if win.len() >= need || win.complete {
+		return nil
+	}
+	if !s.q.grouped {
+		return s.w.refill(s.q, need)
+	}
+	return s.w.refillGroup(s.q, g, s.q.flow.groups[g], need)
+}
+
+// attempts fills in the attempt counts of the heads of out whose windows
+// hold them without their bodies, from the database: what the maximum
+// wait needs.
+func (s *flowSource) attempts(out [][]claim.Head, seqs []int64) error {
+	rows, err := s.w.conn.QueryContext(context.Background(), sqlAttempts, seqList(seqs))
+	if err != nil {
+		return fmt.Errorf("read attempt counts: %w", err)
+	}
+	attempt := make(map[int64]int, len(seqs))
+	for rows.Next() {
+		var seq int64
+		var n int
+		if err := rows.Scan(&seq, &n); err != nil {
+			rows.Close()
+			return fmt.Errorf("read attempt counts: %w", err)
+		}
+		attempt[seq] = n
+	}
+	if err := closeRows(rows); err != nil {
+		return fmt.Errorf("read attempt counts: %w", err)
+	}
+	for _, hs := range out {
+		for i := range hs {
+			if a, ok := attempt[hs[i].Seq]; ok {
+				hs[i].Attempt = a
+			}
+		}
+	}
+	return nil
+}
