@@ -24,17 +24,17 @@ import (
 // comes later reads the flag in a snapshot taken after the creation
 // committed.
 
-// sqlCreateQueues creates the queues of the arrays $1-$13 that do not
+// sqlCreateQueues creates the queues of the arrays $1-$14 that do not
 // exist, in name order, and returns the names of those it created.
 const sqlCreateQueues = `INSERT INTO spool_queues (name, rate_limit, rate_period_ns, max_active, group_rate_limit,
 	group_rate_period_ns, group_max_active, ordered, dead_letter_queue, max_wait_ns, default_lease_ns,
-	default_max_attempts, default_delay_ns)
+	default_max_attempts, default_delay_ns, flow)
 SELECT name, rate_limit, rate_period_ns, max_active, group_rate_limit, group_rate_period_ns, group_max_active, ordered,
-	NULLIF(dead_letter_queue, ''), max_wait_ns, default_lease_ns, default_max_attempts, default_delay_ns
+	NULLIF(dead_letter_queue, ''), max_wait_ns, default_lease_ns, default_max_attempts, default_delay_ns, flow
 FROM unnest($1::text[], $2::int4[], $3::int8[], $4::int4[], $5::int4[], $6::int8[], $7::int4[], $8::bool[],
-	$9::text[], $10::int8[], $11::int8[], $12::int4[], $13::int8[])
+	$9::text[], $10::int8[], $11::int8[], $12::int4[], $13::int8[], $14::bool[])
 	AS u(name, rate_limit, rate_period_ns, max_active, group_rate_limit, group_rate_period_ns, group_max_active, ordered,
-	dead_letter_queue, max_wait_ns, default_lease_ns, default_max_attempts, default_delay_ns)
+	dead_letter_queue, max_wait_ns, default_lease_ns, default_max_attempts, default_delay_ns, flow)
 ORDER BY name
 ON CONFLICT (name) DO NOTHING
 RETURNING name`
@@ -58,7 +58,7 @@ func (s *Store) createQueues(ctx context.Context, tx pgx.Tx, cfgs []store.QueueC
 		names, dlqs                                        = make([]string, n), make([]string, n)
 		rateLimits, maxActives, groupRateLimits, groupMaxs = make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n)
 		ratePeriods, groupRatePeriods                      = make([]int64, n), make([]int64, n)
-		ordered                                            = make([]bool, n)
+		ordered, flows                                     = make([]bool, n), make([]bool, n)
 		maxWaits, leases, delays                           = make([]int64, n), make([]int64, n), make([]int64, n)
 		attempts                                           = make([]int32, n)
 		flowNames                                          []string
@@ -71,7 +71,7 @@ func (s *Store) createQueues(ctx context.Context, tx pgx.Tx, cfgs []store.QueueC
 		groupRateLimits[i], groupRatePeriods[i], groupMaxs[i] = int32(l.GroupRate.Limit), int64(l.GroupRate.Period), int32(l.GroupMaxActive)
 		ordered[i] = l.Ordered
 		maxWaits[i], leases[i], attempts[i], delays[i] = int64(st.MaxWait), int64(st.DefaultLease), int32(st.DefaultMaxAttempts), int64(st.DefaultDelay)
-		if !l.IsZero() {
+		if flows[i] = !l.IsZero(); flows[i] {
 			flowNames = append(flowNames, c.Name)
 		}
 	}
@@ -81,7 +81,7 @@ func (s *Store) createQueues(ctx context.Context, tx pgx.Tx, cfgs []store.QueueC
 		}
 	}
 	rows, err := tx.Query(ctx, sqlCreateQueues, names, rateLimits, ratePeriods, maxActives, groupRateLimits,
-		groupRatePeriods, groupMaxs, ordered, dlqs, maxWaits, leases, attempts, delays)
+		groupRatePeriods, groupMaxs, ordered, dlqs, maxWaits, leases, attempts, delays, flows)
 	if err != nil {
 		return done, fmt.Errorf("create queues: %w", err)
 	}

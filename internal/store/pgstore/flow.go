@@ -65,20 +65,22 @@ FROM (SELECT DISTINCT ` + flowLockKey + ` AS k FROM unnest($1::text[]) AS q) x O
 	// answer holds until the transaction ends.
 	sqlFlowBefore = `SELECT name FROM spool_queues WHERE name = ANY($1) AND flow`
 	// sqlSetGrouped marks the queues $1 grouped, creating them if unknown.
-	sqlSetGrouped = `INSERT INTO spool_queues (name, grouped) SELECT q, true FROM unnest($1::text[]) AS q ORDER BY q
-ON CONFLICT (name) DO UPDATE SET grouped = true`
+	sqlSetGrouped = `INSERT INTO spool_queues (name, grouped, flow) SELECT q, true, true FROM unnest($1::text[]) AS q ORDER BY q
+ON CONFLICT (name) DO UPDATE SET grouped = true, flow = true`
 	// sqlConvertGroups gives the pending jobs without a group of the
 	// queues $1 the empty group.
 	sqlConvertGroups = `UPDATE spool_jobs SET grp = '' WHERE queue = ANY($1) AND grp IS NULL`
 	// sqlSetLimits stores the limits of a queue, creating it if unknown.
 	// A rate that is cleared takes its start log with it.
+	// $9 is whether the limits are not zero: a queue has flow control
+	// when they are not, or when it is grouped.
 	sqlSetLimits = `INSERT INTO spool_queues (name, rate_limit, rate_period_ns, max_active, group_rate_limit,
-	group_rate_period_ns, group_max_active, ordered)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+	group_rate_period_ns, group_max_active, ordered, flow)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 ON CONFLICT (name) DO UPDATE SET rate_limit = excluded.rate_limit, rate_period_ns = excluded.rate_period_ns,
 	max_active = excluded.max_active, group_rate_limit = excluded.group_rate_limit,
 	group_rate_period_ns = excluded.group_rate_period_ns, group_max_active = excluded.group_max_active,
-	ordered = excluded.ordered,
+	ordered = excluded.ordered, flow = spool_queues.grouped OR excluded.flow,
 	rate_starts = CASE WHEN excluded.rate_limit = 0 THEN NULL ELSE spool_queues.rate_starts END
 RETURNING flow, paused`
 	// sqlClearGroupStarts drops the group start logs of a queue whose
@@ -160,7 +162,7 @@ func applyLimits(ctx context.Context, tx pgx.Tx, name string, l job.Limits, grou
 		}
 	}
 	if err := tx.QueryRow(ctx, sqlSetLimits, name, l.Rate.Limit, int64(l.Rate.Period), l.MaxActive,
-		l.GroupRate.Limit, int64(l.GroupRate.Period), l.GroupMaxActive, l.Ordered).Scan(&flow, &paused); err != nil {
+		l.GroupRate.Limit, int64(l.GroupRate.Period), l.GroupMaxActive, l.Ordered, !l.IsZero()).Scan(&flow, &paused); err != nil {
 		return false, false, fmt.Errorf("store limits of %s: %w", name, err)
 	}
 	if l.GroupRate.IsZero() {

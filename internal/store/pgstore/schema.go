@@ -298,6 +298,15 @@ CREATE TABLE spool_sessions (
 CREATE INDEX spool_sessions_token ON spool_sessions (token_name, created_at, id_hash);
 CREATE INDEX spool_sessions_expiry ON spool_sessions (expires_at);
 `,
+	// Version 13: whether a queue has flow control is the store's to
+	// write (a queue that ever had a job with a group, or whose limits are
+	// not zero: job.Limits.IsZero), no longer an expression of the
+	// database: the column keeps its values and takes the writes of the
+	// statements that change the limits or the grouped flag.
+	`
+ALTER TABLE spool_queues ALTER COLUMN flow DROP EXPRESSION;
+ALTER TABLE spool_queues ALTER COLUMN flow SET DEFAULT false;
+`,
 }
 
 // SchemaVersion is the schema version this binary brings a database to.

@@ -18,9 +18,10 @@ import (
 // a start, a resync or a bulk change), so they cost nothing for groups
 // without a job in flight.
 
-// sqlHolds lists the jobs of an ordered queue that hold their groups,
-// lowest seq first: handed out (attempt > 0) and not finished.
-const sqlHolds = `SELECT grp, seq, state, priority, run_at FROM jobs
+// sqlHolds lists the jobs of an ordered queue that may hold their groups
+// (job.HoldsGroup judges), lowest seq first: the pending ones that were
+// handed out, found by the state index.
+const sqlHolds = `SELECT grp, seq, state, attempt, priority, run_at FROM jobs
 WHERE queue = ? AND grp IS NOT NULL AND attempt > 0 AND state IN ('scheduled', 'available', 'active', 'retrying')
 ORDER BY seq`
 
@@ -42,15 +43,16 @@ func (w *writer) loadHolds(q *wqueue) error {
 	holds := map[string]*hold{}
 	for rows.Next() {
 		var (
-			g     string
-			h     hold
-			state job.State
+			g       string
+			h       hold
+			state   job.State
+			attempt int
 		)
-		if err := rows.Scan(&g, &h.seq, &state, &h.e.priority, &h.e.runAt); err != nil {
+		if err := rows.Scan(&g, &h.seq, &state, &attempt, &h.e.priority, &h.e.runAt); err != nil {
 			rows.Close()
 			return fmt.Errorf("read the holds of ordered queue %s: %w", q.name, err)
 		}
-		if holds[g] != nil {
+		if holds[g] != nil || !job.HoldsGroup(state, attempt) {
 			continue // a lower seq holds the group
 		}
 		h.e.seq = h.seq
