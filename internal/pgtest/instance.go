@@ -2,7 +2,10 @@
 // server's binaries, initialises a cluster in a temporary folder, starts it on
 // a free loopback port with fsync on, hands each test a fresh schema, and
 // stops the server it started when the test binary ends. There are no mocks
-// and no containers: a test that needs PostgreSQL fails when it cannot start.
+// and no containers. A test that needs PostgreSQL skips when no PostgreSQL is
+// installed, or fails when every test is required (SPOOL_TEST_REQUIRE_ALL=1,
+// set by scripts/test; see internal/testenv); one that finds PostgreSQL fails
+// when it cannot start it.
 //
 // PostgreSQL refuses to run as root, so when the tests run as root the server
 // runs as an unprivileged user (postgres when it exists, else nobody) that owns
@@ -76,10 +79,22 @@ func Start() (*Instance, error) {
 	return nil, startErr
 }
 
-// FindBin returns the folder of the PostgreSQL server binaries: that of
-// initdb on PATH, else the newest /usr/lib/postgresql/*/bin (Debian,
-// Ubuntu), else other usual places.
+// BinEnv names the environment variable that, when set, is the one folder
+// FindBin looks in for the PostgreSQL server binaries.
+const BinEnv = "SPOOL_PG_BIN"
+
+// FindBin returns the folder of the PostgreSQL server binaries: BinEnv
+// when set, else that of initdb on PATH, else the newest
+// /usr/lib/postgresql/*/bin (Debian, Ubuntu), else other usual places.
 func FindBin() (string, error) {
+	if dir := os.Getenv(BinEnv); dir != "" {
+		for _, name := range []string{"initdb", "postgres"} {
+			if fi, err := os.Stat(filepath.Join(dir, name)); err != nil || fi.IsDir() || fi.Mode().Perm()&0o111 == 0 {
+				return "", fmt.Errorf("find PostgreSQL: no %s in %s=%s", name, BinEnv, dir)
+			}
+		}
+		return dir, nil
+	}
 	if p, err := exec.LookPath("initdb"); err == nil {
 		if real, err := filepath.EvalSymlinks(p); err == nil {
 			p = real

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/spoolq/spool/internal/testenv"
 )
 
 // shared is the one server of a test binary, started on first use.
@@ -35,12 +37,23 @@ func Main(m *testing.M, cleanups ...func()) {
 	os.Exit(code)
 }
 
+// Need ends tb unless PostgreSQL is installed: it skips tb, or fails it
+// when every test is required (testenv.RequireAll). It is the one place
+// that decides whether a test over PostgreSQL runs.
+func Need(tb testing.TB) {
+	tb.Helper()
+	if _, err := FindBin(); err != nil {
+		testenv.Missing(tb, "PostgreSQL", err)
+	}
+}
+
 // Shared returns the test binary's server, starting it on first use. It
-// fails tb when PostgreSQL cannot start: tests that need it never skip.
-// Packages that use it must call Main from TestMain so that the server is
-// removed at the end.
+// ends tb as Need does when PostgreSQL is not installed, and fails it when
+// PostgreSQL is installed but cannot start. Packages that use it must call
+// Main from TestMain so that the server is removed at the end.
 func Shared(tb testing.TB) *Instance {
 	tb.Helper()
+	Need(tb)
 	shared.once.Do(func() { shared.in, shared.err = Start() })
 	if shared.err != nil {
 		tb.Fatalf("pgtest: %v", shared.err)
@@ -66,4 +79,22 @@ func Schema(tb testing.TB) string {
 		tb.Fatalf("pgtest: create schema %s: %v", name, err)
 	}
 	return in.URL("postgres") + "&search_path=" + name
+}
+
+// Dedicated starts a server of tb's own, for a test that stops or restarts
+// it, and removes it when tb ends. It ends tb as Need does when PostgreSQL
+// is not installed, and fails it when PostgreSQL cannot start.
+func Dedicated(tb testing.TB) *Instance {
+	tb.Helper()
+	Need(tb)
+	in, err := Start()
+	if err != nil {
+		tb.Fatalf("pgtest: %v", err)
+	}
+	tb.Cleanup(func() {
+		if err := in.Remove(); err != nil {
+			tb.Errorf("pgtest: %v", err)
+		}
+	})
+	return in
 }

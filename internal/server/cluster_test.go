@@ -468,11 +468,7 @@ func TestClusterSurvivesKilledNode(t *testing.T) {
 // acked twice.
 func TestClusterSurvivesDatabaseRestart(t *testing.T) {
 	t.Parallel()
-	in, err := pgtest.Start()
-	if err != nil {
-		t.Fatalf("start PostgreSQL: %v", err)
-	}
-	t.Cleanup(func() { _ = in.Remove() })
+	in := pgtest.Dedicated(t)
 	db := in.URL("postgres")
 	ns := []*node{startNode(t, db), startNode(t, db)}
 	bases := func() []string { return []string{"http://" + ns[0].base, "http://" + ns[1].base} }
@@ -503,6 +499,7 @@ func TestClusterSurvivesDatabaseRestart(t *testing.T) {
 			for _, probe := range []struct{ method, path string }{{"POST", "/v1/jobs"}, {"GET", "/readyz"}} {
 				start := time.Now()
 				var status int
+				var err error
 				if probe.method == "POST" {
 					status, _, err = post(b, probe.path, map[string]any{"queue": "probe", "kind": "k"})
 				} else {

@@ -28,8 +28,9 @@ func (b *bundle) enqueueGroup(q, g string, n int) {
 // claims, on both stores.
 func TestFairnessOfABigGroupAndSmallOnes(t *testing.T) {
 	t.Parallel()
-	for name, change := range stores(t) {
+	for name, store := range stores() {
 		t.Run(name, func(t *testing.T) {
+			change := store(t)
 			t.Parallel()
 			b := setup(t, change...)
 			b.enqueueGroup("fair", "big", 100_000)
@@ -66,8 +67,9 @@ func TestFairnessOfABigGroupAndSmallOnes(t *testing.T) {
 // each job's hand-out to its ack, never more than N at a time.
 func TestCapHoldsForConcurrentWorkers(t *testing.T) {
 	t.Parallel()
-	for name, change := range stores(t) {
+	for name, store := range stores() {
 		t.Run(name, func(t *testing.T) {
+			change := store(t)
 			t.Parallel()
 			b := setup(t, change...)
 			const capN, jobs = 3, 300

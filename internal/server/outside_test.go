@@ -24,11 +24,15 @@ import (
 // jobs, surrogate escapes that collided, and answers that were not the
 // catalog's JSON.
 
-// stores are the two kinds of store every test here runs on.
-func stores(t *testing.T) map[string][]func(*config.Config) {
-	return map[string][]func(*config.Config){
-		"sqlite":   nil,
-		"postgres": {onPostgres(pgtest.Schema(t))},
+// stores are the two kinds of store every test here runs on, each giving
+// the config changes of a server over it. A subtest asks for its own, so
+// that without PostgreSQL only the subtest over PostgreSQL skips.
+func stores() map[string]func(*testing.T) []func(*config.Config) {
+	return map[string]func(*testing.T) []func(*config.Config){
+		"sqlite": func(*testing.T) []func(*config.Config) { return nil },
+		"postgres": func(t *testing.T) []func(*config.Config) {
+			return []func(*config.Config){onPostgres(pgtest.Schema(t))}
+		},
 	}
 }
 
@@ -112,8 +116,9 @@ func TestOneIDOneJobAcrossTiers(t *testing.T) {
 func TestEnqueueOfAForeignIDTellsNothing(t *testing.T) {
 	t.Parallel()
 	const admin, producer, worker = "admin-secret-0123456789", "billing-secret-0123456789", "hr-worker-secret-012345"
-	for name, change := range stores(t) {
+	for name, store := range stores() {
 		t.Run(name, func(t *testing.T) {
+			change := store(t)
 			b := setup(t, append(change, func(c *config.Config) {
 				c.Auth = true
 				c.AuthTokens = "ops admin * " + admin + "\nbilling producer billing. " + producer + "\nhr worker hr " + worker
@@ -176,8 +181,9 @@ func TestEnqueueOfAForeignIDTellsNothing(t *testing.T) {
 // both.
 func TestNULIsTreatedAlikeOnBothStores(t *testing.T) {
 	t.Parallel()
-	for name, change := range stores(t) {
+	for name, store := range stores() {
 		t.Run(name, func(t *testing.T) {
+			change := store(t)
 			b := setup(t, change...)
 			code, body := b.callAs("", "POST", "/v1/jobs", `{"queue":"u","kind":"k","unique_key":"a\u0000b"}`)
 			wantError(t, "NUL in a unique key", code, body, 400, "invalid_argument", "unique_key")

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/spoolq/spool/internal/config"
-	"github.com/spoolq/spool/internal/pgtest"
 )
 
 // queenCall sends a request in Queen's wire format and decodes the answer,
@@ -64,13 +63,11 @@ func TestQueenIsOffByDefault(t *testing.T) {
 // transactions, the same on both stores.
 func TestQueenPartitionsGroupsAndTransactions(t *testing.T) {
 	t.Parallel()
-	for name, change := range map[string]func(*config.Config){
-		"sqlite":   func(*config.Config) {},
-		"postgres": func(cfg *config.Config) { onPostgres(pgtest.Schema(t))(cfg) },
-	} {
+	for name, store := range stores() {
 		t.Run(name, func(t *testing.T) {
+			change := store(t)
 			t.Parallel()
-			testQueenFlow(t, setup(t, queenOn, change))
+			testQueenFlow(t, setup(t, append([]func(*config.Config){queenOn}, change...)...))
 		})
 	}
 }

@@ -59,8 +59,9 @@ func wantEveryTick(t *testing.T, ticks []int64) {
 // fires the ticks it missed; a trigger fires one more at once.
 func TestSchedulesFireOverHTTP(t *testing.T) {
 	t.Parallel()
-	for name, change := range stores(t) {
+	for name, store := range stores() {
 		t.Run(name, func(t *testing.T) {
+			change := store(t)
 			t.Parallel()
 			b := setup(t, change...)
 			get := func(path string) obj { return b.must(200, "GET", path, nil) }
@@ -274,8 +275,9 @@ func decodeJSON(r io.Reader, v any) error { return json.NewDecoder(r).Decode(v) 
 // skipped.
 func TestSchedulesKeepUpWithManyEverySecond(t *testing.T) {
 	t.Parallel()
-	for name, change := range stores(t) {
+	for name, store := range stores() {
 		t.Run(name, func(t *testing.T) {
+			change := store(t)
 			t.Parallel()
 			b := setup(t, change...)
 			const n = 200
@@ -341,8 +343,9 @@ func TestSchedulesKeepUpWithManyEverySecond(t *testing.T) {
 // and one under catch_up fires them late.
 func TestScheduleTicksSkippedOrLateAreLoggedAndCounted(t *testing.T) {
 	t.Parallel()
-	for name, change := range stores(t) {
+	for name, store := range stores() {
 		t.Run(name, func(t *testing.T) {
+			change := store(t)
 			t.Parallel()
 			cfg := config.Default()
 			cfg.Addr, cfg.Data = "127.0.0.1:0", t.TempDir()

@@ -14,8 +14,9 @@ import (
 // lag_ms of 0.
 func TestConsumerGroupSeekOverHTTP(t *testing.T) {
 	t.Parallel()
-	for name, change := range stores(t) {
+	for name, store := range stores() {
 		t.Run(name, func(t *testing.T) {
+			change := store(t)
 			t.Parallel()
 			b := setup(t, change...)
 			group := "/v1/queues/orders/consumer-groups/billing"
