@@ -3,12 +3,14 @@ package dashboard_test
 // The dashboard's end-to-end tests: a real server (server.New on a
 // temporary data folder) with real jobs, driven through real headless
 // Chromium with chromedp. Chromium comes from scripts/install-chromium
-// (called by scripts/test); without it the tests fail, never skip.
+// (called by scripts/test); without it a test that opens a tab skips, or
+// fails when every test is required (internal/testenv).
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,16 +31,26 @@ import (
 	"github.com/spoolq/spool/internal/config"
 	"github.com/spoolq/spool/internal/pgtest"
 	"github.com/spoolq/spool/internal/server"
+	"github.com/spoolq/spool/internal/testenv"
 )
 
-// browserCtx is the one headless Chromium the tests share; each test
-// opens its tabs in a browser context of its own (cookies apart).
-var browserCtx context.Context
+// browser is the one headless Chromium the tests share, started by the
+// first test that opens a tab; each test opens its tabs in a browser
+// context of its own (cookies apart).
+var browser struct {
+	once sync.Once
+	ctx  context.Context
+	err  error    // Chromium was found but would not start
+	stop []func() // closes it
+}
 
 // chromePath finds Chromium: SPOOL_CHROME, else chromium,
 // chromium-browser, google-chrome on PATH.
 func chromePath() (string, error) {
 	if p := os.Getenv("SPOOL_CHROME"); p != "" {
+		if _, err := exec.LookPath(p); err != nil {
+			return "", fmt.Errorf("SPOOL_CHROME=%s: %w", p, err)
+		}
 		return p, nil
 	}
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
@@ -45,21 +58,34 @@ func chromePath() (string, error) {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("no chromium, chromium-browser or google-chrome on PATH (run scripts/install-chromium, or set SPOOL_CHROME)")
+	return "", errors.New("no chromium, chromium-browser or google-chrome on PATH (run scripts/install-chromium, or set SPOOL_CHROME)")
 }
 
-func TestMain(m *testing.M) {
+// needBrowser returns the shared Chromium, starting it on first use. It
+// is the one place that decides whether a browser test runs: without
+// Chromium it ends t through testenv.Missing (a skip, or a failure when
+// every test is required); a Chromium that will not start fails t.
+func needBrowser(t *testing.T) context.Context {
+	t.Helper()
 	path, err := chromePath()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "dashboard tests need headless Chromium:", err)
-		os.Exit(1)
+		testenv.Missing(t, "Chromium", err)
 	}
+	browser.once.Do(func() { browser.ctx, browser.err = startBrowser(path) })
+	if browser.err != nil {
+		t.Fatalf("start Chromium: %v", browser.err)
+	}
+	return browser.ctx
+}
+
+// startBrowser starts the headless Chromium at path.
+func startBrowser(path string) (context.Context, error) {
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(path),
 		chromedp.WindowSize(1280, 900),
 		chromedp.Flag("disable-dev-shm-usage", true),
 		// Names that resolve to the servers under test, as a DNS name its
-		// owner points at a victim's address would (see foreignhost_test.go).
+		// owner points at a victim's address would (see othersite_test.go).
 		chromedp.Flag("host-resolver-rules", "MAP "+rebound+" 127.0.0.1, MAP "+allowedName+" 127.0.0.1"),
 	)
 	if os.Geteuid() == 0 {
@@ -67,16 +93,24 @@ func TestMain(m *testing.M) {
 	}
 	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(alloc)
+	browser.stop = []func(){cancel, cancelAlloc}
 	if err := chromedp.Do(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "start Chromium:", err)
-		cancel()
-		cancelAlloc()
-		os.Exit(1)
+		return nil, err
 	}
-	browserCtx = ctx
+	return ctx, nil
+}
+
+// stopBrowser closes Chromium, if a test started it.
+func stopBrowser() {
+	for _, stop := range browser.stop {
+		stop()
+	}
+}
+
+func TestMain(m *testing.M) {
 	// Runs the tests, closes Chromium and removes the PostgreSQL server
 	// that tests on PostgreSQL started.
-	pgtest.Main(m, cancel, cancelAlloc)
+	pgtest.Main(m, stopBrowser)
 }
 
 // bundle is one real server reached over HTTP, with the token the API
@@ -257,7 +291,7 @@ type tab struct {
 // when zero).
 func (b *bundle) open() *tab {
 	b.t.Helper()
-	ctx, cancel := chromedp.NewContext(browserCtx, chromedp.WithNewBrowserContext())
+	ctx, cancel := chromedp.NewContext(needBrowser(b.t), chromedp.WithNewBrowserContext())
 	b.t.Cleanup(cancel)
 	if err := chromedp.Do(ctx); err != nil {
 		b.t.Fatalf("open tab: %v", err)

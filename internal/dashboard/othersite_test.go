@@ -4,7 +4,7 @@ package dashboard_test
 // origin (127.0.0.2) that sends requests to the server, and a page of a
 // DNS name that resolves to the server's address (DNS rebinding). The
 // browser maps the names rebound and allowedName to 127.0.0.1 (see
-// TestMain).
+// startBrowser).
 
 import (
 	"fmt"
