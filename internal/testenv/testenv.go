@@ -37,6 +37,6 @@ func Missing(tb testing.TB, what string, why error) {
 	if RequireAll() {
 		tb.Fatalf("%s is required (%s is set) but missing: %v", what, RequireAllVar, why)
 	} else {
-		tb.Skipf("%s missing, test skipped (scripts/test installs it and requires it): %v", what, why)
+		tb.Skipf("%s missing, so this test skips (%s=1, as scripts/test sets, makes it fail): %v", what, RequireAllVar, why)
 	}
 }
