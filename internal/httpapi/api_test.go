@@ -19,6 +19,11 @@ import (
 	"github.com/spoolq/spool/internal/store/tiered"
 )
 
+// stepTimeout bounds one step of a test on its own (a dial, a request, a
+// wait for one answer), never a test's whole run, so that a loaded machine
+// makes a long test slower rather than failing it.
+const stepTimeout = 30 * time.Second
+
 // newTestAPI returns the API on a real store in a temporary folder.
 func newTestAPI(t testing.TB) *API {
 	t.Helper()

@@ -84,7 +84,9 @@ func TestFetchGroupLongPollWakesForItsGroup(t *testing.T) {
 	}
 	got := make(chan answer, 1)
 	go func() {
-		ans, err := c.Do(b.ctx, "POST", "/v1/fetch", []byte(`{"queues":["q"],"group":"tenant-7","wait_ms":10000}`))
+		ctx, cancel := b.step()
+		defer cancel()
+		ans, err := c.Do(ctx, "POST", "/v1/fetch", []byte(`{"queues":["q"],"group":"tenant-7","wait_ms":10000}`))
 		if err != nil {
 			t.Errorf("fetch over the stream: %v", err)
 			got <- answer{}

@@ -57,11 +57,11 @@ func TestScopeEveryRoute(t *testing.T) {
 	f := newAuthFixture(t, nil)
 	srv := httptest.NewServer(f.a)
 	t.Cleanup(srv.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	t.Cleanup(cancel)
 	streams := map[auth.Role]*stream.Conn{}
 	for _, role := range auth.Roles {
+		ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
 		c, err := stream.Dial(ctx, stream.Config{URL: srv.URL, Header: bearer(secretOf(role, true))})
+		cancel()
 		if err != nil {
 			t.Fatalf("open a stream for a %s token: %v", role, err)
 		}
@@ -91,7 +91,9 @@ func TestScopeEveryRoute(t *testing.T) {
 					if after := f.snapshot(t); after != before {
 						t.Errorf("%s changed the store:\nbefore %s\nafter  %s", who, before, after)
 					}
+					ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
 					a, err := streams[role].Do(ctx, c.method, c.target, []byte(c.body))
+					cancel()
 					if err != nil || a.Status != rec.Code || string(a.Body) != rec.Body.String() {
 						t.Errorf("%s in a frame: %v %d %s; over HTTP %d %s", who, err, a.Status, a.Body, rec.Code, rec.Body)
 					}

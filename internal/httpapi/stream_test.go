@@ -28,14 +28,14 @@ type streamBundle struct {
 	t    *testing.T
 	a    *API
 	base string
-	ctx  context.Context
+	ctx  context.Context // ends with the test; each step bounds itself (step)
 }
 
 func newStreamBundle(t *testing.T, opts Options) *streamBundle {
 	t.Helper()
 	a := newTestAPIWith(t, opts)
 	srv := httptest.NewServer(a)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(func() {
 		cancel()
 		srv.Close()
@@ -49,10 +49,18 @@ func newStreamBundle(t *testing.T, opts Options) *streamBundle {
 	return &streamBundle{t: t, a: a, base: srv.URL, ctx: ctx}
 }
 
+// step returns the context of one dial, request or wait of the test,
+// bounded by stepTimeout on its own; cancel it when the step is done.
+func (b *streamBundle) step() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(b.ctx, stepTimeout)
+}
+
 // dial opens a stream with the Authorization of token, if any.
 func (b *streamBundle) dial(token string) *stream.Conn {
 	b.t.Helper()
-	c, err := stream.Dial(b.ctx, stream.Config{URL: b.base, Header: bearer(token)})
+	ctx, cancel := b.step()
+	defer cancel()
+	c, err := stream.Dial(ctx, stream.Config{URL: b.base, Header: bearer(token)})
 	if err != nil {
 		b.t.Fatalf("open stream: %v", err)
 	}
@@ -71,7 +79,9 @@ func bearer(token string) http.Header {
 // call sends one request over c and fails the test if no answer comes.
 func (b *streamBundle) call(c *stream.Conn, method, target, body string) stream.Answer {
 	b.t.Helper()
-	a, err := c.Do(b.ctx, method, target, []byte(body))
+	ctx, cancel := b.step()
+	defer cancel()
+	a, err := c.Do(ctx, method, target, []byte(body))
 	if err != nil {
 		b.t.Fatalf("%s %s over the stream: %v", method, target, err)
 	}
@@ -81,7 +91,9 @@ func (b *streamBundle) call(c *stream.Conn, method, target, body string) stream.
 // http sends one request over HTTP and returns its status and body.
 func (b *streamBundle) http(method, target, body, token string) (int, []byte) {
 	b.t.Helper()
-	req, err := http.NewRequestWithContext(b.ctx, method, b.base+target, strings.NewReader(body))
+	ctx, cancel := b.step()
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, b.base+target, strings.NewReader(body))
 	if err != nil {
 		b.t.Fatal(err)
 	}
@@ -212,7 +224,9 @@ func TestStreamNeedsUpgrade(t *testing.T) {
 	if status != http.StatusUpgradeRequired || errCode(t, body) != string(CodeUpgradeRequired) {
 		t.Fatalf("GET %s without Upgrade: %d %s", stream.Path, status, body)
 	}
-	req, _ := http.NewRequestWithContext(b.ctx, "GET", b.base+stream.Path, nil)
+	ctx, cancel := b.step()
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", b.base+stream.Path, nil)
 	req.Header.Set("Connection", "Upgrade")
 	req.Header.Set("Upgrade", "websocket")
 	resp, err := http.DefaultClient.Do(req)
@@ -235,7 +249,9 @@ func TestStreamAuth(t *testing.T) {
 	}
 	b := newStreamBundle(t, Options{Auth: au})
 	for _, token := range []string{"", "not-a-known-token-0123456789"} {
-		_, err := stream.Dial(b.ctx, stream.Config{URL: b.base, Header: bearer(token)})
+		ctx, cancel := b.step()
+		_, err := stream.Dial(ctx, stream.Config{URL: b.base, Header: bearer(token)})
+		cancel()
 		var refused *stream.UpgradeError
 		if !errors.As(err, &refused) || refused.Status != http.StatusUnauthorized || errCode(t, refused.Body) != string(CodeUnauthorized) {
 			t.Fatalf("open with token %q: %v", token, err)
@@ -276,7 +292,9 @@ func TestStreamManyConcurrentFrames(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < each; i++ {
 				id := fmt.Sprintf("g%d-%d", g, i)
-				a, err := c.Do(b.ctx, "POST", "/v1/jobs", []byte(`{"id":"`+id+`","queue":"many","kind":"k"}`))
+				ctx, cancel := b.step()
+				a, err := c.Do(ctx, "POST", "/v1/jobs", []byte(`{"id":"`+id+`","queue":"many","kind":"k"}`))
+				cancel()
 				if err != nil || a.Status != http.StatusCreated {
 					errs <- fmt.Errorf("enqueue %s: %v %d %s", id, err, a.Status, a.Body)
 					return
@@ -483,7 +501,9 @@ func TestStreamLongPollDoesNotBlockOtherFrames(t *testing.T) {
 	c := b.dial("")
 	polled := make(chan stream.Answer, 1)
 	go func() {
-		a, _ := c.Do(b.ctx, "POST", "/v1/fetch", []byte(`{"queues":["lp"],"wait_ms":10000}`))
+		ctx, cancel := b.step()
+		defer cancel()
+		a, _ := c.Do(ctx, "POST", "/v1/fetch", []byte(`{"queues":["lp"],"wait_ms":10000}`))
 		polled <- a
 	}()
 	waitFor(t, "the fetch to park", func() bool { return b.a.engine.Waiting() == 1 })
@@ -519,7 +539,8 @@ func TestStreamCancelledCallEndsOnTheServer(t *testing.T) {
 	t.Parallel()
 	b := newStreamBundle(t, Options{})
 	c := b.dial("")
-	ctx, cancel := context.WithCancel(b.ctx)
+	ctx, cancel := b.step()
+	defer cancel()
 	done := make(chan error, 1)
 	go func() {
 		_, err := c.Do(ctx, "POST", "/v1/fetch", []byte(`{"queues":["cq"],"wait_ms":30000}`))
@@ -550,15 +571,17 @@ func TestCloseStreams(t *testing.T) {
 	}
 	polled := make(chan result, 1)
 	go func() {
-		a, err := c.Do(b.ctx, "POST", "/v1/fetch", []byte(`{"queues":["z"],"wait_ms":30000}`))
+		ctx, cancel := b.step()
+		defer cancel()
+		a, err := c.Do(ctx, "POST", "/v1/fetch", []byte(`{"queues":["z"],"wait_ms":30000}`))
 		polled <- result{a, err}
 	}()
 	waitFor(t, "the fetch to park", func() bool { return b.a.engine.Waiting() == 1 })
-	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
-	defer cancel()
 	// As the server stops: the engine first, which ends the long polls,
 	// then the streams, which let their requests finish.
 	b.a.engine.Close()
+	ctx, cancel := b.step()
+	defer cancel()
 	if err := b.a.CloseStreams(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -574,10 +597,12 @@ func TestCloseStreams(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the stream is still open")
 	}
-	if _, err := c.Do(b.ctx, "GET", "/healthz", nil); err == nil {
+	ctx, cancel = b.step()
+	defer cancel()
+	if _, err := c.Do(ctx, "GET", "/healthz", nil); err == nil {
 		t.Fatal("a call on a closed stream succeeded")
 	}
-	_, err := stream.Dial(b.ctx, stream.Config{URL: b.base})
+	_, err := stream.Dial(ctx, stream.Config{URL: b.base})
 	var refused *stream.UpgradeError
 	if !errors.As(err, &refused) || refused.Status != http.StatusServiceUnavailable {
 		t.Fatalf("open after CloseStreams: %v", err)

@@ -26,7 +26,7 @@ import (
 type echoBundle struct {
 	srv  *Server
 	base string
-	ctx  context.Context
+	ctx  context.Context // ends with the test; each step bounds itself (step)
 	// release ends the requests to /hold; a request to /quick/release
 	// closes it. Targets under /quick are Inline. held gets a value as
 	// each request to /hold begins to wait.
@@ -127,7 +127,7 @@ func newEchoBundle(t *testing.T, maxBody int64) *echoBundle {
 		}, ServeBatch: serveBatch})
 	b.srv = srv
 	hs := httptest.NewServer(handler)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(func() {
 		cancel()
 		hs.Close()
@@ -139,9 +139,34 @@ func newEchoBundle(t *testing.T, maxBody int64) *echoBundle {
 	return b
 }
 
+// stepTimeout bounds one step of a test on its own (a dial, a call, a
+// wait for one event), never a test's whole run, so that a loaded machine
+// makes a test slower rather than failing it.
+const stepTimeout = 30 * time.Second
+
+// step returns the context of one step of the test, bounded by
+// stepTimeout on its own; cancel it when the step is done.
+func (b *echoBundle) step() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(b.ctx, stepTimeout)
+}
+
+// caller is a stream connection or a client.
+type caller interface {
+	Do(ctx context.Context, method, target string, body []byte) (stream.Answer, error)
+}
+
+// do sends one request through c, bounded by stepTimeout.
+func (b *echoBundle) do(c caller, method, target string, body []byte) (stream.Answer, error) {
+	ctx, cancel := b.step()
+	defer cancel()
+	return c.Do(ctx, method, target, body)
+}
+
 func (b *echoBundle) dial(t *testing.T, authz string) *stream.Conn {
 	t.Helper()
-	c, err := stream.Dial(b.ctx, stream.Config{URL: b.base, Header: http.Header{"Authorization": {authz}}})
+	ctx, cancel := b.step()
+	defer cancel()
+	c, err := stream.Dial(ctx, stream.Config{URL: b.base, Header: http.Header{"Authorization": {authz}}})
 	if err != nil {
 		t.Fatalf("open stream: %v", err)
 	}
@@ -157,7 +182,7 @@ func TestFramesRunThroughTheHandler(t *testing.T) {
 	t.Parallel()
 	b := newEchoBundle(t, 1024)
 	c := b.dial(t, "Bearer x")
-	a, err := c.Do(b.ctx, "POST", "/v1/jobs?x=1", []byte(`{"kind":"k"}`))
+	a, err := b.do(c, "POST", "/v1/jobs?x=1", []byte(`{"kind":"k"}`))
 	var got echoAnswer
 	if err != nil || a.Status != http.StatusOK || json.Unmarshal(a.Body, &got) != nil {
 		t.Fatalf("POST frame: %v %d %s", err, a.Status, a.Body)
@@ -165,16 +190,16 @@ func TestFramesRunThroughTheHandler(t *testing.T) {
 	if want := (echoAnswer{Method: "POST", Target: "/v1/jobs?x=1", Auth: "Bearer x", Body: `{"kind":"k"}`, InStream: true}); got != want {
 		t.Errorf("served %+v, want %+v", got, want)
 	}
-	if a, err := c.Do(b.ctx, "HEAD", "/anything", nil); err != nil || a.Status != http.StatusOK || len(a.Body) != 0 {
+	if a, err := b.do(c, "HEAD", "/anything", nil); err != nil || a.Status != http.StatusOK || len(a.Body) != 0 {
 		t.Errorf("HEAD frame: %v %d %q, want 200 and no body", err, a.Status, a.Body)
 	}
-	if a, err := c.Do(b.ctx, "GET", "/panic", nil); err != nil || a.Status != http.StatusInternalServerError || !strings.Contains(string(a.Body), "internal server error") {
+	if a, err := b.do(c, "GET", "/panic", nil); err != nil || a.Status != http.StatusInternalServerError || !strings.Contains(string(a.Body), "internal server error") {
 		t.Errorf("panicking frame: %v %d %s", err, a.Status, a.Body)
 	}
-	if a, err := c.Do(b.ctx, "GET", stream.Path, nil); err != nil || a.Status != http.StatusBadRequest {
+	if a, err := b.do(c, "GET", stream.Path, nil); err != nil || a.Status != http.StatusBadRequest {
 		t.Errorf("stream inside a stream: %v %d %s", err, a.Status, a.Body)
 	}
-	if a, err := c.Do(b.ctx, "GET", "/after", nil); err != nil || a.Status != http.StatusOK {
+	if a, err := b.do(c, "GET", "/after", nil); err != nil || a.Status != http.StatusOK {
 		t.Errorf("after the panic: %v %d %s", err, a.Status, a.Body)
 	}
 }
@@ -190,24 +215,24 @@ func TestLoneFramesRunOnTheReader(t *testing.T) {
 	c := b.dial(t, "Bearer x")
 	for i := range 20 {
 		target := fmt.Sprintf("/quick/%d", i)
-		a, err := c.Do(b.ctx, "POST", target, []byte(`{}`))
+		a, err := b.do(c, "POST", target, []byte(`{}`))
 		var got echoAnswer
 		if err != nil || a.Status != http.StatusOK || json.Unmarshal(a.Body, &got) != nil || got.Target != target {
 			t.Fatalf("frame %s: %v %d %s", target, err, a.Status, a.Body)
 		}
 	}
-	if a, err := c.Do(b.ctx, "POST", "/quick/panic", nil); err != nil || a.Status != http.StatusInternalServerError {
+	if a, err := b.do(c, "POST", "/quick/panic", nil); err != nil || a.Status != http.StatusInternalServerError {
 		t.Errorf("panicking inline frame: %v %d %s", err, a.Status, a.Body)
 	}
 	if n := b.srv.inlined.Load(); n != 21 {
 		t.Fatalf("%d frames ran on the reader, want 21", n)
 	}
-	if a, err := c.Do(b.ctx, "POST", "/slow", nil); err != nil || a.Status != http.StatusOK {
+	if a, err := b.do(c, "POST", "/slow", nil); err != nil || a.Status != http.StatusOK {
 		t.Errorf("frame not inline: %v %d %s", err, a.Status, a.Body)
 	}
 	held := make(chan error, 1)
 	go func() {
-		_, err := c.Do(b.ctx, "POST", "/hold", nil)
+		_, err := b.do(c, "POST", "/hold", nil)
 		held <- err
 	}()
 	// /hold answers only once /quick/release has run: /quick/release
@@ -230,7 +255,7 @@ func TestLoneFramesRunOnTheReader(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	if a, err := c.Do(b.ctx, "POST", "/quick/release", nil); err != nil || a.Status != http.StatusOK {
+	if a, err := b.do(c, "POST", "/quick/release", nil); err != nil || a.Status != http.StatusOK {
 		t.Fatalf("release: %v %d %s", err, a.Status, a.Body)
 	}
 	if err := <-held; err != nil {
@@ -262,13 +287,13 @@ func TestFrameTooLargeClosesTheStream(t *testing.T) {
 	t.Parallel()
 	b := newEchoBundle(t, 16)
 	c := b.dial(t, "")
-	a, err := c.Do(b.ctx, "POST", "/x", []byte(strings.Repeat("y", 17+stream.MaxRequestHeader)))
+	a, err := b.do(c, "POST", "/x", []byte(strings.Repeat("y", 17+stream.MaxRequestHeader)))
 	if err != nil || a.Status != http.StatusRequestEntityTooLarge {
 		t.Fatalf("long frame: %v %d %s", err, a.Status, a.Body)
 	}
 	select {
 	case <-c.Done():
-	case <-b.ctx.Done():
+	case <-time.After(stepTimeout):
 		t.Fatal("the stream stayed open after a frame too long")
 	}
 }
@@ -291,7 +316,7 @@ func TestACallerLeavingPassesOnTheReading(t *testing.T) {
 	<-b.held
 	stays := make(chan error, 1)
 	go func() {
-		a, err := c.Do(b.ctx, "GET", "/hold", nil)
+		a, err := b.do(c, "GET", "/hold", nil)
 		if err == nil && a.Status != http.StatusOK {
 			err = fmt.Errorf("status %d", a.Status)
 		}
@@ -304,7 +329,7 @@ func TestACallerLeavingPassesOnTheReading(t *testing.T) {
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("the call left: %v, want context.Canceled", err)
 		}
-	case <-b.ctx.Done():
+	case <-time.After(stepTimeout):
 		t.Fatal("the call that left did not return")
 	}
 	release()
@@ -313,10 +338,10 @@ func TestACallerLeavingPassesOnTheReading(t *testing.T) {
 		if err != nil {
 			t.Fatalf("the call that stayed: %v", err)
 		}
-	case <-b.ctx.Done():
+	case <-time.After(stepTimeout):
 		t.Fatal("the call that stayed got no answer: nobody read it")
 	}
-	if a, err := c.Do(b.ctx, "GET", "/x", nil); err != nil || a.Status != http.StatusOK {
+	if a, err := b.do(c, "GET", "/x", nil); err != nil || a.Status != http.StatusOK {
 		t.Fatalf("a later call: %v %d", err, a.Status)
 	}
 }
@@ -330,12 +355,12 @@ func TestACallAfterTheServerClosedAnIdleStream(t *testing.T) {
 	t.Cleanup(cl.Close)
 	for i := range 5 {
 		// The server answers a frame too long and closes the stream.
-		a, err := cl.Do(b.ctx, "POST", "/x", []byte(strings.Repeat("y", 17+stream.MaxRequestHeader)))
+		a, err := b.do(cl, "POST", "/x", []byte(strings.Repeat("y", 17+stream.MaxRequestHeader)))
 		if err != nil || a.Status != http.StatusRequestEntityTooLarge {
 			t.Fatalf("long frame: %v %d", err, a.Status)
 		}
 		time.Sleep(10 * time.Millisecond) // the close arrives; nobody reads yet
-		if a, err := cl.Do(b.ctx, "GET", "/x", nil); err != nil || a.Status != http.StatusOK {
+		if a, err := b.do(cl, "GET", "/x", nil); err != nil || a.Status != http.StatusOK {
 			t.Fatalf("call %d after the close: %v %d", i, err, a.Status)
 		}
 	}
@@ -346,12 +371,14 @@ func TestCloseEndsStreams(t *testing.T) {
 	t.Parallel()
 	b := newEchoBundle(t, 1024)
 	c := b.dial(t, "")
-	if err := b.srv.Close(b.ctx); err != nil {
+	ctx, cancel := b.step()
+	defer cancel()
+	if err := b.srv.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case <-c.Done():
-	case <-b.ctx.Done():
+	case <-time.After(stepTimeout):
 		t.Fatal("the stream stayed open after Close")
 	}
 	nc, err := net.Dial("tcp", strings.TrimPrefix(b.base, "http://"))
