@@ -302,9 +302,9 @@ func (l *ledger) check(t *testing.T, want int) {
 }
 
 // waitAcked waits until n jobs were acked as far as the clients know.
-func (l *ledger) waitAcked(t *testing.T, n int, limit time.Duration) {
+func (l *ledger) waitAcked(t *testing.T, n int, stall time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
+	progress, seen := time.Now(), -1
 	for {
 		l.mu.Lock()
 		got := len(l.acked)
@@ -312,8 +312,11 @@ func (l *ledger) waitAcked(t *testing.T, n int, limit time.Duration) {
 		if got >= n {
 			return
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d jobs acked after %v", got, n, limit)
+		if got > seen {
+			progress, seen = time.Now(), got
+		}
+		if time.Since(progress) > stall {
+			t.Fatalf("%d of %d jobs acked, and none for %v", got, n, stall)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -321,10 +324,13 @@ func (l *ledger) waitAcked(t *testing.T, n int, limit time.Duration) {
 
 // waitCompleted waits until the server counts want completed jobs in each
 // queue, and nothing else there: every job enqueued (ids are fixed, so a
-// retried enqueue is a duplicate, not a second job) completed.
-func waitCompleted(t *testing.T, bases func() []string, want map[string]int, limit time.Duration) {
+// retried enqueue is a duplicate, not a second job) completed. It fails
+// when no more jobs complete for stall, so that a slow machine makes it
+// wait longer rather than fail.
+func waitCompleted(t *testing.T, bases func() []string, want map[string]int, stall time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
+	progress := time.Now()
+	most := map[string]float64{} // the most completed jobs seen in each queue
 	for k := 0; ; k++ {
 		done := true
 		var last map[string]any
@@ -332,27 +338,28 @@ func waitCompleted(t *testing.T, bases func() []string, want map[string]int, lim
 			resp, err := httpc.Get(bases()[k%len(bases())] + "/v1/queues/" + q)
 			if err != nil {
 				done = false
-				break
+				continue
 			}
 			var out map[string]any
 			_ = json.NewDecoder(resp.Body).Decode(&out)
 			resp.Body.Close()
 			counts, _ := out["counts"].(map[string]any)
-			last = counts
+			if c, _ := counts["completed"].(float64); c > most[q] {
+				most[q], progress = c, time.Now()
+			}
 			total := 0.0
 			for _, c := range counts {
 				total += c.(float64)
 			}
 			if counts["completed"] != float64(n) || total != float64(n) {
-				done = false
-				break
+				done, last = false, counts
 			}
 		}
 		if done {
 			return
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("queues not all completed after %v (last counts seen %v, want %v)", limit, last, want)
+		if time.Since(progress) > stall {
+			t.Fatalf("queues not all completed, and no job completed for %v (last counts seen %v, want %v)", stall, last, want)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
