@@ -13,39 +13,41 @@ import (
 )
 
 const (
-	sqlJobByID      = `SELECT * FROM (` + hotSelect + ` WHERE j.id = $1 UNION ALL ` + doneSelect + ` WHERE d.id = $1) x LIMIT 1`
-	sqlLockHot      = `SELECT seq, queue, state, attempt FROM spool_jobs WHERE id = $1 FOR UPDATE`
-	sqlDoneState    = `SELECT seq, state FROM spool_jobs_done WHERE id = $1 FOR UPDATE`
+	sqlJobByID = `SELECT * FROM (` + hotSelect + ` WHERE j.id = $1 UNION ALL ` + doneSelect + ` WHERE d.id = $1) x LIMIT 1`
+	// sqlLockHot locks a pending job and reads its queue's maximum wait.
+	sqlLockHot = `SELECT j.seq, j.queue, j.state, j.attempt, COALESCE(q.max_wait_ns, 0)
+FROM spool_jobs j LEFT JOIN spool_queues q ON q.name = j.queue WHERE j.id = $1 FOR UPDATE OF j`
+	// sqlDoneState locks a finished job and reads its queue's maximum
+	// wait.
+	sqlDoneState = `SELECT d.seq, d.state, COALESCE(q.max_wait_ns, 0)
+FROM spool_jobs_done d LEFT JOIN spool_queues q ON q.name = d.queue WHERE d.id = $1 FOR UPDATE OF d`
 	sqlCancelActive = `UPDATE spool_jobs SET cancel_requested = true WHERE seq = $1`
-	// sqlRetryHot makes a waiting job available now with no attempts.
+	// sqlRetryHot makes waiting jobs available now ($2) with no attempts
+	// and the wait deadline $3.
 	sqlRetryHot = `UPDATE spool_jobs SET state = 'available', attempt = 0, run_at = $2, finished_at = NULL,
-	cancel_requested = false
+	cancel_requested = false, wait_until = $3
 WHERE seq = ANY($1)`
 	// sqlRetryDone moves finished jobs back to spool_jobs, available now
-	// with no attempts, keeping their seq (so their place in enqueue
-	// order), their errors and their group; a job without one gets the
-	// empty group in a queue with flow control, whose flow lock the
-	// transaction holds (see flow.go).
+	// ($2) with no attempts and the wait deadline $3, keeping their seq
+	// (so their place in enqueue order), their errors and their group; a
+	// job without one gets the empty group in a queue with flow control,
+	// whose flow lock the transaction holds (see flow.go).
 	sqlRetryDone = `WITH flow AS (
 	SELECT ARRAY(SELECT name FROM spool_queues WHERE flow AND name IN (
 		SELECT queue FROM spool_jobs_done WHERE seq = ANY($1))) AS names
 ), gone AS (
 	DELETE FROM spool_jobs_done WHERE seq = ANY($1) RETURNING ` + jobColumns + `
 ), back AS (
-	INSERT INTO spool_jobs (` + jobColumns + `)
+	INSERT INTO spool_jobs (` + jobColumns + `, wait_until)
 	SELECT seq, id, queue, kind, payload, priority, 'available', $2, 0, max_attempts, backoff_kind, backoff_base,
 		backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, result, errors, progress, lease_token,
 		false, created_at, started_at, NULL, durability,
 		CASE WHEN grp IS NOT NULL THEN grp WHEN queue = ANY(flow.names) THEN '' END, dead_letter_of_queue, dead_letter_of_id,
-		worker, traceparent
+		worker, traceparent, $3::timestamptz
 	FROM gone CROSS JOIN flow
 	RETURNING seq
 )
 SELECT count(*) FROM back`
-	// sqlLockFlowOfDone takes the flow lock of the queue of finished job
-	// $1 shared, as sqlLockFlowShared does, before sqlRetryDone.
-	sqlLockFlowOfDone = `SELECT pg_advisory_xact_lock_shared($2, ` + flowLockKey + `)
-FROM (SELECT queue AS q FROM spool_jobs_done WHERE seq = $1) d`
 	sqlRetryManyHot   = `SELECT seq FROM spool_jobs WHERE queue = $1 AND state = $2 FOR UPDATE`
 	sqlRetryManyDone  = `SELECT seq FROM spool_jobs_done WHERE queue = $1 AND state = $2 FOR UPDATE`
 	sqlDeleteHot      = `DELETE FROM spool_jobs WHERE seq = $1`
@@ -98,12 +100,13 @@ func getTx(ctx context.Context, tx pgx.Tx, id string) (*job.Job, error) {
 	return j, nil
 }
 
-// hotRow is a locked row of spool_jobs.
+// hotRow is a locked row of spool_jobs, with its queue's maximum wait.
 type hotRow struct {
 	seq     int64
 	queue   string
 	state   job.State
 	attempt int
+	maxWait time.Duration
 }
 
 // freesGroup reports whether removing r from spool_jobs frees its group
@@ -118,11 +121,12 @@ func (r hotRow) freesGroup() bool {
 func lockHot(ctx context.Context, tx pgx.Tx, id string) (r hotRow, found bool, err error) {
 	var state string
 	var attempt int32
-	err = tx.QueryRow(ctx, sqlLockHot, id).Scan(&r.seq, &r.queue, &state, &attempt)
+	var maxWait int64
+	err = tx.QueryRow(ctx, sqlLockHot, id).Scan(&r.seq, &r.queue, &state, &attempt, &maxWait)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, false, nil
 	}
-	r.state, r.attempt = job.State(state), int(attempt)
+	r.state, r.attempt, r.maxWait = job.State(state), int(attempt), time.Duration(maxWait)
 	return r, err == nil, err
 }
 
@@ -138,16 +142,16 @@ func (s *Store) notifyFreed(ctx context.Context, tx pgx.Tx, r hotRow) error {
 	return nil
 }
 
-// doneState locks a finished job and returns its seq and state, or
-// job.ErrNotFound.
-func doneState(ctx context.Context, tx pgx.Tx, id string) (int64, job.State, error) {
-	var seq int64
+// doneState locks a finished job and returns its seq, its state and its
+// queue's maximum wait, or job.ErrNotFound.
+func doneState(ctx context.Context, tx pgx.Tx, id string) (int64, job.State, time.Duration, error) {
+	var seq, maxWait int64
 	var state string
-	err := tx.QueryRow(ctx, sqlDoneState, id).Scan(&seq, &state)
+	err := tx.QueryRow(ctx, sqlDoneState, id).Scan(&seq, &state, &maxWait)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, "", job.ErrNotFound
+		return 0, "", 0, job.ErrNotFound
 	}
-	return seq, job.State(state), err
+	return seq, job.State(state), time.Duration(maxWait), err
 }
 
 // JobCancel cancels a job; see store.Admin. Cancelling a waiting job
@@ -161,7 +165,7 @@ func (s *Store) JobCancel(ctx context.Context, id string, now time.Time) (*job.J
 			return err
 		}
 		if !found {
-			_, st, err := doneState(ctx, tx, id)
+			_, st, _, err := doneState(ctx, tx, id)
 			if err != nil {
 				return err
 			}
@@ -191,10 +195,15 @@ func (s *Store) JobCancel(ctx context.Context, id string, now time.Time) (*job.J
 
 // JobRetry makes a job that job.State.Retryable lets through available
 // now, from spool_jobs or spool_jobs_done, wherever its state keeps it;
-// see store.Admin.
+// see store.Admin. The job waits unstarted again, so it gets its wait
+// deadline under its queue's flow lock (see waits.go).
 func (s *Store) JobRetry(ctx context.Context, id string, now time.Time) (*job.Job, error) {
 	var out *job.Job
+	now = micro(now)
 	err := s.tx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, sqlLockFlowOfJobs, []string{id}, lockClass); err != nil {
+			return fmt.Errorf("lock queue: %w", err)
+		}
 		r, found, err := lockHot(ctx, tx, id)
 		if err != nil {
 			return err
@@ -203,21 +212,18 @@ func (s *Store) JobRetry(ctx context.Context, id string, now time.Time) (*job.Jo
 			if !r.state.Retryable() {
 				return fmt.Errorf("job is %s: %w", r.state, job.ErrInvalidState)
 			}
-			if _, err := tx.Exec(ctx, sqlRetryHot, []int64{r.seq}, micro(now)); err != nil {
+			if _, err := tx.Exec(ctx, sqlRetryHot, []int64{r.seq}, now, waitDeadline(0, now, r.maxWait)); err != nil {
 				return err
 			}
 		} else {
-			seq, st, err := doneState(ctx, tx, id)
+			seq, st, maxWait, err := doneState(ctx, tx, id)
 			if err != nil {
 				return err
 			}
 			if !st.Retryable() {
 				return fmt.Errorf("job is %s: %w", st, job.ErrInvalidState)
 			}
-			if _, err := tx.Exec(ctx, sqlLockFlowOfDone, seq, lockClass); err != nil {
-				return err
-			}
-			if _, err := tx.Exec(ctx, sqlRetryDone, []int64{seq}, micro(now)); err != nil {
+			if _, err := tx.Exec(ctx, sqlRetryDone, []int64{seq}, now, waitDeadline(0, now, maxWait)); err != nil {
 				return err
 			}
 		}
@@ -280,7 +286,12 @@ func (s *Store) JobRetryMany(ctx context.Context, p *store.JobBulkParams) (int, 
 		query, move = sqlRetryManyDone, sqlRetryDone
 	}
 	n := 0
+	now := micro(p.Now)
 	err := s.tx(ctx, func(tx pgx.Tx) error {
+		waits, err := lockWaits(ctx, tx, []string{p.Queue})
+		if err != nil {
+			return err
+		}
 		rows, err := tx.Query(ctx, query, p.Queue, string(p.State))
 		if err != nil {
 			return err
@@ -290,12 +301,7 @@ func (s *Store) JobRetryMany(ctx context.Context, p *store.JobBulkParams) (int, 
 			n = 0
 			return err
 		}
-		if p.State.Final() {
-			if _, err := tx.Exec(ctx, sqlLockFlowShared, []string{p.Queue}, lockClass); err != nil {
-				return err
-			}
-		}
-		if _, err := tx.Exec(ctx, move, seqs, micro(p.Now)); err != nil {
+		if _, err := tx.Exec(ctx, move, seqs, now, waitDeadline(0, now, waits[p.Queue])); err != nil {
 			return err
 		}
 		n = len(seqs)

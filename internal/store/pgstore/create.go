@@ -16,13 +16,14 @@ import (
 // of them, whatever their number, and reports the ones it created; a
 // queue whose row exists is left as it is.
 //
-// A queue created with limits gets flow control. So that no job of it is
-// ever left without a group, the transaction first takes the exclusive
-// flow lock of such queues (see flow.go): an insert into one of them that
-// holds the lock shared, and so may have read it as plain, has ended and
-// created its row, which the creation then leaves alone; an insert that
-// comes later reads the flag in a snapshot taken after the creation
-// committed.
+// A queue created with limits gets flow control, one created with a
+// maximum wait gives its jobs wait deadlines. So that no job of it is
+// ever left without a group or a deadline, the transaction first takes
+// the exclusive flow lock of such queues (see flow.go): an insert into
+// one of them that holds the lock shared, and so may have read it as
+// plain, has ended and created its row, which the creation then leaves
+// alone; an insert that comes later reads the queue's row in a snapshot
+// taken after the creation committed.
 
 // sqlCreateQueues creates the queues of the arrays $1-$14 that do not
 // exist, in name order, and returns the names of those it created.
@@ -61,7 +62,7 @@ func (s *Store) createQueues(ctx context.Context, tx pgx.Tx, cfgs []store.QueueC
 		ordered, flows                                     = make([]bool, n), make([]bool, n)
 		maxWaits, leases, delays                           = make([]int64, n), make([]int64, n), make([]int64, n)
 		attempts                                           = make([]int32, n)
-		flowNames                                          []string
+		locked                                             []string
 	)
 	for i := range cfgs {
 		c := &cfgs[i]
@@ -71,12 +72,12 @@ func (s *Store) createQueues(ctx context.Context, tx pgx.Tx, cfgs []store.QueueC
 		groupRateLimits[i], groupRatePeriods[i], groupMaxs[i] = int32(l.GroupRate.Limit), int64(l.GroupRate.Period), int32(l.GroupMaxActive)
 		ordered[i] = l.Ordered
 		maxWaits[i], leases[i], attempts[i], delays[i] = int64(st.MaxWait), int64(st.DefaultLease), int32(st.DefaultMaxAttempts), int64(st.DefaultDelay)
-		if flows[i] = !l.IsZero(); flows[i] {
-			flowNames = append(flowNames, c.Name)
+		if flows[i] = !l.IsZero(); flows[i] || st.MaxWait > 0 {
+			locked = append(locked, c.Name)
 		}
 	}
-	if len(flowNames) > 0 {
-		if _, err := tx.Exec(ctx, sqlLockFlow, flowNames, lockClass); err != nil {
+	if len(locked) > 0 {
+		if _, err := tx.Exec(ctx, sqlLockFlow, locked, lockClass); err != nil {
 			return done, fmt.Errorf("lock queues: %w", err)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/store"
@@ -62,11 +63,11 @@ SELECT id, queue, state, kind, attempt, started_at FROM moved CROSS JOIN relax C
 
 	// sqlLockLeased locks the active jobs whose token is current, in seq
 	// order so that two batches never wait on each other in a cycle, and
-	// reads their queues' dead-letter queues, whether each is a
-	// dead-letter copy, and their errors.
+	// reads their queues' dead-letter queues and maximum waits, whether
+	// each is a dead-letter copy, and their errors.
 	sqlLockLeased = `SELECT i.ord, j.seq, j.queue, j.cancel_requested, j.attempt, j.max_attempts, j.run_at, j.lease_ns,
 	j.backoff_kind, j.backoff_base, j.backoff_max, j.backoff_jitter, j.durability, COALESCE(q.dead_letter_queue, ''),
-	j.kind, j.started_at, j.dead_letter_of_id IS NOT NULL, j.errors
+	COALESCE(q.max_wait_ns, 0), j.kind, j.started_at, j.dead_letter_of_id IS NOT NULL, j.errors
 FROM unnest($1::text[], $2::int8[]) WITH ORDINALITY AS i(id, token, ord)
 JOIN spool_jobs j ON j.id = i.id AND j.lease_token = i.token AND j.state = 'active'
 LEFT JOIN spool_queues q ON q.name = j.queue
@@ -94,12 +95,14 @@ FOR UPDATE OF j`
 )
 SELECT count(*) FROM moved`
 	// sqlRequeue sends active jobs back to wait (available or retrying)
-	// with a run time, an attempt count and optionally a new error
-	// history (appendError), and ends their leases.
+	// with a run time, an attempt count, a wait deadline (waits.go) and
+	// optionally a new error history (appendError), and ends their
+	// leases.
 	sqlRequeue = `WITH u AS (
-	SELECT * FROM unnest($1::int8[], $2::text[], $3::timestamptz[], $4::int4[], $5::text[]) AS u(seq, state, run_at, attempt, err)
+	SELECT * FROM unnest($1::int8[], $2::text[], $3::timestamptz[], $4::int4[], $5::text[], $6::timestamptz[])
+		AS u(seq, state, run_at, attempt, err, wait_until)
 ), up AS (
-	UPDATE spool_jobs j SET state = u.state, run_at = u.run_at, attempt = u.attempt,
+	UPDATE spool_jobs j SET state = u.state, run_at = u.run_at, attempt = u.attempt, wait_until = u.wait_until,
 		errors = CASE WHEN u.err = '' THEN j.errors ELSE u.err::jsonb END
 	FROM u WHERE j.seq = u.seq
 	RETURNING j.seq
@@ -303,13 +306,24 @@ func (l *leased) outcome(state job.State) store.Outcome {
 }
 
 // lockLeased locks the active jobs of it whose token is current and
-// returns them by item.
-func lockLeased(ctx context.Context, tx pgx.Tx, it *items) (map[int]*leased, error) {
-	rows, err := tx.Query(ctx, sqlLockLeased, it.ids, it.tokens)
-	if err != nil {
-		return nil, fmt.Errorf("lock jobs: %w", err)
+// returns them by item. With waits, it first takes the flow locks of
+// their queues shared, so that the maximum waits it reads hold until tx
+// ends (see waits.go).
+func lockLeased(ctx context.Context, tx pgx.Tx, it *items, waits bool) (map[int]*leased, error) {
+	batch := &pgx.Batch{}
+	if waits {
+		batch.Queue(sqlLockFlowOfJobs, it.ids, lockClass)
 	}
 	found := make(map[int]*leased)
+	batch.Queue(sqlLockLeased, it.ids, it.tokens).Query(func(rows pgx.Rows) error { return scanLeased(rows, found) })
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		return nil, fmt.Errorf("lock jobs: %w", err)
+	}
+	return found, nil
+}
+
+// scanLeased reads the rows of sqlLockLeased into found, by item.
+func scanLeased(rows pgx.Rows, found map[int]*leased) error {
 	var (
 		ord                 int64
 		l                   leased
@@ -318,9 +332,10 @@ func lockLeased(ctx context.Context, tx pgx.Tx, it *items) (map[int]*leased, err
 		kind, durability    string
 		startedAt           *time.Time
 	)
-	_, err = pgx.ForEachRow(rows, []any{&ord, &l.seq, &l.queue, &l.cancelRequested, &attempt, &maxAtt, &l.runAt, &leaseNS,
-		&kind, &base, &maxD, &l.backoff.Jitter, &durability, &l.settings.DeadLetterQueue, &l.kind, &startedAt, &l.letter,
-		&l.errors}, func() error {
+	var maxWait int64
+	_, err := pgx.ForEachRow(rows, []any{&ord, &l.seq, &l.queue, &l.cancelRequested, &attempt, &maxAtt, &l.runAt, &leaseNS,
+		&kind, &base, &maxD, &l.backoff.Jitter, &durability, &l.settings.DeadLetterQueue, &maxWait, &l.kind, &startedAt,
+		&l.letter, &l.errors}, func() error {
 		c := l
 		c.errors = slices.Clone(l.errors)
 		c.startedAt = utc(startedAt)
@@ -328,13 +343,11 @@ func lockLeased(ctx context.Context, tx pgx.Tx, it *items) (map[int]*leased, err
 		c.durability = job.Durability(durability)
 		c.runAt = c.runAt.UTC()
 		c.backoff.Kind, c.backoff.Base, c.backoff.Max = job.BackoffKind(kind), time.Duration(base), time.Duration(maxD)
+		c.settings.MaxWait = time.Duration(maxWait)
 		found[int(ord)-1] = &c
 		return nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("lock jobs: %w", err)
-	}
-	return found, nil
+	return err
 }
 
 // change is where one locked job goes: a final state (moved to
@@ -351,6 +364,9 @@ type change struct {
 	// deadLetter is the queue that gets a copy of a job that dies, or "";
 	// see job.QueueSettings.DeadLetterFor.
 	deadLetter string
+	// maxWait is the queue's maximum wait, which gives a job that waits
+	// unstarted again its deadline (job.WaitDeadline).
+	maxWait time.Duration
 }
 
 // apply carries out changes in tx at now and notifies the queues in
@@ -364,6 +380,7 @@ func (s *Store) apply(ctx context.Context, tx pgx.Tx, changes []change, availabl
 	var fState, wState, fErr, wErr []string
 	var fAtt, wAtt []int32
 	var wRun []time.Time
+	var wWait []pgtype.Timestamptz
 	var freed []string
 	var letters map[int64]string
 	for _, c := range changes {
@@ -380,7 +397,7 @@ func (s *Store) apply(ctx context.Context, tx pgx.Tx, changes []change, availabl
 			fSeq, fState, fAtt, fErr = append(fSeq, c.seq), append(fState, string(c.state)), append(fAtt, int32(c.attempt)), append(fErr, c.err)
 		} else {
 			wSeq, wState, wAtt, wErr = append(wSeq, c.seq), append(wState, string(c.state)), append(wAtt, int32(c.attempt)), append(wErr, c.err)
-			wRun = append(wRun, c.runAt)
+			wRun, wWait = append(wRun, c.runAt), append(wWait, waitDeadline(c.attempt, c.runAt, c.maxWait))
 		}
 	}
 	batch := &pgx.Batch{}
@@ -391,7 +408,7 @@ func (s *Store) apply(ctx context.Context, tx pgx.Tx, changes []change, availabl
 		batch.Queue(sqlFinish, fSeq, fState, fAtt, fErr, now)
 	}
 	if len(wSeq) > 0 {
-		batch.Queue(sqlRequeue, wSeq, wState, wRun, wAtt, wErr)
+		batch.Queue(sqlRequeue, wSeq, wState, wRun, wAtt, wErr, wWait)
 	}
 	s.announceOnCommit(tx, available)
 	if len(freed) > 0 {
@@ -411,7 +428,7 @@ func (s *Store) apply(ctx context.Context, tx pgx.Tx, changes []change, availabl
 func (s *Store) JobFail(ctx context.Context, p *store.JobFailParams) ([]store.Outcome, error) {
 	it := newItems(len(p.Items), func(i int) (string, int64) { return p.Items[i].ID, p.Items[i].Token })
 	now := micro(p.Now)
-	out, err := s.endLeases(ctx, it, len(p.Items), now, func(i int, l *leased) (change, store.Outcome, error) {
+	out, err := s.endLeases(ctx, it, len(p.Items), now, false, func(i int, l *leased) (change, store.Outcome, error) {
 		return failChange(&p.Items[i], l, now, p.Rand)
 	})
 	if err != nil {
@@ -439,12 +456,15 @@ func failChange(item *store.JobFailItem, l *leased, now time.Time, rnd func() fl
 }
 
 // JobRelease hands active jobs back unrun, item by item, each where
-// job.AfterRelease sends it; see store.Claimer.
+// job.AfterRelease sends it; see store.Claimer. A job that counts as
+// never started again gets its wait deadline, under its queue's flow
+// lock (see waits.go).
 func (s *Store) JobRelease(ctx context.Context, p *store.JobReleaseParams) ([]store.Outcome, error) {
 	it := newItems(len(p.Items), func(i int) (string, int64) { return p.Items[i].ID, p.Items[i].Token })
-	out, err := s.endLeases(ctx, it, len(p.Items), micro(p.Now), func(_ int, l *leased) (change, store.Outcome, error) {
+	out, err := s.endLeases(ctx, it, len(p.Items), micro(p.Now), true, func(_ int, l *leased) (change, store.Outcome, error) {
 		state, attempt := job.AfterRelease(l.cancelRequested, l.attempt)
-		c := change{seq: l.seq, queue: l.queue, state: state, runAt: l.runAt, attempt: attempt, durability: l.durability}
+		c := change{seq: l.seq, queue: l.queue, state: state, runAt: l.runAt, attempt: attempt, durability: l.durability,
+			maxWait: l.settings.MaxWait}
 		return c, l.outcome(state), nil
 	})
 	if err != nil {
@@ -453,17 +473,17 @@ func (s *Store) JobRelease(ctx context.Context, p *store.JobReleaseParams) ([]st
 	return out, nil
 }
 
-// endLeases locks the leased jobs of it, n items in all, and ends each
-// lease with the change and outcome end gives for item i; items that do
-// not hold their job's lease get its miss, and those whose job died into
-// a dead-letter queue its copy. Queues that get a job back available are
-// woken.
-func (s *Store) endLeases(ctx context.Context, it *items, n int, now time.Time,
+// endLeases locks the leased jobs of it, n items in all (with waits, as
+// lockLeased does), and ends each lease with the change and outcome end
+// gives for item i; items that do not hold their job's lease get its
+// miss, and those whose job died into a dead-letter queue its copy.
+// Queues that get a job back available are woken.
+func (s *Store) endLeases(ctx context.Context, it *items, n int, now time.Time, waits bool,
 	end func(i int, l *leased) (change, store.Outcome, error)) ([]store.Outcome, error) {
 	var out []store.Outcome
 	err := s.retryTx(ctx, func(tx pgx.Tx) error {
 		out = make([]store.Outcome, n)
-		locked, err := lockLeased(ctx, tx, it)
+		locked, err := lockLeased(ctx, tx, it, waits)
 		if err != nil {
 			return err
 		}

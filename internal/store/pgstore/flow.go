@@ -25,16 +25,17 @@ import (
 //
 // A queue gets flow control under an exclusive advisory lock on the queue
 // (sqlLockFlow) in the transaction that converts its pending jobs without
-// a group from NULL to the empty group. A transaction that puts jobs
-// without a group into spool_jobs takes the same lock shared
-// (sqlLockFlowShared) in a statement of its own, then reads which of
-// their queues have flow control in the statement that puts them there,
-// whose snapshot is taken after the lock: it either sees the flag or
-// holds the lock the conversion waits for, so no job of a flow queue is
-// left with a NULL group, whichever node inserts it. (A function that
-// locks, then reads with a fresh snapshot, would do it in one statement,
-// but its query cost a single insert some 70 µs; the extra statement of
-// the pipeline costs some 15.)
+// a group from NULL to the empty group. A transaction that puts jobs into
+// spool_jobs takes the same lock shared (sqlLockFlowShared) in a
+// statement of its own, then reads which of their queues have flow
+// control in the statement that puts them there, whose snapshot is taken
+// after the lock: it either sees the flag or holds the lock the
+// conversion waits for, so no job of a flow queue is left with a NULL
+// group, whichever node inserts it. (A function that locks, then reads
+// with a fresh snapshot, would do it in one statement, but its query cost
+// a single insert some 70 µs; the extra statement of the pipeline costs
+// some 15.) A change of a queue's maximum wait takes the same lock
+// exclusively, for the same reason (see waits.go).
 //
 // The limits, the round-robin cursor and the queue's rate start log live
 // on its spool_queues row, each group's start log in spool_group_starts.
@@ -54,6 +55,11 @@ FROM (SELECT DISTINCT ` + flowLockKey + ` AS k FROM unnest($1::text[]) AS q) x O
 	// key order.
 	sqlLockFlowShared = `SELECT pg_advisory_xact_lock_shared($2, k)
 FROM (SELECT DISTINCT ` + flowLockKey + ` AS k FROM unnest($1::text[]) AS q) x ORDER BY k`
+	// sqlLockFlowOfJobs takes shared, in key order, the flow locks of the
+	// queues of the jobs of the ids $1, pending or finished.
+	sqlLockFlowOfJobs = `SELECT pg_advisory_xact_lock_shared($2, k) FROM (SELECT DISTINCT ` + flowLockKey + ` AS k FROM (
+	SELECT queue FROM spool_jobs WHERE id = ANY($1::text[])
+	UNION ALL SELECT queue FROM spool_jobs_done WHERE id = ANY($1::text[])) j(q)) x ORDER BY k`
 	// flowLockKey is the key of the flow lock of queue q: that of the
 	// queue itself for a consumer group's lane.
 	flowLockKey = `hashtext(current_schema() || ':flow:' || split_part(q, '` + job.LaneSep + `', 1))`

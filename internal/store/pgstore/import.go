@@ -16,9 +16,10 @@ import (
 // sqlImport stores jobs exactly as given, in array order: seqs are drawn
 // from spool_jobs' sequence in that order, so enqueue order is kept across
 // both tables; pending jobs go to spool_jobs (active ones with their lease
-// row) and finished ones to spool_jobs_done. Ids that exist are skipped. A
-// job without a group gets the empty group in a queue with flow control,
-// as an insert gives it (see flow.go; ImportJobs holds the queues' flow
+// row, those waiting unstarted with their wait deadlines $33) and
+// finished ones to spool_jobs_done. Ids that exist are skipped. A job
+// without a group gets the empty group in a queue with flow control, as
+// an insert gives it (see flow.go; ImportJobs holds the queues' flow
 // lock).
 const sqlImport = `WITH flow AS (
 	SELECT ARRAY(SELECT name FROM spool_queues WHERE name = ANY($2::text[]) AND flow) AS names
@@ -28,11 +29,11 @@ const sqlImport = `WITH flow AS (
 		$8::int4[], $9::int4[], $10::text[], $11::int8[], $12::int8[], $13::float8[], $14::int8[], $15::text[],
 		$16::int8[], $17::text[], $18::bytea[], $19::text[], $20::bytea[], $21::int8[], $22::bool[],
 		$23::timestamptz[], $24::timestamptz[], $25::timestamptz[], $26::timestamptz[], $27::text[], $28::text[],
-		$29::text[], $30::text[], $31::text[], $32::text[])
+		$29::text[], $30::text[], $31::text[], $32::text[], $33::timestamptz[])
 		WITH ORDINALITY AS u(id, queue, kind, payload, priority, state, run_at, attempt, max_attempts, backoff_kind,
 		backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, result, errors, progress,
 		lease_token, cancel_requested, created_at, started_at, finished_at, lease_expires_at, durability, grp,
-		letter_queue, letter_id, worker, traceparent, ord)
+		letter_queue, letter_id, worker, traceparent, wait_until, ord)
 	WHERE NOT EXISTS (SELECT 1 FROM spool_jobs j WHERE j.id = u.id)
 		AND NOT EXISTS (SELECT 1 FROM spool_jobs_done d WHERE d.id = u.id)
 	ORDER BY ord
@@ -41,15 +42,16 @@ const sqlImport = `WITH flow AS (
 		backoff_max, backoff_jitter, lease_ns, NULLIF(unique_key, ''), unique_for, NULLIF(tags, '')::jsonb, result,
 		NULLIF(errors, '')::jsonb, progress, lease_token, cancel_requested, created_at, started_at, finished_at,
 		durability, CASE WHEN grp <> '' THEN grp WHEN queue = ANY(flow.names) THEN '' END,
-		NULLIF(letter_queue, ''), NULLIF(letter_id, ''), NULLIF(worker, ''), NULLIF(traceparent, ''), lease_expires_at
+		NULLIF(letter_queue, ''), NULLIF(letter_id, ''), NULLIF(worker, ''), NULLIF(traceparent, ''), lease_expires_at,
+		wait_until
 	FROM u CROSS JOIN flow
 ), hot AS (
-	INSERT INTO spool_jobs (` + jobColumns + `)
+	INSERT INTO spool_jobs (` + jobColumns + `, wait_until)
 	SELECT seq, id, queue, kind, payload, priority, state, run_at, attempt, max_attempts, backoff_kind, backoff_base,
 		backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, result, errors, progress, lease_token,
 		cancel_requested, created_at, started_at, finished_at, durability, grp, dead_letter_of_queue, dead_letter_of_id,
-		worker, traceparent
-	FROM src AS r(` + jobColumns + `, lease_expires_at)
+		worker, traceparent, wait_until
+	FROM src AS r(` + jobColumns + `, lease_expires_at, wait_until)
 	WHERE state NOT IN ('completed', 'dead', 'cancelled')
 	RETURNING seq
 ), done AS (
@@ -58,12 +60,12 @@ const sqlImport = `WITH flow AS (
 		backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, result, errors, progress, lease_token,
 		cancel_requested, created_at, started_at, finished_at, durability, grp, dead_letter_of_queue, dead_letter_of_id,
 		worker, traceparent
-	FROM src AS r(` + jobColumns + `, lease_expires_at)
+	FROM src AS r(` + jobColumns + `, lease_expires_at, wait_until)
 	WHERE state IN ('completed', 'dead', 'cancelled')
 	RETURNING seq
 ), lease AS (
 	INSERT INTO spool_leases (seq, expires_at)
-	SELECT seq, lease_expires_at FROM src AS r(` + jobColumns + `, lease_expires_at)
+	SELECT seq, lease_expires_at FROM src AS r(` + jobColumns + `, lease_expires_at, wait_until)
 	WHERE state = 'active'
 ), q AS (
 	INSERT INTO spool_queues (name) SELECT DISTINCT queue FROM u ON CONFLICT (name) DO NOTHING
@@ -81,7 +83,8 @@ const sqlTokensAbove = `SELECT setval('spool_lease_tokens', GREATEST(
 // durability (empty is full; a level this store does not keep fails the
 // whole import with an error wrapping a *job.InputError), in the given
 // order (which becomes their enqueue order after any job already
-// here). Jobs whose id exists are skipped, so an interrupted import can be
+// here). A job waiting unstarted gets the wait deadline of its queue's
+// maximum wait here. Jobs whose id exists are skipped, so an interrupted import can be
 // run again. It is meant for an idle database (spool migrate-store): it
 // takes no unique-key locks and sends no notifications. It makes no
 // copies for consumer groups: a source's copies are jobs of its lanes,
@@ -152,15 +155,20 @@ func (s *Store) ImportJobs(ctx context.Context, jobs []*job.Job) (int, error) {
 		}
 	}
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, sqlLockFlowShared, distinct, lockClass); err != nil {
-			return fmt.Errorf("lock queues: %w", err)
+		waits, err := lockWaits(ctx, tx, distinct)
+		if err != nil {
+			return err
+		}
+		deadlines := make([]pgtype.Timestamptz, n)
+		for i, j := range jobs {
+			deadlines[i] = waitDeadline(j.Attempt, runAts[i], waits[j.Queue])
 		}
 		if err := tx.QueryRow(ctx, sqlImport, ids, queues, kinds, payloads, prios, states, runAts, attempts, maxAtt, bkinds,
 			bases, maxes, jitters, leases, ukeys, ufors, tags, results, errs, progress, tokens, cancels, created, started,
-			finished, expires, durs, groups, letterQueues, letterIDs, workers, traceParents).Scan(&count); err != nil {
+			finished, expires, durs, groups, letterQueues, letterIDs, workers, traceParents, deadlines).Scan(&count); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, sqlTokensAbove, tokens)
+		_, err = tx.Exec(ctx, sqlTokensAbove, tokens)
 		return err
 	})
 	if err != nil {

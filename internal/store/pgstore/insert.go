@@ -18,19 +18,24 @@ import (
 
 const (
 	// sqlInsertJobs inserts the jobs given as parallel arrays ($1-$17,
-	// $19, $21, $23), in array order (which makes their seqs enqueue
+	// $19, $21, $23, $24), in array order (which makes their seqs enqueue
 	// order), created at $21 or, where that is NULL, at $18, with the
-	// traceparents $23 ('' or NULL for none), skips ids that already
-	// exist, and creates the queues of the jobs it inserted. A
-	// job's group ($19) is stored as given; a job without one gets the
-	// empty group in the queues with flow control among $20, whose flow
-	// lock the transaction holds (see flow.go), and NULL elsewhere. It
-	// returns a row (id, NULL) for each job it inserted, and a row (queue,
-	// name) for each consumer group of the queues $22, read in the
-	// snapshot of the insert (see lanes.go).
-	sqlInsertJobs = sqlInsertCTEs + `SELECT id, NULL::text FROM ins
+	// traceparents $23 ('' or NULL for none) and the wait deadlines $24
+	// (NULL for none), skips ids that already exist, and creates the
+	// queues of the jobs it inserted. A job's group ($19) is stored as
+	// given; a job without one gets the empty group in the queues with
+	// flow control among $20, whose flow lock the transaction holds (see
+	// flow.go), and NULL elsewhere. It returns a row (id, NULL, NULL) for
+	// each job it inserted, a row (queue, name, NULL) for each consumer
+	// group of the queues $22, read in the snapshot of the insert (see
+	// lanes.go), and a row (queue, NULL, wait) for each of them whose
+	// maximum wait is not the one of $25 that the deadlines believed (see
+	// waits.go).
+	sqlInsertJobs = sqlInsertCTEs + `SELECT id, NULL::text, NULL::int8 FROM ins
 UNION ALL
-SELECT queue, name FROM spool_consumer_groups WHERE queue = ANY($22::text[])`
+SELECT queue, name, NULL FROM spool_consumer_groups WHERE queue = ANY($22::text[])
+UNION ALL
+SELECT name, NULL, max_wait_ns FROM (` + waitMismatch + `) w`
 	// sqlInsertCTEs are the common table expressions of sqlInsertJobs:
 	// ins inserts the jobs, q their queues.
 	sqlInsertCTEs = sqlInsertJobsWith + `id, queue
@@ -46,17 +51,17 @@ SELECT queue, name FROM spool_consumer_groups WHERE queue = ANY($22::text[])`
 ), ins AS (
 	INSERT INTO spool_jobs (id, queue, kind, payload, priority, state, run_at, max_attempts, backoff_kind,
 		backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, durability, grp, created_at,
-		traceparent)
+		traceparent, wait_until)
 	SELECT id, queue, kind, payload, priority, state, run_at, max_attempts, backoff_kind,
 		backoff_base, backoff_max, backoff_jitter, lease_ns, NULLIF(unique_key, ''), unique_for, NULLIF(tags, '')::jsonb,
 		durability, CASE WHEN grp <> '' THEN grp WHEN queue = ANY(flow.names) THEN '' END, COALESCE(created_at, $18),
-		NULLIF(traceparent, '')
+		NULLIF(traceparent, ''), wait_until
 	FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::int4[], $6::text[], $7::timestamptz[],
 		$8::int4[], $9::text[], $10::int8[], $11::int8[], $12::float8[], $13::int8[], $14::text[], $15::int8[], $16::text[],
-		$17::text[], $19::text[], $21::timestamptz[], $23::text[])
+		$17::text[], $19::text[], $21::timestamptz[], $23::text[], $24::timestamptz[])
 		WITH ORDINALITY AS u(id, queue, kind, payload, priority, state, run_at, max_attempts, backoff_kind,
 		backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, durability, grp, created_at,
-		traceparent, ord)
+		traceparent, wait_until, ord)
 	CROSS JOIN flow
 	ORDER BY ord
 	ON CONFLICT (id) DO NOTHING
@@ -203,74 +208,58 @@ func (s *Store) insert(ctx context.Context, tx pgx.Tx, jobs []store.JobInsertPar
 func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, jobs []store.JobInsertParams, idx []int, now time.Time, relax bool,
 	out []store.InsertResult) error {
 	n := len(idx)
-	a, err := newInsertArgs(jobs, idx, now)
+	waits, err := s.waiting(ctx, tx)
+	if err != nil {
+		return err
+	}
+	a, err := newInsertArgs(jobs, idx, now, waits)
 	if err != nil {
 		return err
 	}
 	ids, runAts := a.ids, a.runAts
 	batch := &pgx.Batch{}
-	relaxed := relax && a.allProcess
-	if relaxed {
+	if relax && a.allProcess {
 		batch.Queue(sqlRelaxCommit)
 	}
-	if len(a.ungrouped) > 0 {
-		batch.Queue(sqlLockFlowShared, a.ungrouped, lockClass)
-	}
-	batch.Queue(sqlInsertJobs, a.args...)
-	batch.Queue(sqlDoneByIDs, ids)
-	s.announceOnCommit(tx, a.available)
-	br := tx.SendBatch(ctx, batch)
+	batch.Queue(sqlLockFlowShared, a.queues, lockClass)
 	inserted := make(map[string]bool, n)
-	var lanes laneSet // the consumer groups of the batch's queues
-	if relaxed {
-		if _, err := br.Exec(); err != nil {
-			_ = br.Close()
-			return fmt.Errorf("relax commit: %w", err)
-		}
-	}
-	if len(a.ungrouped) > 0 {
-		if _, err := br.Exec(); err != nil {
-			_ = br.Close()
-			return fmt.Errorf("lock queues: %w", err)
-		}
-	}
-	rows, err := br.Query()
-	if err != nil {
-		_ = br.Close()
+	var lanes laneSet                   // the consumer groups of the batch's queues
+	var actual map[string]time.Duration // the maximum waits the deadlines did not believe
+	var key string                      // a job's id, or a queue's
+	var group *string                   // the name of a consumer group of queue key
+	var wait *int64                     // the maximum wait of queue key
+	batch.Queue(sqlInsertJobs, a.args...).Query(func(rows pgx.Rows) error {
+		_, err := pgx.ForEachRow(rows, []any{&key, &group, &wait}, func() error {
+			switch {
+			case group != nil:
+				lanes.add(key, *group)
+				s.lanedQueues.Store(key, struct{}{})
+			case wait != nil:
+				if actual == nil {
+					actual = make(map[string]time.Duration)
+				}
+				actual[key] = time.Duration(*wait)
+			default:
+				inserted[key] = true
+			}
+			return nil
+		})
+		return err
+	})
+	var done []*job.Job
+	batch.Queue(sqlDoneByIDs, ids).Query(func(rows pgx.Rows) (err error) {
+		done, _, err = scanJobs(rows)
+		return err
+	})
+	s.announceOnCommit(tx, a.available)
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 		return fmt.Errorf("insert jobs: %w", err)
 	}
-	for rows.Next() {
-		var key string    // a job's id, or a queue's
-		var group *string // the name of a consumer group of queue key
-		if err := rows.Scan(&key, &group); err != nil {
-			rows.Close()
-			_ = br.Close()
-			return fmt.Errorf("insert jobs: %w", err)
+	if len(actual) > 0 {
+		s.forgetWaits()
+		if err := fixWaits(ctx, tx, ids, a.queueOf, runAts, actual); err != nil {
+			return err
 		}
-		if group != nil {
-			lanes.add(key, *group)
-			s.lanedQueues.Store(key, struct{}{})
-			continue
-		}
-		inserted[key] = true
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		_ = br.Close()
-		return fmt.Errorf("insert jobs: %w", err)
-	}
-	rows, err = br.Query()
-	if err != nil {
-		_ = br.Close()
-		return fmt.Errorf("look up finished jobs: %w", err)
-	}
-	done, _, err := scanJobs(rows)
-	if err != nil {
-		_ = br.Close()
-		return fmt.Errorf("look up finished jobs: %w", err)
-	}
-	if err := br.Close(); err != nil {
-		return fmt.Errorf("notify: %w", err)
 	}
 	existing := make(map[string]*job.Job)
 	var undo []string
@@ -336,17 +325,19 @@ func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, jobs []store.JobInser
 // insertArgs are the arguments of sqlInsertJobs for some jobs.
 type insertArgs struct {
 	ids       []string
+	queueOf   []string // the queue of each job
 	runAts    []time.Time
-	ungrouped []string // the queues of the jobs without a group
+	queues    []string // the queues of the jobs, each once
 	available []string // the queues of the jobs inserted available
 	// allProcess is set when every job is of process durability.
 	allProcess bool
-	// args are sqlInsertJobs' $1 to $23.
+	// args are sqlInsertJobs' $1 to $25.
 	args []any
 }
 
-// newInsertArgs builds the arguments that insert the jobs at idx at now.
-func newInsertArgs(jobs []store.JobInsertParams, idx []int, now time.Time) (*insertArgs, error) {
+// newInsertArgs builds the arguments that insert the jobs at idx at now,
+// with the wait deadlines of the maximum waits waits.
+func newInsertArgs(jobs []store.JobInsertParams, idx []int, now time.Time, waits map[string]time.Duration) (*insertArgs, error) {
 	n := len(idx)
 	var (
 		ids, queues, kinds, states, bkinds, ukeys, tags, durs = make([]string, n), make([]string, n), make([]string, n),
@@ -355,7 +346,8 @@ func newInsertArgs(jobs []store.JobInsertParams, idx []int, now time.Time) (*ins
 		ungrouped                   []string // queues of the jobs without a group
 		distinct                    []string // queues of the jobs
 		anyGroup, anyCreated        bool
-		anyTraced                   bool
+		anyTraced, anyWait          bool
+		deadlines                   = make([]pgtype.Timestamptz, n)
 		created                     = make([]pgtype.Timestamptz, n)
 		payloads                    = make([][]byte, n)
 		prios, maxAtt               = make([]int32, n), make([]int32, n)
@@ -382,6 +374,9 @@ func newInsertArgs(jobs []store.JobInsertParams, idx []int, now time.Time) (*ins
 		if traceParents[k] = jp.TraceParent; jp.TraceParent != "" {
 			anyTraced = true
 		}
+		if deadlines[k] = waitDeadline(0, runAts[k], waits[jp.Queue]); deadlines[k].Valid {
+			anyWait = true
+		}
 		if groups[k] = jp.Group; jp.Group != "" {
 			anyGroup = true
 		} else if !slices.Contains(ungrouped, jp.Queue) {
@@ -407,11 +402,16 @@ func newInsertArgs(jobs []store.JobInsertParams, idx []int, now time.Time) (*ins
 	if !anyTraced {
 		tracedArg = nil // no job has a traceparent: unnest reads NULL for each
 	}
+	deadlinesArg := any(deadlines)
+	if !anyWait {
+		deadlinesArg = nil // no job has a deadline: unnest reads NULL for each
+	}
 	return &insertArgs{
-		ids: ids, runAts: runAts, ungrouped: ungrouped, available: availableQueues,
+		ids: ids, queueOf: queues, runAts: runAts, queues: distinct, available: availableQueues,
 		allProcess: allProcess(n, func(k int) job.Durability { return job.Durability(durs[k]) }),
 		args: []any{ids, queues, kinds, payloads, prios, states, runAts, maxAtt, bkinds, bases, maxes,
-			jitters, leases, ukeys, ufors, tags, durs, now, groupsArg, ungrouped, createdArg, distinct, tracedArg},
+			jitters, leases, ukeys, ufors, tags, durs, now, groupsArg, ungrouped, createdArg, distinct, tracedArg,
+			deadlinesArg, believedWaits(distinct, waits)},
 	}, nil
 }
 

@@ -110,6 +110,7 @@ func (s *Store) listenOnce(ctx context.Context) error {
 	// Whatever changed while no one listened is forgotten; from here on,
 	// every change comes in as a notification.
 	s.defaults.forget(nil)
+	s.forgetWaits()
 	s.defaults.listening.Store(true)
 	defer s.defaults.listening.Store(false)
 	s.groupsDeleted(nil)
@@ -128,6 +129,7 @@ func (s *Store) listenOnce(ctx context.Context) error {
 			s.cfg.Hooks.OnAvailable(queues)
 		case settingsTag:
 			s.defaults.forget(queues)
+			s.forgetWaits()
 		case groupsTag:
 			s.groupsDeleted(queues)
 		}

@@ -100,7 +100,7 @@ func (s *Store) JobTransact(ctx context.Context, p *store.JobTransactParams) (*s
 // unknown job, a token that is not current, or a job an earlier item
 // names already.
 func holdAll(ctx context.Context, tx pgx.Tx, it *items, acks int) ([]*leased, error) {
-	locked, err := lockLeased(ctx, tx, it)
+	locked, err := lockLeased(ctx, tx, it, false)
 	if err != nil {
 		return nil, err
 	}

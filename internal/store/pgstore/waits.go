@@ -1,0 +1,384 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/spoolq/spool/internal/claim"
+	"github.com/spoolq/spool/internal/job"
+	"github.com/spoolq/spool/internal/store"
+)
+
+// Maximum waits on PostgreSQL. Each job carries its wait deadline
+// (wait_until), the moment from which it may no longer start, as
+// job.WaitDeadline gives it: the store computes it in Go wherever it
+// writes a job that waits unstarted (an insert, a dead-letter copy, an
+// import, a release of a first attempt, a retry by hand) and for a
+// queue's pending jobs when the queue's maximum wait changes, and the
+// claim that hands a job out clears it. No statement knows the rule: a
+// claim statement passes over the jobs whose deadline has come (the
+// guard that no node hands one out, whatever it believes of the queue),
+// and the kills read the jobs past their deadline from the wait index,
+// then leave the decision to job.PastMaxWait.
+//
+// A deadline follows its queue's maximum wait, which any node may change.
+// A change takes the queue's flow lock (flow.go) exclusively, then
+// rewrites the deadlines of the queue's pending jobs; every writer of a
+// job that waits unstarted holds that lock shared and reads the maximum
+// wait after it, so it either holds the lock the change waits for, and
+// the change rewrites its jobs, or reads the new wait. An insert reads
+// no wait before it writes: it writes the deadlines of what the node
+// believes (waitSet), and its statement checks that belief against the
+// queue's row; where they differ, a fast insert fails for the full one,
+// which writes the deadlines again (fixWaits).
+//
+// A claim that meets jobs past their wait kills them: the flow claim in
+// its transaction, as the planner decides (flowclaim.go); the plain
+// claim, for the queues a node knows to have a maximum wait, reads in
+// the same round trip the jobs of those queues past their deadline, and
+// kills them in a transaction of its own once it has claimed
+// (killMet). The leader's sweep (JobExpireWaiting) kills the ones no
+// claim meets.
+
+const (
+	// sqlWaitQueues lists the queues with a maximum wait.
+	sqlWaitQueues = `SELECT name, max_wait_ns FROM spool_queues WHERE max_wait_ns > 0`
+	// sqlMaxWaits reads the maximum waits of those of the queues $1 that
+	// have one.
+	sqlMaxWaits = `SELECT name, max_wait_ns FROM spool_queues WHERE name = ANY($1::text[]) AND max_wait_ns > 0`
+	// waitMismatch selects, for the queues $22 that a statement believed
+	// to have the maximum waits $25, those whose row says otherwise, with
+	// the wait the row holds.
+	waitMismatch = `SELECT b.name, q.max_wait_ns FROM unnest($22::text[], $25::int8[]) AS b(name, wait)
+	JOIN spool_queues q ON q.name = b.name WHERE q.max_wait_ns <> b.wait`
+	// sqlQueueWaiting reads up to $3 pending jobs of queue $1 after seq
+	// $2, in seq order, with what job.WaitDeadline needs and their
+	// deadlines.
+	sqlQueueWaiting = `SELECT seq, attempt, run_at, wait_until FROM spool_jobs WHERE queue = $1 AND seq > $2 ORDER BY seq LIMIT $3`
+	// sqlSetWaits writes the deadlines $3 of the jobs of the seqs $1
+	// whose attempt counts are still $2: a job a claim handed out since
+	// it was read has none.
+	sqlSetWaits = `UPDATE spool_jobs j SET wait_until = u.wait_until
+FROM unnest($1::int8[], $2::int4[], $3::timestamptz[]) AS u(seq, attempt, wait_until)
+WHERE j.seq = u.seq AND j.attempt = u.attempt`
+	// sqlFixWaits writes the deadlines $2 of the jobs of the ids $1,
+	// which the transaction has just written.
+	sqlFixWaits = `UPDATE spool_jobs j SET wait_until = u.wait_until
+FROM unnest($1::text[], $2::timestamptz[]) AS u(id, wait_until) WHERE j.id = u.id`
+	// sqlPastWait finds up to $2 available jobs whose deadline is $1 or
+	// before, in deadline order, from the wait index.
+	sqlPastWait = `SELECT seq FROM spool_jobs WHERE wait_until <= $1::timestamptz AND state = 'available'
+ORDER BY wait_until, seq LIMIT $2`
+	// sqlPastWaitOf is sqlPastWait among the jobs of the queues $3.
+	sqlPastWaitOf = `SELECT seq FROM spool_jobs WHERE wait_until <= $1::timestamptz AND state = 'available'
+	AND queue = ANY($3::text[])
+ORDER BY wait_until, seq LIMIT $2`
+	// sqlNextWait is the earliest deadline after $1 of an available job.
+	sqlNextWait = `SELECT min(wait_until) FROM spool_jobs WHERE wait_until > $1::timestamptz AND state = 'available'`
+	// sqlLockPastWait locks the available jobs of the seqs $1, passing
+	// over those another transaction holds, with what the rules need to
+	// know and their errors.
+	sqlLockPastWait = `SELECT j.seq, j.attempt, j.run_at, COALESCE(q.max_wait_ns, 0), COALESCE(q.dead_letter_queue, ''),
+	j.dead_letter_of_id IS NOT NULL, j.errors
+FROM spool_jobs j LEFT JOIN spool_queues q ON q.name = j.queue
+WHERE j.seq = ANY($1) AND j.state = 'available'
+ORDER BY j.seq
+FOR UPDATE OF j SKIP LOCKED`
+)
+
+// Bounds of the work on wait deadlines.
+const (
+	// maxKilledByClaim bounds how many jobs past their wait one claim
+	// kills; the sweep kills any it leaves.
+	maxKilledByClaim = claim.MaxKills
+	// waitChunk is how many jobs one read of a queue's deadlines takes.
+	waitChunk = 1000
+)
+
+// waitDeadline is the stored form of job.WaitDeadline: NULL for none.
+func waitDeadline(attempt int, runAt time.Time, maxWait time.Duration) pgtype.Timestamptz {
+	return tstz(job.WaitDeadline(attempt, runAt, maxWait))
+}
+
+// waitRecheck is how long a node trusts what it read of which queues
+// have a maximum wait, unless it hears of a change first.
+const waitRecheck = time.Second
+
+// waitSet is what a node believes of the queues' maximum waits.
+type waitSet struct {
+	mu      sync.Mutex // held by the one refresh at a time
+	queues  atomic.Pointer[map[string]time.Duration]
+	checked atomic.Int64 // Unix nanoseconds of the last read; 0: read again
+}
+
+// waiting returns the maximum waits this node believes the queues that
+// have one to have, reading them again through q when what it read is
+// older than waitRecheck. A caller that holds a connection of the pool
+// passes it (its transaction), so that no call waits for a second one.
+func (s *Store) waiting(ctx context.Context, q querier) (map[string]time.Duration, error) {
+	w := &s.waits
+	fresh := func() bool { return time.Since(time.Unix(0, w.checked.Load())) < waitRecheck }
+	if m := w.queues.Load(); m != nil && fresh() {
+		return *m, nil
+	}
+	if !w.mu.TryLock() {
+		if m := w.queues.Load(); m != nil {
+			return *m, nil // another call is reading them
+		}
+		w.mu.Lock()
+	}
+	defer w.mu.Unlock()
+	if m := w.queues.Load(); m != nil && fresh() {
+		return *m, nil
+	}
+	started := time.Now()
+	m, err := readWaits(ctx, q, sqlWaitQueues)
+	if err != nil {
+		return nil, err
+	}
+	w.queues.Store(&m)
+	w.checked.Store(started.UnixNano())
+	return m, nil
+}
+
+// forgetWaits makes the next call read the maximum waits again.
+func (s *Store) forgetWaits() { s.waits.checked.Store(0) }
+
+// readWaits runs query, which reads queues with their maximum waits.
+func readWaits(ctx context.Context, q querier, query string, args ...any) (map[string]time.Duration, error) {
+	rows, err := q.Query(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read maximum waits: %w", err)
+	}
+	m := make(map[string]time.Duration)
+	var name string
+	var wait int64
+	if _, err := pgx.ForEachRow(rows, []any{&name, &wait}, func() error {
+		m[name] = time.Duration(wait)
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("read maximum waits: %w", err)
+	}
+	return m, nil
+}
+
+// lockWaits takes the flow locks of queues shared in tx and then reads
+// their maximum waits, which hold until tx ends; see the top of this
+// file.
+func lockWaits(ctx context.Context, tx pgx.Tx, queues []string) (map[string]time.Duration, error) {
+	if _, err := tx.Exec(ctx, sqlLockFlowShared, queues, lockClass); err != nil {
+		return nil, fmt.Errorf("lock queues: %w", err)
+	}
+	return readWaits(ctx, tx, sqlMaxWaits, queues)
+}
+
+// setQueueWaits gives the pending jobs of queue the deadlines of the
+// maximum wait maxWait, in tx, which holds the queue's flow lock
+// exclusively, reading them in chunks of waitChunk.
+func setQueueWaits(ctx context.Context, tx pgx.Tx, queue string, maxWait time.Duration) error {
+	var after int64
+	for {
+		rows, err := tx.Query(ctx, sqlQueueWaiting, queue, after, waitChunk)
+		if err != nil {
+			return fmt.Errorf("read the jobs of %s: %w", queue, err)
+		}
+		var (
+			seqs, attempts, read = []int64{}, []int32{}, 0
+			deadlines            []pgtype.Timestamptz
+			attempt              int32
+			runAt                time.Time
+			stored               pgtype.Timestamptz
+		)
+		if _, err := pgx.ForEachRow(rows, []any{&after, &attempt, &runAt, &stored}, func() error {
+			read++
+			d := waitDeadline(int(attempt), runAt.UTC(), maxWait)
+			if d.Valid != stored.Valid || !d.Time.Equal(stored.Time) {
+				seqs, attempts, deadlines = append(seqs, after), append(attempts, attempt), append(deadlines, d)
+			}
+			return nil
+		}); err != nil {
+			return fmt.Errorf("read the jobs of %s: %w", queue, err)
+		}
+		if len(seqs) > 0 {
+			if _, err := tx.Exec(ctx, sqlSetWaits, seqs, attempts, deadlines); err != nil {
+				return fmt.Errorf("write the wait deadlines of %s: %w", queue, err)
+			}
+		}
+		if read < waitChunk {
+			return nil
+		}
+	}
+}
+
+// backfillWaits gives the jobs waiting when wait_until came the
+// deadlines of their queues' maximum waits.
+func backfillWaits(ctx context.Context, tx pgx.Tx) error {
+	waits, err := readWaits(ctx, tx, sqlWaitQueues)
+	if err != nil {
+		return err
+	}
+	for queue, wait := range waits {
+		if err := setQueueWaits(ctx, tx, queue, wait); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// believedWaits are the maximum waits this node believes queues to have,
+// as waitMismatch takes them.
+func believedWaits(queues []string, waits map[string]time.Duration) []int64 {
+	out := make([]int64, len(queues))
+	for i, q := range queues {
+		out[i] = int64(waits[q])
+	}
+	return out
+}
+
+// fixWaits writes, in tx, the deadlines of the jobs of the ids, just
+// inserted unstarted with run times runAts, whose queues turned out to
+// have the maximum waits actual.
+func fixWaits(ctx context.Context, tx pgx.Tx, ids, queues []string, runAts []time.Time, actual map[string]time.Duration) error {
+	var fix []string
+	var deadlines []pgtype.Timestamptz
+	for i, id := range ids {
+		if wait, ok := actual[queues[i]]; ok {
+			fix, deadlines = append(fix, id), append(deadlines, waitDeadline(0, runAts[i], wait))
+		}
+	}
+	if len(fix) == 0 {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, sqlFixWaits, fix, deadlines); err != nil {
+		return fmt.Errorf("write wait deadlines: %w", err)
+	}
+	return nil
+}
+
+// killMet kills, in a transaction of its own, the jobs of seqs, which a
+// plain claim at now met past their deadlines, up to maxKilledByClaim,
+// and adds to res the dead-letter queues that got copies.
+func (s *Store) killMet(ctx context.Context, seqs []int64, now time.Time, res *store.ClaimResult) error {
+	var letters []string
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		var err error
+		_, letters, err = s.expire(ctx, tx, seqs, now)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("expire jobs met by a claim: %w", err)
+	}
+	for _, q := range letters {
+		res.Available = appendOnce(res.Available, q)
+	}
+	return nil
+}
+
+// expire kills in tx at now the jobs of seqs that are still available
+// and past their queue's maximum wait (job.PastMaxWait), where
+// job.AfterMaxWait sends them, with their dead-letter copies. Jobs
+// another transaction holds are passed over; one whose deadline the rule
+// does not share gets the rule's. It returns how many it killed and the
+// dead-letter queues that got copies.
+func (s *Store) expire(ctx context.Context, tx pgx.Tx, seqs []int64, now time.Time) (int, []string, error) {
+	if len(seqs) == 0 {
+		return 0, nil, nil
+	}
+	rows, err := tx.Query(ctx, sqlLockPastWait, seqs)
+	if err != nil {
+		return 0, nil, fmt.Errorf("lock jobs past their wait: %w", err)
+	}
+	var (
+		fSeq, fixSeq []int64
+		fState, fErr []string
+		fAtt, fixAtt []int32
+		fixDeadlines []pgtype.Timestamptz
+		letters      map[int64]string
+		seq, maxWait int64
+		deadLetter   string
+		attempt      int32
+		runAt        time.Time
+		letter       bool
+		errs         []byte
+	)
+	_, err = pgx.ForEachRow(rows, []any{&seq, &attempt, &runAt, &maxWait, &deadLetter, &letter, &errs}, func() error {
+		if !job.PastMaxWait(int(attempt), runAt.UTC(), time.Duration(maxWait), now) {
+			fixSeq, fixAtt = append(fixSeq, seq), append(fixAtt, attempt)
+			fixDeadlines = append(fixDeadlines, waitDeadline(int(attempt), runAt.UTC(), time.Duration(maxWait)))
+			return nil
+		}
+		state, e := job.AfterMaxWait(int(attempt), now)
+		msg, err := appendError(errs, e)
+		if err != nil {
+			return err
+		}
+		fSeq, fState, fAtt, fErr = append(fSeq, seq), append(fState, string(state)), append(fAtt, attempt), append(fErr, msg)
+		settings := job.QueueSettings{DeadLetterQueue: deadLetter, MaxWait: time.Duration(maxWait)}
+		if dlq := settings.DeadLetterFor(state, letter); dlq != "" {
+			if letters == nil {
+				letters = make(map[int64]string)
+			}
+			letters[seq] = dlq
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, nil, fmt.Errorf("lock jobs past their wait: %w", err)
+	}
+	if len(fixSeq) > 0 {
+		if _, err := tx.Exec(ctx, sqlSetWaits, fixSeq, fixAtt, fixDeadlines); err != nil {
+			return 0, nil, fmt.Errorf("write wait deadlines: %w", err)
+		}
+	}
+	if len(fSeq) == 0 {
+		return 0, nil, nil
+	}
+	if _, err := tx.Exec(ctx, sqlFinish, fSeq, fState, fAtt, fErr, now); err != nil {
+		return 0, nil, fmt.Errorf("expire jobs: %w", err)
+	}
+	copies, err := s.deadLetter(ctx, tx, letters, now)
+	if err != nil {
+		return 0, nil, err
+	}
+	var queues []string
+	for _, c := range copies {
+		queues = appendOnce(queues, c.Queue)
+	}
+	return len(fSeq), queues, nil
+}
+
+// JobExpireWaiting kills the jobs past their queues' maximum waits that
+// no claim met; see store.Maintainer. It reads them from the wait index
+// in deadline order, and reports the next deadline of an available job.
+func (s *Store) JobExpireWaiting(ctx context.Context, now time.Time, limit int) (*store.MaintenanceResult, error) {
+	if err := s.check(); err != nil {
+		return nil, wrap("expire waiting jobs", err)
+	}
+	now = micro(now)
+	var res *store.MaintenanceResult
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		res = &store.MaintenanceResult{}
+		rows, err := tx.Query(ctx, sqlPastWait, now, limit)
+		if err != nil {
+			return fmt.Errorf("find jobs past their wait: %w", err)
+		}
+		seqs, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return fmt.Errorf("find jobs past their wait: %w", err)
+		}
+		if res.Count, res.Available, err = s.expire(ctx, tx, seqs, now); err != nil {
+			return err
+		}
+		return scanNullTime(tx.QueryRow(ctx, sqlNextWait, now), &res.Next)
+	})
+	if err != nil {
+		return nil, wrap("expire waiting jobs", err)
+	}
+	return res, nil
+}
