@@ -288,8 +288,10 @@ func (s *Store) JobRetryMany(ctx context.Context, p *store.JobBulkParams) (int, 
 	n := 0
 	now := micro(p.Now)
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		waits, err := lockWaits(ctx, tx, []string{p.Queue})
-		if err != nil {
+		var waits map[string]time.Duration
+		batch := &pgx.Batch{}
+		lockWaits(batch, []string{p.Queue}, &waits)
+		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 			return err
 		}
 		rows, err := tx.Query(ctx, query, p.Queue, string(p.State))

@@ -197,17 +197,24 @@ func (s *Store) rememberFlow(flows map[string]bool) {
 	}
 }
 
-// markGrouped makes sure that the queues of the jobs with a group are
-// grouped, in tx. A queue this node knows to be grouped costs nothing;
-// one that is grouped already costs one read without a lock. It returns
-// the queues to remember as grouped once tx commits.
-func (s *Store) markGrouped(ctx context.Context, tx pgx.Tx, jobs []store.JobInsertParams) ([]string, error) {
+// withGroups is the queues of the jobs that have a group, each once.
+func withGroups(jobs []store.JobInsertParams) []string {
 	var queues []string
 	for i := range jobs {
-		q := jobs[i].Queue
-		if jobs[i].Group == "" || slices.Contains(queues, q) {
-			continue
+		if jobs[i].Group != "" {
+			queues = appendOnce(queues, jobs[i].Queue)
 		}
+	}
+	return queues
+}
+
+// markGrouped makes sure that grouped, the queues that get jobs with a
+// group, are grouped, in tx. A queue this node knows to be grouped costs
+// nothing; one that is grouped already costs one read without a lock.
+// It returns the queues to remember as grouped once tx commits.
+func (s *Store) markGrouped(ctx context.Context, tx pgx.Tx, grouped []string) ([]string, error) {
+	var queues []string
+	for _, q := range grouped {
 		if _, ok := s.groupedQueues.Load(q); !ok {
 			queues = append(queues, q)
 		}
@@ -219,13 +226,13 @@ func (s *Store) markGrouped(ctx context.Context, tx pgx.Tx, jobs []store.JobInse
 	if err != nil {
 		return nil, fmt.Errorf("read grouped queues: %w", err)
 	}
-	grouped, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	marked, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		return nil, fmt.Errorf("read grouped queues: %w", err)
 	}
 	var missing []string
 	for _, q := range queues {
-		if !slices.Contains(grouped, q) {
+		if !slices.Contains(marked, q) {
 			missing = append(missing, q)
 		}
 	}

@@ -118,7 +118,7 @@ func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams)
 		if created, err = s.createQueues(ctx, tx, p.Create); err != nil {
 			return err
 		}
-		if grouped, err = s.markGrouped(ctx, tx, p.Jobs); err != nil {
+		if grouped, err = s.markGrouped(ctx, tx, withGroups(p.Jobs)); err != nil {
 			return err
 		}
 		out, err = s.insert(ctx, tx, p.Jobs, micro(p.Now), len(p.Create) == 0)
@@ -295,14 +295,21 @@ func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, jobs []store.JobInser
 		}
 	}
 	if len(lanes) > 0 {
-		var copied []*store.JobInsertParams // the inserted jobs of queues with consumer groups
+		// The inserted jobs of queues with consumer groups, and the queues
+		// of the available ones.
+		var copied, available []string
 		for k, i := range idx {
-			if inserted[ids[k]] && len(lanes[jobs[i].Queue]) > 0 {
-				copied = append(copied, &jobs[i])
+			if jp := &jobs[i]; inserted[ids[k]] && len(lanes[jp.Queue]) > 0 {
+				copied = append(copied, jp.ID)
+				if jp.State == job.StateAvailable {
+					available = appendOnce(available, jp.Queue)
+				}
 			}
 		}
-		if err := s.copyToLanes(ctx, tx, lanes, copied); err != nil {
-			return err
+		batch := &pgx.Batch{}
+		s.copyToLanes(tx, batch, lanes, copied, available)
+		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+			return fmt.Errorf("copy jobs to their consumer groups: %w", err)
 		}
 	}
 	for k, i := range idx {

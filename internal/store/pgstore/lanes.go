@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -216,39 +217,25 @@ func (ls *laneSet) add(queue, name string) {
 	(*ls)[queue] = append((*ls)[queue], name)
 }
 
-// copyToLanes copies jobs, which tx has just inserted, into the lanes of
-// their queues' groups, lanes, and announces the lanes that get available
-// jobs; see sqlCopyToLanes.
-func (s *Store) copyToLanes(ctx context.Context, tx pgx.Tx, lanes laneSet, jobs []*store.JobInsertParams) error {
-	if len(jobs) == 0 {
-		return nil
+// copyToLanes adds to batch, sent in tx, the statement that copies the
+// jobs of ids, which tx has just inserted, into the lanes of their
+// queues' groups, lanes, and announces the lanes of the queues among
+// available that get available jobs once tx commits; see sqlCopyToLanes.
+func (s *Store) copyToLanes(tx pgx.Tx, batch *pgx.Batch, lanes laneSet, ids, available []string) {
+	if len(ids) == 0 || len(lanes) == 0 {
+		return
 	}
-	ids := make([]string, len(jobs))
-	var wake []string
-	woken := make(map[string]bool)
-	for i, jp := range jobs {
-		ids[i] = jp.ID
-		if jp.State != job.StateAvailable || woken[jp.Queue] {
-			continue
-		}
-		woken[jp.Queue] = true
-		for _, g := range lanes[jp.Queue] {
-			wake = append(wake, job.LaneName(jp.Queue, g))
-		}
-	}
-	var queues, names []string
+	var queues, names, wake []string
 	for q, gs := range lanes {
 		for _, g := range gs {
 			queues, names = append(queues, q), append(names, g)
+			if slices.Contains(available, q) {
+				wake = append(wake, job.LaneName(q, g))
+			}
 		}
 	}
-	batch := &pgx.Batch{}
 	batch.Queue(sqlCopyToLanes, ids, queues, names)
 	s.announceOnCommit(tx, wake)
-	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-		return fmt.Errorf("copy jobs to their consumer groups: %w", err)
-	}
-	return nil
 }
 
 // withLanes is name followed by the lanes of its consumer groups, read

@@ -254,7 +254,7 @@ func (s *Store) fireSchedules(ctx context.Context, fires []*store.ScheduleFirePa
 			all = append(all, p.Jobs...)
 		}
 		if len(all) > 0 {
-			if grouped, err = s.markGrouped(ctx, tx, all); err != nil {
+			if grouped, err = s.markGrouped(ctx, tx, withGroups(all)); err != nil {
 				return err
 			}
 			res, err := s.insert(ctx, tx, all, micro(fires[firing[0]].Now), true)

@@ -67,7 +67,7 @@ func (s *Store) JobTransact(ctx context.Context, p *store.JobTransactParams) (*s
 			return err
 		}
 		if len(p.Insert) > 0 {
-			if grouped, err = s.markGrouped(ctx, tx, p.Insert); err != nil {
+			if grouped, err = s.markGrouped(ctx, tx, withGroups(p.Insert)); err != nil {
 				return err
 			}
 			if res.Inserted, err = s.insert(ctx, tx, p.Insert, now, false); err != nil {

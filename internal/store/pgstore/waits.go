@@ -156,6 +156,11 @@ func readWaits(ctx context.Context, q querier, query string, args ...any) (map[s
 	if err != nil {
 		return nil, fmt.Errorf("read maximum waits: %w", err)
 	}
+	return collectWaits(rows)
+}
+
+// collectWaits reads rows of queues with their maximum waits.
+func collectWaits(rows pgx.Rows) (map[string]time.Duration, error) {
 	m := make(map[string]time.Duration)
 	var name string
 	var wait int64
@@ -168,14 +173,15 @@ func readWaits(ctx context.Context, q querier, query string, args ...any) (map[s
 	return m, nil
 }
 
-// lockWaits takes the flow locks of queues shared in tx and then reads
-// their maximum waits, which hold until tx ends; see the top of this
-// file.
-func lockWaits(ctx context.Context, tx pgx.Tx, queues []string) (map[string]time.Duration, error) {
-	if _, err := tx.Exec(ctx, sqlLockFlowShared, queues, lockClass); err != nil {
-		return nil, fmt.Errorf("lock queues: %w", err)
-	}
-	return readWaits(ctx, tx, sqlMaxWaits, queues)
+// lockWaits adds to batch the statements that take the flow locks of
+// queues shared and then read their maximum waits into waits, which hold
+// until the transaction ends; see the top of this file.
+func lockWaits(batch *pgx.Batch, queues []string, waits *map[string]time.Duration) {
+	batch.Queue(sqlLockFlowShared, queues, lockClass)
+	batch.Queue(sqlMaxWaits, queues).Query(func(rows pgx.Rows) (err error) {
+		*waits, err = collectWaits(rows)
+		return err
+	})
 }
 
 // setQueueWaits gives the pending jobs of queue the deadlines of the

@@ -214,3 +214,65 @@ func TestWaitDeadlinesFollowAChangeOnAnotherNode(t *testing.T) {
 		t.Fatalf("%d jobs with a wrong deadline", n)
 	}
 }
+
+// A dead-letter copy joins its queue as any job put into it does: with
+// the wait deadline of the queue's maximum wait, its group (the empty one
+// in a queue with flow control), and a copy in the lane of each of the
+// queue's consumer groups.
+func TestDeadLetterCopiesJoinTheirQueue(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t, pgtest.Schema(t))
+	if err := s.QueueSetSettings(ctx, "q", job.QueueSettings{DeadLetterQueue: "dlq"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.QueueSetSettings(ctx, "dlq", job.QueueSettings{MaxWait: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.QueueSetLimits(ctx, "dlq", job.Limits{MaxActive: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ConsumerGroupCreate(ctx, &store.ConsumerGroupParams{Queue: "dlq", Name: "g", Start: store.StartNew, Now: t0}); err != nil {
+		t.Fatal(err)
+	}
+	ps := append(groupJobs("q", "a", 1), groupJobs("q", "", 1)...)
+	for i := range ps {
+		ps[i].MaxAttempts = 1
+	}
+	mustInsert(t, s, ps)
+	js, err := store.ClaimedJobs(s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"q"}, Max: 2, Now: t0}))
+	if err != nil || len(js) != 2 {
+		t.Fatalf("claim: %d jobs, %v", len(js), err)
+	}
+	died := t0.Add(time.Second)
+	out, err := s.JobFail(ctx, &store.JobFailParams{Now: died, Items: []store.JobFailItem{
+		{ID: js[0].ID, Token: js[0].LeaseToken, Message: "boom"}, {ID: js[1].ID, Token: js[1].LeaseToken, Message: "boom"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, o := range out {
+		if o.Err != nil || o.DeadLetter.Queue != "dlq" {
+			t.Fatalf("failure %d: %+v", i, o)
+		}
+		c, err := s.JobGet(ctx, o.DeadLetter.ID)
+		if err != nil || c.Group != js[i].Group || c.DeadLetterOf.ID != js[i].ID || len(c.Errors) != 1 {
+			t.Fatalf("copy of %s: %+v, %v", js[i].ID, c, err)
+		}
+		if _, err := s.JobGet(ctx, job.CopyID(c.ID, "g")); err != nil {
+			t.Fatalf("the copy of %s in the lane of g: %v", c.ID, err)
+		}
+	}
+	var ungrouped int
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM spool_jobs WHERE queue = 'dlq' AND grp IS NULL`).Scan(&ungrouped); err != nil {
+		t.Fatal(err)
+	}
+	if ungrouped != 0 {
+		t.Fatalf("%d copies without a group in a queue with flow control", ungrouped)
+	}
+	if n := wrongDeadlines(t, s, "dlq", time.Minute); n != 0 {
+		t.Fatalf("%d copies with a wrong deadline", n)
+	}
+	if res, err := s.JobExpireWaiting(ctx, died.Add(time.Minute), 10); err != nil || res.Count != 2 {
+		t.Fatalf("sweep at the copies' deadline: %+v, %v", res, err)
+	}
+}
