@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -32,49 +31,26 @@ import (
 // inserted into each lane, so that a job and its copies commit together.
 // A queue without groups costs one look at the small group table per
 // insert, and nothing else. A lane shares its queue's flow lock
-// (flowLockKey), which an insert of jobs without a group holds shared, so
-// that a copy gets the empty group exactly when its lane has flow control,
-// as its job does in its queue.
+// (flowLockKey), so that a copy gets the empty group exactly when its lane
+// has flow control, as its job does in its queue.
 //
-// Creation without a lock on inserts. An insert whose snapshot predates a
-// group makes no copies for it, and nothing stops it. ConsumerGroupCreate
-// therefore commits the group first, then waits until every transaction
-// that held ROW EXCLUSIVE on spool_jobs at that moment has ended
-// (awaitJobWriters), then copies the jobs of its start (sqlStartLane) in a
-// transaction of its own. PostgreSQL takes a statement's snapshot after it
-// locked the statement's tables, so an insert whose snapshot missed the
-// group held its lock on spool_jobs when the group committed: the wait
-// outlasts it, and the start's snapshot holds its jobs. An insert that saw
-// the group made its copies itself, in its own transaction; so a job the
-// start's snapshot holds has its copies there too, in either table, and
-// the start skips those. A wait on transaction ids (until
-// pg_snapshot_xmin passes the creator's) would not do: a statement takes
-// its snapshot before its first write gives it an id, so an insert whose
-// snapshot predates the group can get an id above the creator's and
-// escape the wait. The wait reads the lock's holders from pg_locks and
-// polls until they are gone, for at most settleTimeout; it takes no lock,
-// so neither inserts nor claims ever wait on it. A group that starts with
-// new jobs (StartNew) does not wait: a job inserted while it was being
-// created may or may not get a copy. A creation that fails after its
+// Creation and deletion. Every transaction that puts jobs into a queue
+// holds the queue's flow lock shared from before the statement that reads
+// its groups (flow.go). A creation commits the group under the lock held
+// exclusively, in a short transaction of its own: a writer under way when
+// it came ended first, and a later one reads the group in a snapshot taken
+// after the commit and makes its copies itself. The creation then copies
+// the jobs of its start (sqlStartLane) in a second transaction, under the
+// lock shared, so that inserts go on meanwhile; a job its snapshot holds
+// has its copies there too when its insert saw the group, in either
+// table, and the start skips those. A creation that fails after its
 // commit deletes the group again, so that creating it again starts over.
-//
-// A deletion removes the group and clears its lane, waits the same way,
-// then clears the lane again: an insert whose snapshot still held the
-// group may have copied jobs into the lane after the first clearing. A
-// seek needs no wait, since every insert sees the group: it clears the
-// lane and copies its start in one transaction, which leaves each job of
-// the start one copy.
+// A deletion removes the group and clears its lane under the lock held
+// exclusively; a seek clears the lane and copies its start in one
+// transaction, which leaves each job of the start one copy.
 //
 // Creations, seeks and deletions of one group run one at a time across
 // the nodes, under a session advisory lock of the group's lane.
-
-const (
-	// settleTimeout bounds the wait of a group's creation or deletion for
-	// the transactions that were writing jobs at its commit.
-	settleTimeout = 30 * time.Second
-	// settlePoll is the longest pause between two looks at them.
-	settlePoll = 50 * time.Millisecond
-)
 
 // copyColumns are the columns a copy sets; the others take their
 // defaults (no attempt, no unique key, no lease).
@@ -196,14 +172,6 @@ FROM (SELECT queue, name, created_at FROM spool_consumer_groups
 	WHERE queue COLLATE "C" > $1 OR (queue = $1 AND name COLLATE "C" > $2)
 	ORDER BY queue COLLATE "C", name COLLATE "C" LIMIT $3) g` + groupLag + `
 ORDER BY g.queue COLLATE "C", g.name COLLATE "C"`
-	// sqlJobWriters lists the transactions of other sessions that hold
-	// the lock on spool_jobs that every write of it takes;
-	// sqlJobWritersLeft those of them, $1, that still do.
-	sqlJobWriters = `SELECT DISTINCT virtualtransaction FROM pg_locks
-WHERE locktype = 'relation' AND relation = 'spool_jobs'::regclass
-	AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-	AND mode = 'RowExclusiveLock' AND granted AND pid IS DISTINCT FROM pg_backend_pid()`
-	sqlJobWritersLeft = sqlJobWriters + ` AND virtualtransaction = ANY($1::text[])`
 )
 
 // laneSet holds the consumer groups of queues: their names by queue.
@@ -264,8 +232,7 @@ func lanesOf(ctx context.Context, tx pgx.Tx, queues []string) ([]string, error) 
 // ConsumerGroupCreate creates a consumer group, its lane following its
 // queue, and gives it the jobs it starts with; see store.ConsumerGroups
 // and, for how no job inserted meanwhile goes without a copy, the top of
-// this file. A group that starts with new jobs takes no copy of a job
-// whose insert was under way while it was created, or it may.
+// this file.
 func (s *Store) ConsumerGroupCreate(ctx context.Context, p *store.ConsumerGroupParams) (bool, error) {
 	lane := job.LaneName(p.Queue, p.Name)
 	created := false
@@ -300,9 +267,6 @@ func (s *Store) ConsumerGroupCreate(ctx context.Context, p *store.ConsumerGroupP
 		s.rememberFlow(map[string]bool{lane: flow})
 		if p.Start == store.StartNew {
 			return nil
-		}
-		if err := s.awaitJobWriters(ctx, conn); err != nil {
-			return s.undoCreate(ctx, p, fmt.Errorf("start the group: %w", err))
 		}
 		err = s.retryTxOn(ctx, conn, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, sqlLockFlowShared, []string{p.Queue}, lockClass); err != nil {
@@ -355,6 +319,9 @@ func (s *Store) undoCreate(ctx context.Context, p *store.ConsumerGroupParams, ca
 	defer cancel()
 	lane := job.LaneName(p.Queue, p.Name)
 	err := s.retryTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, sqlLockFlow, []string{p.Queue}, lockClass); err != nil {
+			return fmt.Errorf("lock queue: %w", err)
+		}
 		if _, err := tx.Exec(ctx, sqlGroupRemove, p.Queue, p.Name); err != nil {
 			return fmt.Errorf("remove consumer group: %w", err)
 		}
@@ -397,16 +364,18 @@ func (s *Store) ConsumerGroupSeek(ctx context.Context, p *store.ConsumerGroupPar
 	return n, nil
 }
 
-// ConsumerGroupDelete deletes a group and its lane's jobs; see
-// store.ConsumerGroups. The other nodes hear of it once it commits
+// ConsumerGroupDelete deletes a group and its lane's jobs, under the
+// queue's flow lock (see the top of this file); see store.ConsumerGroups.
+// The other nodes hear of it once it commits
 // (Hooks.OnConsumerGroupsDeleted). The lane's queue row stays, without
-// jobs. When
-// the wait for the inserts under way fails, the group is gone but its
-// lane may keep copies of jobs they inserted, which an error says.
+// jobs.
 func (s *Store) ConsumerGroupDelete(ctx context.Context, queue, name string) error {
 	lane := job.LaneName(queue, name)
 	err := s.withGroupLock(ctx, lane, func(conn *pgxpool.Conn) error {
-		err := s.retryTxOn(ctx, conn, func(tx pgx.Tx) error {
+		return s.retryTxOn(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, sqlLockFlow, []string{queue}, lockClass); err != nil {
+				return fmt.Errorf("lock queue: %w", err)
+			}
 			tag, err := tx.Exec(ctx, sqlGroupRemove, queue, name)
 			if err != nil {
 				return fmt.Errorf("remove consumer group: %w", err)
@@ -422,13 +391,6 @@ func (s *Store) ConsumerGroupDelete(ctx context.Context, queue, name string) err
 			}
 			return clearLane(ctx, tx, lane)
 		})
-		if err != nil {
-			return err
-		}
-		if err := s.awaitJobWriters(ctx, conn); err != nil {
-			return fmt.Errorf("the group is gone, but its lane may keep copies of jobs inserted meanwhile: %w", err)
-		}
-		return s.retryTxOn(ctx, conn, func(tx pgx.Tx) error { return clearLane(ctx, tx, lane) })
 	})
 	if err != nil {
 		return wrap(fmt.Sprintf("delete consumer group %s of %s", name, queue), err)
@@ -561,46 +523,4 @@ func (s *Store) withGroupLock(ctx context.Context, lane string, fn func(*pgxpool
 		_ = conn.Conn().Close(uctx)
 	}
 	return err
-}
-
-// errUnsettled reports transactions writing jobs that did not end within
-// settleTimeout.
-var errUnsettled = errors.New("transactions writing jobs still open")
-
-// awaitJobWriters waits until every transaction of another session that
-// holds the write lock of spool_jobs now has ended, for at most
-// settleTimeout; see the top of this file.
-func (s *Store) awaitJobWriters(ctx context.Context, conn *pgxpool.Conn) error {
-	rows, err := conn.Query(ctx, sqlJobWriters)
-	if err != nil {
-		return fmt.Errorf("list transactions writing jobs: %w", err)
-	}
-	open, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return fmt.Errorf("list transactions writing jobs: %w", err)
-	}
-	deadline := time.Now().Add(settleTimeout)
-	pause := time.Millisecond
-	for len(open) > 0 {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("wait for the inserts under way: %w: %d after %v (a session idle in a transaction?)",
-				errUnsettled, len(open), settleTimeout)
-		}
-		t := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("wait for the inserts under way: %w", ctx.Err())
-		case <-t.C:
-		}
-		pause = min(2*pause, settlePoll)
-		rows, err := conn.Query(ctx, sqlJobWritersLeft, open)
-		if err != nil {
-			return fmt.Errorf("list transactions writing jobs: %w", err)
-		}
-		if open, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
-			return fmt.Errorf("list transactions writing jobs: %w", err)
-		}
-	}
-	return nil
 }
