@@ -407,7 +407,7 @@ func (s *Store) QueueSetDurability(ctx context.Context, name string, d job.Durab
 		if _, err := tx.Exec(ctx, sqlSetDurability, name, string(d)); err != nil {
 			return err
 		}
-		return s.announceSettings(ctx, tx, name)
+		return s.notify(ctx, tx, settingsTag, []string{name})
 	})
 	s.defaults.forget([]string{name})
 	if err != nil {

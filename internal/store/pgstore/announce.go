@@ -186,7 +186,7 @@ func (s *Store) announceConn(ctx context.Context) (*pgx.Conn, error) {
 // jobs, in one round trip.
 func (s *Store) sendAnnouncements(ctx context.Context, conn *pgx.Conn, queues []string) error {
 	batch := &pgx.Batch{}
-	for _, p := range s.notifyPayloads(queues) {
+	for _, p := range notifyPayloads(s.node, queues) {
 		batch.Queue(sqlNotify, s.channel, p)
 	}
 	if err := conn.SendBatch(ctx, batch).Close(); err != nil {

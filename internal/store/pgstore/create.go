@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -100,10 +99,8 @@ func (s *Store) createQueues(ctx context.Context, tx pgx.Tx, cfgs []store.QueueC
 			done.maxWait = done.maxWait || c.Settings.MaxWait > 0
 		}
 	}
-	for _, p := range s.taggedPayloads(settingsTag, created) {
-		if _, err := tx.Exec(ctx, sqlNotify, s.channel, p); err != nil {
-			return done, fmt.Errorf("announce the new queues: %w", err)
-		}
+	if err := s.notify(ctx, tx, settingsTag, created); err != nil {
+		return done, fmt.Errorf("announce the new queues: %w", err)
 	}
 	return done, nil
 }
@@ -123,14 +120,4 @@ func (s *Store) noteCreated(c createdQueues) {
 	if c.maxWait {
 		s.forgetWaits()
 	}
-}
-
-// taggedPayloads are the payloads of notifications with tag that name
-// queues, each under PostgreSQL's limit (see notifyPayloads).
-func (s *Store) taggedPayloads(tag string, queues []string) []string {
-	out := s.notifyPayloads(queues)
-	for i, p := range out {
-		out[i] = strings.Replace(p, s.node, s.node+tag, 1)
-	}
-	return out
 }

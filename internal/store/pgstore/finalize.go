@@ -209,11 +209,6 @@ func (it *items) settle(ctx context.Context, q querier, out []store.Outcome, mat
 	return nil
 }
 
-// querier is a pool or a transaction.
-type querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}
-
 // JobComplete acknowledges jobs item by item, each where
 // job.AfterCompletion sends it; see store.Claimer. Its
 // writes are one statement, sqlComplete, which commits without waiting for
@@ -253,7 +248,7 @@ func (s *Store) JobComplete(ctx context.Context, p *store.JobCompleteParams) ([]
 	if s.beforeCommit == nil {
 		err = s.retry(ctx, func() error { return s.timed(func() error { return complete(s.pool) }) })
 	} else {
-		err = s.retryTx(ctx, func(tx pgx.Tx) error { return complete(tx) })
+		err = s.tx(ctx, func(tx pgx.Tx) error { return complete(tx) })
 	}
 	if err != nil {
 		return nil, wrap("complete jobs", err)
@@ -481,7 +476,7 @@ func (s *Store) JobRelease(ctx context.Context, p *store.JobReleaseParams) ([]st
 func (s *Store) endLeases(ctx context.Context, it *items, n int, now time.Time, waits bool,
 	end func(i int, l *leased) (change, store.Outcome, error)) ([]store.Outcome, error) {
 	var out []store.Outcome
-	err := s.retryTx(ctx, func(tx pgx.Tx) error {
+	err := s.tx(ctx, func(tx pgx.Tx) error {
 		out = make([]store.Outcome, n)
 		locked, err := lockLeased(ctx, tx, it, waits)
 		if err != nil {

@@ -98,8 +98,6 @@ RETURNING flow, paused`
 	sqlPruneGroupStarts = `DELETE FROM spool_group_starts WHERE (queue, grp) IN (
 	SELECT s.queue, s.grp FROM spool_group_starts s JOIN spool_queues q ON q.name = s.queue
 	WHERE s.last_start <= $1 - q.group_rate_period_ns LIMIT $2)`
-	// sqlFlowAmong reads which of the queues $1 have flow control.
-	sqlFlowAmong = `SELECT name FROM spool_queues WHERE name = ANY($1) AND flow`
 )
 
 // QueueSetLimits sets a queue's flow control, creating the queue if
@@ -184,19 +182,6 @@ func applyLimits(ctx context.Context, tx pgx.Tx, name string, l job.Limits, grou
 	return flow, paused, nil
 }
 
-// rememberFlow records, once their transaction committed, which queues
-// have flow control.
-func (s *Store) rememberFlow(flows map[string]bool) {
-	for name, flow := range flows {
-		if flow {
-			s.flowQueues.Store(name, struct{}{})
-			s.plainSeen.Delete(name)
-		} else {
-			s.flowQueues.Delete(name)
-		}
-	}
-}
-
 // withGroups is the queues of the jobs that have a group, each once.
 func withGroups(jobs []store.JobInsertParams) []string {
 	var queues []string
@@ -273,64 +258,6 @@ func (s *Store) markGrouped(ctx context.Context, tx pgx.Tx, grouped []string) ([
 		}
 	}
 	return queues, nil
-}
-
-// plainRecheck is how long a node trusts that a queue it found without
-// flow control still has none, unless a notification of the queue comes
-// first: a queue gets flow control on another node by a change that
-// announces it (new limits, or jobs with a group made available), so the
-// trust ends at once on a node that listens. It only spares short claims
-// of plain queues a look at spool_queues: the plain claim passes over
-// flow queues whatever a node believes, so limits hold all the same.
-const plainRecheck = time.Second
-
-// lookForFlow finds which of queues, which a plain claim just came out
-// short on, have flow control, and remembers them; queues found plain
-// less than plainRecheck ago are not looked at again.
-func (s *Store) lookForFlow(ctx context.Context, queues []string) error {
-	now := time.Now()
-	var stale []string
-	for _, q := range queues {
-		if at, ok := s.plainSeen.Load(q); !ok || now.Sub(at.(time.Time)) >= plainRecheck {
-			stale = append(stale, q)
-		}
-	}
-	if len(stale) == 0 {
-		return nil
-	}
-	rows, err := s.pool.Query(ctx, sqlFlowAmong, stale)
-	if err != nil {
-		return fmt.Errorf("read flow control: %w", err)
-	}
-	flow, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return fmt.Errorf("read flow control: %w", err)
-	}
-	for _, q := range stale {
-		if slices.Contains(flow, q) {
-			s.flowQueues.Store(q, struct{}{})
-			s.plainSeen.Delete(q)
-		} else {
-			s.plainSeen.Store(q, now)
-		}
-	}
-	return nil
-}
-
-// forgetPlain drops what this node believed of queues without flow
-// control, on news of them from another node.
-func (s *Store) forgetPlain(queues []string) {
-	for _, q := range queues {
-		s.plainSeen.Delete(q)
-	}
-}
-
-// isFlow reports whether this node knows queue to have flow control. It
-// may be wrong both ways: the plain claim passes over flow queues, and a
-// flow claim claims the plain way a queue that turns out to have none.
-func (s *Store) isFlow(queue string) bool {
-	_, ok := s.flowQueues.Load(queue)
-	return ok
 }
 
 // A start log (job.StartLog) is stored run-length encoded: pairs of a

@@ -60,7 +60,7 @@ func (s *Store) claimFlow(ctx context.Context, q string, p *store.JobClaimParams
 	want := p.Max - len(res.Jobs)
 	var c *flowClaim
 	plain := false
-	err := s.retryTx(ctx, func(tx pgx.Tx) error {
+	err := s.tx(ctx, func(tx pgx.Tx) error {
 		c = &flowClaim{tx: tx, queue: q, group: p.Group, now: micro(p.Now), want: want, lease: p.LeaseDuration, worker: p.Worker}
 		found, err := c.lock(ctx)
 		if err != nil {

@@ -85,7 +85,6 @@ CROSS JOIN LATERAL (
 		UNION ALL
 		(` + doneSelect + ` WHERE d.queue = k.queue AND d.unique_key = k.key ORDER BY d.seq DESC LIMIT 1)
 	) y ORDER BY y.seq DESC LIMIT 1) x`
-	sqlNotify = `SELECT pg_notify($1, $2)`
 )
 
 // JobInsertMany inserts p.Jobs atomically; see store.Inserter. Each job
@@ -130,16 +129,6 @@ func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams)
 	s.noteCreated(created)
 	s.noteGrouped(grouped)
 	return out, nil
-}
-
-// noteGrouped remembers queues as grouped, with flow control, once the
-// transaction that marked them (see markGrouped) committed.
-func (s *Store) noteGrouped(queues []string) {
-	for _, q := range queues {
-		s.groupedQueues.Store(q, struct{}{})
-		s.flowQueues.Store(q, struct{}{})
-		s.plainSeen.Delete(q)
-	}
 }
 
 // checkInserts refuses jobs this store cannot insert: in a state other

@@ -238,7 +238,7 @@ func (s *Store) ConsumerGroupCreate(ctx context.Context, p *store.ConsumerGroupP
 	created := false
 	err := s.withGroupLock(ctx, lane, func(conn *pgxpool.Conn) error {
 		var flow bool
-		err := s.retryTxOn(ctx, conn, func(tx pgx.Tx) error {
+		err := s.txOn(ctx, conn, func(tx pgx.Tx) error {
 			created = false
 			if _, err := tx.Exec(ctx, sqlLockFlow, []string{p.Queue}, lockClass); err != nil {
 				return fmt.Errorf("lock queue: %w", err)
@@ -268,7 +268,7 @@ func (s *Store) ConsumerGroupCreate(ctx context.Context, p *store.ConsumerGroupP
 		if p.Start == store.StartNew {
 			return nil
 		}
-		err = s.retryTxOn(ctx, conn, func(tx pgx.Tx) error {
+		err = s.txOn(ctx, conn, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, sqlLockFlowShared, []string{p.Queue}, lockClass); err != nil {
 				return fmt.Errorf("lock queue: %w", err)
 			}
@@ -318,7 +318,7 @@ func (s *Store) undoCreate(ctx context.Context, p *store.ConsumerGroupParams, ca
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	lane := job.LaneName(p.Queue, p.Name)
-	err := s.retryTx(ctx, func(tx pgx.Tx) error {
+	err := s.tx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, sqlLockFlow, []string{p.Queue}, lockClass); err != nil {
 			return fmt.Errorf("lock queue: %w", err)
 		}
@@ -339,7 +339,7 @@ func (s *Store) ConsumerGroupSeek(ctx context.Context, p *store.ConsumerGroupPar
 	lane := job.LaneName(p.Queue, p.Name)
 	n := 0
 	err := s.withGroupLock(ctx, lane, func(conn *pgxpool.Conn) error {
-		return s.retryTxOn(ctx, conn, func(tx pgx.Tx) error {
+		return s.txOn(ctx, conn, func(tx pgx.Tx) error {
 			var exists bool
 			if err := tx.QueryRow(ctx, sqlGroupExists, p.Queue, p.Name).Scan(&exists); err != nil {
 				return fmt.Errorf("read consumer group: %w", err)
@@ -372,7 +372,7 @@ func (s *Store) ConsumerGroupSeek(ctx context.Context, p *store.ConsumerGroupPar
 func (s *Store) ConsumerGroupDelete(ctx context.Context, queue, name string) error {
 	lane := job.LaneName(queue, name)
 	err := s.withGroupLock(ctx, lane, func(conn *pgxpool.Conn) error {
-		return s.retryTxOn(ctx, conn, func(tx pgx.Tx) error {
+		return s.txOn(ctx, conn, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, sqlLockFlow, []string{queue}, lockClass); err != nil {
 				return fmt.Errorf("lock queue: %w", err)
 			}
@@ -386,7 +386,7 @@ func (s *Store) ConsumerGroupDelete(ctx context.Context, queue, name string) err
 			if _, err := tx.Exec(ctx, sqlClearGroupStarts, lane); err != nil {
 				return fmt.Errorf("clear group start logs of %s: %w", lane, err)
 			}
-			if err := s.announceGroupDeleted(ctx, tx, lane); err != nil {
+			if err := s.notify(ctx, tx, groupsTag, []string{lane}); err != nil {
 				return fmt.Errorf("announce the deletion: %w", err)
 			}
 			return clearLane(ctx, tx, lane)

@@ -2,55 +2,10 @@ package pgstore
 
 import (
 	"context"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/spoolq/spool/internal/job"
 )
-
-// maxNotifyBytes keeps each NOTIFY payload under PostgreSQL's 8000-byte
-// limit; more queues go out in several notifications.
-const maxNotifyBytes = 7000
-
-// notifyChunk is how many queues one notification that SQL builds may
-// name, so that it stays under maxNotifyBytes whatever their names: a
-// queue's name is at most job.MaxNameLength bytes, a consumer group's lane
-// (job.LaneName) twice that and the separator, each name one more for the
-// comma.
-const notifyChunk = maxNotifyBytes / (2*job.MaxNameLength + len(job.LaneSep) + 1)
-
-// notifyPayloads are the payloads that announce queues: this node's id, a
-// space, then queue names separated by commas (which names never hold).
-func (s *Store) notifyPayloads(queues []string) []string {
-	var out []string
-	var b strings.Builder
-	for _, q := range queues {
-		if b.Len() > 0 && b.Len()+len(q)+1 > maxNotifyBytes {
-			out = append(out, b.String())
-			b.Reset()
-		}
-		if b.Len() == 0 {
-			b.WriteString(s.node)
-			b.WriteByte(' ')
-		} else {
-			b.WriteByte(',')
-		}
-		b.WriteString(q)
-	}
-	if b.Len() > 0 {
-		out = append(out, b.String())
-	}
-	return out
-}
-
-// announceOnCommit records that tx made jobs available in queues. The
-// notifications go out once tx has committed (see announcer), and not at
-// all if it rolls back.
-func (s *Store) announceOnCommit(tx pgx.Tx, queues []string) {
-	s.ann.hold(tx, queues)
-}
 
 // listen holds a connection that LISTENs on the schema's channel and hands
 // the queues other nodes announce to Hooks.OnAvailable, until ctx ends. It
@@ -103,14 +58,12 @@ func (s *Store) listenOnce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if len(names) > 0 {
-		s.forgetPlain(names)
-		s.cfg.Hooks.OnAvailable(names)
-	}
 	// Whatever changed while no one listened is forgotten; from here on,
 	// every change comes in as a notification.
-	s.defaults.forget(nil)
-	s.forgetWaits()
+	s.forgetAll(names)
+	if len(names) > 0 {
+		s.cfg.Hooks.OnAvailable(names)
+	}
 	s.defaults.listening.Store(true)
 	defer s.defaults.listening.Store(false)
 	s.groupsDeleted(nil)
@@ -123,13 +76,10 @@ func (s *Store) listenOnce(ctx context.Context) error {
 		if !ok || node == s.node {
 			continue
 		}
+		s.heard(tag, queues)
 		switch tag {
 		case "":
-			s.forgetPlain(queues)
 			s.cfg.Hooks.OnAvailable(queues)
-		case settingsTag:
-			s.defaults.forget(queues)
-			s.forgetWaits()
 		case groupsTag:
 			s.groupsDeleted(queues)
 		}

@@ -48,7 +48,7 @@ func (s *Store) QueueSetSettings(ctx context.Context, name string, st job.QueueS
 				return err
 			}
 		}
-		return s.announceSettings(ctx, tx, name)
+		return s.notify(ctx, tx, settingsTag, []string{name})
 	})
 	s.defaults.forget([]string{name})
 	s.forgetWaits()

@@ -36,7 +36,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/store"
 )
 
@@ -87,40 +86,12 @@ type Config struct {
 // Store is the PostgreSQL store. It implements store.Store and is safe for
 // concurrent use.
 type Store struct {
+	*db
+	*beliefs
 	cfg     Config
-	logger  *slog.Logger
-	pool    *pgxpool.Pool
-	connCfg *pgx.ConnConfig
-	node    string // random id of this store, to skip its own notifications
-	schema  string
-	channel string // NOTIFY channel of this schema
-	ann     *announcer
 	combine *combiner
-	// defaults keeps the queues' job defaults that enqueues read.
-	defaults *defaultsCache
-	clock    clock
+	clock   clock
 
-	// beforeCommit is a test hook: when set (before the first call), it
-	// runs in every transaction of the store's calls, after their writes
-	// and just before the commit, and JobComplete runs its statement in
-	// such a transaction instead of on its own.
-	beforeCommit func(ctx context.Context, tx pgx.Tx) error
-
-	// flowQueues holds the queues this node knows to have flow control,
-	// so that their claims skip the plain claim, and plainSeen when it
-	// last found others without (see JobClaim); groupedQueues holds those
-	// it knows to be grouped, so that inserts of their jobs with a group
-	// skip marking them (see markGrouped).
-	flowQueues, plainSeen, groupedQueues sync.Map
-	// lanedQueues holds the queues this node found with consumer groups,
-	// whose inserts take the full path (see insertFast).
-	lanedQueues sync.Map
-	// waits holds the queues this node knows to have a maximum wait
-	// (expire.go).
-	waits waitSet
-
-	mu        sync.RWMutex
-	closed    bool
 	stop      context.CancelFunc
 	bg        sync.WaitGroup
 	closeOnce sync.Once
@@ -146,7 +117,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", mapErr(err))
 	}
-	s := &Store{cfg: cfg, logger: cfg.Logger, pool: pool, connCfg: pcfg.ConnConfig, node: newNodeID(), ann: newAnnouncer(), defaults: newDefaultsCache()}
+	d := &db{pool: pool, connCfg: pcfg.ConnConfig, logger: cfg.Logger, node: newNodeID(), ann: newAnnouncer(), onCommit: cfg.OnCommit}
+	s := &Store{cfg: cfg, db: d, beliefs: &beliefs{db: d, defaults: newDefaultsCache()}}
 	if err := s.open(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open store: %w", err)
@@ -271,38 +243,12 @@ func (s *Store) Close() error {
 // their engines agree on lease expiries whatever their own clocks say.
 func (s *Store) Now() time.Time { return s.clock.now() }
 
-var errClosed = fmt.Errorf("store closed: %w", job.ErrUnavailable)
-
-// check reports errClosed once Close began.
-func (s *Store) check() error {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.closed {
-		return errClosed
-	}
-	return nil
-}
-
 func (s *Store) goBackground(fn func()) {
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
 		fn()
 	}()
-}
-
-// tx runs fn in a transaction and commits it; any error rolls it back. A
-// deadlock or serialization failure runs it again.
-func (s *Store) tx(ctx context.Context, fn func(pgx.Tx) error) error {
-	return s.retryTx(ctx, fn)
-}
-
-// lockKey is the second key of the advisory lock for purpose in this
-// store's schema.
-func (s *Store) lockKey(purpose string) int32 {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(s.schema + ":" + purpose))
-	return int32(h.Sum32())
 }
 
 func newNodeID() string {

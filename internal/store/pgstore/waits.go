@@ -3,8 +3,6 @@ package pgstore
 import (
 	"context"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -105,50 +103,6 @@ const (
 func waitDeadline(attempt int, runAt time.Time, maxWait time.Duration) pgtype.Timestamptz {
 	return tstz(job.WaitDeadline(attempt, runAt, maxWait))
 }
-
-// waitRecheck is how long a node trusts what it read of which queues
-// have a maximum wait, unless it hears of a change first.
-const waitRecheck = time.Second
-
-// waitSet is what a node believes of the queues' maximum waits.
-type waitSet struct {
-	mu      sync.Mutex // held by the one refresh at a time
-	queues  atomic.Pointer[map[string]time.Duration]
-	checked atomic.Int64 // Unix nanoseconds of the last read; 0: read again
-}
-
-// waiting returns the maximum waits this node believes the queues that
-// have one to have, reading them again through q when what it read is
-// older than waitRecheck. A caller that holds a connection of the pool
-// passes it (its transaction), so that no call waits for a second one.
-func (s *Store) waiting(ctx context.Context, q querier) (map[string]time.Duration, error) {
-	w := &s.waits
-	fresh := func() bool { return time.Since(time.Unix(0, w.checked.Load())) < waitRecheck }
-	if m := w.queues.Load(); m != nil && fresh() {
-		return *m, nil
-	}
-	if !w.mu.TryLock() {
-		if m := w.queues.Load(); m != nil {
-			return *m, nil // another call is reading them
-		}
-		w.mu.Lock()
-	}
-	defer w.mu.Unlock()
-	if m := w.queues.Load(); m != nil && fresh() {
-		return *m, nil
-	}
-	started := time.Now()
-	m, err := readWaits(ctx, q, sqlWaitQueues)
-	if err != nil {
-		return nil, err
-	}
-	w.queues.Store(&m)
-	w.checked.Store(started.UnixNano())
-	return m, nil
-}
-
-// forgetWaits makes the next call read the maximum waits again.
-func (s *Store) forgetWaits() { s.waits.checked.Store(0) }
 
 // readWaits runs query, which reads queues with their maximum waits.
 func readWaits(ctx context.Context, q querier, query string, args ...any) (map[string]time.Duration, error) {

@@ -1,0 +1,245 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/spoolq/spool/internal/job"
+	"github.com/spoolq/spool/internal/store"
+)
+
+// db is what every part of the store shares: the pool, the names of the
+// schema's objects, the node's id, and the transactions, which run again
+// after a deadlock and send their announcements once they committed.
+type db struct {
+	pool    *pgxpool.Pool
+	connCfg *pgx.ConnConfig
+	logger  *slog.Logger
+	schema  string
+	channel string // NOTIFY channel of this schema
+	node    string // random id of this store, to skip its own notifications
+	ann     *announcer
+	// onCommit is Config.OnCommit.
+	onCommit func(store.CommitStats)
+	// beforeCommit is a test hook: when set (before the first call), it
+	// runs in every transaction of the store's calls, after their writes
+	// and just before the commit, and JobComplete runs its statement in
+	// such a transaction instead of on its own.
+	beforeCommit func(ctx context.Context, tx pgx.Tx) error
+
+	mu     sync.RWMutex
+	closed bool
+}
+
+var errClosed = fmt.Errorf("store closed: %w", job.ErrUnavailable)
+
+// check reports errClosed once Close began.
+func (d *db) check() error {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if d.closed {
+		return errClosed
+	}
+	return nil
+}
+
+// lockKey is the second key of the advisory lock for purpose in this
+// store's schema.
+func (d *db) lockKey(purpose string) int32 {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(d.schema + ":" + purpose))
+	return int32(h.Sum32())
+}
+
+// maxAttempts bounds how often a call runs again after PostgreSQL chose it
+// as the victim of a deadlock or a serialization failure. Both roll the
+// transaction back whole, so running it again is safe.
+const maxAttempts = 4
+
+// retry runs fn, again when it failed with a deadlock or serialization
+// failure.
+func (d *db) retry(ctx context.Context, fn func() error) error {
+	var err error
+	for range maxAttempts {
+		if err = d.check(); err != nil {
+			return err
+		}
+		if err = fn(); err == nil || !transient(err) || ctx.Err() != nil {
+			return err
+		}
+	}
+	return err
+}
+
+// tx runs fn in a transaction and commits it, then the test hook
+// beforeCommit if one is set; any error rolls it back. A deadlock or
+// serialization failure runs it again. The announcements fn made
+// (announceOnCommit) go out once the transaction has committed.
+func (d *db) tx(ctx context.Context, fn func(pgx.Tx) error) error {
+	return d.retry(ctx, func() error {
+		return d.timed(func() error {
+			c, err := d.pool.Acquire(ctx)
+			if err != nil {
+				return err
+			}
+			defer c.Release()
+			tx := &lazyTx{conn: c.Conn()}
+			err = d.runTx(ctx, tx, fn)
+			d.ann.settle(tx, err == nil)
+			return err
+		})
+	})
+}
+
+// beginner is a pool or a connection of it.
+type beginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// txOn is tx on db.
+func (d *db) txOn(ctx context.Context, db beginner, fn func(pgx.Tx) error) error {
+	return d.retry(ctx, func() error {
+		return d.timed(func() error {
+			tx, err := db.Begin(ctx)
+			if err != nil {
+				return err
+			}
+			err = d.runTx(ctx, tx, fn)
+			d.ann.settle(tx, err == nil)
+			return err
+		})
+	})
+}
+
+// runTx runs fn and the test hook beforeCommit in tx and commits it, or
+// rolls it back on any error.
+func (d *db) runTx(ctx context.Context, tx pgx.Tx, fn func(pgx.Tx) error) error {
+	defer func() { _ = tx.Rollback(ctx) }()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if d.beforeCommit != nil {
+		if err := d.beforeCommit(ctx, tx); err != nil {
+			return err
+		}
+	}
+	return tx.Commit(ctx)
+}
+
+// timed runs fn, a write that commits, and tells Config.OnCommit how long
+// it took when it succeeded.
+func (d *db) timed(fn func() error) error {
+	if d.onCommit == nil {
+		return fn()
+	}
+	start := time.Now()
+	err := fn()
+	if err == nil {
+		d.onCommit(store.CommitStats{Elapsed: time.Since(start), Calls: 1})
+	}
+	return err
+}
+
+// transient reports a deadlock or serialization failure.
+func transient(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001")
+}
+
+// querier is a pool or a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// announceOnCommit records that tx made jobs available in queues. The
+// notifications go out once tx has committed (see announcer), and not at
+// all if it rolls back.
+func (d *db) announceOnCommit(tx pgx.Tx, queues []string) {
+	d.ann.hold(tx, queues)
+}
+
+// notify sends, in tx, the notifications with tag (settingsTag,
+// groupsTag) that name queues; they go out when tx commits.
+func (d *db) notify(ctx context.Context, tx pgx.Tx, tag string, queues []string) error {
+	for _, p := range notifyPayloads(d.node+tag, queues) {
+		if _, err := tx.Exec(ctx, sqlNotify, d.channel, p); err != nil {
+			return fmt.Errorf("notify: %w", err)
+		}
+	}
+	return nil
+}
+
+// The tags that follow a node's id in a notification about something
+// other than available jobs. Node ids are hex, so a tag never makes
+// another node's id: a node of an older version reads such a
+// notification as jobs made available, which only wakes its fetches.
+const (
+	// settingsTag: the queues' defaults or settings changed.
+	settingsTag = "!settings"
+	// groupsTag: consumer groups were deleted; the names are their lanes.
+	groupsTag = "!groups"
+)
+
+// maxNotifyBytes keeps each NOTIFY payload under PostgreSQL's 8000-byte
+// limit; more queues go out in several notifications.
+const maxNotifyBytes = 7000
+
+// notifyChunk is how many queues one notification that SQL builds may
+// name, so that it stays under maxNotifyBytes whatever their names: a
+// queue's name is at most job.MaxNameLength bytes, a consumer group's lane
+// (job.LaneName) twice that and the separator, each name one more for the
+// comma.
+const notifyChunk = maxNotifyBytes / (2*job.MaxNameLength + len(job.LaneSep) + 1)
+
+// sqlNotify sends the notification $2 on channel $1.
+const sqlNotify = `SELECT pg_notify($1, $2)`
+
+// notifyPayloads are the payloads that name queues for sender (a node's
+// id, and a tag): the sender, a space, then queue names separated by
+// commas (which names never hold).
+func notifyPayloads(sender string, queues []string) []string {
+	var out []string
+	var b strings.Builder
+	for _, q := range queues {
+		if b.Len() > 0 && b.Len()+len(q)+1 > maxNotifyBytes {
+			out = append(out, b.String())
+			b.Reset()
+		}
+		if b.Len() == 0 {
+			b.WriteString(sender)
+			b.WriteByte(' ')
+		} else {
+			b.WriteByte(',')
+		}
+		b.WriteString(q)
+	}
+	if b.Len() > 0 {
+		out = append(out, b.String())
+	}
+	return out
+}
+
+// readNotification splits a notification's payload into the sending node,
+// its tag (settingsTag, groupsTag, or empty for available jobs) and the
+// names it carries.
+func readNotification(payload string) (node, tag string, queues []string, ok bool) {
+	head, list, ok := strings.Cut(payload, " ")
+	if !ok || list == "" {
+		return "", "", nil, false
+	}
+	node = head
+	if i := strings.IndexByte(head, '!'); i >= 0 {
+		node, tag = head[:i], head[i:]
+	}
+	return node, tag, strings.Split(list, ","), true
+}
