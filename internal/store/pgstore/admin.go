@@ -12,6 +12,13 @@ import (
 	"github.com/spoolq/spool/internal/store"
 )
 
+// admin reads, lists, cancels, retries and deletes jobs, imports them,
+// and pauses, purges and configures queues.
+type admin struct {
+	*db
+	*beliefs
+}
+
 const (
 	sqlJobByID = `SELECT * FROM (` + hotSelect + ` WHERE j.id = $1 UNION ALL ` + doneSelect + ` WHERE d.id = $1) x LIMIT 1`
 	// sqlLockHot locks a pending job and reads its queue's maximum wait.
@@ -77,11 +84,11 @@ FROM gone`
 )
 
 // JobGet returns one job or job.ErrNotFound.
-func (s *Store) JobGet(ctx context.Context, id string) (*job.Job, error) {
-	if err := s.check(); err != nil {
+func (a *admin) JobGet(ctx context.Context, id string) (*job.Job, error) {
+	if err := a.check(); err != nil {
 		return nil, wrap("get job", err)
 	}
-	j, _, err := scanJob(s.pool.QueryRow(ctx, sqlJobByID, id))
+	j, _, err := scanJob(a.pool.QueryRow(ctx, sqlJobByID, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("get job %s: %w", id, job.ErrNotFound)
 	}
@@ -132,11 +139,11 @@ func lockHot(ctx context.Context, tx pgx.Tx, id string) (r hotRow, found bool, e
 
 // notifyFreed announces r's queue, in tx, when removing r frees its group
 // (see hotRow.freesGroup) in an ordered queue.
-func (s *Store) notifyFreed(ctx context.Context, tx pgx.Tx, r hotRow) error {
+func (a *admin) notifyFreed(ctx context.Context, tx pgx.Tx, r hotRow) error {
 	if !r.freesGroup() {
 		return nil
 	}
-	if _, err := tx.Exec(ctx, sqlNotifyOrdered, s.channel, s.node, r.queue); err != nil {
+	if _, err := tx.Exec(ctx, sqlNotifyOrdered, a.channel, a.node, r.queue); err != nil {
 		return fmt.Errorf("notify: %w", err)
 	}
 	return nil
@@ -157,9 +164,9 @@ func doneState(ctx context.Context, tx pgx.Tx, id string) (int64, job.State, tim
 // JobCancel cancels a job; see store.Admin. Cancelling a waiting job
 // that held its group in an ordered queue wakes the fetches parked on the
 // queue on other nodes.
-func (s *Store) JobCancel(ctx context.Context, id string, now time.Time) (*job.Job, error) {
+func (a *admin) JobCancel(ctx context.Context, id string, now time.Time) (*job.Job, error) {
 	var out *job.Job
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	err := a.tx(ctx, func(tx pgx.Tx) error {
 		r, found, err := lockHot(ctx, tx, id)
 		if err != nil {
 			return err
@@ -180,7 +187,7 @@ func (s *Store) JobCancel(ctx context.Context, id string, now time.Time) (*job.J
 			if _, err := tx.Exec(ctx, sqlCancelWaiting, r.seq, micro(now)); err != nil {
 				return err
 			}
-			if err := s.notifyFreed(ctx, tx, r); err != nil {
+			if err := a.notifyFreed(ctx, tx, r); err != nil {
 				return err
 			}
 		}
@@ -197,10 +204,10 @@ func (s *Store) JobCancel(ctx context.Context, id string, now time.Time) (*job.J
 // now, from spool_jobs or spool_jobs_done, wherever its state keeps it;
 // see store.Admin. The job waits unstarted again, so it gets its wait
 // deadline under its queue's flow lock (see waits.go).
-func (s *Store) JobRetry(ctx context.Context, id string, now time.Time) (*job.Job, error) {
+func (a *admin) JobRetry(ctx context.Context, id string, now time.Time) (*job.Job, error) {
 	var out *job.Job
 	now = micro(now)
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	err := a.tx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, sqlLockFlowOfJobs, []string{id}, lockClass); err != nil {
 			return fmt.Errorf("lock queue: %w", err)
 		}
@@ -230,7 +237,7 @@ func (s *Store) JobRetry(ctx context.Context, id string, now time.Time) (*job.Jo
 		if out, err = getTx(ctx, tx, id); err != nil {
 			return err
 		}
-		s.announceOnCommit(tx, []string{out.Queue})
+		a.announceOnCommit(tx, []string{out.Queue})
 		return nil
 	})
 	if err != nil {
@@ -242,8 +249,8 @@ func (s *Store) JobRetry(ctx context.Context, id string, now time.Time) (*job.Jo
 // JobDelete removes a job that is not active; see store.Admin. Deleting
 // a job that held its group in an ordered queue wakes the fetches parked
 // on the queue on other nodes.
-func (s *Store) JobDelete(ctx context.Context, id string) error {
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+func (a *admin) JobDelete(ctx context.Context, id string) error {
+	err := a.tx(ctx, func(tx pgx.Tx) error {
 		r, found, err := lockHot(ctx, tx, id)
 		if err != nil {
 			return err
@@ -255,7 +262,7 @@ func (s *Store) JobDelete(ctx context.Context, id string) error {
 			if _, err := tx.Exec(ctx, sqlDeleteHot, r.seq); err != nil {
 				return err
 			}
-			return s.notifyFreed(ctx, tx, r)
+			return a.notifyFreed(ctx, tx, r)
 		}
 		tag, err := tx.Exec(ctx, sqlDeleteDone, id)
 		if err != nil {
@@ -274,8 +281,8 @@ func (s *Store) JobDelete(ctx context.Context, id string) error {
 
 // JobRetryMany retries every job of one queue in one state; see
 // store.Admin.
-func (s *Store) JobRetryMany(ctx context.Context, p *store.JobBulkParams) (int, error) {
-	if err := s.check(); err != nil {
+func (a *admin) JobRetryMany(ctx context.Context, p *store.JobBulkParams) (int, error) {
+	if err := a.check(); err != nil {
 		return 0, wrap("retry jobs", err)
 	}
 	if !p.State.Retryable() {
@@ -287,7 +294,7 @@ func (s *Store) JobRetryMany(ctx context.Context, p *store.JobBulkParams) (int, 
 	}
 	n := 0
 	now := micro(p.Now)
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	err := a.tx(ctx, func(tx pgx.Tx) error {
 		var waits map[string]time.Duration
 		batch := &pgx.Batch{}
 		lockWaits(batch, []string{p.Queue}, &waits)
@@ -307,7 +314,7 @@ func (s *Store) JobRetryMany(ctx context.Context, p *store.JobBulkParams) (int, 
 			return err
 		}
 		n = len(seqs)
-		s.announceOnCommit(tx, []string{p.Queue})
+		a.announceOnCommit(tx, []string{p.Queue})
 		return nil
 	})
 	if err != nil {
@@ -320,22 +327,22 @@ func (s *Store) JobRetryMany(ctx context.Context, p *store.JobBulkParams) (int, 
 // see store.Admin. Deleting waiting jobs of an ordered queue, which may
 // have held their groups, wakes the fetches parked on the queue on other
 // nodes.
-func (s *Store) JobDeleteMany(ctx context.Context, p *store.JobBulkParams) (int, error) {
-	if err := s.check(); err != nil {
+func (a *admin) JobDeleteMany(ctx context.Context, p *store.JobBulkParams) (int, error) {
+	if err := a.check(); err != nil {
 		return 0, wrap("delete jobs", err)
 	}
 	if p.State == job.StateActive || !p.State.Valid() {
 		return 0, fmt.Errorf("delete jobs in state %q: %w", p.State, job.ErrInvalidState)
 	}
 	if p.State.Final() {
-		tag, err := s.pool.Exec(ctx, sqlDeleteManyDone, p.Queue, string(p.State))
+		tag, err := a.pool.Exec(ctx, sqlDeleteManyDone, p.Queue, string(p.State))
 		if err != nil {
 			return 0, wrap("delete jobs", err)
 		}
 		return int(tag.RowsAffected()), nil
 	}
 	n := 0
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	err := a.tx(ctx, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, sqlDeleteManyHot, p.Queue, string(p.State))
 		if err != nil {
 			return err
@@ -343,7 +350,7 @@ func (s *Store) JobDeleteMany(ctx context.Context, p *store.JobBulkParams) (int,
 		if n = int(tag.RowsAffected()); n == 0 {
 			return nil
 		}
-		if _, err := tx.Exec(ctx, sqlNotifyOrdered, s.channel, s.node, p.Queue); err != nil {
+		if _, err := tx.Exec(ctx, sqlNotifyOrdered, a.channel, a.node, p.Queue); err != nil {
 			return fmt.Errorf("notify: %w", err)
 		}
 		return nil
@@ -357,8 +364,8 @@ func (s *Store) JobDeleteMany(ctx context.Context, p *store.JobBulkParams) (int,
 // QueueSetPaused pauses or resumes a queue, creating it if unknown, and
 // the lanes of its consumer groups with it; see store.Admin. A resume
 // wakes the fetches parked on them on every node.
-func (s *Store) QueueSetPaused(ctx context.Context, name string, paused bool) error {
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+func (a *admin) QueueSetPaused(ctx context.Context, name string, paused bool) error {
+	err := a.tx(ctx, func(tx pgx.Tx) error {
 		// The queue's row stays locked until the commit, and a group's
 		// creation locks it to read the pause its lane takes, so the lanes
 		// read next are all there are.
@@ -377,7 +384,7 @@ func (s *Store) QueueSetPaused(ctx context.Context, name string, paused bool) er
 		if paused {
 			return nil
 		}
-		s.announceOnCommit(tx, names)
+		a.announceOnCommit(tx, names)
 		return nil
 	})
 	if err != nil {
@@ -391,7 +398,7 @@ func (s *Store) QueueSetPaused(ctx context.Context, name string, paused bool) er
 // Every level is stored, memory included, but a job that takes memory
 // from its queue is then refused by JobInsertMany like any memory job. An
 // unknown level is an error wrapping a *job.InputError.
-func (s *Store) QueueSetDurability(ctx context.Context, name string, d job.Durability) error {
+func (a *admin) QueueSetDurability(ctx context.Context, name string, d job.Durability) error {
 	switch d {
 	case job.DurabilityFull, job.DurabilityProcess:
 	case job.DurabilityMemory:
@@ -400,16 +407,16 @@ func (s *Store) QueueSetDurability(ctx context.Context, name string, d job.Durab
 	default:
 		return fmt.Errorf("set queue durability: %w", job.Invalid("durability", "must be full, process or memory"))
 	}
-	if err := s.check(); err != nil {
+	if err := a.check(); err != nil {
 		return wrap("set queue durability", err)
 	}
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	err := a.tx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, sqlSetDurability, name, string(d)); err != nil {
 			return err
 		}
-		return s.notify(ctx, tx, settingsTag, []string{name})
+		return a.notify(ctx, tx, settingsTag, []string{name})
 	})
-	s.defaults.forget([]string{name})
+	a.defaults.forget([]string{name})
 	if err != nil {
 		return wrap("set queue durability", err)
 	}
@@ -417,11 +424,11 @@ func (s *Store) QueueSetDurability(ctx context.Context, name string, d job.Durab
 }
 
 // QueuePurge deletes a queue's available jobs; see store.Admin.
-func (s *Store) QueuePurge(ctx context.Context, name string) (int, error) {
-	if err := s.check(); err != nil {
+func (a *admin) QueuePurge(ctx context.Context, name string) (int, error) {
+	if err := a.check(); err != nil {
 		return 0, wrap("purge queue", err)
 	}
-	tag, err := s.pool.Exec(ctx, sqlPurgeQueue, name)
+	tag, err := a.pool.Exec(ctx, sqlPurgeQueue, name)
 	if err != nil {
 		return 0, wrap("purge queue", err)
 	}

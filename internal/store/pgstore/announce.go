@@ -102,7 +102,7 @@ const announceSpacing = time.Millisecond
 // connection of its own, which commits without waiting for the WAL
 // flush: a notification needs no durability, and the lock it takes is
 // then held only for the commit itself.
-func (s *Store) announceLoop(ctx context.Context) {
+func (d *db) announceLoop(ctx context.Context) {
 	var conn *pgx.Conn
 	defer func() {
 		if conn != nil {
@@ -111,13 +111,13 @@ func (s *Store) announceLoop(ctx context.Context) {
 	}()
 	send := func(ctx context.Context, queues []string) error {
 		if conn == nil {
-			c, err := s.announceConn(ctx)
+			c, err := d.announceConn(ctx)
 			if err != nil {
 				return err
 			}
 			conn = c
 		}
-		if err := s.sendAnnouncements(ctx, conn, queues); err != nil {
+		if err := d.sendAnnouncements(ctx, conn, queues); err != nil {
 			conn.Close(context.Background())
 			conn = nil
 			return err
@@ -128,25 +128,25 @@ func (s *Store) announceLoop(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			if queues := s.ann.take(); len(queues) > 0 {
+			if queues := d.ann.take(); len(queues) > 0 {
 				last, cancel := context.WithTimeout(context.Background(), time.Second)
 				_ = send(last, queues)
 				cancel()
 			}
 			return
-		case <-s.ann.wake:
+		case <-d.ann.wake:
 		}
-		queues := s.ann.take()
+		queues := d.ann.take()
 		if len(queues) == 0 {
 			continue
 		}
 		sent := time.Now()
 		if err := send(ctx, queues); err != nil {
-			s.ann.add(queues)
+			d.ann.add(queues)
 			if ctx.Err() != nil {
 				continue
 			}
-			s.logger.Warn("pgstore: could not announce available jobs; trying again", "err", err, "queues", len(queues))
+			d.logger.Warn("pgstore: could not announce available jobs; trying again", "err", err, "queues", len(queues))
 			sleep(ctx, wait)
 			wait = min(wait*2, time.Second)
 			continue
@@ -170,8 +170,8 @@ func sleep(ctx context.Context, d time.Duration) {
 }
 
 // announceConn opens the connection that sends announcements.
-func (s *Store) announceConn(ctx context.Context) (*pgx.Conn, error) {
-	conn, err := pgx.ConnectConfig(ctx, s.connCfg.Copy())
+func (d *db) announceConn(ctx context.Context) (*pgx.Conn, error) {
+	conn, err := pgx.ConnectConfig(ctx, d.connCfg.Copy())
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
@@ -184,10 +184,10 @@ func (s *Store) announceConn(ctx context.Context) (*pgx.Conn, error) {
 
 // sendAnnouncements notifies the other nodes that queues have available
 // jobs, in one round trip.
-func (s *Store) sendAnnouncements(ctx context.Context, conn *pgx.Conn, queues []string) error {
+func (d *db) sendAnnouncements(ctx context.Context, conn *pgx.Conn, queues []string) error {
 	batch := &pgx.Batch{}
-	for _, p := range notifyPayloads(s.node, queues) {
-		batch.Queue(sqlNotify, s.channel, p)
+	for _, p := range notifyPayloads(d.node, queues) {
+		batch.Queue(sqlNotify, d.channel, p)
 	}
 	if err := conn.SendBatch(ctx, batch).Close(); err != nil {
 		return fmt.Errorf("notify: %w", err)

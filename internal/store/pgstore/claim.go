@@ -10,6 +10,14 @@ import (
 	"github.com/spoolq/spool/internal/store"
 )
 
+// claimer hands jobs out: the queues without flow control with one
+// statement, the others as the planner decides (flowclaim.go).
+type claimer struct {
+	*db
+	*beliefs
+	expirer *expirer
+}
+
 // claimTail leases the rows of picked, found by ctid (locked rows cannot
 // move; the array form is a TID scan whatever the planner thinks of the
 // size of picked, never a scan of the table): it moves them to active,
@@ -100,8 +108,8 @@ const waitOK = `(j.wait_until IS NULL OR j.wait_until > $2::timestamptz)`
 // queues it found with flow control and leaves them out of the plain
 // claim from then on. A claim of one group (p.Group) takes the same
 // steps with statements that read that group's jobs alone.
-func (s *Store) JobClaim(ctx context.Context, p *store.JobClaimParams) (*store.ClaimResult, error) {
-	if err := s.check(); err != nil {
+func (cl *claimer) JobClaim(ctx context.Context, p *store.JobClaimParams) (*store.ClaimResult, error) {
+	if err := cl.check(); err != nil {
 		return nil, wrap("claim jobs", err)
 	}
 	res := &store.ClaimResult{}
@@ -113,19 +121,19 @@ func (s *Store) JobClaim(ctx context.Context, p *store.JobClaimParams) (*store.C
 	for _, q := range p.Queues {
 		if !slices.Contains(queues, q) {
 			queues = append(queues, q)
-			if !s.isFlow(q) {
+			if !cl.isFlow(q) {
 				plain = append(plain, q)
 			}
 		}
 	}
 	if len(plain) > 0 {
-		jobs, err := s.claimPlain(ctx, plain, p, p.Max, res)
+		jobs, err := cl.claimPlain(ctx, plain, p, p.Max, res)
 		if err != nil {
 			return nil, err
 		}
 		res.Jobs = jobs
 		if len(jobs) < p.Max {
-			if err := s.lookForFlow(ctx, plain); err != nil {
+			if err := cl.lookForFlow(ctx, plain); err != nil {
 				return nil, wrap("claim jobs", err)
 			}
 		}
@@ -134,10 +142,10 @@ func (s *Store) JobClaim(ctx context.Context, p *store.JobClaimParams) (*store.C
 		if len(res.Jobs) >= p.Max {
 			break
 		}
-		if !s.isFlow(q) {
+		if !cl.isFlow(q) {
 			continue
 		}
-		if err := s.claimFlow(ctx, q, p, res); err != nil {
+		if err := cl.claimFlow(ctx, q, p, res); err != nil {
 			return nil, err
 		}
 	}
@@ -151,7 +159,7 @@ func (s *Store) JobClaim(ctx context.Context, p *store.JobClaimParams) (*store.C
 // adding the dead-letter queues that got copies to res.
 //
 // With p.Group it claims the jobs of that group alone.
-func (s *Store) claimPlain(ctx context.Context, queues []string, p *store.JobClaimParams, max int, res *store.ClaimResult) ([]*job.Job, error) {
+func (cl *claimer) claimPlain(ctx context.Context, queues []string, p *store.JobClaimParams, max int, res *store.ClaimResult) ([]*job.Job, error) {
 	now := micro(p.Now)
 	// The claim's arguments; args[3] is how many jobs it asks for.
 	query, args := sqlClaimOne, []any{queues[0], now, int64(p.LeaseDuration), max, p.Worker}
@@ -165,7 +173,7 @@ func (s *Store) claimPlain(ctx context.Context, queues []string, p *store.JobCla
 		}
 		args = append(args, p.Group)
 	}
-	waits, err := s.waiting(ctx, s.pool)
+	waits, err := cl.waiting(ctx, cl.pool)
 	if err != nil {
 		return nil, wrap("claim jobs", err)
 	}
@@ -191,7 +199,7 @@ func (s *Store) claimPlain(ctx context.Context, queues []string, p *store.JobCla
 			jobs, _, err = scanJobs(rows)
 			return err
 		})
-		if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
+		if err := cl.pool.SendBatch(ctx, batch).Close(); err != nil {
 			return out, wrap("claim jobs", err)
 		}
 		out = append(out, jobs...)
@@ -205,8 +213,8 @@ func (s *Store) claimPlain(ctx context.Context, queues []string, p *store.JobCla
 	if len(met) > 0 {
 		// The claimed jobs are leased already: a failure here leaves the
 		// jobs it met to the sweep rather than losing those.
-		if err := s.killMet(ctx, met, now, res); err != nil {
-			s.logger.Warn("pgstore: jobs past their wait left to the sweep", "err", err)
+		if err := cl.expirer.killMet(ctx, met, now, res); err != nil {
+			cl.logger.Warn("pgstore: jobs past their wait left to the sweep", "err", err)
 		}
 	}
 	return out, nil

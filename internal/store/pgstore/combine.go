@@ -54,8 +54,8 @@ func newCombiner(ctx context.Context) *combiner {
 // insertCombined inserts jobs, which canInsertFast accepted, in a round.
 // A call refused by a round it shared gets errNotFast with shared set,
 // and may try insertFast alone.
-func (s *Store) insertCombined(ctx context.Context, jobs []store.JobInsertParams, now time.Time) (out []store.InsertResult, shared bool, err error) {
-	cb := s.combine
+func (ins *inserter) insertCombined(ctx context.Context, jobs []store.JobInsertParams, now time.Time) (out []store.InsertResult, shared bool, err error) {
+	cb := ins.combine
 	c := &combinedCall{ctx: ctx, jobs: jobs, now: now, reply: make(chan combinedReply, 1)}
 	select {
 	case cb.calls <- c:
@@ -67,7 +67,7 @@ func (s *Store) insertCombined(ctx context.Context, jobs []store.JobInsertParams
 		case r := <-c.reply:
 			return r.out, r.shared, r.err
 		case cb.leaders <- struct{}{}:
-			led := s.leadRound()
+			led := ins.leadRound()
 			<-cb.leaders
 			if led == 0 { // another round took this call: wait for it
 				select {
@@ -86,15 +86,15 @@ func (s *Store) insertCombined(ctx context.Context, jobs []store.JobInsertParams
 // leadRound takes every call waiting, up to maxFastInsert jobs, inserts
 // them together and answers each; it returns how many calls it took. A
 // call that would not fit goes in a second round of its own making.
-func (s *Store) leadRound() int {
+func (ins *inserter) leadRound() int {
 	var round []*combinedCall
 	n := 0
 	for {
 		select {
-		case c := <-s.combine.calls:
+		case c := <-ins.combine.calls:
 			if n > 0 && n+len(c.jobs) > maxFastInsert {
-				s.runRound(round)
-				s.runRound([]*combinedCall{c})
+				ins.runRound(round)
+				ins.runRound([]*combinedCall{c})
 				return len(round) + 1
 			}
 			round = append(round, c)
@@ -105,7 +105,7 @@ func (s *Store) leadRound() int {
 		default:
 		}
 		if len(round) > 0 {
-			s.runRound(round)
+			ins.runRound(round)
 		}
 		return len(round)
 	}
@@ -113,7 +113,7 @@ func (s *Store) leadRound() int {
 
 // runRound inserts the jobs of the calls in round together and answers
 // each call.
-func (s *Store) runRound(round []*combinedCall) {
+func (ins *inserter) runRound(round []*combinedCall) {
 	live := round[:0]
 	for _, c := range round {
 		if err := c.ctx.Err(); err != nil {
@@ -127,7 +127,7 @@ func (s *Store) runRound(round []*combinedCall) {
 	}
 	if len(live) == 1 {
 		c := live[0]
-		out, err := s.insertFast(c.ctx, c.jobs, c.now)
+		out, err := ins.insertFast(c.ctx, c.jobs, c.now)
 		c.reply <- combinedReply{out: out, err: err}
 		return
 	}
@@ -142,8 +142,8 @@ func (s *Store) runRound(round []*combinedCall) {
 	}
 	var out []store.InsertResult
 	err := errNotFast
-	if s.canInsertFast(jobs) {
-		out, err = s.insertFast(s.combine.ctx, jobs, live[0].now)
+	if ins.canInsertFast(jobs) {
+		out, err = ins.insertFast(ins.combine.ctx, jobs, live[0].now)
 	}
 	for _, c := range live {
 		if err != nil {
@@ -158,10 +158,10 @@ func (s *Store) runRound(round []*combinedCall) {
 // insertPlain inserts jobs that canInsertFast accepted: in a round with
 // other calls, else alone in one round trip; it returns errNotFast when
 // only the full insert can.
-func (s *Store) insertPlain(ctx context.Context, jobs []store.JobInsertParams, now time.Time) ([]store.InsertResult, error) {
-	out, shared, err := s.insertCombined(ctx, jobs, now)
+func (ins *inserter) insertPlain(ctx context.Context, jobs []store.JobInsertParams, now time.Time) ([]store.InsertResult, error) {
+	out, shared, err := ins.insertCombined(ctx, jobs, now)
 	if shared && errors.Is(err, errNotFast) {
-		return s.insertFast(ctx, jobs, now)
+		return ins.insertFast(ctx, jobs, now)
 	}
 	return out, err
 }

@@ -39,19 +39,12 @@ ORDER BY name
 ON CONFLICT (name) DO NOTHING
 RETURNING name`
 
-// createdQueues is what a creation of queues did, for the node to note
-// once its transaction committed (see noteCreated).
-type createdQueues struct {
-	flows   map[string]bool
-	maxWait bool
-}
-
 // createQueues creates in tx the queues of cfgs that do not exist, with
-// their configuration, and tells the other nodes of them once tx commits.
-func (s *Store) createQueues(ctx context.Context, tx pgx.Tx, cfgs []store.QueueConfig) (createdQueues, error) {
-	var done createdQueues
+// their configuration, and tells the other nodes, and this node's
+// beliefs, of them once tx commits.
+func (ins *inserter) createQueues(ctx context.Context, tx pgx.Tx, cfgs []store.QueueConfig) error {
 	if len(cfgs) == 0 {
-		return done, nil
+		return nil
 	}
 	n := len(cfgs)
 	var (
@@ -77,47 +70,34 @@ func (s *Store) createQueues(ctx context.Context, tx pgx.Tx, cfgs []store.QueueC
 	}
 	if len(locked) > 0 {
 		if _, err := tx.Exec(ctx, sqlLockFlow, locked, lockClass); err != nil {
-			return done, fmt.Errorf("lock queues: %w", err)
+			return fmt.Errorf("lock queues: %w", err)
 		}
 	}
 	rows, err := tx.Query(ctx, sqlCreateQueues, names, rateLimits, ratePeriods, maxActives, groupRateLimits,
 		groupRatePeriods, groupMaxs, ordered, dlqs, maxWaits, leases, attempts, delays, flows)
 	if err != nil {
-		return done, fmt.Errorf("create queues: %w", err)
+		return fmt.Errorf("create queues: %w", err)
 	}
 	created, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return done, fmt.Errorf("create queues: %w", err)
+		return fmt.Errorf("create queues: %w", err)
 	}
 	if len(created) == 0 {
-		return done, nil
+		return nil
 	}
-	done.flows = make(map[string]bool, len(created))
+	flowOf := make(map[string]bool, len(created))
 	for i := range cfgs {
 		if c := &cfgs[i]; slices.Contains(created, c.Name) {
-			done.flows[c.Name] = !c.Limits.IsZero()
-			done.maxWait = done.maxWait || c.Settings.MaxWait > 0
+			flowOf[c.Name] = !c.Limits.IsZero()
 		}
 	}
-	if err := s.notify(ctx, tx, settingsTag, created); err != nil {
-		return done, fmt.Errorf("announce the new queues: %w", err)
+	ins.afterCommit(tx, func() {
+		ins.rememberFlow(flowOf)
+		ins.defaults.forget(created)
+		ins.forgetWaits()
+	})
+	if err := ins.notify(ctx, tx, settingsTag, created); err != nil {
+		return fmt.Errorf("announce the new queues: %w", err)
 	}
-	return done, nil
-}
-
-// noteCreated records, once the transaction that created queues
-// committed, what this node keeps of them.
-func (s *Store) noteCreated(c createdQueues) {
-	if len(c.flows) == 0 {
-		return
-	}
-	s.rememberFlow(c.flows)
-	names := make([]string, 0, len(c.flows))
-	for name := range c.flows {
-		names = append(names, name)
-	}
-	s.defaults.forget(names)
-	if c.maxWait {
-		s.forgetWaits()
-	}
+	return nil
 }

@@ -39,6 +39,9 @@ type db struct {
 
 	mu     sync.RWMutex
 	closed bool
+
+	thenMu sync.Mutex
+	then   map[pgx.Tx][]func() // what runs once a transaction committed
 }
 
 var errClosed = fmt.Errorf("store closed: %w", job.ErrUnavailable)
@@ -52,6 +55,10 @@ func (d *db) check() error {
 	}
 	return nil
 }
+
+// lockClass is the first key of every advisory lock Spool takes ("SPOO");
+// the second is a hash of the schema and the lock's purpose.
+const lockClass = 0x53504f4f
 
 // lockKey is the second key of the advisory lock for purpose in this
 // store's schema.
@@ -95,7 +102,7 @@ func (d *db) tx(ctx context.Context, fn func(pgx.Tx) error) error {
 			defer c.Release()
 			tx := &lazyTx{conn: c.Conn()}
 			err = d.runTx(ctx, tx, fn)
-			d.ann.settle(tx, err == nil)
+			d.settle(tx, err == nil)
 			return err
 		})
 	})
@@ -115,7 +122,7 @@ func (d *db) txOn(ctx context.Context, db beginner, fn func(pgx.Tx) error) error
 				return err
 			}
 			err = d.runTx(ctx, tx, fn)
-			d.ann.settle(tx, err == nil)
+			d.settle(tx, err == nil)
 			return err
 		})
 	})
@@ -159,6 +166,33 @@ func transient(err error) bool {
 // querier is a pool or a transaction.
 type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// afterCommit runs fn once tx, a transaction of tx or txOn, has
+// committed, and never if it rolls back: what a node learns from a
+// transaction holds only once the transaction does.
+func (d *db) afterCommit(tx pgx.Tx, fn func()) {
+	d.thenMu.Lock()
+	defer d.thenMu.Unlock()
+	if d.then == nil {
+		d.then = make(map[pgx.Tx][]func())
+	}
+	d.then[tx] = append(d.then[tx], fn)
+}
+
+// settle ends tx: when it committed, its announcements go out and what
+// waited for its commit runs.
+func (d *db) settle(tx pgx.Tx, committed bool) {
+	d.ann.settle(tx, committed)
+	d.thenMu.Lock()
+	then := d.then[tx]
+	delete(d.then, tx)
+	d.thenMu.Unlock()
+	for _, fn := range then {
+		if committed {
+			fn()
+		}
+	}
 }
 
 // announceOnCommit records that tx made jobs available in queues. The

@@ -21,6 +21,14 @@ import (
 // lanes of the queue's consumer groups, and is announced once the
 // transaction commits.
 
+// deadLetters writes the dead-letter copies of the jobs that die.
+type deadLetters struct {
+	*db
+	*beliefs
+	flow   *flowControl
+	groups *consumerGroups
+}
+
 const (
 	// sqlDoneBySeqs reads finished jobs by seq.
 	sqlDoneBySeqs = doneSelect + ` WHERE d.seq = ANY($1)`
@@ -28,11 +36,11 @@ const (
 	sqlGroupsOf = `SELECT queue, name FROM spool_consumer_groups WHERE queue = ANY($1::text[])`
 )
 
-// deadLetter writes in tx, at now, the dead-letter copy of each job of
+// write writes in tx, at now, the dead-letter copy of each job of
 // letters (by seq: the dead-letter queue), which tx just moved to
 // spool_jobs_done dead, and returns by seq the queue and id of each copy.
 // The copies' commit waits for the WAL flush as the deaths' does.
-func (s *Store) deadLetter(ctx context.Context, tx pgx.Tx, letters map[int64]string, now time.Time) (map[int64]job.JobRef, error) {
+func (l *deadLetters) write(ctx context.Context, tx pgx.Tx, letters map[int64]string, now time.Time) (map[int64]job.JobRef, error) {
 	if len(letters) == 0 {
 		return nil, nil
 	}
@@ -63,7 +71,7 @@ func (s *Store) deadLetter(ctx context.Context, tx pgx.Tx, letters map[int64]str
 		}
 		out[deadSeqs[i]] = job.JobRef{Queue: c.Queue, ID: c.ID}
 	}
-	if _, err := s.markGrouped(ctx, tx, grouped); err != nil {
+	if err := l.flow.markGrouped(ctx, tx, grouped); err != nil {
 		return nil, fmt.Errorf("dead-letter jobs: %w", err)
 	}
 	w, err := newWholeJobs(copies)
@@ -90,13 +98,13 @@ func (s *Store) deadLetter(ctx context.Context, tx pgx.Tx, letters map[int64]str
 	batch = &pgx.Batch{}
 	written := 0
 	w.queue(batch, waits, &written)
-	s.copyToLanes(tx, batch, lanes, ids, w.queues)
+	l.groups.copyToLanes(tx, batch, lanes, ids, w.queues)
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 		return nil, fmt.Errorf("dead-letter jobs: %w", err)
 	}
 	if written != len(copies) {
 		return nil, fmt.Errorf("dead-letter jobs: %d of %d copies written: a new id is taken", written, len(copies))
 	}
-	s.announceOnCommit(tx, w.queues)
+	l.announceOnCommit(tx, w.queues)
 	return out, nil
 }

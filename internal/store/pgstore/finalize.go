@@ -14,6 +14,13 @@ import (
 	"github.com/spoolq/spool/internal/store"
 )
 
+// finisher ends attempts: it acknowledges, fails and releases leased
+// jobs, and extends their leases and records their progress.
+type finisher struct {
+	*db
+	letters *deadLetters
+}
+
 // doneInsert is the column list of a move into spool_jobs_done.
 const doneInsert = `INSERT INTO spool_jobs_done (` + jobColumns + `)`
 
@@ -213,8 +220,8 @@ func (it *items) settle(ctx context.Context, q querier, out []store.Outcome, mat
 // job.AfterCompletion sends it; see store.Claimer. Its
 // writes are one statement, sqlComplete, which commits without waiting for
 // the WAL flush when every job it completed is of process durability.
-func (s *Store) JobComplete(ctx context.Context, p *store.JobCompleteParams) ([]store.Outcome, error) {
-	if err := s.check(); err != nil {
+func (fin *finisher) JobComplete(ctx context.Context, p *store.JobCompleteParams) ([]store.Outcome, error) {
+	if err := fin.check(); err != nil {
 		return nil, wrap("complete jobs", err)
 	}
 	it := newItems(len(p.Items), func(i int) (string, int64) { return p.Items[i].ID, p.Items[i].Token })
@@ -227,7 +234,7 @@ func (s *Store) JobComplete(ctx context.Context, p *store.JobCompleteParams) ([]
 	out := make([]store.Outcome, len(p.Items))
 	complete := func(q querier) error {
 		rows, err := q.Query(ctx, sqlComplete, it.ids, it.tokens, results, micro(p.Now), ackCancelled, ackCompleted,
-			s.channel, s.node, notifyChunk)
+			fin.channel, fin.node, notifyChunk)
 		if err != nil {
 			return err
 		}
@@ -245,10 +252,10 @@ func (s *Store) JobComplete(ctx context.Context, p *store.JobCompleteParams) ([]
 		return it.settle(ctx, q, out, matched)
 	}
 	var err error
-	if s.beforeCommit == nil {
-		err = s.retry(ctx, func() error { return s.timed(func() error { return complete(s.pool) }) })
+	if fin.beforeCommit == nil {
+		err = fin.retry(ctx, func() error { return fin.timed(func() error { return complete(fin.pool) }) })
 	} else {
-		err = s.tx(ctx, func(tx pgx.Tx) error { return complete(tx) })
+		err = fin.tx(ctx, func(tx pgx.Tx) error { return complete(tx) })
 	}
 	if err != nil {
 		return nil, wrap("complete jobs", err)
@@ -370,7 +377,7 @@ type change struct {
 // with a deadLetter leaves its copy there (see deadLetter); apply returns
 // the copies by the seq of their dead jobs. When every change is to a
 // process job, tx commits without waiting for the WAL flush.
-func (s *Store) apply(ctx context.Context, tx pgx.Tx, changes []change, available []string, now time.Time) (map[int64]job.JobRef, error) {
+func (fin *finisher) apply(ctx context.Context, tx pgx.Tx, changes []change, available []string, now time.Time) (map[int64]job.JobRef, error) {
 	var fSeq, wSeq []int64
 	var fState, wState, fErr, wErr []string
 	var fAtt, wAtt []int32
@@ -405,9 +412,9 @@ func (s *Store) apply(ctx context.Context, tx pgx.Tx, changes []change, availabl
 	if len(wSeq) > 0 {
 		batch.Queue(sqlRequeue, wSeq, wState, wRun, wAtt, wErr, wWait)
 	}
-	s.announceOnCommit(tx, available)
+	fin.announceOnCommit(tx, available)
 	if len(freed) > 0 {
-		batch.Queue(sqlNotifyCapped, s.channel, s.node, notifyChunk, freed)
+		batch.Queue(sqlNotifyCapped, fin.channel, fin.node, notifyChunk, freed)
 	}
 	if batch.Len() == 0 {
 		return nil, nil
@@ -415,15 +422,15 @@ func (s *Store) apply(ctx context.Context, tx pgx.Tx, changes []change, availabl
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 		return nil, fmt.Errorf("apply changes: %w", err)
 	}
-	return s.deadLetter(ctx, tx, letters, now)
+	return fin.letters.write(ctx, tx, letters, now)
 }
 
 // JobFail records failed attempts item by item, each where
 // job.AfterFailure sends it; see store.Claimer.
-func (s *Store) JobFail(ctx context.Context, p *store.JobFailParams) ([]store.Outcome, error) {
+func (fin *finisher) JobFail(ctx context.Context, p *store.JobFailParams) ([]store.Outcome, error) {
 	it := newItems(len(p.Items), func(i int) (string, int64) { return p.Items[i].ID, p.Items[i].Token })
 	now := micro(p.Now)
-	out, err := s.endLeases(ctx, it, len(p.Items), now, false, func(i int, l *leased) (change, store.Outcome, error) {
+	out, err := fin.endLeases(ctx, it, len(p.Items), now, false, func(i int, l *leased) (change, store.Outcome, error) {
 		return failChange(&p.Items[i], l, now, p.Rand)
 	})
 	if err != nil {
@@ -454,9 +461,9 @@ func failChange(item *store.JobFailItem, l *leased, now time.Time, rnd func() fl
 // job.AfterRelease sends it; see store.Claimer. A job that counts as
 // never started again gets its wait deadline, under its queue's flow
 // lock (see waits.go).
-func (s *Store) JobRelease(ctx context.Context, p *store.JobReleaseParams) ([]store.Outcome, error) {
+func (fin *finisher) JobRelease(ctx context.Context, p *store.JobReleaseParams) ([]store.Outcome, error) {
 	it := newItems(len(p.Items), func(i int) (string, int64) { return p.Items[i].ID, p.Items[i].Token })
-	out, err := s.endLeases(ctx, it, len(p.Items), micro(p.Now), true, func(_ int, l *leased) (change, store.Outcome, error) {
+	out, err := fin.endLeases(ctx, it, len(p.Items), micro(p.Now), true, func(_ int, l *leased) (change, store.Outcome, error) {
 		state, attempt := job.AfterRelease(l.cancelRequested, l.attempt)
 		c := change{seq: l.seq, queue: l.queue, state: state, runAt: l.runAt, attempt: attempt, durability: l.durability,
 			maxWait: l.settings.MaxWait}
@@ -473,10 +480,10 @@ func (s *Store) JobRelease(ctx context.Context, p *store.JobReleaseParams) ([]st
 // gives for item i; items that do not hold their job's lease get its
 // miss, and those whose job died into a dead-letter queue its copy.
 // Queues that get a job back available are woken.
-func (s *Store) endLeases(ctx context.Context, it *items, n int, now time.Time, waits bool,
+func (fin *finisher) endLeases(ctx context.Context, it *items, n int, now time.Time, waits bool,
 	end func(i int, l *leased) (change, store.Outcome, error)) ([]store.Outcome, error) {
 	var out []store.Outcome
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	err := fin.tx(ctx, func(tx pgx.Tx) error {
 		out = make([]store.Outcome, n)
 		locked, err := lockLeased(ctx, tx, it, waits)
 		if err != nil {
@@ -503,7 +510,7 @@ func (s *Store) endLeases(ctx context.Context, it *items, n int, now time.Time, 
 			out[i] = o
 			item[c.seq] = i
 		}
-		letters, err := s.apply(ctx, tx, changes, available, now)
+		letters, err := fin.apply(ctx, tx, changes, available, now)
 		if err != nil {
 			return err
 		}
@@ -517,8 +524,8 @@ func (s *Store) endLeases(ctx context.Context, it *items, n int, now time.Time, 
 
 // JobExtend moves leases forward item by item; see store.Claimer. It
 // rewrites only each job's lease row.
-func (s *Store) JobExtend(ctx context.Context, p *store.JobExtendParams) ([]store.Outcome, error) {
-	if err := s.check(); err != nil {
+func (fin *finisher) JobExtend(ctx context.Context, p *store.JobExtendParams) ([]store.Outcome, error) {
+	if err := fin.check(); err != nil {
 		return nil, wrap("extend leases", err)
 	}
 	it := newItems(len(p.Items), func(i int) (string, int64) { return p.Items[i].ID, p.Items[i].Token })
@@ -529,8 +536,8 @@ func (s *Store) JobExtend(ctx context.Context, p *store.JobExtendParams) ([]stor
 		index[it.ids[k]] = k
 	}
 	out := make([]store.Outcome, len(p.Items))
-	err := s.retry(ctx, func() error {
-		rows, err := s.pool.Query(ctx, sqlExtend, it.ids, it.tokens, leases, micro(p.Now))
+	err := fin.retry(ctx, func() error {
+		rows, err := fin.pool.Query(ctx, sqlExtend, it.ids, it.tokens, leases, micro(p.Now))
 		if err != nil {
 			return err
 		}
@@ -547,7 +554,7 @@ func (s *Store) JobExtend(ctx context.Context, p *store.JobExtendParams) ([]stor
 		if err != nil {
 			return err
 		}
-		return it.settle(ctx, s.pool, out, matched)
+		return it.settle(ctx, fin.pool, out, matched)
 	})
 	if err != nil {
 		return nil, wrap("extend leases", err)
@@ -557,11 +564,11 @@ func (s *Store) JobExtend(ctx context.Context, p *store.JobExtendParams) ([]stor
 
 // JobProgress stores a progress report of an active job; see
 // store.Claimer.
-func (s *Store) JobProgress(ctx context.Context, p *store.JobProgressParams) error {
-	if err := s.check(); err != nil {
+func (fin *finisher) JobProgress(ctx context.Context, p *store.JobProgressParams) error {
+	if err := fin.check(); err != nil {
 		return wrap("report progress", err)
 	}
-	tag, err := s.pool.Exec(ctx, sqlProgress, p.ID, p.Token, bytesOrNil(p.Progress))
+	tag, err := fin.pool.Exec(ctx, sqlProgress, p.ID, p.Token, bytesOrNil(p.Progress))
 	if err != nil {
 		return wrap("report progress", err)
 	}
@@ -570,7 +577,7 @@ func (s *Store) JobProgress(ctx context.Context, p *store.JobProgressParams) err
 	}
 	out := make([]store.Outcome, 1)
 	it := newItems(1, func(int) (string, int64) { return p.ID, p.Token })
-	if err := it.settle(ctx, s.pool, out, []bool{false}); err != nil {
+	if err := it.settle(ctx, fin.pool, out, []bool{false}); err != nil {
 		return wrap("report progress", err)
 	}
 	return fmt.Errorf("report progress: job %s: %w", p.ID, out[0].Err)

@@ -43,6 +43,13 @@ import (
 // one such queue run one at a time across all nodes and each sees what
 // the one before it handed out; claims of other queues never wait on it.
 
+// flowControl sets the limits of queues and makes queues grouped, their
+// lanes with them.
+type flowControl struct {
+	*db
+	*beliefs
+}
+
 const (
 	// sqlLockFlow takes the exclusive flow lock of the queues $1, in key
 	// order, so that it never waits in a cycle with another. A consumer
@@ -109,13 +116,13 @@ RETURNING flow, paused`
 // transaction. A queue that gets flow control gives its pending jobs
 // without a group the empty group. The fetches parked on the queue on
 // every node wake, since new limits may let more jobs out.
-func (s *Store) QueueSetLimits(ctx context.Context, name string, l job.Limits) error {
-	if err := s.check(); err != nil {
+func (f *flowControl) QueueSetLimits(ctx context.Context, name string, l job.Limits) error {
+	if err := f.check(); err != nil {
 		return wrap("set queue limits", err)
 	}
 	l = l.Normalized()
 	flows := make(map[string]bool)
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	err := f.tx(ctx, func(tx pgx.Tx) error {
 		clear(flows)
 		if _, err := tx.Exec(ctx, sqlLockFlow, []string{name}, lockClass); err != nil {
 			return fmt.Errorf("lock queue: %w", err)
@@ -135,13 +142,13 @@ func (s *Store) QueueSetLimits(ctx context.Context, name string, l job.Limits) e
 				wake = append(wake, n)
 			}
 		}
-		s.announceOnCommit(tx, wake)
+		f.announceOnCommit(tx, wake)
 		return nil
 	})
 	if err != nil {
 		return wrap("set queue limits", err)
 	}
-	s.rememberFlow(flows)
+	f.rememberFlow(flows)
 	return nil
 }
 
@@ -194,26 +201,27 @@ func withGroups(jobs []store.JobInsertParams) []string {
 }
 
 // markGrouped makes sure that grouped, the queues that get jobs with a
-// group, are grouped, in tx. A queue this node knows to be grouped costs
-// nothing; one that is grouped already costs one read without a lock.
-// It returns the queues to remember as grouped once tx commits.
-func (s *Store) markGrouped(ctx context.Context, tx pgx.Tx, grouped []string) ([]string, error) {
+// group, are grouped, in tx, and remembers them as grouped once tx
+// commits. A queue this node knows to be grouped costs nothing; one that
+// is grouped already costs one read without a lock.
+func (f *flowControl) markGrouped(ctx context.Context, tx pgx.Tx, grouped []string) error {
 	var queues []string
 	for _, q := range grouped {
-		if _, ok := s.groupedQueues.Load(q); !ok {
+		if _, ok := f.groupedQueues.Load(q); !ok {
 			queues = append(queues, q)
 		}
 	}
 	if len(queues) == 0 {
-		return nil, nil
+		return nil
 	}
+	f.afterCommit(tx, func() { f.noteGrouped(queues) })
 	rows, err := tx.Query(ctx, sqlGroupedQueues, queues)
 	if err != nil {
-		return nil, fmt.Errorf("read grouped queues: %w", err)
+		return fmt.Errorf("read grouped queues: %w", err)
 	}
 	marked, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return nil, fmt.Errorf("read grouped queues: %w", err)
+		return fmt.Errorf("read grouped queues: %w", err)
 	}
 	var missing []string
 	for _, q := range queues {
@@ -222,29 +230,29 @@ func (s *Store) markGrouped(ctx context.Context, tx pgx.Tx, grouped []string) ([
 		}
 	}
 	if len(missing) == 0 {
-		return queues, nil
+		return nil
 	}
 	if _, err := tx.Exec(ctx, sqlLockFlow, missing, lockClass); err != nil {
-		return nil, fmt.Errorf("lock queues: %w", err)
+		return fmt.Errorf("lock queues: %w", err)
 	}
 	// The lanes of the queues' consumer groups get grouped with them: read
 	// under the lock, which a group's creation takes too, the list misses
 	// none.
 	lanes, err := lanesOf(ctx, tx, missing)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	missing = append(missing, lanes...)
 	rows, err = tx.Query(ctx, sqlFlowBefore, missing)
 	if err != nil {
-		return nil, fmt.Errorf("read flow control: %w", err)
+		return fmt.Errorf("read flow control: %w", err)
 	}
 	before, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return nil, fmt.Errorf("read flow control: %w", err)
+		return fmt.Errorf("read flow control: %w", err)
 	}
 	if _, err := tx.Exec(ctx, sqlSetGrouped, missing); err != nil {
-		return nil, fmt.Errorf("mark queues grouped: %w", err)
+		return fmt.Errorf("mark queues grouped: %w", err)
 	}
 	var convert []string
 	for _, q := range missing {
@@ -254,10 +262,10 @@ func (s *Store) markGrouped(ctx context.Context, tx pgx.Tx, grouped []string) ([
 	}
 	if len(convert) > 0 {
 		if _, err := tx.Exec(ctx, sqlConvertGroups, convert); err != nil {
-			return nil, fmt.Errorf("convert groups: %w", err)
+			return fmt.Errorf("convert groups: %w", err)
 		}
 	}
-	return queues, nil
+	return nil
 }
 
 // A start log (job.StartLog) is stored run-length encoded: pairs of a

@@ -56,11 +56,11 @@ ON CONFLICT (queue, grp) DO UPDATE SET starts = excluded.starts, last_start = ex
 // (internal/claim), and adds to res what held q's other available jobs
 // back. A queue without flow control after all is forgotten and claimed
 // the plain way.
-func (s *Store) claimFlow(ctx context.Context, q string, p *store.JobClaimParams, res *store.ClaimResult) error {
+func (cl *claimer) claimFlow(ctx context.Context, q string, p *store.JobClaimParams, res *store.ClaimResult) error {
 	want := p.Max - len(res.Jobs)
 	var c *flowClaim
 	plain := false
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	err := cl.tx(ctx, func(tx pgx.Tx) error {
 		c = &flowClaim{tx: tx, queue: q, group: p.Group, now: micro(p.Now), want: want, lease: p.LeaseDuration, worker: p.Worker}
 		found, err := c.lock(ctx)
 		if err != nil {
@@ -70,15 +70,15 @@ func (s *Store) claimFlow(ctx context.Context, q string, p *store.JobClaimParams
 		if plain || c.q.paused {
 			return nil
 		}
-		return c.run(ctx, s)
+		return c.run(ctx, cl.expirer)
 	})
 	if err != nil {
 		return wrap(fmt.Sprintf("claim jobs of queue %s", q), err)
 	}
 	if plain {
-		s.flowQueues.Delete(q)
-		s.plainSeen.Store(q, time.Now())
-		jobs, err := s.claimPlain(ctx, []string{q}, p, want, res)
+		cl.flowQueues.Delete(q)
+		cl.plainSeen.Store(q, time.Now())
+		jobs, err := cl.claimPlain(ctx, []string{q}, p, want, res)
 		res.Jobs = append(res.Jobs, jobs...)
 		return err
 	}
@@ -165,7 +165,7 @@ func (c *flowClaim) lock(ctx context.Context) (found bool, err error) {
 // run asks the planner what the claim does, writes it — the kills, the
 // leases — and records what the planner settles: the cursor and the start
 // logs.
-func (c *flowClaim) run(ctx context.Context, s *Store) error {
+func (c *flowClaim) run(ctx context.Context, x *expirer) error {
 	src := newGroupSource(ctx, c.tx, c.queue, c.q.limits, c.q.lastGroup, c.group)
 	d, err := claim.Plan(claim.Queue{Limits: c.q.limits, MaxWait: c.q.maxWait, Active: c.active, Starts: c.q.starts},
 		claim.Request{Now: c.now, Want: c.want, Group: c.group}, src)
@@ -177,7 +177,7 @@ func (c *flowClaim) run(ctx context.Context, s *Store) error {
 		for i, k := range d.Kill {
 			seqs[i] = k.Seq
 		}
-		if _, c.letters, err = s.expire(ctx, c.tx, seqs, c.now); err != nil {
+		if _, c.letters, err = x.expire(ctx, c.tx, seqs, c.now); err != nil {
 			return err
 		}
 	}

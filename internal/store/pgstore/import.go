@@ -92,13 +92,13 @@ const sqlTokensAbove = `SELECT setval('spool_lease_tokens', GREATEST(
 // notifications. It makes no copies for consumer groups: a source's
 // copies are jobs of its lanes, which come along as they are. It returns
 // how many jobs it stored.
-func (s *Store) ImportJobs(ctx context.Context, jobs []*job.Job) (int, error) {
+func (a *admin) ImportJobs(ctx context.Context, jobs []*job.Job) (int, error) {
 	w, err := newWholeJobs(jobs)
 	if err != nil {
 		return 0, fmt.Errorf("import jobs: %w", err)
 	}
 	count := 0
-	err = s.tx(ctx, func(tx pgx.Tx) error {
+	err = a.tx(ctx, func(tx pgx.Tx) error {
 		var waits map[string]time.Duration
 		batch := &pgx.Batch{}
 		lockWaits(batch, w.queues, &waits)

@@ -16,6 +16,19 @@ import (
 	"github.com/spoolq/spool/internal/store"
 )
 
+// inserter inserts jobs: plain ones in one round trip, alone or in
+// rounds shared with other calls (insertfast.go, combine.go), the others
+// in a transaction that also creates their queues (create.go), decides
+// duplicates and copies them into the lanes of their queues' consumer
+// groups.
+type inserter struct {
+	*db
+	*beliefs
+	flow    *flowControl
+	groups  *consumerGroups
+	combine *combiner
+}
+
 const (
 	// sqlInsertJobs inserts the jobs given as parallel arrays ($1-$17,
 	// $19, $21, $23, $24), in array order (which makes their seqs enqueue
@@ -96,12 +109,12 @@ CROSS JOIN LATERAL (
 // wrapping a *job.InputError, failing the whole insert. When every job it
 // inserts is of process durability, the insert commits without waiting
 // for the WAL flush (see sqlRelaxCommit).
-func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams) ([]store.InsertResult, error) {
+func (ins *inserter) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams) ([]store.InsertResult, error) {
 	if err := checkInserts(p.Jobs); err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", err)
 	}
-	if len(p.Create) == 0 && s.canInsertFast(p.Jobs) {
-		out, err := s.insertPlain(ctx, p.Jobs, micro(p.Now))
+	if len(p.Create) == 0 && ins.canInsertFast(p.Jobs) {
+		out, err := ins.insertPlain(ctx, p.Jobs, micro(p.Now))
 		if !errors.Is(err, errNotFast) {
 			if err != nil {
 				return nil, wrap("insert jobs", err)
@@ -110,24 +123,17 @@ func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams)
 		}
 	}
 	var out []store.InsertResult
-	var grouped []string
-	var created createdQueues
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	err := ins.tx(ctx, func(tx pgx.Tx) error {
+		if err := ins.createQueues(ctx, tx, p.Create); err != nil {
+			return err
+		}
 		var err error
-		if created, err = s.createQueues(ctx, tx, p.Create); err != nil {
-			return err
-		}
-		if grouped, err = s.markGrouped(ctx, tx, withGroups(p.Jobs)); err != nil {
-			return err
-		}
-		out, err = s.insert(ctx, tx, p.Jobs, micro(p.Now), len(p.Create) == 0)
+		out, err = ins.insert(ctx, tx, p.Jobs, micro(p.Now), len(p.Create) == 0)
 		return err
 	})
 	if err != nil {
 		return nil, wrap("insert jobs", err)
 	}
-	s.noteCreated(created)
-	s.noteGrouped(grouped)
 	return out, nil
 }
 
@@ -152,7 +158,10 @@ func checkInserts(jobs []store.JobInsertParams) error {
 // without waiting for the WAL flush when every job inserted is of process
 // durability: a caller whose transaction writes more than the insert
 // passes false.
-func (s *Store) insert(ctx context.Context, tx pgx.Tx, jobs []store.JobInsertParams, now time.Time, relax bool) ([]store.InsertResult, error) {
+func (ins *inserter) insert(ctx context.Context, tx pgx.Tx, jobs []store.JobInsertParams, now time.Time, relax bool) ([]store.InsertResult, error) {
+	if err := ins.flow.markGrouped(ctx, tx, withGroups(jobs)); err != nil {
+		return nil, err
+	}
 	out := make([]store.InsertResult, len(jobs))
 	first := make(map[string]int, len(jobs)) // id → index of its first job in the batch
 	sameAs := make(map[int]int)              // later job with an id seen before → that first job
@@ -168,7 +177,7 @@ func (s *Store) insert(ctx context.Context, tx pgx.Tx, jobs []store.JobInsertPar
 	insert := make([]int, 0, len(jobs)) // indexes of the jobs to insert
 	if unique {
 		var err error
-		if insert, err = s.resolveUnique(ctx, tx, jobs, sameAs, now, out); err != nil {
+		if insert, err = ins.resolveUnique(ctx, tx, jobs, sameAs, now, out); err != nil {
 			return nil, err
 		}
 	} else {
@@ -179,7 +188,7 @@ func (s *Store) insert(ctx context.Context, tx pgx.Tx, jobs []store.JobInsertPar
 		}
 	}
 	if len(insert) > 0 {
-		if err := s.insertRows(ctx, tx, jobs, insert, now, relax, out); err != nil {
+		if err := ins.insertRows(ctx, tx, jobs, insert, now, relax, out); err != nil {
 			return nil, err
 		}
 	}
@@ -193,11 +202,11 @@ func (s *Store) insert(ctx context.Context, tx pgx.Tx, jobs []store.JobInsertPar
 }
 
 // insertRows inserts the jobs at idx, fills their results, and turns into
-// duplicates those whose id turned out to exist; relax is insert's.
-func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, jobs []store.JobInsertParams, idx []int, now time.Time, relax bool,
+// duplicates those whose id turned out to exist; relax is insert'ins.
+func (ins *inserter) insertRows(ctx context.Context, tx pgx.Tx, jobs []store.JobInsertParams, idx []int, now time.Time, relax bool,
 	out []store.InsertResult) error {
 	n := len(idx)
-	waits, err := s.waiting(ctx, tx)
+	waits, err := ins.waiting(ctx, tx)
 	if err != nil {
 		return err
 	}
@@ -222,7 +231,7 @@ func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, jobs []store.JobInser
 			switch {
 			case group != nil:
 				lanes.add(key, *group)
-				s.lanedQueues.Store(key, struct{}{})
+				ins.lanedQueues.Store(key, struct{}{})
 			case wait != nil:
 				if actual == nil {
 					actual = make(map[string]time.Duration)
@@ -240,12 +249,12 @@ func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, jobs []store.JobInser
 		done, _, err = scanJobs(rows)
 		return err
 	})
-	s.announceOnCommit(tx, a.available)
+	ins.announceOnCommit(tx, a.available)
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 		return fmt.Errorf("insert jobs: %w", err)
 	}
 	if len(actual) > 0 {
-		s.forgetWaits()
+		ins.forgetWaits()
 		if err := fixWaits(ctx, tx, ids, a.queueOf, runAts, actual); err != nil {
 			return err
 		}
@@ -296,7 +305,7 @@ func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, jobs []store.JobInser
 			}
 		}
 		batch := &pgx.Batch{}
-		s.copyToLanes(tx, batch, lanes, copied, available)
+		ins.groups.copyToLanes(tx, batch, lanes, copied, available)
 		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 			return fmt.Errorf("copy jobs to their consumer groups: %w", err)
 		}
@@ -453,7 +462,7 @@ type uniqueRef struct{ queue, key string }
 // the batch inserted before. It locks the batch's keys first so that
 // racing inserts of one key resolve one after the other. It fills the
 // results of the duplicates and returns the indexes of the jobs to insert.
-func (s *Store) resolveUnique(ctx context.Context, tx pgx.Tx, jobs []store.JobInsertParams, sameAs map[int]int, now time.Time, out []store.InsertResult) ([]int, error) {
+func (ins *inserter) resolveUnique(ctx context.Context, tx pgx.Tx, jobs []store.JobInsertParams, sameAs map[int]int, now time.Time, out []store.InsertResult) ([]int, error) {
 	var locks []int64
 	var refQueues, refKeys []string
 	seen := make(map[uniqueRef]bool)
@@ -465,7 +474,7 @@ func (s *Store) resolveUnique(ctx context.Context, tx pgx.Tx, jobs []store.JobIn
 		seen[r] = true
 		refQueues, refKeys = append(refQueues, r.queue), append(refKeys, r.key)
 		h := fnv.New64a()
-		_, _ = h.Write([]byte(s.schema + "/" + r.queue + "/" + r.key))
+		_, _ = h.Write([]byte(ins.schema + "/" + r.queue + "/" + r.key))
 		locks = append(locks, int64(h.Sum64()))
 	}
 	slices.Sort(locks)

@@ -108,8 +108,8 @@ var errNotFast = errors.New("pgstore: the insert takes the full path")
 // node knows to have consumer groups, and no group in a queue not known to
 // be grouped already (the full insert marks it). The test hook
 // beforeCommit needs the full path.
-func (s *Store) canInsertFast(jobs []store.JobInsertParams) bool {
-	if s.beforeCommit != nil || len(jobs) == 0 || len(jobs) > maxFastInsert {
+func (ins *inserter) canInsertFast(jobs []store.JobInsertParams) bool {
+	if ins.beforeCommit != nil || len(jobs) == 0 || len(jobs) > maxFastInsert {
 		return false
 	}
 	ids := make(map[string]struct{}, len(jobs))
@@ -118,11 +118,11 @@ func (s *Store) canInsertFast(jobs []store.JobInsertParams) bool {
 		if jp.UniqueKey != "" {
 			return false
 		}
-		if _, ok := s.lanedQueues.Load(jp.Queue); ok {
+		if _, ok := ins.lanedQueues.Load(jp.Queue); ok {
 			return false
 		}
 		if jp.Group != "" {
-			if _, ok := s.groupedQueues.Load(jp.Queue); !ok {
+			if _, ok := ins.groupedQueues.Load(jp.Queue); !ok {
 				return false
 			}
 		}
@@ -141,33 +141,33 @@ const maxFastInsert = 128
 // insertFast inserts jobs, which canInsertFast accepted, in one round
 // trip, or returns errNotFast having written nothing. It announces their
 // queues only when another node listens (listeners.go).
-func (s *Store) insertFast(ctx context.Context, jobs []store.JobInsertParams, now time.Time) ([]store.InsertResult, error) {
-	waits, err := s.waiting(ctx, s.pool)
+func (ins *inserter) insertFast(ctx context.Context, jobs []store.JobInsertParams, now time.Time) ([]store.InsertResult, error) {
+	waits, err := ins.waiting(ctx, ins.pool)
 	if err != nil {
 		return nil, err
 	}
-	f, err := s.newFastInsert(jobs, now, waits)
+	f, err := ins.newFastInsert(jobs, now, waits)
 	if err != nil {
 		return nil, err
 	}
 	var heard bool
-	err = s.retry(ctx, func() error {
-		return s.timed(func() error { return s.sendFast(ctx, f.batch, &heard) })
+	err = ins.retry(ctx, func() error {
+		return ins.timed(func() error { return ins.sendFast(ctx, f.batch, &heard) })
 	})
 	if err != nil {
 		var nf *notFastError
 		if errors.As(err, &nf) {
 			if q, ok := strings.CutPrefix(nf.reason, "laned:"); ok {
-				s.lanedQueues.Store(q, struct{}{})
+				ins.lanedQueues.Store(q, struct{}{})
 			}
 			if strings.HasPrefix(nf.reason, "wait:") {
-				s.forgetWaits()
+				ins.forgetWaits()
 			}
 		}
 		return nil, err
 	}
 	if heard {
-		s.ann.add(f.available)
+		ins.ann.add(f.available)
 	}
 	out := make([]store.InsertResult, len(jobs))
 	for i := range jobs {
@@ -185,10 +185,10 @@ type fastInsert struct {
 
 // newFastInsert makes the pipeline that inserts jobs at now, with the
 // wait deadlines of the maximum waits waits.
-func (s *Store) newFastInsert(jobs []store.JobInsertParams, now time.Time, waits map[string]time.Duration) (*fastInsert, error) {
+func (ins *inserter) newFastInsert(jobs []store.JobInsertParams, now time.Time, waits map[string]time.Duration) (*fastInsert, error) {
 	batch := &pgx.Batch{}
 	lockArgs := func(queues []string, process bool) {
-		batch.Queue(sqlFastBegin, lockClass, s.lockKey(listenersLock), queues, process)
+		batch.Queue(sqlFastBegin, lockClass, ins.lockKey(listenersLock), queues, process)
 	}
 	if len(jobs) == 1 {
 		jp := &jobs[0]
@@ -204,7 +204,7 @@ func (s *Store) newFastInsert(jobs []store.JobInsertParams, now time.Time, waits
 		batch.Queue(sqlInsertJobFast, jp.ID, jp.Queue, jp.Kind, bytesOrNil(jp.Payload), int32(jp.Priority),
 			string(jp.State), f.runAts[0], int32(jp.MaxAttempts), string(jp.Backoff.Kind), int64(jp.Backoff.Base),
 			int64(jp.Backoff.Max), jp.Backoff.Jitter, int64(jp.LeaseDuration), jp.UniqueKey, int64(jp.UniqueFor), tags,
-			string(durabilityOf(jp.Durability)), createdAt(jp, now), jp.Group, jp.TraceParent, s.node,
+			string(durabilityOf(jp.Durability)), createdAt(jp, now), jp.Group, jp.TraceParent, ins.node,
 			waitDeadline(0, f.runAts[0], waits[jp.Queue]), int64(waits[jp.Queue]))
 		if !jp.FreshID {
 			batch.Queue(sqlNoneDone, []string{jp.ID})
@@ -220,7 +220,7 @@ func (s *Store) newFastInsert(jobs []store.JobInsertParams, now time.Time, waits
 		return nil, err
 	}
 	lockArgs(a.queues, a.allProcess)
-	batch.Queue(sqlInsertJobsFast, append(a.args, int64(len(jobs)), s.node)...)
+	batch.Queue(sqlInsertJobsFast, append(a.args, int64(len(jobs)), ins.node)...)
 	if !allFresh(jobs) {
 		batch.Queue(sqlNoneDone, a.ids)
 	}
@@ -230,8 +230,8 @@ func (s *Store) newFastInsert(jobs []store.JobInsertParams, now time.Time, waits
 // sendFast sends batch, a whole implicit transaction that starts with
 // sqlFastBegin and an insert, on one connection, reads every result and
 // sets heard to what the insert read.
-func (s *Store) sendFast(ctx context.Context, batch *pgx.Batch, heard *bool) error {
-	c, err := s.pool.Acquire(ctx)
+func (ins *inserter) sendFast(ctx context.Context, batch *pgx.Batch, heard *bool) error {
+	c, err := ins.pool.Acquire(ctx)
 	if err != nil {
 		return err
 	}

@@ -77,6 +77,15 @@ LEFT JOIN LATERAL (
 // job.LaneSep. A query meant for the index states it as written here.
 const isLane = `queue LIKE '%` + job.LaneSep + `%'`
 
+// consumerGroups creates, seeks, deletes and lists the consumer groups of
+// queues, and copies jobs into their lanes.
+type consumerGroups struct {
+	*db
+	*beliefs
+	flow   *flowControl
+	queues *queueReader
+}
+
 const (
 	// sqlLockGroup and sqlUnlockGroup take and release the session lock
 	// of the consumer group whose lane is $2.
@@ -189,7 +198,7 @@ func (ls *laneSet) add(queue, name string) {
 // jobs of ids, which tx has just inserted, into the lanes of their
 // queues' groups, lanes, and announces the lanes of the queues among
 // available that get available jobs once tx commits; see sqlCopyToLanes.
-func (s *Store) copyToLanes(tx pgx.Tx, batch *pgx.Batch, lanes laneSet, ids, available []string) {
+func (cg *consumerGroups) copyToLanes(tx pgx.Tx, batch *pgx.Batch, lanes laneSet, ids, available []string) {
 	if len(ids) == 0 || len(lanes) == 0 {
 		return
 	}
@@ -203,7 +212,7 @@ func (s *Store) copyToLanes(tx pgx.Tx, batch *pgx.Batch, lanes laneSet, ids, ava
 		}
 	}
 	batch.Queue(sqlCopyToLanes, ids, queues, names)
-	s.announceOnCommit(tx, wake)
+	cg.announceOnCommit(tx, wake)
 }
 
 // withLanes is name followed by the lanes of its consumer groups, read
@@ -233,12 +242,12 @@ func lanesOf(ctx context.Context, tx pgx.Tx, queues []string) ([]string, error) 
 // queue, and gives it the jobs it starts with; see store.ConsumerGroups
 // and, for how no job inserted meanwhile goes without a copy, the top of
 // this file.
-func (s *Store) ConsumerGroupCreate(ctx context.Context, p *store.ConsumerGroupParams) (bool, error) {
+func (cg *consumerGroups) ConsumerGroupCreate(ctx context.Context, p *store.ConsumerGroupParams) (bool, error) {
 	lane := job.LaneName(p.Queue, p.Name)
 	created := false
-	err := s.withGroupLock(ctx, lane, func(conn *pgxpool.Conn) error {
+	err := cg.withGroupLock(ctx, lane, func(conn *pgxpool.Conn) error {
 		var flow bool
-		err := s.txOn(ctx, conn, func(tx pgx.Tx) error {
+		err := cg.txOn(ctx, conn, func(tx pgx.Tx) error {
 			created = false
 			if _, err := tx.Exec(ctx, sqlLockFlow, []string{p.Queue}, lockClass); err != nil {
 				return fmt.Errorf("lock queue: %w", err)
@@ -258,25 +267,25 @@ func (s *Store) ConsumerGroupCreate(ctx context.Context, p *store.ConsumerGroupP
 				return nil
 			}
 			created = true
-			flow, err = s.followQueue(ctx, tx, p.Queue, lane, grouped)
+			flow, err = cg.followQueue(ctx, tx, p.Queue, lane, grouped)
 			return err
 		})
 		if err != nil || !created {
 			return err
 		}
-		s.rememberFlow(map[string]bool{lane: flow})
+		cg.rememberFlow(map[string]bool{lane: flow})
 		if p.Start == store.StartNew {
 			return nil
 		}
-		err = s.txOn(ctx, conn, func(tx pgx.Tx) error {
+		err = cg.txOn(ctx, conn, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, sqlLockFlowShared, []string{p.Queue}, lockClass); err != nil {
 				return fmt.Errorf("lock queue: %w", err)
 			}
-			_, err := s.copyStart(ctx, tx, p)
+			_, err := cg.copyStart(ctx, tx, p)
 			return err
 		})
 		if err != nil {
-			return s.undoCreate(ctx, p, err)
+			return cg.undoCreate(ctx, p, err)
 		}
 		return nil
 	})
@@ -290,8 +299,8 @@ func (s *Store) ConsumerGroupCreate(ctx context.Context, p *store.ConsumerGroupP
 // grouped flag of its queue, whose flow lock and row lock tx holds, and
 // clears it of the jobs an earlier group of its name may have left. It
 // returns whether the lane has flow control.
-func (s *Store) followQueue(ctx context.Context, tx pgx.Tx, queue, lane string, grouped bool) (bool, error) {
-	qs, err := s.queues(ctx, tx, queue, false)
+func (cg *consumerGroups) followQueue(ctx context.Context, tx pgx.Tx, queue, lane string, grouped bool) (bool, error) {
+	qs, err := cg.queues.read(ctx, tx, queue, false)
 	if err != nil {
 		return false, fmt.Errorf("read queue: %w", err)
 	}
@@ -314,11 +323,11 @@ func (s *Store) followQueue(ctx context.Context, tx pgx.Tx, queue, lane string, 
 // undoCreate deletes group p, whose start failed with cause, so that
 // creating it again starts over, and returns cause with what the undo
 // met. It runs on even when ctx has ended.
-func (s *Store) undoCreate(ctx context.Context, p *store.ConsumerGroupParams, cause error) error {
+func (cg *consumerGroups) undoCreate(ctx context.Context, p *store.ConsumerGroupParams, cause error) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	lane := job.LaneName(p.Queue, p.Name)
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	err := cg.tx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, sqlLockFlow, []string{p.Queue}, lockClass); err != nil {
 			return fmt.Errorf("lock queue: %w", err)
 		}
@@ -335,11 +344,11 @@ func (s *Store) undoCreate(ctx context.Context, p *store.ConsumerGroupParams, ca
 
 // ConsumerGroupSeek empties a group's lane and gives it the jobs of its
 // new start, in one transaction; see store.ConsumerGroups.
-func (s *Store) ConsumerGroupSeek(ctx context.Context, p *store.ConsumerGroupParams) (int, error) {
+func (cg *consumerGroups) ConsumerGroupSeek(ctx context.Context, p *store.ConsumerGroupParams) (int, error) {
 	lane := job.LaneName(p.Queue, p.Name)
 	n := 0
-	err := s.withGroupLock(ctx, lane, func(conn *pgxpool.Conn) error {
-		return s.txOn(ctx, conn, func(tx pgx.Tx) error {
+	err := cg.withGroupLock(ctx, lane, func(conn *pgxpool.Conn) error {
+		return cg.txOn(ctx, conn, func(tx pgx.Tx) error {
 			var exists bool
 			if err := tx.QueryRow(ctx, sqlGroupExists, p.Queue, p.Name).Scan(&exists); err != nil {
 				return fmt.Errorf("read consumer group: %w", err)
@@ -354,7 +363,7 @@ func (s *Store) ConsumerGroupSeek(ctx context.Context, p *store.ConsumerGroupPar
 				return err
 			}
 			var err error
-			n, err = s.copyStart(ctx, tx, p)
+			n, err = cg.copyStart(ctx, tx, p)
 			return err
 		})
 	})
@@ -369,10 +378,10 @@ func (s *Store) ConsumerGroupSeek(ctx context.Context, p *store.ConsumerGroupPar
 // The other nodes hear of it once it commits
 // (Hooks.OnConsumerGroupsDeleted). The lane's queue row stays, without
 // jobs.
-func (s *Store) ConsumerGroupDelete(ctx context.Context, queue, name string) error {
+func (cg *consumerGroups) ConsumerGroupDelete(ctx context.Context, queue, name string) error {
 	lane := job.LaneName(queue, name)
-	err := s.withGroupLock(ctx, lane, func(conn *pgxpool.Conn) error {
-		return s.txOn(ctx, conn, func(tx pgx.Tx) error {
+	err := cg.withGroupLock(ctx, lane, func(conn *pgxpool.Conn) error {
+		return cg.txOn(ctx, conn, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, sqlLockFlow, []string{queue}, lockClass); err != nil {
 				return fmt.Errorf("lock queue: %w", err)
 			}
@@ -386,7 +395,7 @@ func (s *Store) ConsumerGroupDelete(ctx context.Context, queue, name string) err
 			if _, err := tx.Exec(ctx, sqlClearGroupStarts, lane); err != nil {
 				return fmt.Errorf("clear group start logs of %s: %w", lane, err)
 			}
-			if err := s.notify(ctx, tx, groupsTag, []string{lane}); err != nil {
+			if err := cg.notify(ctx, tx, groupsTag, []string{lane}); err != nil {
 				return fmt.Errorf("announce the deletion: %w", err)
 			}
 			return clearLane(ctx, tx, lane)
@@ -400,11 +409,11 @@ func (s *Store) ConsumerGroupDelete(ctx context.Context, queue, name string) err
 
 // ConsumerGroupList lists a queue's groups with their lanes' counts; see
 // store.ConsumerGroups.
-func (s *Store) ConsumerGroupList(ctx context.Context, queue string) ([]store.ConsumerGroup, error) {
-	if err := s.check(); err != nil {
+func (cg *consumerGroups) ConsumerGroupList(ctx context.Context, queue string) ([]store.ConsumerGroup, error) {
+	if err := cg.check(); err != nil {
 		return nil, wrap("list consumer groups", err)
 	}
-	out, err := s.readGroups(ctx, sqlGroupList, queue)
+	out, err := cg.readGroups(ctx, sqlGroupList, queue)
 	if err != nil {
 		return nil, wrap(fmt.Sprintf("list consumer groups of %s", queue), err)
 	}
@@ -413,11 +422,11 @@ func (s *Store) ConsumerGroupList(ctx context.Context, queue string) ([]store.Co
 
 // ConsumerGroupListAll lists a page of the groups of every queue with
 // their lanes' counts, in one statement; see store.ConsumerGroups.
-func (s *Store) ConsumerGroupListAll(ctx context.Context, p *store.ConsumerGroupListParams) ([]store.ConsumerGroup, error) {
-	if err := s.check(); err != nil {
+func (cg *consumerGroups) ConsumerGroupListAll(ctx context.Context, p *store.ConsumerGroupListParams) ([]store.ConsumerGroup, error) {
+	if err := cg.check(); err != nil {
 		return nil, wrap("list consumer groups", err)
 	}
-	out, err := s.readGroups(ctx, sqlGroupListAll, p.AfterQueue, p.AfterName, p.PageSize())
+	out, err := cg.readGroups(ctx, sqlGroupListAll, p.AfterQueue, p.AfterName, p.PageSize())
 	if err != nil {
 		return nil, wrap("list consumer groups", err)
 	}
@@ -426,8 +435,8 @@ func (s *Store) ConsumerGroupListAll(ctx context.Context, p *store.ConsumerGroup
 
 // readGroups runs query, which reads groups with their lag (groupLag)
 // in order, one row a state, and gathers each group's rows.
-func (s *Store) readGroups(ctx context.Context, query string, args ...any) ([]store.ConsumerGroup, error) {
-	rows, err := s.pool.Query(ctx, query, args...)
+func (cg *consumerGroups) readGroups(ctx context.Context, query string, args ...any) ([]store.ConsumerGroup, error) {
+	rows, err := cg.pool.Query(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -479,7 +488,7 @@ func clearLane(ctx context.Context, tx pgx.Tx, lane string) error {
 // copyStart gives group p.Name the jobs of p.Queue that p.Start names, in
 // tx, which holds the queue's flow lock shared, and returns how many;
 // see sqlStartLane.
-func (s *Store) copyStart(ctx context.Context, tx pgx.Tx, p *store.ConsumerGroupParams) (int, error) {
+func (cg *consumerGroups) copyStart(ctx context.Context, tx pgx.Tx, p *store.ConsumerGroupParams) (int, error) {
 	var from pgtype.Timestamptz
 	switch p.Start {
 	case store.StartNew:
@@ -495,7 +504,7 @@ func (s *Store) copyStart(ctx context.Context, tx pgx.Tx, p *store.ConsumerGroup
 		return 0, fmt.Errorf("copy the start: %w", err)
 	}
 	if available > 0 {
-		s.announceOnCommit(tx, []string{job.LaneName(p.Queue, p.Name)})
+		cg.announceOnCommit(tx, []string{job.LaneName(p.Queue, p.Name)})
 	}
 	return int(n), nil
 }
@@ -503,11 +512,11 @@ func (s *Store) copyStart(ctx context.Context, tx pgx.Tx, p *store.ConsumerGroup
 // withGroupLock runs fn on a connection that holds the session lock of
 // the consumer group whose lane is lane, and releases the lock after. A
 // connection that cannot release it is closed, which does.
-func (s *Store) withGroupLock(ctx context.Context, lane string, fn func(*pgxpool.Conn) error) error {
-	if err := s.check(); err != nil {
+func (cg *consumerGroups) withGroupLock(ctx context.Context, lane string, fn func(*pgxpool.Conn) error) error {
+	if err := cg.check(); err != nil {
 		return err
 	}
-	conn, err := s.pool.Acquire(ctx)
+	conn, err := cg.pool.Acquire(ctx)
 	if err != nil {
 		return err
 	}

@@ -42,11 +42,11 @@ ON CONFLICT (node) DO UPDATE SET pid = excluded.pid`
 
 // joinListeners lists this node as listening on conn, which LISTENs
 // already, in one transaction that waits for the inserts under way.
-func (s *Store) joinListeners(ctx context.Context, conn *pgx.Conn) error {
+func (l *listener) joinListeners(ctx context.Context, conn *pgx.Conn) error {
 	batch := &pgx.Batch{}
-	batch.Queue(sqlLockListeners, lockClass, s.lockKey(listenersLock))
+	batch.Queue(sqlLockListeners, lockClass, l.lockKey(listenersLock))
 	batch.Queue(sqlPruneListeners)
-	batch.Queue(sqlListListener, s.node)
+	batch.Queue(sqlListListener, l.node)
 	if err := conn.SendBatch(ctx, batch).Close(); err != nil {
 		return fmt.Errorf("join the listeners: %w", err)
 	}

@@ -5,19 +5,29 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/spoolq/spool/internal/store"
 )
+
+// listener hears what other nodes announce: available jobs, changed
+// settings and deleted consumer groups.
+type listener struct {
+	*db
+	*beliefs
+	hooks store.Hooks
+}
 
 // listen holds a connection that LISTENs on the schema's channel and hands
 // the queues other nodes announce to Hooks.OnAvailable, until ctx ends. It
 // reconnects after any failure; on every (re)connect it announces every
 // known queue, since notifications sent while it was not listening are
 // lost.
-func (s *Store) listen(ctx context.Context) {
+func (l *listener) listen(ctx context.Context) {
 	wait := 100 * time.Millisecond
 	failures := 0
 	for ctx.Err() == nil {
 		started := time.Now()
-		err := s.listenOnce(ctx)
+		err := l.listenOnce(ctx)
 		if ctx.Err() != nil {
 			return
 		}
@@ -25,7 +35,7 @@ func (s *Store) listen(ctx context.Context) {
 			failures, wait = 0, 100*time.Millisecond // it had been listening: a fresh failure
 		}
 		if failures++; failures == 1 || failures%30 == 0 {
-			s.logger.Warn("pgstore: listener lost its connection; reconnecting", "err", err, "failures", failures)
+			l.logger.Warn("pgstore: listener lost its connection; reconnecting", "err", err, "failures", failures)
 		}
 		select {
 		case <-ctx.Done():
@@ -36,18 +46,18 @@ func (s *Store) listen(ctx context.Context) {
 	}
 }
 
-func (s *Store) listenOnce(ctx context.Context) error {
-	conn, err := pgx.ConnectConfig(ctx, s.connCfg.Copy())
+func (l *listener) listenOnce(ctx context.Context) error {
+	conn, err := pgx.ConnectConfig(ctx, l.connCfg.Copy())
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.channel}.Sanitize()); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{l.channel}.Sanitize()); err != nil {
 		return err
 	}
 	// Inserts announce to this node from here on (listeners.go); the look
 	// at every queue below comes after.
-	if err := s.joinListeners(ctx, conn); err != nil {
+	if err := l.joinListeners(ctx, conn); err != nil {
 		return err
 	}
 	rows, err := conn.Query(ctx, `SELECT name FROM spool_queues`)
@@ -60,36 +70,36 @@ func (s *Store) listenOnce(ctx context.Context) error {
 	}
 	// Whatever changed while no one listened is forgotten; from here on,
 	// every change comes in as a notification.
-	s.forgetAll(names)
+	l.forgetAll(names)
 	if len(names) > 0 {
-		s.cfg.Hooks.OnAvailable(names)
+		l.hooks.OnAvailable(names)
 	}
-	s.defaults.listening.Store(true)
-	defer s.defaults.listening.Store(false)
-	s.groupsDeleted(nil)
+	l.defaults.listening.Store(true)
+	defer l.defaults.listening.Store(false)
+	l.groupsDeleted(nil)
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return err
 		}
 		node, tag, queues, ok := readNotification(n.Payload)
-		if !ok || node == s.node {
+		if !ok || node == l.node {
 			continue
 		}
-		s.heard(tag, queues)
+		l.heard(tag, queues)
 		switch tag {
 		case "":
-			s.cfg.Hooks.OnAvailable(queues)
+			l.hooks.OnAvailable(queues)
 		case groupsTag:
-			s.groupsDeleted(queues)
+			l.groupsDeleted(queues)
 		}
 	}
 }
 
 // groupsDeleted hands the lanes of consumer groups another node deleted
 // (nil: any may have been) to Hooks.OnConsumerGroupsDeleted, if set.
-func (s *Store) groupsDeleted(lanes []string) {
-	if h := s.cfg.Hooks.OnConsumerGroupsDeleted; h != nil {
+func (l *listener) groupsDeleted(lanes []string) {
+	if h := l.hooks.OnConsumerGroupsDeleted; h != nil {
 		h(lanes)
 	}
 }

@@ -30,11 +30,11 @@ RETURNING COALESCE((SELECT max_wait_ns FROM old), 0)`
 // unknown; see store.Admin. A new maximum wait rewrites the wait
 // deadlines of the queue's pending jobs, under the queue's flow lock
 // (see waits.go).
-func (s *Store) QueueSetSettings(ctx context.Context, name string, st job.QueueSettings) error {
-	if err := s.check(); err != nil {
+func (a *admin) QueueSetSettings(ctx context.Context, name string, st job.QueueSettings) error {
+	if err := a.check(); err != nil {
 		return wrap("set queue settings", err)
 	}
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	err := a.tx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, sqlLockFlow, []string{name}, lockClass); err != nil {
 			return fmt.Errorf("lock queue: %w", err)
 		}
@@ -48,10 +48,10 @@ func (s *Store) QueueSetSettings(ctx context.Context, name string, st job.QueueS
 				return err
 			}
 		}
-		return s.notify(ctx, tx, settingsTag, []string{name})
+		return a.notify(ctx, tx, settingsTag, []string{name})
 	})
-	s.defaults.forget([]string{name})
-	s.forgetWaits()
+	a.defaults.forget([]string{name})
+	a.forgetWaits()
 	if err != nil {
 		return wrap("set queue settings", err)
 	}

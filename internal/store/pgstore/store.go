@@ -56,9 +56,6 @@ const (
 	clockRefresh = 10 * time.Second
 )
 
-// lockClass is the first key of every advisory lock Spool takes ("SPOO");
-// the second is a hash of the schema and the lock's purpose.
-const lockClass = 0x53504f4f
 
 // Config configures a Store.
 type Config struct {
@@ -84,13 +81,31 @@ type Config struct {
 }
 
 // Store is the PostgreSQL store. It implements store.Store and is safe for
-// concurrent use.
+// concurrent use. It is made of parts with one job each, whose methods
+// it offers as its own: the inserter (Inserter), the claimer and the
+// finisher (Claimer), the transactor (Transactor), admin, the queue
+// reader, flow control and the consumer groups (Admin, ConsumerGroups),
+// the maintainer and the expirer (Maintainer), the scheduler (Scheduler)
+// and the sessions (Sessions). They share the db and the node's beliefs
+// about the queues; the listener hears the other nodes.
 type Store struct {
 	*db
 	*beliefs
-	cfg     Config
-	combine *combiner
-	clock   clock
+	*inserter
+	*claimer
+	*finisher
+	*transactor
+	*admin
+	*queueReader
+	*flowControl
+	*consumerGroups
+	*maintainer
+	*expirer
+	*scheduler
+	*sessions
+	*listener
+	cfg   Config
+	clock clock
 
 	stop      context.CancelFunc
 	bg        sync.WaitGroup
@@ -117,15 +132,15 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", mapErr(err))
 	}
-	d := &db{pool: pool, connCfg: pcfg.ConnConfig, logger: cfg.Logger, node: newNodeID(), ann: newAnnouncer(), onCommit: cfg.OnCommit}
-	s := &Store{cfg: cfg, db: d, beliefs: &beliefs{db: d, defaults: newDefaultsCache()}}
+	s := newStore(cfg, &db{pool: pool, connCfg: pcfg.ConnConfig, logger: cfg.Logger, node: newNodeID(), ann: newAnnouncer(),
+		onCommit: cfg.OnCommit})
 	if err := s.open(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	bgCtx, cancel := context.WithCancel(context.Background())
 	s.stop = cancel
-	s.combine = newCombiner(bgCtx)
+	s.inserter.combine = newCombiner(bgCtx)
 	s.goBackground(func() { s.rollupLoop(bgCtx) })
 	s.goBackground(func() { s.clockLoop(bgCtx) })
 	s.goBackground(func() { s.announceLoop(bgCtx) })
@@ -133,6 +148,24 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		s.goBackground(func() { s.listen(bgCtx) })
 	}
 	return s, nil
+}
+
+// newStore puts the parts of a store together on d.
+func newStore(cfg Config, d *db) *Store {
+	b := &beliefs{db: d, defaults: newDefaultsCache()}
+	reader := &queueReader{d, b}
+	flow := &flowControl{d, b}
+	groups := &consumerGroups{db: d, beliefs: b, flow: flow, queues: reader}
+	letters := &deadLetters{db: d, beliefs: b, flow: flow, groups: groups}
+	fin := &finisher{d, letters}
+	ins := &inserter{db: d, beliefs: b, flow: flow, groups: groups}
+	exp := &expirer{d, letters}
+	return &Store{
+		db: d, beliefs: b, inserter: ins, claimer: &claimer{d, b, exp}, finisher: fin,
+		transactor: &transactor{d, b, fin, ins}, admin: &admin{d, b}, queueReader: reader, flowControl: flow,
+		consumerGroups: groups, maintainer: &maintainer{d, fin}, expirer: exp, scheduler: &scheduler{d, b, ins},
+		sessions: &sessions{d}, listener: &listener{d, b, cfg.Hooks}, cfg: cfg,
+	}
 }
 
 func (s *Store) open(ctx context.Context) error {
@@ -242,6 +275,33 @@ func (s *Store) Close() error {
 // clock plus an offset refreshed every few seconds. Nodes that use it for
 // their engines agree on lease expiries whatever their own clocks say.
 func (s *Store) Now() time.Time { return s.clock.now() }
+
+// LeaderLock returns the leader election lock of the store's schema.
+func (s *Store) LeaderLock() *LeaderLock {
+	return &LeaderLock{db: s.db, key: s.lockKey("leader")}
+}
+
+// clockLoop measures the clock again every clockRefresh until ctx ends; a
+// failed measurement keeps the last offset.
+func (s *Store) clockLoop(ctx context.Context) {
+	t := time.NewTicker(clockRefresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		conn, err := s.pool.Acquire(ctx)
+		if err == nil {
+			err = s.clock.measure(ctx, conn.Conn())
+			conn.Release()
+		}
+		if err != nil && ctx.Err() == nil {
+			s.logger.Debug("pgstore: measure the database clock", "err", err)
+		}
+	}
+}
 
 func (s *Store) goBackground(fn func()) {
 	s.bg.Add(1)

@@ -11,6 +11,14 @@ import (
 	"github.com/spoolq/spool/internal/store"
 )
 
+// transactor acknowledges, fails and inserts in one transaction.
+type transactor struct {
+	*db
+	*beliefs
+	fin *finisher
+	ins *inserter
+}
+
 // sqlStrictCommit makes the transaction it runs in wait for the WAL flush
 // at its commit, as the server's setting has it, whatever an earlier
 // statement of the transaction set (see sqlRelaxCommit).
@@ -26,7 +34,7 @@ const sqlStrictCommit = `SET LOCAL synchronous_commit TO DEFAULT`
 // skip the WAL flush when its own jobs are all of process durability; the
 // transaction decides for the whole at its end, skipping the flush only
 // when every job it wrote is of process durability.
-func (s *Store) JobTransact(ctx context.Context, p *store.JobTransactParams) (*store.TransactResult, error) {
+func (t *transactor) JobTransact(ctx context.Context, p *store.JobTransactParams) (*store.TransactResult, error) {
 	if err := checkInserts(p.Insert); err != nil {
 		return nil, fmt.Errorf("transact: %w", job.RenameItems(err, "jobs", "enqueue"))
 	}
@@ -39,9 +47,7 @@ func (s *Store) JobTransact(ctx context.Context, p *store.JobTransactParams) (*s
 	})
 	now := micro(p.Now)
 	var res *store.TransactResult
-	var grouped []string
-	var created createdQueues
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	err := t.tx(ctx, func(tx pgx.Tx) error {
 		res = &store.TransactResult{
 			Completed: make([]store.Outcome, len(p.Complete)),
 			Failed:    make([]store.Outcome, len(p.Fail)),
@@ -57,20 +63,17 @@ func (s *Store) JobTransact(ctx context.Context, p *store.JobTransactParams) (*s
 		for _, l := range held {
 			relaxed = relaxed && l.durability == job.DurabilityProcess
 		}
-		if created, err = s.createQueues(ctx, tx, p.Create); err != nil {
+		if err := t.ins.createQueues(ctx, tx, p.Create); err != nil {
 			return err
 		}
-		if err := s.transactAcks(ctx, tx, p, now, res.Completed); err != nil {
+		if err := t.transactAcks(ctx, tx, p, now, res.Completed); err != nil {
 			return err
 		}
-		if err := s.transactFails(ctx, tx, p, held[acks:], now, res.Failed); err != nil {
+		if err := t.transactFails(ctx, tx, p, held[acks:], now, res.Failed); err != nil {
 			return err
 		}
 		if len(p.Insert) > 0 {
-			if grouped, err = s.markGrouped(ctx, tx, withGroups(p.Insert)); err != nil {
-				return err
-			}
-			if res.Inserted, err = s.insert(ctx, tx, p.Insert, now, false); err != nil {
+			if res.Inserted, err = t.ins.insert(ctx, tx, p.Insert, now, false); err != nil {
 				return job.RenameItems(err, "jobs", "enqueue")
 			}
 		}
@@ -89,8 +92,6 @@ func (s *Store) JobTransact(ctx context.Context, p *store.JobTransactParams) (*s
 	if res.Inserted == nil {
 		res.Inserted = []store.InsertResult{}
 	}
-	s.noteCreated(created)
-	s.noteGrouped(grouped)
 	return res, nil
 }
 
@@ -131,7 +132,7 @@ func holdAll(ctx context.Context, tx pgx.Tx, it *items, acks int) ([]*leased, er
 
 // transactAcks acknowledges the jobs of p.Complete, whose leases are
 // locked and current, with sqlComplete, and fills out.
-func (s *Store) transactAcks(ctx context.Context, tx pgx.Tx, p *store.JobTransactParams, now time.Time, out []store.Outcome) error {
+func (t *transactor) transactAcks(ctx context.Context, tx pgx.Tx, p *store.JobTransactParams, now time.Time, out []store.Outcome) error {
 	if len(p.Complete) == 0 {
 		return nil
 	}
@@ -143,7 +144,7 @@ func (s *Store) transactAcks(ctx context.Context, tx pgx.Tx, p *store.JobTransac
 		ids[i], tokens[i], results[i] = p.Complete[i].ID, p.Complete[i].Token, bytesOrNil(p.Complete[i].Result)
 		index[ids[i]] = i
 	}
-	rows, err := tx.Query(ctx, sqlComplete, ids, tokens, results, now, ackCancelled, ackCompleted, s.channel, s.node, notifyChunk)
+	rows, err := tx.Query(ctx, sqlComplete, ids, tokens, results, now, ackCancelled, ackCompleted, t.channel, t.node, notifyChunk)
 	if err != nil {
 		return fmt.Errorf("complete jobs: %w", err)
 	}
@@ -164,7 +165,7 @@ func (s *Store) transactAcks(ctx context.Context, tx pgx.Tx, p *store.JobTransac
 
 // transactFails ends the attempts of p.Fail, whose jobs held are locked,
 // where job.AfterFailure sends them, and fills out.
-func (s *Store) transactFails(ctx context.Context, tx pgx.Tx, p *store.JobTransactParams, held []*leased, now time.Time, out []store.Outcome) error {
+func (t *transactor) transactFails(ctx context.Context, tx pgx.Tx, p *store.JobTransactParams, held []*leased, now time.Time, out []store.Outcome) error {
 	if len(p.Fail) == 0 {
 		return nil
 	}
@@ -177,7 +178,7 @@ func (s *Store) transactFails(ctx context.Context, tx pgx.Tx, p *store.JobTransa
 		}
 		item[changes[i].seq] = i
 	}
-	letters, err := s.apply(ctx, tx, changes, nil, now)
+	letters, err := t.fin.apply(ctx, tx, changes, nil, now)
 	if err != nil {
 		return err
 	}

@@ -44,6 +44,12 @@ import (
 // (killMet). The leader's sweep (JobExpireWaiting) kills the ones no
 // claim meets.
 
+// expirer kills the jobs past their maximum wait.
+type expirer struct {
+	*db
+	letters *deadLetters
+}
+
 const (
 	// sqlWaitQueues lists the queues with a maximum wait.
 	sqlWaitQueues = `SELECT name, max_wait_ns FROM spool_queues WHERE max_wait_ns > 0`
@@ -224,11 +230,11 @@ func fixWaits(ctx context.Context, tx pgx.Tx, ids, queues []string, runAts []tim
 // killMet kills, in a transaction of its own, the jobs of seqs, which a
 // plain claim at now met past their deadlines, up to maxKilledByClaim,
 // and adds to res the dead-letter queues that got copies.
-func (s *Store) killMet(ctx context.Context, seqs []int64, now time.Time, res *store.ClaimResult) error {
+func (ex *expirer) killMet(ctx context.Context, seqs []int64, now time.Time, res *store.ClaimResult) error {
 	var letters []string
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	err := ex.tx(ctx, func(tx pgx.Tx) error {
 		var err error
-		_, letters, err = s.expire(ctx, tx, seqs, now)
+		_, letters, err = ex.expire(ctx, tx, seqs, now)
 		return err
 	})
 	if err != nil {
@@ -244,9 +250,9 @@ func (s *Store) killMet(ctx context.Context, seqs []int64, now time.Time, res *s
 // and past their queue's maximum wait (job.PastMaxWait), where
 // job.AfterMaxWait sends them, with their dead-letter copies. Jobs
 // another transaction holds are passed over; one whose deadline the rule
-// does not share gets the rule's. It returns how many it killed and the
+// does not share gets the rule'ex. It returns how many it killed and the
 // dead-letter queues that got copies.
-func (s *Store) expire(ctx context.Context, tx pgx.Tx, seqs []int64, now time.Time) (int, []string, error) {
+func (ex *expirer) expire(ctx context.Context, tx pgx.Tx, seqs []int64, now time.Time) (int, []string, error) {
 	if len(seqs) == 0 {
 		return 0, nil, nil
 	}
@@ -302,7 +308,7 @@ func (s *Store) expire(ctx context.Context, tx pgx.Tx, seqs []int64, now time.Ti
 	if _, err := tx.Exec(ctx, sqlFinish, fSeq, fState, fAtt, fErr, now); err != nil {
 		return 0, nil, fmt.Errorf("expire jobs: %w", err)
 	}
-	copies, err := s.deadLetter(ctx, tx, letters, now)
+	copies, err := ex.letters.write(ctx, tx, letters, now)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -316,13 +322,13 @@ func (s *Store) expire(ctx context.Context, tx pgx.Tx, seqs []int64, now time.Ti
 // JobExpireWaiting kills the jobs past their queues' maximum waits that
 // no claim met; see store.Maintainer. It reads them from the wait index
 // in deadline order, and reports the next deadline of an available job.
-func (s *Store) JobExpireWaiting(ctx context.Context, now time.Time, limit int) (*store.MaintenanceResult, error) {
-	if err := s.check(); err != nil {
+func (ex *expirer) JobExpireWaiting(ctx context.Context, now time.Time, limit int) (*store.MaintenanceResult, error) {
+	if err := ex.check(); err != nil {
 		return nil, wrap("expire waiting jobs", err)
 	}
 	now = micro(now)
 	var res *store.MaintenanceResult
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	err := ex.tx(ctx, func(tx pgx.Tx) error {
 		res = &store.MaintenanceResult{}
 		rows, err := tx.Query(ctx, sqlPastWait, now, limit)
 		if err != nil {
@@ -332,7 +338,7 @@ func (s *Store) JobExpireWaiting(ctx context.Context, now time.Time, limit int) 
 		if err != nil {
 			return fmt.Errorf("find jobs past their wait: %w", err)
 		}
-		if res.Count, res.Available, err = s.expire(ctx, tx, seqs, now); err != nil {
+		if res.Count, res.Available, err = ex.expire(ctx, tx, seqs, now); err != nil {
 			return err
 		}
 		return scanNullTime(tx.QueryRow(ctx, sqlNextWait, now), &res.Next)
