@@ -61,9 +61,7 @@ SELECT count(*) FROM back`
 	sqlDeleteDone     = `DELETE FROM spool_jobs_done WHERE id = $1`
 	sqlDeleteManyHot  = `DELETE FROM spool_jobs WHERE queue = $1 AND state = $2`
 	sqlDeleteManyDone = `DELETE FROM spool_jobs_done WHERE queue = $1 AND state = $2`
-	sqlSetPaused      = `INSERT INTO spool_queues (name, paused) VALUES ($1, $2)
-ON CONFLICT (name) DO UPDATE SET paused = excluded.paused`
-	sqlSetDurability = `INSERT INTO spool_queues (name, durability) VALUES ($1, $2)
+	sqlSetDurability  = `INSERT INTO spool_queues (name, durability) VALUES ($1, $2)
 ON CONFLICT (name) DO UPDATE SET durability = excluded.durability`
 	sqlPurgeQueue = `DELETE FROM spool_jobs WHERE queue = $1 AND state = 'available'`
 	// sqlNotifyOrdered announces queue $3 on channel $1 as node $2 if it is

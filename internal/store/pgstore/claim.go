@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -98,59 +97,6 @@ const maxClaimRounds = 3
 // waitOK is true for a job of alias j whose wait deadline (waits.go) has
 // not come at $2.
 const waitOK = `(j.wait_until IS NULL OR j.wait_until > $2::timestamptz)`
-
-// JobClaim leases up to p.Max available jobs; see store.Claimer. It
-// claims the queues without flow control first, the plain way, in one
-// statement (claimPlain), which passes over any that have flow control;
-// when that comes out short, it looks which of them have flow control
-// after all (lookForFlow), then claims the queues with flow control one
-// after the other in the order named (claimFlow). A node remembers the
-// queues it found with flow control and leaves them out of the plain
-// claim from then on. A claim of one group (p.Group) takes the same
-// steps with statements that read that group's jobs alone.
-func (cl *claimer) JobClaim(ctx context.Context, p *store.JobClaimParams) (*store.ClaimResult, error) {
-	if err := cl.check(); err != nil {
-		return nil, wrap("claim jobs", err)
-	}
-	res := &store.ClaimResult{}
-	if p.Max <= 0 || len(p.Queues) == 0 {
-		return res, nil
-	}
-	queues := make([]string, 0, len(p.Queues))
-	var plain []string
-	for _, q := range p.Queues {
-		if !slices.Contains(queues, q) {
-			queues = append(queues, q)
-			if !cl.isFlow(q) {
-				plain = append(plain, q)
-			}
-		}
-	}
-	if len(plain) > 0 {
-		jobs, err := cl.claimPlain(ctx, plain, p, p.Max, res)
-		if err != nil {
-			return nil, err
-		}
-		res.Jobs = jobs
-		if len(jobs) < p.Max {
-			if err := cl.lookForFlow(ctx, plain); err != nil {
-				return nil, wrap("claim jobs", err)
-			}
-		}
-	}
-	for _, q := range queues {
-		if len(res.Jobs) >= p.Max {
-			break
-		}
-		if !cl.isFlow(q) {
-			continue
-		}
-		if err := cl.claimFlow(ctx, q, p, res); err != nil {
-			return nil, err
-		}
-	}
-	return res, nil
-}
 
 // claimPlain claims up to max jobs from queues, in claim order across
 // them, passing over the queues with flow control and the jobs whose wait

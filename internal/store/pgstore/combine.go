@@ -8,48 +8,7 @@ import (
 	"github.com/spoolq/spool/internal/store"
 )
 
-// combiner gathers the fast inserts (insertFast) of concurrent calls into
-// shared rounds, each one statement and one commit. A call queues itself
-// and then either leads a round, when fewer than combineLeaders rounds are
-// under way, taking every call waiting (its own among them) up to
-// maxFastInsert jobs, or waits for the round that took it. Calls that
-// come while the rounds are busy wait for the next, so the rounds grow
-// with the load: a lone caller leads its own round with no hand-off to
-// another goroutine; fifty share a few.
-//
-// Every call keeps its own all-or-none: a round that fails leaves nothing
-// written and answers each of its calls with the failure, and a round that
-// the fast insert refuses (errNotFast, say because one call's id exists)
-// sends each of its calls back to insert alone.
-type combiner struct {
-	calls   chan *combinedCall
-	leaders chan struct{}   // one per round under way
-	ctx     context.Context // the store's: rounds outlive the calls that lead them
-}
-
-// combineLeaders is how many rounds may be under way at once: enough to
-// overlap one round's commit with the next round's statement, few enough
-// that rounds stay large and the pool keeps connections for the rest.
-const combineLeaders = 4
-
-// combinedCall is one call of JobInsertMany waiting for a round.
-type combinedCall struct {
-	ctx   context.Context
-	jobs  []store.JobInsertParams
-	now   time.Time
-	reply chan combinedReply
-}
-
-type combinedReply struct {
-	out []store.InsertResult
-	// shared is set when the call went in a round with others.
-	shared bool
-	err    error
-}
-
-func newCombiner(ctx context.Context) *combiner {
-	return &combiner{calls: make(chan *combinedCall, 4096), leaders: make(chan struct{}, combineLeaders), ctx: ctx}
-}
+// Rounds of fast inserts shared by concurrent calls; see combiner.
 
 // insertCombined inserts jobs, which canInsertFast accepted, in a round.
 // A call refused by a round it shared gets errNotFast with shared set,

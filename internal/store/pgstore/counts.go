@@ -190,6 +190,10 @@ func (r *queueReader) read(ctx context.Context, q querier, name string, oldest b
 	return out, nil
 }
 
+// rollupInterval is how often a node folds count deltas into the counts
+// table.
+const rollupInterval = time.Second
+
 // rollupLoop folds count deltas every rollupInterval until ctx ends.
 func (r *queueReader) rollupLoop(ctx context.Context) {
 	t := time.NewTicker(rollupInterval)

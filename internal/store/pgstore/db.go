@@ -60,6 +60,30 @@ func (d *db) check() error {
 // the second is a hash of the schema and the lock's purpose.
 const lockClass = 0x53504f4f
 
+// The flow lock of a queue (see flow.go) orders what changes the way
+// its jobs are written with every transaction that writes them.
+const (
+	// sqlLockFlow takes the exclusive flow lock of the queues $1, in key
+	// order, so that it never waits in a cycle with another. A consumer
+	// group's lane shares its queue's lock (flowLockKey), so that an
+	// insert that holds its queue's lock shared may copy its jobs into the
+	// lanes (lanes.go).
+	sqlLockFlow = `SELECT pg_advisory_xact_lock($2, k)
+FROM (SELECT DISTINCT ` + flowLockKey + ` AS k FROM unnest($1::text[]) AS q) x ORDER BY k`
+	// sqlLockFlowShared takes the flow lock of the queues $1 shared, in
+	// key order.
+	sqlLockFlowShared = `SELECT pg_advisory_xact_lock_shared($2, k)
+FROM (SELECT DISTINCT ` + flowLockKey + ` AS k FROM unnest($1::text[]) AS q) x ORDER BY k`
+	// sqlLockFlowOfJobs takes shared, in key order, the flow locks of the
+	// queues of the jobs of the ids $1, pending or finished.
+	sqlLockFlowOfJobs = `SELECT pg_advisory_xact_lock_shared($2, k) FROM (SELECT DISTINCT ` + flowLockKey + ` AS k FROM (
+	SELECT queue FROM spool_jobs WHERE id = ANY($1::text[])
+	UNION ALL SELECT queue FROM spool_jobs_done WHERE id = ANY($1::text[])) j(q)) x ORDER BY k`
+	// flowLockKey is the key of the flow lock of queue q: that of the
+	// queue itself for a consumer group's lane.
+	flowLockKey = `hashtext(current_schema() || ':flow:' || split_part(q, '` + job.LaneSep + `', 1))`
+)
+
 // lockKey is the second key of the advisory lock for purpose in this
 // store's schema.
 func (d *db) lockKey(purpose string) int32 {
@@ -223,45 +247,6 @@ const (
 	// groupsTag: consumer groups were deleted; the names are their lanes.
 	groupsTag = "!groups"
 )
-
-// maxNotifyBytes keeps each NOTIFY payload under PostgreSQL's 8000-byte
-// limit; more queues go out in several notifications.
-const maxNotifyBytes = 7000
-
-// notifyChunk is how many queues one notification that SQL builds may
-// name, so that it stays under maxNotifyBytes whatever their names: a
-// queue's name is at most job.MaxNameLength bytes, a consumer group's lane
-// (job.LaneName) twice that and the separator, each name one more for the
-// comma.
-const notifyChunk = maxNotifyBytes / (2*job.MaxNameLength + len(job.LaneSep) + 1)
-
-// sqlNotify sends the notification $2 on channel $1.
-const sqlNotify = `SELECT pg_notify($1, $2)`
-
-// notifyPayloads are the payloads that name queues for sender (a node's
-// id, and a tag): the sender, a space, then queue names separated by
-// commas (which names never hold).
-func notifyPayloads(sender string, queues []string) []string {
-	var out []string
-	var b strings.Builder
-	for _, q := range queues {
-		if b.Len() > 0 && b.Len()+len(q)+1 > maxNotifyBytes {
-			out = append(out, b.String())
-			b.Reset()
-		}
-		if b.Len() == 0 {
-			b.WriteString(sender)
-			b.WriteByte(' ')
-		} else {
-			b.WriteByte(',')
-		}
-		b.WriteString(q)
-	}
-	if b.Len() > 0 {
-		out = append(out, b.String())
-	}
-	return out
-}
 
 // readNotification splits a notification's payload into the sending node,
 // its tag (settingsTag, groupsTag, or empty for available jobs) and the

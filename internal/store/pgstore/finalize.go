@@ -21,9 +21,6 @@ type finisher struct {
 	letters *deadLetters
 }
 
-// doneInsert is the column list of a move into spool_jobs_done.
-const doneInsert = `INSERT INTO spool_jobs_done (` + jobColumns + `)`
-
 const (
 	// sqlComplete acknowledges the items whose token is current: it moves
 	// each job to spool_jobs_done with its result, in state $5 if a cancel
@@ -581,13 +578,4 @@ func (fin *finisher) JobProgress(ctx context.Context, p *store.JobProgressParams
 		return wrap("report progress", err)
 	}
 	return fmt.Errorf("report progress: job %s: %w", p.ID, out[0].Err)
-}
-
-func appendOnce(list []string, s string) []string {
-	for _, x := range list {
-		if x == s {
-			return list
-		}
-	}
-	return append(list, s)
 }

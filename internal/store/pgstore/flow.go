@@ -51,25 +51,9 @@ type flowControl struct {
 }
 
 const (
-	// sqlLockFlow takes the exclusive flow lock of the queues $1, in key
-	// order, so that it never waits in a cycle with another. A consumer
-	// group's lane shares its queue's lock (flowLockKey), so that an
-	// insert that holds its queue's lock shared may copy its jobs into the
-	// lanes (lanes.go).
-	sqlLockFlow = `SELECT pg_advisory_xact_lock($2, k)
-FROM (SELECT DISTINCT ` + flowLockKey + ` AS k FROM unnest($1::text[]) AS q) x ORDER BY k`
-	// sqlLockFlowShared takes the flow lock of the queues $1 shared, in
-	// key order.
-	sqlLockFlowShared = `SELECT pg_advisory_xact_lock_shared($2, k)
-FROM (SELECT DISTINCT ` + flowLockKey + ` AS k FROM unnest($1::text[]) AS q) x ORDER BY k`
-	// sqlLockFlowOfJobs takes shared, in key order, the flow locks of the
-	// queues of the jobs of the ids $1, pending or finished.
-	sqlLockFlowOfJobs = `SELECT pg_advisory_xact_lock_shared($2, k) FROM (SELECT DISTINCT ` + flowLockKey + ` AS k FROM (
-	SELECT queue FROM spool_jobs WHERE id = ANY($1::text[])
-	UNION ALL SELECT queue FROM spool_jobs_done WHERE id = ANY($1::text[])) j(q)) x ORDER BY k`
-	// flowLockKey is the key of the flow lock of queue q: that of the
-	// queue itself for a consumer group's lane.
-	flowLockKey = `hashtext(current_schema() || ':flow:' || split_part(q, '` + job.LaneSep + `', 1))`
+	// sqlLanesOf reads the lanes of the groups of the queues $1.
+	sqlLanesOf = `SELECT queue || '` + job.LaneSep + `' || name FROM spool_consumer_groups
+WHERE queue = ANY($1::text[]) ORDER BY 1`
 	// sqlGroupedQueues reads which of the queues $1 are grouped already:
 	// that flag never goes back, so it needs no lock.
 	sqlGroupedQueues = `SELECT name FROM spool_queues WHERE name = ANY($1) AND grouped`
@@ -327,4 +311,27 @@ func earliest(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// withLanes is name followed by the lanes of its consumer groups, read
+// in tx.
+func withLanes(ctx context.Context, tx pgx.Tx, name string) ([]string, error) {
+	lanes, err := lanesOf(ctx, tx, []string{name})
+	if err != nil {
+		return nil, err
+	}
+	return append([]string{name}, lanes...), nil
+}
+
+// lanesOf reads the lanes of the consumer groups of queues in tx.
+func lanesOf(ctx context.Context, tx pgx.Tx, queues []string) ([]string, error) {
+	rows, err := tx.Query(ctx, sqlLanesOf, queues)
+	if err != nil {
+		return nil, fmt.Errorf("read consumer groups: %w", err)
+	}
+	lanes, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("read consumer groups: %w", err)
+	}
+	return lanes, nil
 }

@@ -205,7 +205,3 @@ func (w *wholeJobs) queue(batch *pgx.Batch, waits map[string]time.Duration, coun
 	}
 	batch.Queue(sqlWriteJobs, append(w.args, deadlines)...).QueryRow(func(row pgx.Row) error { return row.Scan(count) })
 }
-
-func tstz(t time.Time) pgtype.Timestamptz {
-	return pgtype.Timestamptz{Time: micro(t), Valid: !t.IsZero()}
-}

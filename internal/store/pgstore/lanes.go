@@ -91,6 +91,9 @@ const (
 	// of the consumer group whose lane is $2.
 	sqlLockGroup   = `SELECT pg_advisory_lock($1, hashtext(current_schema() || ':group:' || $2::text))`
 	sqlUnlockGroup = `SELECT pg_advisory_unlock($1, hashtext(current_schema() || ':group:' || $2::text))`
+	// sqlSetPaused pauses or resumes a queue, creating it if unknown.
+	sqlSetPaused = `INSERT INTO spool_queues (name, paused) VALUES ($1, $2)
+ON CONFLICT (name) DO UPDATE SET paused = excluded.paused`
 	sqlEnsureQueue = `INSERT INTO spool_queues (name) VALUES ($1) ON CONFLICT (name) DO NOTHING`
 	// sqlLockQueueRow locks a queue's row, as QueueSetPaused and
 	// QueueSetLimits do by writing it, and reads whether it is grouped.
@@ -99,9 +102,6 @@ const (
 ON CONFLICT (queue, name) DO NOTHING`
 	sqlGroupRemove = `DELETE FROM spool_consumer_groups WHERE queue = $1 AND name = $2`
 	sqlGroupExists = `SELECT EXISTS (SELECT 1 FROM spool_consumer_groups WHERE queue = $1 AND name = $2)`
-	// sqlLanesOf reads the lanes of the groups of the queues $1.
-	sqlLanesOf = `SELECT queue || '` + job.LaneSep + `' || name FROM spool_consumer_groups
-WHERE queue = ANY($1::text[]) ORDER BY 1`
 	// sqlClearLaneHot deletes the pending jobs of lane $1, active ones
 	// with their leases; sqlClearLaneDone its finished ones.
 	sqlClearLaneHot = `WITH gone AS (
@@ -213,29 +213,6 @@ func (cg *consumerGroups) copyToLanes(tx pgx.Tx, batch *pgx.Batch, lanes laneSet
 	}
 	batch.Queue(sqlCopyToLanes, ids, queues, names)
 	cg.announceOnCommit(tx, wake)
-}
-
-// withLanes is name followed by the lanes of its consumer groups, read
-// in tx.
-func withLanes(ctx context.Context, tx pgx.Tx, name string) ([]string, error) {
-	lanes, err := lanesOf(ctx, tx, []string{name})
-	if err != nil {
-		return nil, err
-	}
-	return append([]string{name}, lanes...), nil
-}
-
-// lanesOf reads the lanes of the consumer groups of queues in tx.
-func lanesOf(ctx context.Context, tx pgx.Tx, queues []string) ([]string, error) {
-	rows, err := tx.Query(ctx, sqlLanesOf, queues)
-	if err != nil {
-		return nil, fmt.Errorf("read consumer groups: %w", err)
-	}
-	lanes, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("read consumer groups: %w", err)
-	}
-	return lanes, nil
 }
 
 // ConsumerGroupCreate creates a consumer group, its lane following its

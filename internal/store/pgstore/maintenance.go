@@ -204,13 +204,3 @@ func prunePass(ctx context.Context, tx pgx.Tx, pass *job.PrunePass, budget int) 
 	}
 	return int(tag.RowsAffected()), nil
 }
-
-// scanNullTime reads one nullable timestamptz; NULL is the zero time.
-func scanNullTime(row pgx.Row, t *time.Time) error {
-	var v *time.Time
-	if err := row.Scan(&v); err != nil {
-		return err
-	}
-	*t = utc(v)
-	return nil
-}

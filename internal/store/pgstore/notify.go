@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -102,4 +103,17 @@ func (l *listener) groupsDeleted(lanes []string) {
 	if h := l.hooks.OnConsumerGroupsDeleted; h != nil {
 		h(lanes)
 	}
+}
+
+// joinListeners lists this node as listening on conn, which LISTENs
+// already, in one transaction that waits for the inserts under way.
+func (l *listener) joinListeners(ctx context.Context, conn *pgx.Conn) error {
+	batch := &pgx.Batch{}
+	batch.Queue(sqlLockListeners, lockClass, l.lockKey(listenersLock))
+	batch.Queue(sqlPruneListeners)
+	batch.Queue(sqlListListener, l.node)
+	if err := conn.SendBatch(ctx, batch).Close(); err != nil {
+		return fmt.Errorf("join the listeners: %w", err)
+	}
+	return nil
 }

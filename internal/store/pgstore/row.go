@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/store"
@@ -33,6 +34,9 @@ const (
 	leased.result, leased.errors, leased.progress, leased.lease_token, leased.cancel_requested, leased.created_at, leased.started_at, leased.finished_at,
 	leased.durability, leased.grp, leased.dead_letter_of_queue, leased.dead_letter_of_id, leased.worker, leased.traceparent`
 )
+
+// doneInsert is the column list of a move into spool_jobs_done.
+const doneInsert = `INSERT INTO spool_jobs_done (` + jobColumns + `)`
 
 const (
 	// hotSelect reads pending jobs with their lease expiry.
@@ -160,4 +164,29 @@ func appendError(stored []byte, e job.AttemptError) (string, error) {
 		return "", fmt.Errorf("record attempt error: %w", err)
 	}
 	return string(b), nil
+}
+
+// tstz is the column value of t: NULL for the zero time.
+func tstz(t time.Time) pgtype.Timestamptz {
+	return pgtype.Timestamptz{Time: micro(t), Valid: !t.IsZero()}
+}
+
+// scanNullTime reads one nullable timestamptz; NULL is the zero time.
+func scanNullTime(row pgx.Row, t *time.Time) error {
+	var v *time.Time
+	if err := row.Scan(&v); err != nil {
+		return err
+	}
+	*t = utc(v)
+	return nil
+}
+
+// appendOnce appends s to list unless list holds it.
+func appendOnce(list []string, s string) []string {
+	for _, x := range list {
+		if x == s {
+			return list
+		}
+	}
+	return append(list, s)
 }

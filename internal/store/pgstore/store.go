@@ -49,13 +49,9 @@ const (
 	// sets connect_timeout, so that calls fail quickly (503) while the
 	// database is down instead of hanging.
 	DefaultConnectTimeout = 3 * time.Second
-	// rollupInterval is how often a node folds count deltas into the
-	// counts table.
-	rollupInterval = time.Second
 	// clockRefresh is how often a node measures the database clock again.
 	clockRefresh = 10 * time.Second
 )
-
 
 // Config configures a Store.
 type Config struct {
@@ -132,8 +128,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", mapErr(err))
 	}
-	s := newStore(cfg, &db{pool: pool, connCfg: pcfg.ConnConfig, logger: cfg.Logger, node: newNodeID(), ann: newAnnouncer(),
-		onCommit: cfg.OnCommit})
+	node := newNodeID()
+	s := newStore(cfg, &db{pool: pool, connCfg: pcfg.ConnConfig, logger: cfg.Logger, node: node,
+		ann: newAnnouncer(pcfg.ConnConfig, node, cfg.Logger), onCommit: cfg.OnCommit})
 	if err := s.open(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open store: %w", err)
@@ -143,7 +140,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	s.inserter.combine = newCombiner(bgCtx)
 	s.goBackground(func() { s.rollupLoop(bgCtx) })
 	s.goBackground(func() { s.clockLoop(bgCtx) })
-	s.goBackground(func() { s.announceLoop(bgCtx) })
+	s.goBackground(func() { s.ann.run(bgCtx) })
 	if cfg.Hooks.OnAvailable != nil {
 		s.goBackground(func() { s.listen(bgCtx) })
 	}
@@ -181,6 +178,7 @@ func (s *Store) open(ctx context.Context) error {
 		return errors.New("no schema: the search_path names no schema that exists")
 	}
 	s.channel = "spool_" + hashHex(s.schema)
+	s.ann.channel = s.channel
 	if s.cfg.Migrate {
 		if _, _, err := migrate(ctx, conn.Conn()); err != nil {
 			return fmt.Errorf("migrate schema: %w", mapErr(err))

@@ -8,9 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/spoolq/spool/internal/claim"
 	"github.com/spoolq/spool/internal/job"
-	"github.com/spoolq/spool/internal/store"
 )
 
 // Maximum waits on PostgreSQL. Each job carries its wait deadline
@@ -35,20 +33,6 @@ import (
 // believes (waitSet), and its statement checks that belief against the
 // queue's row; where they differ, a fast insert fails for the full one,
 // which writes the deadlines again (fixWaits).
-//
-// A claim that meets jobs past their wait kills them: the flow claim in
-// its transaction, as the planner decides (flowclaim.go); the plain
-// claim, for the queues a node knows to have a maximum wait, reads in
-// the same round trip the jobs of those queues past their deadline, and
-// kills them in a transaction of its own once it has claimed
-// (killMet). The leader's sweep (JobExpireWaiting) kills the ones no
-// claim meets.
-
-// expirer kills the jobs past their maximum wait.
-type expirer struct {
-	*db
-	letters *deadLetters
-}
 
 const (
 	// sqlWaitQueues lists the queues with a maximum wait.
@@ -75,35 +59,10 @@ WHERE j.seq = u.seq AND j.attempt = u.attempt`
 	// which the transaction has just written.
 	sqlFixWaits = `UPDATE spool_jobs j SET wait_until = u.wait_until
 FROM unnest($1::text[], $2::timestamptz[]) AS u(id, wait_until) WHERE j.id = u.id`
-	// sqlPastWait finds up to $2 available jobs whose deadline is $1 or
-	// before, in deadline order, from the wait index.
-	sqlPastWait = `SELECT seq FROM spool_jobs WHERE wait_until <= $1::timestamptz AND state = 'available'
-ORDER BY wait_until, seq LIMIT $2`
-	// sqlPastWaitOf is sqlPastWait among the jobs of the queues $3.
-	sqlPastWaitOf = `SELECT seq FROM spool_jobs WHERE wait_until <= $1::timestamptz AND state = 'available'
-	AND queue = ANY($3::text[])
-ORDER BY wait_until, seq LIMIT $2`
-	// sqlNextWait is the earliest deadline after $1 of an available job.
-	sqlNextWait = `SELECT min(wait_until) FROM spool_jobs WHERE wait_until > $1::timestamptz AND state = 'available'`
-	// sqlLockPastWait locks the available jobs of the seqs $1, passing
-	// over those another transaction holds, with what the rules need to
-	// know and their errors.
-	sqlLockPastWait = `SELECT j.seq, j.attempt, j.run_at, COALESCE(q.max_wait_ns, 0), COALESCE(q.dead_letter_queue, ''),
-	j.dead_letter_of_id IS NOT NULL, j.errors
-FROM spool_jobs j LEFT JOIN spool_queues q ON q.name = j.queue
-WHERE j.seq = ANY($1) AND j.state = 'available'
-ORDER BY j.seq
-FOR UPDATE OF j SKIP LOCKED`
 )
 
-// Bounds of the work on wait deadlines.
-const (
-	// maxKilledByClaim bounds how many jobs past their wait one claim
-	// kills; the sweep kills any it leaves.
-	maxKilledByClaim = claim.MaxKills
-	// waitChunk is how many jobs one read of a queue's deadlines takes.
-	waitChunk = 1000
-)
+// waitChunk is how many jobs one read of a queue's deadlines takes.
+const waitChunk = 1000
 
 // waitDeadline is the stored form of job.WaitDeadline: NULL for none.
 func waitDeadline(attempt int, runAt time.Time, maxWait time.Duration) pgtype.Timestamptz {
@@ -225,126 +184,4 @@ func fixWaits(ctx context.Context, tx pgx.Tx, ids, queues []string, runAts []tim
 		return fmt.Errorf("write wait deadlines: %w", err)
 	}
 	return nil
-}
-
-// killMet kills, in a transaction of its own, the jobs of seqs, which a
-// plain claim at now met past their deadlines, up to maxKilledByClaim,
-// and adds to res the dead-letter queues that got copies.
-func (ex *expirer) killMet(ctx context.Context, seqs []int64, now time.Time, res *store.ClaimResult) error {
-	var letters []string
-	err := ex.tx(ctx, func(tx pgx.Tx) error {
-		var err error
-		_, letters, err = ex.expire(ctx, tx, seqs, now)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("expire jobs met by a claim: %w", err)
-	}
-	for _, q := range letters {
-		res.Available = appendOnce(res.Available, q)
-	}
-	return nil
-}
-
-// expire kills in tx at now the jobs of seqs that are still available
-// and past their queue's maximum wait (job.PastMaxWait), where
-// job.AfterMaxWait sends them, with their dead-letter copies. Jobs
-// another transaction holds are passed over; one whose deadline the rule
-// does not share gets the rule'ex. It returns how many it killed and the
-// dead-letter queues that got copies.
-func (ex *expirer) expire(ctx context.Context, tx pgx.Tx, seqs []int64, now time.Time) (int, []string, error) {
-	if len(seqs) == 0 {
-		return 0, nil, nil
-	}
-	rows, err := tx.Query(ctx, sqlLockPastWait, seqs)
-	if err != nil {
-		return 0, nil, fmt.Errorf("lock jobs past their wait: %w", err)
-	}
-	var (
-		fSeq, fixSeq []int64
-		fState, fErr []string
-		fAtt, fixAtt []int32
-		fixDeadlines []pgtype.Timestamptz
-		letters      map[int64]string
-		seq, maxWait int64
-		deadLetter   string
-		attempt      int32
-		runAt        time.Time
-		letter       bool
-		errs         []byte
-	)
-	_, err = pgx.ForEachRow(rows, []any{&seq, &attempt, &runAt, &maxWait, &deadLetter, &letter, &errs}, func() error {
-		if !job.PastMaxWait(int(attempt), runAt.UTC(), time.Duration(maxWait), now) {
-			fixSeq, fixAtt = append(fixSeq, seq), append(fixAtt, attempt)
-			fixDeadlines = append(fixDeadlines, waitDeadline(int(attempt), runAt.UTC(), time.Duration(maxWait)))
-			return nil
-		}
-		state, e := job.AfterMaxWait(int(attempt), now)
-		msg, err := appendError(errs, e)
-		if err != nil {
-			return err
-		}
-		fSeq, fState, fAtt, fErr = append(fSeq, seq), append(fState, string(state)), append(fAtt, attempt), append(fErr, msg)
-		settings := job.QueueSettings{DeadLetterQueue: deadLetter, MaxWait: time.Duration(maxWait)}
-		if dlq := settings.DeadLetterFor(state, letter); dlq != "" {
-			if letters == nil {
-				letters = make(map[int64]string)
-			}
-			letters[seq] = dlq
-		}
-		return nil
-	})
-	if err != nil {
-		return 0, nil, fmt.Errorf("lock jobs past their wait: %w", err)
-	}
-	if len(fixSeq) > 0 {
-		if _, err := tx.Exec(ctx, sqlSetWaits, fixSeq, fixAtt, fixDeadlines); err != nil {
-			return 0, nil, fmt.Errorf("write wait deadlines: %w", err)
-		}
-	}
-	if len(fSeq) == 0 {
-		return 0, nil, nil
-	}
-	if _, err := tx.Exec(ctx, sqlFinish, fSeq, fState, fAtt, fErr, now); err != nil {
-		return 0, nil, fmt.Errorf("expire jobs: %w", err)
-	}
-	copies, err := ex.letters.write(ctx, tx, letters, now)
-	if err != nil {
-		return 0, nil, err
-	}
-	var queues []string
-	for _, c := range copies {
-		queues = appendOnce(queues, c.Queue)
-	}
-	return len(fSeq), queues, nil
-}
-
-// JobExpireWaiting kills the jobs past their queues' maximum waits that
-// no claim met; see store.Maintainer. It reads them from the wait index
-// in deadline order, and reports the next deadline of an available job.
-func (ex *expirer) JobExpireWaiting(ctx context.Context, now time.Time, limit int) (*store.MaintenanceResult, error) {
-	if err := ex.check(); err != nil {
-		return nil, wrap("expire waiting jobs", err)
-	}
-	now = micro(now)
-	var res *store.MaintenanceResult
-	err := ex.tx(ctx, func(tx pgx.Tx) error {
-		res = &store.MaintenanceResult{}
-		rows, err := tx.Query(ctx, sqlPastWait, now, limit)
-		if err != nil {
-			return fmt.Errorf("find jobs past their wait: %w", err)
-		}
-		seqs, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-		if err != nil {
-			return fmt.Errorf("find jobs past their wait: %w", err)
-		}
-		if res.Count, res.Available, err = ex.expire(ctx, tx, seqs, now); err != nil {
-			return err
-		}
-		return scanNullTime(tx.QueryRow(ctx, sqlNextWait, now), &res.Next)
-	})
-	if err != nil {
-		return nil, wrap("expire waiting jobs", err)
-	}
-	return res, nil
 }
