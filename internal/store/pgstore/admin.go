@@ -69,16 +69,6 @@ ON CONFLICT (name) DO UPDATE SET durability = excluded.durability`
 	// ends without being active frees the group, which fetches parked on
 	// other nodes may take.
 	sqlNotifyOrdered = `SELECT pg_notify($1, $2 || ' ' || name) FROM spool_queues WHERE name = $3 AND ordered`
-	// sqlCancelWaiting moves a waiting job to spool_jobs_done, cancelled.
-	sqlCancelWaiting = `WITH gone AS (
-	DELETE FROM spool_jobs WHERE seq = $1 RETURNING ` + jobColumns + `
-)
-` + doneInsert + `
-SELECT seq, id, queue, kind, payload, priority, 'cancelled', run_at, attempt, max_attempts, backoff_kind,
-	backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, result, errors, progress,
-	lease_token, cancel_requested, created_at, started_at, $2, durability, grp, dead_letter_of_queue, dead_letter_of_id,
-	worker, traceparent
-FROM gone`
 )
 
 // JobGet returns one job or job.ErrNotFound.
@@ -182,7 +172,9 @@ func (a *admin) JobCancel(ctx context.Context, id string, now time.Time) (*job.J
 				return err
 			}
 		} else {
-			if _, err := tx.Exec(ctx, sqlCancelWaiting, r.seq, micro(now)); err != nil {
+			// A cancel asks no rule: the job moves as it is, cancelled.
+			if _, err := tx.Exec(ctx, sqlFinish, []int64{r.seq}, []string{string(job.StateCancelled)}, []int32{int32(r.attempt)},
+				[]string{""}, micro(now)); err != nil {
 				return err
 			}
 			if err := a.notifyFreed(ctx, tx, r); err != nil {
@@ -299,11 +291,7 @@ func (a *admin) JobRetryMany(ctx context.Context, p *store.JobBulkParams) (int, 
 		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, query, p.Queue, string(p.State))
-		if err != nil {
-			return err
-		}
-		seqs, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		seqs, err := collect[int64](ctx, tx, query, p.Queue, string(p.State))
 		if err != nil || len(seqs) == 0 {
 			n = 0
 			return err
@@ -404,9 +392,6 @@ func (a *admin) QueueSetDurability(ctx context.Context, name string, d job.Durab
 			"memory durability is not available with PostgreSQL: every node must see every job"))
 	default:
 		return fmt.Errorf("set queue durability: %w", job.Invalid("durability", "must be full, process or memory"))
-	}
-	if err := a.check(); err != nil {
-		return wrap("set queue durability", err)
 	}
 	err := a.tx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, sqlSetDurability, name, string(d)); err != nil {

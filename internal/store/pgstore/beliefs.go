@@ -7,8 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // beliefs are what a node believes of the queues, to spare its calls a
@@ -93,11 +91,7 @@ func (b *beliefs) lookForFlow(ctx context.Context, queues []string) error {
 	if len(stale) == 0 {
 		return nil
 	}
-	rows, err := b.db.pool.Query(ctx, sqlFlowAmong, stale)
-	if err != nil {
-		return fmt.Errorf("read flow control: %w", err)
-	}
-	flow, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	flow, err := collect[string](ctx, b.db.pool, sqlFlowAmong, stale)
 	if err != nil {
 		return fmt.Errorf("read flow control: %w", err)
 	}

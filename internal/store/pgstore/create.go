@@ -73,12 +73,8 @@ func (ins *inserter) createQueues(ctx context.Context, tx pgx.Tx, cfgs []store.Q
 			return fmt.Errorf("lock queues: %w", err)
 		}
 	}
-	rows, err := tx.Query(ctx, sqlCreateQueues, names, rateLimits, ratePeriods, maxActives, groupRateLimits,
+	created, err := collect[string](ctx, tx, sqlCreateQueues, names, rateLimits, ratePeriods, maxActives, groupRateLimits,
 		groupRatePeriods, groupMaxs, ordered, dlqs, maxWaits, leases, attempts, delays, flows)
-	if err != nil {
-		return fmt.Errorf("create queues: %w", err)
-	}
-	created, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		return fmt.Errorf("create queues: %w", err)
 	}

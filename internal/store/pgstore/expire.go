@@ -149,18 +149,11 @@ func (ex *expirer) expire(ctx context.Context, tx pgx.Tx, seqs []int64, now time
 // no claim met; see store.Maintainer. It reads them from the wait index
 // in deadline order, and reports the next deadline of an available job.
 func (ex *expirer) JobExpireWaiting(ctx context.Context, now time.Time, limit int) (*store.MaintenanceResult, error) {
-	if err := ex.check(); err != nil {
-		return nil, wrap("expire waiting jobs", err)
-	}
 	now = micro(now)
 	var res *store.MaintenanceResult
 	err := ex.tx(ctx, func(tx pgx.Tx) error {
 		res = &store.MaintenanceResult{}
-		rows, err := tx.Query(ctx, sqlPastWait, now, limit)
-		if err != nil {
-			return fmt.Errorf("find jobs past their wait: %w", err)
-		}
-		seqs, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		seqs, err := collect[int64](ctx, tx, sqlPastWait, now, limit)
 		if err != nil {
 			return fmt.Errorf("find jobs past their wait: %w", err)
 		}

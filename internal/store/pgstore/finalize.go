@@ -77,27 +77,6 @@ JOIN spool_jobs j ON j.id = i.id AND j.lease_token = i.token AND j.state = 'acti
 LEFT JOIN spool_queues q ON q.name = j.queue
 ORDER BY j.seq
 FOR UPDATE OF j`
-	// sqlFinish moves jobs to spool_jobs_done in a final state, with a new
-	// attempt count and, when given, a new error history (appendError);
-	// it ends the leases of those that had one.
-	sqlFinish = `WITH u AS (
-	SELECT * FROM unnest($1::int8[], $2::text[], $3::int4[], $4::text[]) AS u(seq, state, attempt, err)
-), gone AS (
-	DELETE FROM spool_jobs j USING u WHERE j.seq = u.seq
-	RETURNING ` + hotColumns + `, u.state AS new_state, u.attempt AS new_attempt, u.err
-), lease AS (
-	DELETE FROM spool_leases WHERE seq = ANY (ARRAY(SELECT seq FROM gone))
-), moved AS (
-	` + doneInsert + `
-	SELECT seq, id, queue, kind, payload, priority, new_state, run_at, new_attempt, max_attempts, backoff_kind,
-		backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, result,
-		CASE WHEN err = '' THEN errors ELSE err::jsonb END,
-		progress, lease_token, cancel_requested, created_at, started_at, $5::timestamptz, durability, grp,
-		dead_letter_of_queue, dead_letter_of_id, worker, traceparent
-	FROM gone
-	RETURNING seq
-)
-SELECT count(*) FROM moved`
 	// sqlRequeue sends active jobs back to wait (available or retrying)
 	// with a run time, an attempt count, a wait deadline (waits.go) and
 	// optionally a new error history (appendError), and ends their
@@ -181,11 +160,7 @@ func (it *items) settle(ctx context.Context, q querier, out []store.Outcome, mat
 	}
 	known := make(map[string]bool)
 	if len(missing) > 0 {
-		rows, err := q.Query(ctx, sqlKnownIDs, missing)
-		if err != nil {
-			return fmt.Errorf("look up jobs: %w", err)
-		}
-		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		ids, err := collect[string](ctx, q, sqlKnownIDs, missing)
 		if err != nil {
 			return fmt.Errorf("look up jobs: %w", err)
 		}
@@ -218,31 +193,14 @@ func (it *items) settle(ctx context.Context, q querier, out []store.Outcome, mat
 // writes are one statement, sqlComplete, which commits without waiting for
 // the WAL flush when every job it completed is of process durability.
 func (fin *finisher) JobComplete(ctx context.Context, p *store.JobCompleteParams) ([]store.Outcome, error) {
-	if err := fin.check(); err != nil {
-		return nil, wrap("complete jobs", err)
-	}
 	it := newItems(len(p.Items), func(i int) (string, int64) { return p.Items[i].ID, p.Items[i].Token })
 	results := make([][]byte, len(it.pos))
-	index := make(map[string]int, len(it.pos))
 	for k, i := range it.pos {
 		results[k] = bytesOrNil(p.Items[i].Result)
-		index[it.ids[k]] = k
 	}
 	out := make([]store.Outcome, len(p.Items))
 	complete := func(q querier) error {
-		rows, err := q.Query(ctx, sqlComplete, it.ids, it.tokens, results, micro(p.Now), ackCancelled, ackCompleted,
-			fin.channel, fin.node, notifyChunk)
-		if err != nil {
-			return err
-		}
-		matched := make([]bool, len(it.ids))
-		var a ackRow
-		_, err = pgx.ForEachRow(rows, a.dest(), func() error {
-			k := index[a.id]
-			matched[k] = true
-			out[it.pos[k]] = a.outcome()
-			return nil
-		})
+		matched, err := fin.complete(ctx, q, it, results, micro(p.Now), out)
 		if err != nil {
 			return err
 		}
@@ -258,6 +216,30 @@ func (fin *finisher) JobComplete(ctx context.Context, p *store.JobCompleteParams
 		return nil, wrap("complete jobs", err)
 	}
 	return out, nil
+}
+
+// complete acknowledges through q, at now, the items of it whose token is
+// current, with results, fills their outcomes in out and reports which
+// items matched.
+func (fin *finisher) complete(ctx context.Context, q querier, it *items, results [][]byte, now time.Time, out []store.Outcome) ([]bool, error) {
+	rows, err := q.Query(ctx, sqlComplete, it.ids, it.tokens, results, now, ackCancelled, ackCompleted,
+		fin.channel, fin.node, notifyChunk)
+	if err != nil {
+		return nil, err
+	}
+	index := make(map[string]int, len(it.ids))
+	for k, id := range it.ids {
+		index[id] = k
+	}
+	matched := make([]bool, len(it.ids))
+	var a ackRow
+	_, err = pgx.ForEachRow(rows, a.dest(), func() error {
+		k := index[a.id]
+		matched[k] = true
+		out[it.pos[k]] = a.outcome()
+		return nil
+	})
+	return matched, err
 }
 
 // ackRow is a row of sqlComplete: an acknowledged job.
@@ -522,9 +504,6 @@ func (fin *finisher) endLeases(ctx context.Context, it *items, n int, now time.T
 // JobExtend moves leases forward item by item; see store.Claimer. It
 // rewrites only each job's lease row.
 func (fin *finisher) JobExtend(ctx context.Context, p *store.JobExtendParams) ([]store.Outcome, error) {
-	if err := fin.check(); err != nil {
-		return nil, wrap("extend leases", err)
-	}
 	it := newItems(len(p.Items), func(i int) (string, int64) { return p.Items[i].ID, p.Items[i].Token })
 	leases := make([]int64, len(it.pos))
 	index := make(map[string]int, len(it.pos))

@@ -101,9 +101,6 @@ RETURNING flow, paused`
 // without a group the empty group. The fetches parked on the queue on
 // every node wake, since new limits may let more jobs out.
 func (f *flowControl) QueueSetLimits(ctx context.Context, name string, l job.Limits) error {
-	if err := f.check(); err != nil {
-		return wrap("set queue limits", err)
-	}
 	l = l.Normalized()
 	flows := make(map[string]bool)
 	err := f.tx(ctx, func(tx pgx.Tx) error {
@@ -143,11 +140,7 @@ func (f *flowControl) QueueSetLimits(ctx context.Context, name string, l job.Lim
 // now and whether it is paused.
 func applyLimits(ctx context.Context, tx pgx.Tx, name string, l job.Limits, grouped bool) (flow, paused bool, err error) {
 	names := []string{name}
-	rows, err := tx.Query(ctx, sqlFlowBefore, names)
-	if err != nil {
-		return false, false, fmt.Errorf("read flow control of %s: %w", name, err)
-	}
-	before, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	before, err := collect[string](ctx, tx, sqlFlowBefore, names)
 	if err != nil {
 		return false, false, fmt.Errorf("read flow control of %s: %w", name, err)
 	}
@@ -199,11 +192,7 @@ func (f *flowControl) markGrouped(ctx context.Context, tx pgx.Tx, grouped []stri
 		return nil
 	}
 	f.afterCommit(tx, func() { f.noteGrouped(queues) })
-	rows, err := tx.Query(ctx, sqlGroupedQueues, queues)
-	if err != nil {
-		return fmt.Errorf("read grouped queues: %w", err)
-	}
-	marked, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	marked, err := collect[string](ctx, tx, sqlGroupedQueues, queues)
 	if err != nil {
 		return fmt.Errorf("read grouped queues: %w", err)
 	}
@@ -227,11 +216,7 @@ func (f *flowControl) markGrouped(ctx context.Context, tx pgx.Tx, grouped []stri
 		return err
 	}
 	missing = append(missing, lanes...)
-	rows, err = tx.Query(ctx, sqlFlowBefore, missing)
-	if err != nil {
-		return fmt.Errorf("read flow control: %w", err)
-	}
-	before, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	before, err := collect[string](ctx, tx, sqlFlowBefore, missing)
 	if err != nil {
 		return fmt.Errorf("read flow control: %w", err)
 	}
@@ -325,11 +310,7 @@ func withLanes(ctx context.Context, tx pgx.Tx, name string) ([]string, error) {
 
 // lanesOf reads the lanes of the consumer groups of queues in tx.
 func lanesOf(ctx context.Context, tx pgx.Tx, queues []string) ([]string, error) {
-	rows, err := tx.Query(ctx, sqlLanesOf, queues)
-	if err != nil {
-		return nil, fmt.Errorf("read consumer groups: %w", err)
-	}
-	lanes, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	lanes, err := collect[string](ctx, tx, sqlLanesOf, queues)
 	if err != nil {
 		return nil, fmt.Errorf("read consumer groups: %w", err)
 	}

@@ -61,11 +61,7 @@ func (l *listener) listenOnce(ctx context.Context) error {
 	if err := l.joinListeners(ctx, conn); err != nil {
 		return err
 	}
-	rows, err := conn.Query(ctx, `SELECT name FROM spool_queues`)
-	if err != nil {
-		return err
-	}
-	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	names, err := collect[string](ctx, conn, `SELECT name FROM spool_queues`)
 	if err != nil {
 		return err
 	}

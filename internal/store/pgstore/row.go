@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -37,6 +38,28 @@ const (
 
 // doneInsert is the column list of a move into spool_jobs_done.
 const doneInsert = `INSERT INTO spool_jobs_done (` + jobColumns + `)`
+
+// sqlFinish moves jobs to spool_jobs_done in a final state, with a new
+// attempt count and, when given, a new error history (appendError);
+// it ends the leases of those that had one.
+const sqlFinish = `WITH u AS (
+	SELECT * FROM unnest($1::int8[], $2::text[], $3::int4[], $4::text[]) AS u(seq, state, attempt, err)
+), gone AS (
+	DELETE FROM spool_jobs j USING u WHERE j.seq = u.seq
+	RETURNING ` + hotColumns + `, u.state AS new_state, u.attempt AS new_attempt, u.err
+), lease AS (
+	DELETE FROM spool_leases WHERE seq = ANY (ARRAY(SELECT seq FROM gone))
+), moved AS (
+	` + doneInsert + `
+	SELECT seq, id, queue, kind, payload, priority, new_state, run_at, new_attempt, max_attempts, backoff_kind,
+		backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, result,
+		CASE WHEN err = '' THEN errors ELSE err::jsonb END,
+		progress, lease_token, cancel_requested, created_at, started_at, $5::timestamptz, durability, grp,
+		dead_letter_of_queue, dead_letter_of_id, worker, traceparent
+	FROM gone
+	RETURNING seq
+)
+SELECT count(*) FROM moved`
 
 const (
 	// hotSelect reads pending jobs with their lease expiry.
@@ -189,4 +212,13 @@ func appendOnce(list []string, s string) []string {
 		}
 	}
 	return append(list, s)
+}
+
+// collect runs query through q and reads the one column of its rows.
+func collect[T any](ctx context.Context, q querier, query string, args ...any) ([]T, error) {
+	rows, err := q.Query(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[T])
 }

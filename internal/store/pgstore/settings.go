@@ -31,9 +31,6 @@ RETURNING COALESCE((SELECT max_wait_ns FROM old), 0)`
 // deadlines of the queue's pending jobs, under the queue's flow lock
 // (see waits.go).
 func (a *admin) QueueSetSettings(ctx context.Context, name string, st job.QueueSettings) error {
-	if err := a.check(); err != nil {
-		return wrap("set queue settings", err)
-	}
 	err := a.tx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, sqlLockFlow, []string{name}, lockClass); err != nil {
 			return fmt.Errorf("lock queue: %w", err)

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -131,34 +132,22 @@ func holdAll(ctx context.Context, tx pgx.Tx, it *items, acks int) ([]*leased, er
 }
 
 // transactAcks acknowledges the jobs of p.Complete, whose leases are
-// locked and current, with sqlComplete, and fills out.
+// locked and current, and fills out.
 func (t *transactor) transactAcks(ctx context.Context, tx pgx.Tx, p *store.JobTransactParams, now time.Time, out []store.Outcome) error {
 	if len(p.Complete) == 0 {
 		return nil
 	}
-	ids := make([]string, len(p.Complete))
-	tokens := make([]int64, len(p.Complete))
+	it := newItems(len(p.Complete), func(i int) (string, int64) { return p.Complete[i].ID, p.Complete[i].Token })
 	results := make([][]byte, len(p.Complete))
-	index := make(map[string]int, len(p.Complete))
 	for i := range p.Complete {
-		ids[i], tokens[i], results[i] = p.Complete[i].ID, p.Complete[i].Token, bytesOrNil(p.Complete[i].Result)
-		index[ids[i]] = i
+		results[i] = bytesOrNil(p.Complete[i].Result)
 	}
-	rows, err := tx.Query(ctx, sqlComplete, ids, tokens, results, now, ackCancelled, ackCompleted, t.channel, t.node, notifyChunk)
+	matched, err := t.fin.complete(ctx, tx, it, results, now, out)
 	if err != nil {
 		return fmt.Errorf("complete jobs: %w", err)
 	}
-	done := 0
-	var a ackRow
-	if _, err := pgx.ForEachRow(rows, a.dest(), func() error {
-		out[index[a.id]] = a.outcome()
-		done++
-		return nil
-	}); err != nil {
-		return fmt.Errorf("complete jobs: %w", err)
-	}
-	if done != len(p.Complete) {
-		return fmt.Errorf("complete jobs: %d of %d locked jobs acknowledged", done, len(p.Complete))
+	if n := len(slices.DeleteFunc(matched, func(ok bool) bool { return !ok })); n != len(p.Complete) {
+		return fmt.Errorf("complete jobs: %d of %d locked jobs acknowledged", n, len(p.Complete))
 	}
 	return nil
 }
