@@ -166,14 +166,15 @@ func believedWaits(queues []string, waits map[string]time.Duration) []int64 {
 	return out
 }
 
-// fixWaits writes, in tx, the deadlines of the jobs of the ids, just
-// inserted unstarted with run times runAts, whose queues turned out to
-// have the maximum waits actual.
-func fixWaits(ctx context.Context, tx pgx.Tx, ids, queues []string, runAts []time.Time, actual map[string]time.Duration) error {
+// fixWaits writes, in tx, the deadlines of the jobs of the ids that tx
+// inserted (unstarted, of queues and with run times runAts) and whose
+// queues turned out to have the maximum waits actual.
+func fixWaits(ctx context.Context, tx pgx.Tx, ids, queues []string, runAts []time.Time, actual map[string]time.Duration,
+	inserted func(id string) bool) error {
 	var fix []string
 	var deadlines []pgtype.Timestamptz
 	for i, id := range ids {
-		if wait, ok := actual[queues[i]]; ok {
+		if wait, ok := actual[queues[i]]; ok && inserted(id) {
 			fix, deadlines = append(fix, id), append(deadlines, waitDeadline(0, runAts[i], wait))
 		}
 	}

@@ -199,12 +199,6 @@ func (ins *inserter) insertRows(ctx context.Context, tx pgx.Tx, jobs []store.Job
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 		return fmt.Errorf("insert jobs: %w", err)
 	}
-	if len(actual) > 0 {
-		ins.forgetWaits()
-		if err := fixWaits(ctx, tx, ids, a.queueOf, runAts, actual); err != nil {
-			return err
-		}
-	}
 	existing := make(map[string]*job.Job)
 	var undo []string
 	for _, j := range done {
@@ -217,6 +211,12 @@ func (ins *inserter) insertRows(ctx context.Context, tx pgx.Tx, jobs []store.Job
 	if len(undo) > 0 {
 		if _, err := tx.Exec(ctx, sqlUndoIDs, undo); err != nil {
 			return fmt.Errorf("undo duplicate inserts: %w", err)
+		}
+	}
+	if len(actual) > 0 {
+		ins.forgetWaits()
+		if err := fixWaits(ctx, tx, ids, a.queueOf, runAts, actual, func(id string) bool { return inserted[id] }); err != nil {
+			return err
 		}
 	}
 	var missing []string

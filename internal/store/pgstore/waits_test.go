@@ -276,3 +276,32 @@ func TestDeadLetterCopiesJoinTheirQueue(t *testing.T) {
 		t.Fatalf("sweep at the copies' deadline: %+v, %v", res, err)
 	}
 }
+
+// An insert that finds its job's id taken, in a queue whose maximum wait
+// its node did not know, leaves the deadline of the job that has the id
+// as it was.
+func TestWaitDeadlineOfADuplicateStays(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.Schema(t)
+	a, b := open(t, url), open(t, url)
+	ps := groupJobs("q", "", 1)
+	mustInsert(t, a, ps)
+	if _, err := a.waiting(ctx, a.pool); err != nil { // a reads the maximum waits: none
+		t.Fatal(err)
+	}
+	if err := b.QueueSetSettings(ctx, "q", job.QueueSettings{MaxWait: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	again := ps[0]
+	again.RunAt = t0.Add(time.Hour)
+	// A queue to create sends the insert down the full path at once.
+	res, err := a.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: []store.JobInsertParams{again}, Now: t0,
+		Create: []store.QueueConfig{{Name: "other"}}})
+	if err != nil || !res[0].Duplicate {
+		t.Fatalf("insert of a taken id: %+v, %v", res, err)
+	}
+	if n := wrongDeadlines(t, a, "q", time.Minute); n != 0 {
+		t.Fatalf("%d jobs with a wrong deadline", n)
+	}
+}
