@@ -3,11 +3,15 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/spoolq/spool/internal/job"
 )
 
 // announcer sends the notifications that queues got available jobs
@@ -30,14 +34,19 @@ import (
 // every reconnect). A fast insert hands its queues over only when
 // another node listens (listeners.go).
 type announcer struct {
+	connCfg *pgx.ConnConfig
+	logger  *slog.Logger
+	node    string // the sender of the notifications
+	channel string // set once the store knows its schema
+
 	mu      sync.Mutex
 	byTx    map[pgx.Tx][]string // queues held for transactions not yet committed
 	pending []string            // queues of committed transactions, not yet sent
 	wake    chan struct{}       // one slot: pending has names
 }
 
-func newAnnouncer() *announcer {
-	return &announcer{byTx: make(map[pgx.Tx][]string), wake: make(chan struct{}, 1)}
+func newAnnouncer(connCfg *pgx.ConnConfig, node string, logger *slog.Logger) *announcer {
+	return &announcer{connCfg: connCfg, node: node, logger: logger, byTx: make(map[pgx.Tx][]string), wake: make(chan struct{}, 1)}
 }
 
 // hold records queues for tx until settle.
@@ -97,12 +106,12 @@ func (a *announcer) take() []string {
 // the round trips, to hear of a job.
 const announceSpacing = time.Millisecond
 
-// announceLoop sends what committed transactions announced until ctx
+// run sends what committed transactions announced until ctx
 // ends, then what is left, for at most a second. It sends on a
 // connection of its own, which commits without waiting for the WAL
 // flush: a notification needs no durability, and the lock it takes is
 // then held only for the commit itself.
-func (s *Store) announceLoop(ctx context.Context) {
+func (a *announcer) run(ctx context.Context) {
 	var conn *pgx.Conn
 	defer func() {
 		if conn != nil {
@@ -111,13 +120,13 @@ func (s *Store) announceLoop(ctx context.Context) {
 	}()
 	send := func(ctx context.Context, queues []string) error {
 		if conn == nil {
-			c, err := s.announceConn(ctx)
+			c, err := a.conn(ctx)
 			if err != nil {
 				return err
 			}
 			conn = c
 		}
-		if err := s.sendAnnouncements(ctx, conn, queues); err != nil {
+		if err := a.send(ctx, conn, queues); err != nil {
 			conn.Close(context.Background())
 			conn = nil
 			return err
@@ -128,25 +137,25 @@ func (s *Store) announceLoop(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			if queues := s.ann.take(); len(queues) > 0 {
+			if queues := a.take(); len(queues) > 0 {
 				last, cancel := context.WithTimeout(context.Background(), time.Second)
 				_ = send(last, queues)
 				cancel()
 			}
 			return
-		case <-s.ann.wake:
+		case <-a.wake:
 		}
-		queues := s.ann.take()
+		queues := a.take()
 		if len(queues) == 0 {
 			continue
 		}
 		sent := time.Now()
 		if err := send(ctx, queues); err != nil {
-			s.ann.add(queues)
+			a.add(queues)
 			if ctx.Err() != nil {
 				continue
 			}
-			s.logger.Warn("pgstore: could not announce available jobs; trying again", "err", err, "queues", len(queues))
+			a.logger.Warn("pgstore: could not announce available jobs; trying again", "err", err, "queues", len(queues))
 			sleep(ctx, wait)
 			wait = min(wait*2, time.Second)
 			continue
@@ -169,9 +178,9 @@ func sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
-// announceConn opens the connection that sends announcements.
-func (s *Store) announceConn(ctx context.Context) (*pgx.Conn, error) {
-	conn, err := pgx.ConnectConfig(ctx, s.connCfg.Copy())
+// conn opens the connection that sends announcements.
+func (a *announcer) conn(ctx context.Context) (*pgx.Conn, error) {
+	conn, err := pgx.ConnectConfig(ctx, a.connCfg.Copy())
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
@@ -182,15 +191,54 @@ func (s *Store) announceConn(ctx context.Context) (*pgx.Conn, error) {
 	return conn, nil
 }
 
-// sendAnnouncements notifies the other nodes that queues have available
-// jobs, in one round trip.
-func (s *Store) sendAnnouncements(ctx context.Context, conn *pgx.Conn, queues []string) error {
+// send notifies the other nodes that queues have available jobs, in one
+// round trip.
+func (a *announcer) send(ctx context.Context, conn *pgx.Conn, queues []string) error {
 	batch := &pgx.Batch{}
-	for _, p := range s.notifyPayloads(queues) {
-		batch.Queue(sqlNotify, s.channel, p)
+	for _, p := range notifyPayloads(a.node, queues) {
+		batch.Queue(sqlNotify, a.channel, p)
 	}
 	if err := conn.SendBatch(ctx, batch).Close(); err != nil {
 		return fmt.Errorf("notify: %w", err)
 	}
 	return nil
+}
+
+// maxNotifyBytes keeps each NOTIFY payload under PostgreSQL's 8000-byte
+// limit; more queues go out in several notifications.
+const maxNotifyBytes = 7000
+
+// notifyChunk is how many queues one notification that SQL builds may
+// name, so that it stays under maxNotifyBytes whatever their names: a
+// queue's name is at most job.MaxNameLength bytes, a consumer group's lane
+// (job.LaneName) twice that and the separator, each name one more for the
+// comma.
+const notifyChunk = maxNotifyBytes / (2*job.MaxNameLength + len(job.LaneSep) + 1)
+
+// sqlNotify sends the notification $2 on channel $1.
+const sqlNotify = `SELECT pg_notify($1, $2)`
+
+// notifyPayloads are the payloads that name queues for sender (a node's
+// id, and a tag): the sender, a space, then queue names separated by
+// commas (which names never hold).
+func notifyPayloads(sender string, queues []string) []string {
+	var out []string
+	var b strings.Builder
+	for _, q := range queues {
+		if b.Len() > 0 && b.Len()+len(q)+1 > maxNotifyBytes {
+			out = append(out, b.String())
+			b.Reset()
+		}
+		if b.Len() == 0 {
+			b.WriteString(sender)
+			b.WriteByte(' ')
+		} else {
+			b.WriteByte(',')
+		}
+		b.WriteString(q)
+	}
+	if b.Len() > 0 {
+		out = append(out, b.String())
+	}
+	return out
 }

@@ -2,9 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"fmt"
-	"slices"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -12,17 +9,26 @@ import (
 	"github.com/spoolq/spool/internal/store"
 )
 
+// claimer hands jobs out: the queues without flow control with one
+// statement, the others as the planner decides (flowclaim.go).
+type claimer struct {
+	*db
+	*beliefs
+	expirer *expirer
+}
+
 // claimTail leases the rows of picked, found by ctid (locked rows cannot
 // move; the array form is a TID scan whatever the planner thinks of the
 // size of picked, never a scan of the table): it moves them to active,
 // counts the attempt, gives each a token from the one sequence of every
 // hand-out, records the claiming worker, starts a lease row for each, and
-// returns them in claim order. $2 is now, $3 the lease override in
-// nanoseconds (zero: each job's own) and $5 the worker's name (empty for
-// none, kept as NULL).
+// returns them in claim order. A job handed out has no wait deadline
+// (see waits.go). $2 is now, $3 the lease override in nanoseconds (zero:
+// each job's own) and $5 the worker's name (empty for none, kept as
+// NULL).
 const claimTail = `, leased AS (
 	UPDATE spool_jobs j SET state = 'active', attempt = j.attempt + 1, lease_token = nextval('spool_lease_tokens'),
-		started_at = $2::timestamptz, progress = NULL, worker = NULLIF($5::text, '')
+		started_at = $2::timestamptz, progress = NULL, worker = NULLIF($5::text, ''), wait_until = NULL
 	WHERE j.ctid = ANY(ARRAY(SELECT ctid FROM picked))
 	RETURNING ` + hotColumns + `,
 		$2::timestamptz + ((CASE WHEN $3::int8 > 0 THEN $3::int8 ELSE j.lease_ns END) / 1000) * interval '1 microsecond' AS expires_at
@@ -36,7 +42,7 @@ var (
 	// sqlClaimOne claims from one queue: the claim index hands out rows in
 	// claim order and SKIP LOCKED passes over rows other claimers hold. A
 	// paused queue, or one with flow control (claimFlow's), gives nothing;
-	// jobs past the queue's maximum wait are passed over (expire.go).
+	// jobs whose wait deadline has come are passed over (waitOK).
 	sqlClaimOne = claimOne(`queue = $1`)
 	// sqlClaimOneGroup is sqlClaimOne for the jobs of group $6 alone, read
 	// from the group claim index. A queue without flow control holds jobs
@@ -44,9 +50,9 @@ var (
 	sqlClaimOneGroup = claimOne(`queue = $1 COLLATE "C" AND grp IS NOT NULL AND grp = $6 COLLATE "C"`)
 	// sqlClaimMany claims across queues: it takes the head of each
 	// unpaused queue without flow control from the claim index, passing
-	// over the jobs past the queue's maximum wait, merges them in claim
+	// over the jobs whose wait deadline has come, merges them in claim
 	// order, and locks the first $4 that no other claimer holds, looking
-	// at the wait again for each row it locks.
+	// at the deadline again for each row it locks.
 	sqlClaimMany = claimMany(`queue = q.name`)
 	// sqlClaimManyGroup is sqlClaimMany for the jobs of group $6 alone.
 	sqlClaimManyGroup = claimMany(`queue = q.name COLLATE "C" AND grp IS NOT NULL AND grp = $6 COLLATE "C"`)
@@ -57,8 +63,7 @@ func claimOne(jobs string) string {
 	return `WITH picked AS (
 	SELECT ctid FROM spool_jobs j
 	WHERE state = 'available' AND ` + jobs + `
-		AND NOT EXISTS (SELECT 1 FROM spool_queues WHERE name = $1 AND (paused OR flow))
-		AND ` + fmt.Sprintf(waitOK, `COALESCE((SELECT max_wait_ns FROM spool_queues WHERE name = $1), 0)`) + `
+		AND NOT EXISTS (SELECT 1 FROM spool_queues WHERE name = $1 AND (paused OR flow)) AND ` + waitOK + `
 	ORDER BY priority DESC, run_at, seq
 	LIMIT $4::int4
 	FOR UPDATE SKIP LOCKED
@@ -73,14 +78,13 @@ func claimMany(jobs string) string {
 	LEFT JOIN spool_queues p ON p.name = q.name
 	CROSS JOIN LATERAL (
 		SELECT seq, priority, run_at FROM spool_jobs j
-		WHERE state = 'available' AND ` + jobs + ` AND ` + fmt.Sprintf(waitOK, `COALESCE(p.max_wait_ns, 0)`) + `
+		WHERE state = 'available' AND ` + jobs + ` AND ` + waitOK + `
 		ORDER BY priority DESC, run_at, seq LIMIT $4::int4) h
 	WHERE NOT COALESCE(p.paused OR p.flow, false)
 	ORDER BY h.priority DESC, h.run_at, h.seq LIMIT $4::int4
 ), picked AS (
 	SELECT ctid FROM spool_jobs j
-	WHERE seq IN (SELECT seq FROM cand) AND state = 'available'
-		AND ` + fmt.Sprintf(waitOK, `COALESCE((SELECT max_wait_ns FROM spool_queues w WHERE w.name = j.queue), 0)`) + `
+	WHERE seq IN (SELECT seq FROM cand) AND state = 'available' AND ` + waitOK + `
 	ORDER BY priority DESC, run_at, seq
 	FOR UPDATE SKIP LOCKED
 )` + claimTail
@@ -90,68 +94,18 @@ func claimMany(jobs string) string {
 // other claimers held when it looked.
 const maxClaimRounds = 3
 
-// JobClaim leases up to p.Max available jobs; see store.Claimer. It
-// claims the queues without flow control first, the plain way, in one
-// statement (claimPlain), which passes over any that have flow control;
-// when that comes out short, it looks which of them have flow control
-// after all (lookForFlow), then claims the queues with flow control one
-// after the other in the order named (claimFlow). A node remembers the
-// queues it found with flow control and leaves them out of the plain
-// claim from then on. A claim of one group (p.Group) takes the same
-// steps with statements that read that group's jobs alone.
-func (s *Store) JobClaim(ctx context.Context, p *store.JobClaimParams) (*store.ClaimResult, error) {
-	if err := s.check(); err != nil {
-		return nil, wrap("claim jobs", err)
-	}
-	res := &store.ClaimResult{}
-	if p.Max <= 0 || len(p.Queues) == 0 {
-		return res, nil
-	}
-	queues := make([]string, 0, len(p.Queues))
-	var plain []string
-	for _, q := range p.Queues {
-		if !slices.Contains(queues, q) {
-			queues = append(queues, q)
-			if !s.isFlow(q) {
-				plain = append(plain, q)
-			}
-		}
-	}
-	if len(plain) > 0 {
-		jobs, err := s.claimPlain(ctx, plain, p, p.Max, res)
-		if err != nil {
-			return nil, err
-		}
-		res.Jobs = jobs
-		if len(jobs) < p.Max {
-			if err := s.lookForFlow(ctx, plain); err != nil {
-				return nil, wrap("claim jobs", err)
-			}
-		}
-	}
-	for _, q := range queues {
-		if len(res.Jobs) >= p.Max {
-			break
-		}
-		if !s.isFlow(q) {
-			continue
-		}
-		if err := s.claimFlow(ctx, q, p, res); err != nil {
-			return nil, err
-		}
-	}
-	return res, nil
-}
+// waitOK is true for a job of alias j whose wait deadline (waits.go) has
+// not come at $2.
+const waitOK = `(j.wait_until IS NULL OR j.wait_until > $2::timestamptz)`
 
 // claimPlain claims up to max jobs from queues, in claim order across
-// them, passing over the queues with flow control and the jobs past their
-// queue's maximum wait. When the first jobs of the queues it knows to
-// have a maximum wait hold some past it, it kills the jobs past their
-// wait at the head of those queues once it has claimed (expireHeads),
+// them, passing over the queues with flow control and the jobs whose wait
+// deadline has come. When the queues it knows to have a maximum wait hold
+// jobs past their deadline, it kills them once it has claimed (killMet),
 // adding the dead-letter queues that got copies to res.
 //
 // With p.Group it claims the jobs of that group alone.
-func (s *Store) claimPlain(ctx context.Context, queues []string, p *store.JobClaimParams, max int, res *store.ClaimResult) ([]*job.Job, error) {
+func (cl *claimer) claimPlain(ctx context.Context, queues []string, p *store.JobClaimParams, max int, res *store.ClaimResult) ([]*job.Job, error) {
 	now := micro(p.Now)
 	// The claim's arguments; args[3] is how many jobs it asks for.
 	query, args := sqlClaimOne, []any{queues[0], now, int64(p.LeaseDuration), max, p.Worker}
@@ -165,31 +119,33 @@ func (s *Store) claimPlain(ctx context.Context, queues []string, p *store.JobCla
 		}
 		args = append(args, p.Group)
 	}
-	waits, err := s.waiting(ctx)
+	waits, err := cl.waiting(ctx, cl.pool)
 	if err != nil {
 		return nil, wrap("claim jobs", err)
 	}
 	var waiting []string
 	for _, q := range queues {
-		if waits[q] {
+		if waits[q] > 0 {
 			waiting = append(waiting, q)
 		}
 	}
 	var out []*job.Job
-	var met []string
+	var met []int64
 	for round := 0; round < maxClaimRounds && len(out) < max; round++ {
-		var jobs []*job.Job
-		var err error
 		args[3] = max - len(out)
+		batch := &pgx.Batch{}
 		if round == 0 && len(waiting) > 0 {
-			met, jobs, err = s.claimMeeting(ctx, waiting, p.Group, query, args, now, max)
-		} else {
-			var rows pgx.Rows
-			if rows, err = s.pool.Query(ctx, query, args...); err == nil {
-				jobs, _, err = scanJobs(rows)
-			}
+			batch.Queue(sqlPastWaitOf, now, maxKilledByClaim, waiting).Query(func(rows pgx.Rows) (err error) {
+				met, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+				return err
+			})
 		}
-		if err != nil {
+		var jobs []*job.Job
+		batch.Queue(query, args...).Query(func(rows pgx.Rows) (err error) {
+			jobs, _, err = scanJobs(rows)
+			return err
+		})
+		if err := cl.pool.SendBatch(ctx, batch).Close(); err != nil {
 			return out, wrap("claim jobs", err)
 		}
 		out = append(out, jobs...)
@@ -203,47 +159,9 @@ func (s *Store) claimPlain(ctx context.Context, queues []string, p *store.JobCla
 	if len(met) > 0 {
 		// The claimed jobs are leased already: a failure here leaves the
 		// jobs it met to the sweep rather than losing those.
-		if err := s.expireHeads(ctx, met, p.Group, now, res); err != nil {
-			s.logger.Warn("pgstore: jobs past their wait left to the sweep", "err", err)
+		if err := cl.expirer.killMet(ctx, met, now, res); err != nil {
+			cl.logger.Warn("pgstore: jobs past their wait left to the sweep", "err", err)
 		}
 	}
 	return out, nil
-}
-
-// claimMeeting runs the claim query with args in one round trip with the
-// read of the first max jobs of each of the waiting queues (of group
-// alone when it is set), and returns the claimed jobs and the queues
-// among those whose first jobs hold some past their wait at now, as
-// job.PastMaxWait decides.
-func (s *Store) claimMeeting(ctx context.Context, waiting []string, group, query string, args []any, now time.Time,
-	max int) (met []string, jobs []*job.Job, err error) {
-	batch := &pgx.Batch{}
-	if group != "" {
-		batch.Queue(sqlWaitHeadsGroup, waiting, max, group)
-	} else {
-		batch.Queue(sqlWaitHeads, waiting, max)
-	}
-	batch.Queue(query, args...)
-	br := s.pool.SendBatch(ctx, batch)
-	defer func() {
-		if cerr := br.Close(); err == nil && cerr != nil {
-			err = cerr
-		}
-	}()
-	rows, err := br.Query()
-	if err != nil {
-		return nil, nil, fmt.Errorf("read jobs past their wait: %w", err)
-	}
-	heads, err := collectWaitHeads(rows)
-	if err != nil {
-		return nil, nil, err
-	}
-	met = queuesWithPast(heads, now)
-	if rows, err = br.Query(); err != nil {
-		return nil, nil, err
-	}
-	if jobs, _, err = scanJobs(rows); err != nil {
-		return nil, nil, err
-	}
-	return met, jobs, nil
 }

@@ -44,25 +44,3 @@ func (c *clock) measure(ctx context.Context, conn *pgx.Conn) error {
 	c.offset.Store(int64(offset))
 	return nil
 }
-
-// clockLoop measures the clock again every clockRefresh until ctx ends; a
-// failed measurement keeps the last offset.
-func (s *Store) clockLoop(ctx context.Context) {
-	t := time.NewTicker(clockRefresh)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		conn, err := s.pool.Acquire(ctx)
-		if err == nil {
-			err = s.clock.measure(ctx, conn.Conn())
-			conn.Release()
-		}
-		if err != nil && ctx.Err() == nil {
-			s.logger.Debug("pgstore: measure the database clock", "err", err)
-		}
-	}
-}

@@ -8,54 +8,13 @@ import (
 	"github.com/spoolq/spool/internal/store"
 )
 
-// combiner gathers the fast inserts (insertFast) of concurrent calls into
-// shared rounds, each one statement and one commit. A call queues itself
-// and then either leads a round, when fewer than combineLeaders rounds are
-// under way, taking every call waiting (its own among them) up to
-// maxFastInsert jobs, or waits for the round that took it. Calls that
-// come while the rounds are busy wait for the next, so the rounds grow
-// with the load: a lone caller leads its own round with no hand-off to
-// another goroutine; fifty share a few.
-//
-// Every call keeps its own all-or-none: a round that fails leaves nothing
-// written and answers each of its calls with the failure, and a round that
-// the fast insert refuses (errNotFast, say because one call's id exists)
-// sends each of its calls back to insert alone.
-type combiner struct {
-	calls   chan *combinedCall
-	leaders chan struct{}   // one per round under way
-	ctx     context.Context // the store's: rounds outlive the calls that lead them
-}
-
-// combineLeaders is how many rounds may be under way at once: enough to
-// overlap one round's commit with the next round's statement, few enough
-// that rounds stay large and the pool keeps connections for the rest.
-const combineLeaders = 4
-
-// combinedCall is one call of JobInsertMany waiting for a round.
-type combinedCall struct {
-	ctx   context.Context
-	jobs  []store.JobInsertParams
-	now   time.Time
-	reply chan combinedReply
-}
-
-type combinedReply struct {
-	out []store.InsertResult
-	// shared is set when the call went in a round with others.
-	shared bool
-	err    error
-}
-
-func newCombiner(ctx context.Context) *combiner {
-	return &combiner{calls: make(chan *combinedCall, 4096), leaders: make(chan struct{}, combineLeaders), ctx: ctx}
-}
+// Rounds of fast inserts shared by concurrent calls; see combiner.
 
 // insertCombined inserts jobs, which canInsertFast accepted, in a round.
 // A call refused by a round it shared gets errNotFast with shared set,
 // and may try insertFast alone.
-func (s *Store) insertCombined(ctx context.Context, jobs []store.JobInsertParams, now time.Time) (out []store.InsertResult, shared bool, err error) {
-	cb := s.combine
+func (ins *inserter) insertCombined(ctx context.Context, jobs []store.JobInsertParams, now time.Time) (out []store.InsertResult, shared bool, err error) {
+	cb := ins.combine
 	c := &combinedCall{ctx: ctx, jobs: jobs, now: now, reply: make(chan combinedReply, 1)}
 	select {
 	case cb.calls <- c:
@@ -67,7 +26,7 @@ func (s *Store) insertCombined(ctx context.Context, jobs []store.JobInsertParams
 		case r := <-c.reply:
 			return r.out, r.shared, r.err
 		case cb.leaders <- struct{}{}:
-			led := s.leadRound()
+			led := ins.leadRound()
 			<-cb.leaders
 			if led == 0 { // another round took this call: wait for it
 				select {
@@ -86,15 +45,15 @@ func (s *Store) insertCombined(ctx context.Context, jobs []store.JobInsertParams
 // leadRound takes every call waiting, up to maxFastInsert jobs, inserts
 // them together and answers each; it returns how many calls it took. A
 // call that would not fit goes in a second round of its own making.
-func (s *Store) leadRound() int {
+func (ins *inserter) leadRound() int {
 	var round []*combinedCall
 	n := 0
 	for {
 		select {
-		case c := <-s.combine.calls:
+		case c := <-ins.combine.calls:
 			if n > 0 && n+len(c.jobs) > maxFastInsert {
-				s.runRound(round)
-				s.runRound([]*combinedCall{c})
+				ins.runRound(round)
+				ins.runRound([]*combinedCall{c})
 				return len(round) + 1
 			}
 			round = append(round, c)
@@ -105,7 +64,7 @@ func (s *Store) leadRound() int {
 		default:
 		}
 		if len(round) > 0 {
-			s.runRound(round)
+			ins.runRound(round)
 		}
 		return len(round)
 	}
@@ -113,7 +72,7 @@ func (s *Store) leadRound() int {
 
 // runRound inserts the jobs of the calls in round together and answers
 // each call.
-func (s *Store) runRound(round []*combinedCall) {
+func (ins *inserter) runRound(round []*combinedCall) {
 	live := round[:0]
 	for _, c := range round {
 		if err := c.ctx.Err(); err != nil {
@@ -127,7 +86,7 @@ func (s *Store) runRound(round []*combinedCall) {
 	}
 	if len(live) == 1 {
 		c := live[0]
-		out, err := s.insertFast(c.ctx, c.jobs, c.now)
+		out, err := ins.insertFast(c.ctx, c.jobs, c.now)
 		c.reply <- combinedReply{out: out, err: err}
 		return
 	}
@@ -142,8 +101,8 @@ func (s *Store) runRound(round []*combinedCall) {
 	}
 	var out []store.InsertResult
 	err := errNotFast
-	if s.canInsertFast(jobs) {
-		out, err = s.insertFast(s.combine.ctx, jobs, live[0].now)
+	if ins.canInsertFast(jobs) {
+		out, err = ins.insertFast(ins.combine.ctx, jobs, live[0].now)
 	}
 	for _, c := range live {
 		if err != nil {
@@ -158,10 +117,10 @@ func (s *Store) runRound(round []*combinedCall) {
 // insertPlain inserts jobs that canInsertFast accepted: in a round with
 // other calls, else alone in one round trip; it returns errNotFast when
 // only the full insert can.
-func (s *Store) insertPlain(ctx context.Context, jobs []store.JobInsertParams, now time.Time) ([]store.InsertResult, error) {
-	out, shared, err := s.insertCombined(ctx, jobs, now)
+func (ins *inserter) insertPlain(ctx context.Context, jobs []store.JobInsertParams, now time.Time) ([]store.InsertResult, error) {
+	out, shared, err := ins.insertCombined(ctx, jobs, now)
 	if shared && errors.Is(err, errNotFast) {
-		return s.insertFast(ctx, jobs, now)
+		return ins.insertFast(ctx, jobs, now)
 	}
 	return out, err
 }

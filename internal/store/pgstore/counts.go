@@ -13,6 +13,13 @@ import (
 	"github.com/spoolq/spool/internal/store"
 )
 
+// queueReader reads the queues with their counts, limits, settings and
+// job defaults, and folds the count deltas into the counts.
+type queueReader struct {
+	*db
+	*beliefs
+}
+
 const (
 	// sqlQueues reads every queue with its paused flag, its default
 	// durability, its limits (the ordered flag among them), its settings
@@ -61,8 +68,8 @@ ON CONFLICT (queue, state) DO UPDATE SET n = spool_counts.n + excluded.n`
 )
 
 // QueueList returns every known queue by name; see store.Admin.
-func (s *Store) QueueList(ctx context.Context) ([]store.QueueInfo, error) {
-	qs, err := s.queues(ctx, s.pool, "", true)
+func (r *queueReader) QueueList(ctx context.Context) ([]store.QueueInfo, error) {
+	qs, err := r.read(ctx, r.pool, "", true)
 	if err != nil {
 		return nil, wrap("list queues", err)
 	}
@@ -70,11 +77,11 @@ func (s *Store) QueueList(ctx context.Context) ([]store.QueueInfo, error) {
 }
 
 // QueueGet returns one queue or job.ErrNotFound; see store.Admin.
-func (s *Store) QueueGet(ctx context.Context, name string) (*store.QueueInfo, error) {
+func (r *queueReader) QueueGet(ctx context.Context, name string) (*store.QueueInfo, error) {
 	if name == "" {
 		return nil, fmt.Errorf("get queue: %w", job.ErrNotFound)
 	}
-	qs, err := s.queues(ctx, s.pool, name, false)
+	qs, err := r.read(ctx, r.pool, name, false)
 	if err != nil {
 		return nil, wrap("get queue", err)
 	}
@@ -92,27 +99,27 @@ FROM spool_queues WHERE name = $1`
 // QueueDefaults returns what a queue gives its new jobs, by one lookup of
 // its row or, while this node listens, from what it read in the last
 // defaultsTTL (see defaultsCache); see store.Admin.
-func (s *Store) QueueDefaults(ctx context.Context, name string) (store.QueueDefaults, error) {
-	if err := s.check(); err != nil {
+func (r *queueReader) QueueDefaults(ctx context.Context, name string) (store.QueueDefaults, error) {
+	if err := r.check(); err != nil {
 		return store.QueueDefaults{}, wrap("get queue defaults", err)
 	}
 	now := time.Now()
-	if e, ok := s.defaults.get(name, now); ok {
+	if e, ok := r.defaults.get(name, now); ok {
 		if !e.found {
 			return store.QueueDefaults{}, fmt.Errorf("get queue defaults of %s: %w", name, job.ErrNotFound)
 		}
 		return e.d, nil
 	}
-	gen := s.defaults.gen.Load()
+	gen := r.defaults.gen.Load()
 	var (
 		durability, dlq       string
 		maxWait, lease, delay int64
 		defaultMaxAttempts    int32
 	)
-	err := s.pool.QueryRow(ctx, sqlQueueDefaults, name).Scan(&durability, &dlq, &maxWait, &lease, &defaultMaxAttempts, &delay)
+	err := r.pool.QueryRow(ctx, sqlQueueDefaults, name).Scan(&durability, &dlq, &maxWait, &lease, &defaultMaxAttempts, &delay)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		s.defaults.put(name, gen, cachedDefaults{expires: now.Add(defaultsTTL)})
+		r.defaults.put(name, gen, cachedDefaults{expires: now.Add(defaultsTTL)})
 		return store.QueueDefaults{}, fmt.Errorf("get queue defaults of %s: %w", name, job.ErrNotFound)
 	case err != nil:
 		return store.QueueDefaults{}, wrap("get queue defaults", err)
@@ -122,14 +129,14 @@ func (s *Store) QueueDefaults(ctx context.Context, name string) (store.QueueDefa
 		Settings: job.QueueSettings{DeadLetterQueue: dlq, MaxWait: time.Duration(maxWait),
 			DefaultLease: time.Duration(lease), DefaultMaxAttempts: int(defaultMaxAttempts), DefaultDelay: time.Duration(delay)},
 	}
-	s.defaults.put(name, gen, cachedDefaults{d: d, found: true, expires: now.Add(defaultsTTL)})
+	r.defaults.put(name, gen, cachedDefaults{d: d, found: true, expires: now.Add(defaultsTTL)})
 	return d, nil
 }
 
-// queues reads queue name, or every queue for "", through q; with oldest
+// read reads queue name, or every queue for "", through q; with oldest
 // it also reads their oldest available run times.
-func (s *Store) queues(ctx context.Context, q querier, name string, oldest bool) ([]store.QueueInfo, error) {
-	if err := s.check(); err != nil {
+func (r *queueReader) read(ctx context.Context, q querier, name string, oldest bool) ([]store.QueueInfo, error) {
+	if err := r.check(); err != nil {
 		return nil, err
 	}
 	rows, err := q.Query(ctx, sqlQueues, name, oldest)
@@ -183,8 +190,12 @@ func (s *Store) queues(ctx context.Context, q querier, name string, oldest bool)
 	return out, nil
 }
 
+// rollupInterval is how often a node folds count deltas into the counts
+// table.
+const rollupInterval = time.Second
+
 // rollupLoop folds count deltas every rollupInterval until ctx ends.
-func (s *Store) rollupLoop(ctx context.Context) {
+func (r *queueReader) rollupLoop(ctx context.Context) {
 	t := time.NewTicker(rollupInterval)
 	defer t.Stop()
 	failures := 0
@@ -194,9 +205,9 @@ func (s *Store) rollupLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if err := s.rollup(ctx); err != nil && ctx.Err() == nil {
+		if err := r.rollup(ctx); err != nil && ctx.Err() == nil {
 			if failures++; failures == 1 || failures%60 == 0 {
-				s.logger.Warn("pgstore: fold queue counts", "err", err, "failures", failures)
+				r.logger.Warn("pgstore: fold queue counts", "err", err, "failures", failures)
 			}
 			continue
 		}
@@ -206,10 +217,10 @@ func (s *Store) rollupLoop(ctx context.Context) {
 
 // rollup folds the count deltas into the counts once, unless another node
 // is doing it.
-func (s *Store) rollup(ctx context.Context) error {
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+func (r *queueReader) rollup(ctx context.Context) error {
+	return pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
 		var got bool
-		if err := tx.QueryRow(ctx, sqlRollupLock, lockClass, s.lockKey("rollup")).Scan(&got); err != nil || !got {
+		if err := tx.QueryRow(ctx, sqlRollupLock, lockClass, r.lockKey("rollup")).Scan(&got); err != nil || !got {
 			return err
 		}
 		_, err := tx.Exec(ctx, sqlRollup)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -16,13 +15,14 @@ import (
 // of them, whatever their number, and reports the ones it created; a
 // queue whose row exists is left as it is.
 //
-// A queue created with limits gets flow control. So that no job of it is
-// ever left without a group, the transaction first takes the exclusive
-// flow lock of such queues (see flow.go): an insert into one of them that
-// holds the lock shared, and so may have read it as plain, has ended and
-// created its row, which the creation then leaves alone; an insert that
-// comes later reads the flag in a snapshot taken after the creation
-// committed.
+// A queue created with limits gets flow control, one created with a
+// maximum wait gives its jobs wait deadlines. So that no job of it is
+// ever left without a group or a deadline, the transaction first takes
+// the exclusive flow lock of such queues (see flow.go): an insert into
+// one of them that holds the lock shared, and so may have read it as
+// plain, has ended and created its row, which the creation then leaves
+// alone; an insert that comes later reads the queue's row in a snapshot
+// taken after the creation committed.
 
 // sqlCreateQueues creates the queues of the arrays $1-$14 that do not
 // exist, in name order, and returns the names of those it created.
@@ -39,19 +39,12 @@ ORDER BY name
 ON CONFLICT (name) DO NOTHING
 RETURNING name`
 
-// createdQueues is what a creation of queues did, for the node to note
-// once its transaction committed (see noteCreated).
-type createdQueues struct {
-	flows   map[string]bool
-	maxWait bool
-}
-
 // createQueues creates in tx the queues of cfgs that do not exist, with
-// their configuration, and tells the other nodes of them once tx commits.
-func (s *Store) createQueues(ctx context.Context, tx pgx.Tx, cfgs []store.QueueConfig) (createdQueues, error) {
-	var done createdQueues
+// their configuration, and tells the other nodes, and this node's
+// beliefs, of them once tx commits.
+func (ins *inserter) createQueues(ctx context.Context, tx pgx.Tx, cfgs []store.QueueConfig) error {
 	if len(cfgs) == 0 {
-		return done, nil
+		return nil
 	}
 	n := len(cfgs)
 	var (
@@ -61,7 +54,7 @@ func (s *Store) createQueues(ctx context.Context, tx pgx.Tx, cfgs []store.QueueC
 		ordered, flows                                     = make([]bool, n), make([]bool, n)
 		maxWaits, leases, delays                           = make([]int64, n), make([]int64, n), make([]int64, n)
 		attempts                                           = make([]int32, n)
-		flowNames                                          []string
+		locked                                             []string
 	)
 	for i := range cfgs {
 		c := &cfgs[i]
@@ -71,65 +64,36 @@ func (s *Store) createQueues(ctx context.Context, tx pgx.Tx, cfgs []store.QueueC
 		groupRateLimits[i], groupRatePeriods[i], groupMaxs[i] = int32(l.GroupRate.Limit), int64(l.GroupRate.Period), int32(l.GroupMaxActive)
 		ordered[i] = l.Ordered
 		maxWaits[i], leases[i], attempts[i], delays[i] = int64(st.MaxWait), int64(st.DefaultLease), int32(st.DefaultMaxAttempts), int64(st.DefaultDelay)
-		if flows[i] = !l.IsZero(); flows[i] {
-			flowNames = append(flowNames, c.Name)
+		if flows[i] = !l.IsZero(); flows[i] || st.MaxWait > 0 {
+			locked = append(locked, c.Name)
 		}
 	}
-	if len(flowNames) > 0 {
-		if _, err := tx.Exec(ctx, sqlLockFlow, flowNames, lockClass); err != nil {
-			return done, fmt.Errorf("lock queues: %w", err)
+	if len(locked) > 0 {
+		if _, err := tx.Exec(ctx, sqlLockFlow, locked, lockClass); err != nil {
+			return fmt.Errorf("lock queues: %w", err)
 		}
 	}
-	rows, err := tx.Query(ctx, sqlCreateQueues, names, rateLimits, ratePeriods, maxActives, groupRateLimits,
+	created, err := collect[string](ctx, tx, sqlCreateQueues, names, rateLimits, ratePeriods, maxActives, groupRateLimits,
 		groupRatePeriods, groupMaxs, ordered, dlqs, maxWaits, leases, attempts, delays, flows)
 	if err != nil {
-		return done, fmt.Errorf("create queues: %w", err)
-	}
-	created, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return done, fmt.Errorf("create queues: %w", err)
+		return fmt.Errorf("create queues: %w", err)
 	}
 	if len(created) == 0 {
-		return done, nil
+		return nil
 	}
-	done.flows = make(map[string]bool, len(created))
+	flowOf := make(map[string]bool, len(created))
 	for i := range cfgs {
 		if c := &cfgs[i]; slices.Contains(created, c.Name) {
-			done.flows[c.Name] = !c.Limits.IsZero()
-			done.maxWait = done.maxWait || c.Settings.MaxWait > 0
+			flowOf[c.Name] = !c.Limits.IsZero()
 		}
 	}
-	for _, p := range s.taggedPayloads(settingsTag, created) {
-		if _, err := tx.Exec(ctx, sqlNotify, s.channel, p); err != nil {
-			return done, fmt.Errorf("announce the new queues: %w", err)
-		}
+	ins.afterCommit(tx, func() {
+		ins.rememberFlow(flowOf)
+		ins.defaults.forget(created)
+		ins.forgetWaits()
+	})
+	if err := ins.notify(ctx, tx, settingsTag, created); err != nil {
+		return fmt.Errorf("announce the new queues: %w", err)
 	}
-	return done, nil
-}
-
-// noteCreated records, once the transaction that created queues
-// committed, what this node keeps of them.
-func (s *Store) noteCreated(c createdQueues) {
-	if len(c.flows) == 0 {
-		return
-	}
-	s.rememberFlow(c.flows)
-	names := make([]string, 0, len(c.flows))
-	for name := range c.flows {
-		names = append(names, name)
-	}
-	s.defaults.forget(names)
-	if c.maxWait {
-		s.forgetWaits()
-	}
-}
-
-// taggedPayloads are the payloads of notifications with tag that name
-// queues, each under PostgreSQL's limit (see notifyPayloads).
-func (s *Store) taggedPayloads(tag string, queues []string) []string {
-	out := s.notifyPayloads(queues)
-	for i, p := range out {
-		out[i] = strings.Replace(p, s.node, s.node+tag, 1)
-	}
-	return out
+	return nil
 }

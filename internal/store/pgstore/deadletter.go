@@ -8,33 +8,39 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/spoolq/spool/internal/job"
-	"github.com/spoolq/spool/internal/store"
 )
 
 // Dead letters on PostgreSQL: a transaction that moves jobs to
-// spool_jobs_done dead reads them back there and inserts, in the same
+// spool_jobs_done dead reads them back there and writes, in the same
 // transaction, the copies job.DeadLetter makes of those whose queue has a
-// dead-letter queue, with the insert of JobInsertMany (so that groups,
-// flow locks and notifications are those of any insert); a second
-// statement gives the copies the history and origin that an insert does
-// not take.
+// dead-letter queue (job.QueueSettings.DeadLetterFor), each whole in one
+// statement (sqlWriteJobs, as an import stores a job), with the wait
+// deadline of its queue's maximum wait. Like any job put into a queue, a
+// copy makes its queue grouped when it has a group, joins the empty group
+// when it has none in a queue with flow control, gets its copies in the
+// lanes of the queue's consumer groups, and is announced once the
+// transaction commits.
+
+// deadLetters writes the dead-letter copies of the jobs that die.
+type deadLetters struct {
+	*db
+	*beliefs
+	flow   *flowControl
+	groups *consumerGroups
+}
 
 const (
 	// sqlDoneBySeqs reads finished jobs by seq.
 	sqlDoneBySeqs = doneSelect + ` WHERE d.seq = ANY($1)`
-	// sqlLetterHistory writes on the copies just inserted (by id) their
-	// errors (a JSON array, or '' for none) and the dead job they copy.
-	sqlLetterHistory = `UPDATE spool_jobs j SET errors = NULLIF(u.errors, '')::jsonb,
-	dead_letter_of_queue = u.of_queue, dead_letter_of_id = u.of_id
-FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS u(id, errors, of_queue, of_id)
-WHERE j.id = u.id`
+	// sqlGroupsOf reads the consumer groups of the queues $1.
+	sqlGroupsOf = `SELECT queue, name FROM spool_consumer_groups WHERE queue = ANY($1::text[])`
 )
 
-// deadLetter inserts in tx, at now, the dead-letter copy of each job of
+// write writes in tx, at now, the dead-letter copy of each job of
 // letters (by seq: the dead-letter queue), which tx just moved to
 // spool_jobs_done dead, and returns by seq the queue and id of each copy.
 // The copies' commit waits for the WAL flush as the deaths' does.
-func (s *Store) deadLetter(ctx context.Context, tx pgx.Tx, letters map[int64]string, now time.Time) (map[int64]job.JobRef, error) {
+func (l *deadLetters) write(ctx context.Context, tx pgx.Tx, letters map[int64]string, now time.Time) (map[int64]job.JobRef, error) {
 	if len(letters) == 0 {
 		return nil, nil
 	}
@@ -53,39 +59,52 @@ func (s *Store) deadLetter(ctx context.Context, tx pgx.Tx, letters map[int64]str
 	if len(dead) != len(letters) {
 		return nil, fmt.Errorf("read dead jobs: %d of %d found", len(dead), len(letters))
 	}
-	params := make([]store.JobInsertParams, len(dead))
-	n := len(dead)
-	ids, errs, ofQueues, ofIDs := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	out := make(map[int64]job.JobRef, n)
+	copies := make([]*job.Job, len(dead))
+	ids := make([]string, len(dead))
+	var grouped []string // the queues that get copies with a group
+	out := make(map[int64]job.JobRef, len(dead))
 	for i, d := range dead {
 		c := job.DeadLetter(d, letters[deadSeqs[i]], job.NewID(now), now)
-		params[i] = store.JobInsertParams{
-			ID: c.ID, Queue: c.Queue, Kind: c.Kind, Payload: c.Payload, Priority: c.Priority, State: c.State, RunAt: c.RunAt,
-			MaxAttempts: c.MaxAttempts, Backoff: c.Backoff, LeaseDuration: c.LeaseDuration, Tags: c.Tags, Group: c.Group,
-			Durability: c.Durability, TraceParent: c.TraceParent,
+		copies[i], ids[i] = c, c.ID
+		if c.Group != "" {
+			grouped = appendOnce(grouped, c.Queue)
 		}
-		b, err := store.EncodeErrors(c.Errors, c.ErrorsDropped)
-		if err != nil {
-			return nil, fmt.Errorf("dead-letter job %s: %w", d.ID, err)
-		}
-		errs[i] = string(b)
-		ids[i], ofQueues[i], ofIDs[i] = c.ID, c.DeadLetterOf.Queue, c.DeadLetterOf.ID
 		out[deadSeqs[i]] = job.JobRef{Queue: c.Queue, ID: c.ID}
 	}
-	if _, err := s.markGrouped(ctx, tx, params); err != nil {
+	if err := l.flow.markGrouped(ctx, tx, grouped); err != nil {
 		return nil, fmt.Errorf("dead-letter jobs: %w", err)
 	}
-	res, err := s.insert(ctx, tx, params, now, false)
+	w, err := newWholeJobs(copies)
 	if err != nil {
 		return nil, fmt.Errorf("dead-letter jobs: %w", err)
 	}
-	for i, r := range res {
-		if r.Duplicate {
-			return nil, fmt.Errorf("dead-letter job %s: the new id %s is taken", dead[i].ID, ids[i])
-		}
+	// Under the queues' flow locks, what the copies' rows depend on holds
+	// until the commit: their maximum waits and their consumer groups.
+	var waits map[string]time.Duration
+	var lanes laneSet
+	batch := &pgx.Batch{}
+	lockWaits(batch, w.queues, &waits)
+	batch.Queue(sqlGroupsOf, w.queues).Query(func(rows pgx.Rows) error {
+		var queue, name string
+		_, err := pgx.ForEachRow(rows, []any{&queue, &name}, func() error {
+			lanes.add(queue, name)
+			return nil
+		})
+		return err
+	})
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		return nil, fmt.Errorf("dead-letter jobs: %w", err)
 	}
-	if _, err := tx.Exec(ctx, sqlLetterHistory, ids, errs, ofQueues, ofIDs); err != nil {
-		return nil, fmt.Errorf("dead-letter jobs: write their history: %w", err)
+	batch = &pgx.Batch{}
+	written := 0
+	w.queue(batch, waits, &written)
+	l.groups.copyToLanes(tx, batch, lanes, ids, w.queues)
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		return nil, fmt.Errorf("dead-letter jobs: %w", err)
 	}
+	if written != len(copies) {
+		return nil, fmt.Errorf("dead-letter jobs: %d of %d copies written: a new id is taken", written, len(copies))
+	}
+	l.announceOnCommit(tx, w.queues)
 	return out, nil
 }

@@ -1,13 +1,9 @@
 package pgstore
 
 import (
-	"context"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/spoolq/spool/internal/store"
 )
@@ -17,17 +13,6 @@ import (
 // once through a notification (settingsTag); the time bounds only what
 // a node that missed one could keep using.
 const defaultsTTL = time.Second
-
-// The tags that follow a node's id in a notification about something
-// other than available jobs. Node ids are hex, so a tag never makes
-// another node's id: a node of an older version reads such a
-// notification as jobs made available, which only wakes its fetches.
-const (
-	// settingsTag: the queues' defaults changed.
-	settingsTag = "!settings"
-	// groupsTag: consumer groups were deleted; the names are their lanes.
-	groupsTag = "!groups"
-)
 
 // defaultsCache keeps the queues' defaults (QueueDefaults) that every
 // enqueue reads, while this node listens to the others' notifications:
@@ -91,33 +76,4 @@ func (c *defaultsCache) forget(queues []string) {
 	for _, q := range queues {
 		delete(c.queues, q)
 	}
-}
-
-// announceSettings tells the other nodes, when tx commits, that queue's
-// defaults changed.
-func (s *Store) announceSettings(ctx context.Context, tx pgx.Tx, queue string) error {
-	_, err := tx.Exec(ctx, sqlNotify, s.channel, s.node+settingsTag+" "+queue)
-	return err
-}
-
-// announceGroupDeleted tells the other nodes, when tx commits, that the
-// consumer group of lane is gone.
-func (s *Store) announceGroupDeleted(ctx context.Context, tx pgx.Tx, lane string) error {
-	_, err := tx.Exec(ctx, sqlNotify, s.channel, s.node+groupsTag+" "+lane)
-	return err
-}
-
-// readNotification splits a notification's payload into the sending node,
-// its tag (settingsTag, groupsTag, or empty for available jobs) and the
-// names it carries.
-func readNotification(payload string) (node, tag string, queues []string, ok bool) {
-	head, list, ok := strings.Cut(payload, " ")
-	if !ok || list == "" {
-		return "", "", nil, false
-	}
-	node = head
-	if i := strings.IndexByte(head, '!'); i >= 0 {
-		node, tag = head[:i], head[i:]
-	}
-	return node, tag, strings.Split(list, ","), true
 }

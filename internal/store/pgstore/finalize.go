@@ -8,13 +8,18 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/store"
 )
 
-// doneInsert is the column list of a move into spool_jobs_done.
-const doneInsert = `INSERT INTO spool_jobs_done (` + jobColumns + `)`
+// finisher ends attempts: it acknowledges, fails and releases leased
+// jobs, and extends their leases and records their progress.
+type finisher struct {
+	*db
+	letters *deadLetters
+}
 
 const (
 	// sqlComplete acknowledges the items whose token is current: it moves
@@ -62,44 +67,25 @@ SELECT id, queue, state, kind, attempt, started_at FROM moved CROSS JOIN relax C
 
 	// sqlLockLeased locks the active jobs whose token is current, in seq
 	// order so that two batches never wait on each other in a cycle, and
-	// reads their queues' dead-letter queues, whether each is a
-	// dead-letter copy, and their errors.
+	// reads their queues' dead-letter queues and maximum waits, whether
+	// each is a dead-letter copy, and their errors.
 	sqlLockLeased = `SELECT i.ord, j.seq, j.queue, j.cancel_requested, j.attempt, j.max_attempts, j.run_at, j.lease_ns,
 	j.backoff_kind, j.backoff_base, j.backoff_max, j.backoff_jitter, j.durability, COALESCE(q.dead_letter_queue, ''),
-	j.kind, j.started_at, j.dead_letter_of_id IS NOT NULL, j.errors
+	COALESCE(q.max_wait_ns, 0), j.kind, j.started_at, j.dead_letter_of_id IS NOT NULL, j.errors
 FROM unnest($1::text[], $2::int8[]) WITH ORDINALITY AS i(id, token, ord)
 JOIN spool_jobs j ON j.id = i.id AND j.lease_token = i.token AND j.state = 'active'
 LEFT JOIN spool_queues q ON q.name = j.queue
 ORDER BY j.seq
 FOR UPDATE OF j`
-	// sqlFinish moves jobs to spool_jobs_done in a final state, with a new
-	// attempt count and, when given, a new error history (appendError);
-	// it ends the leases of those that had one.
-	sqlFinish = `WITH u AS (
-	SELECT * FROM unnest($1::int8[], $2::text[], $3::int4[], $4::text[]) AS u(seq, state, attempt, err)
-), gone AS (
-	DELETE FROM spool_jobs j USING u WHERE j.seq = u.seq
-	RETURNING ` + hotColumns + `, u.state AS new_state, u.attempt AS new_attempt, u.err
-), lease AS (
-	DELETE FROM spool_leases WHERE seq = ANY (ARRAY(SELECT seq FROM gone))
-), moved AS (
-	` + doneInsert + `
-	SELECT seq, id, queue, kind, payload, priority, new_state, run_at, new_attempt, max_attempts, backoff_kind,
-		backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, result,
-		CASE WHEN err = '' THEN errors ELSE err::jsonb END,
-		progress, lease_token, cancel_requested, created_at, started_at, $5::timestamptz, durability, grp,
-		dead_letter_of_queue, dead_letter_of_id, worker, traceparent
-	FROM gone
-	RETURNING seq
-)
-SELECT count(*) FROM moved`
 	// sqlRequeue sends active jobs back to wait (available or retrying)
-	// with a run time, an attempt count and optionally a new error
-	// history (appendError), and ends their leases.
+	// with a run time, an attempt count, a wait deadline (waits.go) and
+	// optionally a new error history (appendError), and ends their
+	// leases.
 	sqlRequeue = `WITH u AS (
-	SELECT * FROM unnest($1::int8[], $2::text[], $3::timestamptz[], $4::int4[], $5::text[]) AS u(seq, state, run_at, attempt, err)
+	SELECT * FROM unnest($1::int8[], $2::text[], $3::timestamptz[], $4::int4[], $5::text[], $6::timestamptz[])
+		AS u(seq, state, run_at, attempt, err, wait_until)
 ), up AS (
-	UPDATE spool_jobs j SET state = u.state, run_at = u.run_at, attempt = u.attempt,
+	UPDATE spool_jobs j SET state = u.state, run_at = u.run_at, attempt = u.attempt, wait_until = u.wait_until,
 		errors = CASE WHEN u.err = '' THEN j.errors ELSE u.err::jsonb END
 	FROM u WHERE j.seq = u.seq
 	RETURNING j.seq
@@ -174,11 +160,7 @@ func (it *items) settle(ctx context.Context, q querier, out []store.Outcome, mat
 	}
 	known := make(map[string]bool)
 	if len(missing) > 0 {
-		rows, err := q.Query(ctx, sqlKnownIDs, missing)
-		if err != nil {
-			return fmt.Errorf("look up jobs: %w", err)
-		}
-		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		ids, err := collect[string](ctx, q, sqlKnownIDs, missing)
 		if err != nil {
 			return fmt.Errorf("look up jobs: %w", err)
 		}
@@ -206,56 +188,58 @@ func (it *items) settle(ctx context.Context, q querier, out []store.Outcome, mat
 	return nil
 }
 
-// querier is a pool or a transaction.
-type querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}
-
 // JobComplete acknowledges jobs item by item, each where
 // job.AfterCompletion sends it; see store.Claimer. Its
 // writes are one statement, sqlComplete, which commits without waiting for
 // the WAL flush when every job it completed is of process durability.
-func (s *Store) JobComplete(ctx context.Context, p *store.JobCompleteParams) ([]store.Outcome, error) {
-	if err := s.check(); err != nil {
-		return nil, wrap("complete jobs", err)
-	}
+func (fin *finisher) JobComplete(ctx context.Context, p *store.JobCompleteParams) ([]store.Outcome, error) {
 	it := newItems(len(p.Items), func(i int) (string, int64) { return p.Items[i].ID, p.Items[i].Token })
 	results := make([][]byte, len(it.pos))
-	index := make(map[string]int, len(it.pos))
 	for k, i := range it.pos {
 		results[k] = bytesOrNil(p.Items[i].Result)
-		index[it.ids[k]] = k
 	}
 	out := make([]store.Outcome, len(p.Items))
 	complete := func(q querier) error {
-		rows, err := q.Query(ctx, sqlComplete, it.ids, it.tokens, results, micro(p.Now), ackCancelled, ackCompleted,
-			s.channel, s.node, notifyChunk)
-		if err != nil {
-			return err
-		}
-		matched := make([]bool, len(it.ids))
-		var a ackRow
-		_, err = pgx.ForEachRow(rows, a.dest(), func() error {
-			k := index[a.id]
-			matched[k] = true
-			out[it.pos[k]] = a.outcome()
-			return nil
-		})
+		matched, err := fin.complete(ctx, q, it, results, micro(p.Now), out)
 		if err != nil {
 			return err
 		}
 		return it.settle(ctx, q, out, matched)
 	}
 	var err error
-	if s.beforeCommit == nil {
-		err = s.retry(ctx, func() error { return s.timed(func() error { return complete(s.pool) }) })
+	if fin.beforeCommit == nil {
+		err = fin.retry(ctx, func() error { return fin.timed(func() error { return complete(fin.pool) }) })
 	} else {
-		err = s.retryTx(ctx, func(tx pgx.Tx) error { return complete(tx) })
+		err = fin.tx(ctx, func(tx pgx.Tx) error { return complete(tx) })
 	}
 	if err != nil {
 		return nil, wrap("complete jobs", err)
 	}
 	return out, nil
+}
+
+// complete acknowledges through q, at now, the items of it whose token is
+// current, with results, fills their outcomes in out and reports which
+// items matched.
+func (fin *finisher) complete(ctx context.Context, q querier, it *items, results [][]byte, now time.Time, out []store.Outcome) ([]bool, error) {
+	rows, err := q.Query(ctx, sqlComplete, it.ids, it.tokens, results, now, ackCancelled, ackCompleted,
+		fin.channel, fin.node, notifyChunk)
+	if err != nil {
+		return nil, err
+	}
+	index := make(map[string]int, len(it.ids))
+	for k, id := range it.ids {
+		index[id] = k
+	}
+	matched := make([]bool, len(it.ids))
+	var a ackRow
+	_, err = pgx.ForEachRow(rows, a.dest(), func() error {
+		k := index[a.id]
+		matched[k] = true
+		out[it.pos[k]] = a.outcome()
+		return nil
+	})
+	return matched, err
 }
 
 // ackRow is a row of sqlComplete: an acknowledged job.
@@ -303,13 +287,24 @@ func (l *leased) outcome(state job.State) store.Outcome {
 }
 
 // lockLeased locks the active jobs of it whose token is current and
-// returns them by item.
-func lockLeased(ctx context.Context, tx pgx.Tx, it *items) (map[int]*leased, error) {
-	rows, err := tx.Query(ctx, sqlLockLeased, it.ids, it.tokens)
-	if err != nil {
-		return nil, fmt.Errorf("lock jobs: %w", err)
+// returns them by item. With waits, it first takes the flow locks of
+// their queues shared, so that the maximum waits it reads hold until tx
+// ends (see waits.go).
+func lockLeased(ctx context.Context, tx pgx.Tx, it *items, waits bool) (map[int]*leased, error) {
+	batch := &pgx.Batch{}
+	if waits {
+		batch.Queue(sqlLockFlowOfJobs, it.ids, lockClass)
 	}
 	found := make(map[int]*leased)
+	batch.Queue(sqlLockLeased, it.ids, it.tokens).Query(func(rows pgx.Rows) error { return scanLeased(rows, found) })
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		return nil, fmt.Errorf("lock jobs: %w", err)
+	}
+	return found, nil
+}
+
+// scanLeased reads the rows of sqlLockLeased into found, by item.
+func scanLeased(rows pgx.Rows, found map[int]*leased) error {
 	var (
 		ord                 int64
 		l                   leased
@@ -318,9 +313,10 @@ func lockLeased(ctx context.Context, tx pgx.Tx, it *items) (map[int]*leased, err
 		kind, durability    string
 		startedAt           *time.Time
 	)
-	_, err = pgx.ForEachRow(rows, []any{&ord, &l.seq, &l.queue, &l.cancelRequested, &attempt, &maxAtt, &l.runAt, &leaseNS,
-		&kind, &base, &maxD, &l.backoff.Jitter, &durability, &l.settings.DeadLetterQueue, &l.kind, &startedAt, &l.letter,
-		&l.errors}, func() error {
+	var maxWait int64
+	_, err := pgx.ForEachRow(rows, []any{&ord, &l.seq, &l.queue, &l.cancelRequested, &attempt, &maxAtt, &l.runAt, &leaseNS,
+		&kind, &base, &maxD, &l.backoff.Jitter, &durability, &l.settings.DeadLetterQueue, &maxWait, &l.kind, &startedAt,
+		&l.letter, &l.errors}, func() error {
 		c := l
 		c.errors = slices.Clone(l.errors)
 		c.startedAt = utc(startedAt)
@@ -328,13 +324,11 @@ func lockLeased(ctx context.Context, tx pgx.Tx, it *items) (map[int]*leased, err
 		c.durability = job.Durability(durability)
 		c.runAt = c.runAt.UTC()
 		c.backoff.Kind, c.backoff.Base, c.backoff.Max = job.BackoffKind(kind), time.Duration(base), time.Duration(maxD)
+		c.settings.MaxWait = time.Duration(maxWait)
 		found[int(ord)-1] = &c
 		return nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("lock jobs: %w", err)
-	}
-	return found, nil
+	return err
 }
 
 // change is where one locked job goes: a final state (moved to
@@ -351,6 +345,9 @@ type change struct {
 	// deadLetter is the queue that gets a copy of a job that dies, or "";
 	// see job.QueueSettings.DeadLetterFor.
 	deadLetter string
+	// maxWait is the queue's maximum wait, which gives a job that waits
+	// unstarted again its deadline (job.WaitDeadline).
+	maxWait time.Duration
 }
 
 // apply carries out changes in tx at now and notifies the queues in
@@ -359,11 +356,12 @@ type change struct {
 // with a deadLetter leaves its copy there (see deadLetter); apply returns
 // the copies by the seq of their dead jobs. When every change is to a
 // process job, tx commits without waiting for the WAL flush.
-func (s *Store) apply(ctx context.Context, tx pgx.Tx, changes []change, available []string, now time.Time) (map[int64]job.JobRef, error) {
+func (fin *finisher) apply(ctx context.Context, tx pgx.Tx, changes []change, available []string, now time.Time) (map[int64]job.JobRef, error) {
 	var fSeq, wSeq []int64
 	var fState, wState, fErr, wErr []string
 	var fAtt, wAtt []int32
 	var wRun []time.Time
+	var wWait []pgtype.Timestamptz
 	var freed []string
 	var letters map[int64]string
 	for _, c := range changes {
@@ -380,7 +378,7 @@ func (s *Store) apply(ctx context.Context, tx pgx.Tx, changes []change, availabl
 			fSeq, fState, fAtt, fErr = append(fSeq, c.seq), append(fState, string(c.state)), append(fAtt, int32(c.attempt)), append(fErr, c.err)
 		} else {
 			wSeq, wState, wAtt, wErr = append(wSeq, c.seq), append(wState, string(c.state)), append(wAtt, int32(c.attempt)), append(wErr, c.err)
-			wRun = append(wRun, c.runAt)
+			wRun, wWait = append(wRun, c.runAt), append(wWait, waitDeadline(c.attempt, c.runAt, c.maxWait))
 		}
 	}
 	batch := &pgx.Batch{}
@@ -391,11 +389,11 @@ func (s *Store) apply(ctx context.Context, tx pgx.Tx, changes []change, availabl
 		batch.Queue(sqlFinish, fSeq, fState, fAtt, fErr, now)
 	}
 	if len(wSeq) > 0 {
-		batch.Queue(sqlRequeue, wSeq, wState, wRun, wAtt, wErr)
+		batch.Queue(sqlRequeue, wSeq, wState, wRun, wAtt, wErr, wWait)
 	}
-	s.announceOnCommit(tx, available)
+	fin.announceOnCommit(tx, available)
 	if len(freed) > 0 {
-		batch.Queue(sqlNotifyCapped, s.channel, s.node, notifyChunk, freed)
+		batch.Queue(sqlNotifyCapped, fin.channel, fin.node, notifyChunk, freed)
 	}
 	if batch.Len() == 0 {
 		return nil, nil
@@ -403,15 +401,15 @@ func (s *Store) apply(ctx context.Context, tx pgx.Tx, changes []change, availabl
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 		return nil, fmt.Errorf("apply changes: %w", err)
 	}
-	return s.deadLetter(ctx, tx, letters, now)
+	return fin.letters.write(ctx, tx, letters, now)
 }
 
 // JobFail records failed attempts item by item, each where
 // job.AfterFailure sends it; see store.Claimer.
-func (s *Store) JobFail(ctx context.Context, p *store.JobFailParams) ([]store.Outcome, error) {
+func (fin *finisher) JobFail(ctx context.Context, p *store.JobFailParams) ([]store.Outcome, error) {
 	it := newItems(len(p.Items), func(i int) (string, int64) { return p.Items[i].ID, p.Items[i].Token })
 	now := micro(p.Now)
-	out, err := s.endLeases(ctx, it, len(p.Items), now, func(i int, l *leased) (change, store.Outcome, error) {
+	out, err := fin.endLeases(ctx, it, len(p.Items), now, false, func(i int, l *leased) (change, store.Outcome, error) {
 		return failChange(&p.Items[i], l, now, p.Rand)
 	})
 	if err != nil {
@@ -439,12 +437,15 @@ func failChange(item *store.JobFailItem, l *leased, now time.Time, rnd func() fl
 }
 
 // JobRelease hands active jobs back unrun, item by item, each where
-// job.AfterRelease sends it; see store.Claimer.
-func (s *Store) JobRelease(ctx context.Context, p *store.JobReleaseParams) ([]store.Outcome, error) {
+// job.AfterRelease sends it; see store.Claimer. A job that counts as
+// never started again gets its wait deadline, under its queue's flow
+// lock (see waits.go).
+func (fin *finisher) JobRelease(ctx context.Context, p *store.JobReleaseParams) ([]store.Outcome, error) {
 	it := newItems(len(p.Items), func(i int) (string, int64) { return p.Items[i].ID, p.Items[i].Token })
-	out, err := s.endLeases(ctx, it, len(p.Items), micro(p.Now), func(_ int, l *leased) (change, store.Outcome, error) {
+	out, err := fin.endLeases(ctx, it, len(p.Items), micro(p.Now), true, func(_ int, l *leased) (change, store.Outcome, error) {
 		state, attempt := job.AfterRelease(l.cancelRequested, l.attempt)
-		c := change{seq: l.seq, queue: l.queue, state: state, runAt: l.runAt, attempt: attempt, durability: l.durability}
+		c := change{seq: l.seq, queue: l.queue, state: state, runAt: l.runAt, attempt: attempt, durability: l.durability,
+			maxWait: l.settings.MaxWait}
 		return c, l.outcome(state), nil
 	})
 	if err != nil {
@@ -453,17 +454,17 @@ func (s *Store) JobRelease(ctx context.Context, p *store.JobReleaseParams) ([]st
 	return out, nil
 }
 
-// endLeases locks the leased jobs of it, n items in all, and ends each
-// lease with the change and outcome end gives for item i; items that do
-// not hold their job's lease get its miss, and those whose job died into
-// a dead-letter queue its copy. Queues that get a job back available are
-// woken.
-func (s *Store) endLeases(ctx context.Context, it *items, n int, now time.Time,
+// endLeases locks the leased jobs of it, n items in all (with waits, as
+// lockLeased does), and ends each lease with the change and outcome end
+// gives for item i; items that do not hold their job's lease get its
+// miss, and those whose job died into a dead-letter queue its copy.
+// Queues that get a job back available are woken.
+func (fin *finisher) endLeases(ctx context.Context, it *items, n int, now time.Time, waits bool,
 	end func(i int, l *leased) (change, store.Outcome, error)) ([]store.Outcome, error) {
 	var out []store.Outcome
-	err := s.retryTx(ctx, func(tx pgx.Tx) error {
+	err := fin.tx(ctx, func(tx pgx.Tx) error {
 		out = make([]store.Outcome, n)
-		locked, err := lockLeased(ctx, tx, it)
+		locked, err := lockLeased(ctx, tx, it, waits)
 		if err != nil {
 			return err
 		}
@@ -488,7 +489,7 @@ func (s *Store) endLeases(ctx context.Context, it *items, n int, now time.Time,
 			out[i] = o
 			item[c.seq] = i
 		}
-		letters, err := s.apply(ctx, tx, changes, available, now)
+		letters, err := fin.apply(ctx, tx, changes, available, now)
 		if err != nil {
 			return err
 		}
@@ -502,10 +503,7 @@ func (s *Store) endLeases(ctx context.Context, it *items, n int, now time.Time,
 
 // JobExtend moves leases forward item by item; see store.Claimer. It
 // rewrites only each job's lease row.
-func (s *Store) JobExtend(ctx context.Context, p *store.JobExtendParams) ([]store.Outcome, error) {
-	if err := s.check(); err != nil {
-		return nil, wrap("extend leases", err)
-	}
+func (fin *finisher) JobExtend(ctx context.Context, p *store.JobExtendParams) ([]store.Outcome, error) {
 	it := newItems(len(p.Items), func(i int) (string, int64) { return p.Items[i].ID, p.Items[i].Token })
 	leases := make([]int64, len(it.pos))
 	index := make(map[string]int, len(it.pos))
@@ -514,8 +512,8 @@ func (s *Store) JobExtend(ctx context.Context, p *store.JobExtendParams) ([]stor
 		index[it.ids[k]] = k
 	}
 	out := make([]store.Outcome, len(p.Items))
-	err := s.retry(ctx, func() error {
-		rows, err := s.pool.Query(ctx, sqlExtend, it.ids, it.tokens, leases, micro(p.Now))
+	err := fin.retry(ctx, func() error {
+		rows, err := fin.pool.Query(ctx, sqlExtend, it.ids, it.tokens, leases, micro(p.Now))
 		if err != nil {
 			return err
 		}
@@ -532,7 +530,7 @@ func (s *Store) JobExtend(ctx context.Context, p *store.JobExtendParams) ([]stor
 		if err != nil {
 			return err
 		}
-		return it.settle(ctx, s.pool, out, matched)
+		return it.settle(ctx, fin.pool, out, matched)
 	})
 	if err != nil {
 		return nil, wrap("extend leases", err)
@@ -542,11 +540,11 @@ func (s *Store) JobExtend(ctx context.Context, p *store.JobExtendParams) ([]stor
 
 // JobProgress stores a progress report of an active job; see
 // store.Claimer.
-func (s *Store) JobProgress(ctx context.Context, p *store.JobProgressParams) error {
-	if err := s.check(); err != nil {
+func (fin *finisher) JobProgress(ctx context.Context, p *store.JobProgressParams) error {
+	if err := fin.check(); err != nil {
 		return wrap("report progress", err)
 	}
-	tag, err := s.pool.Exec(ctx, sqlProgress, p.ID, p.Token, bytesOrNil(p.Progress))
+	tag, err := fin.pool.Exec(ctx, sqlProgress, p.ID, p.Token, bytesOrNil(p.Progress))
 	if err != nil {
 		return wrap("report progress", err)
 	}
@@ -555,17 +553,8 @@ func (s *Store) JobProgress(ctx context.Context, p *store.JobProgressParams) err
 	}
 	out := make([]store.Outcome, 1)
 	it := newItems(1, func(int) (string, int64) { return p.ID, p.Token })
-	if err := it.settle(ctx, s.pool, out, []bool{false}); err != nil {
+	if err := it.settle(ctx, fin.pool, out, []bool{false}); err != nil {
 		return wrap("report progress", err)
 	}
 	return fmt.Errorf("report progress: job %s: %w", p.ID, out[0].Err)
-}
-
-func appendOnce(list []string, s string) []string {
-	for _, x := range list {
-		if x == s {
-			return list
-		}
-	}
-	return append(list, s)
 }

@@ -25,16 +25,17 @@ import (
 //
 // A queue gets flow control under an exclusive advisory lock on the queue
 // (sqlLockFlow) in the transaction that converts its pending jobs without
-// a group from NULL to the empty group. A transaction that puts jobs
-// without a group into spool_jobs takes the same lock shared
-// (sqlLockFlowShared) in a statement of its own, then reads which of
-// their queues have flow control in the statement that puts them there,
-// whose snapshot is taken after the lock: it either sees the flag or
-// holds the lock the conversion waits for, so no job of a flow queue is
-// left with a NULL group, whichever node inserts it. (A function that
-// locks, then reads with a fresh snapshot, would do it in one statement,
-// but its query cost a single insert some 70 µs; the extra statement of
-// the pipeline costs some 15.)
+// a group from NULL to the empty group. A transaction that puts jobs into
+// spool_jobs takes the same lock shared (sqlLockFlowShared) in a
+// statement of its own, then reads which of their queues have flow
+// control in the statement that puts them there, whose snapshot is taken
+// after the lock: it either sees the flag or holds the lock the
+// conversion waits for, so no job of a flow queue is left with a NULL
+// group, whichever node inserts it. (A function that locks, then reads
+// with a fresh snapshot, would do it in one statement, but its query cost
+// a single insert some 70 µs; the extra statement of the pipeline costs
+// some 15.) A change of a queue's maximum wait takes the same lock
+// exclusively, for the same reason (see waits.go).
 //
 // The limits, the round-robin cursor and the queue's rate start log live
 // on its spool_queues row, each group's start log in spool_group_starts.
@@ -42,21 +43,17 @@ import (
 // one such queue run one at a time across all nodes and each sees what
 // the one before it handed out; claims of other queues never wait on it.
 
+// flowControl sets the limits of queues and makes queues grouped, their
+// lanes with them.
+type flowControl struct {
+	*db
+	*beliefs
+}
+
 const (
-	// sqlLockFlow takes the exclusive flow lock of the queues $1, in key
-	// order, so that it never waits in a cycle with another. A consumer
-	// group's lane shares its queue's lock (flowLockKey), so that an
-	// insert that holds its queue's lock shared may copy its jobs into the
-	// lanes (lanes.go).
-	sqlLockFlow = `SELECT pg_advisory_xact_lock($2, k)
-FROM (SELECT DISTINCT ` + flowLockKey + ` AS k FROM unnest($1::text[]) AS q) x ORDER BY k`
-	// sqlLockFlowShared takes the flow lock of the queues $1 shared, in
-	// key order.
-	sqlLockFlowShared = `SELECT pg_advisory_xact_lock_shared($2, k)
-FROM (SELECT DISTINCT ` + flowLockKey + ` AS k FROM unnest($1::text[]) AS q) x ORDER BY k`
-	// flowLockKey is the key of the flow lock of queue q: that of the
-	// queue itself for a consumer group's lane.
-	flowLockKey = `hashtext(current_schema() || ':flow:' || split_part(q, '` + job.LaneSep + `', 1))`
+	// sqlLanesOf reads the lanes of the groups of the queues $1.
+	sqlLanesOf = `SELECT queue || '` + job.LaneSep + `' || name FROM spool_consumer_groups
+WHERE queue = ANY($1::text[]) ORDER BY 1`
 	// sqlGroupedQueues reads which of the queues $1 are grouped already:
 	// that flag never goes back, so it needs no lock.
 	sqlGroupedQueues = `SELECT name FROM spool_queues WHERE name = ANY($1) AND grouped`
@@ -92,8 +89,6 @@ RETURNING flow, paused`
 	sqlPruneGroupStarts = `DELETE FROM spool_group_starts WHERE (queue, grp) IN (
 	SELECT s.queue, s.grp FROM spool_group_starts s JOIN spool_queues q ON q.name = s.queue
 	WHERE s.last_start <= $1 - q.group_rate_period_ns LIMIT $2)`
-	// sqlFlowAmong reads which of the queues $1 have flow control.
-	sqlFlowAmong = `SELECT name FROM spool_queues WHERE name = ANY($1) AND flow`
 )
 
 // QueueSetLimits sets a queue's flow control, creating the queue if
@@ -105,13 +100,10 @@ RETURNING flow, paused`
 // transaction. A queue that gets flow control gives its pending jobs
 // without a group the empty group. The fetches parked on the queue on
 // every node wake, since new limits may let more jobs out.
-func (s *Store) QueueSetLimits(ctx context.Context, name string, l job.Limits) error {
-	if err := s.check(); err != nil {
-		return wrap("set queue limits", err)
-	}
+func (f *flowControl) QueueSetLimits(ctx context.Context, name string, l job.Limits) error {
 	l = l.Normalized()
 	flows := make(map[string]bool)
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	err := f.tx(ctx, func(tx pgx.Tx) error {
 		clear(flows)
 		if _, err := tx.Exec(ctx, sqlLockFlow, []string{name}, lockClass); err != nil {
 			return fmt.Errorf("lock queue: %w", err)
@@ -131,13 +123,13 @@ func (s *Store) QueueSetLimits(ctx context.Context, name string, l job.Limits) e
 				wake = append(wake, n)
 			}
 		}
-		s.announceOnCommit(tx, wake)
+		f.announceOnCommit(tx, wake)
 		return nil
 	})
 	if err != nil {
 		return wrap("set queue limits", err)
 	}
-	s.rememberFlow(flows)
+	f.rememberFlow(flows)
 	return nil
 }
 
@@ -148,11 +140,7 @@ func (s *Store) QueueSetLimits(ctx context.Context, name string, l job.Limits) e
 // now and whether it is paused.
 func applyLimits(ctx context.Context, tx pgx.Tx, name string, l job.Limits, grouped bool) (flow, paused bool, err error) {
 	names := []string{name}
-	rows, err := tx.Query(ctx, sqlFlowBefore, names)
-	if err != nil {
-		return false, false, fmt.Errorf("read flow control of %s: %w", name, err)
-	}
-	before, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	before, err := collect[string](ctx, tx, sqlFlowBefore, names)
 	if err != nil {
 		return false, false, fmt.Errorf("read flow control of %s: %w", name, err)
 	}
@@ -178,75 +166,62 @@ func applyLimits(ctx context.Context, tx pgx.Tx, name string, l job.Limits, grou
 	return flow, paused, nil
 }
 
-// rememberFlow records, once their transaction committed, which queues
-// have flow control.
-func (s *Store) rememberFlow(flows map[string]bool) {
-	for name, flow := range flows {
-		if flow {
-			s.flowQueues.Store(name, struct{}{})
-			s.plainSeen.Delete(name)
-		} else {
-			s.flowQueues.Delete(name)
-		}
-	}
-}
-
-// markGrouped makes sure that the queues of the jobs with a group are
-// grouped, in tx. A queue this node knows to be grouped costs nothing;
-// one that is grouped already costs one read without a lock. It returns
-// the queues to remember as grouped once tx commits.
-func (s *Store) markGrouped(ctx context.Context, tx pgx.Tx, jobs []store.JobInsertParams) ([]string, error) {
+// withGroups is the queues of the jobs that have a group, each once.
+func withGroups(jobs []store.JobInsertParams) []string {
 	var queues []string
 	for i := range jobs {
-		q := jobs[i].Queue
-		if jobs[i].Group == "" || slices.Contains(queues, q) {
-			continue
+		if jobs[i].Group != "" {
+			queues = appendOnce(queues, jobs[i].Queue)
 		}
-		if _, ok := s.groupedQueues.Load(q); !ok {
+	}
+	return queues
+}
+
+// markGrouped makes sure that grouped, the queues that get jobs with a
+// group, are grouped, in tx, and remembers them as grouped once tx
+// commits. A queue this node knows to be grouped costs nothing; one that
+// is grouped already costs one read without a lock.
+func (f *flowControl) markGrouped(ctx context.Context, tx pgx.Tx, grouped []string) error {
+	var queues []string
+	for _, q := range grouped {
+		if _, ok := f.groupedQueues.Load(q); !ok {
 			queues = append(queues, q)
 		}
 	}
 	if len(queues) == 0 {
-		return nil, nil
+		return nil
 	}
-	rows, err := tx.Query(ctx, sqlGroupedQueues, queues)
+	f.afterCommit(tx, func() { f.noteGrouped(queues) })
+	marked, err := collect[string](ctx, tx, sqlGroupedQueues, queues)
 	if err != nil {
-		return nil, fmt.Errorf("read grouped queues: %w", err)
-	}
-	grouped, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("read grouped queues: %w", err)
+		return fmt.Errorf("read grouped queues: %w", err)
 	}
 	var missing []string
 	for _, q := range queues {
-		if !slices.Contains(grouped, q) {
+		if !slices.Contains(marked, q) {
 			missing = append(missing, q)
 		}
 	}
 	if len(missing) == 0 {
-		return queues, nil
+		return nil
 	}
 	if _, err := tx.Exec(ctx, sqlLockFlow, missing, lockClass); err != nil {
-		return nil, fmt.Errorf("lock queues: %w", err)
+		return fmt.Errorf("lock queues: %w", err)
 	}
 	// The lanes of the queues' consumer groups get grouped with them: read
 	// under the lock, which a group's creation takes too, the list misses
 	// none.
 	lanes, err := lanesOf(ctx, tx, missing)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	missing = append(missing, lanes...)
-	rows, err = tx.Query(ctx, sqlFlowBefore, missing)
+	before, err := collect[string](ctx, tx, sqlFlowBefore, missing)
 	if err != nil {
-		return nil, fmt.Errorf("read flow control: %w", err)
-	}
-	before, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("read flow control: %w", err)
+		return fmt.Errorf("read flow control: %w", err)
 	}
 	if _, err := tx.Exec(ctx, sqlSetGrouped, missing); err != nil {
-		return nil, fmt.Errorf("mark queues grouped: %w", err)
+		return fmt.Errorf("mark queues grouped: %w", err)
 	}
 	var convert []string
 	for _, q := range missing {
@@ -256,68 +231,10 @@ func (s *Store) markGrouped(ctx context.Context, tx pgx.Tx, jobs []store.JobInse
 	}
 	if len(convert) > 0 {
 		if _, err := tx.Exec(ctx, sqlConvertGroups, convert); err != nil {
-			return nil, fmt.Errorf("convert groups: %w", err)
-		}
-	}
-	return queues, nil
-}
-
-// plainRecheck is how long a node trusts that a queue it found without
-// flow control still has none, unless a notification of the queue comes
-// first: a queue gets flow control on another node by a change that
-// announces it (new limits, or jobs with a group made available), so the
-// trust ends at once on a node that listens. It only spares short claims
-// of plain queues a look at spool_queues: the plain claim passes over
-// flow queues whatever a node believes, so limits hold all the same.
-const plainRecheck = time.Second
-
-// lookForFlow finds which of queues, which a plain claim just came out
-// short on, have flow control, and remembers them; queues found plain
-// less than plainRecheck ago are not looked at again.
-func (s *Store) lookForFlow(ctx context.Context, queues []string) error {
-	now := time.Now()
-	var stale []string
-	for _, q := range queues {
-		if at, ok := s.plainSeen.Load(q); !ok || now.Sub(at.(time.Time)) >= plainRecheck {
-			stale = append(stale, q)
-		}
-	}
-	if len(stale) == 0 {
-		return nil
-	}
-	rows, err := s.pool.Query(ctx, sqlFlowAmong, stale)
-	if err != nil {
-		return fmt.Errorf("read flow control: %w", err)
-	}
-	flow, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return fmt.Errorf("read flow control: %w", err)
-	}
-	for _, q := range stale {
-		if slices.Contains(flow, q) {
-			s.flowQueues.Store(q, struct{}{})
-			s.plainSeen.Delete(q)
-		} else {
-			s.plainSeen.Store(q, now)
+			return fmt.Errorf("convert groups: %w", err)
 		}
 	}
 	return nil
-}
-
-// forgetPlain drops what this node believed of queues without flow
-// control, on news of them from another node.
-func (s *Store) forgetPlain(queues []string) {
-	for _, q := range queues {
-		s.plainSeen.Delete(q)
-	}
-}
-
-// isFlow reports whether this node knows queue to have flow control. It
-// may be wrong both ways: the plain claim passes over flow queues, and a
-// flow claim claims the plain way a queue that turns out to have none.
-func (s *Store) isFlow(queue string) bool {
-	_, ok := s.flowQueues.Load(queue)
-	return ok
 }
 
 // A start log (job.StartLog) is stored run-length encoded: pairs of a
@@ -379,4 +296,23 @@ func earliest(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// withLanes is name followed by the lanes of its consumer groups, read
+// in tx.
+func withLanes(ctx context.Context, tx pgx.Tx, name string) ([]string, error) {
+	lanes, err := lanesOf(ctx, tx, []string{name})
+	if err != nil {
+		return nil, err
+	}
+	return append([]string{name}, lanes...), nil
+}
+
+// lanesOf reads the lanes of the consumer groups of queues in tx.
+func lanesOf(ctx context.Context, tx pgx.Tx, queues []string) ([]string, error) {
+	lanes, err := collect[string](ctx, tx, sqlLanesOf, queues)
+	if err != nil {
+		return nil, fmt.Errorf("read consumer groups: %w", err)
+	}
+	return lanes, nil
 }

@@ -533,7 +533,7 @@ func TestEndedLeasesAreFoundBySeq(t *testing.T) {
 	}{
 		"complete": {sqlComplete, []any{[]string{"a"}, []int64{1}, [][]byte{nil}, now, "cancelled", "completed", "ch", "node", 10}},
 		"finish":   {sqlFinish, []any{[]int64{1}, []string{"dead"}, []int32{1}, []string{""}, now}},
-		"requeue":  {sqlRequeue, []any{[]int64{1}, []string{"retrying"}, []time.Time{now}, []int32{1}, []string{""}}},
+		"requeue":  {sqlRequeue, []any{[]int64{1}, []string{"retrying"}, []time.Time{now}, []int32{1}, []string{""}, []*time.Time{nil}}},
 	} {
 		rows, err := tx.Query(ctx, "EXPLAIN (FORMAT JSON) "+c.q, c.args...)
 		if err != nil {

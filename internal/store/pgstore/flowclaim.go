@@ -51,16 +51,69 @@ ON CONFLICT (queue, grp) DO UPDATE SET starts = excluded.starts, last_start = ex
 	WHERE queue = $1 COLLATE "C" AND state = 'available' AND grp IS NOT NULL AND grp = $2 COLLATE "C")`
 )
 
+// JobClaim leases up to p.Max available jobs; see store.Claimer. It
+// claims the queues without flow control first, the plain way, in one
+// statement (claimPlain), which passes over any that have flow control;
+// when that comes out short, it looks which of them have flow control
+// after all (lookForFlow), then claims the queues with flow control one
+// after the other in the order named (claimFlow). A node remembers the
+// queues it found with flow control and leaves them out of the plain
+// claim from then on. A claim of one group (p.Group) takes the same
+// steps with statements that read that group's jobs alone.
+func (cl *claimer) JobClaim(ctx context.Context, p *store.JobClaimParams) (*store.ClaimResult, error) {
+	if err := cl.check(); err != nil {
+		return nil, wrap("claim jobs", err)
+	}
+	res := &store.ClaimResult{}
+	if p.Max <= 0 || len(p.Queues) == 0 {
+		return res, nil
+	}
+	queues := make([]string, 0, len(p.Queues))
+	var plain []string
+	for _, q := range p.Queues {
+		if !slices.Contains(queues, q) {
+			queues = append(queues, q)
+			if !cl.isFlow(q) {
+				plain = append(plain, q)
+			}
+		}
+	}
+	if len(plain) > 0 {
+		jobs, err := cl.claimPlain(ctx, plain, p, p.Max, res)
+		if err != nil {
+			return nil, err
+		}
+		res.Jobs = jobs
+		if len(jobs) < p.Max {
+			if err := cl.lookForFlow(ctx, plain); err != nil {
+				return nil, wrap("claim jobs", err)
+			}
+		}
+	}
+	for _, q := range queues {
+		if len(res.Jobs) >= p.Max {
+			break
+		}
+		if !cl.isFlow(q) {
+			continue
+		}
+		if err := cl.claimFlow(ctx, q, p, res); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
 // claimFlow claims up to p.Max-len(res.Jobs) jobs of queue q, which this
 // node believes to have flow control, into res, as the planner decides
 // (internal/claim), and adds to res what held q's other available jobs
 // back. A queue without flow control after all is forgotten and claimed
 // the plain way.
-func (s *Store) claimFlow(ctx context.Context, q string, p *store.JobClaimParams, res *store.ClaimResult) error {
+func (cl *claimer) claimFlow(ctx context.Context, q string, p *store.JobClaimParams, res *store.ClaimResult) error {
 	want := p.Max - len(res.Jobs)
 	var c *flowClaim
 	plain := false
-	err := s.retryTx(ctx, func(tx pgx.Tx) error {
+	err := cl.tx(ctx, func(tx pgx.Tx) error {
 		c = &flowClaim{tx: tx, queue: q, group: p.Group, now: micro(p.Now), want: want, lease: p.LeaseDuration, worker: p.Worker}
 		found, err := c.lock(ctx)
 		if err != nil {
@@ -70,15 +123,15 @@ func (s *Store) claimFlow(ctx context.Context, q string, p *store.JobClaimParams
 		if plain || c.q.paused {
 			return nil
 		}
-		return c.run(ctx, s)
+		return c.run(ctx, cl.expirer)
 	})
 	if err != nil {
 		return wrap(fmt.Sprintf("claim jobs of queue %s", q), err)
 	}
 	if plain {
-		s.flowQueues.Delete(q)
-		s.plainSeen.Store(q, time.Now())
-		jobs, err := s.claimPlain(ctx, []string{q}, p, want, res)
+		cl.flowQueues.Delete(q)
+		cl.plainSeen.Store(q, time.Now())
+		jobs, err := cl.claimPlain(ctx, []string{q}, p, want, res)
 		res.Jobs = append(res.Jobs, jobs...)
 		return err
 	}
@@ -165,7 +218,7 @@ func (c *flowClaim) lock(ctx context.Context) (found bool, err error) {
 // run asks the planner what the claim does, writes it — the kills, the
 // leases — and records what the planner settles: the cursor and the start
 // logs.
-func (c *flowClaim) run(ctx context.Context, s *Store) error {
+func (c *flowClaim) run(ctx context.Context, x *expirer) error {
 	src := newGroupSource(ctx, c.tx, c.queue, c.q.limits, c.q.lastGroup, c.group)
 	d, err := claim.Plan(claim.Queue{Limits: c.q.limits, MaxWait: c.q.maxWait, Active: c.active, Starts: c.q.starts},
 		claim.Request{Now: c.now, Want: c.want, Group: c.group}, src)
@@ -177,7 +230,7 @@ func (c *flowClaim) run(ctx context.Context, s *Store) error {
 		for i, k := range d.Kill {
 			seqs[i] = k.Seq
 		}
-		if _, c.letters, err = s.expire(ctx, c.tx, seqs, c.now); err != nil {
+		if _, c.letters, err = x.expire(ctx, c.tx, seqs, c.now); err != nil {
 			return err
 		}
 	}

@@ -132,8 +132,6 @@ func TestClaimOfAGroupSeeksTheIndex(t *testing.T) {
 		{"plain claim of one queue", sqlClaimOneGroup, []any{"imp", now, int64(0), 10, "", "a"}, map[string]*regexp.Regexp{"read the jobs": claimIndex}},
 		{"plain claim of several queues", sqlClaimManyGroup, []any{[]string{"imp", "q"}, now, int64(0), 10, "", "a"},
 			map[string]*regexp.Regexp{"read the jobs": claimIndex}},
-		{"read of the first jobs of queues with a maximum wait", sqlWaitHeadsGroup, []any{[]string{"imp"}, 10, "a"},
-			map[string]*regexp.Regexp{"read the jobs": claimIndex}},
 	} {
 		var plan string
 		if err := tx.QueryRow(ctx, `EXPLAIN (FORMAT JSON) `+c.query, c.args...).Scan(&plan); err != nil {

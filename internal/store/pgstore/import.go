@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -13,14 +14,16 @@ import (
 	"github.com/spoolq/spool/internal/store"
 )
 
-// sqlImport stores jobs exactly as given, in array order: seqs are drawn
-// from spool_jobs' sequence in that order, so enqueue order is kept across
-// both tables; pending jobs go to spool_jobs (active ones with their lease
-// row) and finished ones to spool_jobs_done. Ids that exist are skipped. A
-// job without a group gets the empty group in a queue with flow control,
-// as an insert gives it (see flow.go; ImportJobs holds the queues' flow
-// lock).
-const sqlImport = `WITH flow AS (
+// sqlWriteJobs stores jobs whole, exactly as given, in array order: seqs
+// are drawn from spool_jobs' sequence in that order, so enqueue order is
+// kept across both tables; pending jobs go to spool_jobs (active ones
+// with their lease row, those waiting unstarted with their wait deadlines
+// $33) and finished ones to spool_jobs_done. Ids that exist are skipped.
+// A job without a group gets the empty group in a queue with flow
+// control, as an insert gives it (see flow.go; the transaction holds the
+// queues' flow locks). It creates the queues and returns how many jobs
+// it stored.
+const sqlWriteJobs = `WITH flow AS (
 	SELECT ARRAY(SELECT name FROM spool_queues WHERE name = ANY($2::text[]) AND flow) AS names
 ), u AS (
 	SELECT u.*, nextval(pg_get_serial_sequence('spool_jobs', 'seq')) AS seq
@@ -28,11 +31,11 @@ const sqlImport = `WITH flow AS (
 		$8::int4[], $9::int4[], $10::text[], $11::int8[], $12::int8[], $13::float8[], $14::int8[], $15::text[],
 		$16::int8[], $17::text[], $18::bytea[], $19::text[], $20::bytea[], $21::int8[], $22::bool[],
 		$23::timestamptz[], $24::timestamptz[], $25::timestamptz[], $26::timestamptz[], $27::text[], $28::text[],
-		$29::text[], $30::text[], $31::text[], $32::text[])
+		$29::text[], $30::text[], $31::text[], $32::text[], $33::timestamptz[])
 		WITH ORDINALITY AS u(id, queue, kind, payload, priority, state, run_at, attempt, max_attempts, backoff_kind,
 		backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, result, errors, progress,
 		lease_token, cancel_requested, created_at, started_at, finished_at, lease_expires_at, durability, grp,
-		letter_queue, letter_id, worker, traceparent, ord)
+		letter_queue, letter_id, worker, traceparent, wait_until, ord)
 	WHERE NOT EXISTS (SELECT 1 FROM spool_jobs j WHERE j.id = u.id)
 		AND NOT EXISTS (SELECT 1 FROM spool_jobs_done d WHERE d.id = u.id)
 	ORDER BY ord
@@ -41,15 +44,16 @@ const sqlImport = `WITH flow AS (
 		backoff_max, backoff_jitter, lease_ns, NULLIF(unique_key, ''), unique_for, NULLIF(tags, '')::jsonb, result,
 		NULLIF(errors, '')::jsonb, progress, lease_token, cancel_requested, created_at, started_at, finished_at,
 		durability, CASE WHEN grp <> '' THEN grp WHEN queue = ANY(flow.names) THEN '' END,
-		NULLIF(letter_queue, ''), NULLIF(letter_id, ''), NULLIF(worker, ''), NULLIF(traceparent, ''), lease_expires_at
+		NULLIF(letter_queue, ''), NULLIF(letter_id, ''), NULLIF(worker, ''), NULLIF(traceparent, ''), lease_expires_at,
+		wait_until
 	FROM u CROSS JOIN flow
 ), hot AS (
-	INSERT INTO spool_jobs (` + jobColumns + `)
+	INSERT INTO spool_jobs (` + jobColumns + `, wait_until)
 	SELECT seq, id, queue, kind, payload, priority, state, run_at, attempt, max_attempts, backoff_kind, backoff_base,
 		backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, result, errors, progress, lease_token,
 		cancel_requested, created_at, started_at, finished_at, durability, grp, dead_letter_of_queue, dead_letter_of_id,
-		worker, traceparent
-	FROM src AS r(` + jobColumns + `, lease_expires_at)
+		worker, traceparent, wait_until
+	FROM src AS r(` + jobColumns + `, lease_expires_at, wait_until)
 	WHERE state NOT IN ('completed', 'dead', 'cancelled')
 	RETURNING seq
 ), done AS (
@@ -58,12 +62,12 @@ const sqlImport = `WITH flow AS (
 		backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, result, errors, progress, lease_token,
 		cancel_requested, created_at, started_at, finished_at, durability, grp, dead_letter_of_queue, dead_letter_of_id,
 		worker, traceparent
-	FROM src AS r(` + jobColumns + `, lease_expires_at)
+	FROM src AS r(` + jobColumns + `, lease_expires_at, wait_until)
 	WHERE state IN ('completed', 'dead', 'cancelled')
 	RETURNING seq
 ), lease AS (
 	INSERT INTO spool_leases (seq, expires_at)
-	SELECT seq, lease_expires_at FROM src AS r(` + jobColumns + `, lease_expires_at)
+	SELECT seq, lease_expires_at FROM src AS r(` + jobColumns + `, lease_expires_at, wait_until)
 	WHERE state = 'active'
 ), q AS (
 	INSERT INTO spool_queues (name) SELECT DISTINCT queue FROM u ON CONFLICT (name) DO NOTHING
@@ -81,12 +85,51 @@ const sqlTokensAbove = `SELECT setval('spool_lease_tokens', GREATEST(
 // durability (empty is full; a level this store does not keep fails the
 // whole import with an error wrapping a *job.InputError), in the given
 // order (which becomes their enqueue order after any job already
-// here). Jobs whose id exists are skipped, so an interrupted import can be
-// run again. It is meant for an idle database (spool migrate-store): it
-// takes no unique-key locks and sends no notifications. It makes no
-// copies for consumer groups: a source's copies are jobs of its lanes,
-// which come along as they are. It returns how many jobs it stored.
-func (s *Store) ImportJobs(ctx context.Context, jobs []*job.Job) (int, error) {
+// here). A job waiting unstarted gets the wait deadline of its queue's
+// maximum wait here. Jobs whose id exists are skipped, so an interrupted
+// import can be run again. It is meant for an idle database (spool
+// migrate-store): it takes no unique-key locks and sends no
+// notifications. It makes no copies for consumer groups: a source's
+// copies are jobs of its lanes, which come along as they are. It returns
+// how many jobs it stored.
+func (a *admin) ImportJobs(ctx context.Context, jobs []*job.Job) (int, error) {
+	w, err := newWholeJobs(jobs)
+	if err != nil {
+		return 0, fmt.Errorf("import jobs: %w", err)
+	}
+	count := 0
+	err = a.tx(ctx, func(tx pgx.Tx) error {
+		var waits map[string]time.Duration
+		batch := &pgx.Batch{}
+		lockWaits(batch, w.queues, &waits)
+		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+			return err
+		}
+		batch = &pgx.Batch{}
+		w.queue(batch, waits, &count)
+		batch.Queue(sqlTokensAbove, w.tokens)
+		return tx.SendBatch(ctx, batch).Close()
+	})
+	if err != nil {
+		return 0, wrap("import jobs", err)
+	}
+	return count, nil
+}
+
+// wholeJobs are the arguments of sqlWriteJobs for some jobs, but for
+// their wait deadlines.
+type wholeJobs struct {
+	jobs   []*job.Job
+	runAts []time.Time
+	tokens []int64
+	queues []string // the queues of the jobs, each once
+	args   []any    // sqlWriteJobs' $1 to $32
+}
+
+// newWholeJobs builds the arguments that store jobs whole. It refuses an
+// active job without a lease expiry and a level of durability this store
+// does not keep.
+func newWholeJobs(jobs []*job.Job) (*wholeJobs, error) {
 	n := len(jobs)
 	var (
 		ids, queues, kinds, states, bkinds, ukeys, tags, errs = make([]string, n), make([]string, n), make([]string, n),
@@ -102,6 +145,7 @@ func (s *Store) ImportJobs(ctx context.Context, jobs []*job.Job) (int, error) {
 		cancels                     = make([]bool, n)
 		runAts, created             = make([]time.Time, n), make([]time.Time, n)
 		started, finished, expires  = make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n)
+		distinct                    []string
 	)
 	for i, j := range jobs {
 		ids[i], queues[i], kinds[i], states[i], groups[i] = j.ID, j.Queue, j.Kind, string(j.State), j.Group
@@ -116,17 +160,17 @@ func (s *Store) ImportJobs(ctx context.Context, jobs []*job.Job) (int, error) {
 		tokens[i], cancels[i] = j.LeaseToken, j.CancelRequested
 		started[i], finished[i], expires[i] = tstz(j.StartedAt), tstz(j.FinishedAt), tstz(j.LeaseExpiresAt)
 		if j.State == job.StateActive && j.LeaseExpiresAt.IsZero() {
-			return 0, fmt.Errorf("import jobs: active job %s has no lease expiry", j.ID)
+			return nil, fmt.Errorf("active job %s has no lease expiry", j.ID)
 		}
 		if !keeps(j.Durability) {
-			return 0, fmt.Errorf("import jobs: job %s: %w", j.ID,
+			return nil, fmt.Errorf("job %s: %w", j.ID,
 				job.Invalid("durability", "the PostgreSQL store keeps full and process jobs, not %q", j.Durability))
 		}
 		durs[i] = string(durabilityOf(j.Durability))
 		if len(j.Tags) > 0 {
 			b, err := json.Marshal(j.Tags)
 			if err != nil {
-				return 0, fmt.Errorf("import jobs: encode tags of job %s: %w", j.ID, err)
+				return nil, fmt.Errorf("encode tags of job %s: %w", j.ID, err)
 			}
 			tags[i] = string(b)
 		}
@@ -137,38 +181,27 @@ func (s *Store) ImportJobs(ctx context.Context, jobs []*job.Job) (int, error) {
 			}
 			b, err := store.EncodeErrors(kept, j.ErrorsDropped)
 			if err != nil {
-				return 0, fmt.Errorf("import jobs: job %s: %w", j.ID, err)
+				return nil, fmt.Errorf("job %s: %w", j.ID, err)
 			}
 			errs[i] = string(b)
 		}
-	}
-	var count int64
-	var distinct []string
-	seen := make(map[string]bool)
-	for _, q := range queues {
-		if !seen[q] {
-			seen[q] = true
-			distinct = append(distinct, q)
+		if !slices.Contains(distinct, j.Queue) {
+			distinct = append(distinct, j.Queue)
 		}
 	}
-	err := s.tx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, sqlLockFlowShared, distinct, lockClass); err != nil {
-			return fmt.Errorf("lock queues: %w", err)
-		}
-		if err := tx.QueryRow(ctx, sqlImport, ids, queues, kinds, payloads, prios, states, runAts, attempts, maxAtt, bkinds,
-			bases, maxes, jitters, leases, ukeys, ufors, tags, results, errs, progress, tokens, cancels, created, started,
-			finished, expires, durs, groups, letterQueues, letterIDs, workers, traceParents).Scan(&count); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, sqlTokensAbove, tokens)
-		return err
-	})
-	if err != nil {
-		return 0, wrap("import jobs", err)
-	}
-	return int(count), nil
+	return &wholeJobs{jobs: jobs, runAts: runAts, tokens: tokens, queues: distinct,
+		args: []any{ids, queues, kinds, payloads, prios, states, runAts, attempts, maxAtt, bkinds, bases, maxes, jitters,
+			leases, ukeys, ufors, tags, results, errs, progress, tokens, cancels, created, started, finished, expires, durs,
+			groups, letterQueues, letterIDs, workers, traceParents}}, nil
 }
 
-func tstz(t time.Time) pgtype.Timestamptz {
-	return pgtype.Timestamptz{Time: micro(t), Valid: !t.IsZero()}
+// queue adds to batch the statement that stores the jobs, each with the
+// wait deadline of its queue's maximum wait in waits, and that sets count
+// to how many it stored.
+func (w *wholeJobs) queue(batch *pgx.Batch, waits map[string]time.Duration, count *int) {
+	deadlines := make([]pgtype.Timestamptz, len(w.jobs))
+	for i, j := range w.jobs {
+		deadlines[i] = waitDeadline(j.Attempt, w.runAts[i], waits[j.Queue])
+	}
+	batch.Queue(sqlWriteJobs, append(w.args, deadlines)...).QueryRow(func(row pgx.Row) error { return row.Scan(count) })
 }

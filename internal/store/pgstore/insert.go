@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -10,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/store"
@@ -18,19 +16,24 @@ import (
 
 const (
 	// sqlInsertJobs inserts the jobs given as parallel arrays ($1-$17,
-	// $19, $21, $23), in array order (which makes their seqs enqueue
+	// $19, $21, $23, $24), in array order (which makes their seqs enqueue
 	// order), created at $21 or, where that is NULL, at $18, with the
-	// traceparents $23 ('' or NULL for none), skips ids that already
-	// exist, and creates the queues of the jobs it inserted. A
-	// job's group ($19) is stored as given; a job without one gets the
-	// empty group in the queues with flow control among $20, whose flow
-	// lock the transaction holds (see flow.go), and NULL elsewhere. It
-	// returns a row (id, NULL) for each job it inserted, and a row (queue,
-	// name) for each consumer group of the queues $22, read in the
-	// snapshot of the insert (see lanes.go).
-	sqlInsertJobs = sqlInsertCTEs + `SELECT id, NULL::text FROM ins
+	// traceparents $23 ('' or NULL for none) and the wait deadlines $24
+	// (NULL for none), skips ids that already exist, and creates the
+	// queues of the jobs it inserted. A job's group ($19) is stored as
+	// given; a job without one gets the empty group in the queues with
+	// flow control among $20, whose flow lock the transaction holds (see
+	// flow.go), and NULL elsewhere. It returns a row (id, NULL, NULL) for
+	// each job it inserted, a row (queue, name, NULL) for each consumer
+	// group of the queues $22, read in the snapshot of the insert (see
+	// lanes.go), and a row (queue, NULL, wait) for each of them whose
+	// maximum wait is not the one of $25 that the deadlines believed (see
+	// waits.go).
+	sqlInsertJobs = sqlInsertCTEs + `SELECT id, NULL::text, NULL::int8 FROM ins
 UNION ALL
-SELECT queue, name FROM spool_consumer_groups WHERE queue = ANY($22::text[])`
+SELECT queue, name, NULL FROM spool_consumer_groups WHERE queue = ANY($22::text[])
+UNION ALL
+SELECT name, NULL, max_wait_ns FROM (` + waitMismatch + `) w`
 	// sqlInsertCTEs are the common table expressions of sqlInsertJobs:
 	// ins inserts the jobs, q their queues.
 	sqlInsertCTEs = sqlInsertJobsWith + `id, queue
@@ -38,29 +41,6 @@ SELECT queue, name FROM spool_consumer_groups WHERE queue = ANY($22::text[])`
 	INSERT INTO spool_queues (name) SELECT DISTINCT queue FROM ins ON CONFLICT (name) DO NOTHING
 )
 `
-	// sqlInsertJobsWith opens the common table expressions of
-	// sqlInsertJobs and sqlInsertJobsFast: ins inserts the jobs given as
-	// arrays, skipping ids that exist, and returns what follows it.
-	sqlInsertJobsWith = `WITH flow AS (
-	SELECT ARRAY(SELECT name FROM spool_queues WHERE name = ANY($20::text[]) AND flow) AS names
-), ins AS (
-	INSERT INTO spool_jobs (id, queue, kind, payload, priority, state, run_at, max_attempts, backoff_kind,
-		backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, durability, grp, created_at,
-		traceparent)
-	SELECT id, queue, kind, payload, priority, state, run_at, max_attempts, backoff_kind,
-		backoff_base, backoff_max, backoff_jitter, lease_ns, NULLIF(unique_key, ''), unique_for, NULLIF(tags, '')::jsonb,
-		durability, CASE WHEN grp <> '' THEN grp WHEN queue = ANY(flow.names) THEN '' END, COALESCE(created_at, $18),
-		NULLIF(traceparent, '')
-	FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::int4[], $6::text[], $7::timestamptz[],
-		$8::int4[], $9::text[], $10::int8[], $11::int8[], $12::float8[], $13::int8[], $14::text[], $15::int8[], $16::text[],
-		$17::text[], $19::text[], $21::timestamptz[], $23::text[])
-		WITH ORDINALITY AS u(id, queue, kind, payload, priority, state, run_at, max_attempts, backoff_kind,
-		backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, durability, grp, created_at,
-		traceparent, ord)
-	CROSS JOIN flow
-	ORDER BY ord
-	ON CONFLICT (id) DO NOTHING
-	RETURNING `
 	// sqlDoneByIDs finds ids that belong to finished jobs. It runs as its
 	// own statement after the insert so that it sees a job that another
 	// transaction moved to spool_jobs_done while the insert waited on it.
@@ -80,7 +60,6 @@ CROSS JOIN LATERAL (
 		UNION ALL
 		(` + doneSelect + ` WHERE d.queue = k.queue AND d.unique_key = k.key ORDER BY d.seq DESC LIMIT 1)
 	) y ORDER BY y.seq DESC LIMIT 1) x`
-	sqlNotify = `SELECT pg_notify($1, $2)`
 )
 
 // JobInsertMany inserts p.Jobs atomically; see store.Inserter. Each job
@@ -92,12 +71,12 @@ CROSS JOIN LATERAL (
 // wrapping a *job.InputError, failing the whole insert. When every job it
 // inserts is of process durability, the insert commits without waiting
 // for the WAL flush (see sqlRelaxCommit).
-func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams) ([]store.InsertResult, error) {
+func (ins *inserter) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams) ([]store.InsertResult, error) {
 	if err := checkInserts(p.Jobs); err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", err)
 	}
-	if len(p.Create) == 0 && s.canInsertFast(p.Jobs) {
-		out, err := s.insertPlain(ctx, p.Jobs, micro(p.Now))
+	if len(p.Create) == 0 && ins.canInsertFast(p.Jobs) {
+		out, err := ins.insertPlain(ctx, p.Jobs, micro(p.Now))
 		if !errors.Is(err, errNotFast) {
 			if err != nil {
 				return nil, wrap("insert jobs", err)
@@ -106,51 +85,18 @@ func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams)
 		}
 	}
 	var out []store.InsertResult
-	var grouped []string
-	var created createdQueues
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	err := ins.tx(ctx, func(tx pgx.Tx) error {
+		if err := ins.createQueues(ctx, tx, p.Create); err != nil {
+			return err
+		}
 		var err error
-		if created, err = s.createQueues(ctx, tx, p.Create); err != nil {
-			return err
-		}
-		if grouped, err = s.markGrouped(ctx, tx, p.Jobs); err != nil {
-			return err
-		}
-		out, err = s.insert(ctx, tx, p.Jobs, micro(p.Now), len(p.Create) == 0)
+		out, err = ins.insert(ctx, tx, p.Jobs, micro(p.Now), len(p.Create) == 0)
 		return err
 	})
 	if err != nil {
 		return nil, wrap("insert jobs", err)
 	}
-	s.noteCreated(created)
-	s.noteGrouped(grouped)
 	return out, nil
-}
-
-// noteGrouped remembers queues as grouped, with flow control, once the
-// transaction that marked them (see markGrouped) committed.
-func (s *Store) noteGrouped(queues []string) {
-	for _, q := range queues {
-		s.groupedQueues.Store(q, struct{}{})
-		s.flowQueues.Store(q, struct{}{})
-		s.plainSeen.Delete(q)
-	}
-}
-
-// checkInserts refuses jobs this store cannot insert: in a state other
-// than scheduled or available, or of memory durability.
-func checkInserts(jobs []store.JobInsertParams) error {
-	for i := range jobs {
-		jp := &jobs[i]
-		if st := jp.State; st != job.StateAvailable && st != job.StateScheduled {
-			return fmt.Errorf("jobs[%d]: insert job %s in state %q: only scheduled or available", i, jp.ID, st)
-		}
-		if !keeps(jp.Durability) {
-			return fmt.Errorf("jobs[%d]: insert job %s: %w", i, jp.ID,
-				job.Invalid(fmt.Sprintf("jobs[%d].durability", i), "the PostgreSQL store keeps full and process jobs, not %q", jp.Durability))
-		}
-	}
-	return nil
 }
 
 // insert decides which jobs are duplicates, inserts the others and
@@ -158,7 +104,10 @@ func checkInserts(jobs []store.JobInsertParams) error {
 // without waiting for the WAL flush when every job inserted is of process
 // durability: a caller whose transaction writes more than the insert
 // passes false.
-func (s *Store) insert(ctx context.Context, tx pgx.Tx, jobs []store.JobInsertParams, now time.Time, relax bool) ([]store.InsertResult, error) {
+func (ins *inserter) insert(ctx context.Context, tx pgx.Tx, jobs []store.JobInsertParams, now time.Time, relax bool) ([]store.InsertResult, error) {
+	if err := ins.flow.markGrouped(ctx, tx, withGroups(jobs)); err != nil {
+		return nil, err
+	}
 	out := make([]store.InsertResult, len(jobs))
 	first := make(map[string]int, len(jobs)) // id → index of its first job in the batch
 	sameAs := make(map[int]int)              // later job with an id seen before → that first job
@@ -174,7 +123,7 @@ func (s *Store) insert(ctx context.Context, tx pgx.Tx, jobs []store.JobInsertPar
 	insert := make([]int, 0, len(jobs)) // indexes of the jobs to insert
 	if unique {
 		var err error
-		if insert, err = s.resolveUnique(ctx, tx, jobs, sameAs, now, out); err != nil {
+		if insert, err = ins.resolveUnique(ctx, tx, jobs, sameAs, now, out); err != nil {
 			return nil, err
 		}
 	} else {
@@ -185,7 +134,7 @@ func (s *Store) insert(ctx context.Context, tx pgx.Tx, jobs []store.JobInsertPar
 		}
 	}
 	if len(insert) > 0 {
-		if err := s.insertRows(ctx, tx, jobs, insert, now, relax, out); err != nil {
+		if err := ins.insertRows(ctx, tx, jobs, insert, now, relax, out); err != nil {
 			return nil, err
 		}
 	}
@@ -200,77 +149,55 @@ func (s *Store) insert(ctx context.Context, tx pgx.Tx, jobs []store.JobInsertPar
 
 // insertRows inserts the jobs at idx, fills their results, and turns into
 // duplicates those whose id turned out to exist; relax is insert's.
-func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, jobs []store.JobInsertParams, idx []int, now time.Time, relax bool,
+func (ins *inserter) insertRows(ctx context.Context, tx pgx.Tx, jobs []store.JobInsertParams, idx []int, now time.Time, relax bool,
 	out []store.InsertResult) error {
 	n := len(idx)
-	a, err := newInsertArgs(jobs, idx, now)
+	waits, err := ins.waiting(ctx, tx)
+	if err != nil {
+		return err
+	}
+	a, err := newInsertArgs(jobs, idx, now, waits)
 	if err != nil {
 		return err
 	}
 	ids, runAts := a.ids, a.runAts
 	batch := &pgx.Batch{}
-	relaxed := relax && a.allProcess
-	if relaxed {
+	if relax && a.allProcess {
 		batch.Queue(sqlRelaxCommit)
 	}
-	if len(a.ungrouped) > 0 {
-		batch.Queue(sqlLockFlowShared, a.ungrouped, lockClass)
-	}
-	batch.Queue(sqlInsertJobs, a.args...)
-	batch.Queue(sqlDoneByIDs, ids)
-	s.announceOnCommit(tx, a.available)
-	br := tx.SendBatch(ctx, batch)
+	batch.Queue(sqlLockFlowShared, a.queues, lockClass)
 	inserted := make(map[string]bool, n)
-	var lanes laneSet // the consumer groups of the batch's queues
-	if relaxed {
-		if _, err := br.Exec(); err != nil {
-			_ = br.Close()
-			return fmt.Errorf("relax commit: %w", err)
-		}
-	}
-	if len(a.ungrouped) > 0 {
-		if _, err := br.Exec(); err != nil {
-			_ = br.Close()
-			return fmt.Errorf("lock queues: %w", err)
-		}
-	}
-	rows, err := br.Query()
-	if err != nil {
-		_ = br.Close()
+	var lanes laneSet                   // the consumer groups of the batch's queues
+	var actual map[string]time.Duration // the maximum waits the deadlines did not believe
+	var key string                      // a job's id, or a queue's
+	var group *string                   // the name of a consumer group of queue key
+	var wait *int64                     // the maximum wait of queue key
+	batch.Queue(sqlInsertJobs, a.args...).Query(func(rows pgx.Rows) error {
+		_, err := pgx.ForEachRow(rows, []any{&key, &group, &wait}, func() error {
+			switch {
+			case group != nil:
+				lanes.add(key, *group)
+				ins.lanedQueues.Store(key, struct{}{})
+			case wait != nil:
+				if actual == nil {
+					actual = make(map[string]time.Duration)
+				}
+				actual[key] = time.Duration(*wait)
+			default:
+				inserted[key] = true
+			}
+			return nil
+		})
+		return err
+	})
+	var done []*job.Job
+	batch.Queue(sqlDoneByIDs, ids).Query(func(rows pgx.Rows) (err error) {
+		done, _, err = scanJobs(rows)
+		return err
+	})
+	ins.announceOnCommit(tx, a.available)
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 		return fmt.Errorf("insert jobs: %w", err)
-	}
-	for rows.Next() {
-		var key string    // a job's id, or a queue's
-		var group *string // the name of a consumer group of queue key
-		if err := rows.Scan(&key, &group); err != nil {
-			rows.Close()
-			_ = br.Close()
-			return fmt.Errorf("insert jobs: %w", err)
-		}
-		if group != nil {
-			lanes.add(key, *group)
-			s.lanedQueues.Store(key, struct{}{})
-			continue
-		}
-		inserted[key] = true
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		_ = br.Close()
-		return fmt.Errorf("insert jobs: %w", err)
-	}
-	rows, err = br.Query()
-	if err != nil {
-		_ = br.Close()
-		return fmt.Errorf("look up finished jobs: %w", err)
-	}
-	done, _, err := scanJobs(rows)
-	if err != nil {
-		_ = br.Close()
-		return fmt.Errorf("look up finished jobs: %w", err)
-	}
-	if err := br.Close(); err != nil {
-		return fmt.Errorf("notify: %w", err)
 	}
 	existing := make(map[string]*job.Job)
 	var undo []string
@@ -284,6 +211,12 @@ func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, jobs []store.JobInser
 	if len(undo) > 0 {
 		if _, err := tx.Exec(ctx, sqlUndoIDs, undo); err != nil {
 			return fmt.Errorf("undo duplicate inserts: %w", err)
+		}
+	}
+	if len(actual) > 0 {
+		ins.forgetWaits()
+		if err := fixWaits(ctx, tx, ids, a.queueOf, runAts, actual, func(id string) bool { return inserted[id] }); err != nil {
+			return err
 		}
 	}
 	var missing []string
@@ -306,14 +239,21 @@ func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, jobs []store.JobInser
 		}
 	}
 	if len(lanes) > 0 {
-		var copied []*store.JobInsertParams // the inserted jobs of queues with consumer groups
+		// The inserted jobs of queues with consumer groups, and the queues
+		// of the available ones.
+		var copied, available []string
 		for k, i := range idx {
-			if inserted[ids[k]] && len(lanes[jobs[i].Queue]) > 0 {
-				copied = append(copied, &jobs[i])
+			if jp := &jobs[i]; inserted[ids[k]] && len(lanes[jp.Queue]) > 0 {
+				copied = append(copied, jp.ID)
+				if jp.State == job.StateAvailable {
+					available = appendOnce(available, jp.Queue)
+				}
 			}
 		}
-		if err := s.copyToLanes(ctx, tx, lanes, copied); err != nil {
-			return err
+		batch := &pgx.Batch{}
+		ins.groups.copyToLanes(tx, batch, lanes, copied, available)
+		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+			return fmt.Errorf("copy jobs to their consumer groups: %w", err)
 		}
 	}
 	for k, i := range idx {
@@ -333,121 +273,6 @@ func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, jobs []store.JobInser
 	return nil
 }
 
-// insertArgs are the arguments of sqlInsertJobs for some jobs.
-type insertArgs struct {
-	ids       []string
-	runAts    []time.Time
-	ungrouped []string // the queues of the jobs without a group
-	available []string // the queues of the jobs inserted available
-	// allProcess is set when every job is of process durability.
-	allProcess bool
-	// args are sqlInsertJobs' $1 to $23.
-	args []any
-}
-
-// newInsertArgs builds the arguments that insert the jobs at idx at now.
-func newInsertArgs(jobs []store.JobInsertParams, idx []int, now time.Time) (*insertArgs, error) {
-	n := len(idx)
-	var (
-		ids, queues, kinds, states, bkinds, ukeys, tags, durs = make([]string, n), make([]string, n), make([]string, n),
-			make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		groups, traceParents        = make([]string, n), make([]string, n)
-		ungrouped                   []string // queues of the jobs without a group
-		distinct                    []string // queues of the jobs
-		anyGroup, anyCreated        bool
-		anyTraced                   bool
-		created                     = make([]pgtype.Timestamptz, n)
-		payloads                    = make([][]byte, n)
-		prios, maxAtt               = make([]int32, n), make([]int32, n)
-		runAts                      = make([]time.Time, n)
-		bases, maxes, leases, ufors = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
-		jitters                     = make([]float64, n)
-		availableQueues             []string
-	)
-	for k, i := range idx {
-		jp := &jobs[i]
-		ids[k], queues[k], kinds[k], states[k] = jp.ID, jp.Queue, jp.Kind, string(jp.State)
-		payloads[k] = bytesOrNil(jp.Payload)
-		prios[k], maxAtt[k] = int32(jp.Priority), int32(jp.MaxAttempts)
-		runAts[k] = micro(jp.RunAt)
-		bkinds[k], bases[k], maxes[k], jitters[k] = string(jp.Backoff.Kind), int64(jp.Backoff.Base), int64(jp.Backoff.Max), jp.Backoff.Jitter
-		leases[k], ukeys[k], ufors[k] = int64(jp.LeaseDuration), jp.UniqueKey, int64(jp.UniqueFor)
-		durs[k] = string(durabilityOf(jp.Durability))
-		if !slices.Contains(distinct, jp.Queue) {
-			distinct = append(distinct, jp.Queue)
-		}
-		if created[k] = tstz(jp.CreatedAt); created[k].Valid {
-			anyCreated = true
-		}
-		if traceParents[k] = jp.TraceParent; jp.TraceParent != "" {
-			anyTraced = true
-		}
-		if groups[k] = jp.Group; jp.Group != "" {
-			anyGroup = true
-		} else if !slices.Contains(ungrouped, jp.Queue) {
-			ungrouped = append(ungrouped, jp.Queue)
-		}
-		var err error
-		if tags[k], err = encodeTags(jp); err != nil {
-			return nil, err
-		}
-		if jp.State == job.StateAvailable && !slices.Contains(availableQueues, jp.Queue) {
-			availableQueues = append(availableQueues, jp.Queue)
-		}
-	}
-	groupsArg := any(groups)
-	if !anyGroup {
-		groupsArg = nil // no job has a group: unnest reads NULL as none for each
-	}
-	createdArg := any(created)
-	if !anyCreated {
-		createdArg = nil // every job is created now: unnest reads NULL for each
-	}
-	tracedArg := any(traceParents)
-	if !anyTraced {
-		tracedArg = nil // no job has a traceparent: unnest reads NULL for each
-	}
-	return &insertArgs{
-		ids: ids, runAts: runAts, ungrouped: ungrouped, available: availableQueues,
-		allProcess: allProcess(n, func(k int) job.Durability { return job.Durability(durs[k]) }),
-		args: []any{ids, queues, kinds, payloads, prios, states, runAts, maxAtt, bkinds, bases, maxes,
-			jitters, leases, ukeys, ufors, tags, durs, now, groupsArg, ungrouped, createdArg, distinct, tracedArg},
-	}, nil
-}
-
-// encodeTags is the tags of jp as stored: JSON, or the empty string for
-// none.
-func encodeTags(jp *store.JobInsertParams) (string, error) {
-	if len(jp.Tags) == 0 {
-		return "", nil
-	}
-	b, err := json.Marshal(jp.Tags)
-	if err != nil {
-		return "", fmt.Errorf("encode tags of job %s: %w", jp.ID, err)
-	}
-	return string(b), nil
-}
-
-// newJob is the job jp as inserted at now: created then, unless it says
-// when.
-func newJob(jp *store.JobInsertParams, runAt, now time.Time) *job.Job {
-	return &job.Job{
-		ID: jp.ID, Queue: jp.Queue, Kind: jp.Kind, Payload: jp.Payload, Priority: jp.Priority, State: jp.State,
-		RunAt: runAt, MaxAttempts: jp.MaxAttempts, Backoff: jp.Backoff, LeaseDuration: jp.LeaseDuration,
-		UniqueKey: jp.UniqueKey, UniqueFor: jp.UniqueFor, Tags: jp.Tags, Group: jp.Group,
-		Durability: durabilityOf(jp.Durability), CreatedAt: createdAt(jp, now), TraceParent: jp.TraceParent,
-	}
-}
-
-// createdAt is when jp is created, inserted at now: then, unless it says
-// when.
-func createdAt(jp *store.JobInsertParams, now time.Time) time.Time {
-	if jp.CreatedAt.IsZero() {
-		return now
-	}
-	return micro(jp.CreatedAt)
-}
-
 // uniqueRef names one unique key of one queue.
 type uniqueRef struct{ queue, key string }
 
@@ -457,7 +282,7 @@ type uniqueRef struct{ queue, key string }
 // the batch inserted before. It locks the batch's keys first so that
 // racing inserts of one key resolve one after the other. It fills the
 // results of the duplicates and returns the indexes of the jobs to insert.
-func (s *Store) resolveUnique(ctx context.Context, tx pgx.Tx, jobs []store.JobInsertParams, sameAs map[int]int, now time.Time, out []store.InsertResult) ([]int, error) {
+func (ins *inserter) resolveUnique(ctx context.Context, tx pgx.Tx, jobs []store.JobInsertParams, sameAs map[int]int, now time.Time, out []store.InsertResult) ([]int, error) {
 	var locks []int64
 	var refQueues, refKeys []string
 	seen := make(map[uniqueRef]bool)
@@ -469,7 +294,7 @@ func (s *Store) resolveUnique(ctx context.Context, tx pgx.Tx, jobs []store.JobIn
 		seen[r] = true
 		refQueues, refKeys = append(refQueues, r.queue), append(refKeys, r.key)
 		h := fnv.New64a()
-		_, _ = h.Write([]byte(s.schema + "/" + r.queue + "/" + r.key))
+		_, _ = h.Write([]byte(ins.schema + "/" + r.queue + "/" + r.key))
 		locks = append(locks, int64(h.Sum64()))
 	}
 	slices.Sort(locks)

@@ -24,9 +24,11 @@ import (
 // The pipeline is two statements, three when an id came from the client:
 // sqlFastBegin takes the locks, and the insert (sqlInsertJobFast for one
 // job, sqlInsertJobsFast for more) then reads, in a snapshot taken under
-// them, the queues' flow control and whether another node listens. The
-// insert writes its count deltas itself (countedSetting), and one job's
-// goes in with a statement of plain values rather than arrays.
+// them, the queues' flow control, whether the maximum waits its wait
+// deadlines believe hold (waits.go; "wait:" when not), and whether
+// another node listens. The insert writes its count deltas itself
+// (countedSetting), and one job's goes in with a statement of plain
+// values rather than arrays.
 const (
 	// notFastMarker starts the text whose cast to int fails a fast
 	// insert: PostgreSQL's error quotes it. The text depends on the rows
@@ -45,32 +47,35 @@ const (
 	(SELECT count(pg_advisory_xact_lock_shared($1, k)) FROM (
 		SELECT DISTINCT ` + flowLockKey + ` AS k FROM unnest($3::text[]) AS q ORDER BY k) x)`
 	// sqlInsertJobsFast inserts like sqlInsertJobs, counts what it
-	// inserted, and returns whether a node other than $25 listens; it
-	// fails when the queues $22 have consumer groups or when it inserted
-	// fewer jobs than $24 (an id existed).
+	// inserted, and returns whether a node other than $27 listens; it
+	// fails when the queues $22 have consumer groups or maximum waits
+	// other than $25, or when it inserted fewer jobs than $26 (an id
+	// existed).
 	sqlInsertJobsFast = sqlInsertJobsWith + `queue, state
 ), counted AS (
 	INSERT INTO spool_count_deltas (queue, state, n) SELECT queue, state, count(*) FROM ins GROUP BY queue, state
 ), q AS (
 	INSERT INTO spool_queues (name) SELECT DISTINCT queue FROM ins ON CONFLICT (name) DO NOTHING
 )
-SELECT EXISTS (SELECT FROM spool_listeners WHERE node <> $25)
+SELECT EXISTS (SELECT FROM spool_listeners WHERE node <> $27)
 WHERE (SELECT ('` + notFastMarker + `laned:' || queue)::int FROM spool_consumer_groups
 		WHERE queue = ANY($22::text[]) LIMIT 1) IS NULL
-	AND (SELECT ('` + notFastMarker + `taken:' || count(*))::int FROM ins HAVING count(*) <> $24) IS NULL`
+	AND (SELECT ('` + notFastMarker + `wait:' || name)::int FROM (` + waitMismatch + `) w LIMIT 1) IS NULL
+	AND (SELECT ('` + notFastMarker + `taken:' || count(*))::int FROM ins HAVING count(*) <> $26) IS NULL`
 	// sqlInsertJobFast is sqlInsertJobsFast for one job, given as values:
 	// $1 to $17 as sqlInsertJobs has them for each job, its creation time
-	// $18, its group $19 ('' for none) and its traceparent $20 ('' for
-	// none); $21 is the node.
+	// $18, its group $19 ('' for none), its traceparent $20 ('' for
+	// none), its wait deadline $22 (NULL for none) and the maximum wait of
+	// its queue that the deadline believes, $23; $21 is the node.
 	sqlInsertJobFast = `WITH ins AS (
 	INSERT INTO spool_jobs (id, queue, kind, payload, priority, state, run_at, max_attempts, backoff_kind,
 		backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, durability, grp, created_at,
-		traceparent)
+		traceparent, wait_until)
 	SELECT $1::text, $2::text, $3::text, $4::bytea, $5::int4, $6::text, $7::timestamptz, $8::int4, $9::text,
 		$10::int8, $11::int8, $12::float8, $13::int8, NULLIF($14::text, ''), $15::int8, NULLIF($16::text, '')::jsonb,
 		$17::text, CASE WHEN $19::text <> '' THEN $19::text
 			WHEN EXISTS (SELECT FROM spool_queues WHERE name = $2::text AND flow) THEN '' END,
-		$18::timestamptz, NULLIF($20::text, '')
+		$18::timestamptz, NULLIF($20::text, ''), $22::timestamptz
 	ON CONFLICT (id) DO NOTHING
 	RETURNING queue, state
 ), counted AS (
@@ -81,6 +86,8 @@ WHERE (SELECT ('` + notFastMarker + `laned:' || queue)::int FROM spool_consumer_
 SELECT EXISTS (SELECT FROM spool_listeners WHERE node <> $21)
 WHERE (SELECT ('` + notFastMarker + `laned:' || queue)::int FROM spool_consumer_groups
 		WHERE queue = $2::text LIMIT 1) IS NULL
+	AND (SELECT ('` + notFastMarker + `wait:' || name)::int FROM spool_queues
+		WHERE name = $2::text AND max_wait_ns <> $23::int8) IS NULL
 	AND (SELECT ('` + notFastMarker + `taken:' || count(*))::int FROM ins HAVING count(*) <> 1) IS NULL`
 	// sqlNoneDone fails when one of the ids $1 belongs to a finished job.
 	// It runs as a statement of its own after the insert for the reason
@@ -101,8 +108,8 @@ var errNotFast = errors.New("pgstore: the insert takes the full path")
 // node knows to have consumer groups, and no group in a queue not known to
 // be grouped already (the full insert marks it). The test hook
 // beforeCommit needs the full path.
-func (s *Store) canInsertFast(jobs []store.JobInsertParams) bool {
-	if s.beforeCommit != nil || len(jobs) == 0 || len(jobs) > maxFastInsert {
+func (ins *inserter) canInsertFast(jobs []store.JobInsertParams) bool {
+	if ins.beforeCommit != nil || len(jobs) == 0 || len(jobs) > maxFastInsert {
 		return false
 	}
 	ids := make(map[string]struct{}, len(jobs))
@@ -111,11 +118,11 @@ func (s *Store) canInsertFast(jobs []store.JobInsertParams) bool {
 		if jp.UniqueKey != "" {
 			return false
 		}
-		if _, ok := s.lanedQueues.Load(jp.Queue); ok {
+		if _, ok := ins.lanedQueues.Load(jp.Queue); ok {
 			return false
 		}
 		if jp.Group != "" {
-			if _, ok := s.groupedQueues.Load(jp.Queue); !ok {
+			if _, ok := ins.groupedQueues.Load(jp.Queue); !ok {
 				return false
 			}
 		}
@@ -134,26 +141,33 @@ const maxFastInsert = 128
 // insertFast inserts jobs, which canInsertFast accepted, in one round
 // trip, or returns errNotFast having written nothing. It announces their
 // queues only when another node listens (listeners.go).
-func (s *Store) insertFast(ctx context.Context, jobs []store.JobInsertParams, now time.Time) ([]store.InsertResult, error) {
-	f, err := s.newFastInsert(jobs, now)
+func (ins *inserter) insertFast(ctx context.Context, jobs []store.JobInsertParams, now time.Time) ([]store.InsertResult, error) {
+	waits, err := ins.waiting(ctx, ins.pool)
+	if err != nil {
+		return nil, err
+	}
+	f, err := ins.newFastInsert(jobs, now, waits)
 	if err != nil {
 		return nil, err
 	}
 	var heard bool
-	err = s.retry(ctx, func() error {
-		return s.timed(func() error { return s.sendFast(ctx, f.batch, &heard) })
+	err = ins.retry(ctx, func() error {
+		return ins.timed(func() error { return ins.sendFast(ctx, f.batch, &heard) })
 	})
 	if err != nil {
 		var nf *notFastError
 		if errors.As(err, &nf) {
 			if q, ok := strings.CutPrefix(nf.reason, "laned:"); ok {
-				s.lanedQueues.Store(q, struct{}{})
+				ins.lanedQueues.Store(q, struct{}{})
+			}
+			if strings.HasPrefix(nf.reason, "wait:") {
+				ins.forgetWaits()
 			}
 		}
 		return nil, err
 	}
 	if heard {
-		s.ann.add(f.available)
+		ins.ann.add(f.available)
 	}
 	out := make([]store.InsertResult, len(jobs))
 	for i := range jobs {
@@ -169,11 +183,12 @@ type fastInsert struct {
 	available []string // the queues of the jobs inserted available
 }
 
-// newFastInsert makes the pipeline that inserts jobs at now.
-func (s *Store) newFastInsert(jobs []store.JobInsertParams, now time.Time) (*fastInsert, error) {
+// newFastInsert makes the pipeline that inserts jobs at now, with the
+// wait deadlines of the maximum waits waits.
+func (ins *inserter) newFastInsert(jobs []store.JobInsertParams, now time.Time, waits map[string]time.Duration) (*fastInsert, error) {
 	batch := &pgx.Batch{}
-	lockArgs := func(ungrouped []string, process bool) {
-		batch.Queue(sqlFastBegin, lockClass, s.lockKey(listenersLock), ungrouped, process)
+	lockArgs := func(queues []string, process bool) {
+		batch.Queue(sqlFastBegin, lockClass, ins.lockKey(listenersLock), queues, process)
 	}
 	if len(jobs) == 1 {
 		jp := &jobs[0]
@@ -181,11 +196,7 @@ func (s *Store) newFastInsert(jobs []store.JobInsertParams, now time.Time) (*fas
 		if jp.State == job.StateAvailable {
 			f.available = []string{jp.Queue}
 		}
-		var ungrouped []string
-		if jp.Group == "" {
-			ungrouped = []string{jp.Queue}
-		}
-		lockArgs(ungrouped, durabilityOf(jp.Durability) == job.DurabilityProcess)
+		lockArgs([]string{jp.Queue}, durabilityOf(jp.Durability) == job.DurabilityProcess)
 		tags, err := encodeTags(jp)
 		if err != nil {
 			return nil, err
@@ -193,7 +204,8 @@ func (s *Store) newFastInsert(jobs []store.JobInsertParams, now time.Time) (*fas
 		batch.Queue(sqlInsertJobFast, jp.ID, jp.Queue, jp.Kind, bytesOrNil(jp.Payload), int32(jp.Priority),
 			string(jp.State), f.runAts[0], int32(jp.MaxAttempts), string(jp.Backoff.Kind), int64(jp.Backoff.Base),
 			int64(jp.Backoff.Max), jp.Backoff.Jitter, int64(jp.LeaseDuration), jp.UniqueKey, int64(jp.UniqueFor), tags,
-			string(durabilityOf(jp.Durability)), createdAt(jp, now), jp.Group, jp.TraceParent, s.node)
+			string(durabilityOf(jp.Durability)), createdAt(jp, now), jp.Group, jp.TraceParent, ins.node,
+			waitDeadline(0, f.runAts[0], waits[jp.Queue]), int64(waits[jp.Queue]))
 		if !jp.FreshID {
 			batch.Queue(sqlNoneDone, []string{jp.ID})
 		}
@@ -203,12 +215,12 @@ func (s *Store) newFastInsert(jobs []store.JobInsertParams, now time.Time) (*fas
 	for i := range idx {
 		idx[i] = i
 	}
-	a, err := newInsertArgs(jobs, idx, now)
+	a, err := newInsertArgs(jobs, idx, now, waits)
 	if err != nil {
 		return nil, err
 	}
-	lockArgs(a.ungrouped, a.allProcess)
-	batch.Queue(sqlInsertJobsFast, append(a.args, int64(len(jobs)), s.node)...)
+	lockArgs(a.queues, a.allProcess)
+	batch.Queue(sqlInsertJobsFast, append(a.args, int64(len(jobs)), ins.node)...)
 	if !allFresh(jobs) {
 		batch.Queue(sqlNoneDone, a.ids)
 	}
@@ -218,8 +230,8 @@ func (s *Store) newFastInsert(jobs []store.JobInsertParams, now time.Time) (*fas
 // sendFast sends batch, a whole implicit transaction that starts with
 // sqlFastBegin and an insert, on one connection, reads every result and
 // sets heard to what the insert read.
-func (s *Store) sendFast(ctx context.Context, batch *pgx.Batch, heard *bool) error {
-	c, err := s.pool.Acquire(ctx)
+func (ins *inserter) sendFast(ctx context.Context, batch *pgx.Batch, heard *bool) error {
+	c, err := ins.pool.Acquire(ctx)
 	if err != nil {
 		return err
 	}
@@ -245,7 +257,8 @@ func (s *Store) sendFast(ctx context.Context, batch *pgx.Batch, heard *bool) err
 
 // notFastError is a fast insert that found what only the full insert
 // handles (its reason: "laned:" and a queue with consumer groups,
-// "taken:" or "done:" for an id that exists); nothing was written. It
+// "wait:" and a queue whose maximum wait the node did not know, "taken:"
+// or "done:" for an id that exists); nothing was written. It
 // is errNotFast.
 type notFastError struct{ reason string }
 

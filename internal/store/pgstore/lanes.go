@@ -2,8 +2,8 @@ package pgstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -31,49 +31,26 @@ import (
 // inserted into each lane, so that a job and its copies commit together.
 // A queue without groups costs one look at the small group table per
 // insert, and nothing else. A lane shares its queue's flow lock
-// (flowLockKey), which an insert of jobs without a group holds shared, so
-// that a copy gets the empty group exactly when its lane has flow control,
-// as its job does in its queue.
+// (flowLockKey), so that a copy gets the empty group exactly when its lane
+// has flow control, as its job does in its queue.
 //
-// Creation without a lock on inserts. An insert whose snapshot predates a
-// group makes no copies for it, and nothing stops it. ConsumerGroupCreate
-// therefore commits the group first, then waits until every transaction
-// that held ROW EXCLUSIVE on spool_jobs at that moment has ended
-// (awaitJobWriters), then copies the jobs of its start (sqlStartLane) in a
-// transaction of its own. PostgreSQL takes a statement's snapshot after it
-// locked the statement's tables, so an insert whose snapshot missed the
-// group held its lock on spool_jobs when the group committed: the wait
-// outlasts it, and the start's snapshot holds its jobs. An insert that saw
-// the group made its copies itself, in its own transaction; so a job the
-// start's snapshot holds has its copies there too, in either table, and
-// the start skips those. A wait on transaction ids (until
-// pg_snapshot_xmin passes the creator's) would not do: a statement takes
-// its snapshot before its first write gives it an id, so an insert whose
-// snapshot predates the group can get an id above the creator's and
-// escape the wait. The wait reads the lock's holders from pg_locks and
-// polls until they are gone, for at most settleTimeout; it takes no lock,
-// so neither inserts nor claims ever wait on it. A group that starts with
-// new jobs (StartNew) does not wait: a job inserted while it was being
-// created may or may not get a copy. A creation that fails after its
+// Creation and deletion. Every transaction that puts jobs into a queue
+// holds the queue's flow lock shared from before the statement that reads
+// its groups (flow.go). A creation commits the group under the lock held
+// exclusively, in a short transaction of its own: a writer under way when
+// it came ended first, and a later one reads the group in a snapshot taken
+// after the commit and makes its copies itself. The creation then copies
+// the jobs of its start (sqlStartLane) in a second transaction, under the
+// lock shared, so that inserts go on meanwhile; a job its snapshot holds
+// has its copies there too when its insert saw the group, in either
+// table, and the start skips those. A creation that fails after its
 // commit deletes the group again, so that creating it again starts over.
-//
-// A deletion removes the group and clears its lane, waits the same way,
-// then clears the lane again: an insert whose snapshot still held the
-// group may have copied jobs into the lane after the first clearing. A
-// seek needs no wait, since every insert sees the group: it clears the
-// lane and copies its start in one transaction, which leaves each job of
-// the start one copy.
+// A deletion removes the group and clears its lane under the lock held
+// exclusively; a seek clears the lane and copies its start in one
+// transaction, which leaves each job of the start one copy.
 //
 // Creations, seeks and deletions of one group run one at a time across
 // the nodes, under a session advisory lock of the group's lane.
-
-const (
-	// settleTimeout bounds the wait of a group's creation or deletion for
-	// the transactions that were writing jobs at its commit.
-	settleTimeout = 30 * time.Second
-	// settlePoll is the longest pause between two looks at them.
-	settlePoll = 50 * time.Millisecond
-)
 
 // copyColumns are the columns a copy sets; the others take their
 // defaults (no attempt, no unique key, no lease).
@@ -100,11 +77,23 @@ LEFT JOIN LATERAL (
 // job.LaneSep. A query meant for the index states it as written here.
 const isLane = `queue LIKE '%` + job.LaneSep + `%'`
 
+// consumerGroups creates, seeks, deletes and lists the consumer groups of
+// queues, and copies jobs into their lanes.
+type consumerGroups struct {
+	*db
+	*beliefs
+	flow   *flowControl
+	queues *queueReader
+}
+
 const (
 	// sqlLockGroup and sqlUnlockGroup take and release the session lock
 	// of the consumer group whose lane is $2.
 	sqlLockGroup   = `SELECT pg_advisory_lock($1, hashtext(current_schema() || ':group:' || $2::text))`
 	sqlUnlockGroup = `SELECT pg_advisory_unlock($1, hashtext(current_schema() || ':group:' || $2::text))`
+	// sqlSetPaused pauses or resumes a queue, creating it if unknown.
+	sqlSetPaused = `INSERT INTO spool_queues (name, paused) VALUES ($1, $2)
+ON CONFLICT (name) DO UPDATE SET paused = excluded.paused`
 	sqlEnsureQueue = `INSERT INTO spool_queues (name) VALUES ($1) ON CONFLICT (name) DO NOTHING`
 	// sqlLockQueueRow locks a queue's row, as QueueSetPaused and
 	// QueueSetLimits do by writing it, and reads whether it is grouped.
@@ -113,9 +102,6 @@ const (
 ON CONFLICT (queue, name) DO NOTHING`
 	sqlGroupRemove = `DELETE FROM spool_consumer_groups WHERE queue = $1 AND name = $2`
 	sqlGroupExists = `SELECT EXISTS (SELECT 1 FROM spool_consumer_groups WHERE queue = $1 AND name = $2)`
-	// sqlLanesOf reads the lanes of the groups of the queues $1.
-	sqlLanesOf = `SELECT queue || '` + job.LaneSep + `' || name FROM spool_consumer_groups
-WHERE queue = ANY($1::text[]) ORDER BY 1`
 	// sqlClearLaneHot deletes the pending jobs of lane $1, active ones
 	// with their leases; sqlClearLaneDone its finished ones.
 	sqlClearLaneHot = `WITH gone AS (
@@ -195,14 +181,6 @@ FROM (SELECT queue, name, created_at FROM spool_consumer_groups
 	WHERE queue COLLATE "C" > $1 OR (queue = $1 AND name COLLATE "C" > $2)
 	ORDER BY queue COLLATE "C", name COLLATE "C" LIMIT $3) g` + groupLag + `
 ORDER BY g.queue COLLATE "C", g.name COLLATE "C"`
-	// sqlJobWriters lists the transactions of other sessions that hold
-	// the lock on spool_jobs that every write of it takes;
-	// sqlJobWritersLeft those of them, $1, that still do.
-	sqlJobWriters = `SELECT DISTINCT virtualtransaction FROM pg_locks
-WHERE locktype = 'relation' AND relation = 'spool_jobs'::regclass
-	AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-	AND mode = 'RowExclusiveLock' AND granted AND pid IS DISTINCT FROM pg_backend_pid()`
-	sqlJobWritersLeft = sqlJobWriters + ` AND virtualtransaction = ANY($1::text[])`
 )
 
 // laneSet holds the consumer groups of queues: their names by queue.
@@ -216,75 +194,37 @@ func (ls *laneSet) add(queue, name string) {
 	(*ls)[queue] = append((*ls)[queue], name)
 }
 
-// copyToLanes copies jobs, which tx has just inserted, into the lanes of
-// their queues' groups, lanes, and announces the lanes that get available
-// jobs; see sqlCopyToLanes.
-func (s *Store) copyToLanes(ctx context.Context, tx pgx.Tx, lanes laneSet, jobs []*store.JobInsertParams) error {
-	if len(jobs) == 0 {
-		return nil
+// copyToLanes adds to batch, sent in tx, the statement that copies the
+// jobs of ids, which tx has just inserted, into the lanes of their
+// queues' groups, lanes, and announces the lanes of the queues among
+// available that get available jobs once tx commits; see sqlCopyToLanes.
+func (cg *consumerGroups) copyToLanes(tx pgx.Tx, batch *pgx.Batch, lanes laneSet, ids, available []string) {
+	if len(ids) == 0 || len(lanes) == 0 {
+		return
 	}
-	ids := make([]string, len(jobs))
-	var wake []string
-	woken := make(map[string]bool)
-	for i, jp := range jobs {
-		ids[i] = jp.ID
-		if jp.State != job.StateAvailable || woken[jp.Queue] {
-			continue
-		}
-		woken[jp.Queue] = true
-		for _, g := range lanes[jp.Queue] {
-			wake = append(wake, job.LaneName(jp.Queue, g))
-		}
-	}
-	var queues, names []string
+	var queues, names, wake []string
 	for q, gs := range lanes {
 		for _, g := range gs {
 			queues, names = append(queues, q), append(names, g)
+			if slices.Contains(available, q) {
+				wake = append(wake, job.LaneName(q, g))
+			}
 		}
 	}
-	batch := &pgx.Batch{}
 	batch.Queue(sqlCopyToLanes, ids, queues, names)
-	s.announceOnCommit(tx, wake)
-	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-		return fmt.Errorf("copy jobs to their consumer groups: %w", err)
-	}
-	return nil
-}
-
-// withLanes is name followed by the lanes of its consumer groups, read
-// in tx.
-func withLanes(ctx context.Context, tx pgx.Tx, name string) ([]string, error) {
-	lanes, err := lanesOf(ctx, tx, []string{name})
-	if err != nil {
-		return nil, err
-	}
-	return append([]string{name}, lanes...), nil
-}
-
-// lanesOf reads the lanes of the consumer groups of queues in tx.
-func lanesOf(ctx context.Context, tx pgx.Tx, queues []string) ([]string, error) {
-	rows, err := tx.Query(ctx, sqlLanesOf, queues)
-	if err != nil {
-		return nil, fmt.Errorf("read consumer groups: %w", err)
-	}
-	lanes, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("read consumer groups: %w", err)
-	}
-	return lanes, nil
+	cg.announceOnCommit(tx, wake)
 }
 
 // ConsumerGroupCreate creates a consumer group, its lane following its
 // queue, and gives it the jobs it starts with; see store.ConsumerGroups
 // and, for how no job inserted meanwhile goes without a copy, the top of
-// this file. A group that starts with new jobs takes no copy of a job
-// whose insert was under way while it was created, or it may.
-func (s *Store) ConsumerGroupCreate(ctx context.Context, p *store.ConsumerGroupParams) (bool, error) {
+// this file.
+func (cg *consumerGroups) ConsumerGroupCreate(ctx context.Context, p *store.ConsumerGroupParams) (bool, error) {
 	lane := job.LaneName(p.Queue, p.Name)
 	created := false
-	err := s.withGroupLock(ctx, lane, func(conn *pgxpool.Conn) error {
+	err := cg.withGroupLock(ctx, lane, func(conn *pgxpool.Conn) error {
 		var flow bool
-		err := s.retryTxOn(ctx, conn, func(tx pgx.Tx) error {
+		err := cg.txOn(ctx, conn, func(tx pgx.Tx) error {
 			created = false
 			if _, err := tx.Exec(ctx, sqlLockFlow, []string{p.Queue}, lockClass); err != nil {
 				return fmt.Errorf("lock queue: %w", err)
@@ -304,28 +244,25 @@ func (s *Store) ConsumerGroupCreate(ctx context.Context, p *store.ConsumerGroupP
 				return nil
 			}
 			created = true
-			flow, err = s.followQueue(ctx, tx, p.Queue, lane, grouped)
+			flow, err = cg.followQueue(ctx, tx, p.Queue, lane, grouped)
 			return err
 		})
 		if err != nil || !created {
 			return err
 		}
-		s.rememberFlow(map[string]bool{lane: flow})
+		cg.rememberFlow(map[string]bool{lane: flow})
 		if p.Start == store.StartNew {
 			return nil
 		}
-		if err := s.awaitJobWriters(ctx, conn); err != nil {
-			return s.undoCreate(ctx, p, fmt.Errorf("start the group: %w", err))
-		}
-		err = s.retryTxOn(ctx, conn, func(tx pgx.Tx) error {
+		err = cg.txOn(ctx, conn, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, sqlLockFlowShared, []string{p.Queue}, lockClass); err != nil {
 				return fmt.Errorf("lock queue: %w", err)
 			}
-			_, err := s.copyStart(ctx, tx, p)
+			_, err := cg.copyStart(ctx, tx, p)
 			return err
 		})
 		if err != nil {
-			return s.undoCreate(ctx, p, err)
+			return cg.undoCreate(ctx, p, err)
 		}
 		return nil
 	})
@@ -339,8 +276,8 @@ func (s *Store) ConsumerGroupCreate(ctx context.Context, p *store.ConsumerGroupP
 // grouped flag of its queue, whose flow lock and row lock tx holds, and
 // clears it of the jobs an earlier group of its name may have left. It
 // returns whether the lane has flow control.
-func (s *Store) followQueue(ctx context.Context, tx pgx.Tx, queue, lane string, grouped bool) (bool, error) {
-	qs, err := s.queues(ctx, tx, queue, false)
+func (cg *consumerGroups) followQueue(ctx context.Context, tx pgx.Tx, queue, lane string, grouped bool) (bool, error) {
+	qs, err := cg.queues.read(ctx, tx, queue, false)
 	if err != nil {
 		return false, fmt.Errorf("read queue: %w", err)
 	}
@@ -363,11 +300,14 @@ func (s *Store) followQueue(ctx context.Context, tx pgx.Tx, queue, lane string, 
 // undoCreate deletes group p, whose start failed with cause, so that
 // creating it again starts over, and returns cause with what the undo
 // met. It runs on even when ctx has ended.
-func (s *Store) undoCreate(ctx context.Context, p *store.ConsumerGroupParams, cause error) error {
+func (cg *consumerGroups) undoCreate(ctx context.Context, p *store.ConsumerGroupParams, cause error) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	lane := job.LaneName(p.Queue, p.Name)
-	err := s.retryTx(ctx, func(tx pgx.Tx) error {
+	err := cg.tx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, sqlLockFlow, []string{p.Queue}, lockClass); err != nil {
+			return fmt.Errorf("lock queue: %w", err)
+		}
 		if _, err := tx.Exec(ctx, sqlGroupRemove, p.Queue, p.Name); err != nil {
 			return fmt.Errorf("remove consumer group: %w", err)
 		}
@@ -381,11 +321,11 @@ func (s *Store) undoCreate(ctx context.Context, p *store.ConsumerGroupParams, ca
 
 // ConsumerGroupSeek empties a group's lane and gives it the jobs of its
 // new start, in one transaction; see store.ConsumerGroups.
-func (s *Store) ConsumerGroupSeek(ctx context.Context, p *store.ConsumerGroupParams) (int, error) {
+func (cg *consumerGroups) ConsumerGroupSeek(ctx context.Context, p *store.ConsumerGroupParams) (int, error) {
 	lane := job.LaneName(p.Queue, p.Name)
 	n := 0
-	err := s.withGroupLock(ctx, lane, func(conn *pgxpool.Conn) error {
-		return s.retryTxOn(ctx, conn, func(tx pgx.Tx) error {
+	err := cg.withGroupLock(ctx, lane, func(conn *pgxpool.Conn) error {
+		return cg.txOn(ctx, conn, func(tx pgx.Tx) error {
 			var exists bool
 			if err := tx.QueryRow(ctx, sqlGroupExists, p.Queue, p.Name).Scan(&exists); err != nil {
 				return fmt.Errorf("read consumer group: %w", err)
@@ -400,7 +340,7 @@ func (s *Store) ConsumerGroupSeek(ctx context.Context, p *store.ConsumerGroupPar
 				return err
 			}
 			var err error
-			n, err = s.copyStart(ctx, tx, p)
+			n, err = cg.copyStart(ctx, tx, p)
 			return err
 		})
 	})
@@ -410,16 +350,18 @@ func (s *Store) ConsumerGroupSeek(ctx context.Context, p *store.ConsumerGroupPar
 	return n, nil
 }
 
-// ConsumerGroupDelete deletes a group and its lane's jobs; see
-// store.ConsumerGroups. The other nodes hear of it once it commits
+// ConsumerGroupDelete deletes a group and its lane's jobs, under the
+// queue's flow lock (see the top of this file); see store.ConsumerGroups.
+// The other nodes hear of it once it commits
 // (Hooks.OnConsumerGroupsDeleted). The lane's queue row stays, without
-// jobs. When
-// the wait for the inserts under way fails, the group is gone but its
-// lane may keep copies of jobs they inserted, which an error says.
-func (s *Store) ConsumerGroupDelete(ctx context.Context, queue, name string) error {
+// jobs.
+func (cg *consumerGroups) ConsumerGroupDelete(ctx context.Context, queue, name string) error {
 	lane := job.LaneName(queue, name)
-	err := s.withGroupLock(ctx, lane, func(conn *pgxpool.Conn) error {
-		err := s.retryTxOn(ctx, conn, func(tx pgx.Tx) error {
+	err := cg.withGroupLock(ctx, lane, func(conn *pgxpool.Conn) error {
+		return cg.txOn(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, sqlLockFlow, []string{queue}, lockClass); err != nil {
+				return fmt.Errorf("lock queue: %w", err)
+			}
 			tag, err := tx.Exec(ctx, sqlGroupRemove, queue, name)
 			if err != nil {
 				return fmt.Errorf("remove consumer group: %w", err)
@@ -430,18 +372,11 @@ func (s *Store) ConsumerGroupDelete(ctx context.Context, queue, name string) err
 			if _, err := tx.Exec(ctx, sqlClearGroupStarts, lane); err != nil {
 				return fmt.Errorf("clear group start logs of %s: %w", lane, err)
 			}
-			if err := s.announceGroupDeleted(ctx, tx, lane); err != nil {
+			if err := cg.notify(ctx, tx, groupsTag, []string{lane}); err != nil {
 				return fmt.Errorf("announce the deletion: %w", err)
 			}
 			return clearLane(ctx, tx, lane)
 		})
-		if err != nil {
-			return err
-		}
-		if err := s.awaitJobWriters(ctx, conn); err != nil {
-			return fmt.Errorf("the group is gone, but its lane may keep copies of jobs inserted meanwhile: %w", err)
-		}
-		return s.retryTxOn(ctx, conn, func(tx pgx.Tx) error { return clearLane(ctx, tx, lane) })
 	})
 	if err != nil {
 		return wrap(fmt.Sprintf("delete consumer group %s of %s", name, queue), err)
@@ -451,11 +386,11 @@ func (s *Store) ConsumerGroupDelete(ctx context.Context, queue, name string) err
 
 // ConsumerGroupList lists a queue's groups with their lanes' counts; see
 // store.ConsumerGroups.
-func (s *Store) ConsumerGroupList(ctx context.Context, queue string) ([]store.ConsumerGroup, error) {
-	if err := s.check(); err != nil {
+func (cg *consumerGroups) ConsumerGroupList(ctx context.Context, queue string) ([]store.ConsumerGroup, error) {
+	if err := cg.check(); err != nil {
 		return nil, wrap("list consumer groups", err)
 	}
-	out, err := s.readGroups(ctx, sqlGroupList, queue)
+	out, err := cg.readGroups(ctx, sqlGroupList, queue)
 	if err != nil {
 		return nil, wrap(fmt.Sprintf("list consumer groups of %s", queue), err)
 	}
@@ -464,11 +399,11 @@ func (s *Store) ConsumerGroupList(ctx context.Context, queue string) ([]store.Co
 
 // ConsumerGroupListAll lists a page of the groups of every queue with
 // their lanes' counts, in one statement; see store.ConsumerGroups.
-func (s *Store) ConsumerGroupListAll(ctx context.Context, p *store.ConsumerGroupListParams) ([]store.ConsumerGroup, error) {
-	if err := s.check(); err != nil {
+func (cg *consumerGroups) ConsumerGroupListAll(ctx context.Context, p *store.ConsumerGroupListParams) ([]store.ConsumerGroup, error) {
+	if err := cg.check(); err != nil {
 		return nil, wrap("list consumer groups", err)
 	}
-	out, err := s.readGroups(ctx, sqlGroupListAll, p.AfterQueue, p.AfterName, p.PageSize())
+	out, err := cg.readGroups(ctx, sqlGroupListAll, p.AfterQueue, p.AfterName, p.PageSize())
 	if err != nil {
 		return nil, wrap("list consumer groups", err)
 	}
@@ -477,8 +412,8 @@ func (s *Store) ConsumerGroupListAll(ctx context.Context, p *store.ConsumerGroup
 
 // readGroups runs query, which reads groups with their lag (groupLag)
 // in order, one row a state, and gathers each group's rows.
-func (s *Store) readGroups(ctx context.Context, query string, args ...any) ([]store.ConsumerGroup, error) {
-	rows, err := s.pool.Query(ctx, query, args...)
+func (cg *consumerGroups) readGroups(ctx context.Context, query string, args ...any) ([]store.ConsumerGroup, error) {
+	rows, err := cg.pool.Query(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -530,7 +465,7 @@ func clearLane(ctx context.Context, tx pgx.Tx, lane string) error {
 // copyStart gives group p.Name the jobs of p.Queue that p.Start names, in
 // tx, which holds the queue's flow lock shared, and returns how many;
 // see sqlStartLane.
-func (s *Store) copyStart(ctx context.Context, tx pgx.Tx, p *store.ConsumerGroupParams) (int, error) {
+func (cg *consumerGroups) copyStart(ctx context.Context, tx pgx.Tx, p *store.ConsumerGroupParams) (int, error) {
 	var from pgtype.Timestamptz
 	switch p.Start {
 	case store.StartNew:
@@ -546,7 +481,7 @@ func (s *Store) copyStart(ctx context.Context, tx pgx.Tx, p *store.ConsumerGroup
 		return 0, fmt.Errorf("copy the start: %w", err)
 	}
 	if available > 0 {
-		s.announceOnCommit(tx, []string{job.LaneName(p.Queue, p.Name)})
+		cg.announceOnCommit(tx, []string{job.LaneName(p.Queue, p.Name)})
 	}
 	return int(n), nil
 }
@@ -554,11 +489,11 @@ func (s *Store) copyStart(ctx context.Context, tx pgx.Tx, p *store.ConsumerGroup
 // withGroupLock runs fn on a connection that holds the session lock of
 // the consumer group whose lane is lane, and releases the lock after. A
 // connection that cannot release it is closed, which does.
-func (s *Store) withGroupLock(ctx context.Context, lane string, fn func(*pgxpool.Conn) error) error {
-	if err := s.check(); err != nil {
+func (cg *consumerGroups) withGroupLock(ctx context.Context, lane string, fn func(*pgxpool.Conn) error) error {
+	if err := cg.check(); err != nil {
 		return err
 	}
-	conn, err := s.pool.Acquire(ctx)
+	conn, err := cg.pool.Acquire(ctx)
 	if err != nil {
 		return err
 	}
@@ -574,46 +509,4 @@ func (s *Store) withGroupLock(ctx context.Context, lane string, fn func(*pgxpool
 		_ = conn.Conn().Close(uctx)
 	}
 	return err
-}
-
-// errUnsettled reports transactions writing jobs that did not end within
-// settleTimeout.
-var errUnsettled = errors.New("transactions writing jobs still open")
-
-// awaitJobWriters waits until every transaction of another session that
-// holds the write lock of spool_jobs now has ended, for at most
-// settleTimeout; see the top of this file.
-func (s *Store) awaitJobWriters(ctx context.Context, conn *pgxpool.Conn) error {
-	rows, err := conn.Query(ctx, sqlJobWriters)
-	if err != nil {
-		return fmt.Errorf("list transactions writing jobs: %w", err)
-	}
-	open, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return fmt.Errorf("list transactions writing jobs: %w", err)
-	}
-	deadline := time.Now().Add(settleTimeout)
-	pause := time.Millisecond
-	for len(open) > 0 {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("wait for the inserts under way: %w: %d after %v (a session idle in a transaction?)",
-				errUnsettled, len(open), settleTimeout)
-		}
-		t := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("wait for the inserts under way: %w", ctx.Err())
-		case <-t.C:
-		}
-		pause = min(2*pause, settlePoll)
-		rows, err := conn.Query(ctx, sqlJobWritersLeft, open)
-		if err != nil {
-			return fmt.Errorf("list transactions writing jobs: %w", err)
-		}
-		if open, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
-			return fmt.Errorf("list transactions writing jobs: %w", err)
-		}
-	}
-	return nil
 }

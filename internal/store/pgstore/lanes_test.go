@@ -155,11 +155,9 @@ func TestLanesCreatedWhileNodesInsert(t *testing.T) {
 	t.Logf("%d jobs, each copied into g0 and g2", originals)
 }
 
-// An insert whose snapshot predates a group's creation, and which gets
-// its transaction id only after the group committed (it waits on another
-// insert of one of its ids first), makes no copies itself: the creation
-// waits for it to end before it copies the queue's jobs, so they get
-// theirs all the same.
+// A group's creation waits for the inserts under way into its queue,
+// even one that waits itself on another insert of one of its ids, and
+// the jobs they insert get their copies all the same.
 func TestLanesStartWaitsForInsertsUnderWay(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -170,8 +168,7 @@ func TestLanesStartWaitsForInsertsUnderWay(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	// The queue is grouped, and node a knows it: inserts of jobs with a
-	// group take no lock of the queue.
+	// The queue is grouped, and node a knows it.
 	mustInsert(t, a, groupJobs("q", "t", 1))
 	withID := func(id string) store.JobInsertParams {
 		p := groupJobs("q", "t", 1)[0]
@@ -207,8 +204,8 @@ func TestLanesStartWaitsForInsertsUnderWay(t *testing.T) {
 		_, err := b.ConsumerGroupCreate(ctx, &store.ConsumerGroupParams{Queue: "q", Name: "g", Start: store.StartBeginning, Now: t0})
 		created <- err
 	}()
-	waitUntil(t, conn, `SELECT EXISTS (SELECT 1 FROM spool_consumer_groups WHERE name = $1)`, "g")
-	// The insert goes on, with the snapshot it took before the group.
+	waitUntil(t, conn, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted)`)
+	// The insert goes on, and then the creation.
 	if err := holder.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -32,18 +32,13 @@ const (
 // LeaderLock elects one node among those sharing the store's schema. It is
 // safe for use by one elector at a time.
 type LeaderLock struct {
-	s   *Store
+	db  *db
 	key int32
 
 	mu   sync.Mutex
 	conn *pgx.Conn     // the session that holds, or tries for, the lock
 	stop chan struct{} // closed to end the holder's watchdog
 	done chan struct{} // closed when the watchdog has ended
-}
-
-// LeaderLock returns the leader election lock of the store's schema.
-func (s *Store) LeaderLock() *LeaderLock {
-	return &LeaderLock{s: s, key: s.lockKey("leader")}
 }
 
 // TryAcquire tries once to become the leader. It returns nil, nil when
@@ -56,7 +51,7 @@ func (l *LeaderLock) TryAcquire(ctx context.Context) (<-chan struct{}, error) {
 		return nil, errors.New("acquire leadership: already held")
 	}
 	if l.conn == nil || l.conn.IsClosed() {
-		conn, err := pgx.ConnectConfig(ctx, l.s.connCfg.Copy())
+		conn, err := pgx.ConnectConfig(ctx, l.db.connCfg.Copy())
 		if err != nil {
 			return nil, fmt.Errorf("acquire leadership: %w", mapErr(err))
 		}
@@ -97,7 +92,7 @@ func (l *LeaderLock) watch(conn *pgx.Conn, stop, done, lost chan struct{}) {
 		err := conn.Ping(ctx)
 		cancel()
 		if err != nil {
-			l.s.logger.Warn("pgstore: leader session failed; stepping down", "err", err)
+			l.db.logger.Warn("pgstore: leader session failed; stepping down", "err", err)
 			_ = conn.Close(context.Background())
 			close(lost)
 			return

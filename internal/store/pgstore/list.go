@@ -20,8 +20,8 @@ const cursors = store.SeqCursor("p1:")
 // spool_jobs_done; without a state filter the two ordered scans are merged
 // by seq. A listing by worker reads the worker index. The cursor is the
 // seq of the page's last job.
-func (s *Store) JobList(ctx context.Context, p *store.JobListParams) (*store.JobListPage, error) {
-	if err := s.check(); err != nil {
+func (a *admin) JobList(ctx context.Context, p *store.JobListParams) (*store.JobListPage, error) {
+	if err := a.check(); err != nil {
 		return nil, wrap("list jobs", err)
 	}
 	if err := p.Check(); err != nil {
@@ -36,7 +36,7 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) (*store.Job
 		return &store.JobListPage{}, nil
 	}
 	query, args := listQuery(p.Queue, p.QueuePrefixes, p.State, p.Worker, after, limit+1)
-	rows, err := s.pool.Query(ctx, query, args...)
+	rows, err := a.pool.Query(ctx, query, args...)
 	if err != nil {
 		return nil, wrap("list jobs", err)
 	}
@@ -123,15 +123,15 @@ WHERE c.n > 0`
 
 // JobCountActiveByWorker counts the active jobs of each named worker; see
 // store.Admin.
-func (s *Store) JobCountActiveByWorker(ctx context.Context, p *store.JobCountActiveByWorkerParams) (map[string]int, error) {
-	if err := s.check(); err != nil {
+func (a *admin) JobCountActiveByWorker(ctx context.Context, p *store.JobCountActiveByWorkerParams) (map[string]int, error) {
+	if err := a.check(); err != nil {
 		return nil, wrap("count active jobs by worker", err)
 	}
 	out := make(map[string]int)
 	if len(p.Workers) == 0 {
 		return out, nil
 	}
-	rows, err := s.pool.Query(ctx, sqlCountByWorker, p.Workers)
+	rows, err := a.pool.Query(ctx, sqlCountByWorker, p.Workers)
 	if err != nil {
 		return nil, wrap("count active jobs by worker", err)
 	}

@@ -1,11 +1,6 @@
 package pgstore
 
-import (
-	"context"
-	"fmt"
-
-	"github.com/jackc/pgx/v5"
-)
+import ()
 
 // A fast insert (insertFast) announces its jobs only when another node
 // listens: a node alone on its schema then spends no round trip, no
@@ -39,16 +34,3 @@ const (
 	sqlListListener = `INSERT INTO spool_listeners (node, pid) VALUES ($1, pg_backend_pid())
 ON CONFLICT (node) DO UPDATE SET pid = excluded.pid`
 )
-
-// joinListeners lists this node as listening on conn, which LISTENs
-// already, in one transaction that waits for the inserts under way.
-func (s *Store) joinListeners(ctx context.Context, conn *pgx.Conn) error {
-	batch := &pgx.Batch{}
-	batch.Queue(sqlLockListeners, lockClass, s.lockKey(listenersLock))
-	batch.Queue(sqlPruneListeners)
-	batch.Queue(sqlListListener, s.node)
-	if err := conn.SendBatch(ctx, batch).Close(); err != nil {
-		return fmt.Errorf("join the listeners: %w", err)
-	}
-	return nil
-}

@@ -11,6 +11,13 @@ import (
 	"github.com/spoolq/spool/internal/store"
 )
 
+// maintainer runs the leader's passes over the jobs: it makes due jobs
+// available, rescues expired leases and prunes finished jobs.
+type maintainer struct {
+	*db
+	fin *finisher
+}
+
 const (
 	sqlPromote = `WITH due AS (
 	SELECT seq FROM spool_jobs WHERE state IN ('scheduled', 'retrying') AND run_at <= $1
@@ -50,9 +57,9 @@ FOR UPDATE OF j, l SKIP LOCKED`
 
 // JobPromoteDue makes due scheduled and retrying jobs available; see
 // store.Maintainer.
-func (s *Store) JobPromoteDue(ctx context.Context, now time.Time, limit int) (*store.MaintenanceResult, error) {
+func (m *maintainer) JobPromoteDue(ctx context.Context, now time.Time, limit int) (*store.MaintenanceResult, error) {
 	var res *store.MaintenanceResult
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	err := m.tx(ctx, func(tx pgx.Tx) error {
 		res = &store.MaintenanceResult{}
 		rows, err := tx.Query(ctx, sqlPromote, micro(now), limit)
 		if err != nil {
@@ -69,7 +76,7 @@ func (s *Store) JobPromoteDue(ctx context.Context, now time.Time, limit int) (*s
 		}
 		batch := &pgx.Batch{}
 		batch.Queue(sqlNextDue).QueryRow(func(row pgx.Row) error { return scanNullTime(row, &res.Next) })
-		s.announceOnCommit(tx, res.Available)
+		m.announceOnCommit(tx, res.Available)
 		return tx.SendBatch(ctx, batch).Close()
 	})
 	if err != nil {
@@ -80,10 +87,10 @@ func (s *Store) JobPromoteDue(ctx context.Context, now time.Time, limit int) (*s
 
 // JobRescueExpired takes back jobs whose lease ran out, each where
 // job.AfterLeaseExpiry sends it; see store.Maintainer.
-func (s *Store) JobRescueExpired(ctx context.Context, now time.Time, limit int) (*store.MaintenanceResult, error) {
+func (m *maintainer) JobRescueExpired(ctx context.Context, now time.Time, limit int) (*store.MaintenanceResult, error) {
 	now = micro(now)
 	var res *store.MaintenanceResult
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	err := m.tx(ctx, func(tx pgx.Tx) error {
 		res = &store.MaintenanceResult{}
 		rows, err := tx.Query(ctx, sqlExpired, now, limit)
 		if err != nil {
@@ -114,7 +121,7 @@ func (s *Store) JobRescueExpired(ctx context.Context, now time.Time, limit int) 
 			return err
 		}
 		res.Count = len(changes)
-		letters, err := s.apply(ctx, tx, changes, res.Available, now)
+		letters, err := m.fin.apply(ctx, tx, changes, res.Available, now)
 		if err != nil {
 			return err
 		}
@@ -132,8 +139,8 @@ func (s *Store) JobRescueExpired(ctx context.Context, now time.Time, limit int) 
 // JobPrune deletes up to p.Limit final jobs by retention, pass by pass as
 // p.Passes lists them; see store.Maintainer. It also removes the listening
 // rows of sessions that are gone (listeners.go).
-func (s *Store) JobPrune(ctx context.Context, p *store.JobPruneParams) (int, error) {
-	if err := s.check(); err != nil {
+func (m *maintainer) JobPrune(ctx context.Context, p *store.JobPruneParams) (int, error) {
+	if err := m.check(); err != nil {
 		return 0, wrap("prune jobs", err)
 	}
 	if p.Limit <= 0 {
@@ -141,9 +148,9 @@ func (s *Store) JobPrune(ctx context.Context, p *store.JobPruneParams) (int, err
 	}
 	passes := p.Passes()
 	total := 0
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	err := m.tx(ctx, func(tx pgx.Tx) error {
 		total = 0
-		if _, err := tx.Exec(ctx, sqlPruneLock, lockClass, s.lockKey("prune")); err != nil {
+		if _, err := tx.Exec(ctx, sqlPruneLock, lockClass, m.lockKey("prune")); err != nil {
 			return err
 		}
 		budget := p.Limit
@@ -196,14 +203,4 @@ func prunePass(ctx context.Context, tx pgx.Tx, pass *job.PrunePass, budget int) 
 		return 0, fmt.Errorf("delete %v jobs: %w", states, err)
 	}
 	return int(tag.RowsAffected()), nil
-}
-
-// scanNullTime reads one nullable timestamptz; NULL is the zero time.
-func scanNullTime(row pgx.Row, t *time.Time) error {
-	var v *time.Time
-	if err := row.Scan(&v); err != nil {
-		return err
-	}
-	*t = utc(v)
-	return nil
 }

@@ -1,11 +1,13 @@
 package pgstore
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/store"
@@ -33,6 +35,31 @@ const (
 	leased.result, leased.errors, leased.progress, leased.lease_token, leased.cancel_requested, leased.created_at, leased.started_at, leased.finished_at,
 	leased.durability, leased.grp, leased.dead_letter_of_queue, leased.dead_letter_of_id, leased.worker, leased.traceparent`
 )
+
+// doneInsert is the column list of a move into spool_jobs_done.
+const doneInsert = `INSERT INTO spool_jobs_done (` + jobColumns + `)`
+
+// sqlFinish moves jobs to spool_jobs_done in a final state, with a new
+// attempt count and, when given, a new error history (appendError);
+// it ends the leases of those that had one.
+const sqlFinish = `WITH u AS (
+	SELECT * FROM unnest($1::int8[], $2::text[], $3::int4[], $4::text[]) AS u(seq, state, attempt, err)
+), gone AS (
+	DELETE FROM spool_jobs j USING u WHERE j.seq = u.seq
+	RETURNING ` + hotColumns + `, u.state AS new_state, u.attempt AS new_attempt, u.err
+), lease AS (
+	DELETE FROM spool_leases WHERE seq = ANY (ARRAY(SELECT seq FROM gone))
+), moved AS (
+	` + doneInsert + `
+	SELECT seq, id, queue, kind, payload, priority, new_state, run_at, new_attempt, max_attempts, backoff_kind,
+		backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, result,
+		CASE WHEN err = '' THEN errors ELSE err::jsonb END,
+		progress, lease_token, cancel_requested, created_at, started_at, $5::timestamptz, durability, grp,
+		dead_letter_of_queue, dead_letter_of_id, worker, traceparent
+	FROM gone
+	RETURNING seq
+)
+SELECT count(*) FROM moved`
 
 const (
 	// hotSelect reads pending jobs with their lease expiry.
@@ -160,4 +187,38 @@ func appendError(stored []byte, e job.AttemptError) (string, error) {
 		return "", fmt.Errorf("record attempt error: %w", err)
 	}
 	return string(b), nil
+}
+
+// tstz is the column value of t: NULL for the zero time.
+func tstz(t time.Time) pgtype.Timestamptz {
+	return pgtype.Timestamptz{Time: micro(t), Valid: !t.IsZero()}
+}
+
+// scanNullTime reads one nullable timestamptz; NULL is the zero time.
+func scanNullTime(row pgx.Row, t *time.Time) error {
+	var v *time.Time
+	if err := row.Scan(&v); err != nil {
+		return err
+	}
+	*t = utc(v)
+	return nil
+}
+
+// appendOnce appends s to list unless list holds it.
+func appendOnce(list []string, s string) []string {
+	for _, x := range list {
+		if x == s {
+			return list
+		}
+	}
+	return append(list, s)
+}
+
+// collect runs query through q and reads the one column of its rows.
+func collect[T any](ctx context.Context, q querier, query string, args ...any) ([]T, error) {
+	rows, err := q.Query(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[T])
 }

@@ -13,6 +13,13 @@ import (
 	"github.com/spoolq/spool/internal/store"
 )
 
+// scheduler keeps the cron schedules and fires them.
+type scheduler struct {
+	*db
+	*beliefs
+	ins *inserter
+}
+
 const (
 	scheduleColumns = `name, cron, timezone, every_ns, misfire, max_catch_up, job, paused, created_at, updated_at,
 	last_tick, last_run_at, last_job_id, next_run_at`
@@ -82,23 +89,23 @@ func scanSchedule(row pgx.Row, lead ...any) (*store.Schedule, error) {
 }
 
 // ScheduleUpsert creates or redefines a schedule; see store.Scheduler.
-func (s *Store) ScheduleUpsert(ctx context.Context, p *store.ScheduleUpsertParams) (*store.Schedule, bool, error) {
+func (sch *scheduler) ScheduleUpsert(ctx context.Context, p *store.ScheduleUpsertParams) (*store.Schedule, bool, error) {
 	def := &p.Schedule
 	var out *store.Schedule
 	var created bool
-	err := s.retry(ctx, func() error {
+	err := sch.retry(ctx, func() error {
 		var err error
 		if p.Exact {
 			var lastJob pgtype.Text
 			if def.LastJobID != "" {
 				lastJob = pgtype.Text{String: def.LastJobID, Valid: true}
 			}
-			out, err = scanSchedule(s.pool.QueryRow(ctx, sqlScheduleExact, def.Name, def.Cron, def.Timezone, int64(def.Every),
+			out, err = scanSchedule(sch.pool.QueryRow(ctx, sqlScheduleExact, def.Name, def.Cron, def.Timezone, int64(def.Every),
 				def.Misfire, int32(def.MaxCatchUp), []byte(def.Job), def.Paused, micro(def.CreatedAt), micro(def.UpdatedAt),
 				micro(def.LastTick), tstz(def.LastRunAt), lastJob, tstz(def.NextRunAt)), &created)
 			return err
 		}
-		out, err = scanSchedule(s.pool.QueryRow(ctx, sqlScheduleUpsert, def.Name, def.Cron, def.Timezone, int64(def.Every),
+		out, err = scanSchedule(sch.pool.QueryRow(ctx, sqlScheduleUpsert, def.Name, def.Cron, def.Timezone, int64(def.Every),
 			def.Misfire, int32(def.MaxCatchUp), []byte(def.Job), def.Paused, micro(p.Now), micro(def.LastTick),
 			tstz(def.NextRunAt), p.Restart), &created)
 		return err
@@ -110,11 +117,11 @@ func (s *Store) ScheduleUpsert(ctx context.Context, p *store.ScheduleUpsertParam
 }
 
 // ScheduleGet returns one schedule; see store.Scheduler.
-func (s *Store) ScheduleGet(ctx context.Context, name string) (*store.Schedule, error) {
-	if err := s.check(); err != nil {
+func (sch *scheduler) ScheduleGet(ctx context.Context, name string) (*store.Schedule, error) {
+	if err := sch.check(); err != nil {
 		return nil, wrap("get schedule", err)
 	}
-	sc, err := scanSchedule(s.pool.QueryRow(ctx, sqlScheduleByName, name))
+	sc, err := scanSchedule(sch.pool.QueryRow(ctx, sqlScheduleByName, name))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("get schedule %s: %w", name, job.ErrNotFound)
 	}
@@ -125,8 +132,8 @@ func (s *Store) ScheduleGet(ctx context.Context, name string) (*store.Schedule, 
 }
 
 // ScheduleList returns every schedule; see store.Scheduler.
-func (s *Store) ScheduleList(ctx context.Context) ([]*store.Schedule, error) {
-	out, err := s.schedules(ctx, sqlScheduleList)
+func (sch *scheduler) ScheduleList(ctx context.Context) ([]*store.Schedule, error) {
+	out, err := sch.schedules(ctx, sqlScheduleList)
 	if err != nil {
 		return nil, wrap("list schedules", err)
 	}
@@ -134,11 +141,11 @@ func (s *Store) ScheduleList(ctx context.Context) ([]*store.Schedule, error) {
 }
 
 // schedules reads the schedules a query selects.
-func (s *Store) schedules(ctx context.Context, query string, args ...any) ([]*store.Schedule, error) {
-	if err := s.check(); err != nil {
+func (sch *scheduler) schedules(ctx context.Context, query string, args ...any) ([]*store.Schedule, error) {
+	if err := sch.check(); err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, query, args...)
+	rows, err := sch.pool.Query(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -155,11 +162,11 @@ func (s *Store) schedules(ctx context.Context, query string, args ...any) ([]*st
 }
 
 // ScheduleDelete removes a schedule; see store.Scheduler.
-func (s *Store) ScheduleDelete(ctx context.Context, name string) error {
-	if err := s.check(); err != nil {
+func (sch *scheduler) ScheduleDelete(ctx context.Context, name string) error {
+	if err := sch.check(); err != nil {
 		return wrap("delete schedule", err)
 	}
-	tag, err := s.pool.Exec(ctx, sqlScheduleDelete, name)
+	tag, err := sch.pool.Exec(ctx, sqlScheduleDelete, name)
 	if err != nil {
 		return wrap("delete schedule", err)
 	}
@@ -170,11 +177,11 @@ func (s *Store) ScheduleDelete(ctx context.Context, name string) error {
 }
 
 // ScheduleSetPaused pauses or resumes a schedule; see store.Scheduler.
-func (s *Store) ScheduleSetPaused(ctx context.Context, name string, paused bool, now time.Time) (*store.Schedule, error) {
-	if err := s.check(); err != nil {
+func (sch *scheduler) ScheduleSetPaused(ctx context.Context, name string, paused bool, now time.Time) (*store.Schedule, error) {
+	if err := sch.check(); err != nil {
 		return nil, wrap("pause schedule", err)
 	}
-	sc, err := scanSchedule(s.pool.QueryRow(ctx, sqlSchedulePause, name, paused, micro(now)))
+	sc, err := scanSchedule(sch.pool.QueryRow(ctx, sqlSchedulePause, name, paused, micro(now)))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("pause schedule %s: %w", name, job.ErrNotFound)
 	}
@@ -187,8 +194,8 @@ func (s *Store) ScheduleSetPaused(ctx context.Context, name string, paused bool,
 // ScheduleFire inserts the jobs of a firing and records it, holding the
 // schedule's row lock so that two nodes never fire one tick; see
 // store.Scheduler.
-func (s *Store) ScheduleFire(ctx context.Context, p *store.ScheduleFireParams) ([]store.InsertResult, error) {
-	res, err := s.fireSchedules(ctx, []*store.ScheduleFireParams{p})
+func (sch *scheduler) ScheduleFire(ctx context.Context, p *store.ScheduleFireParams) ([]store.InsertResult, error) {
+	res, err := sch.fireSchedules(ctx, []*store.ScheduleFireParams{p})
 	switch {
 	case err != nil:
 		return nil, err
@@ -203,20 +210,20 @@ func (s *Store) ScheduleFire(ctx context.Context, p *store.ScheduleFireParams) (
 // ScheduleFireMany fires several schedules in one transaction: one
 // statement locks their rows, one inserts the jobs of all, one records
 // every firing; see store.Scheduler.
-func (s *Store) ScheduleFireMany(ctx context.Context, fires []*store.ScheduleFireParams) ([]store.ScheduleFireResult, error) {
+func (sch *scheduler) ScheduleFireMany(ctx context.Context, fires []*store.ScheduleFireParams) ([]store.ScheduleFireResult, error) {
 	for _, p := range fires {
 		if p.Manual {
 			return nil, fmt.Errorf("fire schedules: %s: a firing by hand goes through ScheduleFire", p.Name)
 		}
 	}
-	return s.fireSchedules(ctx, fires)
+	return sch.fireSchedules(ctx, fires)
 }
 
 // fireSchedules fires the schedules of fires in one transaction under
 // their row locks, taken in name order so that two transactions never
 // wait on each other in a cycle. A schedule that is gone (or, unless
 // Manual, moved) is left out with Moved set.
-func (s *Store) fireSchedules(ctx context.Context, fires []*store.ScheduleFireParams) ([]store.ScheduleFireResult, error) {
+func (sch *scheduler) fireSchedules(ctx context.Context, fires []*store.ScheduleFireParams) ([]store.ScheduleFireResult, error) {
 	names := make([]string, len(fires))
 	var all []store.JobInsertParams
 	for i, p := range fires {
@@ -226,9 +233,8 @@ func (s *Store) fireSchedules(ctx context.Context, fires []*store.ScheduleFirePa
 		names[i] = p.Name
 	}
 	var out []store.ScheduleFireResult
-	var grouped []string
-	err := s.tx(ctx, func(tx pgx.Tx) error {
-		current, err := s.lockSchedules(ctx, tx, names)
+	err := sch.tx(ctx, func(tx pgx.Tx) error {
+		current, err := sch.lockSchedules(ctx, tx, names)
 		if err != nil {
 			return err
 		}
@@ -254,10 +260,7 @@ func (s *Store) fireSchedules(ctx context.Context, fires []*store.ScheduleFirePa
 			all = append(all, p.Jobs...)
 		}
 		if len(all) > 0 {
-			if grouped, err = s.markGrouped(ctx, tx, all); err != nil {
-				return err
-			}
-			res, err := s.insert(ctx, tx, all, micro(fires[firing[0]].Now), true)
+			res, err := sch.ins.insert(ctx, tx, all, micro(fires[firing[0]].Now), true)
 			if err != nil {
 				return err
 			}
@@ -281,14 +284,13 @@ func (s *Store) fireSchedules(ctx context.Context, fires []*store.ScheduleFirePa
 	if err != nil {
 		return nil, wrap("fire schedule", err)
 	}
-	s.noteGrouped(grouped)
 	return out, nil
 }
 
 // lockSchedules locks the rows of the schedules named and reads them,
 // by name; names that no schedule has are missing from the map. Sent as
 // a batch, it opens tx in the same round trip.
-func (s *Store) lockSchedules(ctx context.Context, tx pgx.Tx, names []string) (map[string]*store.Schedule, error) {
+func (sch *scheduler) lockSchedules(ctx context.Context, tx pgx.Tx, names []string) (map[string]*store.Schedule, error) {
 	b := &pgx.Batch{}
 	b.Queue(sqlSchedulesLock, names)
 	br := tx.SendBatch(ctx, b)
@@ -342,13 +344,13 @@ func (r *scheduleRecords) ran(k int, now time.Time, id string) {
 }
 
 // ScheduleDue returns the schedules due at now; see store.Scheduler.
-func (s *Store) ScheduleDue(ctx context.Context, now time.Time, limit int) ([]*store.Schedule, time.Time, error) {
-	due, err := s.schedules(ctx, sqlScheduleDue, micro(now), limit)
+func (sch *scheduler) ScheduleDue(ctx context.Context, now time.Time, limit int) ([]*store.Schedule, time.Time, error) {
+	due, err := sch.schedules(ctx, sqlScheduleDue, micro(now), limit)
 	if err != nil {
 		return nil, time.Time{}, wrap("read due schedules", err)
 	}
 	var next pgtype.Timestamptz
-	if err := s.pool.QueryRow(ctx, sqlScheduleNext, micro(now)).Scan(&next); err != nil {
+	if err := sch.pool.QueryRow(ctx, sqlScheduleNext, micro(now)).Scan(&next); err != nil {
 		return nil, time.Time{}, wrap("read due schedules", err)
 	}
 	if !next.Valid {

@@ -307,6 +307,25 @@ CREATE INDEX spool_sessions_expiry ON spool_sessions (expires_at);
 ALTER TABLE spool_queues ALTER COLUMN flow DROP EXPRESSION;
 ALTER TABLE spool_queues ALTER COLUMN flow SET DEFAULT false;
 `,
+	// Version 14: each job's wait deadline (wait_until), the moment from
+	// which it may no longer start (job.WaitDeadline): written by the
+	// store wherever a job waits unstarted in a queue with a maximum wait,
+	// NULL elsewhere, and cleared by the claim that hands the job out, so
+	// that no statement restates the rule (see waits.go). The wait index
+	// covers the available jobs that have one: the sweep and the claims
+	// read the jobs past their wait from it, not the backlog. The jobs
+	// waiting when the migration runs get theirs in Go (backfillWaits).
+	`
+ALTER TABLE spool_jobs ADD COLUMN wait_until timestamptz;
+CREATE INDEX spool_jobs_wait ON spool_jobs (wait_until) WHERE wait_until IS NOT NULL AND state = 'available';
+`,
+}
+
+// afterMigration are the steps in Go that a migration needs, by the
+// version it brings the schema to; each runs in the migration's
+// transaction right after the migration's SQL.
+var afterMigration = map[int]func(ctx context.Context, tx pgx.Tx) error{
+	14: backfillWaits,
 }
 
 // SchemaVersion is the schema version this binary brings a database to.
@@ -347,6 +366,11 @@ func migrate(ctx context.Context, conn *pgx.Conn) (from, to int, err error) {
 	for v := from; v < len(migrations); v++ {
 		if _, err := tx.Exec(ctx, migrations[v]); err != nil {
 			return from, v, fmt.Errorf("apply migration %d: %w", v+1, err)
+		}
+		if step := afterMigration[v+1]; step != nil {
+			if err := step(ctx, tx); err != nil {
+				return from, v, fmt.Errorf("apply migration %d: %w", v+1, err)
+			}
 		}
 		if _, err := tx.Exec(ctx, sqlRecordVersion, v+1); err != nil {
 			return from, v, fmt.Errorf("record migration %d: %w", v+1, err)

@@ -12,6 +12,11 @@ import (
 	"github.com/spoolq/spool/internal/store"
 )
 
+// sessions keeps the dashboard's login sessions.
+type sessions struct {
+	*db
+}
+
 const (
 	// sqlSessionLock serialises the logins of one token across nodes, so
 	// that two at once cannot both keep the cap's last place.
@@ -32,13 +37,13 @@ const (
 
 // SessionCreate stores a session, ends the oldest of its token beyond
 // the cap and prunes expired ones; see store.Sessions.
-func (s *Store) SessionCreate(ctx context.Context, p *store.SessionCreateParams) error {
+func (ss *sessions) SessionCreate(ctx context.Context, p *store.SessionCreateParams) error {
 	se := &p.Session
 	if !se.ExpiresAt.After(p.Now) || p.MaxPerToken < 1 {
 		return fmt.Errorf("create session: %w", job.Invalid("session", "must expire after now, with a cap of at least 1"))
 	}
 	now := micro(p.Now)
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	err := ss.tx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, sqlSessionLock, lockClass, se.TokenName); err != nil {
 			return fmt.Errorf("lock the sessions of the token: %w", err)
 		}
@@ -63,12 +68,12 @@ func (s *Store) SessionCreate(ctx context.Context, p *store.SessionCreateParams)
 }
 
 // SessionGet reads a live session; see store.Sessions.
-func (s *Store) SessionGet(ctx context.Context, idHash string, now time.Time) (*store.Session, error) {
-	if err := s.check(); err != nil {
+func (ss *sessions) SessionGet(ctx context.Context, idHash string, now time.Time) (*store.Session, error) {
+	if err := ss.check(); err != nil {
 		return nil, wrap("get session", err)
 	}
 	se := store.Session{IDHash: idHash}
-	err := s.pool.QueryRow(ctx, sqlSessionGet, idHash, micro(now)).Scan(&se.TokenName, &se.TokenFingerprint, &se.CreatedAt, &se.ExpiresAt)
+	err := ss.pool.QueryRow(ctx, sqlSessionGet, idHash, micro(now)).Scan(&se.TokenName, &se.TokenFingerprint, &se.CreatedAt, &se.ExpiresAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("get session: %w", job.ErrNotFound)
 	}
@@ -80,10 +85,10 @@ func (s *Store) SessionGet(ctx context.Context, idHash string, now time.Time) (*
 }
 
 // SessionExtend moves a live session's expiry; see store.Sessions.
-func (s *Store) SessionExtend(ctx context.Context, idHash string, expiresAt, now time.Time) error {
+func (ss *sessions) SessionExtend(ctx context.Context, idHash string, expiresAt, now time.Time) error {
 	var n int64
-	err := s.retry(ctx, func() error {
-		tag, err := s.pool.Exec(ctx, sqlSessionExtend, idHash, micro(expiresAt), micro(now))
+	err := ss.retry(ctx, func() error {
+		tag, err := ss.pool.Exec(ctx, sqlSessionExtend, idHash, micro(expiresAt), micro(now))
 		n = tag.RowsAffected()
 		return err
 	})
@@ -97,9 +102,9 @@ func (s *Store) SessionExtend(ctx context.Context, idHash string, expiresAt, now
 }
 
 // SessionDelete ends a session; see store.Sessions.
-func (s *Store) SessionDelete(ctx context.Context, idHash string) error {
-	err := s.retry(ctx, func() error {
-		_, err := s.pool.Exec(ctx, sqlSessionDelete, idHash)
+func (ss *sessions) SessionDelete(ctx context.Context, idHash string) error {
+	err := ss.retry(ctx, func() error {
+		_, err := ss.pool.Exec(ctx, sqlSessionDelete, idHash)
 		return err
 	})
 	if err != nil {

@@ -36,7 +36,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/store"
 )
 
@@ -50,16 +49,9 @@ const (
 	// sets connect_timeout, so that calls fail quickly (503) while the
 	// database is down instead of hanging.
 	DefaultConnectTimeout = 3 * time.Second
-	// rollupInterval is how often a node folds count deltas into the
-	// counts table.
-	rollupInterval = time.Second
 	// clockRefresh is how often a node measures the database clock again.
 	clockRefresh = 10 * time.Second
 )
-
-// lockClass is the first key of every advisory lock Spool takes ("SPOO");
-// the second is a hash of the schema and the lock's purpose.
-const lockClass = 0x53504f4f
 
 // Config configures a Store.
 type Config struct {
@@ -85,42 +77,32 @@ type Config struct {
 }
 
 // Store is the PostgreSQL store. It implements store.Store and is safe for
-// concurrent use.
+// concurrent use. It is made of parts with one job each, whose methods
+// it offers as its own: the inserter (Inserter), the claimer and the
+// finisher (Claimer), the transactor (Transactor), admin, the queue
+// reader, flow control and the consumer groups (Admin, ConsumerGroups),
+// the maintainer and the expirer (Maintainer), the scheduler (Scheduler)
+// and the sessions (Sessions). They share the db and the node's beliefs
+// about the queues; the listener hears the other nodes.
 type Store struct {
-	cfg     Config
-	logger  *slog.Logger
-	pool    *pgxpool.Pool
-	connCfg *pgx.ConnConfig
-	node    string // random id of this store, to skip its own notifications
-	schema  string
-	channel string // NOTIFY channel of this schema
-	ann     *announcer
-	combine *combiner
-	// defaults keeps the queues' job defaults that enqueues read.
-	defaults *defaultsCache
-	clock    clock
+	*db
+	*beliefs
+	*inserter
+	*claimer
+	*finisher
+	*transactor
+	*admin
+	*queueReader
+	*flowControl
+	*consumerGroups
+	*maintainer
+	*expirer
+	*scheduler
+	*sessions
+	*listener
+	cfg   Config
+	clock clock
 
-	// beforeCommit is a test hook: when set (before the first call), it
-	// runs in every transaction of the store's calls, after their writes
-	// and just before the commit, and JobComplete runs its statement in
-	// such a transaction instead of on its own.
-	beforeCommit func(ctx context.Context, tx pgx.Tx) error
-
-	// flowQueues holds the queues this node knows to have flow control,
-	// so that their claims skip the plain claim, and plainSeen when it
-	// last found others without (see JobClaim); groupedQueues holds those
-	// it knows to be grouped, so that inserts of their jobs with a group
-	// skip marking them (see markGrouped).
-	flowQueues, plainSeen, groupedQueues sync.Map
-	// lanedQueues holds the queues this node found with consumer groups,
-	// whose inserts take the full path (see insertFast).
-	lanedQueues sync.Map
-	// waits holds the queues this node knows to have a maximum wait
-	// (expire.go).
-	waits waitSet
-
-	mu        sync.RWMutex
-	closed    bool
 	stop      context.CancelFunc
 	bg        sync.WaitGroup
 	closeOnce sync.Once
@@ -146,21 +128,41 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", mapErr(err))
 	}
-	s := &Store{cfg: cfg, logger: cfg.Logger, pool: pool, connCfg: pcfg.ConnConfig, node: newNodeID(), ann: newAnnouncer(), defaults: newDefaultsCache()}
+	node := newNodeID()
+	s := newStore(cfg, &db{pool: pool, connCfg: pcfg.ConnConfig, logger: cfg.Logger, node: node,
+		ann: newAnnouncer(pcfg.ConnConfig, node, cfg.Logger), onCommit: cfg.OnCommit})
 	if err := s.open(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	bgCtx, cancel := context.WithCancel(context.Background())
 	s.stop = cancel
-	s.combine = newCombiner(bgCtx)
+	s.inserter.combine = newCombiner(bgCtx)
 	s.goBackground(func() { s.rollupLoop(bgCtx) })
 	s.goBackground(func() { s.clockLoop(bgCtx) })
-	s.goBackground(func() { s.announceLoop(bgCtx) })
+	s.goBackground(func() { s.ann.run(bgCtx) })
 	if cfg.Hooks.OnAvailable != nil {
 		s.goBackground(func() { s.listen(bgCtx) })
 	}
 	return s, nil
+}
+
+// newStore puts the parts of a store together on d.
+func newStore(cfg Config, d *db) *Store {
+	b := &beliefs{db: d, defaults: newDefaultsCache()}
+	reader := &queueReader{d, b}
+	flow := &flowControl{d, b}
+	groups := &consumerGroups{db: d, beliefs: b, flow: flow, queues: reader}
+	letters := &deadLetters{db: d, beliefs: b, flow: flow, groups: groups}
+	fin := &finisher{d, letters}
+	ins := &inserter{db: d, beliefs: b, flow: flow, groups: groups}
+	exp := &expirer{d, letters}
+	return &Store{
+		db: d, beliefs: b, inserter: ins, claimer: &claimer{d, b, exp}, finisher: fin,
+		transactor: &transactor{d, b, fin, ins}, admin: &admin{d, b}, queueReader: reader, flowControl: flow,
+		consumerGroups: groups, maintainer: &maintainer{d, fin}, expirer: exp, scheduler: &scheduler{d, b, ins},
+		sessions: &sessions{d}, listener: &listener{d, b, cfg.Hooks}, cfg: cfg,
+	}
 }
 
 func (s *Store) open(ctx context.Context) error {
@@ -176,6 +178,7 @@ func (s *Store) open(ctx context.Context) error {
 		return errors.New("no schema: the search_path names no schema that exists")
 	}
 	s.channel = "spool_" + hashHex(s.schema)
+	s.ann.channel = s.channel
 	if s.cfg.Migrate {
 		if _, _, err := migrate(ctx, conn.Conn()); err != nil {
 			return fmt.Errorf("migrate schema: %w", mapErr(err))
@@ -271,16 +274,31 @@ func (s *Store) Close() error {
 // their engines agree on lease expiries whatever their own clocks say.
 func (s *Store) Now() time.Time { return s.clock.now() }
 
-var errClosed = fmt.Errorf("store closed: %w", job.ErrUnavailable)
+// LeaderLock returns the leader election lock of the store's schema.
+func (s *Store) LeaderLock() *LeaderLock {
+	return &LeaderLock{db: s.db, key: s.lockKey("leader")}
+}
 
-// check reports errClosed once Close began.
-func (s *Store) check() error {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.closed {
-		return errClosed
+// clockLoop measures the clock again every clockRefresh until ctx ends; a
+// failed measurement keeps the last offset.
+func (s *Store) clockLoop(ctx context.Context) {
+	t := time.NewTicker(clockRefresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		conn, err := s.pool.Acquire(ctx)
+		if err == nil {
+			err = s.clock.measure(ctx, conn.Conn())
+			conn.Release()
+		}
+		if err != nil && ctx.Err() == nil {
+			s.logger.Debug("pgstore: measure the database clock", "err", err)
+		}
 	}
-	return nil
 }
 
 func (s *Store) goBackground(fn func()) {
@@ -289,20 +307,6 @@ func (s *Store) goBackground(fn func()) {
 		defer s.bg.Done()
 		fn()
 	}()
-}
-
-// tx runs fn in a transaction and commits it; any error rolls it back. A
-// deadlock or serialization failure runs it again.
-func (s *Store) tx(ctx context.Context, fn func(pgx.Tx) error) error {
-	return s.retryTx(ctx, fn)
-}
-
-// lockKey is the second key of the advisory lock for purpose in this
-// store's schema.
-func (s *Store) lockKey(purpose string) int32 {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(s.schema + ":" + purpose))
-	return int32(h.Sum32())
 }
 
 func newNodeID() string {

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -10,6 +11,14 @@ import (
 	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/store"
 )
+
+// transactor acknowledges, fails and inserts in one transaction.
+type transactor struct {
+	*db
+	*beliefs
+	fin *finisher
+	ins *inserter
+}
 
 // sqlStrictCommit makes the transaction it runs in wait for the WAL flush
 // at its commit, as the server's setting has it, whatever an earlier
@@ -26,7 +35,7 @@ const sqlStrictCommit = `SET LOCAL synchronous_commit TO DEFAULT`
 // skip the WAL flush when its own jobs are all of process durability; the
 // transaction decides for the whole at its end, skipping the flush only
 // when every job it wrote is of process durability.
-func (s *Store) JobTransact(ctx context.Context, p *store.JobTransactParams) (*store.TransactResult, error) {
+func (t *transactor) JobTransact(ctx context.Context, p *store.JobTransactParams) (*store.TransactResult, error) {
 	if err := checkInserts(p.Insert); err != nil {
 		return nil, fmt.Errorf("transact: %w", job.RenameItems(err, "jobs", "enqueue"))
 	}
@@ -39,9 +48,7 @@ func (s *Store) JobTransact(ctx context.Context, p *store.JobTransactParams) (*s
 	})
 	now := micro(p.Now)
 	var res *store.TransactResult
-	var grouped []string
-	var created createdQueues
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	err := t.tx(ctx, func(tx pgx.Tx) error {
 		res = &store.TransactResult{
 			Completed: make([]store.Outcome, len(p.Complete)),
 			Failed:    make([]store.Outcome, len(p.Fail)),
@@ -57,20 +64,17 @@ func (s *Store) JobTransact(ctx context.Context, p *store.JobTransactParams) (*s
 		for _, l := range held {
 			relaxed = relaxed && l.durability == job.DurabilityProcess
 		}
-		if created, err = s.createQueues(ctx, tx, p.Create); err != nil {
+		if err := t.ins.createQueues(ctx, tx, p.Create); err != nil {
 			return err
 		}
-		if err := s.transactAcks(ctx, tx, p, now, res.Completed); err != nil {
+		if err := t.transactAcks(ctx, tx, p, now, res.Completed); err != nil {
 			return err
 		}
-		if err := s.transactFails(ctx, tx, p, held[acks:], now, res.Failed); err != nil {
+		if err := t.transactFails(ctx, tx, p, held[acks:], now, res.Failed); err != nil {
 			return err
 		}
 		if len(p.Insert) > 0 {
-			if grouped, err = s.markGrouped(ctx, tx, p.Insert); err != nil {
-				return err
-			}
-			if res.Inserted, err = s.insert(ctx, tx, p.Insert, now, false); err != nil {
+			if res.Inserted, err = t.ins.insert(ctx, tx, p.Insert, now, false); err != nil {
 				return job.RenameItems(err, "jobs", "enqueue")
 			}
 		}
@@ -89,8 +93,6 @@ func (s *Store) JobTransact(ctx context.Context, p *store.JobTransactParams) (*s
 	if res.Inserted == nil {
 		res.Inserted = []store.InsertResult{}
 	}
-	s.noteCreated(created)
-	s.noteGrouped(grouped)
 	return res, nil
 }
 
@@ -100,7 +102,7 @@ func (s *Store) JobTransact(ctx context.Context, p *store.JobTransactParams) (*s
 // unknown job, a token that is not current, or a job an earlier item
 // names already.
 func holdAll(ctx context.Context, tx pgx.Tx, it *items, acks int) ([]*leased, error) {
-	locked, err := lockLeased(ctx, tx, it)
+	locked, err := lockLeased(ctx, tx, it, false)
 	if err != nil {
 		return nil, err
 	}
@@ -130,41 +132,29 @@ func holdAll(ctx context.Context, tx pgx.Tx, it *items, acks int) ([]*leased, er
 }
 
 // transactAcks acknowledges the jobs of p.Complete, whose leases are
-// locked and current, with sqlComplete, and fills out.
-func (s *Store) transactAcks(ctx context.Context, tx pgx.Tx, p *store.JobTransactParams, now time.Time, out []store.Outcome) error {
+// locked and current, and fills out.
+func (t *transactor) transactAcks(ctx context.Context, tx pgx.Tx, p *store.JobTransactParams, now time.Time, out []store.Outcome) error {
 	if len(p.Complete) == 0 {
 		return nil
 	}
-	ids := make([]string, len(p.Complete))
-	tokens := make([]int64, len(p.Complete))
+	it := newItems(len(p.Complete), func(i int) (string, int64) { return p.Complete[i].ID, p.Complete[i].Token })
 	results := make([][]byte, len(p.Complete))
-	index := make(map[string]int, len(p.Complete))
 	for i := range p.Complete {
-		ids[i], tokens[i], results[i] = p.Complete[i].ID, p.Complete[i].Token, bytesOrNil(p.Complete[i].Result)
-		index[ids[i]] = i
+		results[i] = bytesOrNil(p.Complete[i].Result)
 	}
-	rows, err := tx.Query(ctx, sqlComplete, ids, tokens, results, now, ackCancelled, ackCompleted, s.channel, s.node, notifyChunk)
+	matched, err := t.fin.complete(ctx, tx, it, results, now, out)
 	if err != nil {
 		return fmt.Errorf("complete jobs: %w", err)
 	}
-	done := 0
-	var a ackRow
-	if _, err := pgx.ForEachRow(rows, a.dest(), func() error {
-		out[index[a.id]] = a.outcome()
-		done++
-		return nil
-	}); err != nil {
-		return fmt.Errorf("complete jobs: %w", err)
-	}
-	if done != len(p.Complete) {
-		return fmt.Errorf("complete jobs: %d of %d locked jobs acknowledged", done, len(p.Complete))
+	if n := len(slices.DeleteFunc(matched, func(ok bool) bool { return !ok })); n != len(p.Complete) {
+		return fmt.Errorf("complete jobs: %d of %d locked jobs acknowledged", n, len(p.Complete))
 	}
 	return nil
 }
 
 // transactFails ends the attempts of p.Fail, whose jobs held are locked,
 // where job.AfterFailure sends them, and fills out.
-func (s *Store) transactFails(ctx context.Context, tx pgx.Tx, p *store.JobTransactParams, held []*leased, now time.Time, out []store.Outcome) error {
+func (t *transactor) transactFails(ctx context.Context, tx pgx.Tx, p *store.JobTransactParams, held []*leased, now time.Time, out []store.Outcome) error {
 	if len(p.Fail) == 0 {
 		return nil
 	}
@@ -177,7 +167,7 @@ func (s *Store) transactFails(ctx context.Context, tx pgx.Tx, p *store.JobTransa
 		}
 		item[changes[i].seq] = i
 	}
-	letters, err := s.apply(ctx, tx, changes, nil, now)
+	letters, err := t.fin.apply(ctx, tx, changes, nil, now)
 	if err != nil {
 		return err
 	}

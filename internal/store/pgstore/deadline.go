@@ -1,0 +1,188 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/spoolq/spool/internal/job"
+)
+
+// Maximum waits on PostgreSQL. Each job carries its wait deadline
+// (wait_until), the moment from which it may no longer start, as
+// job.WaitDeadline gives it: the store computes it in Go wherever it
+// writes a job that waits unstarted (an insert, a dead-letter copy, an
+// import, a release of a first attempt, a retry by hand) and for a
+// queue's pending jobs when the queue's maximum wait changes, and the
+// claim that hands a job out clears it. No statement knows the rule: a
+// claim statement passes over the jobs whose deadline has come (the
+// guard that no node hands one out, whatever it believes of the queue),
+// and the kills read the jobs past their deadline from the wait index,
+// then leave the decision to job.PastMaxWait.
+//
+// A deadline follows its queue's maximum wait, which any node may change.
+// A change takes the queue's flow lock (flow.go) exclusively, then
+// rewrites the deadlines of the queue's pending jobs; every writer of a
+// job that waits unstarted holds that lock shared and reads the maximum
+// wait after it, so it either holds the lock the change waits for, and
+// the change rewrites its jobs, or reads the new wait. An insert reads
+// no wait before it writes: it writes the deadlines of what the node
+// believes (waitSet), and its statement checks that belief against the
+// queue's row; where they differ, a fast insert fails for the full one,
+// which writes the deadlines again (fixWaits).
+
+const (
+	// sqlWaitQueues lists the queues with a maximum wait.
+	sqlWaitQueues = `SELECT name, max_wait_ns FROM spool_queues WHERE max_wait_ns > 0`
+	// sqlMaxWaits reads the maximum waits of those of the queues $1 that
+	// have one.
+	sqlMaxWaits = `SELECT name, max_wait_ns FROM spool_queues WHERE name = ANY($1::text[]) AND max_wait_ns > 0`
+	// waitMismatch selects, for the queues $22 that a statement believed
+	// to have the maximum waits $25, those whose row says otherwise, with
+	// the wait the row holds.
+	waitMismatch = `SELECT b.name, q.max_wait_ns FROM unnest($22::text[], $25::int8[]) AS b(name, wait)
+	JOIN spool_queues q ON q.name = b.name WHERE q.max_wait_ns <> b.wait`
+	// sqlQueueWaiting reads up to $3 pending jobs of queue $1 after seq
+	// $2, in seq order, with what job.WaitDeadline needs and their
+	// deadlines.
+	sqlQueueWaiting = `SELECT seq, attempt, run_at, wait_until FROM spool_jobs WHERE queue = $1 AND seq > $2 ORDER BY seq LIMIT $3`
+	// sqlSetWaits writes the deadlines $3 of the jobs of the seqs $1
+	// whose attempt counts are still $2: a job a claim handed out since
+	// it was read has none.
+	sqlSetWaits = `UPDATE spool_jobs j SET wait_until = u.wait_until
+FROM unnest($1::int8[], $2::int4[], $3::timestamptz[]) AS u(seq, attempt, wait_until)
+WHERE j.seq = u.seq AND j.attempt = u.attempt`
+	// sqlFixWaits writes the deadlines $2 of the jobs of the ids $1,
+	// which the transaction has just written.
+	sqlFixWaits = `UPDATE spool_jobs j SET wait_until = u.wait_until
+FROM unnest($1::text[], $2::timestamptz[]) AS u(id, wait_until) WHERE j.id = u.id`
+)
+
+// waitChunk is how many jobs one read of a queue's deadlines takes.
+const waitChunk = 1000
+
+// waitDeadline is the stored form of job.WaitDeadline: NULL for none.
+func waitDeadline(attempt int, runAt time.Time, maxWait time.Duration) pgtype.Timestamptz {
+	return tstz(job.WaitDeadline(attempt, runAt, maxWait))
+}
+
+// readWaits runs query, which reads queues with their maximum waits.
+func readWaits(ctx context.Context, q querier, query string, args ...any) (map[string]time.Duration, error) {
+	rows, err := q.Query(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read maximum waits: %w", err)
+	}
+	return collectWaits(rows)
+}
+
+// collectWaits reads rows of queues with their maximum waits.
+func collectWaits(rows pgx.Rows) (map[string]time.Duration, error) {
+	m := make(map[string]time.Duration)
+	var name string
+	var wait int64
+	if _, err := pgx.ForEachRow(rows, []any{&name, &wait}, func() error {
+		m[name] = time.Duration(wait)
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("read maximum waits: %w", err)
+	}
+	return m, nil
+}
+
+// lockWaits adds to batch the statements that take the flow locks of
+// queues shared and then read their maximum waits into waits, which hold
+// until the transaction ends; see the top of this file.
+func lockWaits(batch *pgx.Batch, queues []string, waits *map[string]time.Duration) {
+	batch.Queue(sqlLockFlowShared, queues, lockClass)
+	batch.Queue(sqlMaxWaits, queues).Query(func(rows pgx.Rows) (err error) {
+		*waits, err = collectWaits(rows)
+		return err
+	})
+}
+
+// setQueueWaits gives the pending jobs of queue the deadlines of the
+// maximum wait maxWait, in tx, which holds the queue's flow lock
+// exclusively, reading them in chunks of waitChunk.
+func setQueueWaits(ctx context.Context, tx pgx.Tx, queue string, maxWait time.Duration) error {
+	var after int64
+	for {
+		rows, err := tx.Query(ctx, sqlQueueWaiting, queue, after, waitChunk)
+		if err != nil {
+			return fmt.Errorf("read the jobs of %s: %w", queue, err)
+		}
+		var (
+			seqs, attempts, read = []int64{}, []int32{}, 0
+			deadlines            []pgtype.Timestamptz
+			attempt              int32
+			runAt                time.Time
+			stored               pgtype.Timestamptz
+		)
+		if _, err := pgx.ForEachRow(rows, []any{&after, &attempt, &runAt, &stored}, func() error {
+			read++
+			d := waitDeadline(int(attempt), runAt.UTC(), maxWait)
+			if d.Valid != stored.Valid || !d.Time.Equal(stored.Time) {
+				seqs, attempts, deadlines = append(seqs, after), append(attempts, attempt), append(deadlines, d)
+			}
+			return nil
+		}); err != nil {
+			return fmt.Errorf("read the jobs of %s: %w", queue, err)
+		}
+		if len(seqs) > 0 {
+			if _, err := tx.Exec(ctx, sqlSetWaits, seqs, attempts, deadlines); err != nil {
+				return fmt.Errorf("write the wait deadlines of %s: %w", queue, err)
+			}
+		}
+		if read < waitChunk {
+			return nil
+		}
+	}
+}
+
+// backfillWaits gives the jobs waiting when wait_until came the
+// deadlines of their queues' maximum waits.
+func backfillWaits(ctx context.Context, tx pgx.Tx) error {
+	waits, err := readWaits(ctx, tx, sqlWaitQueues)
+	if err != nil {
+		return err
+	}
+	for queue, wait := range waits {
+		if err := setQueueWaits(ctx, tx, queue, wait); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// believedWaits are the maximum waits this node believes queues to have,
+// as waitMismatch takes them.
+func believedWaits(queues []string, waits map[string]time.Duration) []int64 {
+	out := make([]int64, len(queues))
+	for i, q := range queues {
+		out[i] = int64(waits[q])
+	}
+	return out
+}
+
+// fixWaits writes, in tx, the deadlines of the jobs of the ids that tx
+// inserted (unstarted, of queues and with run times runAts) and whose
+// queues turned out to have the maximum waits actual.
+func fixWaits(ctx context.Context, tx pgx.Tx, ids, queues []string, runAts []time.Time, actual map[string]time.Duration,
+	inserted func(id string) bool) error {
+	var fix []string
+	var deadlines []pgtype.Timestamptz
+	for i, id := range ids {
+		if wait, ok := actual[queues[i]]; ok && inserted(id) {
+			fix, deadlines = append(fix, id), append(deadlines, waitDeadline(0, runAts[i], wait))
+		}
+	}
+	if len(fix) == 0 {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, sqlFixWaits, fix, deadlines); err != nil {
+		return fmt.Errorf("write wait deadlines: %w", err)
+	}
+	return nil
+}
