@@ -32,6 +32,19 @@ const (
 WHERE seq = ?10`
 )
 
+var (
+	stJobExists     = prepared(sqlJobExists)
+	stFinishAttempt = prepared(sqlFinishAttempt)
+	stErrorsBySeq   = prepared(`SELECT errors FROM jobs WHERE seq = ?`)
+	// stCompleteRows[k] acknowledges 1<<k jobs.
+	stCompleteRows = func() (ids [completeChunkShift + 1]rawID) {
+		for k := range ids {
+			ids[k] = preparedRaw(sqlCompleteRows(1 << k))
+		}
+		return ids
+	}()
+)
+
 // completeChunk is how many acks one multi-row UPDATE carries at most: one
 // statement for many rows spends less per row on statement overhead than
 // one statement each.
@@ -65,7 +78,7 @@ func (w *writer) holder(id string, token int64) (l *lease, miss, err error) {
 		return l, nil, nil
 	}
 	var one int
-	err = w.st.jobExists.QueryRow(id).Scan(&one)
+	err = w.st.get(stJobExists).QueryRow(id).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, job.ErrNotFound, nil
 	}
@@ -166,7 +179,7 @@ func (c *completions) flushFull() error {
 // largest power of two of rows, up to completeChunk, that is left.
 func (c *completions) flush() error {
 	err := inSizedRuns(c.rows, completeChunkShift, func(run []completeRow, shift int) error {
-		return c.write(run, c.w.st.completeRows[shift])
+		return c.write(run, c.w.st.getRaw(stCompleteRows[shift]))
 	})
 	c.rows = c.rows[:0]
 	return err
@@ -196,7 +209,7 @@ func (c *completions) write(rows []completeRow, stmt *rawStmt) error {
 // finish forgets lease l, whose job moved to state in the database, and
 // records the move in the counts and, for an available job, its window.
 func (w *writer) finish(l *lease, state job.State) {
-	w.drop(l)
+	w.leases.drop(l)
 	w.fx.move(l.queue, job.StateActive, state, 1)
 	if state == job.StateAvailable {
 		w.madeAvailable(l.queue, l.group, l.key)
@@ -230,12 +243,26 @@ func (w *writer) endAttempt(l *lease, state job.State, runAt time.Time, now time
 	if state == job.StateRetrying || state.Final() {
 		progress = blobOrNull(l.progress)
 	}
-	if _, err := w.st.finishAttempt.Exec(string(state), run, finished, attempt, l.token, l.startedAt.UnixNano(),
+	if _, err := w.st.get(stFinishAttempt).Exec(string(state), run, finished, attempt, l.token, l.startedAt.UnixNano(),
 		progress, msg, stringOrNull(l.worker), l.seq); err != nil {
 		return fmt.Errorf("end attempt of job %s: %w", l.id, err)
 	}
 	w.finish(l, state)
 	return nil
+}
+
+// appendError is the errors column of the row with seq once it records
+// e (see store.AppendStoredError).
+func (w *writer) appendError(seq int64, e job.AttemptError) (string, error) {
+	var stored sql.NullString
+	if err := w.st.get(stErrorsBySeq).QueryRow(seq).Scan(&stored); err != nil {
+		return "", fmt.Errorf("read the errors of job with seq %d: %w", seq, err)
+	}
+	b, err := store.AppendStoredError([]byte(stored.String), e)
+	if err != nil {
+		return "", fmt.Errorf("record an error of job with seq %d: %w", seq, err)
+	}
+	return string(b), nil
 }
 
 // outcome is the outcome of l's attempt ending with its job in state.
@@ -273,7 +300,7 @@ func (w *writer) failAttempt(it *store.JobFailItem, l *lease, now time.Time, rnd
 		return err
 	}
 	var err error
-	o.DeadLetter, err = w.deadLetter(l.queue, l.seq, state, now)
+	o.DeadLetter, err = w.letterOf(l.queue, l.seq, state, now)
 	return err
 }
 
@@ -290,7 +317,7 @@ func (s *Store) JobExtend(ctx context.Context, p *store.JobExtendParams) ([]stor
 				dur = l.duration
 			}
 			expires := now.Add(dur)
-			w.change(l, func(l *lease) { l.expiresAt = expires })
+			w.leases.change(l, func(l *lease) { l.expiresAt = expires })
 			*o = store.Outcome{Queue: l.queue, State: job.StateActive, LeaseExpiresAt: expires, CancelRequested: l.cancel}
 			return nil
 		})
@@ -314,7 +341,7 @@ func (s *Store) JobProgress(ctx context.Context, p *store.JobProgressParams) err
 			return fmt.Errorf("job %s: %w", p.ID, miss)
 		}
 		progress := append([]byte(nil), p.Progress...)
-		w.change(l, func(l *lease) { l.progress = progress })
+		w.leases.change(l, func(l *lease) { l.progress = progress })
 		return nil
 	})
 	if err != nil {

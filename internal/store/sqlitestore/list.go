@@ -70,7 +70,7 @@ func (s *Store) listActive(ctx context.Context, queue string, prefixes []string,
 	if err != nil {
 		return nil, nil, err
 	}
-	byView := make(map[int64]view, len(views))
+	byView := make(map[int64]lease, len(views))
 	for _, v := range views {
 		byView[v.seq] = v
 	}
@@ -222,11 +222,7 @@ func (s *Store) firstSeqs(ctx context.Context, queues []string, state job.State,
 }
 
 func (s *Store) query(ctx context.Context, query string, args ...any) ([]*job.Job, []int64, error) {
-	rows, err := s.rdb.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, nil, err
-	}
-	return scanJobs(rows)
+	return scanJobs(s.rdb.QueryContext(ctx, query, args...))
 }
 
 // sqlListQueue lists the jobs of one queue in every state: one range of

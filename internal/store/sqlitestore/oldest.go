@@ -158,11 +158,3 @@ func (s *Store) firstFreeInGroup(ctx context.Context, query string, args ...any)
 	}
 	return groupHead{}, false, closeRows(rows)
 }
-
-// held reports whether the job with seq holds a lease. Safe beside the
-// writer.
-func (t *leaseTable) held(seq int64) bool {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	return t.bySeq[seq] != nil
-}

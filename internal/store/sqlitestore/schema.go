@@ -221,20 +221,20 @@ func fillSpecs(ctx context.Context, conn *sql.Conn) error {
 		var got []row
 		for rows.Next() {
 			var (
-				r                             row
-				s                             spec
-				maxAttempts, base, max, lease int64
-				uniqueFor                     int64
-				backoffKind, durability       string
-				tags                          sql.NullString
+				r                                row
+				s                                spec
+				maxAttempts, base, most, leaseNS int64
+				uniqueFor                        int64
+				backoffKind, durability          string
+				tags                             sql.NullString
 			)
-			if err := rows.Scan(&r.seq, &s.kind, &maxAttempts, &backoffKind, &base, &max, &s.backoff.Jitter, &lease,
+			if err := rows.Scan(&r.seq, &s.kind, &maxAttempts, &backoffKind, &base, &most, &s.backoff.Jitter, &leaseNS,
 				&uniqueFor, &tags, &s.createdAt, &durability); err != nil {
 				rows.Close()
 				return fmt.Errorf("read jobs for their spec: %w", err)
 			}
-			s.maxAttempts, s.lease, s.uniqueFor = int(maxAttempts), time.Duration(lease), time.Duration(uniqueFor)
-			s.backoff.Kind, s.backoff.Base, s.backoff.Max = job.BackoffKind(backoffKind), time.Duration(base), time.Duration(max)
+			s.maxAttempts, s.leaseFor, s.uniqueFor = int(maxAttempts), time.Duration(leaseNS), time.Duration(uniqueFor)
+			s.backoff.Kind, s.backoff.Base, s.backoff.Max = job.BackoffKind(backoffKind), time.Duration(base), time.Duration(most)
 			s.durability = job.Durability(durability)
 			if tags.Valid {
 				if err := json.Unmarshal([]byte(tags.String), &s.tags); err != nil {
