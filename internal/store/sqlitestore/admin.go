@@ -78,15 +78,7 @@ func (s *Store) JobGetMany(ctx context.Context, ids []string) (map[string]*job.J
 // writes its lease to the database with the cancel, so that a crash cannot
 // run the job again.
 func (s *Store) JobCancel(ctx context.Context, id string, now time.Time) (*job.Job, error) {
-	var out *job.Job
-	err := s.do(ctx, 1, func(w *writer) (err error) {
-		out, err = w.cancel(id, now.UTC())
-		return err
-	})
-	if err != nil {
-		return nil, wrap(fmt.Sprintf("cancel job %s", id), err)
-	}
-	return out, nil
+	return call(ctx, s, fmt.Sprintf("cancel job %s", id), func(w *writer) (*job.Job, error) { return w.cancel(id, now.UTC()) })
 }
 
 // cancel cancels job id at now: a pending job at once, an active one by
@@ -134,15 +126,7 @@ func (w *writer) left(j *job.Job, seq int64, to job.State) {
 // JobRetry makes a job that job.State.Retryable lets through available
 // now; see store.Admin.
 func (s *Store) JobRetry(ctx context.Context, id string, now time.Time) (*job.Job, error) {
-	var out *job.Job
-	err := s.do(ctx, 1, func(w *writer) (err error) {
-		out, err = w.retry(id, now.UTC())
-		return err
-	})
-	if err != nil {
-		return nil, wrap(fmt.Sprintf("retry job %s", id), err)
-	}
-	return out, nil
+	return call(ctx, s, fmt.Sprintf("retry job %s", id), func(w *writer) (*job.Job, error) { return w.retry(id, now.UTC()) })
 }
 
 // retry makes job id available at now with its attempts starting over.
@@ -203,23 +187,22 @@ func (s *Store) JobRetryMany(ctx context.Context, p *store.JobBulkParams) (int, 
 	if !p.State.Retryable() {
 		return 0, fmt.Errorf("retry jobs in state %q: %w", p.State, job.ErrInvalidState)
 	}
-	var n int64
-	err := s.do(ctx, 1, func(w *writer) error {
-		at := p.Now.UTC()
-		res, err := w.conn.ExecContext(context.Background(), sqlRetryMany, at.UnixNano(), w.retryWait(p.Queue, at), p.Queue, string(p.State))
-		if err != nil {
-			return err
-		}
-		if n, err = res.RowsAffected(); err != nil || n == 0 {
-			return err
-		}
-		w.fx.move(p.Queue, p.State, job.StateAvailable, n)
-		w.resetWindow(p.Queue)
-		return nil
-	})
+	return call(ctx, s, "retry jobs", func(w *writer) (int, error) { return w.retryAll(p.Queue, p.State, p.Now.UTC()) })
+}
+
+// retryAll makes the jobs of queue in state available at now, with their
+// attempts starting over, and returns how many.
+func (w *writer) retryAll(queue string, state job.State, now time.Time) (int, error) {
+	res, err := w.conn.ExecContext(context.Background(), sqlRetryMany, now.UnixNano(), w.retryWait(queue, now), queue, string(state))
 	if err != nil {
-		return 0, wrap("retry jobs", err)
+		return 0, err
 	}
+	n, err := res.RowsAffected()
+	if err != nil || n == 0 {
+		return 0, err
+	}
+	w.fx.move(queue, state, job.StateAvailable, n)
+	w.resetWindow(queue)
 	return int(n), nil
 }
 
@@ -229,31 +212,18 @@ func (s *Store) JobDeleteMany(ctx context.Context, p *store.JobBulkParams) (int,
 	if p.State == job.StateActive || !p.State.Valid() {
 		return 0, fmt.Errorf("delete jobs in state %q: %w", p.State, job.ErrInvalidState)
 	}
-	var n int
-	err := s.do(ctx, 1, func(w *writer) (err error) {
-		n, err = w.deleteAll(p.Queue, p.State)
-		return err
-	})
-	if err != nil {
-		return 0, wrap("delete jobs", err)
-	}
-	return n, nil
+	return call(ctx, s, "delete jobs", func(w *writer) (int, error) { return w.deleteAll(p.Queue, p.State) })
 }
 
 // QueuePurge deletes a queue's available jobs; see store.Admin.
 func (s *Store) QueuePurge(ctx context.Context, name string) (int, error) {
-	var n int
-	err := s.do(ctx, 1, func(w *writer) (err error) {
-		n, err = w.deleteAll(name, job.StateAvailable)
+	return call(ctx, s, "purge queue", func(w *writer) (int, error) {
+		n, err := w.deleteAll(name, job.StateAvailable)
 		if q := w.queues[name]; q != nil && n > 0 {
 			q.win.clear()
 		}
-		return err
+		return n, err
 	})
-	if err != nil {
-		return 0, wrap("purge queue", err)
-	}
-	return n, nil
 }
 
 // deleteAll deletes the jobs of queue in state but the active ones, and

@@ -41,15 +41,9 @@ const (
 // ConsumerGroupCreate creates a consumer group and gives it the jobs it
 // starts with; see store.ConsumerGroups.
 func (s *Store) ConsumerGroupCreate(ctx context.Context, p *store.ConsumerGroupParams) (bool, error) {
-	created := false
-	err := s.do(ctx, 1, func(w *writer) (err error) {
-		created, err = w.createGroup(p)
-		return err
+	return call(ctx, s, fmt.Sprintf("create consumer group %s of %s", p.Name, p.Queue), func(w *writer) (bool, error) {
+		return w.createGroup(p)
 	})
-	if err != nil {
-		return false, wrap(fmt.Sprintf("create consumer group %s of %s", p.Name, p.Queue), err)
-	}
-	return created, nil
 }
 
 // createGroup creates consumer group p.Name of p.Queue, unless it exists,
@@ -83,22 +77,15 @@ func (w *writer) createGroup(p *store.ConsumerGroupParams) (bool, error) {
 // ConsumerGroupSeek empties a group's lane and gives it the jobs of its
 // new start; see store.ConsumerGroups.
 func (s *Store) ConsumerGroupSeek(ctx context.Context, p *store.ConsumerGroupParams) (int, error) {
-	n := 0
-	err := s.do(ctx, 1, func(w *writer) error {
+	return call(ctx, s, fmt.Sprintf("seek consumer group %s of %s", p.Name, p.Queue), func(w *writer) (int, error) {
 		if !w.lanes.has(p.Queue, p.Name) {
-			return fmt.Errorf("consumer group %s of %s: %w", p.Name, p.Queue, job.ErrNotFound)
+			return 0, fmt.Errorf("consumer group %s of %s: %w", p.Name, p.Queue, job.ErrNotFound)
 		}
 		if err := w.clearLane(job.LaneName(p.Queue, p.Name)); err != nil {
-			return err
+			return 0, err
 		}
-		var err error
-		n, err = w.startLane(p)
-		return err
+		return w.startLane(p)
 	})
-	if err != nil {
-		return 0, wrap(fmt.Sprintf("seek consumer group %s of %s", p.Name, p.Queue), err)
-	}
-	return n, nil
 }
 
 // ConsumerGroupDelete deletes a group and its lane's jobs; see

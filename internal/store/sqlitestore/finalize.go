@@ -120,10 +120,7 @@ func (s *Store) JobComplete(ctx context.Context, p *store.JobCompleteParams) ([]
 		now := p.Now.UTC().UnixNano()
 		acks := completions{w: w}
 		err := forEachHeld(w, p.Items, completeKey, out, func(it *store.JobCompleteItem, l *lease, o *store.Outcome) error {
-			*o = l.outcome(job.AfterCompletion(l.cancel))
-			acks.add(o.State, it.Result, now, l)
-			w.finish(l, o.State)
-			return acks.flushFull()
+			return acks.ack(l, it.Result, now, o)
 		})
 		if err != nil {
 			return err
@@ -160,15 +157,14 @@ type completeRow struct {
 	seq        int64
 }
 
-// add collects the row of l's job, acknowledged at now (Unix nanoseconds)
-// and moving to state.
-func (c *completions) add(state job.State, result json.RawMessage, now int64, l *lease) {
-	c.rows = append(c.rows, completeRow{state: state, result: result, finishedAt: now, attempt: l.attempt, token: l.token,
+// ack acknowledges the job of lease l with result at now (Unix
+// nanoseconds), where job.AfterCompletion sends it, and fills in o. Its
+// row is written with a chunk's rows, once they fill one, or by flush.
+func (c *completions) ack(l *lease, result json.RawMessage, now int64, o *store.Outcome) error {
+	*o = l.outcome(job.AfterCompletion(l.cancel))
+	c.rows = append(c.rows, completeRow{state: o.State, result: result, finishedAt: now, attempt: l.attempt, token: l.token,
 		startedAt: l.startedAt.UnixNano(), progress: l.progress, worker: l.worker, seq: l.seq})
-}
-
-// flushFull writes the collected rows when they fill a chunk.
-func (c *completions) flushFull() error {
+	c.w.finish(l, o.State)
 	if len(c.rows) < completeChunk {
 		return nil
 	}
@@ -332,7 +328,7 @@ func (s *Store) JobExtend(ctx context.Context, p *store.JobExtendParams) ([]stor
 // store.Claimer. The report lives with the lease in memory and is written
 // with the attempt's outcome.
 func (s *Store) JobProgress(ctx context.Context, p *store.JobProgressParams) error {
-	err := s.doRelaxed(ctx, 1, writesNothing, func(w *writer) error {
+	return wrap("report progress", s.doRelaxed(ctx, 1, writesNothing, func(w *writer) error {
 		l, miss, err := w.holder(p.ID, p.Token)
 		if err != nil {
 			return err
@@ -343,11 +339,7 @@ func (s *Store) JobProgress(ctx context.Context, p *store.JobProgressParams) err
 		progress := append([]byte(nil), p.Progress...)
 		w.leases.change(l, func(l *lease) { l.progress = progress })
 		return nil
-	})
-	if err != nil {
-		return wrap("report progress", err)
-	}
-	return nil
+	}))
 }
 
 // JobRelease hands active jobs back unrun, item by item, each where

@@ -210,19 +210,13 @@ func (ins *inserter) insertRows(jobs []store.JobInsertParams, stmt *rawStmt) err
 		if _, err := w.ensureQueue(jp.Queue); err != nil {
 			return err
 		}
-		runAt := jp.RunAt.UTC()
 		j := &job.Job{
 			ID: jp.ID, Queue: jp.Queue, Kind: jp.Kind, Payload: jp.Payload, Priority: jp.Priority, State: jp.State,
-			RunAt: runAt, MaxAttempts: jp.MaxAttempts, Backoff: jp.Backoff, LeaseDuration: jp.LeaseDuration,
+			RunAt: jp.RunAt.UTC(), MaxAttempts: jp.MaxAttempts, Backoff: jp.Backoff, LeaseDuration: jp.LeaseDuration,
 			UniqueKey: jp.UniqueKey, UniqueFor: jp.UniqueFor, Tags: jp.Tags, Group: jp.Group, CreatedAt: ins.createdAt(jp),
 			Durability: w.durabilityOf(jp.Durability), TraceParent: jp.TraceParent,
 		}
-		w.fx.move(jp.Queue, "", jp.State, 1)
-		if jp.State == job.StateAvailable {
-			w.madeAvailable(jp.Queue, jp.Group, entry{priority: jp.Priority, runAt: runAt.UnixNano(), seq: seq, body: j})
-		} else {
-			w.leftAvailable(jp.Queue, seq) // marked ready by default
-		}
+		w.added(j, seq)
 		ins.out[i] = store.InsertResult{Job: j}
 	}
 	return nil

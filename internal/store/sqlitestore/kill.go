@@ -142,8 +142,7 @@ func (w *writer) insertWhole(j *job.Job) error {
 		return fmt.Errorf("insert job %s: %w", j.ID, err)
 	}
 	w.nextSeq++
-	w.fx.move(j.Queue, "", job.StateAvailable, 1)
-	w.madeAvailable(j.Queue, j.Group, entry{priority: j.Priority, runAt: j.RunAt.UnixNano(), seq: seq, body: j})
+	w.added(j, seq)
 	return nil
 }
 

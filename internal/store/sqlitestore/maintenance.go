@@ -27,15 +27,10 @@ RETURNING queue, state`
 // of the writer, and returns what it did; a pass run again (its batch
 // split) starts from nothing.
 func (s *Store) maintain(ctx context.Context, what string, pass func(*writer, *store.MaintenanceResult) error) (*store.MaintenanceResult, error) {
-	res := &store.MaintenanceResult{}
-	err := s.do(ctx, 1, func(w *writer) error {
-		*res = store.MaintenanceResult{}
-		return pass(w, res)
+	return call(ctx, s, what, func(w *writer) (*store.MaintenanceResult, error) {
+		res := &store.MaintenanceResult{}
+		return res, pass(w, res)
 	})
-	if err != nil {
-		return nil, wrap(what, err)
-	}
-	return res, nil
 }
 
 // JobPromoteDue makes due scheduled and retrying jobs available; see
@@ -140,16 +135,7 @@ func (w *writer) minTime(query string) (time.Time, error) {
 // JobPrune deletes up to p.Limit final jobs by retention, pass by pass as
 // p.Passes lists them; see store.Maintainer.
 func (s *Store) JobPrune(ctx context.Context, p *store.JobPruneParams) (int, error) {
-	var total int
-	err := s.do(ctx, 1, func(w *writer) error {
-		var err error
-		total, err = w.prune(p)
-		return err
-	})
-	if err != nil {
-		return 0, wrap("prune jobs", err)
-	}
-	return total, nil
+	return call(ctx, s, "prune jobs", func(w *writer) (int, error) { return w.prune(p) })
 }
 
 // prune deletes the jobs of p's passes, up to p.Limit in all.

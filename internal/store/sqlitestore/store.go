@@ -240,6 +240,21 @@ func (s *Store) doRelaxed(ctx context.Context, weight int, relaxed func(*writer)
 	return s.c.do(ctx, weight, relaxed, fn)
 }
 
+// call runs fn as one operation of the writer, of weight 1, and returns
+// what it made; an error comes wrapped as what, with the zero T.
+func call[T any](ctx context.Context, s *Store, what string, fn func(*writer) (T, error)) (T, error) {
+	var out T
+	err := s.do(ctx, 1, func(w *writer) (err error) {
+		out, err = fn(w)
+		return err
+	})
+	if err != nil {
+		var zero T
+		return zero, wrap(what, err)
+	}
+	return out, nil
+}
+
 // Active reports whether job id holds a lease in this store. It reads
 // memory only, so a caller that routes calls between stores can ask it on
 // every call.

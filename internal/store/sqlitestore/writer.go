@@ -208,6 +208,17 @@ func (w *writer) ensureQueue(name string) (*wqueue, error) {
 	return q, nil
 }
 
+// added records that j was inserted with seq: in the counts and, when
+// available, in its window, which may keep j as its cached body.
+func (w *writer) added(j *job.Job, seq int64) {
+	w.fx.move(j.Queue, "", j.State, 1)
+	if j.State == job.StateAvailable {
+		w.madeAvailable(j.Queue, j.Group, entry{priority: j.Priority, runAt: j.RunAt.UnixNano(), seq: seq, body: j})
+	} else {
+		w.leftAvailable(j.Queue, seq) // marked ready by default
+	}
+}
+
 // madeAvailable records that a job of queue (and group) became
 // available.
 func (w *writer) madeAvailable(queue, group string, e entry) {
