@@ -9,7 +9,7 @@ import (
 
 // JobClaim leases up to p.Max available jobs; see store.Claimer. The lease
 // lives in memory (see lease); the claim writes nothing but the deaths of
-// the jobs past their wait that it meets (expire.go). Those go out in a
+// the jobs past their wait that it meets (kill.go). Those go out in a
 // commit that, like any batch of claims only, does not wait for the disk:
 // any later commit that does carries them (the log is written in order),
 // and a power loss before one only lets the next claim or sweep kill the
@@ -77,7 +77,7 @@ func (w *writer) claim(p *store.JobClaimParams, res *store.ClaimResult) error {
 
 // claimPlain takes up to want jobs from the fronts of the windows of qs
 // in claim order and leases them; the jobs past their maximum wait that
-// it meets it kills instead and goes on (see take).
+// it meets it kills instead and goes on (see handOut).
 func (w *writer) claimPlain(qs []*wqueue, want int, p *store.JobClaimParams, res *store.ClaimResult) ([]*job.Job, error) {
 	now := p.Now.UTC()
 	var out []*job.Job

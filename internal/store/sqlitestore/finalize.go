@@ -362,7 +362,7 @@ func (s *Store) JobRelease(ctx context.Context, p *store.JobReleaseParams) ([]st
 	return out, nil
 }
 
-// leasesRelaxed returns a relaxed check (see Store.doRelaxed) for the
+// leasesRelaxed returns a relaxed check (see committer.do) for the
 // outcomes of items: none of their active jobs is of full durability.
 func leasesRelaxed[T any](items []T, id func(*T) string) func(*writer) bool {
 	return func(w *writer) bool {

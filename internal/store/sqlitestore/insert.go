@@ -75,7 +75,7 @@ func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams)
 }
 
 // insertsRelaxed reports whether none of jobs needs its commit fsynced:
-// all are of process or memory durability (see Store.doRelaxed).
+// all are of process or memory durability (see committer.do).
 func insertsRelaxed(jobs []store.JobInsertParams) bool {
 	for i := range jobs {
 		if d := jobs[i].Durability; d != job.DurabilityProcess && d != job.DurabilityMemory {

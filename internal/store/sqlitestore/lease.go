@@ -61,7 +61,7 @@ type lease struct {
 	index int
 }
 
-// leaseTable holds every active job. The holder of the writer's turn
+// leaseTable holds every active job. The holder of the committer's turn
 // changes it; readers (JobGet, JobList) look leases up under the read
 // lock.
 type leaseTable struct {

@@ -94,7 +94,7 @@ CREATE TABLE schedules (
 ) WITHOUT ROWID;
 CREATE INDEX schedules_due ON schedules (next_run_at) WHERE paused = 0 AND next_run_at IS NOT NULL;
 `},
-	// Flow control (flow.go): each job's group, each queue's limits and
+	// Flow control (flowstate.go, refill.go): each job's group, each queue's limits and
 	// whether its jobs have groups; the claim order of the queues claimed
 	// by group apart from the others', over the rows marked gready (every
 	// available one, and ones that left that state since the last sweep);
@@ -118,7 +118,7 @@ BEGIN
 	UPDATE jobs SET gready = 1 WHERE seq = NEW.seq;
 END;
 `},
-	// Queue settings (settings.go): each queue's settings, and the moment
+	// Queue settings (queuerow.go): each queue's settings, and the moment
 	// from which each job of a queue with a maximum wait may no longer
 	// start (wait_until, NULL elsewhere), indexed while the job waits
 	// unstarted so that the sweep of jobs past their wait reads only
