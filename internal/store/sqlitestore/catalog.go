@@ -18,21 +18,8 @@ const numStates = 7
 
 // stateIndex maps a state to its slot in a counts array, in job.States order.
 func stateIndex(s job.State) int {
-	switch s {
-	case job.StateScheduled:
-		return 0
-	case job.StateAvailable:
-		return 1
-	case job.StateActive:
-		return 2
-	case job.StateRetrying:
-		return 3
-	case job.StateCompleted:
-		return 4
-	case job.StateDead:
-		return 5
-	case job.StateCancelled:
-		return 6
+	if i := slices.Index(job.States, s); i >= 0 {
+		return i
 	}
 	panic(fmt.Sprintf("sqlitestore: unknown job state %q", s))
 }
