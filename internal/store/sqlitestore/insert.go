@@ -289,31 +289,19 @@ func (w *writer) packInsertRow(args *packedArgs, seq int64, jp *store.JobInsertP
 			traceParent: jp.TraceParent,
 		})
 	})
-	if group, set := w.groupColumn(jp.Queue, jp.Group); set {
+	q := w.queues[jp.Queue]
+	if group, set := q.rowGroup(jp.Group); set {
 		args.addText(group)
 	} else {
 		args.addNull()
 	}
 	// The moment from which the job may no longer start, in a queue with
 	// a maximum wait (see expire.go).
-	if q := w.queues[jp.Queue]; q != nil && q.settings.MaxWait > 0 {
+	if q != nil && q.settings.MaxWait > 0 {
 		args.addInt(jp.RunAt.UTC().Add(q.settings.MaxWait).UnixNano())
 	} else {
 		args.addNull()
 	}
-}
-
-// groupColumn is the grp value of a new row of queue for a job of group:
-// the group, "" for a job without one in a queue claimed by group, else
-// NULL (set false).
-func (w *writer) groupColumn(queue, group string) (_ string, set bool) {
-	if group != "" {
-		return group, true
-	}
-	if q := w.queues[queue]; q != nil && q.grouped {
-		return "", true
-	}
-	return "", false
 }
 
 // createdAt is when jp was created: now, unless it says.

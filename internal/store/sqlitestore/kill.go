@@ -129,7 +129,7 @@ func (w *writer) insertWhole(j *job.Job) error {
 		stored = string(errs)
 	}
 	var grp any
-	if g, set := w.groupColumn(j.Queue, j.Group); set {
+	if g, set := q.rowGroup(j.Group); set {
 		grp = g
 	}
 	spec := appendSpec(nil, &spec{

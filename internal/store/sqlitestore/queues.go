@@ -46,6 +46,16 @@ func (q *wqueue) pastWait(j *job.Job, now time.Time) bool {
 	return q.settings.MaxWait > 0 && job.PastMaxWait(j.Attempt, j.RunAt, q.settings.MaxWait, now)
 }
 
+// rowGroup is the grp value of a new row of q for a job of group g: the
+// group, "" for a job without one in a queue claimed by group, else NULL
+// (set false). q may be nil, a queue not known yet.
+func (q *wqueue) rowGroup(g string) (_ string, set bool) {
+	if g != "" {
+		return g, true
+	}
+	return "", q != nil && q.grouped
+}
+
 // windowOf returns the window that holds group g's available jobs.
 func (q *wqueue) windowOf(g string) *window {
 	if !q.grouped {
