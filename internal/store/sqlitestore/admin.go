@@ -14,9 +14,6 @@ import (
 
 const (
 	sqlCancelNow = `UPDATE jobs SET state = 'cancelled', finished_at = ?, lease_expires_at = NULL WHERE seq = ?`
-	// sqlPersistLease writes a lease held in memory to the job's row.
-	sqlPersistLease = `UPDATE jobs SET state = 'active', attempt = ?1, lease_token = ?2, started_at = ?3,
-	lease_expires_at = ?4, cancel_requested = ?5, progress = ?6, worker = ?7 WHERE seq = ?8`
 	// sqlRetry and sqlRetryMany make jobs available at ?1 with no
 	// attempts, and a wait deadline of ?2 (see expire.go).
 	sqlRetry = `UPDATE jobs SET state = 'available', attempt = 0, run_at = ?1, finished_at = NULL,
@@ -28,10 +25,7 @@ WHERE queue = ?3 AND state = ?4`
 	sqlDelete = `DELETE FROM jobs WHERE seq = ?`
 	// sqlDeleteMany deletes the jobs of queue ?1 in state ?2 but those whose
 	// seqs are in the JSON array ?3 (the active ones).
-	sqlDeleteMany    = `DELETE FROM jobs WHERE queue = ?1 AND state = ?2 AND seq NOT IN (SELECT value FROM json_each(?3))`
-	sqlSetPaused     = `INSERT INTO queues (name, paused) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET paused = excluded.paused`
-	sqlSetDurability = `INSERT INTO queues (name, durability) VALUES (?, ?)
-ON CONFLICT (name) DO UPDATE SET durability = excluded.durability`
+	sqlDeleteMany = `DELETE FROM jobs WHERE queue = ?1 AND state = ?2 AND seq NOT IN (SELECT value FROM json_each(?3))`
 )
 
 // JobGet returns one job or job.ErrNotFound.
@@ -46,8 +40,8 @@ func (s *Store) JobGet(ctx context.Context, id string) (*job.Job, error) {
 	if err != nil {
 		return nil, wrap("get job", err)
 	}
-	if v, ok := s.leases.viewOf(id); ok {
-		v.overlay(j)
+	if l, ok := s.leases.viewOf(id); ok {
+		l.overlay(j)
 	}
 	return j, nil
 }
@@ -67,111 +61,93 @@ func (s *Store) JobGetMany(ctx context.Context, ids []string) (map[string]*job.J
 	if err != nil {
 		return nil, fmt.Errorf("get jobs: %w", err)
 	}
-	rows, err := s.rdb.QueryContext(ctx, sqlJobsByIDs, string(list))
+	jobs, _, err := scanJobs(s.rdb.QueryContext(ctx, sqlJobsByIDs, string(list)))
 	if err != nil {
 		return nil, wrap("get jobs", err)
 	}
-	for rows.Next() {
-		j, _, err := scanJob(rows)
-		if err != nil {
-			rows.Close()
-			return nil, wrap("get jobs", err)
-		}
-		if v, ok := s.leases.viewOf(j.ID); ok {
-			v.overlay(j)
+	for _, j := range jobs {
+		if l, ok := s.leases.viewOf(j.ID); ok {
+			l.overlay(j)
 		}
 		out[j.ID] = j
 	}
-	if err := closeRows(rows); err != nil {
-		return nil, wrap("get jobs", err)
-	}
 	return out, nil
-}
-
-// persist writes lease l to its job's row, so that it survives a restart.
-func (w *writer) persist(l *lease, cancel bool) error {
-	if _, err := w.st.persistLease.Exec(l.attempt, l.token, l.startedAt.UnixNano(), l.expiresAt.UnixNano(),
-		cancel, blobOrNull(l.progress), stringOrNull(l.worker), l.seq); err != nil {
-		return fmt.Errorf("write lease of job %s: %w", l.id, err)
-	}
-	return nil
 }
 
 // JobCancel cancels a job; see store.Admin. Cancelling an active job
 // writes its lease to the database with the cancel, so that a crash cannot
 // run the job again.
 func (s *Store) JobCancel(ctx context.Context, id string, now time.Time) (*job.Job, error) {
-	var out *job.Job
-	err := s.do(ctx, 1, func(w *writer) error {
-		if l := w.leases.get(id); l != nil {
-			if !l.cancel {
-				if err := w.persist(l, true); err != nil {
-					return err
-				}
-				w.change(l, func(l *lease) { l.cancel, l.persisted = true, true })
+	return call(ctx, s, fmt.Sprintf("cancel job %s", id), func(w *writer) (*job.Job, error) { return w.cancel(id, now.UTC()) })
+}
+
+// cancel cancels job id at now: a pending job at once, an active one by
+// a request its worker sees, written with its lease.
+func (w *writer) cancel(id string, now time.Time) (*job.Job, error) {
+	if l := w.leases.get(id); l != nil {
+		if !l.cancel {
+			if err := w.persist(l, true); err != nil {
+				return nil, err
 			}
-			var err error
-			out, _, err = w.load(id)
-			return err
+			w.leases.change(l, func(l *lease) { l.cancel, l.persisted = true, true })
 		}
-		j, seq, err := w.load(id)
-		if err != nil {
-			return err
-		}
-		switch j.State {
-		case job.StateCancelled:
-			out = j
-			return nil
-		case job.StateCompleted, job.StateDead:
-			return fmt.Errorf("job is %s: %w", j.State, job.ErrInvalidState)
-		}
-		if _, err := w.conn.ExecContext(context.Background(), sqlCancelNow, now.UTC().UnixNano(), seq); err != nil {
-			return err
-		}
-		w.fx.move(j.Queue, j.State, job.StateCancelled, 1)
-		if j.State == job.StateAvailable {
-			w.madeUnavailable(j.Queue, j.Group, entryOf(j, seq))
-		}
-		w.unhold(j.Queue, j.Group, seq)
-		j.State, j.FinishedAt, j.LeaseExpiresAt = job.StateCancelled, now.UTC(), time.Time{}
-		out = j
-		return nil
-	})
-	if err != nil {
-		return nil, wrap(fmt.Sprintf("cancel job %s", id), err)
+		j, _, err := w.load(id)
+		return j, err
 	}
-	return out, nil
+	j, seq, err := w.load(id)
+	if err != nil {
+		return nil, err
+	}
+	switch j.State {
+	case job.StateCancelled:
+		return j, nil
+	case job.StateCompleted, job.StateDead:
+		return nil, fmt.Errorf("job is %s: %w", j.State, job.ErrInvalidState)
+	}
+	if _, err := w.conn.ExecContext(context.Background(), sqlCancelNow, now.UnixNano(), seq); err != nil {
+		return nil, err
+	}
+	w.left(j, seq, job.StateCancelled)
+	j.State, j.FinishedAt, j.LeaseExpiresAt = job.StateCancelled, now, time.Time{}
+	return j, nil
+}
+
+// left records that j, a job with seq that holds no lease, left its state
+// for state to (empty: deleted) without a claim: in the counts, its
+// window and, in an ordered queue, its group's hold.
+func (w *writer) left(j *job.Job, seq int64, to job.State) {
+	w.fx.move(j.Queue, j.State, to, 1)
+	if j.State == job.StateAvailable {
+		w.madeUnavailable(j.Queue, j.Group, entryOf(j, seq))
+	}
+	w.unhold(j.Queue, j.Group, seq)
 }
 
 // JobRetry makes a job that job.State.Retryable lets through available
 // now; see store.Admin.
 func (s *Store) JobRetry(ctx context.Context, id string, now time.Time) (*job.Job, error) {
-	var out *job.Job
-	err := s.do(ctx, 1, func(w *writer) error {
-		j, seq, err := w.load(id)
-		if err != nil {
-			return err
-		}
-		if !j.State.Retryable() {
-			return fmt.Errorf("job is %s: %w", j.State, job.ErrInvalidState)
-		}
-		at := now.UTC()
-		if _, err := w.conn.ExecContext(context.Background(), sqlRetry, at.UnixNano(), w.retryWait(j.Queue, at), seq); err != nil {
-			return err
-		}
-		w.fx.move(j.Queue, j.State, job.StateAvailable, 1)
-		j.State, j.Attempt, j.RunAt, j.FinishedAt, j.CancelRequested = job.StateAvailable, 0, at, time.Time{}, false
-		// Its attempts start over: in an ordered queue it no longer holds
-		// its group (job.HoldsGroup), as after a restart.
-		w.unhold(j.Queue, j.Group, seq)
-		w.madeAvailable(j.Queue, j.Group, entryOf(j, seq))
-		out = j
-		return nil
-	})
+	return call(ctx, s, fmt.Sprintf("retry job %s", id), func(w *writer) (*job.Job, error) { return w.retry(id, now.UTC()) })
+}
+
+// retry makes job id available at now with its attempts starting over.
+func (w *writer) retry(id string, now time.Time) (*job.Job, error) {
+	j, seq, err := w.load(id)
 	if err != nil {
-		return nil, wrap(fmt.Sprintf("retry job %s", id), err)
+		return nil, err
 	}
-	return out, nil
+	if !j.State.Retryable() {
+		return nil, fmt.Errorf("job is %s: %w", j.State, job.ErrInvalidState)
+	}
+	if _, err := w.conn.ExecContext(context.Background(), sqlRetry, now.UnixNano(), w.retryWait(j.Queue, now), seq); err != nil {
+		return nil, err
+	}
+	w.fx.move(j.Queue, j.State, job.StateAvailable, 1)
+	j.State, j.Attempt, j.RunAt, j.FinishedAt, j.CancelRequested = job.StateAvailable, 0, now, time.Time{}, false
+	// Its attempts start over: in an ordered queue it no longer holds
+	// its group (job.HoldsGroup), as after a restart.
+	w.unhold(j.Queue, j.Group, seq)
+	w.madeAvailable(j.Queue, j.Group, entryOf(j, seq))
+	return j, nil
 }
 
 // retryWait is the stored wait deadline of a job of queue retried by
@@ -186,27 +162,22 @@ func (w *writer) retryWait(queue string, now time.Time) any {
 
 // JobDelete removes a job that is not active; see store.Admin.
 func (s *Store) JobDelete(ctx context.Context, id string) error {
-	err := s.do(ctx, 1, func(w *writer) error {
-		j, seq, err := w.load(id)
-		if err != nil {
-			return err
-		}
-		if j.State == job.StateActive {
-			return fmt.Errorf("job is active, cancel it first: %w", job.ErrInvalidState)
-		}
-		if _, err := w.conn.ExecContext(context.Background(), sqlDelete, seq); err != nil {
-			return err
-		}
-		w.fx.move(j.Queue, j.State, "", 1)
-		if j.State == job.StateAvailable {
-			w.madeUnavailable(j.Queue, j.Group, entryOf(j, seq))
-		}
-		w.unhold(j.Queue, j.Group, seq)
-		return nil
-	})
+	return wrap(fmt.Sprintf("delete job %s", id), s.do(ctx, 1, func(w *writer) error { return w.delete(id) }))
+}
+
+// delete removes job id, unless it is active.
+func (w *writer) delete(id string) error {
+	j, seq, err := w.load(id)
 	if err != nil {
-		return wrap(fmt.Sprintf("delete job %s", id), err)
+		return err
 	}
+	if j.State == job.StateActive {
+		return fmt.Errorf("job is active, cancel it first: %w", job.ErrInvalidState)
+	}
+	if _, err := w.conn.ExecContext(context.Background(), sqlDelete, seq); err != nil {
+		return err
+	}
+	w.left(j, seq, "")
 	return nil
 }
 
@@ -216,23 +187,22 @@ func (s *Store) JobRetryMany(ctx context.Context, p *store.JobBulkParams) (int, 
 	if !p.State.Retryable() {
 		return 0, fmt.Errorf("retry jobs in state %q: %w", p.State, job.ErrInvalidState)
 	}
-	var n int64
-	err := s.do(ctx, 1, func(w *writer) error {
-		at := p.Now.UTC()
-		res, err := w.conn.ExecContext(context.Background(), sqlRetryMany, at.UnixNano(), w.retryWait(p.Queue, at), p.Queue, string(p.State))
-		if err != nil {
-			return err
-		}
-		if n, err = res.RowsAffected(); err != nil || n == 0 {
-			return err
-		}
-		w.fx.move(p.Queue, p.State, job.StateAvailable, n)
-		w.resetWindow(p.Queue)
-		return nil
-	})
+	return call(ctx, s, "retry jobs", func(w *writer) (int, error) { return w.retryAll(p.Queue, p.State, p.Now.UTC()) })
+}
+
+// retryAll makes the jobs of queue in state available at now, with their
+// attempts starting over, and returns how many.
+func (w *writer) retryAll(queue string, state job.State, now time.Time) (int, error) {
+	res, err := w.conn.ExecContext(context.Background(), sqlRetryMany, now.UnixNano(), w.retryWait(queue, now), queue, string(state))
 	if err != nil {
-		return 0, wrap("retry jobs", err)
+		return 0, err
 	}
+	n, err := res.RowsAffected()
+	if err != nil || n == 0 {
+		return 0, err
+	}
+	w.fx.move(queue, state, job.StateAvailable, n)
+	w.resetWindow(queue)
 	return int(n), nil
 }
 
@@ -242,19 +212,28 @@ func (s *Store) JobDeleteMany(ctx context.Context, p *store.JobBulkParams) (int,
 	if p.State == job.StateActive || !p.State.Valid() {
 		return 0, fmt.Errorf("delete jobs in state %q: %w", p.State, job.ErrInvalidState)
 	}
-	var n int64
-	err := s.do(ctx, 1, func(w *writer) error {
-		var err error
-		n, err = w.deleteWhere(p.Queue, sqlDeleteMany, p.Queue, string(p.State), w.leasedSeqs(p.Queue))
-		if err != nil || n == 0 {
-			return err
+	return call(ctx, s, "delete jobs", func(w *writer) (int, error) { return w.deleteAll(p.Queue, p.State) })
+}
+
+// QueuePurge deletes a queue's available jobs; see store.Admin.
+func (s *Store) QueuePurge(ctx context.Context, name string) (int, error) {
+	return call(ctx, s, "purge queue", func(w *writer) (int, error) {
+		n, err := w.deleteAll(name, job.StateAvailable)
+		if q := w.queues[name]; q != nil && n > 0 {
+			q.win.clear()
 		}
-		w.fx.move(p.Queue, p.State, "", n)
-		return nil
+		return n, err
 	})
-	if err != nil {
-		return 0, wrap("delete jobs", err)
+}
+
+// deleteAll deletes the jobs of queue in state but the active ones, and
+// returns how many.
+func (w *writer) deleteAll(queue string, state job.State) (int, error) {
+	n, err := w.deleteWhere(queue, sqlDeleteMany, queue, string(state), w.leasedSeqs(queue))
+	if err != nil || n == 0 {
+		return 0, err
 	}
+	w.fx.move(queue, state, "", n)
 	return int(n), nil
 }
 
@@ -273,6 +252,15 @@ func (w *writer) deleteWhere(queue, query string, args ...any) (int64, error) {
 		w.resetWindow(queue)
 	}
 	return n, nil
+}
+
+// leasedSeqs is the JSON array of the seqs of queue's active jobs.
+func (w *writer) leasedSeqs(queue string) string {
+	var seqs []int64
+	for _, l := range w.leases.ofQueue(queue) {
+		seqs = append(seqs, l.seq)
+	}
+	return seqList(seqs)
 }
 
 // QueueList returns every known queue by name; see store.Admin.
@@ -310,98 +298,4 @@ func (s *Store) QueueDefaults(ctx context.Context, name string) (store.QueueDefa
 		return store.QueueDefaults{}, fmt.Errorf("get queue defaults of %s: %w", name, job.ErrNotFound)
 	}
 	return d, nil
-}
-
-// QueueSetPaused pauses or resumes a queue, creating it if unknown; see
-// store.Admin.
-func (s *Store) QueueSetPaused(ctx context.Context, name string, paused bool) error {
-	err := s.do(ctx, 1, func(w *writer) error {
-		if err := w.setPaused(name, paused); err != nil {
-			return err
-		}
-		for _, g := range w.lanes[name] {
-			if err := w.setPaused(job.LaneName(name, g.name), paused); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return wrap("set queue paused", err)
-	}
-	return nil
-}
-
-// setPaused pauses or resumes queue name in the running transaction.
-func (w *writer) setPaused(name string, paused bool) error {
-	if _, err := w.st.setPaused.Exec(name, paused); err != nil {
-		return err
-	}
-	q := w.queues[name]
-	if q == nil {
-		q = &wqueue{name: name, win: newWindow(w.cfg.ReadyWindow, true, w.cache)}
-		w.queues[name] = q
-		w.fx.queues[name] = struct{}{}
-	}
-	q.paused = paused
-	w.fx.paused[name] = paused
-	w.touched = true
-	return nil
-}
-
-// QueueSetDurability sets the durability of jobs later enqueued into a
-// queue without their own, creating the queue if unknown; see store.Admin.
-func (s *Store) QueueSetDurability(ctx context.Context, name string, d job.Durability) error {
-	err := s.do(ctx, 1, func(w *writer) error {
-		if !d.Valid() {
-			return job.Invalid("durability", "must be full, process or memory")
-		}
-		if _, err := w.conn.ExecContext(context.Background(), sqlSetDurability, name, string(d)); err != nil {
-			return err
-		}
-		if w.queues[name] == nil {
-			w.queues[name] = &wqueue{name: name, win: newWindow(w.cfg.ReadyWindow, true, w.cache)}
-			w.fx.queues[name] = struct{}{}
-			w.touched = true
-		}
-		w.fx.durability[name] = d
-		return nil
-	})
-	if err != nil {
-		return wrap("set queue durability", err)
-	}
-	return nil
-}
-
-// QueuePurge deletes a queue's available jobs; see store.Admin.
-func (s *Store) QueuePurge(ctx context.Context, name string) (int, error) {
-	var n int64
-	err := s.do(ctx, 1, func(w *writer) error {
-		var err error
-		if n, err = w.deleteWhere(name, sqlDeleteMany, name, string(job.StateAvailable), w.leasedSeqs(name)); err != nil || n == 0 {
-			return err
-		}
-		w.fx.move(name, job.StateAvailable, "", n)
-		if q := w.queues[name]; q != nil {
-			q.win.clear()
-		}
-		return nil
-	})
-	if err != nil {
-		return 0, wrap("purge queue", err)
-	}
-	return int(n), nil
-}
-
-// leasedSeqs is the JSON array of the seqs of queue's active jobs.
-func (w *writer) leasedSeqs(queue string) string {
-	var seqs []int64
-	if w.leases.inQueue(queue) > 0 {
-		for _, l := range w.leases.byID {
-			if l.queue == queue {
-				seqs = append(seqs, l.seq)
-			}
-		}
-	}
-	return seqList(seqs)
 }

@@ -18,21 +18,8 @@ const numStates = 7
 
 // stateIndex maps a state to its slot in a counts array, in job.States order.
 func stateIndex(s job.State) int {
-	switch s {
-	case job.StateScheduled:
-		return 0
-	case job.StateAvailable:
-		return 1
-	case job.StateActive:
-		return 2
-	case job.StateRetrying:
-		return 3
-	case job.StateCompleted:
-		return 4
-	case job.StateDead:
-		return 5
-	case job.StateCancelled:
-		return 6
+	if i := slices.Index(job.States, s); i >= 0 {
+		return i
 	}
 	panic(fmt.Sprintf("sqlitestore: unknown job state %q", s))
 }
@@ -61,58 +48,28 @@ type catalog struct {
 // (one scan of the jobs_queue_state index).
 func loadCatalog(ctx context.Context, conn *sql.Conn) (*catalog, error) {
 	c := &catalog{queues: make(map[string]*queueRecord)}
-	rows, err := conn.QueryContext(ctx, `SELECT name, paused, durability, limits, settings FROM queues`)
+	qs, err := readQueues(ctx, conn)
 	if err != nil {
-		return nil, fmt.Errorf("read queues: %w", err)
+		return nil, err
 	}
-	for rows.Next() {
-		var name string
-		var paused bool
-		var d job.Durability
-		var limits, settings []byte
-		if err := rows.Scan(&name, &paused, &d, &limits, &settings); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("read queues: %w", err)
-		}
-		l, err := decodeLimits(limits)
-		if err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("read queue %s: %w", name, err)
-		}
-		st, err := decodeSettings(settings)
-		if err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("read queue %s: %w", name, err)
-		}
-		c.queues[name] = &queueRecord{paused: paused, durability: d, limits: l, settings: st}
+	for _, q := range qs {
+		c.queues[q.name] = &queueRecord{paused: q.paused, durability: q.durability, limits: q.limits, settings: q.settings}
 	}
-	if err := closeRows(rows); err != nil {
-		return nil, fmt.Errorf("read queues: %w", err)
-	}
-	rows, err = conn.QueryContext(ctx, `SELECT queue, state, COUNT(*) FROM jobs INDEXED BY jobs_queue_state GROUP BY queue, state`)
-	if err != nil {
-		return nil, fmt.Errorf("count jobs: %w", err)
-	}
-	for rows.Next() {
+	rows, err := conn.QueryContext(ctx, `SELECT queue, state, COUNT(*) FROM jobs INDEXED BY jobs_queue_state GROUP BY queue, state`)
+	_, err = scanAll(rows, err, func(r *sql.Rows, _ *struct{}) error {
 		var name string
 		var state job.State
 		var n int64
-		if err := rows.Scan(&name, &state, &n); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("count jobs: %w", err)
+		if err := r.Scan(&name, &state, &n); err != nil {
+			return err
 		}
 		if !state.Valid() {
-			rows.Close()
-			return nil, fmt.Errorf("count jobs: queue %s has jobs in unknown state %q", name, state)
+			return fmt.Errorf("queue %s has jobs in unknown state %q", name, state)
 		}
-		q := c.queues[name]
-		if q == nil {
-			q = &queueRecord{}
-			c.queues[name] = q
-		}
-		q.counts[stateIndex(state)] = n
-	}
-	if err := closeRows(rows); err != nil {
+		c.record(name).counts[stateIndex(state)] = n
+		return nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("count jobs: %w", err)
 	}
 	return c, nil
@@ -122,20 +79,8 @@ func loadCatalog(ctx context.Context, conn *sql.Conn) (*catalog, error) {
 func (c *catalog) apply(d *delta) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for name := range d.queues {
-		c.record(name)
-	}
-	for name, paused := range d.paused {
-		c.record(name).paused = paused
-	}
-	for name, dur := range d.durability {
-		c.record(name).durability = dur
-	}
-	for name, l := range d.limits {
-		c.record(name).limits = l
-	}
-	for name, st := range d.settings {
-		c.record(name).settings = st
+	for _, set := range d.sets {
+		set.apply(c.record(set.queue))
 	}
 	for name, cs := range d.counts {
 		q := c.record(name)
@@ -231,21 +176,20 @@ func (q *queueRecord) info(name string) *store.QueueInfo {
 }
 
 // delta is a change to the catalog made by one operation or one batch and
-// not yet committed.
+// not yet committed: moves between the counts, and the changes to the
+// queues' records, in order.
 type delta struct {
-	counts     map[string]*counts
-	paused     map[string]bool
-	durability map[string]job.Durability
-	limits     map[string]job.Limits
-	settings   map[string]job.QueueSettings
-	queues     map[string]struct{}
+	counts map[string]*counts
+	sets   []recordSet
 }
 
-func newDelta() *delta {
-	return &delta{counts: make(map[string]*counts), paused: make(map[string]bool),
-		durability: make(map[string]job.Durability), limits: make(map[string]job.Limits),
-		settings: make(map[string]job.QueueSettings), queues: make(map[string]struct{})}
+// recordSet is a change to the record of a queue: apply makes it.
+type recordSet struct {
+	queue string
+	apply func(*queueRecord)
 }
+
+func newDelta() *delta { return &delta{counts: make(map[string]*counts)} }
 
 // move records n jobs of queue leaving state from (empty: none) for state
 // to (empty: none).
@@ -263,23 +207,29 @@ func (d *delta) move(queue string, from, to job.State, n int64) {
 	}
 }
 
+// The changes to a queue's record: made known, paused or resumed, given a
+// durability, limits or settings.
+func (d *delta) know(queue string) { d.set(queue, func(*queueRecord) {}) }
+func (d *delta) setPaused(queue string, paused bool) {
+	d.set(queue, func(r *queueRecord) { r.paused = paused })
+}
+func (d *delta) setDurability(queue string, dur job.Durability) {
+	d.set(queue, func(r *queueRecord) { r.durability = dur })
+}
+func (d *delta) setLimits(queue string, l job.Limits) {
+	d.set(queue, func(r *queueRecord) { r.limits = l })
+}
+func (d *delta) setSettings(queue string, st job.QueueSettings) {
+	d.set(queue, func(r *queueRecord) { r.settings = st })
+}
+
+func (d *delta) set(queue string, apply func(*queueRecord)) {
+	d.sets = append(d.sets, recordSet{queue: queue, apply: apply})
+}
+
 // merge adds o to d.
 func (d *delta) merge(o *delta) {
-	for name := range o.queues {
-		d.queues[name] = struct{}{}
-	}
-	for name, p := range o.paused {
-		d.paused[name] = p
-	}
-	for name, dur := range o.durability {
-		d.durability[name] = dur
-	}
-	for name, l := range o.limits {
-		d.limits[name] = l
-	}
-	for name, st := range o.settings {
-		d.settings[name] = st
-	}
+	d.sets = append(d.sets, o.sets...)
 	for name, cs := range o.counts {
 		mine := d.counts[name]
 		if mine == nil {
@@ -305,14 +255,8 @@ func (d *delta) total(states ...job.State) int64 {
 
 func (d *delta) reset() {
 	clear(d.counts)
-	clear(d.paused)
-	clear(d.durability)
-	clear(d.limits)
-	clear(d.settings)
-	clear(d.queues)
+	clear(d.sets)
+	d.sets = d.sets[:0]
 }
 
-func (d *delta) empty() bool {
-	return len(d.counts) == 0 && len(d.paused) == 0 && len(d.durability) == 0 && len(d.limits) == 0 &&
-		len(d.settings) == 0 && len(d.queues) == 0
-}
+func (d *delta) empty() bool { return len(d.counts) == 0 && len(d.sets) == 0 }

@@ -30,7 +30,7 @@ func TestWALStaysBoundedUnderSteadyWrites(t *testing.T) {
 	if info.Size() > bound {
 		t.Fatalf("WAL is %d bytes after %d MB of jobs, want at most %d", info.Size(), batches*perBatch*len(payload)>>20, bound)
 	}
-	if b.s.w.ckpt.runs.Load() == 0 {
+	if b.s.c.ckpt.runs.Load() == 0 {
 		t.Fatal("the checkpointer never ran")
 	}
 	if c := b.counts("q"); c[job.StateAvailable] != batches*perBatch {

@@ -3,10 +3,13 @@ package sqlitestore
 import (
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync"
 
 	"github.com/mattn/go-sqlite3"
 
 	"github.com/spoolq/spool/internal/job"
+	"github.com/spoolq/spool/internal/store"
 )
 
 // mapErr is the one place where SQLite errors become the sentinels of
@@ -35,6 +38,14 @@ func mapErr(err error) error {
 	return err
 }
 
+// refusal reports whether err is an operation declining the call for the
+// caller's reason, which by contract happens before any write.
+func refusal(err error) bool {
+	var in *job.InputError
+	return errors.Is(err, job.ErrNotFound) || errors.Is(err, job.ErrLeaseLost) ||
+		errors.Is(err, job.ErrInvalidState) || errors.Is(err, store.ErrScheduleMoved) || errors.As(err, &in)
+}
+
 // busy reports whether err is SQLite's "database is locked": a lock held
 // by another process that did not let go within busyTimeoutMillis.
 func busy(err error) bool {
@@ -58,7 +69,36 @@ func fatal(err error) bool {
 }
 
 // wrap gives err the context of the call that failed, mapped to the
-// sentinels.
+// sentinels; nil stays nil.
 func wrap(what string, err error) error {
+	if err == nil {
+		return nil
+	}
 	return fmt.Errorf("%s: %w", what, mapErr(err))
+}
+
+// failState is the store's failed state, entered when the database can no
+// longer be trusted (what reached the disk is unknown): every later write
+// is refused until a restart.
+type failState struct {
+	mu     sync.Mutex
+	err    error
+	logger *slog.Logger
+}
+
+// fail puts the store in its failed state: every later write gets err.
+func (f *failState) fail(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err == nil {
+		f.err = fmt.Errorf("store failed, restart needed: %w", err)
+		f.logger.Error("sqlitestore: refusing writes after a storage failure", "err", err)
+	}
+}
+
+// failure returns the error of the failed state, or nil.
+func (f *failState) failure() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
 }

@@ -32,6 +32,19 @@ const (
 WHERE seq = ?10`
 )
 
+var (
+	stJobExists     = prepared(sqlJobExists)
+	stFinishAttempt = prepared(sqlFinishAttempt)
+	stErrorsBySeq   = prepared(`SELECT errors FROM jobs WHERE seq = ?`)
+	// stCompleteRows[k] acknowledges 1<<k jobs.
+	stCompleteRows = func() (ids [completeChunkShift + 1]rawID) {
+		for k := range ids {
+			ids[k] = preparedRaw(sqlCompleteRows(1 << k))
+		}
+		return ids
+	}()
+)
+
 // completeChunk is how many acks one multi-row UPDATE carries at most: one
 // statement for many rows spends less per row on statement overhead than
 // one statement each.
@@ -65,7 +78,7 @@ func (w *writer) holder(id string, token int64) (l *lease, miss, err error) {
 		return l, nil, nil
 	}
 	var one int
-	err = w.st.jobExists.QueryRow(id).Scan(&one)
+	err = w.st.get(stJobExists).QueryRow(id).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, job.ErrNotFound, nil
 	}
@@ -107,10 +120,7 @@ func (s *Store) JobComplete(ctx context.Context, p *store.JobCompleteParams) ([]
 		now := p.Now.UTC().UnixNano()
 		acks := completions{w: w}
 		err := forEachHeld(w, p.Items, completeKey, out, func(it *store.JobCompleteItem, l *lease, o *store.Outcome) error {
-			*o = l.outcome(job.AfterCompletion(l.cancel))
-			acks.add(o.State, it.Result, now, l)
-			w.finish(l, o.State)
-			return acks.flushFull()
+			return acks.ack(l, it.Result, now, o)
 		})
 		if err != nil {
 			return err
@@ -147,15 +157,14 @@ type completeRow struct {
 	seq        int64
 }
 
-// add collects the row of l's job, acknowledged at now (Unix nanoseconds)
-// and moving to state.
-func (c *completions) add(state job.State, result json.RawMessage, now int64, l *lease) {
-	c.rows = append(c.rows, completeRow{state: state, result: result, finishedAt: now, attempt: l.attempt, token: l.token,
+// ack acknowledges the job of lease l with result at now (Unix
+// nanoseconds), where job.AfterCompletion sends it, and fills in o. Its
+// row is written with a chunk's rows, once they fill one, or by flush.
+func (c *completions) ack(l *lease, result json.RawMessage, now int64, o *store.Outcome) error {
+	*o = l.outcome(job.AfterCompletion(l.cancel))
+	c.rows = append(c.rows, completeRow{state: o.State, result: result, finishedAt: now, attempt: l.attempt, token: l.token,
 		startedAt: l.startedAt.UnixNano(), progress: l.progress, worker: l.worker, seq: l.seq})
-}
-
-// flushFull writes the collected rows when they fill a chunk.
-func (c *completions) flushFull() error {
+	c.w.finish(l, o.State)
 	if len(c.rows) < completeChunk {
 		return nil
 	}
@@ -166,7 +175,7 @@ func (c *completions) flushFull() error {
 // largest power of two of rows, up to completeChunk, that is left.
 func (c *completions) flush() error {
 	err := inSizedRuns(c.rows, completeChunkShift, func(run []completeRow, shift int) error {
-		return c.write(run, c.w.st.completeRows[shift])
+		return c.write(run, c.w.st.getRaw(stCompleteRows[shift]))
 	})
 	c.rows = c.rows[:0]
 	return err
@@ -196,7 +205,7 @@ func (c *completions) write(rows []completeRow, stmt *rawStmt) error {
 // finish forgets lease l, whose job moved to state in the database, and
 // records the move in the counts and, for an available job, its window.
 func (w *writer) finish(l *lease, state job.State) {
-	w.drop(l)
+	w.leases.drop(l)
 	w.fx.move(l.queue, job.StateActive, state, 1)
 	if state == job.StateAvailable {
 		w.madeAvailable(l.queue, l.group, l.key)
@@ -230,12 +239,26 @@ func (w *writer) endAttempt(l *lease, state job.State, runAt time.Time, now time
 	if state == job.StateRetrying || state.Final() {
 		progress = blobOrNull(l.progress)
 	}
-	if _, err := w.st.finishAttempt.Exec(string(state), run, finished, attempt, l.token, l.startedAt.UnixNano(),
+	if _, err := w.st.get(stFinishAttempt).Exec(string(state), run, finished, attempt, l.token, l.startedAt.UnixNano(),
 		progress, msg, stringOrNull(l.worker), l.seq); err != nil {
 		return fmt.Errorf("end attempt of job %s: %w", l.id, err)
 	}
 	w.finish(l, state)
 	return nil
+}
+
+// appendError is the errors column of the row with seq once it records
+// e (see store.AppendStoredError).
+func (w *writer) appendError(seq int64, e job.AttemptError) (string, error) {
+	var stored sql.NullString
+	if err := w.st.get(stErrorsBySeq).QueryRow(seq).Scan(&stored); err != nil {
+		return "", fmt.Errorf("read the errors of job with seq %d: %w", seq, err)
+	}
+	b, err := store.AppendStoredError([]byte(stored.String), e)
+	if err != nil {
+		return "", fmt.Errorf("record an error of job with seq %d: %w", seq, err)
+	}
+	return string(b), nil
 }
 
 // outcome is the outcome of l's attempt ending with its job in state.
@@ -273,7 +296,7 @@ func (w *writer) failAttempt(it *store.JobFailItem, l *lease, now time.Time, rnd
 		return err
 	}
 	var err error
-	o.DeadLetter, err = w.deadLetter(l.queue, l.seq, state, now)
+	o.DeadLetter, err = w.letterOf(l.queue, l.seq, state, now)
 	return err
 }
 
@@ -290,7 +313,7 @@ func (s *Store) JobExtend(ctx context.Context, p *store.JobExtendParams) ([]stor
 				dur = l.duration
 			}
 			expires := now.Add(dur)
-			w.change(l, func(l *lease) { l.expiresAt = expires })
+			w.leases.change(l, func(l *lease) { l.expiresAt = expires })
 			*o = store.Outcome{Queue: l.queue, State: job.StateActive, LeaseExpiresAt: expires, CancelRequested: l.cancel}
 			return nil
 		})
@@ -305,7 +328,7 @@ func (s *Store) JobExtend(ctx context.Context, p *store.JobExtendParams) ([]stor
 // store.Claimer. The report lives with the lease in memory and is written
 // with the attempt's outcome.
 func (s *Store) JobProgress(ctx context.Context, p *store.JobProgressParams) error {
-	err := s.doRelaxed(ctx, 1, writesNothing, func(w *writer) error {
+	return wrap("report progress", s.doRelaxed(ctx, 1, writesNothing, func(w *writer) error {
 		l, miss, err := w.holder(p.ID, p.Token)
 		if err != nil {
 			return err
@@ -314,13 +337,9 @@ func (s *Store) JobProgress(ctx context.Context, p *store.JobProgressParams) err
 			return fmt.Errorf("job %s: %w", p.ID, miss)
 		}
 		progress := append([]byte(nil), p.Progress...)
-		w.change(l, func(l *lease) { l.progress = progress })
+		w.leases.change(l, func(l *lease) { l.progress = progress })
 		return nil
-	})
-	if err != nil {
-		return wrap("report progress", err)
-	}
-	return nil
+	}))
 }
 
 // JobRelease hands active jobs back unrun, item by item, each where
@@ -343,7 +362,7 @@ func (s *Store) JobRelease(ctx context.Context, p *store.JobReleaseParams) ([]st
 	return out, nil
 }
 
-// leasesRelaxed returns a relaxed check (see Store.doRelaxed) for the
+// leasesRelaxed returns a relaxed check (see committer.do) for the
 // outcomes of items: none of their active jobs is of full durability.
 func leasesRelaxed[T any](items []T, id func(*T) string) func(*writer) bool {
 	return func(w *writer) bool {

@@ -2,6 +2,7 @@ package sqlitestore
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"slices"
 	"time"
@@ -16,16 +17,19 @@ import (
 // without their bodies.
 const sqlAttempts = `SELECT seq, attempt FROM jobs NOT INDEXED WHERE seq IN (SELECT value FROM json_each(?))`
 
-// claimFlow hands out up to want jobs of q, as the planner decides
-// (internal/claim) from the candidates the writer's memory offers
-// (flowSource), and reports in res what held others back.
+// claimFlow hands out up to want jobs of q, a queue with flow control, as
+// the planner decides (internal/claim) from the candidates the writer's
+// memory offers (flowSource), and reports in res what held others back:
+// it reads the holds of an ordered queue, plans, writes the decision
+// (writeDecision) and keeps what the claim settled (keepOutcome).
 func (w *writer) claimFlow(q *wqueue, want int, p *store.JobClaimParams, res *store.ClaimResult) ([]*job.Job, error) {
 	now := p.Now.UTC()
 	if now.After(q.flow.now) {
 		q.flow.now = now
 	}
-	if q.limits.Ordered && q.flow.holds == nil {
-		if err := w.loadHolds(q); err != nil {
+	if q.limits.Ordered && q.holds == nil {
+		var err error
+		if q.holds, err = loadHolds(w.conn, q.name, w.leases); err != nil {
 			return nil, err
 		}
 	}
@@ -35,19 +39,15 @@ func (w *writer) claimFlow(q *wqueue, want int, p *store.JobClaimParams, res *st
 	if err != nil {
 		return nil, err
 	}
-	jobs, err := w.write(q, src, d, p, now, res)
+	jobs, leased, err := w.writeDecision(q, src, d, p, now, res)
 	if err != nil {
 		return nil, err
-	}
-	leased := make([]int64, len(jobs))
-	for i, j := range jobs {
-		leased[i] = w.leases.get(j.ID).seq
 	}
 	out, err := d.Settle(leased, func() (bool, error) { return w.availableIn(q.name) > 0, nil })
 	if err != nil {
 		return nil, err
 	}
-	w.record(q, src, out)
+	w.keepOutcome(q, src, out)
 	if out.Capped && !slices.Contains(res.Capped, q.name) {
 		res.Capped = append(res.Capped, q.name)
 	}
@@ -57,46 +57,38 @@ func (w *writer) claimFlow(q *wqueue, want int, p *store.JobClaimParams, res *st
 	return jobs, nil
 }
 
-// write carries out decision d of a claim of q: it takes the jobs it
-// names out of their windows (and an ordered queue's holders out of the
-// holds), kills those past their wait and leases the others.
-func (w *writer) write(q *wqueue, src *flowSource, d *claim.Decision, p *store.JobClaimParams, now time.Time, res *store.ClaimResult) ([]*job.Job, error) {
+// writeDecision carries out decision d of a claim of q: it takes the jobs
+// it names out of their windows (and an ordered queue's holders out of the
+// holds), kills those past their wait and leases the others, which it
+// returns with their seqs. In an ordered queue each job leased holds its
+// group.
+func (w *writer) writeDecision(q *wqueue, src *flowSource, d *claim.Decision, p *store.JobClaimParams, now time.Time,
+	res *store.ClaimResult) ([]*job.Job, []int64, error) {
 	picks := make([]pick, 0, len(d.Kill)+len(d.Take))
 	for _, k := range append(slices.Clip(d.Kill), d.Take...) {
 		e := src.entries[k.Seq]
-		src.window(k.Group).remove(e)
-		if q.limits.Ordered {
-			q.takeHold(k.Group, k.Seq)
-		}
-		picks = append(picks, pick{q: q, e: e, group: k.Group})
+		q.windowOf(k.Group).remove(e)
+		q.holds.taken(k.Group, k.Seq)
+		picks = append(picks, pick{q: q, e: e})
 	}
-	jobs, err := w.loadPicked(picks)
+	jobs, err := w.handOut(picks, p, now, res, func(i int, _ *job.Job) bool { return i < len(d.Kill) })
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	for _, j := range jobs[:len(d.Kill)] {
-		letter, err := w.expire(j.job, j.seq, now)
-		if err != nil {
-			return nil, err
-		}
-		if letter.Queue != "" && !slices.Contains(res.Available, letter.Queue) {
-			res.Available = append(res.Available, letter.Queue)
+	leased := make([]int64, len(jobs))
+	for i, j := range jobs {
+		leased[i] = picks[len(d.Kill)+i].e.seq
+		if q.limits.Ordered {
+			q.holds.leased(j.Group, leased[i])
 		}
 	}
-	out := make([]*job.Job, 0, len(d.Take))
-	for i, j := range jobs[len(d.Kill):] {
-		out = append(out, w.lease(picks[len(d.Kill)+i], j.job, p, now))
-	}
-	if q.limits.Ordered {
-		w.held(q, out)
-	}
-	return out, nil
+	return jobs, leased, nil
 }
 
-// record keeps what a claim of q settled: its rate logs, and the turn
-// after the cursor as the ring's next. A ring the claim went round is
-// compacted.
-func (w *writer) record(q *wqueue, src *flowSource, out claim.Outcome) {
+// keepOutcome keeps what a claim of q settled: its rate logs, and the
+// turn after the cursor as the ring's next. A ring the claim went round
+// is compacted.
+func (w *writer) keepOutcome(q *wqueue, src *flowSource, out claim.Outcome) {
 	f := &q.flow
 	if out.StartsChanged {
 		f.rate = out.Starts
@@ -106,27 +98,9 @@ func (w *writer) record(q *wqueue, src *flowSource, out claim.Outcome) {
 			gs.rate = g.Starts
 		}
 	}
-	if !q.grouped {
-		return
-	}
-	if out.CursorMoved {
-		if i, ok := src.at[out.Cursor]; ok {
-			f.next = i + 1
-		}
-	}
-	if src.done || f.next >= len(f.ring) {
-		cursor := ""
-		if f.next > 0 && f.next <= len(f.ring) {
-			cursor = f.ring[f.next-1]
-		}
-		f.compact(q.limits.GroupRate)
-		f.next = 0
-		if i := slices.Index(f.ring, cursor); cursor != "" && i >= 0 {
-			f.next = i + 1
-		}
-		if f.next >= len(f.ring) {
-			f.next = 0
-		}
+	if q.grouped {
+		i, ok := src.at[out.Cursor]
+		f.turnAfter(i, out.CursorMoved && ok, src.done, q.limits.GroupRate)
 	}
 }
 
@@ -136,8 +110,8 @@ func (w *writer) record(q *wqueue, src *flowSource, out claim.Outcome) {
 // the groups a walk of the index adds to the ring once it went round; and
 // each group's window, refilled from the database as the plan reads on.
 // Nothing leaves a window or the ring while the plan runs: the decision's
-// jobs leave their windows when it is written (write), the groups out of
-// jobs leave the ring when it is compacted (record).
+// jobs leave their windows when it is written (writeDecision), the groups
+// out of jobs leave the ring when it is compacted (keepOutcome).
 type flowSource struct {
 	w   *writer
 	q   *wqueue
@@ -212,7 +186,7 @@ func (s *flowSource) Groups(n int) ([]claim.Group, error) {
 // ring when the ring may lack it: none when it has no available job for
 // sure, stalled when the queue holds as many group states as it may.
 func (s *flowSource) oneGroup() []claim.Group {
-	gs, full := s.w.groupOf(s.q, s.one)
+	gs, full := s.q.flow.groupOf(s.one, s.q.limits.GroupRate)
 	switch {
 	case gs == nil && full:
 		return []claim.Group{{Name: s.one, Stalled: true}}
@@ -229,10 +203,10 @@ func (s *flowSource) offer(g string) claim.Group {
 	q := s.q
 	gs := q.flow.groups[g]
 	out := claim.Group{Name: g, Active: s.w.leases.inGroup(q.name, g), Starts: gs.rate}
-	if h := q.flow.holds[g]; q.limits.Ordered && h != nil {
+	if h := q.holds[g]; q.limits.Ordered && h != nil {
 		switch {
 		case h.avail:
-			out.Holder, out.Held = job.StateAvailable, claim.Head{Seq: h.seq, Attempt: 1, RunAt: time.Unix(0, h.e.runAt).UTC()}
+			out.Holder, out.Held = job.StateAvailable, claim.Head{Seq: h.seq, Attempt: 1, RunAt: fromNanos(h.e.runAt)}
 			s.entries[h.seq] = h.e
 			live := gs.win.live()
 			out.Dry = gs.win.complete && (len(live) == 0 || len(live) == 1 && live[0].seq == h.seq)
@@ -241,14 +215,6 @@ func (s *flowSource) offer(g string) claim.Group {
 		}
 	}
 	return out
-}
-
-// window is the window of group g's jobs.
-func (s *flowSource) window(g string) *window {
-	if !s.q.grouped {
-		return s.q.win
-	}
-	return s.q.flow.groups[g].win
 }
 
 // Heads offers the next jobs of each group's window, refilling it as
@@ -261,10 +227,10 @@ func (s *flowSource) Heads(names []string, n []int) ([][]claim.Head, error) {
 		if err := s.fill(g, need); err != nil {
 			return nil, err
 		}
-		live := s.window(g).live()
+		live := s.q.windowOf(g).live()
 		from, to := min(s.read[g], len(live)), min(need, len(live))
 		for _, e := range live[from:to] {
-			h := claim.Head{Seq: e.seq, RunAt: time.Unix(0, e.runAt).UTC()}
+			h := claim.Head{Seq: e.seq, RunAt: fromNanos(e.runAt)}
 			if e.body != nil {
 				h.Attempt = e.body.Attempt
 			} else if s.q.settings.MaxWait > 0 {
@@ -287,36 +253,32 @@ func (s *flowSource) Heads(names []string, n []int) ([][]claim.Head, error) {
 // group's; a window grows past its size for the plan's reads, and shrinks
 // back when the decision's jobs leave it.
 func (s *flowSource) fill(g string, need int) error {
-	win := s.window(g)
+	win := s.q.windowOf(g)
 	if win.len() >= need || win.complete {
 		return nil
 	}
 	if !s.q.grouped {
 		return s.w.refill(s.q, need)
 	}
-	return s.w.refillGroup(s.q, g, s.q.flow.groups[g], need)
+	return s.w.refillGroup(s.q, g, need)
 }
 
 // attempts fills in the attempt counts of the heads of out whose windows
 // hold them without their bodies, from the database: what the maximum
 // wait needs.
 func (s *flowSource) attempts(out [][]claim.Head, seqs []int64) error {
+	type row struct {
+		seq     int64
+		attempt int
+	}
 	rows, err := s.w.conn.QueryContext(context.Background(), sqlAttempts, seqList(seqs))
+	found, err := scanAll(rows, err, func(r *sql.Rows, v *row) error { return r.Scan(&v.seq, &v.attempt) })
 	if err != nil {
 		return fmt.Errorf("read attempt counts: %w", err)
 	}
-	attempt := make(map[int64]int, len(seqs))
-	for rows.Next() {
-		var seq int64
-		var n int
-		if err := rows.Scan(&seq, &n); err != nil {
-			rows.Close()
-			return fmt.Errorf("read attempt counts: %w", err)
-		}
-		attempt[seq] = n
-	}
-	if err := closeRows(rows); err != nil {
-		return fmt.Errorf("read attempt counts: %w", err)
+	attempt := make(map[int64]int, len(found))
+	for _, v := range found {
+		attempt[v.seq] = v.attempt
 	}
 	for _, hs := range out {
 		for i := range hs {

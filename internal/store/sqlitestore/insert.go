@@ -14,22 +14,32 @@ import (
 )
 
 const (
-	sqlInsertQueue = `INSERT INTO queues (name) VALUES (?) ON CONFLICT (name) DO NOTHING`
 	// insertColumns are the columns an insert sets, in the order of
-	// insertRow's arguments.
-	// The columns after spec are those of the fields spec holds, which
-	// rows since schema version 3 leave at zero.
-	insertColumns = `seq, id, queue, payload, priority, state, run_at, unique_key, spec, grp,
+	// packInsertRow's arguments. The columns after wait_until are those
+	// of the fields spec holds, which rows since schema version 3 leave
+	// at zero.
+	insertColumns = `seq, id, queue, payload, priority, state, run_at, unique_key, spec, grp, wait_until,
 	kind, max_attempts, backoff_kind, backoff_base, backoff_max, backoff_jitter, lease_ns, created_at`
-	insertPlaceholders = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', 0, '', 0, 0, 0, 0, 0)`
+	insertPlaceholders = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', 0, '', 0, 0, 0, 0, 0)`
 	sqlNewestUnique    = `SELECT ` + jobColumns + ` FROM jobs WHERE queue = ? AND unique_key = ? ORDER BY seq DESC LIMIT 1`
 	sqlSeqsOfIDs       = `SELECT id, seq FROM jobs WHERE id IN (SELECT value FROM json_each(?))`
-	sqlMaxSeq          = `SELECT COALESCE(MAX(seq), 0) FROM jobs`
+)
+
+var (
+	stJobByID      = prepared(sqlJobByID)
+	stNewestUnique = prepared(sqlNewestUnique)
+	// stInsertRows[k] inserts 1<<k jobs.
+	stInsertRows = func() (ids [insertChunkShift + 1]rawID) {
+		for k := range ids {
+			ids[k] = preparedRaw(sqlInsertRows(1 << k))
+		}
+		return ids
+	}()
 )
 
 // insertChunk is how many rows one multi-row INSERT carries at most:
 // statements with many rows spend less per row on statement overhead, and
-// 32 rows of 10 values stay well below SQLite's limit of 32766 parameters.
+// 32 rows of 11 values stay well below SQLite's limit of 32766 parameters.
 const insertChunk = 1 << insertChunkShift
 
 // insertChunkShift is the base-2 logarithm of insertChunk.
@@ -65,7 +75,7 @@ func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams)
 }
 
 // insertsRelaxed reports whether none of jobs needs its commit fsynced:
-// all are of process or memory durability (see Store.doRelaxed).
+// all are of process or memory durability (see committer.do).
 func insertsRelaxed(jobs []store.JobInsertParams) bool {
 	for i := range jobs {
 		if d := jobs[i].Durability; d != job.DurabilityProcess && d != job.DurabilityMemory {
@@ -155,7 +165,7 @@ func (ins *inserter) flush(jobs []store.JobInsertParams) error {
 	all := ins.pending
 	err := inSizedRuns(all, insertChunkShift, func(run []int, shift int) error {
 		ins.pending = run
-		return ins.insertRows(jobs, ins.w.st.insertRows[shift])
+		return ins.insertRows(jobs, ins.w.st.getRaw(stInsertRows[shift]))
 	})
 	ins.pending = all[:0]
 	return err
@@ -174,9 +184,6 @@ func (ins *inserter) insertRows(jobs []store.JobInsertParams, stmt *rawStmt) err
 	n, err := stmt.execArgs()
 	if err != nil {
 		return fmt.Errorf("insert jobs: %w", err)
-	}
-	if err := w.setWaits(jobs, ins.pending, first); err != nil {
-		return err
 	}
 	var dups map[string]int64 // id → seq in the database, when not ours
 	if int(n) != len(ins.pending) {
@@ -203,19 +210,13 @@ func (ins *inserter) insertRows(jobs []store.JobInsertParams, stmt *rawStmt) err
 		if _, err := w.ensureQueue(jp.Queue); err != nil {
 			return err
 		}
-		runAt := jp.RunAt.UTC()
 		j := &job.Job{
 			ID: jp.ID, Queue: jp.Queue, Kind: jp.Kind, Payload: jp.Payload, Priority: jp.Priority, State: jp.State,
-			RunAt: runAt, MaxAttempts: jp.MaxAttempts, Backoff: jp.Backoff, LeaseDuration: jp.LeaseDuration,
+			RunAt: jp.RunAt.UTC(), MaxAttempts: jp.MaxAttempts, Backoff: jp.Backoff, LeaseDuration: jp.LeaseDuration,
 			UniqueKey: jp.UniqueKey, UniqueFor: jp.UniqueFor, Tags: jp.Tags, Group: jp.Group, CreatedAt: ins.createdAt(jp),
 			Durability: w.durabilityOf(jp.Durability), TraceParent: jp.TraceParent,
 		}
-		w.fx.move(jp.Queue, "", jp.State, 1)
-		if jp.State == job.StateAvailable {
-			w.madeAvailable(jp.Queue, jp.Group, entry{priority: jp.Priority, runAt: runAt.UnixNano(), seq: seq, body: j})
-		} else {
-			w.leftAvailable(jp.Queue, seq) // marked ready by default
-		}
+		w.added(j, seq)
 		ins.out[i] = store.InsertResult{Job: j}
 	}
 	return nil
@@ -233,22 +234,18 @@ func (ins *inserter) existing(jobs []store.JobInsertParams) (map[string]int64, e
 	if err != nil {
 		return nil, fmt.Errorf("look up duplicate ids: %w", err)
 	}
+	type row struct {
+		id  string
+		seq int64
+	}
 	rows, err := ins.w.conn.QueryContext(context.Background(), sqlSeqsOfIDs, string(list))
+	found, err := scanAll(rows, err, func(r *sql.Rows, v *row) error { return r.Scan(&v.id, &v.seq) })
 	if err != nil {
 		return nil, fmt.Errorf("look up duplicate ids: %w", err)
 	}
-	out := make(map[string]int64, len(ids))
-	for rows.Next() {
-		var id string
-		var seq int64
-		if err := rows.Scan(&id, &seq); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("look up duplicate ids: %w", err)
-		}
-		out[id] = seq
-	}
-	if err := closeRows(rows); err != nil {
-		return nil, fmt.Errorf("look up duplicate ids: %w", err)
+	out := make(map[string]int64, len(found))
+	for _, v := range found {
+		out[v.id] = v.seq
 	}
 	return out, nil
 }
@@ -287,13 +284,21 @@ func (w *writer) packInsertRow(args *packedArgs, seq int64, jp *store.JobInsertP
 	args.addTextOrNull(jp.UniqueKey)
 	args.addBlobOf(func(b []byte) []byte {
 		return appendSpec(b, &spec{
-			kind: jp.Kind, maxAttempts: jp.MaxAttempts, backoff: jp.Backoff, lease: jp.LeaseDuration,
+			kind: jp.Kind, maxAttempts: jp.MaxAttempts, backoff: jp.Backoff, leaseFor: jp.LeaseDuration,
 			uniqueFor: jp.UniqueFor, createdAt: now.UnixNano(), durability: w.durabilityOf(jp.Durability), tags: jp.Tags,
 			traceParent: jp.TraceParent,
 		})
 	})
-	if group, set := w.groupColumn(jp); set {
+	q := w.queues[jp.Queue]
+	if group, set := q.rowGroup(jp.Group); set {
 		args.addText(group)
+	} else {
+		args.addNull()
+	}
+	// The moment from which the job may no longer start, in a queue with
+	// a maximum wait (see expire.go).
+	if q != nil && q.settings.MaxWait > 0 {
+		args.addInt(jp.RunAt.UTC().Add(q.settings.MaxWait).UnixNano())
 	} else {
 		args.addNull()
 	}
@@ -321,7 +326,7 @@ func (w *writer) duplicate(jp *store.JobInsertParams, now time.Time, i int) (*jo
 	if !errors.Is(err, job.ErrNotFound) {
 		return nil, fmt.Errorf("look up job %s: %w", jp.ID, err)
 	}
-	newest, _, err := scanJob(w.st.newestUnique.QueryRow(jp.Queue, jp.UniqueKey))
+	newest, _, err := scanJob(w.st.get(stNewestUnique).QueryRow(jp.Queue, jp.UniqueKey))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -329,7 +334,7 @@ func (w *writer) duplicate(jp *store.JobInsertParams, now time.Time, i int) (*jo
 		return nil, fmt.Errorf("look up unique key: %w", err)
 	}
 	if l := w.leases.get(newest.ID); l != nil {
-		l.view().overlay(newest)
+		l.overlay(newest)
 	}
 	if job.UniqueConflict(newest, jp.UniqueFor, now) {
 		return newest, nil
@@ -340,7 +345,7 @@ func (w *writer) duplicate(jp *store.JobInsertParams, now time.Time, i int) (*jo
 // load reads one job and its seq in the writer's transaction, as it
 // stands with its lease, or job.ErrNotFound.
 func (w *writer) load(id string) (*job.Job, int64, error) {
-	j, seq, err := scanJob(w.st.jobByID.QueryRow(id))
+	j, seq, err := scanJob(w.st.get(stJobByID).QueryRow(id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, 0, job.ErrNotFound
 	}
@@ -348,7 +353,29 @@ func (w *writer) load(id string) (*job.Job, int64, error) {
 		return nil, 0, err
 	}
 	if l := w.leases.get(id); l != nil {
-		l.view().overlay(j)
+		l.overlay(j)
 	}
 	return j, seq, nil
+}
+
+// copyToLanes inserts, for every job of jobs that out says was inserted,
+// a copy in each consumer group of its queue.
+func (w *writer) copyToLanes(jobs []store.JobInsertParams, now time.Time, out []store.InsertResult) error {
+	var copies []store.JobInsertParams
+	for i := range jobs {
+		groups := w.lanes[jobs[i].Queue]
+		if len(groups) == 0 || out[i].Duplicate {
+			continue
+		}
+		for _, g := range groups {
+			copies = append(copies, store.CopyOfInsert(&jobs[i], g.name, now))
+		}
+	}
+	if len(copies) == 0 {
+		return nil
+	}
+	if err := w.insertJobs(copies, now, make([]store.InsertResult, len(copies))); err != nil {
+		return fmt.Errorf("copy jobs to their consumer groups: %w", err)
+	}
+	return nil
 }

@@ -1,12 +1,13 @@
 package sqlitestore
 
 import (
+	"cmp"
 	"container/heap"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"sort"
+	"slices"
 	"sync"
 	"time"
 
@@ -60,7 +61,7 @@ type lease struct {
 	index int
 }
 
-// leaseTable holds every active job. The holder of the writer's turn
+// leaseTable holds every active job. The holder of the committer's turn
 // changes it; readers (JobGet, JobList) look leases up under the read
 // lock.
 type leaseTable struct {
@@ -74,6 +75,10 @@ type leaseTable struct {
 	perQueue  map[string]int
 	perGroup  map[groupKey]int
 	perWorker map[string]int
+	// undo takes back the changes of the running batch (grant, drop,
+	// change), so that a batch that does not commit leaves the table as
+	// it was. Writer only.
+	undo []func()
 }
 
 // groupKey names one group of one queue.
@@ -87,18 +92,38 @@ func newLeaseTable() *leaseTable {
 // inGroup is how many jobs of group of queue are active. Writer only.
 func (t *leaseTable) inGroup(queue, group string) int { return t.perGroup[groupKey{queue, group}] }
 
-// len is how many jobs are active.
-func (t *leaseTable) len() int {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	return len(t.byID)
-}
+// count is how many jobs are active. Writer only.
+func (t *leaseTable) count() int { return len(t.byID) }
 
-// get returns the lease of job id, or nil. Writer only: readers use view.
+// get returns the lease of job id, or nil. Writer only: readers use
+// viewOf.
 func (t *leaseTable) get(id string) *lease { return t.byID[id] }
 
-// leased reports whether the job with seq is active. Writer only.
+// leased reports whether the job with seq is active. Writer only: readers
+// use held.
 func (t *leaseTable) leased(seq int64) bool { return t.bySeq[seq] != nil }
+
+// held reports whether the job with seq is active. Safe beside the
+// writer.
+func (t *leaseTable) held(seq int64) bool {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.bySeq[seq] != nil
+}
+
+// ofQueue returns the leases of queue. Writer only.
+func (t *leaseTable) ofQueue(queue string) []*lease {
+	if t.perQueue[queue] == 0 {
+		return nil
+	}
+	var out []*lease
+	for _, l := range t.byID {
+		if l.queue == queue {
+			out = append(out, l)
+		}
+	}
+	return out
+}
 
 // add records a new lease.
 func (t *leaseTable) add(l *lease) {
@@ -183,81 +208,64 @@ func (t *leaseTable) all() []*lease {
 	return out
 }
 
-// view is what a reader needs of a lease: a copy taken under the lock.
-type view struct {
-	seq       int64
-	queue     string
-	token     int64
-	attempt   int
-	startedAt time.Time
-	expiresAt time.Time
-	cancel    bool
-	progress  json.RawMessage
-	worker    string
-}
-
-func (l *lease) view() view {
-	return view{seq: l.seq, queue: l.queue, token: l.token, attempt: l.attempt, startedAt: l.startedAt,
-		expiresAt: l.expiresAt, cancel: l.cancel, progress: l.progress, worker: l.worker}
-}
-
-// viewOf returns the lease of job id as readers see it.
-func (t *leaseTable) viewOf(id string) (view, bool) {
+// viewOf returns a copy of the lease of job id, as readers see it.
+func (t *leaseTable) viewOf(id string) (lease, bool) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	l := t.byID[id]
 	if l == nil {
-		return view{}, false
+		return lease{}, false
 	}
-	return l.view(), true
+	return *l, true
 }
 
-// viewsOfSeqs returns the leases among seqs, by seq.
-func (t *leaseTable) viewsOfSeqs(seqs []int64) map[int64]view {
+// viewsOfSeqs returns copies of the leases among seqs, by seq.
+func (t *leaseTable) viewsOfSeqs(seqs []int64) map[int64]lease {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	var out map[int64]view
+	var out map[int64]lease
 	for _, seq := range seqs {
 		if l := t.bySeq[seq]; l != nil {
 			if out == nil {
-				out = make(map[int64]view)
+				out = make(map[int64]lease)
 			}
-			out[seq] = l.view()
+			out[seq] = *l
 		}
 	}
 	return out
 }
 
-// views returns the leases of queue (every queue when empty) of a queue
-// with one of prefixes (see store.HasPrefix) held by worker (every worker
-// when empty) with seq above after, by seq, at most limit of them.
-func (t *leaseTable) views(queue string, prefixes []string, worker string, after int64, limit int) []view {
+// views returns copies of the leases of queue (every queue when empty) of
+// a queue with one of prefixes (see store.HasPrefix) held by worker
+// (every worker when empty) with seq above after, by seq, at most limit
+// of them.
+func (t *leaseTable) views(queue string, prefixes []string, worker string, after int64, limit int) []lease {
 	t.mu.RLock()
-	var out []view
+	var out []lease
 	for _, l := range t.byID {
 		if l.seq > after && (queue == "" || l.queue == queue) && (worker == "" || l.worker == worker) && store.HasPrefix(l.queue, prefixes) {
-			out = append(out, l.view())
+			out = append(out, *l)
 		}
 	}
 	t.mu.RUnlock()
-	sortViews(out)
+	slices.SortFunc(out, func(a, b lease) int { return cmp.Compare(a.seq, b.seq) })
 	if len(out) > limit {
 		out = out[:limit]
 	}
 	return out
 }
 
-// overlay applies a lease to a job read from the database, whose row may
-// still say available.
-func (v view) overlay(j *job.Job) {
+// overlay applies the lease to a job read from the database, whose row
+// may still say available.
+func (l *lease) overlay(j *job.Job) {
 	j.State = job.StateActive
-	j.Attempt = v.attempt
-	j.LeaseToken = v.token
-	j.StartedAt = v.startedAt
-	j.LeaseExpiresAt = v.expiresAt
-	j.CancelRequested = v.cancel
-	j.Progress = v.progress
-	j.Worker = v.worker
+	j.Attempt = l.attempt
+	j.LeaseToken = l.token
+	j.StartedAt = l.startedAt
+	j.LeaseExpiresAt = l.expiresAt
+	j.CancelRequested = l.cancel
+	j.Progress = l.progress
+	j.Worker = l.worker
 	j.FinishedAt = time.Time{}
 }
 
@@ -290,30 +298,44 @@ func (h *expiryHeap) Pop() any {
 	return l
 }
 
-// undo records lease changes of the running batch so that a batch that
-// does not commit leaves the table as it was.
-type undo struct {
-	steps []func()
+// grant records a new lease as part of the running batch.
+func (t *leaseTable) grant(l *lease) {
+	t.add(l)
+	t.undo = append(t.undo, func() { t.remove(l) })
 }
 
-func (u *undo) add(step func()) { u.steps = append(u.steps, step) }
+// drop forgets a lease as part of the running batch.
+func (t *leaseTable) drop(l *lease) {
+	t.remove(l)
+	t.undo = append(t.undo, func() { t.add(l) })
+}
 
-// revert applies the recorded steps in reverse and forgets them.
-func (u *undo) revert() {
-	for i := len(u.steps) - 1; i >= 0; i-- {
-		u.steps[i]()
+// change alters a lease as part of the running batch.
+func (t *leaseTable) change(l *lease, fn func(l *lease)) {
+	before := *l
+	t.update(l, fn)
+	t.undo = append(t.undo, func() {
+		t.update(l, func(l *lease) {
+			index := l.index
+			*l = before
+			l.index = index
+		})
+	})
+}
+
+// revert takes back the running batch's changes, last first.
+func (t *leaseTable) revert() {
+	for i := len(t.undo) - 1; i >= 0; i-- {
+		t.undo[i]()
 	}
-	u.reset()
+	t.keep()
 }
 
-func (u *undo) reset() {
-	clear(u.steps)
-	u.steps = u.steps[:0]
-}
-
-// sortViews orders views by seq.
-func sortViews(vs []view) {
-	sort.Slice(vs, func(i, j int) bool { return vs[i].seq < vs[j].seq })
+// keep forgets how to take back the running batch's changes: it
+// committed.
+func (t *leaseTable) keep() {
+	clear(t.undo)
+	t.undo = t.undo[:0]
 }
 
 // sqlActiveJobs reads the jobs whose rows say active: leases written at
@@ -323,11 +345,7 @@ const sqlActiveJobs = `SELECT ` + jobColumns + ` FROM jobs INDEXED BY jobs_lease
 // loadLeases reads the leases written to the database into a new table.
 func loadLeases(ctx context.Context, conn *sql.Conn) (*leaseTable, error) {
 	t := newLeaseTable()
-	rows, err := conn.QueryContext(ctx, sqlActiveJobs)
-	if err != nil {
-		return nil, fmt.Errorf("read active jobs: %w", err)
-	}
-	jobs, seqs, err := scanJobs(rows)
+	jobs, seqs, err := scanJobs(conn.QueryContext(ctx, sqlActiveJobs))
 	if err != nil {
 		return nil, fmt.Errorf("read active jobs: %w", err)
 	}
@@ -340,27 +358,4 @@ func loadLeases(ctx context.Context, conn *sql.Conn) (*leaseTable, error) {
 		})
 	}
 	return t, nil
-}
-
-// persistAll writes every lease to its job's row, and the rate logs of
-// flow control to theirs; the store runs it last, at close.
-func (w *writer) persistAll() error {
-	for _, l := range w.leases.all() {
-		if err := w.persist(l, l.cancel); err != nil {
-			return err
-		}
-		w.change(l, func(l *lease) { l.persisted = true })
-	}
-	if err := w.sweepStale(1); err != nil {
-		return err
-	}
-	return w.saveRateLogs()
-}
-
-// Active reports whether job id holds a lease in this store. It reads
-// memory only, so a caller that routes calls between stores can ask it on
-// every call.
-func (s *Store) Active(id string) bool {
-	_, ok := s.leases.viewOf(id)
-	return ok
 }

@@ -70,7 +70,7 @@ func (s *Store) listActive(ctx context.Context, queue string, prefixes []string,
 	if err != nil {
 		return nil, nil, err
 	}
-	byView := make(map[int64]view, len(views))
+	byView := make(map[int64]lease, len(views))
 	for _, v := range views {
 		byView[v.seq] = v
 	}
@@ -222,42 +222,23 @@ func (s *Store) firstSeqs(ctx context.Context, queues []string, state job.State,
 }
 
 func (s *Store) query(ctx context.Context, query string, args ...any) ([]*job.Job, []int64, error) {
-	rows, err := s.rdb.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, nil, err
-	}
-	return scanJobs(rows)
+	return scanJobs(s.rdb.QueryContext(ctx, query, args...))
 }
 
-// sqlListQueue lists the jobs of one queue in every state: one range of
-// the (queue, state, seq) index per state, merged by seq, so that a page
-// costs the same however many jobs the queue holds.
-var sqlListQueue = func() string {
-	var b strings.Builder
-	b.WriteString(`SELECT ` + jobColumns + ` FROM jobs WHERE seq IN (`)
-	for i, st := range job.States {
-		if i > 0 {
-			b.WriteString(` UNION ALL `)
+// sqlSeqsQueue is the first seqs of the jobs of one queue in every state:
+// one range of the (queue, state, seq) index per state, merged by seq, so
+// that a page costs the same however many jobs the queue holds;
+// sqlListQueue reads their jobs.
+var (
+	sqlSeqsQueue = func() string {
+		ranges := make([]string, len(job.States))
+		for i, st := range job.States {
+			ranges[i] = fmt.Sprintf(`SELECT * FROM (SELECT seq FROM jobs WHERE queue = ?1 AND state = '%s' AND seq > ?2 ORDER BY seq LIMIT ?3)`, st)
 		}
-		fmt.Fprintf(&b, `SELECT * FROM (SELECT seq FROM jobs WHERE queue = ?1 AND state = '%s' AND seq > ?2 ORDER BY seq LIMIT ?3)`, st)
-	}
-	b.WriteString(`) ORDER BY seq LIMIT ?3`)
-	return b.String()
-}()
-
-// sqlSeqsQueue is the first seqs of the jobs of one queue in every state,
-// as sqlListQueue reads them.
-var sqlSeqsQueue = func() string {
-	var b strings.Builder
-	for i, st := range job.States {
-		if i > 0 {
-			b.WriteString(` UNION ALL `)
-		}
-		fmt.Fprintf(&b, `SELECT * FROM (SELECT seq FROM jobs WHERE queue = ?1 AND state = '%s' AND seq > ?2 ORDER BY seq LIMIT ?3)`, st)
-	}
-	b.WriteString(` ORDER BY seq LIMIT ?3`)
-	return b.String()
-}()
+		return strings.Join(ranges, ` UNION ALL `) + ` ORDER BY seq LIMIT ?3`
+	}()
+	sqlListQueue = `SELECT ` + jobColumns + ` FROM jobs WHERE seq IN (` + sqlSeqsQueue + `) ORDER BY seq LIMIT ?3`
+)
 
 // decodeCursor returns the seq a cursor stands for; an empty cursor is 0.
 func decodeCursor(c string) (int64, error) {

@@ -3,7 +3,6 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
-	"strconv"
 	"time"
 
 	"github.com/spoolq/spool/internal/job"
@@ -24,46 +23,42 @@ WHERE ` + condDue + ` AND run_at <= ? ORDER BY run_at LIMIT ?`
 RETURNING queue, state`
 )
 
-// due is a scheduled or retrying job that has come due.
-type due struct {
-	seq      int64
-	queue    string
-	state    job.State
-	priority int64
-	runAt    int64
-	group    string
+// maintain runs pass, one pass of a maintenance service, as an operation
+// of the writer, and returns what it did; a pass run again (its batch
+// split) starts from nothing.
+func (s *Store) maintain(ctx context.Context, what string, pass func(*writer, *store.MaintenanceResult) error) (*store.MaintenanceResult, error) {
+	return call(ctx, s, what, func(w *writer) (*store.MaintenanceResult, error) {
+		res := &store.MaintenanceResult{}
+		return res, pass(w, res)
+	})
 }
 
 // JobPromoteDue makes due scheduled and retrying jobs available; see
 // store.Maintainer.
 func (s *Store) JobPromoteDue(ctx context.Context, now time.Time, limit int) (*store.MaintenanceResult, error) {
-	res := &store.MaintenanceResult{}
-	err := s.do(ctx, 1, func(w *writer) error {
-		*res = store.MaintenanceResult{}
+	return s.maintain(ctx, "promote due jobs", func(w *writer, res *store.MaintenanceResult) error {
 		return w.promote(now.UTC(), limit, res)
 	})
-	if err != nil {
-		return nil, wrap("promote due jobs", err)
-	}
-	return res, nil
 }
 
+// dueJob is a scheduled or retrying job that has come due.
+type dueJob struct {
+	seq   int64
+	queue string
+	state job.State
+	e     entry
+	group string
+}
+
+// promote makes up to limit jobs due at now available and reports the
+// next run time.
 func (w *writer) promote(now time.Time, limit int, res *store.MaintenanceResult) error {
 	ctx := context.Background()
 	rows, err := w.conn.QueryContext(ctx, sqlDueJobs, now.UnixNano(), limit)
+	jobs, err := scanAll(rows, err, func(r *sql.Rows, d *dueJob) error {
+		return r.Scan(&d.seq, &d.queue, &d.state, &d.e.priority, &d.e.runAt, &d.group)
+	})
 	if err != nil {
-		return err
-	}
-	var jobs []due
-	for rows.Next() {
-		var d due
-		if err := rows.Scan(&d.seq, &d.queue, &d.state, &d.priority, &d.runAt, &d.group); err != nil {
-			rows.Close()
-			return err
-		}
-		jobs = append(jobs, d)
-	}
-	if err := closeRows(rows); err != nil {
 		return err
 	}
 	if len(jobs) > 0 {
@@ -75,14 +70,11 @@ func (w *writer) promote(now time.Time, limit int, res *store.MaintenanceResult)
 			return err
 		}
 	}
-	seen := make(map[string]bool)
 	for _, d := range jobs {
 		w.fx.move(d.queue, d.state, job.StateAvailable, 1)
-		w.madeAvailable(d.queue, d.group, entry{priority: int(d.priority), runAt: d.runAt, seq: d.seq})
-		if !seen[d.queue] {
-			seen[d.queue] = true
-			res.Available = append(res.Available, d.queue)
-		}
+		d.e.seq = d.seq
+		w.madeAvailable(d.queue, d.group, d.e)
+		noteQueue(&res.Available, d.queue)
 	}
 	res.Count = len(jobs)
 	res.Next, err = w.minTime(sqlNextDue)
@@ -93,19 +85,15 @@ func (w *writer) promote(now time.Time, limit int, res *store.MaintenanceResult)
 // job.AfterLeaseExpiry sends it; see store.Maintainer. The leases are in
 // memory, ordered by expiry, so a pass reads nothing.
 func (s *Store) JobRescueExpired(ctx context.Context, now time.Time, limit int) (*store.MaintenanceResult, error) {
-	res := &store.MaintenanceResult{}
-	err := s.do(ctx, 1, func(w *writer) error {
-		*res = store.MaintenanceResult{}
+	return s.maintain(ctx, "rescue expired jobs", func(w *writer, res *store.MaintenanceResult) error {
 		return w.rescue(now.UTC(), limit, res)
 	})
-	if err != nil {
-		return nil, wrap("rescue expired jobs", err)
-	}
-	return res, nil
 }
 
+// rescue ends up to limit attempts whose leases expired by now, leaving
+// the dead-letter copies of the jobs that die, and reports the next
+// expiry.
 func (w *writer) rescue(now time.Time, limit int, res *store.MaintenanceResult) error {
-	seen := make(map[string]bool)
 	for res.Count < limit {
 		l := w.leases.earliest()
 		if l == nil || l.expiresAt.After(now) {
@@ -120,18 +108,14 @@ func (w *writer) rescue(now time.Time, limit int, res *store.MaintenanceResult) 
 			res.Rescued = make(map[string]int)
 		}
 		res.Rescued[l.queue]++
-		if state == job.StateAvailable && !seen[l.queue] {
-			seen[l.queue] = true
-			res.Available = append(res.Available, l.queue)
+		if state == job.StateAvailable {
+			noteQueue(&res.Available, l.queue)
 		}
-		letter, err := w.deadLetter(l.queue, l.seq, state, now)
+		letter, err := w.letterOf(l.queue, l.seq, state, now)
 		if err != nil {
 			return err
 		}
-		if letter.Queue != "" && !seen[letter.Queue] {
-			seen[letter.Queue] = true
-			res.Available = append(res.Available, letter.Queue)
-		}
+		noteQueue(&res.Available, letter.Queue)
 	}
 	if l := w.leases.earliest(); l != nil {
 		res.Next = l.expiresAt
@@ -151,18 +135,10 @@ func (w *writer) minTime(query string) (time.Time, error) {
 // JobPrune deletes up to p.Limit final jobs by retention, pass by pass as
 // p.Passes lists them; see store.Maintainer.
 func (s *Store) JobPrune(ctx context.Context, p *store.JobPruneParams) (int, error) {
-	var total int
-	err := s.do(ctx, 1, func(w *writer) error {
-		var err error
-		total, err = w.prune(p)
-		return err
-	})
-	if err != nil {
-		return 0, wrap("prune jobs", err)
-	}
-	return total, nil
+	return call(ctx, s, "prune jobs", func(w *writer) (int, error) { return w.prune(p) })
 }
 
+// prune deletes the jobs of p's passes, up to p.Limit in all.
 func (w *writer) prune(p *store.JobPruneParams) (int, error) {
 	budget := p.Limit
 	if budget <= 0 {
@@ -194,33 +170,14 @@ func (w *writer) prune(p *store.JobPruneParams) (int, error) {
 // pruneOldest deletes up to n of the oldest jobs in states (one or two)
 // finished before before.
 func (w *writer) pruneOldest(states []job.State, before time.Time, n int) (int, error) {
+	type row struct {
+		queue string
+		state job.State
+	}
 	rows, err := w.conn.QueryContext(context.Background(), sqlPruneOldest, string(states[0]), string(states[len(states)-1]), n, before.UnixNano())
-	if err != nil {
-		return 0, err
+	deleted, err := scanAll(rows, err, func(r *sql.Rows, v *row) error { return r.Scan(&v.queue, &v.state) })
+	for _, v := range deleted {
+		w.fx.move(v.queue, v.state, "", 1)
 	}
-	deleted := 0
-	for rows.Next() {
-		var queue string
-		var state job.State
-		if err := rows.Scan(&queue, &state); err != nil {
-			rows.Close()
-			return 0, err
-		}
-		w.fx.move(queue, state, "", 1)
-		deleted++
-	}
-	return deleted, closeRows(rows)
-}
-
-// seqList is seqs as a JSON array, for json_each.
-func seqList(seqs []int64) string {
-	buf := make([]byte, 0, len(seqs)*8+2)
-	buf = append(buf, '[')
-	for i, seq := range seqs {
-		if i > 0 {
-			buf = append(buf, ',')
-		}
-		buf = strconv.AppendInt(buf, seq, 10)
-	}
-	return string(append(buf, ']'))
+	return len(deleted), err
 }

@@ -22,13 +22,13 @@ const (
 	// sqlOldestPlain walks the available jobs of queue ?1 kept outside
 	// groups (grp NULL: those of a queue that is not grouped) from
 	// priority ?2 down (exclusive).
-	sqlOldestPlain = `SELECT seq, priority, run_at FROM jobs INDEXED BY jobs_claim
+	sqlOldestPlain = `SELECT seq, '', priority, run_at, state FROM jobs INDEXED BY jobs_claim
 WHERE queue = ?1 AND state = 'available' AND grp IS NULL AND priority < ?2
 ORDER BY priority DESC, run_at, seq`
 	// sqlOldestInGroup walks the jobs of group ?2 of queue ?1 from
 	// priority ?3 down (exclusive); sqlOldestNextGroup those of the groups
 	// after ?2. The rows marked ready include some that left the available
-	// state since the last sweep (flow.go), which the walk steps over.
+	// state since the last sweep (writer.go), which the walk steps over.
 	sqlOldestInGroup = `SELECT seq, grp, priority, run_at, state FROM jobs INDEXED BY jobs_group_claim
 WHERE queue = ?1 AND gready = 1 AND grp IS NOT NULL AND grp = ?2 AND priority < ?3
 ORDER BY priority DESC, run_at, seq`
@@ -52,117 +52,84 @@ func (s *Store) setOldestAvailable(ctx context.Context, qs []store.QueueInfo) er
 		if qs[i].Counts[job.StateAvailable] == 0 {
 			continue
 		}
-		oldest, err := s.oldestPlain(ctx, qs[i].Name)
+		oldest, err := s.oldestAvailable(ctx, qs[i].Name)
 		if err != nil {
 			return fmt.Errorf("find the oldest available job of %s: %w", qs[i].Name, err)
-		}
-		grouped, err := s.oldestGrouped(ctx, qs[i].Name)
-		if err != nil {
-			return fmt.Errorf("find the oldest available job of %s: %w", qs[i].Name, err)
-		}
-		if !grouped.IsZero() && (oldest.IsZero() || grouped.Before(oldest)) {
-			oldest = grouped
 		}
 		qs[i].OldestAvailable = oldest
 	}
 	return nil
 }
 
-// oldestPlain is the earliest run time of the available jobs without a
-// group of queue, zero when there is none.
-func (s *Store) oldestPlain(ctx context.Context, queue string) (time.Time, error) {
+// oldestAvailable is the earliest run time of the available jobs of
+// queue, zero when there is none: of those kept outside groups, then of
+// those kept by group (in a grouped queue, those without a group are the
+// group ""), over at most oldestGroups groups.
+func (s *Store) oldestAvailable(ctx context.Context, queue string) (time.Time, error) {
 	var oldest time.Time
 	for below := int64(aboveAll); ; {
-		priority, runAt, found, err := s.firstFree(ctx, sqlOldestPlain, queue, below)
-		if err != nil || !found {
+		h, found, err := s.firstFree(ctx, sqlOldestPlain, queue, below)
+		if err != nil {
 			return oldest, err
 		}
-		if oldest.IsZero() || runAt.Before(oldest) {
-			oldest = runAt
+		if !found {
+			break
 		}
-		below = priority
+		oldest = earlier(oldest, h.runAt)
+		below = h.priority
 	}
-}
-
-// firstFree runs query with args and returns the priority and run time
-// of the first row whose job is not handed out.
-func (s *Store) firstFree(ctx context.Context, query string, args ...any) (priority int64, runAt time.Time, found bool, err error) {
-	rows, err := s.rdb.QueryContext(ctx, query, args...)
-	if err != nil {
-		return 0, time.Time{}, false, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var seq, at int64
-		if err := rows.Scan(&seq, &priority, &at); err != nil {
-			return 0, time.Time{}, false, err
-		}
-		if !s.leases.held(seq) {
-			return priority, fromNanos(at), true, closeRows(rows)
-		}
-	}
-	return 0, time.Time{}, false, closeRows(rows)
-}
-
-// oldestGrouped is the earliest run time of the available jobs of
-// queue kept by group (in a grouped queue, those without a group are the
-// group ""), zero when there is none, over at most oldestGroups groups.
-func (s *Store) oldestGrouped(ctx context.Context, queue string) (time.Time, error) {
-	var oldest time.Time
 	group, below := "", int64(aboveAll)
 	for groups := 1; ; {
 		// The group's next priority, else the next group.
-		h, found, err := s.firstFreeInGroup(ctx, sqlOldestInGroup, queue, group, below)
+		h, found, err := s.firstFree(ctx, sqlOldestInGroup, queue, group, below)
 		if err == nil && !found {
 			if groups++; groups > oldestGroups {
 				return oldest, nil
 			}
-			h, found, err = s.firstFreeInGroup(ctx, sqlOldestNextGroup, queue, group)
+			h, found, err = s.firstFree(ctx, sqlOldestNextGroup, queue, group)
 		}
 		if err != nil || !found {
 			return oldest, err
 		}
-		if oldest.IsZero() || h.runAt.Before(oldest) {
-			oldest = h.runAt
-		}
+		oldest = earlier(oldest, h.runAt)
 		group, below = h.group, h.priority
 	}
 }
 
-// groupHead is the first available job of one priority of one group.
-type groupHead struct {
+// earlier is the earlier of a and b, where zero is none.
+func earlier(a, b time.Time) time.Time {
+	if a.IsZero() || b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// firstJob is the first available job of one priority, in one group.
+type firstJob struct {
 	group    string
 	priority int64
 	runAt    time.Time
 }
 
-// firstFreeInGroup runs query with args and returns the first row whose
-// job is available and not handed out.
-func (s *Store) firstFreeInGroup(ctx context.Context, query string, args ...any) (groupHead, bool, error) {
+// firstFree runs query with args and returns the first row whose job is
+// available and not handed out.
+func (s *Store) firstFree(ctx context.Context, query string, args ...any) (firstJob, bool, error) {
 	rows, err := s.rdb.QueryContext(ctx, query, args...)
 	if err != nil {
-		return groupHead{}, false, err
+		return firstJob{}, false, err
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var seq, at int64
-		var g groupHead
+		var h firstJob
 		var state job.State
-		if err := rows.Scan(&seq, &g.group, &g.priority, &at, &state); err != nil {
-			return groupHead{}, false, err
+		if err := rows.Scan(&seq, &h.group, &h.priority, &at, &state); err != nil {
+			return firstJob{}, false, err
 		}
 		if state == job.StateAvailable && !s.leases.held(seq) {
-			g.runAt = fromNanos(at)
-			return g, true, closeRows(rows)
+			h.runAt = fromNanos(at)
+			return h, true, closeRows(rows)
 		}
 	}
-	return groupHead{}, false, closeRows(rows)
-}
-
-// held reports whether the job with seq holds a lease. Safe beside the
-// writer.
-func (t *leaseTable) held(seq int64) bool {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	return t.bySeq[seq] != nil
+	return firstJob{}, false, closeRows(rows)
 }

@@ -9,7 +9,6 @@ import (
 	"database/sql/driver"
 	"encoding/binary"
 	"fmt"
-	"math"
 	"reflect"
 	"unsafe"
 
@@ -94,35 +93,6 @@ func (p *packedArgs) addBlobOf(fill func([]byte) []byte) {
 	p.buf = fill(p.buf)
 	binary.NativeEndian.PutUint32(p.buf[start-4:start], uint32(len(p.buf)-start))
 	p.n++
-}
-
-// add packs a, which must be nil, an int, int64, float64, bool, string or
-// []byte.
-func (p *packedArgs) add(a any) error {
-	switch v := a.(type) {
-	case nil:
-		p.addNull()
-	case int:
-		p.addInt(int64(v))
-	case int64:
-		p.addInt(v)
-	case bool:
-		var n int64
-		if v {
-			n = 1
-		}
-		p.addInt(n)
-	case float64:
-		p.buf = binary.NativeEndian.AppendUint64(append(p.buf, argFloat), math.Float64bits(v))
-		p.n++
-	case string:
-		p.addText(v)
-	case []byte:
-		p.addBlob(v)
-	default:
-		return fmt.Errorf("argument %d: %T cannot be packed", p.n+1, a)
-	}
-	return nil
 }
 
 // stmtHandle returns the SQLite statement that st, a statement of

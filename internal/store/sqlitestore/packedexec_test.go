@@ -3,7 +3,9 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"path/filepath"
 	"reflect"
@@ -162,4 +164,47 @@ func TestInsertStoresAbsentColumnsAsNull(t *testing.T) {
 			t.Fatalf("job %d: payload, unique key and group are of types %q, want %q", i, got, want)
 		}
 	}
+}
+
+// exec runs the statement with args, which must be nil, ints, int64s,
+// float64s, bools, strings or []bytes, and returns the number of rows it
+// changed.
+func (r *rawStmt) exec(args []any) (int64, error) {
+	packed := r.args()
+	for _, a := range args {
+		if err := packed.add(a); err != nil {
+			packed.reset()
+			return 0, err
+		}
+	}
+	return r.execArgs()
+}
+
+// add packs a, which must be nil, an int, int64, float64, bool, string or
+// []byte.
+func (p *packedArgs) add(a any) error {
+	switch v := a.(type) {
+	case nil:
+		p.addNull()
+	case int:
+		p.addInt(int64(v))
+	case int64:
+		p.addInt(v)
+	case bool:
+		var n int64
+		if v {
+			n = 1
+		}
+		p.addInt(n)
+	case float64:
+		p.buf = binary.NativeEndian.AppendUint64(append(p.buf, argFloat), math.Float64bits(v))
+		p.n++
+	case string:
+		p.addText(v)
+	case []byte:
+		p.addBlob(v)
+	default:
+		return fmt.Errorf("argument %d: %T cannot be packed", p.n+1, a)
+	}
+	return nil
 }

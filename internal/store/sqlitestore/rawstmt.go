@@ -53,20 +53,6 @@ func prepareRaw(ctx context.Context, conn *sql.Conn, query string) (*rawStmt, er
 	return r, nil
 }
 
-// exec runs the statement with args, which must be nil, ints, int64s,
-// float64s, bools, strings or []bytes, and returns the number of rows it
-// changed.
-func (r *rawStmt) exec(args []any) (int64, error) {
-	packed := r.args()
-	for _, a := range args {
-		if err := packed.add(a); err != nil {
-			packed.reset()
-			return 0, err
-		}
-	}
-	return r.execArgs()
-}
-
 // args returns the statement's argument buffer, emptied, for a caller to
 // pack the arguments of execArgs into without boxing each in an any.
 func (r *rawStmt) args() *packedArgs {

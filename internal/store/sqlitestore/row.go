@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/spoolq/spool/internal/job"
@@ -19,6 +20,8 @@ const (
 	sqlJobsByIDs = `SELECT ` + jobColumns + ` FROM jobs WHERE id IN (SELECT value FROM json_each(?))`
 	sqlJobBySeq  = `SELECT ` + jobColumns + ` FROM jobs WHERE seq = ?`
 )
+
+var stJobBySeq = prepared(sqlJobBySeq)
 
 // scanner is a *sql.Row or *sql.Rows.
 type scanner interface {
@@ -65,8 +68,12 @@ func scanJob(sc scanner) (*job.Job, int64, error) {
 	return &j, seq, nil
 }
 
-// scanJobs reads every row of rows and closes it.
-func scanJobs(rows *sql.Rows) ([]*job.Job, []int64, error) {
+// scanJobs reads every row of rows, the outcome of a query that failed
+// with err unless nil, and closes rows. It returns the jobs and their seqs.
+func scanJobs(rows *sql.Rows, err error) ([]*job.Job, []int64, error) {
+	if err != nil {
+		return nil, nil, err
+	}
 	var jobs []*job.Job
 	var seqs []int64
 	for rows.Next() {
@@ -82,6 +89,24 @@ func scanJobs(rows *sql.Rows) ([]*job.Job, []int64, error) {
 		return nil, nil, err
 	}
 	return jobs, seqs, nil
+}
+
+// scanAll reads every row of rows, the outcome of a query that failed
+// with err unless nil, with scan, and closes rows.
+func scanAll[T any](rows *sql.Rows, err error, scan func(r *sql.Rows, v *T) error) ([]T, error) {
+	if err != nil {
+		return nil, err
+	}
+	var out []T
+	for rows.Next() {
+		var v T
+		if err := scan(rows, &v); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, closeRows(rows)
 }
 
 // closeRows closes rows and reports any error met while iterating.
@@ -121,24 +146,20 @@ func blobOrNull(raw json.RawMessage) any {
 	return []byte(raw)
 }
 
-// sqlErrorsBySeq reads the error history of one row.
-const sqlErrorsBySeq = `SELECT errors FROM jobs WHERE seq = ?`
-
-// appendError is the errors column of the row with seq once it records
-// e (see store.AppendStoredError).
-func (w *writer) appendError(seq int64, e job.AttemptError) (string, error) {
-	var stored sql.NullString
-	if err := w.st.errorsBySeq.QueryRow(seq).Scan(&stored); err != nil {
-		return "", fmt.Errorf("read the errors of job with seq %d: %w", seq, err)
-	}
-	b, err := store.AppendStoredError([]byte(stored.String), e)
-	if err != nil {
-		return "", fmt.Errorf("record an error of job with seq %d: %w", seq, err)
-	}
-	return string(b), nil
-}
-
 // entryOf is the window entry of j.
 func entryOf(j *job.Job, seq int64) entry {
 	return entry{priority: j.Priority, runAt: j.RunAt.UnixNano(), seq: seq}
+}
+
+// seqList is seqs as a JSON array, for json_each.
+func seqList(seqs []int64) string {
+	buf := make([]byte, 0, len(seqs)*8+2)
+	buf = append(buf, '[')
+	for i, seq := range seqs {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = strconv.AppendInt(buf, seq, 10)
+	}
+	return string(append(buf, ']'))
 }

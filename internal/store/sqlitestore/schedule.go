@@ -129,10 +129,7 @@ func (s *Store) ScheduleGet(ctx context.Context, name string) (*store.Schedule, 
 // ScheduleList returns every schedule; see store.Scheduler.
 func (s *Store) ScheduleList(ctx context.Context) ([]*store.Schedule, error) {
 	out, err := s.schedules(ctx, sqlScheduleList)
-	if err != nil {
-		return nil, wrap("list schedules", err)
-	}
-	return out, nil
+	return out, wrap("list schedules", err)
 }
 
 // schedules reads the schedules a query selects on the read pool.
@@ -141,24 +138,15 @@ func (s *Store) schedules(ctx context.Context, query string, args ...any) ([]*st
 		return nil, err
 	}
 	rows, err := s.rdb.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	var out []*store.Schedule
-	for rows.Next() {
-		sc, err := scanSchedule(rows)
-		if err != nil {
-			rows.Close()
-			return nil, err
-		}
-		out = append(out, sc)
-	}
-	return out, closeRows(rows)
+	return scanAll(rows, err, func(r *sql.Rows, sc **store.Schedule) (err error) {
+		*sc, err = scanSchedule(r)
+		return err
+	})
 }
 
 // ScheduleDelete removes a schedule; see store.Scheduler.
 func (s *Store) ScheduleDelete(ctx context.Context, name string) error {
-	err := s.do(ctx, 1, func(w *writer) error {
+	return wrap("delete schedule", s.do(ctx, 1, func(w *writer) error {
 		res, err := w.conn.ExecContext(context.Background(), sqlScheduleDelete, name)
 		if err != nil {
 			return fmt.Errorf("delete schedule %s: %w", name, err)
@@ -167,31 +155,20 @@ func (s *Store) ScheduleDelete(ctx context.Context, name string) error {
 			return fmt.Errorf("schedule %s: %w", name, job.ErrNotFound)
 		}
 		return nil
-	})
-	if err != nil {
-		return wrap("delete schedule", err)
-	}
-	return nil
+	}))
 }
 
 // ScheduleSetPaused pauses or resumes a schedule; see store.Scheduler.
 func (s *Store) ScheduleSetPaused(ctx context.Context, name string, paused bool, now time.Time) (*store.Schedule, error) {
-	var out *store.Schedule
-	err := s.do(ctx, 1, func(w *writer) error {
+	return call(ctx, s, "pause schedule", func(w *writer) (*store.Schedule, error) {
 		if _, err := w.schedule(name); err != nil {
-			return err
+			return nil, err
 		}
 		if _, err := w.conn.ExecContext(context.Background(), sqlSchedulePause, paused, now.UTC().UnixNano(), name); err != nil {
-			return fmt.Errorf("pause schedule %s: %w", name, err)
+			return nil, fmt.Errorf("pause schedule %s: %w", name, err)
 		}
-		var err error
-		out, err = w.schedule(name)
-		return err
+		return w.schedule(name)
 	})
-	if err != nil {
-		return nil, wrap("pause schedule", err)
-	}
-	return out, nil
 }
 
 // ScheduleFire inserts the jobs of a firing and records it; see

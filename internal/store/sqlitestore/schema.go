@@ -94,7 +94,7 @@ CREATE TABLE schedules (
 ) WITHOUT ROWID;
 CREATE INDEX schedules_due ON schedules (next_run_at) WHERE paused = 0 AND next_run_at IS NOT NULL;
 `},
-	// Flow control (flow.go): each job's group, each queue's limits and
+	// Flow control (flowstate.go, refill.go): each job's group, each queue's limits and
 	// whether its jobs have groups; the claim order of the queues claimed
 	// by group apart from the others', over the rows marked gready (every
 	// available one, and ones that left that state since the last sweep);
@@ -118,7 +118,7 @@ BEGIN
 	UPDATE jobs SET gready = 1 WHERE seq = NEW.seq;
 END;
 `},
-	// Queue settings (settings.go): each queue's settings, and the moment
+	// Queue settings (queuerow.go): each queue's settings, and the moment
 	// from which each job of a queue with a maximum wait may no longer
 	// start (wait_until, NULL elsewhere), indexed while the job waits
 	// unstarted so that the sweep of jobs past their wait reads only
@@ -221,20 +221,20 @@ func fillSpecs(ctx context.Context, conn *sql.Conn) error {
 		var got []row
 		for rows.Next() {
 			var (
-				r                             row
-				s                             spec
-				maxAttempts, base, max, lease int64
-				uniqueFor                     int64
-				backoffKind, durability       string
-				tags                          sql.NullString
+				r                                row
+				s                                spec
+				maxAttempts, base, most, leaseNS int64
+				uniqueFor                        int64
+				backoffKind, durability          string
+				tags                             sql.NullString
 			)
-			if err := rows.Scan(&r.seq, &s.kind, &maxAttempts, &backoffKind, &base, &max, &s.backoff.Jitter, &lease,
+			if err := rows.Scan(&r.seq, &s.kind, &maxAttempts, &backoffKind, &base, &most, &s.backoff.Jitter, &leaseNS,
 				&uniqueFor, &tags, &s.createdAt, &durability); err != nil {
 				rows.Close()
 				return fmt.Errorf("read jobs for their spec: %w", err)
 			}
-			s.maxAttempts, s.lease, s.uniqueFor = int(maxAttempts), time.Duration(lease), time.Duration(uniqueFor)
-			s.backoff.Kind, s.backoff.Base, s.backoff.Max = job.BackoffKind(backoffKind), time.Duration(base), time.Duration(max)
+			s.maxAttempts, s.leaseFor, s.uniqueFor = int(maxAttempts), time.Duration(leaseNS), time.Duration(uniqueFor)
+			s.backoff.Kind, s.backoff.Base, s.backoff.Max = job.BackoffKind(backoffKind), time.Duration(base), time.Duration(most)
 			s.durability = job.Durability(durability)
 			if tags.Valid {
 				if err := json.Unmarshal([]byte(tags.String), &s.tags); err != nil {

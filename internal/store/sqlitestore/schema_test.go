@@ -14,9 +14,9 @@ func TestQueryPlansUseIndexes(t *testing.T) {
 		args  []any
 		index string
 	}{
-		{sqlRefillSameRunAt, []any{"q", 0, int64(0), int64(0), 10}, "jobs_claim"},
-		{sqlRefillSamePriority, []any{"q", 0, int64(0), 10}, "jobs_claim"},
-		{sqlRefillBelow, []any{"q", 1000, 10}, "jobs_claim"},
+		{queries[stRefillSameRunAt], []any{"q", 0, int64(0), int64(0), 10}, "jobs_claim"},
+		{queries[stRefillSamePriority], []any{"q", 0, int64(0), 10}, "jobs_claim"},
+		{queries[stRefillBelow], []any{"q", 1000, 10}, "jobs_claim"},
 		{sqlDueJobs, []any{int64(0), 10}, "jobs_due"},
 		{sqlNextDue, nil, "jobs_due"},
 		{sqlActiveJobs, nil, "jobs_lease"},
@@ -35,7 +35,7 @@ func TestQueryPlansUseIndexes(t *testing.T) {
 		{sqlSetQueueWaits, []any{"q", 1000}, "jobs_queue_state"},
 		{sqlWaitingPast, []any{int64(0), int64(0), 0, 10}, "jobs_wait"},
 		{sqlNextWait, []any{int64(0)}, "jobs_wait"},
-		{sqlSetWaits, []any{1000, "[1,2]"}, "INTEGER PRIMARY KEY"},
+		{sqlDieOfWait, []any{0, "dead", "[]", 1}, "INTEGER PRIMARY KEY"},
 		{sqlDeleteMany, []any{"q", "dead", "[]"}, "jobs_queue_state"},
 	} {
 		rows, err := b.s.rdb.Query("EXPLAIN QUERY PLAN "+tc.query, tc.args...)

@@ -34,7 +34,7 @@ func (s *Store) SessionCreate(ctx context.Context, p *store.SessionCreateParams)
 		return fmt.Errorf("create session: %w", job.Invalid("session", "must expire after now, with a cap of at least 1"))
 	}
 	now := p.Now.UTC().UnixNano()
-	err := s.do(ctx, 1, func(w *writer) error {
+	return wrap("create session", s.do(ctx, 1, func(w *writer) error {
 		bg := context.Background()
 		if _, err := w.conn.ExecContext(bg, sqlSessionInsert, se.IDHash, se.TokenName, se.TokenFingerprint,
 			se.CreatedAt.UTC().UnixNano(), se.ExpiresAt.UTC().UnixNano()); err != nil {
@@ -50,11 +50,7 @@ func (s *Store) SessionCreate(ctx context.Context, p *store.SessionCreateParams)
 			return fmt.Errorf("end the oldest sessions of the token: %w", err)
 		}
 		return nil
-	})
-	if err != nil {
-		return wrap("create session", err)
-	}
-	return nil
+	}))
 }
 
 // SessionGet reads a live session; see store.Sessions.
@@ -77,7 +73,7 @@ func (s *Store) SessionGet(ctx context.Context, idHash string, now time.Time) (*
 
 // SessionExtend moves a live session's expiry; see store.Sessions.
 func (s *Store) SessionExtend(ctx context.Context, idHash string, expiresAt, now time.Time) error {
-	err := s.do(ctx, 1, func(w *writer) error {
+	return wrap("extend session", s.do(ctx, 1, func(w *writer) error {
 		res, err := w.conn.ExecContext(context.Background(), sqlSessionExtend, expiresAt.UTC().UnixNano(), idHash, now.UTC().UnixNano())
 		if err != nil {
 			return fmt.Errorf("extend session: %w", err)
@@ -86,23 +82,15 @@ func (s *Store) SessionExtend(ctx context.Context, idHash string, expiresAt, now
 			return fmt.Errorf("session: %w", job.ErrNotFound)
 		}
 		return nil
-	})
-	if err != nil {
-		return wrap("extend session", err)
-	}
-	return nil
+	}))
 }
 
 // SessionDelete ends a session; see store.Sessions.
 func (s *Store) SessionDelete(ctx context.Context, idHash string) error {
-	err := s.do(ctx, 1, func(w *writer) error {
+	return wrap("delete session", s.do(ctx, 1, func(w *writer) error {
 		if _, err := w.conn.ExecContext(context.Background(), sqlSessionDelete, idHash); err != nil {
 			return fmt.Errorf("delete session: %w", err)
 		}
 		return nil
-	})
-	if err != nil {
-		return wrap("delete session", err)
-	}
-	return nil
+	}))
 }

@@ -47,7 +47,7 @@ type spec struct {
 	kind        string
 	maxAttempts int
 	backoff     job.Backoff
-	lease       time.Duration
+	leaseFor    time.Duration
 	uniqueFor   time.Duration
 	createdAt   int64 // Unix nanoseconds
 	durability  job.Durability
@@ -75,7 +75,7 @@ func appendSpec(dst []byte, s *spec) []byte {
 	dst = binary.AppendVarint(dst, int64(s.backoff.Base))
 	dst = binary.AppendVarint(dst, int64(s.backoff.Max))
 	dst = binary.BigEndian.AppendUint64(dst, math.Float64bits(s.backoff.Jitter))
-	dst = binary.AppendVarint(dst, int64(s.lease))
+	dst = binary.AppendVarint(dst, int64(s.leaseFor))
 	dst = binary.AppendVarint(dst, int64(s.uniqueFor))
 	dst = binary.AppendVarint(dst, s.createdAt)
 	dst = appendString(dst, string(s.durability))
@@ -116,7 +116,7 @@ func decodeSpec(b []byte, j *job.Job) error {
 	j.Backoff.Jitter = math.Float64frombits(d.uint64())
 	j.LeaseDuration = time.Duration(d.varint())
 	j.UniqueFor = time.Duration(d.varint())
-	j.CreatedAt = fromNanos(d.varint())
+	j.CreatedAt = time.Unix(0, d.varint()).UTC()
 	j.Durability = job.Durability(d.string())
 	if n := d.uvarint(); n > 0 && d.err == nil {
 		if n > uint64(len(d.b)) { // each tag takes at least a byte

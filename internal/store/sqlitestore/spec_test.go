@@ -15,7 +15,7 @@ import (
 
 func specJob(s *spec) *job.Job {
 	return &job.Job{
-		Kind: s.kind, MaxAttempts: s.maxAttempts, Backoff: s.backoff, LeaseDuration: s.lease,
+		Kind: s.kind, MaxAttempts: s.maxAttempts, Backoff: s.backoff, LeaseDuration: s.leaseFor,
 		UniqueFor: s.uniqueFor, CreatedAt: fromNanos(s.createdAt), Durability: s.durability, Tags: s.tags,
 		DeadLetterOf: s.deadLetterOf, TraceParent: s.traceParent,
 	}
@@ -26,12 +26,12 @@ func TestSpecRoundTrip(t *testing.T) {
 	t.Parallel()
 	for _, s := range []spec{
 		{kind: "send_email", maxAttempts: 25, backoff: job.Backoff{Kind: job.BackoffExponential, Base: time.Second,
-			Max: time.Hour, Jitter: 0.1}, lease: 30 * time.Second, createdAt: time.Date(2026, 11, 23, 8, 0, 0, 1, time.UTC).UnixNano(),
+			Max: time.Hour, Jitter: 0.1}, leaseFor: 30 * time.Second, createdAt: time.Date(2026, 11, 23, 8, 0, 0, 1, time.UTC).UnixNano(),
 			durability: job.DurabilityFull},
 		{kind: "k", maxAttempts: 1, backoff: job.Backoff{Kind: job.BackoffFixed}, uniqueFor: time.Minute,
 			durability: job.DurabilityProcess, tags: []string{"a", "ünïcode", ""}},
 		{kind: string(make([]byte, 300)), maxAttempts: math.MaxInt32, backoff: job.Backoff{Base: math.MaxInt64,
-			Max: math.MinInt64, Jitter: math.Inf(1)}, lease: -1, createdAt: math.MinInt64, tags: []string{}},
+			Max: math.MinInt64, Jitter: math.Inf(1)}, leaseFor: -1, createdAt: math.MinInt64, tags: []string{}},
 		{kind: "k", maxAttempts: 2, durability: job.DurabilityMemory, tags: []string{"t"},
 			deadLetterOf: job.JobRef{Queue: "orders", ID: "01JD3Y6Q4H2V8M5N7P9R0S1T2V"}},
 		{kind: "k", maxAttempts: 2, durability: job.DurabilityFull,
@@ -101,7 +101,7 @@ func FuzzDecodeSpec(f *testing.F) {
 		if decodeSpec(data, &j) != nil {
 			return
 		}
-		s := spec{kind: j.Kind, maxAttempts: j.MaxAttempts, backoff: j.Backoff, lease: j.LeaseDuration,
+		s := spec{kind: j.Kind, maxAttempts: j.MaxAttempts, backoff: j.Backoff, leaseFor: j.LeaseDuration,
 			uniqueFor: j.UniqueFor, createdAt: j.CreatedAt.UnixNano(), durability: j.Durability, tags: j.Tags,
 			deadLetterOf: j.DeadLetterOf}
 		var again job.Job

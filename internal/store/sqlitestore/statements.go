@@ -4,84 +4,62 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 )
+
+// The writer's prepared statements. A file declares each query the writer
+// runs often beside the code that runs it, as a package-level variable
+// (prepared, or preparedRaw for the statements of the hot paths that run
+// without database/sql, see rawStmt); the writer prepares every one of
+// them on its connection at open.
+var queries, rawQueries []string
+
+// stmtID names a query declared with prepared, rawID one declared with
+// preparedRaw.
+type (
+	stmtID int
+	rawID  int
+)
+
+// prepared declares query as a statement of the writer.
+func prepared(query string) stmtID {
+	queries = append(queries, query)
+	return stmtID(len(queries) - 1)
+}
+
+// preparedRaw declares query as a statement of the writer run without
+// database/sql.
+func preparedRaw(query string) rawID {
+	rawQueries = append(rawQueries, query)
+	return rawID(len(rawQueries) - 1)
+}
 
 // statements are the writer's prepared statements, bound to its connection.
 type statements struct {
-	begin, commit *sql.Stmt
-
-	insertQueue, setPaused      *sql.Stmt
-	jobByID, jobBySeq           *sql.Stmt
-	newestUnique                *sql.Stmt
-	jobsBySeq, jobExists        *sql.Stmt
-	finishAttempt, persistLease *sql.Stmt
-	errorsBySeq                 *sql.Stmt
-
-	// The claims by group (flow.go).
-	groupsFrom, groupsAfter       *sql.Stmt
-	groupFirst, groupSamePriority *sql.Stmt
-	groupBelow                    *sql.Stmt
-	sweepStale                    *sql.Stmt
-
-	// The statements of the hot paths, run without database/sql:
-	// insertRows[k] inserts 1<<k jobs.
-	// completeRows[k] acknowledges 1<<k jobs.
-	insertRows   [insertChunkShift + 1]*rawStmt
-	completeRows [completeChunkShift + 1]*rawStmt
-
 	all []*sql.Stmt
 	raw []*rawStmt
 }
 
-// prepare prepares every statement on conn.
+// get returns the statement of id.
+func (s *statements) get(id stmtID) *sql.Stmt { return s.all[id] }
+
+// getRaw returns the statement of id.
+func (s *statements) getRaw(id rawID) *rawStmt { return s.raw[id] }
+
+// prepare prepares every declared statement on conn.
 func (s *statements) prepare(ctx context.Context, conn *sql.Conn) error {
-	for _, p := range []struct {
-		dst   **sql.Stmt
-		query string
-	}{
-		{&s.begin, `BEGIN IMMEDIATE`},
-		{&s.commit, `COMMIT`},
-		{&s.insertQueue, sqlInsertQueue},
-		{&s.setPaused, sqlSetPaused},
-		{&s.jobByID, sqlJobByID},
-		{&s.jobBySeq, sqlJobBySeq},
-		{&s.newestUnique, sqlNewestUnique},
-		{&s.jobsBySeq, sqlJobsBySeq},
-		{&s.jobExists, sqlJobExists},
-		{&s.finishAttempt, sqlFinishAttempt},
-		{&s.persistLease, sqlPersistLease},
-		{&s.errorsBySeq, sqlErrorsBySeq},
-		{&s.groupsFrom, sqlGroupsFrom},
-		{&s.groupsAfter, sqlGroupsAfter},
-		{&s.groupFirst, sqlGroupFirst},
-		{&s.groupSamePriority, sqlGroupSamePriority},
-		{&s.groupBelow, sqlGroupBelow},
-		{&s.sweepStale, sqlSweepStale},
-	} {
-		st, err := conn.PrepareContext(ctx, p.query)
+	for _, q := range queries {
+		st, err := conn.PrepareContext(ctx, q)
 		if err != nil {
-			return fmt.Errorf("prepare %q: %w", firstLine(p.query), err)
+			return fmt.Errorf("prepare %q: %w", firstLine(q), err)
 		}
-		*p.dst = st
 		s.all = append(s.all, st)
 	}
-	type rawQuery struct {
-		dst   **rawStmt
-		query string
-	}
-	var raws []rawQuery
-	for k := range s.insertRows {
-		raws = append(raws, rawQuery{&s.insertRows[k], sqlInsertRows(1 << k)})
-	}
-	for k := range s.completeRows {
-		raws = append(raws, rawQuery{&s.completeRows[k], sqlCompleteRows(1 << k)})
-	}
-	for _, p := range raws {
-		st, err := prepareRaw(ctx, conn, p.query)
+	for _, q := range rawQueries {
+		st, err := prepareRaw(ctx, conn, q)
 		if err != nil {
-			return fmt.Errorf("prepare %q: %w", firstLine(p.query), err)
+			return fmt.Errorf("prepare %q: %w", firstLine(q), err)
 		}
-		*p.dst = st
 		s.raw = append(s.raw, st)
 	}
 	return nil
@@ -98,10 +76,6 @@ func (s *statements) close() {
 }
 
 func firstLine(q string) string {
-	for i := 0; i < len(q); i++ {
-		if q[i] == '\n' {
-			return q[:i]
-		}
-	}
-	return q
+	line, _, _ := strings.Cut(q, "\n")
+	return line
 }

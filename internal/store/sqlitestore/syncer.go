@@ -7,7 +7,6 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/spoolq/spool/internal/job"
 )
@@ -32,15 +31,17 @@ import (
 // itself: Linux reports a failed write-back once to each open file, so a
 // failure that one fsync met is never hidden from another.
 //
-// The fsync of a batch begins once the holder of the writer's turn has let
-// the turn go (dispatch): the next batch commits meanwhile. A caller that
-// committed its own batch (Store.commitHere) runs the fsync itself
-// (Store.syncHere), as it waits anyway, which saves waking another
-// goroutine; the writer's goroutine hands it to a lane and goes on. Until
+// The fsync of a batch begins once the holder of the committer's turn has
+// let the turn go (dispatch): the next batch commits meanwhile. A caller
+// that committed its own batch (committer.commitHere) runs the fsync
+// itself (committer.syncHere), as it waits anyway, which saves waking
+// another goroutine; the committer's goroutine hands it to a lane and
+// goes on. Until
 // then the fsync has not begun, and a batch committed before it does
 // joins it.
 type syncer struct {
-	w *writer
+	// fails is the store's failed state, which a failed fsync enters.
+	fails *failState
 	// pending counts the batches handed over and not answered yet: while
 	// it is zero, every commit before is answered.
 	pending atomic.Int64
@@ -90,10 +91,11 @@ const maxSyncs = 2
 
 // syncBatch is a committed batch whose answers wait for the syncer.
 type syncBatch struct {
-	ops   []*op
-	start time.Time // when its commit began, for Config.OnCommit
-	sync  bool      // its commit must be fsynced before the answers
-	n     int64     // its number, in commit order
+	// answer answers the batch's operations, each with its own outcome,
+	// or all with the error given (the store failed).
+	answer func(error)
+	sync   bool  // its commit must be fsynced before the answers
+	n      int64 // its number, in commit order
 }
 
 // syncRun is one fsync through file: it covers the batches up to covers,
@@ -105,12 +107,12 @@ type syncRun struct {
 	err    error
 }
 
-// newSyncer opens the write-ahead log of the database at path for w's
-// fsyncs, makes what is written so far durable (the schema, the token
-// epoch just taken) together with the data folder's entries, and starts
-// the syncer.
-func newSyncer(w *writer, path string) (*syncer, error) {
-	s := &syncer{w: w, answered: make(chan struct{}, 1), starts: make(chan *syncRun, maxSyncs)}
+// newSyncer opens the write-ahead log of the database at path for the
+// writer's fsyncs, makes what is written so far durable (the schema, the
+// token epoch just taken) together with the data folder's entries, and
+// starts the syncer; a failed fsync enters fails.
+func newSyncer(fails *failState, path string) (*syncer, error) {
+	s := &syncer{fails: fails, answered: make(chan struct{}, 1), starts: make(chan *syncRun, maxSyncs)}
 	for range maxSyncs + 1 {
 		f, err := os.OpenFile(path+"-wal", os.O_RDWR, 0)
 		if err != nil {
@@ -162,13 +164,13 @@ func syncDir(dir string) error {
 
 // waitTurn waits while every fsync slot is taken and a batch already
 // waits for the next fsync: the next commit can be answered no sooner
-// than that batch, so the writer gathers operations until a slot is free
+// than that batch, so the committer gathers operations until a slot is free
 // and commits them as one batch, which writes fewer pages than several
 // small ones.
 func (s *syncer) waitTurn() {
 	for {
 		s.mu.Lock()
-		busy := len(s.running) >= maxSyncs && s.needed > s.covered && s.w.failure() == nil
+		busy := len(s.running) >= maxSyncs && s.needed > s.covered && s.fails.failure() == nil
 		s.mu.Unlock()
 		if !busy {
 			return
@@ -180,19 +182,19 @@ func (s *syncer) waitTurn() {
 // idle reports whether every batch handed over has been answered.
 func (s *syncer) idle() bool { return s.pending.Load() == 0 }
 
-// hand queues the committed batch ops for its answers; sync says whether
+// hand queues a committed batch, which answer answers; sync says whether
 // its commit must be fsynced first. The batch joins the fsync that waits
 // for dispatch, or gets one of its own that does when a slot is free.
-// ops is copied: the writer reuses it. The holder of the writer's turn
-// calls it, and dispatch once it has let the turn go.
-func (s *syncer) hand(ops []*op, start time.Time, sync bool) {
+// The holder of the committer's turn calls it, and dispatch once it has
+// let the turn go.
+func (s *syncer) hand(answer func(error), sync bool) {
 	s.pending.Add(1)
 	s.mu.Lock()
 	s.handed++
 	if sync {
 		s.needed = s.handed
 	}
-	s.queue = append(s.queue, syncBatch{ops: slices.Clone(ops), start: start, sync: sync, n: s.handed})
+	s.queue = append(s.queue, syncBatch{answer: answer, sync: sync, n: s.handed})
 	switch {
 	case s.unclaimed != nil:
 		s.unclaimed.covers, s.covered = s.handed, s.handed
@@ -264,7 +266,7 @@ func (s *syncer) run(r *syncRun) {
 	if err == nil {
 		// A store that failed meanwhile answers nothing more as durable:
 		// what the disk holds is then unknown.
-		err = s.w.failure()
+		err = s.fails.failure()
 	}
 	s.mu.Lock()
 	r.done, r.err = true, err
@@ -280,7 +282,7 @@ func (s *syncer) run(r *syncRun) {
 		s.starts <- next
 	}
 	s.answer(ready, nil)
-	s.answer(failed, s.w.failure())
+	s.answer(failed, s.fails.failure())
 }
 
 // takeRuns takes the outcomes of the fsyncs done, in the order they began,
@@ -312,7 +314,7 @@ func (s *syncer) takeReady() []syncBatch {
 // with no fsync under way that could still answer one. The caller holds
 // mu.
 func (s *syncer) failedBatches() []syncBatch {
-	if len(s.running) > 0 || s.w.failure() == nil {
+	if len(s.running) > 0 || s.fails.failure() == nil {
 		return nil
 	}
 	return s.take(len(s.queue))
@@ -344,7 +346,7 @@ func (s *syncer) take(k int) []syncBatch {
 // waitTurn.
 func (s *syncer) answer(batches []syncBatch, err error) {
 	for _, b := range batches {
-		s.w.answer(b.ops, b.start, err)
+		b.answer(err)
 	}
 	select {
 	case s.answered <- struct{}{}:
@@ -353,14 +355,14 @@ func (s *syncer) answer(batches []syncBatch, err error) {
 }
 
 // syncNow fsyncs the write-ahead log on the writer's own descriptor. A
-// failure puts the writer in its failed state, since what the disk holds
+// failure puts the store in its failed state, since what the disk holds
 // is then unknown, and returns that state's error.
 func (s *syncer) syncNow() error {
 	return s.fsync(s.own, 0)
 }
 
 // fsync fsyncs the log through f for the batches up to covers. A failure
-// puts the writer in its failed state and returns that state's error.
+// puts the store in its failed state and returns that state's error.
 func (s *syncer) fsync(f *os.File, covers int64) error {
 	s.mu.Lock()
 	before := s.beforeSync
@@ -369,15 +371,15 @@ func (s *syncer) fsync(f *os.File, covers int64) error {
 		before(covers)
 	}
 	if err := syncData(f); err != nil {
-		s.w.fail(fmt.Errorf("%w: fsync the write-ahead log: %w", job.ErrUnavailable, err))
-		return s.w.failure()
+		s.fails.fail(fmt.Errorf("%w: fsync the write-ahead log: %w", job.ErrUnavailable, err))
+		return s.fails.failure()
 	}
 	s.syncs.Add(1)
 	return nil
 }
 
 // stop answers what was handed over and closes the log's descriptors. The
-// writer calls it once, after its last commit.
+// committer calls it once, after its last commit.
 func (s *syncer) stop() error {
 	s.dispatch(false)
 	s.mu.Lock()

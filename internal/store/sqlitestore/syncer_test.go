@@ -17,7 +17,7 @@ import (
 func TestCommitsGoOnWhileTheLogSyncs(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	s := b.s.w.sync
+	s := b.s.c.sync
 	entered, release := make(chan struct{}), make(chan struct{})
 	var releaseOnce sync.Once
 	free := func() { releaseOnce.Do(func() { close(release) }) }
@@ -40,7 +40,7 @@ func TestCommitsGoOnWhileTheLogSyncs(t *testing.T) {
 		}
 	}
 	s.mu.Unlock()
-	commits := b.s.w.commits.Load()
+	commits := b.s.c.commits.Load()
 	syncs := s.syncs.Load()
 	answers := make(chan error, 2)
 	for range 2 {
@@ -49,7 +49,7 @@ func TestCommitsGoOnWhileTheLogSyncs(t *testing.T) {
 			answers <- err
 		}()
 	}
-	waitFor(t, func() bool { return b.s.w.waiting.Load() == 2 })
+	waitFor(t, func() bool { return b.s.c.waiting.Load() == 2 })
 	close(gate)
 	select { // the first batch's fsync is under way and held
 	case <-entered:
@@ -61,7 +61,7 @@ func TestCommitsGoOnWhileTheLogSyncs(t *testing.T) {
 
 	// The inserts commit while that fsync is held, and their own fsync
 	// runs meanwhile, yet they stay unanswered.
-	waitFor(t, func() bool { return b.s.w.commits.Load() >= commits+2 })
+	waitFor(t, func() bool { return b.s.c.commits.Load() >= commits+2 })
 	waitFor(t, func() bool { return s.syncs.Load() > syncs })
 	select {
 	case err := <-held:
@@ -86,7 +86,7 @@ func TestCommitsGoOnWhileTheLogSyncs(t *testing.T) {
 func TestFailedSyncFailsTheStore(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	s := b.s.w.sync
+	s := b.s.c.sync
 	for _, f := range s.all {
 		_ = f.Close() // every later fsync fails
 	}
@@ -124,13 +124,13 @@ func waitFor(t *testing.T, cond func() bool) {
 func TestWritesInTheSyncJoinShareTheFsync(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	syncs := b.s.w.sync.syncs.Load()
+	syncs := b.s.c.sync.syncs.Load()
 	var calls, committedBefore int
 	var joined []store.InsertResult
 	var joinErr error
 	ctx := store.WithSyncJoin(b.ctx, func() {
 		calls++
-		committedBefore = int(b.s.w.sync.syncs.Load() - syncs)
+		committedBefore = int(b.s.c.sync.syncs.Load() - syncs)
 		joined, joinErr = b.s.JobInsertMany(b.ctx, &store.JobInsertManyParams{Jobs: params("q", 2), Now: t0})
 	})
 	res, err := b.s.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: params("q", 1), Now: t0})
@@ -140,7 +140,7 @@ func TestWritesInTheSyncJoinShareTheFsync(t *testing.T) {
 	if calls != 1 || committedBefore != 0 {
 		t.Fatalf("join called %d times, %d fsyncs done before it; want once, before the fsync", calls, committedBefore)
 	}
-	if n := b.s.w.sync.syncs.Load() - syncs; n != 1 {
+	if n := b.s.c.sync.syncs.Load() - syncs; n != 1 {
 		t.Fatalf("%d fsyncs for the two writes, want the one they share", n)
 	}
 	for _, r := range append(res, joined...) {

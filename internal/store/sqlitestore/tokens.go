@@ -69,30 +69,3 @@ func nextEpoch(ctx context.Context, conn *sql.Conn) (int64, error) {
 	}
 	return epoch, nil
 }
-
-// renewTokens moves to a new epoch, in a transaction of its own, once the
-// current one is half used. A store that takes another store's tokens
-// has that store's writer do it, by a call of its own.
-func (w *writer) renewTokens() error {
-	if !w.tokens.due() {
-		return nil
-	}
-	if from := w.cfg.TokensFrom; from != nil {
-		if err := from.do(context.Background(), 1, func(*writer) error { return nil }); err != nil {
-			return fmt.Errorf("renew tokens of the durable store: %w", err)
-		}
-		return nil
-	}
-	epoch, err := nextEpoch(context.Background(), w.conn)
-	if err != nil {
-		return err
-	}
-	if w.sync != nil {
-		// No token of the new epoch goes out before the epoch is on disk.
-		if err := w.sync.syncNow(); err != nil {
-			return err
-		}
-	}
-	w.tokens.start(epoch)
-	return nil
-}

@@ -47,11 +47,7 @@ func (s *Store) JobTransact(ctx context.Context, p *store.JobTransactParams) (*s
 		now := p.Now.UTC()
 		acks := completions{w: w}
 		for i, l := range acked {
-			state := job.AfterCompletion(l.cancel)
-			res.Completed[i] = l.outcome(state)
-			acks.add(state, p.Complete[i].Result, now.UnixNano(), l)
-			w.finish(l, state)
-			if err := acks.flushFull(); err != nil {
+			if err := acks.ack(l, p.Complete[i].Result, now.UnixNano(), &res.Completed[i]); err != nil {
 				return err
 			}
 		}

@@ -5,6 +5,7 @@ import "C"
 
 import (
 	"fmt"
+	"net/url"
 	"sync"
 )
 
@@ -55,4 +56,36 @@ func registerWALBuffer() error {
 		}
 	})
 	return registerErr
+}
+
+// busyTimeoutMillis is how long a connection waits for a lock held by
+// another process before failing with "database is locked": how long a
+// server starting on a data folder in use waits for the other process to
+// let go of it (see exclusiveVFS).
+const busyTimeoutMillis = 5000
+
+// dsn is the go-sqlite3 connection string for path; sync is full, normal
+// or off.
+func dsn(path, sync string, readOnly bool) string {
+	q := url.Values{}
+	q.Set("_journal_mode", "WAL")
+	q.Set("_busy_timeout", fmt.Sprint(busyTimeoutMillis))
+	q.Set("_foreign_keys", "0")
+	switch sync {
+	case "normal":
+		q.Set("_synchronous", "NORMAL")
+	case "off":
+		q.Set("_synchronous", "OFF")
+	default:
+		q.Set("_synchronous", "FULL")
+	}
+	if readOnly {
+		q.Set("_query_only", "1")
+		q.Set("_cache_size", "-16384")
+		q.Set("vfs", exclusiveVFS)
+	} else {
+		q.Set("_cache_size", "-65536")
+		q.Set("vfs", walBufferVFS)
+	}
+	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
 }

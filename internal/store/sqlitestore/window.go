@@ -59,6 +59,9 @@ func (c *bodyCache) keep(e *entry) {
 	c.used += n
 }
 
+// reset forgets every body kept: the windows were dropped.
+func (c *bodyCache) reset() { c.used = 0 }
+
 // release returns the budget of e's body.
 func (c *bodyCache) release(e entry) {
 	if e.body != nil && c != nil {

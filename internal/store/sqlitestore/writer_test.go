@@ -164,7 +164,7 @@ func TestRestartRebuildsCounts(t *testing.T) {
 func TestGroupCommitBatches(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	before := b.s.w.commits.Load()
+	before := b.s.c.commits.Load()
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for i := 0; i < 200; i++ {
@@ -179,7 +179,7 @@ func TestGroupCommitBatches(t *testing.T) {
 	}
 	close(start)
 	wg.Wait()
-	commits := b.s.w.commits.Load() - before
+	commits := b.s.c.commits.Load() - before
 	t.Logf("200 concurrent inserts took %d commits", commits)
 	if commits >= 100 {
 		t.Fatalf("200 concurrent inserts took %d commits, want far fewer", commits)
@@ -202,9 +202,9 @@ func TestALoneCallerCommitsItself(t *testing.T) {
 			t.Fatal(err)
 		}
 		switch {
-		case strings.Contains(stack, "(*Store).commitHere"):
+		case strings.Contains(stack, "(*committer).commitHere"):
 			return "caller"
-		case strings.Contains(stack, "(*writer).run("):
+		case strings.Contains(stack, "(*committer).run("):
 			return "writer"
 		}
 		t.Fatalf("an operation ran on neither goroutine:\n%s", stack)
@@ -214,8 +214,8 @@ func TestALoneCallerCommitsItself(t *testing.T) {
 	// it does just after it answers.
 	turnFree := func() {
 		waitFor(t, func() bool {
-			if b.s.w.turn.TryLock() {
-				b.s.w.turn.Unlock()
+			if b.s.c.turn.TryLock() {
+				b.s.c.turn.Unlock()
 				return true
 			}
 			return false
@@ -236,7 +236,7 @@ func TestALoneCallerCommitsItself(t *testing.T) {
 	for range 2 {
 		go func() { queued <- b.s.do(b.ctx, 1, func(*writer) error { return nil }) }()
 	}
-	waitFor(t, func() bool { return b.s.w.waiting.Load() == 2 })
+	waitFor(t, func() bool { return b.s.c.waiting.Load() == 2 })
 	close(gate)
 	for _, ch := range []chan error{held, queued, queued} {
 		if err := <-ch; err != nil {
@@ -328,11 +328,11 @@ func TestCloseFinishesQueuedOps(t *testing.T) {
 // database closes without the leases being written.
 func crash(t *testing.T, s *Store) {
 	t.Helper()
-	s.mu.Lock()
-	s.closed = true
-	close(s.w.ops)
-	s.mu.Unlock()
-	<-s.w.done
+	s.c.mu.Lock()
+	s.c.closed = true
+	close(s.c.ops)
+	s.c.mu.Unlock()
+	<-s.c.done
 	if err := s.closeDBs(); err != nil {
 		t.Fatal(err)
 	}
@@ -502,9 +502,9 @@ func TestProcessDurabilitySkipsFsync(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	synced := func(call func()) bool {
-		before := b.s.w.unsynced.Load()
+		before := b.s.c.unsynced.Load()
 		call()
-		return b.s.w.unsynced.Load() == before
+		return b.s.c.unsynced.Load() == before
 	}
 	insert := func(ps ...store.JobInsertParams) func() {
 		return func() { b.insert(ps...) }

@@ -1,0 +1,221 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/spoolq/spool/internal/job"
+	"github.com/spoolq/spool/internal/store"
+)
+
+// The operations of consumer groups (see lanes.go).
+const (
+	sqlConsumerGroupAdd    = `INSERT INTO consumer_groups (queue, name, created_at) VALUES (?, ?, ?)`
+	sqlConsumerGroupRemove = `DELETE FROM consumer_groups WHERE queue = ? AND name = ?`
+	// sqlConsumerGroupsOf reads the groups of one queue, by name.
+	sqlConsumerGroupsOf = `SELECT queue, name, created_at FROM consumer_groups WHERE queue = ? ORDER BY name`
+	// sqlConsumerGroupsAfter reads a page of the groups of every queue
+	// after a group, by the table's key.
+	sqlConsumerGroupsAfter = `SELECT queue, name, created_at FROM consumer_groups WHERE (queue, name) > (?, ?) ORDER BY queue, name LIMIT ?`
+	// sqlQueueJobsAfter reads the jobs of a queue in seq order, a page at
+	// a time, for the copies of a group's start.
+	sqlQueueJobsAfter = `SELECT ` + jobColumns + ` FROM jobs WHERE queue = ? AND seq > ? ORDER BY seq LIMIT ?`
+	// sqlLaneStates counts the jobs of a queue by state but those of the
+	// seqs ?2, which are leased (their rows may not say so yet).
+	sqlLaneStates = `SELECT state, count(*) FROM jobs WHERE queue = ?1 AND seq NOT IN (SELECT value FROM json_each(?2)) GROUP BY state`
+	sqlLaneDelete = `DELETE FROM jobs WHERE queue = ?`
+	// sqlOldestPendingSpec reads the spec (which holds the creation time)
+	// of the first pending job of a queue, and nothing else of it: the
+	// lowest seq of each pending state, by the index.
+	sqlOldestPendingSpec = `SELECT spec FROM jobs WHERE seq = (SELECT min(s) FROM (
+	SELECT (SELECT min(seq) FROM jobs WHERE queue = ?1 AND state = 'scheduled') AS s
+	UNION ALL SELECT (SELECT min(seq) FROM jobs WHERE queue = ?1 AND state = 'available')
+	UNION ALL SELECT (SELECT min(seq) FROM jobs WHERE queue = ?1 AND state = 'active')
+	UNION ALL SELECT (SELECT min(seq) FROM jobs WHERE queue = ?1 AND state = 'retrying')))`
+	// startPage is how many jobs a group's start reads at once.
+	startPage = 1000
+)
+
+// ConsumerGroupCreate creates a consumer group and gives it the jobs it
+// starts with; see store.ConsumerGroups.
+func (s *Store) ConsumerGroupCreate(ctx context.Context, p *store.ConsumerGroupParams) (bool, error) {
+	return call(ctx, s, fmt.Sprintf("create consumer group %s of %s", p.Name, p.Queue), func(w *writer) (bool, error) {
+		return w.createGroup(p)
+	})
+}
+
+// createGroup creates consumer group p.Name of p.Queue, unless it exists,
+// with a lane that follows the queue's configuration and holds the copies
+// of the jobs p.Start names.
+func (w *writer) createGroup(p *store.ConsumerGroupParams) (bool, error) {
+	if w.lanes.has(p.Queue, p.Name) {
+		return false, nil
+	}
+	q, err := w.ensureQueue(p.Queue)
+	if err != nil {
+		return false, err
+	}
+	w.touched = true
+	now := p.Now.UTC()
+	if _, err := w.conn.ExecContext(context.Background(), sqlConsumerGroupAdd, p.Queue, p.Name, now.UnixNano()); err != nil {
+		return false, fmt.Errorf("record consumer group: %w", err)
+	}
+	w.lanes.add(p.Queue, laneGroup{name: p.Name, createdAt: now})
+	lane := job.LaneName(p.Queue, p.Name)
+	if err := w.setLimits(lane, q.limits); err != nil {
+		return false, err
+	}
+	if err := w.setPaused(lane, q.paused); err != nil {
+		return false, err
+	}
+	_, err = w.startLane(p)
+	return true, err
+}
+
+// ConsumerGroupSeek empties a group's lane and gives it the jobs of its
+// new start; see store.ConsumerGroups.
+func (s *Store) ConsumerGroupSeek(ctx context.Context, p *store.ConsumerGroupParams) (int, error) {
+	return call(ctx, s, fmt.Sprintf("seek consumer group %s of %s", p.Name, p.Queue), func(w *writer) (int, error) {
+		if !w.lanes.has(p.Queue, p.Name) {
+			return 0, fmt.Errorf("consumer group %s of %s: %w", p.Name, p.Queue, job.ErrNotFound)
+		}
+		if err := w.clearLane(job.LaneName(p.Queue, p.Name)); err != nil {
+			return 0, err
+		}
+		return w.startLane(p)
+	})
+}
+
+// ConsumerGroupDelete deletes a group and its lane's jobs; see
+// store.ConsumerGroups.
+func (s *Store) ConsumerGroupDelete(ctx context.Context, queue, name string) error {
+	return wrap(fmt.Sprintf("delete consumer group %s of %s", name, queue), s.do(ctx, 1, func(w *writer) error {
+		if !w.lanes.has(queue, name) {
+			return fmt.Errorf("consumer group %s of %s: %w", name, queue, job.ErrNotFound)
+		}
+		if err := w.clearLane(job.LaneName(queue, name)); err != nil {
+			return err
+		}
+		if _, err := w.conn.ExecContext(context.Background(), sqlConsumerGroupRemove, queue, name); err != nil {
+			return fmt.Errorf("remove consumer group: %w", err)
+		}
+		w.lanes.remove(queue, name)
+		return nil
+	}))
+}
+
+// ConsumerGroupList lists a queue's groups with their lanes' counts; see
+// store.ConsumerGroups. It reads beside the writer, as
+// ConsumerGroupListAll does.
+func (s *Store) ConsumerGroupList(ctx context.Context, queue string) ([]store.ConsumerGroup, error) {
+	out, err := s.consumerGroups(ctx, sqlConsumerGroupsOf, queue)
+	return out, wrap(fmt.Sprintf("list consumer groups of %s", queue), err)
+}
+
+// ConsumerGroupListAll lists a page of the groups of every queue with
+// their lanes' counts; see store.ConsumerGroups.
+func (s *Store) ConsumerGroupListAll(ctx context.Context, p *store.ConsumerGroupListParams) ([]store.ConsumerGroup, error) {
+	out, err := s.consumerGroups(ctx, sqlConsumerGroupsAfter, p.AfterQueue, p.AfterName, p.PageSize())
+	return out, wrap("list consumer groups", err)
+}
+
+// consumerGroups reads the groups that query selects, and each group's
+// oldest pending job (its spec, for its creation time, and not its
+// payload), from the read pool, and the counts from the catalog, so that
+// it never waits for the writer.
+func (s *Store) consumerGroups(ctx context.Context, query string, args ...any) ([]store.ConsumerGroup, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	rows, err := s.rdb.QueryContext(ctx, query, args...)
+	out, err := scanAll(rows, err, func(r *sql.Rows, g *store.ConsumerGroup) error {
+		var created int64
+		err := r.Scan(&g.Queue, &g.Name, &created)
+		g.CreatedAt = fromNanos(created)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i := range out {
+		g := &out[i]
+		lane := job.LaneName(g.Queue, g.Name)
+		g.Counts = map[job.State]int64{}
+		if info, ok := s.cat.info(lane); ok {
+			g.Counts = info.Counts
+		}
+		var spec []byte
+		switch err := s.rdb.QueryRowContext(ctx, sqlOldestPendingSpec, lane).Scan(&spec); {
+		case err == nil:
+			var oldest job.Job
+			if err := decodeSpec(spec, &oldest); err != nil {
+				return nil, fmt.Errorf("read the oldest pending job of %s: %w", lane, err)
+			}
+			g.OldestPending = oldest.CreatedAt
+		case !errors.Is(err, sql.ErrNoRows):
+			return nil, fmt.Errorf("read the oldest pending job of %s: %w", lane, err)
+		}
+	}
+	return out, nil
+}
+
+// clearLane deletes every job of lane, active ones too, and forgets
+// their leases.
+func (w *writer) clearLane(lane string) error {
+	w.touched = true
+	type row struct {
+		state job.State
+		n     int64
+	}
+	rows, err := w.conn.QueryContext(context.Background(), sqlLaneStates, lane, w.leasedSeqs(lane))
+	counts, err := scanAll(rows, err, func(r *sql.Rows, v *row) error { return r.Scan(&v.state, &v.n) })
+	if err != nil {
+		return fmt.Errorf("count the jobs of %s: %w", lane, err)
+	}
+	if _, err := w.deleteWhere(lane, sqlLaneDelete, lane); err != nil {
+		return fmt.Errorf("delete the jobs of %s: %w", lane, err)
+	}
+	for _, c := range counts {
+		w.fx.move(lane, c.state, "", c.n)
+	}
+	for _, l := range w.leases.ofQueue(lane) {
+		w.leases.drop(l)
+		w.fx.move(lane, job.StateActive, "", 1)
+	}
+	return nil
+}
+
+// startLane gives group p.Name a copy of each job of p.Queue that p.Start
+// names and returns how many.
+func (w *writer) startLane(p *store.ConsumerGroupParams) (int, error) {
+	if p.Start == store.StartNew {
+		return 0, nil
+	}
+	now := p.Now.UTC()
+	n := 0
+	for after := int64(0); ; {
+		jobs, seqs, err := scanJobs(w.conn.QueryContext(context.Background(), sqlQueueJobsAfter, p.Queue, after, startPage))
+		if err != nil {
+			return n, fmt.Errorf("read the jobs of %s: %w", p.Queue, err)
+		}
+		var copies []store.JobInsertParams
+		for _, j := range jobs {
+			if p.Start == store.StartAt && j.CreatedAt.Before(p.From) {
+				continue
+			}
+			copies = append(copies, store.CopyOf(j, p.Name, now))
+		}
+		if len(copies) > 0 {
+			if err := w.insertJobs(copies, now, make([]store.InsertResult, len(copies))); err != nil {
+				return n, fmt.Errorf("copy jobs to consumer group %s: %w", p.Name, err)
+			}
+			n += len(copies)
+		}
+		if len(jobs) < startPage {
+			return n, nil
+		}
+		after = seqs[len(seqs)-1]
+	}
+}

@@ -1,0 +1,155 @@
+package sqlitestore
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/spoolq/spool/internal/job"
+	"github.com/spoolq/spool/internal/store"
+)
+
+// Deaths and dead letters in the embedded store. A job dies where a rule
+// sends it: at the end of a failed attempt (job.AfterFailure) or of an
+// expired lease (job.AfterLeaseExpiry), written with the attempt
+// (finalize.go), or past its maximum wait (job.AfterMaxWait), which a
+// claim meets (claim.go, flowclaim.go) or the sweep does (expire.go), and
+// killPastWait writes. A death that job.QueueSettings.DeadLetterFor sends
+// on leaves, in the same transaction, the copy job.DeadLetter makes of the
+// dead job in the dead-letter queue. writeLetter is the one writer of
+// copies: it writes the copy's row whole, in one statement, its origin in
+// the spec (version 2, see spec.go) and the dead job's history in its
+// errors, with a copy in each consumer group of the dead-letter queue, as
+// an insert would. A copy has no unique key, so it is checked against no
+// other job.
+
+const (
+	// sqlDieOfWait records the death of a job past its maximum wait: ?2
+	// is the state the rule gives it, ?3 its error history with the
+	// attempt's error.
+	sqlDieOfWait = `UPDATE jobs SET state = ?2, finished_at = ?1, errors = ?3 WHERE seq = ?4`
+	// sqlInsertWhole inserts a job available at once, with its history
+	// and wait deadline: a dead-letter copy, or its copy for a consumer
+	// group.
+	sqlInsertWhole = `INSERT INTO jobs (seq, id, queue, payload, priority, state, run_at, spec, grp, errors, wait_until,
+	kind, max_attempts, backoff_kind, backoff_base, backoff_max, backoff_jitter, lease_ns, created_at)
+VALUES (?, ?, ?, ?, ?, 'available', ?, ?, ?, ?, ?, '', 0, '', 0, 0, 0, 0, 0)`
+)
+
+var (
+	stDieOfWait   = prepared(sqlDieOfWait)
+	stInsertWhole = prepared(sqlInsertWhole)
+)
+
+// killPastWait writes the death of j, an available job with seq past its
+// queue's maximum wait at now, where job.AfterMaxWait sends it, and leaves
+// its dead-letter copy, if any, whose queue and id it returns. j is the
+// job as the claim or the sweep that met it read it; it becomes the dead
+// job.
+func (w *writer) killPastWait(j *job.Job, seq int64, now time.Time) (job.JobRef, error) {
+	state, e := job.AfterMaxWait(j.Attempt, now)
+	j.Errors, j.ErrorsDropped = job.AppendError(j.Errors, j.ErrorsDropped, e)
+	errs, err := store.EncodeErrors(j.Errors, j.ErrorsDropped)
+	if err != nil {
+		return job.JobRef{}, fmt.Errorf("expire job %s: %w", j.ID, err)
+	}
+	if _, err := w.st.get(stDieOfWait).Exec(now.UnixNano(), string(state), string(errs), seq); err != nil {
+		return job.JobRef{}, fmt.Errorf("expire job %s: %w", j.ID, err)
+	}
+	w.fx.move(j.Queue, job.StateAvailable, state, 1)
+	w.madeUnavailable(j.Queue, j.Group, entryOf(j, seq))
+	j.State, j.FinishedAt = state, now
+	return w.writeLetter(j, now)
+}
+
+// letterOf leaves the dead-letter copy of the job with seq of queue,
+// which a rule just sent to state at now (its row written), when the
+// queue's settings send it on, and returns the copy's queue and id; zero
+// when there is none. It reads the dead row only when the queue would
+// copy a job that is not a copy itself.
+func (w *writer) letterOf(queue string, seq int64, state job.State, now time.Time) (job.JobRef, error) {
+	if q := w.queues[queue]; q == nil || q.settings.DeadLetterFor(state, false) == "" {
+		return job.JobRef{}, nil
+	}
+	dead, _, err := scanJob(w.st.get(stJobBySeq).QueryRow(seq))
+	if err != nil {
+		return job.JobRef{}, fmt.Errorf("read dead job with seq %d: %w", seq, err)
+	}
+	return w.writeLetter(dead, now)
+}
+
+// writeLetter leaves the dead-letter copy of dead, a job that died at now
+// (its row written), when its queue's settings send it on
+// (job.QueueSettings.DeadLetterFor), and returns the copy's queue and id;
+// zero when there is none.
+func (w *writer) writeLetter(dead *job.Job, now time.Time) (job.JobRef, error) {
+	q := w.queues[dead.Queue]
+	if q == nil {
+		return job.JobRef{}, nil
+	}
+	dlq := q.settings.DeadLetterFor(dead.State, !dead.DeadLetterOf.IsZero())
+	if dlq == "" {
+		return job.JobRef{}, nil
+	}
+	c := job.DeadLetter(dead, dlq, job.NewID(now), now)
+	if err := w.insertWhole(c); err != nil {
+		return job.JobRef{}, fmt.Errorf("dead-letter job %s: %w", dead.ID, err)
+	}
+	for _, g := range w.lanes[dlq] {
+		lc := *c
+		lc.ID, lc.Queue = job.CopyID(c.ID, g.name), job.LaneName(dlq, g.name)
+		lc.Errors, lc.ErrorsDropped, lc.DeadLetterOf = nil, 0, job.JobRef{}
+		if err := w.insertWhole(&lc); err != nil {
+			return job.JobRef{}, fmt.Errorf("dead-letter job %s: copy to consumer group %s: %w", dead.ID, g.name, err)
+		}
+	}
+	return job.JobRef{Queue: c.Queue, ID: c.ID}, nil
+}
+
+// insertWhole inserts j, a new job available at once with no unique key,
+// as it is, and records it as an insert does: its queue is known (and
+// grouped when j has a group), counted and, as the window's bound allows,
+// holds it in a window.
+func (w *writer) insertWhole(j *job.Job) error {
+	q, err := w.ensureQueue(j.Queue)
+	if err != nil {
+		return err
+	}
+	if j.Group != "" {
+		if err := w.markGrouped(j.Queue); err != nil {
+			return err
+		}
+	}
+	errs, err := store.EncodeErrors(j.Errors, j.ErrorsDropped)
+	if err != nil {
+		return err
+	}
+	var stored any
+	if errs != nil {
+		stored = string(errs)
+	}
+	var grp any
+	if g, set := q.rowGroup(j.Group); set {
+		grp = g
+	}
+	spec := appendSpec(nil, &spec{
+		kind: j.Kind, maxAttempts: j.MaxAttempts, backoff: j.Backoff, leaseFor: j.LeaseDuration, createdAt: j.CreatedAt.UnixNano(),
+		durability: j.Durability, tags: j.Tags, deadLetterOf: j.DeadLetterOf, traceParent: j.TraceParent,
+	})
+	seq := w.nextSeq
+	if _, err := w.st.get(stInsertWhole).Exec(seq, j.ID, j.Queue, blobOrNull(j.Payload), j.Priority, j.RunAt.UnixNano(), spec, grp,
+		stored, waitDeadline(0, j.RunAt, q.settings.MaxWait)); err != nil {
+		return fmt.Errorf("insert job %s: %w", j.ID, err)
+	}
+	w.nextSeq++
+	w.added(j, seq)
+	return nil
+}
+
+// noteQueue adds queue, unless empty, to queues, once: a queue that a
+// call made jobs available in.
+func noteQueue(queues *[]string, queue string) {
+	if queue != "" && !slices.Contains(*queues, queue) {
+		*queues = append(*queues, queue)
+	}
+}

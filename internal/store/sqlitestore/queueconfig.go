@@ -1,0 +1,209 @@
+package sqlitestore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spoolq/spool/internal/job"
+	"github.com/spoolq/spool/internal/store"
+)
+
+// A queue's configuration: its pause, durability, flow control and
+// settings, each written to its row (queuerow.go) and to the writer's
+// view, and handed to the catalog with the commit. The lanes of a
+// queue's consumer groups take its limits and pause and follow every
+// change of them.
+
+const (
+	sqlSetPaused     = `INSERT INTO queues (name, paused) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET paused = excluded.paused`
+	sqlSetDurability = `INSERT INTO queues (name, durability) VALUES (?, ?)
+ON CONFLICT (name) DO UPDATE SET durability = excluded.durability`
+	sqlSetLimits    = `INSERT INTO queues (name, limits) VALUES (?1, ?2) ON CONFLICT (name) DO UPDATE SET limits = ?2`
+	sqlSetSettings  = `INSERT INTO queues (name, settings) VALUES (?1, ?2) ON CONFLICT (name) DO UPDATE SET settings = ?2`
+	sqlMarkGrouped  = `UPDATE queues SET grouped = 1 WHERE name = ?`
+	sqlGroupPending = `UPDATE jobs SET grp = '', gready = CASE WHEN state = 'available' THEN 1 END
+WHERE queue = ? AND grp IS NULL AND state IN ('scheduled', 'available', 'retrying', 'active')`
+	// sqlSetQueueWaits sets the wait deadline of the pending jobs of queue
+	// ?1 for the maximum wait ?2; none when it is 0 (see expire.go).
+	sqlSetQueueWaits = `UPDATE jobs SET wait_until = CASE WHEN ?2 > 0 THEN run_at + ?2 END
+WHERE queue = ?1 AND state IN ('scheduled', 'available', 'retrying')`
+)
+
+// QueueSetPaused pauses or resumes a queue, creating it if unknown; see
+// store.Admin.
+func (s *Store) QueueSetPaused(ctx context.Context, name string, paused bool) error {
+	return wrap("set queue paused", s.do(ctx, 1, func(w *writer) error {
+		return w.withLanes(name, func(queue string) error { return w.setPaused(queue, paused) })
+	}))
+}
+
+// QueueSetDurability sets the durability of jobs later enqueued into a
+// queue without their own, creating the queue if unknown; see store.Admin.
+func (s *Store) QueueSetDurability(ctx context.Context, name string, d job.Durability) error {
+	return wrap("set queue durability", s.do(ctx, 1, func(w *writer) error { return w.setDurability(name, d) }))
+}
+
+// QueueSetLimits sets a queue's flow control; see store.Admin.
+func (s *Store) QueueSetLimits(ctx context.Context, name string, l job.Limits) error {
+	return wrap("set queue limits", s.do(ctx, 1, func(w *writer) error {
+		return w.withLanes(name, func(queue string) error { return w.setLimits(queue, l) })
+	}))
+}
+
+// QueueSetSettings replaces a queue's settings, creating the queue if
+// unknown; see store.Admin.
+func (s *Store) QueueSetSettings(ctx context.Context, name string, st job.QueueSettings) error {
+	return wrap("set queue settings", s.do(ctx, 1, func(w *writer) error { return w.setSettings(name, st) }))
+}
+
+// withLanes runs set on queue name and on the lane of each of its
+// consumer groups.
+func (w *writer) withLanes(name string, set func(queue string) error) error {
+	if err := set(name); err != nil {
+		return err
+	}
+	for _, lane := range w.lanes.lanesOf(name) {
+		if err := set(lane); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// setPaused pauses or resumes queue name.
+func (w *writer) setPaused(name string, paused bool) error {
+	if _, err := w.conn.ExecContext(context.Background(), sqlSetPaused, name, paused); err != nil {
+		return err
+	}
+	q, err := w.ensureQueue(name)
+	if err != nil {
+		return err
+	}
+	q.paused = paused
+	w.fx.setPaused(name, paused)
+	w.touched = true
+	return nil
+}
+
+// setDurability sets the durability of the jobs later enqueued into queue
+// name without their own.
+func (w *writer) setDurability(name string, d job.Durability) error {
+	if !d.Valid() {
+		return job.Invalid("durability", "must be full, process or memory")
+	}
+	if _, err := w.conn.ExecContext(context.Background(), sqlSetDurability, name, string(d)); err != nil {
+		return err
+	}
+	if _, err := w.ensureQueue(name); err != nil {
+		return err
+	}
+	w.fx.setDurability(name, d)
+	return nil
+}
+
+// setLimits sets the limits of queue name.
+func (w *writer) setLimits(name string, l job.Limits) error {
+	stored, err := encodeLimits(l)
+	if err != nil {
+		return err
+	}
+	if _, err := w.conn.ExecContext(context.Background(), sqlSetLimits, name, stored); err != nil {
+		return fmt.Errorf("set limits of queue %s: %w", name, err)
+	}
+	q, err := w.ensureQueue(name)
+	if err != nil {
+		return err
+	}
+	q.limits = l
+	q.holds = nil
+	if l.Grouped() {
+		if err := w.markGrouped(name); err != nil {
+			return err
+		}
+	}
+	w.fx.setLimits(name, l)
+	w.touched = true
+	return nil
+}
+
+// markGrouped makes the queue claim by group from now on: its pending
+// jobs without a group join the empty group ("").
+func (w *writer) markGrouped(name string) error {
+	q, err := w.ensureQueue(name)
+	if err != nil || q.grouped {
+		return err
+	}
+	if _, err := w.conn.ExecContext(context.Background(), sqlMarkGrouped, name); err != nil {
+		return fmt.Errorf("group queue %s: %w", name, err)
+	}
+	if _, err := w.conn.ExecContext(context.Background(), sqlGroupPending, name); err != nil {
+		return fmt.Errorf("group queue %s: %w", name, err)
+	}
+	q.grouped = true
+	q.win.reset()
+	w.touched = true
+	return nil
+}
+
+// setSettings replaces the settings of queue name, creating it if
+// unknown. A new maximum wait sets the wait deadlines of the queue's
+// pending jobs.
+func (w *writer) setSettings(name string, st job.QueueSettings) error {
+	stored, err := encodeSettings(st)
+	if err != nil {
+		return err
+	}
+	if _, err := w.conn.ExecContext(context.Background(), sqlSetSettings, name, stored); err != nil {
+		return fmt.Errorf("set settings of queue %s: %w", name, err)
+	}
+	q, err := w.ensureQueue(name)
+	if err != nil {
+		return err
+	}
+	if st.MaxWait != q.settings.MaxWait {
+		if _, err := w.conn.ExecContext(context.Background(), sqlSetQueueWaits, name, int64(st.MaxWait)); err != nil {
+			return fmt.Errorf("set wait deadlines of queue %s: %w", name, err)
+		}
+	}
+	q.settings = st
+	w.fx.setSettings(name, st)
+	w.touched = true
+	return nil
+}
+
+// createQueues creates each queue of cfgs that the writer does not know,
+// with its limits and settings; a queue it knows is left as it is (see
+// store.QueueConfig).
+func (w *writer) createQueues(cfgs []store.QueueConfig) error {
+	for i := range cfgs {
+		c := &cfgs[i]
+		if w.queues[c.Name] != nil {
+			continue
+		}
+		if _, err := w.ensureQueue(c.Name); err != nil {
+			return err
+		}
+		if !c.Limits.IsZero() {
+			if err := w.setLimits(c.Name, c.Limits.Normalized()); err != nil {
+				return err
+			}
+		}
+		if !c.Settings.IsZero() {
+			if err := w.setSettings(c.Name, c.Settings); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// waitDeadline is the stored form of job.WaitDeadline: Unix nanoseconds,
+// NULL for none.
+func waitDeadline(attempt int, runAt time.Time, maxWait time.Duration) any {
+	d := job.WaitDeadline(attempt, runAt, maxWait)
+	if d.IsZero() {
+		return nil
+	}
+	return d.UnixNano()
+}
