@@ -2,6 +2,7 @@ package claim
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/spoolq/spool/internal/job"
 )
@@ -147,6 +148,10 @@ func (d *Decision) share(src Source, groups []*group, room int) error {
 		if err := d.read(src, live, turns); err != nil {
 			return err
 		}
+		// A group that missed turns, its jobs read so far dead of their
+		// wait, takes its turns first: no group gets a second job before
+		// every group with room got its first.
+		slices.SortStableFunc(live, func(a, b *group) int { return a.taken - b.taken })
 		for t := 0; t < turns && room > 0; t++ {
 			for _, g := range live {
 				if room > 0 && g.taken < len(g.avail) && g.hasRoom() {

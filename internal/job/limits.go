@@ -57,7 +57,9 @@ func (l Limits) Normalized() Limits {
 // finished. Its group hands out no other job meanwhile, and the holding
 // job itself goes out first whenever it is available again (after a
 // retry's backoff, an expired lease or a release), so that a group's jobs
-// finish in claim order.
+// finish in claim order. A first attempt handed back unrun (AfterRelease)
+// leaves attempt 0: that job holds nothing, and keeps its place in claim
+// order only.
 func HoldsGroup(s State, attempt int) bool { return attempt > 0 && s.Pending() }
 
 // Bounds of limits.

@@ -353,7 +353,15 @@ func (s *Store) JobRelease(ctx context.Context, p *store.JobReleaseParams) ([]st
 		return forEachHeld(w, p.Items, key, out, func(_ *store.JobReleaseItem, l *lease, o *store.Outcome) error {
 			state, attempt := job.AfterRelease(l.cancel, l.attempt)
 			*o = l.outcome(state)
-			return w.endAttempt(l, state, time.Time{}, now, attempt, "")
+			if err := w.endAttempt(l, state, time.Time{}, now, attempt, ""); err != nil {
+				return err
+			}
+			if !job.HoldsGroup(state, attempt) {
+				// A first attempt handed back unrun no longer holds its
+				// ordered group, as a restart reads it.
+				w.unhold(l.queue, l.group, l.seq)
+			}
+			return nil
 		})
 	})
 	if err != nil {

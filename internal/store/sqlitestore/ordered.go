@@ -64,6 +64,13 @@ func loadHolds(conn *sql.Conn, queue string, leases *leaseTable) (holds, error) 
 		h.avail = v.state == job.StateAvailable && !leases.leased(h.seq)
 		out[v.g] = &h
 	}
+	// A job out on its first attempt holds its group too, though its row
+	// says attempt 0 until the attempt ends: its lease lives in memory.
+	for _, l := range leases.ofQueue(queue) {
+		if h := out[l.group]; h == nil || l.seq < h.seq {
+			out[l.group] = &hold{seq: l.seq}
+		}
+	}
 	return out, nil
 }
 

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,13 +22,15 @@ func modelTests() []group {
 // modelSeeds are the fixed seeds of the model test; one more seed, drawn
 // at random and named in the subtest, widens the search on every run. A
 // failure names its seed and step: add the seed here to replay it.
-var modelSeeds = []uint64{1, 2, 3}
+var modelSeeds = []uint64{1, 2, 3, 4}
 
-const modelSteps = 400
+// modelSteps is how many random operations one seed runs.
+const modelSteps = 300
 
 // mjob is what the contract says a store holds for one job.
 type mjob struct {
 	id, queue, key       string
+	group                string
 	seq                  int
 	priority             int
 	state                job.State
@@ -39,27 +41,70 @@ type mjob struct {
 	lease                time.Duration
 	cancel               bool
 	// errs counts the errors recorded; the store keeps the first and
-	// the latest of them (job.BoundErrors).
-	errs int
+	// the latest of them (job.BoundErrors). lastErr is the latest.
+	errs    int
+	lastErr job.AttemptError
+	// letterOf names the dead job a dead-letter copy copies; zero for a
+	// job that is no such copy.
+	letterOf job.JobRef
 }
 
 // model is a reference implementation of the contract, kept beside the
 // store under test: every operation is applied to both, and their answers
-// and states compared.
+// and states compared. Where the contract leaves a choice to the store
+// (which group a round-robin serves first, which jobs past their wait a
+// claim or a sweep kills beyond those it must), the model checks that
+// the store's choice is one the contract allows, then follows it.
 type model struct {
-	b      *bundle
-	rng    *rand.Rand
-	seed   uint64
-	step   int
-	op     string
-	now    time.Time
-	seq    int
-	jobs   map[string]*mjob
-	paused map[string]bool // every known queue
-	ids    []string        // every id ever inserted, deleted ones too
+	b    *bundle
+	rng  *rand.Rand
+	seed uint64
+	step int
+	op   string
+	now  time.Time
+	seq  int
+	jobs map[string]*mjob
+	// paused holds every known queue (lanes are known through lanes).
+	paused map[string]bool
+	ids    []string // every id ever inserted, deleted ones too
+	// limits and settings of the queues that have some; a lane takes its
+	// queue's limits and pause, and has no settings.
+	limits   map[string]job.Limits
+	settings map[string]job.QueueSettings
+	// rates are each limited queue's rate and group rate, drawn once a
+	// seed (see begin) and kept by every change of its limits.
+	rates map[string]job.Limits
+	// grouped holds the queues that ever had a job with a group.
+	grouped map[string]bool
+	// starts are the start times of each queue's jobs, and of each
+	// group's, oldest first, as far back as a rate can look.
+	starts      map[string][]time.Time
+	groupStarts map[string]map[string][]time.Time
+	// lanes are the consumer groups of each queue, in creation order;
+	// lanesMade counts the groups ever created, which name new ones.
+	lanes     map[string][]string
+	lanesMade int
+	// history names the latest steps, for a failure's message.
+	history []string
+	// expect are the dead-letter copies the current operation must have
+	// made (see finish and adopt).
+	expect []*expectedCopy
 }
 
-var modelQueues = []string{"a", "b", "c"}
+// The queues of the model and their roles: a and b have limits (a always
+// some, so that its consumer groups' lanes always have flow control), c
+// is a plain queue whose jobs have no group, o is ordered, and d takes
+// dead-letter copies. a and b may name each other as dead-letter queues.
+var (
+	modelQueues      = []string{"a", "b", "c", "o", "d"}
+	modelQueueWeight = []int{3, 2, 2, 3, 1}
+	modelGroups      = []string{"", "", "t1", "t2", "t3"}
+	modelDeadLetters = map[string][]string{"a": {"b", "d"}, "b": {"a"}, "c": {"d"}, "o": {"d"}}
+	modelLaneQueues  = []string{"a", "o"}
+)
+
+// modelHistory is how many of the latest steps a failure names.
+const modelHistory = 40
 
 // modelBackoff is the retry delay of every model job.
 const modelBackoff = 5 * time.Second
@@ -71,10 +116,16 @@ func testModel(b *bundle) {
 		b.t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			t.Parallel()
 			m := &model{b: setup(t, b.h), rng: rand.New(rand.NewPCG(seed, 99)), seed: seed, now: t0,
-				jobs: make(map[string]*mjob), paused: make(map[string]bool)}
-			for m.step = 0; m.step < modelSteps; m.step++ {
+				jobs: make(map[string]*mjob), paused: make(map[string]bool), limits: make(map[string]job.Limits),
+				settings: make(map[string]job.QueueSettings), rates: make(map[string]job.Limits),
+				grouped: make(map[string]bool), starts: make(map[string][]time.Time),
+				groupStarts: make(map[string]map[string][]time.Time), lanes: make(map[string][]string)}
+			m.begin()
+			m.compare()
+			for m.step = 1; m.step <= modelSteps; m.step++ {
 				m.randomStep()
 				m.compare()
+				m.history = append(m.history[max(0, len(m.history)-modelHistory+1):], fmt.Sprintf("%d %v %s", m.step, m.now.Sub(t0), m.op))
 			}
 		})
 	}
@@ -83,37 +134,80 @@ func testModel(b *bundle) {
 // fatalf fails the test, naming the seed and step to replay.
 func (m *model) fatalf(format string, args ...any) {
 	m.b.t.Helper()
-	m.b.t.Fatalf("model seed %d step %d (%s): %s", m.seed, m.step, m.op, fmt.Sprintf(format, args...))
+	m.b.t.Fatalf("model seed %d step %d (%s) at %v: %s\nthe steps before:\n\t%s", m.seed, m.step, m.op, m.now.Sub(t0),
+		fmt.Sprintf(format, args...), strings.Join(m.history, "\n\t"))
+}
+
+// begin draws the rates of the limited queues, sets their limits, and
+// gives each of them a job with a group, so that every store holds them
+// for queues with flow control from the first claim on.
+func (m *model) begin() {
+	m.op = "begin"
+	for _, q := range []string{"a", "b", "o"} {
+		r := job.Limits{}
+		switch m.rng.IntN(3) {
+		case 1:
+			r.Rate = job.Rate{Limit: 2, Period: 10 * time.Second}
+		case 2:
+			r.Rate = job.Rate{Limit: 3, Period: 6 * time.Second}
+		}
+		switch m.rng.IntN(3) {
+		case 1:
+			r.GroupRate = job.Rate{Limit: 1, Period: 5 * time.Second}
+		case 2:
+			r.GroupRate = job.Rate{Limit: 2, Period: 10 * time.Second}
+		}
+		m.rates[q] = r
+		m.setLimits(q)
+	}
+	var ps []store.JobInsertParams
+	for _, q := range []string{"a", "b", "o"} {
+		p := m.randomJob(q)
+		p.Group = "t1"
+		ps = append(ps, p)
+	}
+	m.insertJobs(ps)
 }
 
 func (m *model) randomStep() {
-	m.now = m.now.Add(time.Duration(m.rng.IntN(5)) * time.Second)
+	m.now = m.now.Add(time.Duration(m.rng.IntN(4)) * time.Second)
 	queue := modelQueues[m.rng.IntN(len(modelQueues))]
 	switch r := m.rng.IntN(100); {
-	case r < 22:
+	case r < 18:
 		m.insert()
 	case r < 40:
 		m.claim()
-	case r < 62:
+	case r < 58:
 		m.outcome()
-	case r < 68:
+	case r < 61:
 		m.cancel()
-	case r < 73:
+	case r < 64:
 		m.retry()
-	case r < 77:
+	case r < 66:
 		m.delete()
-	case r < 83:
+	case r < 71:
 		m.promote()
-	case r < 89:
+	case r < 75:
 		m.rescue()
-	case r < 93:
-		m.setPaused(queue, m.rng.IntN(2) == 0)
-	case r < 95:
+	case r < 77:
+		m.setPaused(queue, m.rng.IntN(3) == 0)
+	case r < 78:
 		m.purge(queue)
-	case r < 97:
+	case r < 80:
 		m.bulk(queue)
-	default:
+	case r < 82:
 		m.prune()
+	case r < 86:
+		m.setLimits([]string{"a", "b", "o"}[m.rng.IntN(3)])
+	case r < 90:
+		m.setSettings()
+	case r < 94:
+		m.sweep()
+	case r < 97:
+		m.consumerGroup()
+	default:
+		m.op = "advance the clock"
+		m.now = m.now.Add(time.Duration(5+m.rng.IntN(20)) * time.Second)
 	}
 }
 
@@ -131,32 +225,67 @@ func (m *model) pick(keep func(*mjob) bool) *mjob {
 	return c[m.rng.IntN(len(c))]
 }
 
+// pickQueue returns a queue of the model by the queues' weights.
+func (m *model) pickQueue() string {
+	total := 0
+	for _, w := range modelQueueWeight {
+		total += w
+	}
+	r := m.rng.IntN(total)
+	for i, w := range modelQueueWeight {
+		if r < w {
+			return modelQueues[i]
+		}
+		r -= w
+	}
+	return modelQueues[0]
+}
+
+// randomJob returns the parameters of a random job of queue: a group in
+// the queues whose jobs have groups, a priority, a run time in the past
+// or a schedule, attempts, a lease, a unique key sometimes, and now and
+// then the id of a job inserted before.
+func (m *model) randomJob(queue string) store.JobInsertParams {
+	p := newJob(queue)
+	if queue != "c" && queue != "d" {
+		p.Group = modelGroups[m.rng.IntN(len(modelGroups))]
+	}
+	p.Priority = m.rng.IntN(4) - 1
+	p.RunAt = m.now.Add(-time.Duration(m.rng.IntN(3)) * time.Second)
+	if m.rng.IntN(5) == 0 {
+		p.State, p.RunAt = job.StateScheduled, m.now.Add(time.Duration(m.rng.IntN(30))*time.Second)
+	}
+	p.MaxAttempts = 1 + m.rng.IntN(3)
+	p.LeaseDuration = time.Duration(10+10*m.rng.IntN(2)) * time.Second
+	p.Backoff = job.Backoff{Kind: job.BackoffFixed, Base: modelBackoff}
+	if m.rng.IntN(3) == 0 {
+		p.UniqueKey = fmt.Sprintf("k%d", m.rng.IntN(2))
+		p.UniqueFor = time.Duration(m.rng.IntN(2)) * 30 * time.Second
+	}
+	if len(m.ids) > 0 && m.rng.IntN(10) == 0 {
+		if id := m.ids[m.rng.IntN(len(m.ids))]; !strings.Contains(id, job.LaneSep) {
+			p.ID = id
+			if j := m.jobs[p.ID]; j != nil && m.rng.IntN(4) != 0 {
+				p.Queue, p.Group = j.queue, j.group // mostly a retried enqueue; else an id taken
+			}
+		}
+	}
+	return p
+}
+
 func (m *model) insert() {
-	m.op = "insert"
 	n := 1 + m.rng.IntN(4)
 	ps := make([]store.JobInsertParams, n)
 	for i := range ps {
-		p := newJob(modelQueues[m.rng.IntN(len(modelQueues))])
-		p.Priority = m.rng.IntN(4) - 1
-		p.RunAt = m.now.Add(-time.Duration(m.rng.IntN(3)) * time.Second)
-		if m.rng.IntN(5) == 0 {
-			p.State, p.RunAt = job.StateScheduled, m.now.Add(time.Duration(m.rng.IntN(30))*time.Second)
-		}
-		p.MaxAttempts = 1 + m.rng.IntN(3)
-		p.LeaseDuration = time.Duration(10+10*m.rng.IntN(2)) * time.Second
-		p.Backoff = job.Backoff{Kind: job.BackoffFixed, Base: modelBackoff}
-		if m.rng.IntN(3) == 0 {
-			p.UniqueKey = fmt.Sprintf("k%d", m.rng.IntN(2))
-			p.UniqueFor = time.Duration(m.rng.IntN(2)) * 30 * time.Second
-		}
-		if len(m.ids) > 0 && m.rng.IntN(10) == 0 {
-			p.ID = m.ids[m.rng.IntN(len(m.ids))]
-			if j := m.jobs[p.ID]; j != nil && m.rng.IntN(4) != 0 {
-				p.Queue = j.queue // mostly a retried enqueue; else an id taken
-			}
-		}
-		ps[i] = p
+		ps[i] = m.randomJob(m.pickQueue())
 	}
+	m.insertJobs(ps)
+}
+
+// insertJobs inserts ps in one batch into the store and the model, with
+// the copies each new job gives the consumer groups of its queue.
+func (m *model) insertJobs(ps []store.JobInsertParams) {
+	m.op = "insert"
 	res, err := m.b.s.JobInsertMany(m.b.ctx, &store.JobInsertManyParams{Jobs: ps, Now: m.now})
 	if taken := m.takenIDs(ps); len(taken) > 0 {
 		var e *job.IDTakenError
@@ -165,18 +294,21 @@ func (m *model) insert() {
 		}
 		return
 	}
-	if err != nil || len(res) != n {
+	if err != nil || len(res) != len(ps) {
 		m.fatalf("%d results, %v", len(res), err)
 	}
 	for i, p := range ps {
 		dup := m.duplicate(&p)
 		if dup == nil {
-			m.seq++
-			m.jobs[p.ID] = &mjob{id: p.ID, queue: p.Queue, key: p.UniqueKey, seq: m.seq, priority: p.Priority,
-				state: p.State, runAt: p.RunAt, created: m.now, maxAttempts: p.MaxAttempts, lease: p.LeaseDuration}
-			m.ids = append(m.ids, p.ID)
-			if _, ok := m.paused[p.Queue]; !ok {
-				m.paused[p.Queue] = false
+			m.add(&mjob{id: p.ID, queue: p.Queue, key: p.UniqueKey, group: p.Group, priority: p.Priority,
+				state: p.State, runAt: p.RunAt, created: m.now, maxAttempts: p.MaxAttempts, lease: p.LeaseDuration})
+			for _, cg := range m.lanes[p.Queue] {
+				if m.jobs[job.CopyID(p.ID, cg)] != nil {
+					continue // the copy of a job deleted since, under the same id, stays
+				}
+				m.add(&mjob{id: job.CopyID(p.ID, cg), queue: job.LaneName(p.Queue, cg), group: p.Group,
+					priority: p.Priority, state: p.State, runAt: p.RunAt, created: m.now, maxAttempts: p.MaxAttempts,
+					lease: p.LeaseDuration})
 			}
 		}
 		switch {
@@ -186,6 +318,23 @@ func (m *model) insert() {
 			m.fatalf("job %d: result %s (duplicate %v), want it inserted", i, res[i].Job.ID, res[i].Duplicate)
 		case dup != nil && (!res[i].Duplicate || res[i].Job.ID != dup.id):
 			m.fatalf("job %d: result %s (duplicate %v), want a duplicate of %s", i, res[i].Job.ID, res[i].Duplicate, dup.id)
+		}
+	}
+}
+
+// add puts the new job j into the model, next in enqueue order; its
+// queue becomes known, and grouped if j has a group.
+func (m *model) add(j *mjob) {
+	m.seq++
+	j.seq = m.seq
+	m.jobs[j.id] = j
+	m.ids = append(m.ids, j.id)
+	if j.group != "" {
+		m.grouped[j.queue] = true
+	}
+	if _, _, lane := job.SplitLane(j.queue); !lane {
+		if _, ok := m.paused[j.queue]; !ok {
+			m.paused[j.queue] = false
 		}
 	}
 }
@@ -241,62 +390,6 @@ func (m *model) duplicate(p *store.JobInsertParams) *mjob {
 	return nil
 }
 
-func (m *model) claim() {
-	m.op = "claim"
-	var queues []string
-	for _, q := range modelQueues {
-		if m.rng.IntN(2) == 0 {
-			queues = append(queues, q)
-		}
-	}
-	queues = append(queues, "unknown")
-	max := 1 + m.rng.IntN(6)
-	var override time.Duration
-	if m.rng.IntN(3) == 0 {
-		override = 15 * time.Second
-	}
-	var want []*mjob
-	for _, j := range m.jobs {
-		if j.state == job.StateAvailable && slices.Contains(queues, j.queue) && !m.paused[j.queue] {
-			want = append(want, j)
-		}
-	}
-	sort.Slice(want, func(i, k int) bool {
-		a, c := want[i], want[k]
-		if a.priority != c.priority {
-			return a.priority > c.priority
-		}
-		if !a.runAt.Equal(c.runAt) {
-			return a.runAt.Before(c.runAt)
-		}
-		return a.seq < c.seq
-	})
-	want = want[:min(max, len(want))]
-	got, err := store.ClaimedJobs(m.b.s.JobClaim(m.b.ctx, &store.JobClaimParams{Queues: queues, Max: max, LeaseDuration: override, Now: m.now}))
-	if err != nil {
-		m.fatalf("%v", err)
-	}
-	if len(got) != len(want) {
-		m.fatalf("claimed %v, want %d jobs", idsOf(got), len(want))
-	}
-	for i, j := range want {
-		if got[i].ID != j.id {
-			m.fatalf("claim %d is %s, want %s", i, got[i].ID, j.id)
-		}
-		j.state, j.attempt = job.StateActive, j.attempt+1
-		lease := j.lease
-		if override > 0 {
-			lease = override
-		}
-		j.leaseExp = m.now.Add(lease)
-		if got[i].Attempt != j.attempt || got[i].LeaseToken <= j.token || !got[i].LeaseExpiresAt.Equal(j.leaseExp) {
-			m.fatalf("claimed %s with attempt %d, token %d, lease until %v; want %d, above %d, %v",
-				j.id, got[i].Attempt, got[i].LeaseToken, got[i].LeaseExpiresAt, j.attempt, j.token, j.leaseExp)
-		}
-		j.token = got[i].LeaseToken
-	}
-}
-
 // outcome completes, fails, releases or extends a job, with its current
 // token mostly, or with a wrong one or on a job not active.
 func (m *model) outcome() {
@@ -320,6 +413,7 @@ func (m *model) outcome() {
 	} else {
 		token = j.token
 	}
+	m.op = kind + " " + j.id
 	var o store.Outcome
 	switch kind {
 	case "complete":
@@ -344,7 +438,7 @@ func (m *model) outcome() {
 	case "complete":
 		m.finish(j, job.StateCompleted)
 	case "fail", "fail for good":
-		j.errs++
+		m.recordError(j, j.attempt, "x")
 		switch {
 		case j.cancel:
 			m.finish(j, job.StateCancelled)
@@ -353,6 +447,7 @@ func (m *model) outcome() {
 		default:
 			j.state, j.runAt, j.leaseExp = job.StateRetrying, m.now.Add(modelBackoff), time.Time{}
 		}
+		m.wantLetter(o.DeadLetter)
 	case "release":
 		j.attempt--
 		if j.cancel {
@@ -371,285 +466,21 @@ func (m *model) outcome() {
 	}
 }
 
+// recordError records the error message of attempt on j now.
+func (m *model) recordError(j *mjob, attempt int, message string) {
+	j.errs++
+	j.lastErr = job.AttemptError{Attempt: attempt, Message: message, At: m.now}
+}
+
 // finish moves j to final state st now; a cancel request still ends it
-// cancelled.
+// cancelled. A death leaves the copy its queue's settings call for (see
+// job.QueueSettings.DeadLetterFor), which the operation must have made.
 func (m *model) finish(j *mjob, st job.State) {
 	if j.cancel && st == job.StateCompleted {
 		st = job.StateCancelled
 	}
 	j.state, j.finished, j.leaseExp = st, m.now, time.Time{}
-}
-
-func (m *model) cancel() {
-	m.op = "cancel"
-	j := m.pick(func(*mjob) bool { return true })
-	if j == nil {
-		return
-	}
-	got, err := m.b.s.JobCancel(m.b.ctx, j.id, m.now)
-	switch j.state {
-	case job.StateCompleted, job.StateDead:
-		if !errors.Is(err, job.ErrInvalidState) {
-			m.fatalf("cancel a %s job: %v, want invalid state", j.state, err)
-		}
-		return
-	case job.StateActive:
-		j.cancel = true
-	case job.StateCancelled:
-	default:
-		j.state, j.finished = job.StateCancelled, m.now
-	}
-	if err != nil || got.State != j.state || got.CancelRequested != j.cancel {
-		m.fatalf("cancel job %s: %+v, %v", j.id, got, err)
-	}
-}
-
-func (m *model) retry() {
-	m.op = "retry"
-	j := m.pick(func(*mjob) bool { return true })
-	if j == nil {
-		return
-	}
-	got, err := m.b.s.JobRetry(m.b.ctx, j.id, m.now)
-	switch j.state {
-	case job.StateDead, job.StateCancelled, job.StateRetrying, job.StateScheduled:
-		m.revive(j)
-		if err != nil || got.State != job.StateAvailable {
-			m.fatalf("retry a job: %+v, %v", got, err)
-		}
-	default:
-		if !errors.Is(err, job.ErrInvalidState) {
-			m.fatalf("retry a %s job: %v, want invalid state", j.state, err)
-		}
-	}
-}
-
-// revive applies a retry to j.
-func (m *model) revive(j *mjob) {
-	j.state, j.attempt, j.runAt, j.finished, j.cancel = job.StateAvailable, 0, m.now, time.Time{}, false
-}
-
-func (m *model) delete() {
-	m.op = "delete"
-	j := m.pick(func(*mjob) bool { return true })
-	if j == nil {
-		return
-	}
-	err := m.b.s.JobDelete(m.b.ctx, j.id)
-	if j.state == job.StateActive {
-		if !errors.Is(err, job.ErrInvalidState) {
-			m.fatalf("delete an active job: %v, want invalid state", err)
-		}
-		return
-	}
-	if err != nil {
-		m.fatalf("delete a %s job: %v", j.state, err)
-	}
-	delete(m.jobs, j.id)
-}
-
-func (m *model) promote() {
-	m.op = "promote"
-	queues := make(map[string]bool)
-	count := 0
-	var next time.Time
-	for _, j := range m.jobs {
-		if j.state != job.StateScheduled && j.state != job.StateRetrying {
-			continue
-		}
-		if !j.runAt.After(m.now) {
-			j.state = job.StateAvailable
-			queues[j.queue] = true
-			count++
-		} else if next.IsZero() || j.runAt.Before(next) {
-			next = j.runAt
-		}
-	}
-	res, err := m.b.s.JobPromoteDue(m.b.ctx, m.now, 1000)
-	if err != nil {
-		m.fatalf("%v", err)
-	}
-	m.checkPass(res, count, queues, next)
-}
-
-func (m *model) rescue() {
-	m.op = "rescue"
-	queues := make(map[string]bool)
-	count := 0
-	var next time.Time
-	for _, j := range m.jobs {
-		if j.state != job.StateActive {
-			continue
-		}
-		if j.leaseExp.After(m.now) {
-			if next.IsZero() || j.leaseExp.Before(next) {
-				next = j.leaseExp
-			}
-			continue
-		}
-		count++
-		j.errs++
-		switch {
-		case j.cancel:
-			m.finish(j, job.StateCancelled)
-		case j.attempt >= j.maxAttempts:
-			m.finish(j, job.StateDead)
-		default:
-			j.state, j.leaseExp = job.StateAvailable, time.Time{}
-			queues[j.queue] = true
-		}
-	}
-	res, err := m.b.s.JobRescueExpired(m.b.ctx, m.now, 1000)
-	if err != nil {
-		m.fatalf("%v", err)
-	}
-	m.checkPass(res, count, queues, next)
-}
-
-func (m *model) checkPass(res *store.MaintenanceResult, count int, queues map[string]bool, next time.Time) {
-	m.b.t.Helper()
-	got := make(map[string]bool)
-	for _, q := range res.Available {
-		if got[q] {
-			m.fatalf("queue %s named twice in %v", q, res.Available)
-		}
-		got[q] = true
-	}
-	if res.Count != count || !sameSet(got, queues) || !res.Next.Equal(next) {
-		m.fatalf("result %+v, want %d jobs, queues %v, next %v", res, count, queues, next)
-	}
-}
-
-func sameSet(a, b map[string]bool) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k := range a {
-		if !b[k] {
-			return false
-		}
-	}
-	return true
-}
-
-func (m *model) setPaused(queue string, paused bool) {
-	m.op = fmt.Sprintf("set %s paused %v", queue, paused)
-	if err := m.b.s.QueueSetPaused(m.b.ctx, queue, paused); err != nil {
-		m.fatalf("%v", err)
-	}
-	m.paused[queue] = paused
-}
-
-func (m *model) purge(queue string) {
-	m.op = "purge " + queue
-	want := 0
-	for id, j := range m.jobs {
-		if j.queue == queue && j.state == job.StateAvailable {
-			delete(m.jobs, id)
-			want++
-		}
-	}
-	if n, err := m.b.s.QueuePurge(m.b.ctx, queue); err != nil || n != want {
-		m.fatalf("purged %d, %v; want %d", n, err, want)
-	}
-}
-
-func (m *model) bulk(queue string) {
-	st := job.States[m.rng.IntN(len(job.States))]
-	retry := m.rng.IntN(2) == 0
-	want := 0
-	var err error
-	var n int
-	if retry {
-		m.op = fmt.Sprintf("retry %s jobs of %s", st, queue)
-		n, err = m.b.s.JobRetryMany(m.b.ctx, &store.JobBulkParams{Queue: queue, State: st, Now: m.now})
-		switch st {
-		case job.StateDead, job.StateCancelled, job.StateRetrying, job.StateScheduled:
-		default:
-			if !errors.Is(err, job.ErrInvalidState) {
-				m.fatalf("%v, want invalid state", err)
-			}
-			return
-		}
-		for _, j := range m.jobs {
-			if j.queue == queue && j.state == st {
-				m.revive(j)
-				want++
-			}
-		}
-	} else {
-		m.op = fmt.Sprintf("delete %s jobs of %s", st, queue)
-		n, err = m.b.s.JobDeleteMany(m.b.ctx, &store.JobBulkParams{Queue: queue, State: st, Now: m.now})
-		if st == job.StateActive {
-			if !errors.Is(err, job.ErrInvalidState) {
-				m.fatalf("%v, want invalid state", err)
-			}
-			return
-		}
-		for id, j := range m.jobs {
-			if j.queue == queue && j.state == st {
-				delete(m.jobs, id)
-				want++
-			}
-		}
-	}
-	if err != nil || n != want {
-		m.fatalf("%d jobs, %v; want %d", n, err, want)
-	}
-}
-
-func (m *model) prune() {
-	m.op = "prune"
-	cutoff := m.now.Add(-20 * time.Second)
-	want := 0
-	for id, j := range m.jobs {
-		if j.state.Final() && j.finished.Before(cutoff) {
-			delete(m.jobs, id)
-			want++
-		}
-	}
-	n, err := m.b.s.JobPrune(m.b.ctx, &store.JobPruneParams{CompletedBefore: cutoff, DeadBefore: cutoff, Limit: 1000})
-	if err != nil || n != want {
-		m.fatalf("pruned %d, %v; want %d", n, err, want)
-	}
-}
-
-// compare checks every job and queue of the store against the model.
-func (m *model) compare() {
-	m.b.t.Helper()
-	got := m.b.listAll("", "", 1000)
-	if len(got) != len(m.jobs) {
-		m.fatalf("store lists %d jobs, model has %d", len(got), len(m.jobs))
-	}
-	counts := make(map[string]map[job.State]int64)
-	for _, g := range got {
-		j := m.jobs[g.ID]
-		if j == nil {
-			m.fatalf("store lists job %s, which the model does not have", g.ID)
-		}
-		if counts[j.queue] == nil {
-			counts[j.queue] = make(map[job.State]int64)
-		}
-		counts[j.queue][j.state]++
-		if g.Queue != j.queue || g.State != j.state || g.Attempt != j.attempt || g.LeaseToken != j.token ||
-			g.Priority != j.priority || !g.RunAt.Equal(j.runAt) || !g.LeaseExpiresAt.Equal(j.leaseExp) ||
-			!g.FinishedAt.Equal(j.finished) || g.CancelRequested != j.cancel ||
-			len(g.Errors)+g.ErrorsDropped != j.errs || len(g.Errors) != min(j.errs, job.LatestErrors+1) {
-			m.fatalf("job %s is %+v, model says %+v", g.ID, *g, *j)
-		}
-	}
-	for q, paused := range m.paused {
-		info, err := m.b.s.QueueGet(m.b.ctx, q)
-		if err != nil {
-			m.fatalf("get queue %s: %v", q, err)
-		}
-		if info.Paused != paused {
-			m.fatalf("queue %s paused %v, model says %v", q, info.Paused, paused)
-		}
-		for _, st := range job.States {
-			if info.Counts[st] != counts[q][st] {
-				m.fatalf("queue %s counts %v, model says %v", q, info.Counts, counts[q])
-			}
-		}
+	if dlq := m.settingsOf(j.queue).DeadLetterFor(st, !j.letterOf.IsZero()); dlq != "" {
+		m.expect = append(m.expect, &expectedCopy{dead: *j, dlq: dlq})
 	}
 }

@@ -19,6 +19,8 @@ func orderedTests() []group {
 		{"AHeldPartitionSurvivesARestart", testOrderedRestart},
 		{"AJobRetriedByHandStartsOver", testOrderedManualRetry},
 		{"PartitionsFinishInOrderUnderFailingWorkers", testOrderedConcurrent},
+		{"AJobReleasedOnItsFirstAttemptHoldsNothing", testOrderedFirstRelease},
+		{"APartitionStaysHeldWhenTheLimitsChangeWhileItsJobRuns", testOrderedHoldOverLimits},
 	}}}
 }
 
@@ -207,4 +209,37 @@ func testOrderedManualRetry(b *bundle) {
 		b.t.Fatalf("retry by hand: %v", err)
 	}
 	b.claimID(at(2*time.Second), "q", parts["p0"][1])
+}
+
+// A job handed back unrun on its first attempt counts as never handed out
+// (job.HoldsGroup): it holds its partition no more, and a job of higher
+// priority enqueued after it goes out first.
+func testOrderedFirstRelease(b *bundle) {
+	parts := b.orderedQueue("q", 1, 1)
+	a := b.claimID(t0, "q", parts["p0"][0])
+	urgent := b.add(newJob("q", inGroup("p0"), withPriority(5)))[0]
+	b.accepted("release", b.release(t0, store.JobReleaseItem{ID: a.ID, Token: a.LeaseToken}), job.StateAvailable)
+	if js := b.claimAt(t0, 5, "q"); !slices.Equal(idsOf(js), []string{urgent}) {
+		b.t.Fatalf("claim after a first attempt was released: %v, want the job of priority 5 %s", idsOf(js), urgent)
+	}
+}
+
+// A partition whose job is out on its first attempt stays held when the
+// queue's limits change meanwhile: after the job fails into a retry, the
+// partition hands out nothing, then that job first.
+func testOrderedHoldOverLimits(b *bundle) {
+	parts := b.orderedQueue("q", 2, 2)
+	a := b.claimID(t0, "q", parts["p0"][0])
+	b.limit("q", job.Limits{Ordered: true, MaxActive: 5}.Normalized())
+	if js := b.claimAt(t0, 5, "q"); !slices.Equal(idsOf(js), parts["p1"][:1]) {
+		b.t.Fatalf("claim after the limits changed: %v, want p1's first job %s", idsOf(js), parts["p1"][0])
+	}
+	b.accepted("fail", b.fail(t0, store.JobFailItem{ID: a.ID, Token: a.LeaseToken, Message: "boom", RetryAfter: time.Second}), job.StateRetrying)
+	if js := b.claimAt(t0, 5, "q"); len(js) != 0 {
+		b.t.Fatalf("claim while the partitions' jobs are out or wait out a retry: %v, want none", idsOf(js))
+	}
+	b.promote(at(2 * time.Second))
+	if js := b.claimAt(at(2*time.Second), 5, "q"); !slices.Equal(idsOf(js), []string{a.ID}) {
+		b.t.Fatalf("claim once the retry is due: %v, want %s again", idsOf(js), a.ID)
+	}
 }
