@@ -153,6 +153,8 @@ func TestQueueFilters(t *testing.T) {
 		sendKeys(`input[name="kind"]`, "sms"),
 		submit(`form.filters`))
 	tb.waitFor("the kind filter", `location.search.includes("kind=sms")`)
+	// The listing is swapped in after the address changes.
+	tb.waitFor("the filtered rows", fmt.Sprintf(`Array.from(document.querySelectorAll("tr[data-job]")).map(r => r.dataset.job).join(",") === %q`, sms))
 	assertRows(t, tb, sms)
 
 	tb.visit("/ui/queues/mixed?tag=vip")

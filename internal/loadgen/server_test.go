@@ -43,14 +43,17 @@ func serveForTest(args []string) int {
 	if len(args) == 0 || args[0] != "server" || fs.Parse(args[1:]) != nil {
 		return 2
 	}
+	// The signal is caught before the stand-in answers /readyz: a SIGTERM
+	// sent as soon as it is ready must find the handler there.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
+		stop()
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {})}
 	go srv.Serve(ln)
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	<-ctx.Done()
 	_ = srv.Close()
