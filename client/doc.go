@@ -79,7 +79,9 @@
 // (AckBatch, FailBatch, ExtendBatch, ReleaseBatch) apply their items one
 // by one: the call's error is for the call as a whole (transport, bad
 // input), and each result's Err holds that item's own *Error, so one stale
-// token fails only its own item.
+// token fails only its own item. A Worker sends its jobs' outcomes with
+// them: the acks and fails of handlers that finish within SettleDelay of
+// each other share one call.
 //
 // # Transactions
 //

@@ -1,16 +1,24 @@
 package client_test
 
 import (
+	"bufio"
 	"context"
 	"io"
 	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/spoolq/spool/client"
 	"github.com/spoolq/spool/internal/config"
+	"github.com/spoolq/spool/internal/pgtest"
 	"github.com/spoolq/spool/internal/server"
 )
+
+// TestMain removes the test PostgreSQL, when a test started it.
+func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // testTimeout bounds every test's calls, so a hang fails the test instead
 // of the whole run.
@@ -28,9 +36,26 @@ type bundle struct {
 // it, made with opts; both go away when the test ends.
 func setup(t *testing.T, opts ...client.Option) *bundle {
 	t.Helper()
+	return setupConfig(t, nil, opts...)
+}
+
+// onPostgres has a server keep its jobs in a fresh schema of the test
+// PostgreSQL.
+func onPostgres(t *testing.T) func(*config.Config) {
+	db := pgtest.Schema(t)
+	return func(c *config.Config) { c.DB = db }
+}
+
+// setupConfig is setup with the server's configuration changed by change,
+// when set.
+func setupConfig(t *testing.T, change func(*config.Config), opts ...client.Option) *bundle {
+	t.Helper()
 	cfg := config.Default()
 	cfg.Addr = "127.0.0.1:0"
 	cfg.Data = t.TempDir()
+	if change != nil {
+		change(&cfg)
+	}
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("config: %v", err)
 	}
@@ -142,5 +167,56 @@ func recv[T any](t *testing.T, ch <-chan T, limit time.Duration, what string) T 
 		t.Fatalf("timed out after %v waiting for %s", limit, what)
 		var zero T
 		return zero
+	}
+}
+
+// metrics reads the server's /metrics: each sample's value by its series,
+// as in `spool_jobs_completed_total{queue="q"}`.
+func (b *bundle) metrics() map[string]float64 {
+	b.t.Helper()
+	req, err := http.NewRequestWithContext(b.ctx, http.MethodGet, b.base+"/metrics", nil)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		b.t.Fatalf("read metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		i := strings.LastIndexByte(line, ' ')
+		if line == "" || line[0] == '#' || i < 0 {
+			continue
+		}
+		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+			out[line[:i]] = v
+		}
+	}
+	if err := sc.Err(); err != nil {
+		b.t.Fatalf("read metrics: %v", err)
+	}
+	return out
+}
+
+// waitFinished polls a queue until completed of its jobs are completed
+// and dead dead, or fails the test after limit.
+func (b *bundle) waitFinished(queue string, completed, dead int, limit time.Duration) {
+	b.t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		q, err := b.c.Queue(b.ctx, queue)
+		if err != nil {
+			b.t.Fatalf("queue %s: %v", queue, err)
+		}
+		if q.Counts.Completed == completed && q.Counts.Dead == dead {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.t.Fatalf("queue %s after %v: %+v, want %d completed and %d dead", queue, limit, q.Counts, completed, dead)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

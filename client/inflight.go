@@ -25,6 +25,7 @@ type inflight struct {
 	abandon chan struct{} // closed by hardStop
 
 	handlerDone bool // the handler returned; the job is being acked or failed
+	arrived     bool // its outcome reached the settler (runJob's goroutine only)
 	lost        bool // the lease is gone; drop the result, stop heartbeats
 	abandoned   bool // given up by hardStop; released at the end of Run
 	cancelSeen  bool // the server reported cancel_requested
@@ -44,37 +45,53 @@ func (w *Worker) leaseLength(j *Job) time.Duration {
 	}
 }
 
-// start registers a fetched job and runs it. It reports false, and does
-// nothing, once the stop began: the caller then releases the job.
-func (w *Worker) start(j *Job) bool {
-	now := time.Now()
-	length := w.leaseLength(j)
-	every := w.cfg.HeartbeatInterval
-	if every <= 0 {
-		every = max(length/3, 10*time.Millisecond)
+// start registers fetched jobs and runs them. It takes their slots at
+// once, before any runs, so that the worker does not look idle while it
+// starts them. Once the stop began it starts none and returns them, for
+// the caller to release.
+func (w *Worker) start(jobs []*Job) (unstarted []ReleaseItem) {
+	if len(jobs) == 0 {
+		return nil
 	}
-	e := &inflight{
-		job: j, token: j.Token(), lease: w.cfg.Lease, length: length, every: every,
-		due: now.Add(every), expires: now.Add(length), abandon: make(chan struct{}),
+	now := time.Now()
+	entries := make([]*inflight, len(jobs))
+	for i, j := range jobs {
+		length := w.leaseLength(j)
+		every := w.cfg.HeartbeatInterval
+		if every <= 0 {
+			every = max(length/3, 10*time.Millisecond)
+		}
+		entries[i] = &inflight{
+			job: j, token: j.Token(), lease: w.cfg.Lease, length: length, every: every,
+			due: now.Add(every), expires: now.Add(length), abandon: make(chan struct{}),
+		}
 	}
 
 	w.mu.Lock()
 	if w.stopping {
 		w.mu.Unlock()
-		return false
+		for _, j := range jobs {
+			unstarted = append(unstarted, ReleaseItem{ID: j.ID, Token: j.Token()})
+		}
+		return unstarted
 	}
-	e.ctx, e.cancel = context.WithCancelCause(w.hardCtx)
-	w.jobs[e] = struct{}{}
-	w.running++
-	w.jobsWG.Add(1)
+	for _, e := range entries {
+		e.ctx, e.cancel = context.WithCancelCause(w.hardCtx)
+		w.jobs[e] = struct{}{}
+	}
+	w.running += len(entries)
+	w.jobsWG.Add(len(entries))
 	w.mu.Unlock()
+	w.settler.expect(len(entries))
 
 	select {
 	case w.hbWake <- struct{}{}:
 	default:
 	}
-	go w.runJob(e)
-	return true
+	for _, e := range entries {
+		go w.runJob(e)
+	}
+	return nil
 }
 
 // runJob runs e's handler in a goroutine of its own, so that a handler that
@@ -83,6 +100,11 @@ func (w *Worker) start(j *Job) bool {
 func (w *Worker) runJob(e *inflight) {
 	defer w.jobsWG.Done()
 	defer w.forget(e)
+	defer func() {
+		if !e.arrived { // dropped: its outcome will not come
+			w.settler.expect(-1)
+		}
+	}()
 	fn := w.handlers[e.job.Kind]
 	// The handler gets its own copy: what it changes does not reach the
 	// ack, fail or heartbeats.
@@ -96,8 +118,18 @@ func (w *Worker) runJob(e *inflight) {
 	ctx := WithTraceParent(e.ctx, hj.TraceParent)
 	results := make(chan outcome, 1)
 	go func() {
-		defer w.freeSlot()
-		results <- w.call(ctx, fn, &hj)
+		freed := false
+		defer func() {
+			if !freed { // the handler called runtime.Goexit
+				w.freeSlot()
+			}
+		}()
+		o := w.call(ctx, fn, &hj)
+		// The slot is free before the outcome is sent, so that the worker
+		// knows whether other handlers run that could share its call.
+		freed = true
+		w.freeSlot()
+		results <- o
 	}()
 	var o outcome
 	select {
@@ -122,26 +154,23 @@ func (w *Worker) forget(e *inflight) {
 	delete(w.jobs, e)
 	w.mu.Unlock()
 	e.cancel(context.Canceled)
+	w.signalFree()
 }
 
 // finish acks or fails e's job according to its handler's outcome.
 func (w *Worker) finish(e *inflight, o outcome) {
 	j := e.job
-	id, token := j.ID, e.token
 	log := w.log.With("job_id", j.ID, "kind", j.Kind, "queue", j.Queue, "attempt", j.Attempt)
 	if o.err == nil {
 		raw, err := marshalValue(o.result)
 		if err != nil {
 			o.err = NoRetry(fmt.Errorf("encode result: %w", err))
 		} else {
-			var res *AckResult
-			err = w.settle(e, func(ctx context.Context) (err error) {
-				res, err = w.c.Ack(ctx, id, token, raw)
-				return err
-			})
+			c := &settleCall{id: j.ID, token: e.token, result: raw}
+			err = w.settle(e, c)
 			switch {
 			case err == nil:
-				log.Debug("job acked", "state", res.State)
+				log.Debug("job acked", "state", c.acked.State)
 				return
 			case errors.Is(err, ErrPayloadTooLarge):
 				o.err = NoRetry(fmt.Errorf("store result: %w", err))
@@ -151,17 +180,12 @@ func (w *Worker) finish(e *inflight, o outcome) {
 			}
 		}
 	}
-	p := failParams(o.err)
-	var res *FailResult
-	err := w.settle(e, func(ctx context.Context) (err error) {
-		res, err = w.c.Fail(ctx, id, token, p)
-		return err
-	})
-	if err != nil {
+	c := &settleCall{id: j.ID, token: e.token, fail: true, params: failParams(o.err)}
+	if err := w.settle(e, c); err != nil {
 		w.logSettleError(log, "fail", err)
 		return
 	}
-	log.Debug("job failed", "state", res.State, "err", truncate(p.Error, 200))
+	log.Debug("job failed", "state", c.failed.State, "err", truncate(c.params.Error, 200))
 }
 
 func (w *Worker) logSettleError(log interface{ Warn(string, ...any) }, op string, err error) {
@@ -172,14 +196,19 @@ func (w *Worker) logSettleError(log interface{ Warn(string, ...any) }, op string
 	log.Warn(op+" failed; the job runs again when its lease expires", "err", err)
 }
 
-// settle makes an ack or fail call, retrying temporary failures with
-// backoff while the lease may still be held (heartbeats go on meanwhile).
-// It gives up when the lease is lost or has run out, or at a hard stop.
-func (w *Worker) settle(e *inflight, call func(ctx context.Context) error) error {
+// settle sends c, an ack or fail of e's job, through the worker's settler,
+// which shares one call among the outcomes of jobs that finish together
+// (see SettleDelay). It retries temporary failures with backoff while the
+// lease may still be held (heartbeats go on meanwhile), and gives up when
+// the lease is lost or has run out, or at a hard stop. The job stays the
+// worker's, and its lease is extended, until its outcome is answered.
+func (w *Worker) settle(e *inflight, c *settleCall) error {
 	for n := 1; ; n++ {
-		ctx, cancel := context.WithTimeout(w.baseCtx, callTimeout)
-		err := call(ctx)
-		cancel()
+		c.acked, c.failed, c.err = nil, nil, nil
+		arrived := !e.arrived
+		e.arrived = true
+		w.settler.settle(c, arrived, w.isStopping())
+		err := c.err
 		if err == nil || !temporary(err) {
 			return err
 		}

@@ -44,7 +44,9 @@ type WorkerConfig struct {
 	// DefaultConcurrency (10).
 	Concurrency int
 	// FetchMax is the most jobs one fetch asks for; a fetch never asks for
-	// more than the free slots. Defaults to Concurrency (at most 1000).
+	// more than the free slots, and waits up to SettleDelay for half of
+	// FetchMax to be free while handlers run. Defaults to Concurrency (at
+	// most 1000).
 	FetchMax int
 	// Wait is the long poll of each fetch: how long the server holds a
 	// fetch open when no job is available (at most 60 s). Defaults to
@@ -82,12 +84,26 @@ type WorkerConfig struct {
 // registered for their kinds, up to Concurrency at once.
 //
 // It fetches in batches of up to its free slots with long polling; runs
-// each job in its own goroutine; heartbeats all running jobs' leases in one
+// each job in its own goroutine; heartbeats all held jobs' leases in one
 // call per interval; acks each job with its handler's result or fails it
 // with its error; and stops a handler's context when the server reports
 // the job cancelled or its lease lost (see HandlerFunc). Failed calls are
 // retried with bounded, jittered backoff: a worker never spins against a
 // server that is down, and never gives up on it either.
+//
+// Handlers that finish together share their calls, so that a busy worker
+// costs the server a few requests and commits per hundred jobs rather than
+// one per job. An ack or fail waits at most SettleDelay (2 ms) for others
+// to join it in one batch call (POST /v1/jobs/ack, POST /v1/jobs/fail),
+// and goes at once when no other handler runs, when Concurrency outcomes
+// wait, or when the worker stops; each job still gets its own answer, so a
+// stale token fails only its own job. A handler's slot frees when it returns, and
+// a fetch asks for every free slot, waiting up to SettleDelay for half of
+// FetchMax to be free while handlers run. A job stays the worker's, its
+// lease extended, until its outcome is answered; a worker that dies before
+// then leaves the job to be handed out again when its lease ends, as for a
+// worker that dies while the handler runs. At most twice Concurrency jobs
+// are held at once, however slow the acks.
 //
 // A job whose kind has no handler on this worker is failed (not released)
 // with an error that names the kind: releasing would hand it straight back
@@ -110,11 +126,14 @@ type Worker struct {
 	slotFreed, hbWake            chan struct{}
 	jobsWG                       sync.WaitGroup
 
+	// settler sends the outcomes of jobs that finish together in one call.
+	settler *settler
+
 	mu          sync.Mutex
 	started     bool
 	stopping    bool
 	running     int                    // handlers running: slots in use
-	jobs        map[*inflight]struct{} // jobs whose runner goroutine is alive
+	jobs        map[*inflight]struct{} // jobs held: running, or finished and not yet answered
 	abandoned   []*inflight            // jobs to release at the end of Run
 	released    int                    // jobs released unfinished
 	hbFailures  int                    // heartbeat calls failed in a row
@@ -157,6 +176,7 @@ func NewWorker(c *Client, cfg WorkerConfig) *Worker {
 		cfg.Logger = slog.Default()
 	}
 	return &Worker{
+		settler:   &settler{c: c, delay: SettleDelay, maxItems: min(cfg.Concurrency, maxSettleBatch)},
 		c:         c,
 		cfg:       cfg,
 		log:       cfg.Logger.With("worker", cfg.Name),
@@ -223,6 +243,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		return errors.New("run worker: no handlers registered")
 	}
 	w.baseCtx = context.WithoutCancel(ctx)
+	w.settler.base = w.baseCtx
 	w.hardCtx, w.hardCancel = context.WithCancelCause(w.baseCtx)
 	fetchCtx, fetchCancel := context.WithCancel(w.baseCtx)
 	w.fetchCancel = fetchCancel
@@ -277,6 +298,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			waiting = false
 		}
 	}
+	w.settler.flights.Wait()
 	w.releaseAbandoned()
 	close(w.hbQuit)
 	<-hbDone
@@ -330,6 +352,7 @@ func (w *Worker) beginStop() {
 		if cancel != nil {
 			cancel()
 		}
+		w.settler.flush() // outcomes waiting to be shared go now
 	})
 }
 
@@ -365,6 +388,7 @@ func (w *Worker) fetchLoop(ctx context.Context) error {
 		if free == 0 {
 			return nil
 		}
+		free = w.gatherFree(free)
 		began := time.Now()
 		jobs, err := w.c.Fetch(ctx, FetchParams{
 			Queues: w.cfg.Queues,
@@ -377,13 +401,7 @@ func (w *Worker) fetchLoop(ctx context.Context) error {
 			// The jobs of one flow-control group, when it serves one.
 			Group: w.cfg.Group,
 		})
-		var unstarted []ReleaseItem
-		for _, j := range jobs {
-			if !w.start(j) {
-				unstarted = append(unstarted, ReleaseItem{ID: j.ID, Token: j.Token()})
-			}
-		}
-		if len(unstarted) > 0 {
+		if unstarted := w.start(jobs); len(unstarted) > 0 {
 			w.release(unstarted, "fetched during shutdown")
 		}
 		if w.isStopping() {
@@ -413,6 +431,30 @@ func (w *Worker) fetchLoop(ctx context.Context) error {
 	}
 }
 
+// gatherFree returns the free slots, having waited up to SettleDelay
+// for handlers still running to free half of FetchMax when fewer are free:
+// handlers that finish together then share one fetch, as their outcomes
+// share one call. It does not wait when no handler runs.
+func (w *Worker) gatherFree(free int) int {
+	half := (w.cfg.FetchMax + 1) / 2
+	if free >= half || w.idle() {
+		return free
+	}
+	t := time.NewTimer(SettleDelay)
+	defer t.Stop()
+	for free > 0 && free < half && !w.idle() {
+		select {
+		case <-w.slotFreed:
+		case <-t.C:
+			return w.waitFree()
+		case <-w.stopCh:
+			return 0
+		}
+		free = w.waitFree()
+	}
+	return free
+}
+
 // permanent reports whether a fetch error means the request itself is
 // wrong, so that retrying it cannot help.
 func permanent(err error) bool {
@@ -422,11 +464,14 @@ func permanent(err error) bool {
 }
 
 // waitFree blocks until a slot is free and returns how many are, or 0 once
-// the stop began.
+// the stop began. The jobs whose handlers returned and whose outcomes are
+// not yet answered count too, beyond Concurrency of them, so that a worker
+// never holds more than twice Concurrency jobs however slow its acks.
 func (w *Worker) waitFree() int {
 	for {
 		w.mu.Lock()
-		free, stopping := w.cfg.Concurrency-w.running, w.stopping
+		free := min(w.cfg.Concurrency-w.running, 2*w.cfg.Concurrency-len(w.jobs))
+		stopping := w.stopping
 		w.mu.Unlock()
 		if stopping {
 			return 0
@@ -446,10 +491,23 @@ func (w *Worker) freeSlot() {
 	w.mu.Lock()
 	w.running--
 	w.mu.Unlock()
+	w.signalFree()
+}
+
+// signalFree wakes waitFree.
+func (w *Worker) signalFree() {
 	select {
 	case w.slotFreed <- struct{}{}:
 	default:
 	}
+}
+
+// idle reports whether no handler runs, or the stop began: no slot is
+// about to free.
+func (w *Worker) idle() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.running == 0 || w.stopping
 }
 
 func (w *Worker) isStopping() bool {

@@ -1,0 +1,14 @@
+package client
+
+// HoldOutcomes makes w send its jobs' acks and fails only once n wait (or
+// when it stops), for its first call only, however idle it is, so that
+// tests choose which outcomes share a call, or keep one unsent.
+func HoldOutcomes(w *Worker, n int) {
+	w.settler.holdFor = n
+}
+
+// OnOutcomeQueued has fn told of the id of each job whose ack or fail
+// starts waiting to be sent. fn must not block.
+func OnOutcomeQueued(w *Worker, fn func(id string)) {
+	w.settler.queued = fn
+}
