@@ -95,6 +95,17 @@ def auth_server(spool_bin: Path) -> Iterator[Server]:
             s.stop()
 
 
+@pytest.fixture(scope="session")
+def small_payload_server(spool_bin: Path) -> Iterator[Server]:
+    """A server that keeps results (and payloads) of at most 1 KiB."""
+    with tempfile.TemporaryDirectory(prefix="spool-py-small-") as d:
+        s = Server(spool_bin, Path(d), ["--max-payload-bytes", "1024"])
+        try:
+            yield s
+        finally:
+            s.stop()
+
+
 @pytest.fixture
 def queue() -> str:
     """A queue name of this test's own."""

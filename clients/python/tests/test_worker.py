@@ -317,3 +317,118 @@ def test_batches_of_jobs_are_acked_together(server, queue):
             assert [j.result for j in done] == list(range(40))
             assert sum(calls) == 40 and len(calls) < 40
     run(main())
+
+
+def test_a_result_over_the_limit_fails_only_its_own_ack(small_payload_server, queue):
+    """Two acks share a call, and one result is over the server's limit: the
+    server refuses the call naming that item; the other job is acked at once."""
+    async def main():
+        async with AsyncClient(small_payload_server.url) as c:
+            w = Worker(c, [queue], concurrency=2, wait_ms=500)
+
+            @w.handle("k")
+            async def k(job: JobContext):
+                if job.payload == "nan":
+                    return {"ratio": float("nan")}
+                return "x" * 2048 if job.payload == "big" else "small result"
+
+            big = (await c.enqueue("k", "big", queue=queue)).id
+            small = (await c.enqueue("k", "small", queue=queue)).id
+            runner = asyncio.ensure_future(w.run(handle_signals=False))
+            done = await c.await_job(small, timeout=10)
+            assert done.state == "completed" and done.result == "small result" and done.attempt == 1
+            assert (await c.get(big)).state == "active"  # its ack was refused, as alone
+            # A result JSON cannot hold fails its own job, not the call.
+            nan = (await c.enqueue("k", "nan", queue=queue, max_attempts=1)).id
+            small = (await c.enqueue("k", "small", queue=queue)).id
+            assert (await c.await_job(small, timeout=10)).state == "completed"
+            failed = await c.await_job(nan, timeout=10)
+            assert failed.state == "dead" and "not JSON" in failed.errors[0].message
+            w.stop()
+            await runner
+    run(main())
+
+
+def test_a_stale_token_in_a_batch_fails_only_its_own_job(server, queue):
+    async def main():
+        async with AsyncClient(server.url) as c:
+            calls = []
+            send = c.ack_many
+
+            async def counting(items):
+                items = list(items)
+                calls.append(len(items))
+                return await send(items)
+
+            c.ack_many = counting  # type: ignore[method-assign]
+            w = Worker(c, [queue], concurrency=2, wait_ms=500, heartbeat=100.0)
+            started = {}
+            release = asyncio.Event()
+
+            @w.handle("k")
+            async def k(job: JobContext):
+                started[job.id] = job.token
+                await release.wait()
+                return "done by the worker"
+
+            stale = (await c.enqueue("k", queue=queue)).id
+            kept = (await c.enqueue("k", queue=queue)).id
+            runner = asyncio.ensure_future(w.run(handle_signals=False))
+            await _until(lambda: _true(len(started) == 2))
+            # The lease of one job goes to another holder: the worker's token
+            # is stale, which it learns only from its ack.
+            await c.release(stale, started[stale])
+            other = await c.fetch([queue], max=1)
+            assert [j.id for j in other] == [stale]
+            release.set()
+            done = await c.await_job(kept, timeout=10)
+            w.stop()
+            await runner
+            assert done.state == "completed" and done.result == "done by the worker"
+            assert calls == [2]  # both acks in one call
+            job = await c.get(stale)
+            assert job.state == "active" and job.token == other[0].token and job.result is None
+            assert (await c.ack(stale, other[0].token, "theirs")).state == "completed"
+    run(main())
+
+
+def test_calls_per_job_with_100_handlers(server, queue):
+    """Handlers that finish together share their fetches, acks and fails: a
+    worker that sent one call per job would make ten times the calls allowed."""
+    async def main():
+        async with AsyncClient(server.url) as c:
+            counts = {"fetch": 0, "ack_many": 0, "fail_many": 0, "extend_many": 0, "ack": 0, "fail": 0}
+            for name in counts:
+                def wrap(send, name=name):
+                    async def counted(*a, **kw):
+                        counts[name] += 1
+                        return await send(*a, **kw)
+                    return counted
+                setattr(c, name, wrap(getattr(c, name)))
+            n = 1000
+            w = Worker(c, [queue], concurrency=100, wait_ms=500)
+
+            @w.handle("ok")
+            async def ok(job: JobContext):
+                return None
+
+            @w.handle("bad")
+            async def bad(job: JobContext):
+                raise NoRetry("bad job")
+
+            await c.enqueue_many([spool.JobSpec("bad" if i % 10 == 0 else "ok", queue=queue) for i in range(n)])
+            runner = asyncio.ensure_future(w.run(handle_signals=False))
+
+            async def finished():
+                counts_ = (await c.queue(queue)).counts
+                return counts_.get("completed", 0) == n * 9 // 10 and counts_.get("dead", 0) == n // 10
+            await _until(finished, timeout=30)
+            w.stop()
+            await runner
+            assert counts["ack"] == 0 and counts["fail"] == 0, counts
+            assert sum(counts.values()) / n <= 0.25, counts
+    run(main(), timeout=60)
+
+
+async def _true(value):
+    return value

@@ -7,15 +7,17 @@ methods; the async client's methods return awaitables.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import random
 import time
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Sequence, Union
-from urllib.parse import quote
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from urllib.parse import quote, urlencode
 
 import httpx
 
 from . import _context
+from ._stream import UNKNOWN_STREAM, StreamClient, StreamError, StreamRefused, streamable
 from .errors import TransportError, error_from_body
 from .models import (
     EnqueueResult,
@@ -97,6 +99,11 @@ def _group_start(start: Optional[str], from_time: Any) -> Dict[str, Any]:
     return body
 
 
+def _query(params: Dict[str, Any]) -> str:
+    """A query string of params, encoded as httpx encodes them."""
+    return urlencode({k: ("true" if v is True else "false" if v is False else v) for k, v in params.items()})
+
+
 def _drop_none(d: Dict[str, Any]) -> Dict[str, Any]:
     return {k: v for k, v in d.items() if v is not None}
 
@@ -152,15 +159,19 @@ class _Base:
 
     @staticmethod
     def _answer(call: _Call, resp: httpx.Response) -> Any:
-        if resp.status_code >= 400:
+        return _Base._answer_bytes(call, resp.status_code, resp.content)
+
+    @staticmethod
+    def _answer_bytes(call: _Call, status: int, content: bytes) -> Any:
+        if status >= 400:
             try:
-                body = resp.json()
+                body = json.loads(content)
             except ValueError:
                 body = None
-            raise error_from_body(resp.status_code, body)
-        if resp.status_code == 204 or not resp.content:
+            raise error_from_body(status, body)
+        if status == 204 or not content:
             return call.parse(None)
-        return call.parse(resp.json())
+        return call.parse(json.loads(content))
 
     # ---- jobs -------------------------------------------------------------
 
@@ -402,7 +413,17 @@ class _Base:
 
 
 class AsyncClient(_Base):
-    """An asyncio client. Use ``async with AsyncClient(url) as c:`` or call :meth:`aclose`."""
+    """An asyncio client. Use ``async with AsyncClient(url) as c:`` or call :meth:`aclose`.
+
+    For an ``http://`` URL that no proxy of the environment covers, and unless
+    ``http`` is given, the client sends its calls as frames of one multiplexed
+    connection, spool-stream/1 ("Stream transport" in docs/protocol.md), which
+    saves most of the per-call work of HTTP; the calls, answers and errors are
+    those of HTTP. Where the server or a proxy refuses the upgrade as unknown the
+    client speaks HTTP for good; a call whose upgrade is refused for another
+    reason (no token, a server stopping) goes over HTTP. Pass ``http`` (an
+    ``httpx.AsyncClient``) for plain HTTP through it.
+    """
 
     if TYPE_CHECKING:  # the shared methods of _Base, typed for this client
         async def enqueue(
@@ -513,6 +534,9 @@ class AsyncClient(_Base):
                  timeout: float = 30.0, retries: int = 3,
                  http: Optional[httpx.AsyncClient] = None) -> None:
         super().__init__(url, token=token, timeout=timeout, retries=retries)
+        self._stream: Optional[StreamClient] = None
+        if http is None and streamable(self.url):
+            self._stream = StreamClient(self.url, self._headers)
         self._http = http or httpx.AsyncClient(limits=httpx.Limits(max_connections=100))
 
     async def __aenter__(self) -> "AsyncClient":
@@ -522,26 +546,51 @@ class AsyncClient(_Base):
         await self.aclose()
 
     async def aclose(self) -> None:
+        if self._stream is not None:
+            self._stream.close()
         await self._http.aclose()
 
     async def _do(self, call: _Call) -> Any:
         attempt = 0
         while True:
             try:
-                resp = await self._http.request(
-                    call.method, self.url + call.path, params=call.params,
-                    json=call.body, headers=self._headers, timeout=self._timeout(call))
-            except httpx.TransportError as e:
+                status, content = await self._send(call)
+            except TransportError:
                 if call.idempotent and attempt < self.retries:
                     await asyncio.sleep(self._delay(attempt))
                     attempt += 1
                     continue
-                raise TransportError(str(e) or type(e).__name__) from e
-            if resp.status_code in _RETRY_STATUSES and call.idempotent and attempt < self.retries:
+                raise
+            if status in _RETRY_STATUSES and call.idempotent and attempt < self.retries:
                 await asyncio.sleep(self._delay(attempt))
                 attempt += 1
                 continue
-            return self._answer(call, resp)
+            return self._answer_bytes(call, status, content)
+
+    async def _send(self, call: _Call) -> Tuple[int, bytes]:
+        """Sends one call, over the stream when there is one, and returns the status
+        and body of its answer; raises TransportError when none came."""
+        stream = self._stream
+        if stream is not None:
+            target = call.path + ("?" + _query(call.params) if call.params else "")
+            body = b"" if call.body is None else json.dumps(
+                call.body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+            try:
+                return await stream.call(call.method, target, body, self._timeout(call))
+            except StreamRefused as refused:
+                if refused.status in UNKNOWN_STREAM:
+                    self._stream = None  # the server does not serve the stream: HTTP for good
+                    stream.close()
+                # This call goes over HTTP, and gets the answer HTTP gives.
+            except StreamError as e:
+                raise TransportError(str(e)) from e
+        try:
+            resp = await self._http.request(
+                call.method, self.url + call.path, params=call.params,
+                json=call.body, headers=self._headers, timeout=self._timeout(call))
+        except httpx.TransportError as e:
+            raise TransportError(str(e) or type(e).__name__) from e
+        return resp.status_code, resp.content
 
     async def await_job(self, job_id: str, timeout: Optional[float] = None) -> Job:
         """Waits until the job is completed, dead or cancelled and returns it; after

@@ -15,9 +15,28 @@ def parse_time(value: Optional[str]) -> Optional[datetime]:
     """Parses an RFC 3339 time of the wire (up to nanoseconds) into an aware datetime."""
     if value is None:
         return None
+    if _FROMISOFORMAT_RFC3339:
+        try:
+            return _fromisoformat(value)
+        except ValueError:
+            pass
     text = value.replace("Z", "+00:00").replace("z", "+00:00")
     text = _FRACTION.sub(lambda m: "." + (m.group(1) + "000000")[:6], text, count=1)
     return datetime.fromisoformat(text)
+
+
+def _fromisoformat_reads_rfc3339() -> bool:
+    """Whether datetime.fromisoformat reads the wire's times as they are (Python
+    3.11 and later: a "Z" offset and up to nine digits of fraction, truncated)."""
+    try:
+        t = datetime.fromisoformat("2000-01-02T03:04:05.123456789Z")
+    except ValueError:
+        return False
+    return t.microsecond == 123456 and t.utcoffset() is not None and not t.utcoffset()
+
+
+_FROMISOFORMAT_RFC3339 = _fromisoformat_reads_rfc3339()
+_fromisoformat = datetime.fromisoformat
 
 
 def format_time(value: Union[datetime, str]) -> str:
@@ -118,41 +137,48 @@ class Job:
 
     @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> "Job":
-        known = JOB_FIELDS
-        lease = d.get("lease")
-        return cls(
+        # Filled in directly rather than through __init__: a worker decodes
+        # every job it fetches, and this is most of what that costs.
+        get = d.get
+        lease = get("lease")
+        backoff = get("backoff")
+        errors = get("errors")
+        job = cls.__new__(cls)
+        job.__dict__.update(
             id=d["id"],
             queue=d["queue"],
             kind=d["kind"],
             state=d["state"],
-            payload=d.get("payload"),
-            priority=d.get("priority", 0),
-            run_at=parse_time(d.get("run_at")),
-            attempt=d.get("attempt", 0),
-            max_attempts=d.get("max_attempts", 0),
-            backoff=Backoff.from_dict(d["backoff"]) if d.get("backoff") else None,
-            lease_ms=d.get("lease_ms", 0),
-            durability=d.get("durability", "full"),
-            unique_key=d.get("unique_key"),
-            unique_for_ms=d.get("unique_for_ms"),
-            tags=list(d.get("tags") or []),
-            group=d.get("group"),
-            traceparent=d.get("traceparent"),
-            result=d.get("result"),
+            payload=get("payload"),
+            priority=get("priority", 0),
+            run_at=parse_time(get("run_at")),
+            attempt=get("attempt", 0),
+            max_attempts=get("max_attempts", 0),
+            backoff=Backoff(backoff.get("type", "exponential"), backoff.get("base_ms"), backoff.get("max_ms"),
+                            backoff.get("jitter")) if backoff else None,
+            lease_ms=get("lease_ms", 0),
+            durability=get("durability", "full"),
+            unique_key=get("unique_key"),
+            unique_for_ms=get("unique_for_ms"),
+            tags=list(get("tags") or ()),
+            group=get("group"),
+            traceparent=get("traceparent"),
+            result=get("result"),
             errors=[AttemptError(e.get("attempt", 0), e.get("message", ""), parse_time(e.get("at")))
-                    for e in d.get("errors") or []],
-            errors_dropped=d.get("errors_dropped", 0),
-            progress=d.get("progress"),
+                    for e in errors] if errors else [],
+            errors_dropped=get("errors_dropped", 0),
+            progress=get("progress"),
             lease=Lease(lease["token"], parse_time(lease.get("expires_at"))) if lease else None,
-            worker=d.get("worker"),
-            cancel_requested=bool(d.get("cancel_requested", False)),
-            created_at=parse_time(d.get("created_at")),
-            started_at=parse_time(d.get("started_at")),
-            finished_at=parse_time(d.get("finished_at")),
-            dead_letter_of=d.get("dead_letter_of"),
-            consumer_group=d.get("consumer_group"),
-            extra={k: v for k, v in d.items() if k not in known},
+            worker=get("worker"),
+            cancel_requested=bool(get("cancel_requested", False)),
+            created_at=parse_time(get("created_at")),
+            started_at=parse_time(get("started_at")),
+            finished_at=parse_time(get("finished_at")),
+            dead_letter_of=get("dead_letter_of"),
+            consumer_group=get("consumer_group"),
+            extra={} if d.keys() <= JOB_FIELDS else {k: v for k, v in d.items() if k not in JOB_FIELDS},
         )
+        return job
 
 
 #: The wire names of the fields of a job this client knows.

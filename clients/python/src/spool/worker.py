@@ -5,6 +5,16 @@ acks or fails each job with its handler's outcome.
 Handlers are registered by kind and take a :class:`JobContext`. An ``async def``
 handler runs as an asyncio task; a plain function runs in a thread pool so
 that blocking code does not stall the worker.
+
+Handlers that finish together share their calls: an ack or fail waits at most
+:data:`SETTLE_DELAY` (2 ms) for others to join it in one batch call, and none
+when no other handler runs or the worker stops; each job still gets its own
+answer, so a stale token fails only its own job. A handler's slot frees when it
+returns, and a fetch asks for every free slot, waiting up to ``SETTLE_DELAY``
+for half of them to be free while handlers run. A job stays the worker's, its
+lease extended, until its outcome is answered (a worker that dies before then
+leaves it to be handed out again when its lease ends); at most twice
+``concurrency`` jobs are held at once.
 """
 
 from __future__ import annotations
@@ -17,6 +27,7 @@ import inspect
 import json
 import logging
 import os
+import re
 import signal
 import socket
 import threading
@@ -26,6 +37,7 @@ from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, Set
 
 from .client import MAX_WAIT_MS, AsyncClient
 from .errors import (
+    BatchTooLarge,
     Forbidden,
     InternalError,
     StorageFull,
@@ -36,6 +48,7 @@ from .errors import (
     LeaseLost,
     NoRetry,
     NotFound,
+    PayloadTooLarge,
     RetryAfter,
     SpoolError,
     Unauthorized,
@@ -43,7 +56,7 @@ from .errors import (
 from ._context import current as _current
 from .models import ItemResult, Job
 
-__all__ = ["JobContext", "Worker", "current_job"]
+__all__ = ["JobContext", "Worker", "current_job", "SETTLE_DELAY"]
 
 log = logging.getLogger("spool.worker")
 
@@ -52,6 +65,17 @@ Handler = Callable[["JobContext"], Union[Any, Awaitable[Any]]]
 
 # The most of an error's text the server keeps.
 _MAX_ERROR = 64 * 1024
+
+#: The most, in seconds, a worker holds a finished job's ack or fail for the
+#: outcomes of other handlers to share its call, and a fetch for more slots to
+#: free. None is held when no other handler runs, nor once the worker stops.
+SETTLE_DELAY = 0.002
+# The most items of one ack or fail call, and the most bytes of results and
+# errors gathered for one, well under the server's limits.
+_MAX_SETTLE_ITEMS = 1000
+_MAX_SETTLE_BYTES = 4 << 20
+# The item a batch call's refusal names, as in "items[3].result".
+_ITEM_FIELD = re.compile(r"^items\[(\d+)\]\.?(.*)$")
 
 
 def current_job() -> Optional["JobContext"]:
@@ -66,11 +90,24 @@ class JobContext:
         job: the :class:`~spool.models.Job` as fetched (active, with its lease).
     """
 
+    __slots__ = ("job", "_worker", "_loop", "_cancelled", "_event")
+
+    # Guards the making of a context's event, which few handlers wait on.
+    _event_lock = threading.Lock()
+
     def __init__(self, worker: "Worker", job: Job, loop: asyncio.AbstractEventLoop) -> None:
         self.job = job
         self._worker = worker
         self._loop = loop
-        self._cancelled = threading.Event()
+        self._cancelled = False
+        self._event: Optional[threading.Event] = None
+
+    def _cancel(self) -> None:
+        self._cancelled = True
+        with JobContext._event_lock:
+            event = self._event
+        if event is not None:
+            event.set()
 
     @property
     def id(self) -> str:
@@ -109,11 +146,17 @@ class JobContext:
         """True once the job's cancel was requested, its lease was lost, or the
         worker gave up on it at shutdown. Blocking handlers should poll it (or
         :meth:`wait_cancelled`) and return early; async handlers are cancelled."""
-        return self._cancelled.is_set()
+        return self._cancelled
 
     def wait_cancelled(self, timeout: Optional[float] = None) -> bool:
         """Blocks (in a thread handler) until cancelled or ``timeout`` passes."""
-        return self._cancelled.wait(timeout)
+        with JobContext._event_lock:
+            if self._event is None:
+                self._event = threading.Event()
+            event = self._event
+        if self._cancelled:
+            event.set()
+        return event.wait(timeout)
 
     async def progress(self, value: Any) -> None:
         """Records a progress report (any JSON value) for the job."""
@@ -126,7 +169,8 @@ class JobContext:
 
 
 class _Entry:
-    __slots__ = ("job", "ctx", "task", "lease_ms", "next_extend", "reason", "finishing")
+    __slots__ = ("job", "ctx", "task", "lease_ms", "next_extend", "reason", "finishing", "running",
+                 "arrived")
 
     def __init__(self, job: Job, ctx: JobContext, lease_ms: int) -> None:
         self.job = job
@@ -136,58 +180,137 @@ class _Entry:
         self.next_extend = 0.0
         self.reason: Optional[str] = None  # why the worker cancelled it
         self.finishing = False  # its outcome is being sent: no more cancels
+        self.running = True  # its handler holds a slot
+        self.arrived = False  # its outcome reached the settler
 
     def cancel(self, reason: str) -> None:
         if self.finishing:
             return
         if self.reason is None:
             self.reason = reason
-        self.ctx._cancelled.set()
+        self.ctx._cancel()
         if self.task is not None and not self.task.done():
             self.task.cancel()
 
 
-class _Batcher:
-    """Gathers the acks (or fails) of jobs that finish together into one batch
-    call; each caller gets its own item's answer or error."""
+class _Settler:
+    """Gathers the acks and fails of jobs that finish together and sends each
+    kind in one batch call (``POST /v1/jobs/ack``, ``POST /v1/jobs/fail``).
 
-    def __init__(self, send: Callable[[List[Dict[str, Any]]], Awaitable[List[ItemResult]]],
-                 linger: float = 0.002, max_items: int = 1000) -> None:
-        self._send = send
-        self._linger = linger
+    Each outcome's future gets its own item's answer or error, as the single
+    call would give it: the server applies a batch's items one by one, so a
+    stale token fails only its own job, and a call refused as a whole for one
+    item (a result over the limit) answers that item and sends the others
+    again. An outcome waits at most ``SETTLE_DELAY``, less when ``max_items``
+    wait, no other outcome is on its way (``coming``), or the worker stops.
+    """
+
+    def __init__(self, client: AsyncClient, max_items: int) -> None:
+        self._client = client
         self._max = max_items
-        self._items: List[Dict[str, Any]] = []
-        self._futures: List["asyncio.Future[ItemResult]"] = []
-        self._task: Optional["asyncio.Task[None]"] = None
+        self._acks: List[Any] = []  # (item, future) pairs
+        self._fails: List[Any] = []
+        self._bytes = 0
+        self._timer: Optional[asyncio.TimerHandle] = None
+        self._sends: Set["asyncio.Future[None]"] = set()
+        #: Outcomes on their way: of jobs started, not yet submitted.
+        self.coming = 0
 
-    def submit(self, item: Dict[str, Any]) -> "asyncio.Future[ItemResult]":
-        fut: "asyncio.Future[ItemResult]" = asyncio.get_running_loop().create_future()
-        self._items.append(item)
-        self._futures.append(fut)
-        if self._task is None:
-            self._task = asyncio.ensure_future(self._flush())
+    def expect(self, n: int) -> None:
+        """Counts ``n`` more outcomes on their way (fewer when negative)."""
+        self.coming += n
+        if self.coming <= 0 and (self._acks or self._fails):
+            self.flush()
+
+    def submit(self, fail: bool, item: Dict[str, Any], size: int, arrived: bool,
+               stopping: bool) -> "asyncio.Future[ItemResult]":
+        """Queues one ack (or fail) item; ``arrived`` says it is the first outcome of
+        its job, one ``expect`` counted. Returns the future of its answer."""
+        loop = asyncio.get_running_loop()
+        fut: "asyncio.Future[ItemResult]" = loop.create_future()
+        if arrived:
+            self.coming -= 1
+        waiting = self._fails if fail else self._acks
+        waiting.append((item, fut))
+        self._bytes += size
+        if (stopping or self.coming <= 0 or len(waiting) >= self._max
+                or self._bytes >= _MAX_SETTLE_BYTES):
+            self.flush()
+        elif self._timer is None:
+            self._timer = loop.call_later(SETTLE_DELAY, self.flush)
         return fut
 
-    async def _flush(self) -> None:
-        await asyncio.sleep(self._linger)
-        while self._items:
-            items, futures = self._items[:self._max], self._futures[:self._max]
-            del self._items[:self._max], self._futures[:self._max]
+    def flush(self) -> None:
+        """Sends what waits."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        for waiting, send in ((self._acks, self._client.ack_many), (self._fails, self._client.fail_many)):
+            if waiting:
+                task = asyncio.ensure_future(self._send(send, list(waiting)))
+                self._sends.add(task)
+                task.add_done_callback(self._sends.discard)
+        self._acks.clear()
+        self._fails.clear()
+        self._bytes = 0
+
+    async def _send(self, send: Callable[[List[Dict[str, Any]]], Awaitable[List[ItemResult]]],
+                    batch: List[Any]) -> None:
+        while batch:
             try:
-                results = await self._send(items)
-            except Exception as err:  # the whole call failed: every item did
-                for f in futures:
-                    if not f.done():
-                        f.set_exception(err)
-                continue
-            for f, r in zip(futures, results):
-                if f.done():
+                results = await send([item for item, _ in batch])
+            except SpoolError as err:
+                i = _named_item(err, len(batch))
+                if i is not None:
+                    _settle(batch[i][1], error=_single_error(err))
+                    del batch[i]
                     continue
+                if len(batch) > 1 and isinstance(err, (BatchTooLarge, PayloadTooLarge)):
+                    half = len(batch) // 2
+                    await self._send(send, batch[:half])
+                    await self._send(send, batch[half:])
+                    return
+                for _, fut in batch:
+                    _settle(fut, error=err)
+                return
+            except Exception as err:  # the call failed: every item did
+                for _, fut in batch:
+                    _settle(fut, error=err)
+                return
+            for (_, fut), r in zip(batch, results):
                 if r.error is not None:
-                    f.set_exception(r.error)
+                    _settle(fut, error=r.error)
                 else:
-                    f.set_result(r)
-        self._task = None
+                    _settle(fut, result=r)
+            return
+
+
+def _settle(fut: "asyncio.Future[ItemResult]", result: Optional[ItemResult] = None,
+            error: Optional[BaseException] = None) -> None:
+    if fut.done():
+        return
+    if error is not None:
+        fut.set_exception(error)
+    else:
+        fut.set_result(result)  # type: ignore[arg-type]
+
+
+def _named_item(err: SpoolError, n: int) -> Optional[int]:
+    """The index of the item of a batch of ``n`` that a refusal of the whole call
+    names in its field, if it names one."""
+    m = _ITEM_FIELD.match(err.field or "")
+    if m is None:
+        return None
+    i = int(m.group(1))
+    return i if 0 <= i < n else None
+
+
+def _single_error(err: SpoolError) -> SpoolError:
+    """``err``, a refusal naming a batch item, as the single call would give it:
+    the field without its ``items[i].`` prefix."""
+    m = _ITEM_FIELD.match(err.field or "")
+    field = m.group(2) if m else err.field
+    return type(err)(err.message, code=err.code, field=field or None, status=err.status)
 
 
 # Errors retrying a fetch does not fix.
@@ -197,10 +320,13 @@ _PERMANENT = (Unauthorized, Forbidden, InvalidArgument, InvalidJSON, NotFound)
 class Worker:
     """Runs handlers for the jobs of some queues.
 
+    Handlers that finish together share their calls (see the module's
+    documentation and :data:`SETTLE_DELAY`).
+
     Args:
         client: the :class:`AsyncClient` to use.
         queues: the queues to fetch from, in order.
-        concurrency: the most jobs run at once (and the largest fetch).
+        concurrency: the most handlers run at once (and the largest fetch).
         name: the worker name shown on its jobs (default ``host/pid-N``).
         lease_ms: the lease of each fetch (default: each job's own ``lease_ms``).
         wait_ms: the long poll of each fetch (≤ 60000).
@@ -231,7 +357,9 @@ class Worker:
         self.group = group
         self._threads = threads or concurrency
         self._handlers: Dict[str, Handler] = {}
+        self._is_async: Dict[str, bool] = {}
         self._inflight: Dict[str, _Entry] = {}
+        self._running = 0  # handlers running: slots in use
         self._executor: Optional[concurrent.futures.ThreadPoolExecutor] = None
         self._stopping: Optional[asyncio.Event] = None
         self._hard: Optional[asyncio.Event] = None
@@ -241,8 +369,7 @@ class Worker:
         self._thread: Optional[int] = None
         self._stop_early = False
         self._lock = threading.Lock()
-        self._acks = _Batcher(client.ack_many)
-        self._fails = _Batcher(client.fail_many)
+        self._settler = _Settler(client, min(concurrency, _MAX_SETTLE_ITEMS))
         #: How many jobs the last run released unfinished at shutdown.
         self.released = 0
 
@@ -251,6 +378,8 @@ class Worker:
     def register(self, kind: str, handler: Handler) -> None:
         """Runs ``handler`` for jobs of ``kind``."""
         self._handlers[kind] = handler
+        self._is_async[kind] = inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
+            getattr(handler, "__call__", None))
 
     def handle(self, kind: str) -> Callable[[Handler], Handler]:
         """Decorator form of :meth:`register`: ``@worker.handle("send_email")``."""
@@ -274,6 +403,7 @@ class Worker:
             if self._stopping.is_set():
                 self._hard.set()
             self._stopping.set()
+            self._settler.flush()  # outcomes waiting to be shared go now
         try:
             if threading.get_ident() == self._thread:
                 _stop()
@@ -295,8 +425,8 @@ class Worker:
         self._changed = asyncio.Event()
         self._abandoned = []
         self.released = 0
-        self._acks = _Batcher(self.client.ack_many)
-        self._fails = _Batcher(self.client.fail_many)
+        self._running = 0
+        self._settler = _Settler(self.client, min(self.concurrency, _MAX_SETTLE_ITEMS))
         with self._lock:
             self._loop = asyncio.get_running_loop()
             self._thread = threading.get_ident()
@@ -367,13 +497,17 @@ class Worker:
         stop_wait = asyncio.ensure_future(self._stopping.wait())
         try:
             while not self._stopping.is_set():
-                free = self.concurrency - len(self._inflight)
+                free = self._free()
                 if free <= 0:
                     self._changed.clear()
                     changed = asyncio.ensure_future(self._changed.wait())
                     await asyncio.wait({changed, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
                     changed.cancel()
                     continue
+                if free < (self.concurrency + 1) // 2 and self._running > 0:
+                    free = await self._gather_free(free)
+                    if free <= 0 or self._stopping.is_set():
+                        continue
                 fetch = asyncio.ensure_future(self.client.fetch(
                     self.queues, max=free, wait_ms=self.wait_ms, lease_ms=self.lease_ms,
                     worker=self.name, consumer_group=self.consumer_group, group=self.group))
@@ -403,10 +537,35 @@ class Worker:
                     if jobs:
                         await self._release_now(jobs)
                     break
-                for job in jobs:
-                    self._start(job)
+                if jobs:
+                    self._start(jobs)
         finally:
             stop_wait.cancel()
+
+    def _free(self) -> int:
+        """Free slots: handlers that may start, as long as the jobs held (running,
+        or waiting for their outcome's answer) stay within twice ``concurrency``."""
+        return min(self.concurrency - self._running, 2 * self.concurrency - len(self._inflight))
+
+    async def _gather_free(self, free: int) -> int:
+        """Waits up to ``SETTLE_DELAY`` for running handlers to free half the slots,
+        so that handlers that finish together share one fetch; returns the free
+        slots."""
+        assert self._changed is not None and self._stopping is not None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + SETTLE_DELAY
+        half = (self.concurrency + 1) // 2
+        while free < half and self._running > 0 and not self._stopping.is_set():
+            left = deadline - loop.time()
+            if left <= 0:
+                break
+            self._changed.clear()
+            try:
+                await asyncio.wait_for(self._changed.wait(), left)
+            except asyncio.TimeoutError:
+                break
+            free = self._free()
+        return self._free()
 
     async def _release_now(self, jobs: List[Job]) -> None:
         try:
@@ -416,95 +575,116 @@ class Worker:
 
     # ---- running a job ----------------------------------------------------
 
-    def _start(self, job: Job) -> None:
-        assert self._loop is not None and self._changed is not None
-        lease_ms = self.lease_ms or job.lease_ms or 30000
-        entry = _Entry(job, JobContext(self, job, self._loop), lease_ms)
-        entry.next_extend = time.monotonic() + lease_ms / 1000.0 * self.heartbeat
-        self._inflight[job.id] = entry
-        entry.task = asyncio.ensure_future(self._run_job(entry))
-        self._changed.set()
+    def _start(self, jobs: List[Job]) -> None:
+        """Runs fetched jobs, each in a task of its own."""
+        loop, changed = self._loop, self._changed
+        assert loop is not None and changed is not None
+        now = time.monotonic()
+        for job in jobs:
+            lease_ms = self.lease_ms or job.lease_ms or 30000
+            entry = _Entry(job, JobContext(self, job, loop), lease_ms)
+            entry.next_extend = now + lease_ms / 1000.0 * self.heartbeat
+            self._inflight[job.id] = entry
+            entry.task = loop.create_task(self._run_job(entry))
+        self._running += len(jobs)
+        self._settler.expect(len(jobs))
+        changed.set()
 
-    async def _call_handler(self, handler: Handler, ctx: JobContext) -> Any:
-        token = _current.set(ctx)
-        try:
-            if inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
-                    getattr(handler, "__call__", None)):
-                return await handler(ctx)  # type: ignore[misc,unused-ignore]
-            if self._executor is None:
-                self._executor = concurrent.futures.ThreadPoolExecutor(
-                    max_workers=self._threads, thread_name_prefix="spool-worker")
-            run = functools.partial(contextvars.copy_context().run, handler, ctx)
-            result = await asyncio.get_running_loop().run_in_executor(self._executor, run)
-            if asyncio.iscoroutine(result):
-                result = await result
-            return result
-        finally:
-            _current.reset(token)
+    async def _call_blocking(self, handler: Handler, ctx: JobContext) -> Any:
+        """Runs a plain function handler in the thread pool (with the context of
+        the task, which holds the job)."""
+        if self._executor is None:
+            self._executor = concurrent.futures.ThreadPoolExecutor(
+                max_workers=self._threads, thread_name_prefix="spool-worker")
+        run = functools.partial(contextvars.copy_context().run, handler, ctx)
+        result = await asyncio.get_running_loop().run_in_executor(self._executor, run)
+        if asyncio.iscoroutine(result):
+            result = await result
+        return result
 
     async def _run_job(self, entry: _Entry) -> None:
         job = entry.job
+        token = job.token or 0
         try:
             handler = self._handlers.get(job.kind)
             if handler is None:
-                await self._finish(entry, lambda: self._fail(
-                    job.id, job.token or 0, f"no handler for kind {job.kind!r} on worker {self.name}"))
+                self._handler_done(entry)
+                await self._fail(entry, f"no handler for kind {job.kind!r} on worker {self.name}")
                 return
             try:
-                result = await self._call_handler(handler, entry.ctx)
+                ctx_token = _current.set(entry.ctx)
+                try:
+                    if self._is_async.get(job.kind, False):
+                        result = await handler(entry.ctx)  # type: ignore[misc,unused-ignore]
+                    else:
+                        result = await self._call_blocking(handler, entry.ctx)
+                finally:
+                    _current.reset(ctx_token)
+                    self._handler_done(entry)
             except asyncio.CancelledError:
                 await self._cancelled(entry)
                 return
             except NoRetry as err:
-                await self._finish(entry, lambda: self._fail(
-                    job.id, job.token or 0, _error_text(err), no_retry=True))
+                await self._fail(entry, _error_text(err), no_retry=True)
                 return
             except RetryAfter as err:
-                await self._finish(entry, lambda: self._fail(
-                    job.id, job.token or 0, _error_text(err),
-                    retry_after_ms=max(0, int(err.seconds * 1000))))
+                await self._fail(entry, _error_text(err), retry_after_ms=max(0, int(err.seconds * 1000)))
                 return
             except Exception as err:
-                await self._finish(entry, lambda: self._fail(job.id, job.token or 0, _error_text(err)))
+                await self._fail(entry, _error_text(err))
                 return
             if entry.reason is not None:
                 # Cancelled while a blocking handler ran: its result is not kept.
                 await self._cancelled(entry)
                 return
-            try:
-                json.dumps(result)
-            except (TypeError, ValueError) as err:
-                await self._finish(entry, lambda: self._fail(
-                    job.id, job.token or 0, f"the handler's result is not JSON: {err}"))
-                return
-            await self._finish(entry, lambda: self._ack(job.id, job.token or 0, result))
+            item: Dict[str, Any] = {"id": job.id, "token": token}
+            size = 64
+            if result is not None:
+                # Checked here, so that a result JSON cannot hold (NaN among
+                # them) fails its own job, not the call its ack shares.
+                if isinstance(result, (str, bool, int)):
+                    size += len(result) if isinstance(result, str) else 0
+                else:
+                    try:
+                        size += len(json.dumps(result, allow_nan=False))
+                    except (TypeError, ValueError) as err:
+                        await self._fail(entry, f"the handler's result is not JSON: {err}")
+                        return
+                item["result"] = result
+            await self._finish(entry, False, item, size)
         except asyncio.CancelledError:
             if entry.reason == "shutdown":
                 self._abandoned.append(entry)
         finally:
+            self._handler_done(entry)
+            if not entry.arrived:  # dropped: its outcome will not come
+                entry.arrived = True
+                self._settler.expect(-1)
             self._inflight.pop(job.id, None)
             if self._changed is not None:
                 self._changed.set()
 
-    def _ack(self, job_id: str, token: int, result: Any = None) -> "asyncio.Future[ItemResult]":
-        item: Dict[str, Any] = {"id": job_id, "token": token}
-        if result is not None:
-            item["result"] = result
-        return self._acks.submit(item)
+    def _handler_done(self, entry: _Entry) -> None:
+        """Frees the slot of ``entry``'s handler, once."""
+        if entry.running:
+            entry.running = False
+            self._running -= 1
+            if self._changed is not None:
+                self._changed.set()
 
-    def _fail(self, job_id: str, token: int, error: str, *, no_retry: bool = False,
-              retry_after_ms: Optional[int] = None) -> "asyncio.Future[ItemResult]":
-        item: Dict[str, Any] = {"id": job_id, "token": token, "error": error}
+    async def _fail(self, entry: _Entry, error: str, *, no_retry: bool = False,
+                    retry_after_ms: Optional[int] = None) -> None:
+        item: Dict[str, Any] = {"id": entry.job.id, "token": entry.job.token or 0, "error": error}
         if no_retry:
             item["no_retry"] = True
         if retry_after_ms is not None:
             item["retry_after_ms"] = retry_after_ms
-        return self._fails.submit(item)
+        await self._finish(entry, True, item, 64 + len(error))
 
     async def _cancelled(self, entry: _Entry) -> None:
         job = entry.job
         if entry.reason == "cancel_requested":
-            await self._finish(entry, lambda: self._fail(job.id, job.token or 0, "cancelled"))
+            await self._fail(entry, "cancelled")
         elif entry.reason == "shutdown":
             self._abandoned.append(entry)
         elif entry.reason == "lost":
@@ -513,15 +693,21 @@ class Worker:
             # Cancelled from outside the worker: hand the job back.
             self._abandoned.append(entry)
 
-    async def _finish(self, entry: _Entry, call: Callable[[], Awaitable[Any]]) -> None:
-        """Sends a job's outcome, again after errors that retrying can fix, for
-        as long as the job's lease lasts; it is not cancelled meanwhile."""
+    async def _finish(self, entry: _Entry, fail: bool, item: Dict[str, Any], size: int) -> None:
+        """Sends a job's outcome, with those of the jobs that finish with it, again
+        after errors that retrying can fix, for as long as the job's lease lasts;
+        it is not cancelled meanwhile."""
         entry.finishing = True
+        assert self._stopping is not None
         deadline = time.monotonic() + entry.lease_ms / 1000.0
         attempt = 0
         while True:
+            arrived = not entry.arrived
+            entry.arrived = True
             try:
-                await asyncio.shield(asyncio.ensure_future(call()))
+                # The item is sent whatever happens to this task: the settler
+                # holds it, and cancelling the wait cancels only the wait.
+                await self._settler.submit(fail, item, size, arrived, self._stopping.is_set())
                 return
             except (LeaseLost, NotFound):
                 log.warning("job %s: lease lost; its outcome was dropped", entry.job.id)
