@@ -2,6 +2,7 @@
 // and admins. It needs nothing but the platform's fetch and AbortController.
 
 import { SpoolError, errorFrom, itemError } from "./errors.js";
+import { StreamClient, StreamRefusedError, UNKNOWN_STREAM, streamable } from "./stream.js";
 import type {
   AckItem,
   AckResult,
@@ -57,7 +58,10 @@ export interface ClientOptions {
   retries?: number;
   /** Replaces DEFAULT_USER_AGENT, to tell callers apart in server logs. */
   userAgent?: string;
-  /** The fetch function to use; defaults to the global fetch. */
+  /**
+   * The fetch function to use; defaults to the global fetch. Given, the
+   * client speaks HTTP through it, never the stream.
+   */
   fetch?: typeof fetch;
 }
 
@@ -109,8 +113,18 @@ const RETRY_MAX_MS = 5_000;
 
 /**
  * Speaks Spool's HTTP API. One client per server is enough for a whole
- * program: it holds no connection of its own (the platform's fetch pools
- * them) and is safe to share.
+ * program, and is safe to share.
+ *
+ * On Node, for an http:// URL that no proxy of the environment covers and
+ * unless ClientOptions.fetch is given, the client sends its calls as frames
+ * of one multiplexed connection, spool-stream/1 ("Stream transport" in
+ * docs/protocol.md), which saves most of the per-call work of HTTP; the
+ * calls, answers and errors are those of HTTP, and the connection keeps no
+ * process alive while no call is in flight. Where the server or a proxy
+ * refuses the upgrade as unknown the client speaks HTTP for good; a call
+ * whose upgrade is refused for another reason (no token, a server stopping)
+ * goes over HTTP. Elsewhere, and with ClientOptions.fetch, each call is one
+ * HTTP request through fetch, which pools the connections.
  *
  * Errors the server answers are SpoolError subclasses, one per code of the
  * error catalog (InvalidArgumentError, NotFoundError, LeaseLostError, …);
@@ -123,6 +137,7 @@ export class SpoolClient {
   private readonly retries: number;
   private readonly userAgent: string;
   private readonly fetchFn: typeof fetch;
+  private stream: StreamClient | undefined;
 
   /** A client of the server at baseUrl, such as "http://127.0.0.1:7311". */
   constructor(baseUrl: string, options: ClientOptions = {}) {
@@ -132,6 +147,16 @@ export class SpoolClient {
     this.retries = options.retries ?? 3;
     this.userAgent = options.userAgent ?? DEFAULT_USER_AGENT;
     this.fetchFn = options.fetch ?? globalThis.fetch.bind(globalThis);
+    if (options.fetch === undefined && streamable(this.baseUrl)) {
+      const headers: Record<string, string> = { "User-Agent": this.userAgent };
+      if (this.token) headers.Authorization = `Bearer ${this.token}`;
+      this.stream = new StreamClient(this.baseUrl, headers);
+    }
+  }
+
+  /** Closes the client's stream connection, if it has one; a later call opens another. */
+  close(): void {
+    this.stream?.close();
   }
 
   // ---- Producers -------------------------------------------------------
@@ -524,8 +549,29 @@ export class SpoolClient {
     const timeout = (options.timeoutMs ?? this.timeoutMs) + (options.holdMs ?? 0);
     const { signal, dispose } = linkSignals(options.signal, timeout);
     try {
-      const res = await this.fetchFn(url, { method, headers, body: payload, signal });
-      const text = await res.text();
+      let status = 0;
+      let statusText = "";
+      let text = "";
+      const stream = this.stream;
+      if (stream) {
+        try {
+          ({ status, body: text } = await stream.call(method, url.slice(this.baseUrl.length), payload, signal));
+        } catch (err) {
+          if (!(err instanceof StreamRefusedError)) throw err;
+          if (UNKNOWN_STREAM.has(err.status)) {
+            this.stream = undefined; // the server does not serve the stream: HTTP for good
+            stream.close();
+          }
+          // This call goes over HTTP, and gets the answer HTTP gives.
+        }
+      }
+      if (status === 0) {
+        const res = await this.fetchFn(url, { method, headers, body: payload, signal });
+        text = await res.text();
+        status = res.status;
+        statusText = res.statusText;
+      }
+      const res = { status, statusText };
       if (res.status >= 400) {
         let errBody: ErrorBody | undefined;
         try {

@@ -12,5 +12,6 @@ export {
   WorkerStoppedError,
   noRetry,
   retryAfter,
+  SETTLE_DELAY_MS,
 } from "./worker.js";
 export type { Handler, JobContext, WorkerOptions, Logger } from "./worker.js";

@@ -1,10 +1,11 @@
 // A worker: fetches jobs in batches with long polling, runs them with the
 // handlers registered for their kinds, heartbeats every held lease in one
-// call, and acks or fails each job ("Writing a worker" in docs/protocol.md).
+// call, and acks or fails each job, sending the outcomes of jobs that finish
+// together in one call ("Writing a worker" in docs/protocol.md).
 
 import { SpoolClient, sleep } from "./client.js";
-import { LeaseLostError, NotFoundError, SpoolError } from "./errors.js";
-import type { AckItem, Job, JSONValue } from "./types.js";
+import { BatchTooLargeError, LeaseLostError, NotFoundError, PayloadTooLargeError, SpoolError } from "./errors.js";
+import type { AckItem, AckResult, FailItem, FailResult, Job, JSONValue } from "./types.js";
 
 /** What a handler gets besides its job. */
 export interface JobContext {
@@ -91,7 +92,11 @@ export interface WorkerOptions {
   queues?: string[];
   /** The most handlers running at once. Default 10. */
   concurrency?: number;
-  /** The most jobs one fetch asks for (never more than the free slots). Default: concurrency, at most 1000. */
+  /**
+   * The most jobs one fetch asks for: never more than the free slots, and a
+   * fetch waits up to SETTLE_DELAY_MS for half of fetchMax to be free while
+   * handlers run. Default: concurrency, at most 1000.
+   */
   fetchMax?: number;
   /** The long poll of each fetch, at most 60000. Default 30000. */
   waitMs?: number;
@@ -118,11 +123,24 @@ interface Held {
   job: Job;
   token: number;
   leaseMs: number;
-  abort: AbortController;
+  /** Its handler's signal, made when the handler first reads it. */
+  abort?: AbortController;
+  /** Why the handler must stop, once it must. */
+  abortReason?: unknown;
   cancelSeen: boolean;
   lost: boolean;
   abandoned: boolean;
+  /** Its outcome reached the settler. */
+  arrived?: boolean;
 }
+
+/**
+ * The most a worker holds a finished job's ack or fail (in ms) for the
+ * outcomes of other handlers to share its call, and a fetch for more slots
+ * to free. None is held when no other handler runs, nor once the worker
+ * stops.
+ */
+export const SETTLE_DELAY_MS = 2;
 
 const MAX_FETCH = 1000;
 const MAX_HEARTBEAT_BATCH = 1000;
@@ -143,6 +161,15 @@ const BACKOFF_MAX_MS = 5_000;
  *
  * A job whose kind has no handler is failed (not released, which would hand
  * it straight back) with an error naming the kind.
+ *
+ * Handlers that finish together share their calls: an ack or fail waits at
+ * most SETTLE_DELAY_MS (2 ms) for others to join it in one batch call, and
+ * none when no other handler runs or the worker stops; each job still gets
+ * its own answer, so a stale token fails only its own job. A handler's slot
+ * frees when it returns, and a fetch asks for every free slot. A job stays
+ * the worker's, its lease extended, until its outcome is answered (a worker
+ * that dies before then leaves it to be handed out again when its lease
+ * ends); at most twice `concurrency` jobs are held at once.
  */
 export class Worker {
   readonly name: string;
@@ -151,10 +178,13 @@ export class Worker {
     WorkerOptions;
   private readonly log: Logger;
   private readonly handlers = new Map<string, Handler>();
-  /** Acks of jobs that finish together go in one call. */
-  private readonly acks = new AckBatcher(() => this.client);
+  /** Acks and fails of jobs that finish together go in one call each. */
+  private readonly settler: Settler;
   private readonly held = new Map<string, Held>();
+  /** The runners of held jobs: their handlers, then their outcomes. */
   private readonly running = new Set<Promise<void>>();
+  /** Handlers running: slots in use. */
+  private handlersRunning = 0;
   private started = false;
   private stopping = false;
   private fetchAbort = new AbortController();
@@ -181,6 +211,7 @@ export class Worker {
       handleSignals: options.handleSignals ?? true,
     };
     this.name = options.name ?? defaultName();
+    this.settler = new Settler(this.client, Math.min(concurrency, MAX_SETTLE_ITEMS));
     this.log = options.logger ?? { warn: (m, f) => console.warn(`spool worker ${this.name}: ${m}`, f ?? "") };
     this.runDone = new Promise((r) => (this.resolveRun = r));
   }
@@ -238,6 +269,7 @@ export class Worker {
     this.stopping = true;
     this.fetchAbort.abort(new WorkerStoppedError());
     this.wake?.();
+    this.settler.flush(); // outcomes waiting to be shared go now
     // Jobs a fetch brings as it ends are held, and released below.
     await this.fetching?.catch(() => {});
     if (this.running.size > 0 && this.opts.shutdownTimeoutMs > 0) {
@@ -251,7 +283,7 @@ export class Worker {
     const left = [...this.held.values()].filter((h) => !h.lost);
     for (const h of left) {
       h.abandoned = true;
-      h.abort.abort(new WorkerStoppedError());
+      abortJob(h, new WorkerStoppedError());
     }
     await this.releaseAll(left);
     this.hbAbort.abort();
@@ -264,11 +296,27 @@ export class Worker {
   private async fetchLoop(): Promise<void> {
     let failures = 0;
     while (!this.stopping) {
-      const free = this.opts.concurrency - this.running.size;
+      let free = this.free();
       if (free <= 0) {
         await new Promise<void>((r) => (this.wake = r));
         this.wake = undefined;
         continue;
+      }
+      const half = Math.ceil(this.opts.fetchMax / 2);
+      if (free < half && this.handlersRunning > 0) {
+        // Handlers that finish together share one fetch.
+        const deadline = Date.now() + SETTLE_DELAY_MS;
+        while (free < half && this.handlersRunning > 0 && !this.stopping && Date.now() < deadline) {
+          let timer: ReturnType<typeof setTimeout> | undefined;
+          await new Promise<void>((r) => {
+            this.wake = r;
+            timer = setTimeout(r, Math.max(1, deadline - Date.now()));
+          });
+          clearTimeout(timer);
+          this.wake = undefined;
+          free = this.free();
+        }
+        if (free <= 0 || this.stopping) continue;
       }
       let jobs: Job[];
       try {
@@ -297,12 +345,20 @@ export class Worker {
     }
   }
 
+  /**
+   * The free slots: handlers that may start, as long as the jobs held
+   * (running, or waiting for their outcome's answer) stay within twice
+   * `concurrency`.
+   */
+  private free(): number {
+    return Math.min(this.opts.concurrency - this.handlersRunning, 2 * this.opts.concurrency - this.held.size);
+  }
+
   private start(job: Job): void {
     const h: Held = {
       job,
       token: job.lease?.token ?? 0,
       leaseMs: this.opts.leaseMs ?? job.lease_ms,
-      abort: new AbortController(),
       cancelSeen: false,
       lost: false,
       abandoned: false,
@@ -314,9 +370,12 @@ export class Worker {
       h.abandoned = true;
       return;
     }
+    this.handlersRunning++;
+    this.settler.expect(1);
     const p = this.runJob(h)
       .catch((err) => this.log.warn("job runner failed", { job_id: job.id, err: messageOf(err) }))
       .finally(() => {
+        if (!h.arrived) this.settler.expect(-1); // its outcome will not come
         this.running.delete(p);
         this.wake?.();
       });
@@ -329,23 +388,37 @@ export class Worker {
     const { job } = h;
     const handler = this.handlers.get(job.kind);
     let result: unknown;
+    let resultSize = 0;
     let error: unknown;
     let threw = false;
     try {
       if (!handler) throw new Error(`no handler for kind "${job.kind}" on worker ${this.name}`);
       const ctx: JobContext = {
-        signal: h.abort.signal,
+        get signal(): AbortSignal {
+          if (!h.abort) {
+            h.abort = new AbortController();
+            if (h.abortReason !== undefined) h.abort.abort(h.abortReason);
+          }
+          return h.abort.signal;
+        },
         token: h.token,
         attempt: job.attempt,
         traceparent: job.traceparent,
         progress: (value) => this.client.progress(job.id, h.token, value, { timeoutMs: CALL_TIMEOUT_MS }),
       };
       const value = await handler(job, ctx);
-      result = value === undefined ? undefined : (JSON.parse(JSON.stringify(value)) as JSONValue);
+      if (value !== undefined) {
+        const text = JSON.stringify(value);
+        result = JSON.parse(text) as JSONValue; // throws for what JSON cannot hold
+        resultSize = text.length;
+      }
     } catch (err) {
       threw = true;
       error = err;
     }
+    // The slot is free before the outcome is sent.
+    this.handlersRunning--;
+    this.wake?.();
     if (h.abandoned) return; // released by stop()
     if (h.lost) {
       this.held.delete(job.id);
@@ -355,20 +428,28 @@ export class Worker {
     try {
       if (threw) {
         const { message, opts } = failOf(error);
-        await this.settle(h, () => this.client.fail(job.id, h.token, message, opts, { timeoutMs: CALL_TIMEOUT_MS }));
+        const item: FailItem = { id: job.id, token: h.token, error: message, ...opts };
+        await this.settle(h, (arrived) => this.settler.fail(item, arrived, this.stopping));
       } else {
-        await this.settle(h, () => this.acks.send({ id: job.id, token: h.token, result: result as JSONValue | undefined }));
+        const item: AckItem = { id: job.id, token: h.token };
+        if (result !== undefined) item.result = result as JSONValue;
+        await this.settle(h, (arrived) => this.settler.ack(item, resultSize, arrived, this.stopping));
       }
     } finally {
       if (!h.abandoned) this.held.delete(job.id);
     }
   }
 
-  /** Sends an ack or fail, retrying transport failures while the lease may still hold. */
-  private async settle(h: Held, call: () => Promise<unknown>): Promise<void> {
+  /**
+   * Sends an ack or fail with those of the jobs that finish with it,
+   * retrying transport failures while the lease may still hold.
+   */
+  private async settle(h: Held, call: (arrived: boolean) => Promise<unknown>): Promise<void> {
     for (let attempt = 1; ; attempt++) {
       try {
-        await call();
+        const arrived = !h.arrived;
+        h.arrived = true;
+        await call(arrived);
         return;
       } catch (err) {
         if (err instanceof LeaseLostError || err instanceof NotFoundError) {
@@ -444,12 +525,12 @@ export class Worker {
       if (r instanceof LeaseLostError || r instanceof NotFoundError) {
         if (!h.lost && !h.abandoned) this.log.warn("lease lost; handler aborted", { job_id: h.job.id });
         h.lost = true;
-        h.abort.abort(r);
+        abortJob(h, r);
       } else if (r instanceof SpoolError) {
         this.log.warn("heartbeat of one job failed", { job_id: h.job.id, err: r.message });
       } else if (r.cancel_requested && !h.cancelSeen) {
         h.cancelSeen = true;
-        h.abort.abort(new JobCancelledError(h.job.id));
+        abortJob(h, new JobCancelledError(h.job.id));
         this.log.debug?.("job cancelled by a user; handler aborted", { job_id: h.job.id });
       }
     });
@@ -478,6 +559,13 @@ export class Worker {
     }
     for (const h of list) this.held.delete(h.job.id);
   }
+}
+
+/** Tells h's handler to stop, with reason, unless it was told already. */
+function abortJob(h: Held, reason: unknown): void {
+  if (h.abortReason !== undefined) return;
+  h.abortReason = reason;
+  h.abort?.abort(reason);
 }
 
 interface NodeProcessLike {
@@ -524,57 +612,113 @@ function defaultName(): string {
   return `${host}/pid-${proc?.pid ?? 0}`;
 }
 
-/** The most acks one batch call carries. */
-const ACK_BATCH = 100;
+/** The most items of one ack or fail call, and the most bytes of results and errors gathered for one. */
+const MAX_SETTLE_ITEMS = 1000;
+const MAX_SETTLE_BYTES = 4 << 20;
+/** The item a batch call's refusal names, as in "items[3].result". */
+const ITEM_FIELD = /^items\[(\d+)\]\.?(.*)$/;
 
-interface PendingAck {
-  item: AckItem;
-  resolve: () => void;
+interface Pending<T> {
+  item: AckItem | FailItem;
+  resolve: (r: T) => void;
   reject: (err: unknown) => void;
 }
 
 /**
- * Sends the acks of jobs that finish at the same moment in one call
- * (POST /v1/jobs/ack): an ack waits at most for the next timer turn of the
- * event loop, or until ACK_BATCH are waiting. Each ack's promise settles
- * with its own item's answer, so a refused item (a lost lease) rejects with
- * its own SpoolError and a failed call rejects every ack it carried.
+ * Gathers the acks and fails of jobs that finish together and sends each
+ * kind in one call (POST /v1/jobs/ack, POST /v1/jobs/fail). Each outcome's
+ * promise settles with its own item's answer, as the single call would: a
+ * refused item (a lost lease) rejects with its own SpoolError, a failed call
+ * rejects every outcome it carried, and a call refused as a whole for one
+ * item (a result over the limit) rejects that outcome and sends the others
+ * again. An outcome waits at most SETTLE_DELAY_MS, less when maxItems wait,
+ * no other outcome is on its way (`coming`), or the worker stops.
  */
-class AckBatcher {
-  private pending: PendingAck[] = [];
-  private scheduled = false;
+class Settler {
+  private acks: Pending<AckResult>[] = [];
+  private fails: Pending<FailResult>[] = [];
+  private bytes = 0;
+  private timer: ReturnType<typeof setTimeout> | undefined;
+  /** Outcomes on their way: of jobs started, not yet submitted. */
+  private coming = 0;
 
-  constructor(private readonly client: () => SpoolClient) {}
+  constructor(
+    private readonly client: SpoolClient,
+    private readonly maxItems: number,
+  ) {}
 
-  send(item: AckItem): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
-      this.pending.push({ item, resolve, reject });
-      if (this.pending.length >= ACK_BATCH) this.flush();
-      else if (!this.scheduled) {
-        this.scheduled = true;
-        setTimeout(() => this.flush(), 0);
-      }
+  /** Counts n more outcomes on their way (fewer when negative). */
+  expect(n: number): void {
+    this.coming += n;
+    if (this.coming <= 0 && (this.acks.length > 0 || this.fails.length > 0)) this.flush();
+  }
+
+  /**
+   * Sends an ack whose result takes about `size` bytes; `arrived` says it is
+   * its job's first outcome, one expect counted.
+   */
+  ack(item: AckItem, size: number, arrived: boolean, stopping: boolean): Promise<AckResult> {
+    return this.submit(this.acks, item, 64 + size, arrived, stopping);
+  }
+
+  /** Sends a fail; see ack. */
+  fail(item: FailItem, arrived: boolean, stopping: boolean): Promise<FailResult> {
+    return this.submit(this.fails, item, 64 + item.error.length, arrived, stopping);
+  }
+
+  private submit<T>(waiting: Pending<T>[], item: AckItem | FailItem, size: number, arrived: boolean, stopping: boolean): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      if (arrived) this.coming--;
+      waiting.push({ item, resolve, reject });
+      this.bytes += size;
+      if (stopping || this.coming <= 0 || waiting.length >= this.maxItems || this.bytes >= MAX_SETTLE_BYTES) this.flush();
+      else if (this.timer === undefined) this.timer = setTimeout(() => this.flush(), SETTLE_DELAY_MS);
     });
   }
 
-  private flush(): void {
-    this.scheduled = false;
-    const batch = this.pending.splice(0, ACK_BATCH);
-    if (batch.length === 0) return;
-    if (this.pending.length > 0 && !this.scheduled) {
-      this.scheduled = true;
-      setTimeout(() => this.flush(), 0);
+  /** Sends what waits. */
+  flush(): void {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    const acks = this.acks;
+    const fails = this.fails;
+    this.acks = [];
+    this.fails = [];
+    this.bytes = 0;
+    if (acks.length > 0) void this.send(acks, (items) => this.client.ackMany(items as AckItem[], { timeoutMs: CALL_TIMEOUT_MS }));
+    if (fails.length > 0) void this.send(fails, (items) => this.client.failMany(items as FailItem[], { timeoutMs: CALL_TIMEOUT_MS }));
+  }
+
+  private async send<T>(batch: Pending<T>[], call: (items: (AckItem | FailItem)[]) => Promise<(T | SpoolError)[]>): Promise<void> {
+    while (batch.length > 0) {
+      let results: (T | SpoolError)[];
+      try {
+        results = await call(batch.map((p) => p.item));
+      } catch (err) {
+        const named = err instanceof SpoolError ? ITEM_FIELD.exec(err.field ?? "") : null;
+        const i = named ? Number(named[1]) : -1;
+        if (err instanceof SpoolError && named && i < batch.length) {
+          const ctor = err.constructor as new (code: string, message: string, status: number, field?: string) => SpoolError;
+          const message = err.message.startsWith(`${err.code}: `) ? err.message.slice(err.code.length + 2) : err.message;
+          batch[i].reject(new ctor(err.code, message, err.status, named[2] || undefined));
+          batch = batch.filter((_, k) => k !== i);
+          continue;
+        }
+        if (batch.length > 1 && (err instanceof BatchTooLargeError || err instanceof PayloadTooLargeError)) {
+          const half = Math.ceil(batch.length / 2);
+          await this.send(batch.slice(0, half), call);
+          await this.send(batch.slice(half), call);
+          return;
+        }
+        for (const p of batch) p.reject(err);
+        return;
+      }
+      batch.forEach((p, k) => {
+        const r = results[k];
+        if (r instanceof SpoolError) p.reject(r);
+        else p.resolve(r);
+      });
+      return;
     }
-    this.client()
-      .ackMany(batch.map((p) => p.item), { timeoutMs: CALL_TIMEOUT_MS })
-      .then(
-        (results) =>
-          batch.forEach((p, i) => {
-            const r = results[i];
-            if (r instanceof SpoolError) p.reject(r);
-            else p.resolve();
-          }),
-        (err) => batch.forEach((p) => p.reject(err)),
-      );
   }
 }

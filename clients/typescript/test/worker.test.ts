@@ -222,3 +222,97 @@ test("SIGTERM stops a worker that handles signals", async () => {
   process.kill(process.pid, "SIGTERM");
   await running;
 });
+
+test("a stale token in a batch fails only its own job", async () => {
+  const calls: number[] = [];
+  const counting = new SpoolClient(server.url);
+  const send = counting.ackMany.bind(counting);
+  counting.ackMany = async (items, options) => {
+    calls.push(items.length);
+    return send(items, options);
+  };
+  const w = new Worker(counting, { queues: ["w-stale"], concurrency: 2, waitMs: 500, handleSignals: false, logger: quiet, heartbeatIntervalMs: 60_000 });
+  const tokens = new Map<string, number>();
+  let release!: () => void;
+  const released = new Promise<void>((r) => (release = r));
+  w.handle("k", async (job, ctx) => {
+    tokens.set(job.id, ctx.token);
+    await released;
+    return "done by the worker";
+  });
+  const stale = (await client.enqueue({ queue: "w-stale", kind: "k" })).id;
+  const kept = (await client.enqueue({ queue: "w-stale", kind: "k" })).id;
+  const running = w.run();
+  await eventually(() => tokens.size === 2);
+  // The lease of one job goes to another holder: the worker's token is stale,
+  // which it learns only from its ack.
+  await client.release(stale, tokens.get(stale)!);
+  const [other] = await client.fetchJobs({ queues: ["w-stale"], max: 1 });
+  assert.equal(other.id, stale);
+  release();
+  const done = await client.awaitJob(kept, { waitMs: 10_000 });
+  await w.stop();
+  await running;
+  counting.close();
+  assert.equal(done.state, "completed");
+  assert.equal(done.result, "done by the worker");
+  assert.deepEqual(calls, [2]); // both acks in one call
+  const job = await client.getJob(stale);
+  assert.equal(job.state, "active");
+  assert.equal(job.lease?.token, other.lease!.token);
+  assert.equal((await client.ack(stale, other.lease!.token, "theirs")).state, "completed");
+});
+
+test("handlers that finish together share their calls: fetches, acks and fails", async () => {
+  const counts: Record<string, number> = { fetchJobs: 0, ackMany: 0, failMany: 0, extendMany: 0, ack: 0, fail: 0 };
+  const counting = new SpoolClient(server.url);
+  for (const name of Object.keys(counts)) {
+    const c = counting as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>;
+    const send = c[name].bind(counting);
+    c[name] = (...a: unknown[]) => {
+      counts[name]++;
+      return send(...a);
+    };
+  }
+  const n = 1000;
+  const w = new Worker(counting, { queues: ["w-calls"], concurrency: 100, waitMs: 500, handleSignals: false, logger: quiet });
+  w.handle("ok", async () => null);
+  w.handle("bad", async () => {
+    throw noRetry(new Error("bad job"));
+  });
+  const jobs = Array.from({ length: n }, (_, i) => ({ queue: "w-calls", kind: i % 10 === 0 ? "bad" : "ok" }));
+  await client.enqueueMany(jobs);
+  const running = w.run();
+  await eventually(async () => {
+    const q = await client.getQueue("w-calls");
+    return q.counts.completed === (n * 9) / 10 && q.counts.dead === n / 10;
+  }, 30_000);
+  await w.stop();
+  await running;
+  counting.close();
+  assert.equal(counts.ack + counts.fail, 0, JSON.stringify(counts));
+  const total = Object.values(counts).reduce((a, b) => a + b, 0);
+  assert.ok(total / n <= 0.25, JSON.stringify(counts));
+});
+
+test("a result over the server's limit fails only its own ack", async () => {
+  const small = await startServer({ args: ["--max-payload-bytes", "1024"] });
+  const c = new SpoolClient(small.url);
+  try {
+    const w = new Worker(c, { queues: ["w-big"], concurrency: 2, waitMs: 500, handleSignals: false, logger: quiet });
+    w.handle("k", async (job) => (job.payload === "big" ? "x".repeat(2048) : "small result"));
+    const big = (await c.enqueue({ queue: "w-big", kind: "k", payload: "big" })).id;
+    const kept = (await c.enqueue({ queue: "w-big", kind: "k", payload: "small" })).id;
+    const running = w.run();
+    const done = await c.awaitJob(kept, { waitMs: 10_000 });
+    await w.stop();
+    await running;
+    assert.equal(done.state, "completed");
+    assert.equal(done.attempt, 1);
+    assert.equal(done.result, "small result");
+    assert.equal((await c.getJob(big)).state, "active"); // its ack was refused, as alone
+  } finally {
+    c.close();
+    await small.stop();
+  }
+});
