@@ -41,12 +41,12 @@ from .models import (
     Lease,
     Queue,
 )
-from .worker import JobContext, Worker, current_job
+from .worker import SETTLE_DELAY, JobContext, Worker, current_job
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "DEFAULT_URL", "AsyncClient", "Client", "Worker", "JobContext", "current_job",
+    "DEFAULT_URL", "AsyncClient", "Client", "Worker", "JobContext", "current_job", "SETTLE_DELAY",
     "Job", "JobSpec", "JobPage", "Lease", "Backoff", "AttemptError", "EnqueueResult",
     "ItemResult", "Queue", "JOB_FIELDS",
     "SpoolError", "BadRequest", "InvalidJSON", "InvalidArgument", "BatchTooLarge",
