@@ -78,10 +78,13 @@ type settler struct {
 }
 
 // expect counts n more outcomes on their way (n < 0: fewer), from jobs
-// started or given up.
+// started or given up. Once none is, what waits goes.
 func (s *settler) expect(n int) {
 	s.mu.Lock()
 	s.coming += n
+	if s.coming <= 0 && s.holdFor == 0 && len(s.acks)+len(s.fails) > 0 {
+		s.flushLocked()
+	}
 	s.mu.Unlock()
 }
 
