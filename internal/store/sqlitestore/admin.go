@@ -15,13 +15,15 @@ import (
 const (
 	sqlCancelNow = `UPDATE jobs SET state = 'cancelled', finished_at = ?, lease_expires_at = NULL WHERE seq = ?`
 	// sqlRetry and sqlRetryMany make jobs available at ?1 with no
-	// attempts, and a wait deadline of ?2 (see expire.go).
+	// attempts, and a wait deadline of ?2 (see expire.go). In a queue
+	// claimed by group (?3 true) a job without a group joins the empty
+	// group, as markGrouped left only the pending ones.
 	sqlRetry = `UPDATE jobs SET state = 'available', attempt = 0, run_at = ?1, finished_at = NULL,
-	lease_expires_at = NULL, cancel_requested = 0, wait_until = ?2
-WHERE seq = ?3`
+	lease_expires_at = NULL, cancel_requested = 0, wait_until = ?2, grp = CASE WHEN ?3 THEN coalesce(grp, '') ELSE grp END
+WHERE seq = ?4`
 	sqlRetryMany = `UPDATE jobs SET state = 'available', attempt = 0, run_at = ?1, finished_at = NULL,
-	lease_expires_at = NULL, cancel_requested = 0, wait_until = ?2
-WHERE queue = ?3 AND state = ?4`
+	lease_expires_at = NULL, cancel_requested = 0, wait_until = ?2, grp = CASE WHEN ?3 THEN coalesce(grp, '') ELSE grp END
+WHERE queue = ?4 AND state = ?5`
 	sqlDelete = `DELETE FROM jobs WHERE seq = ?`
 	// sqlDeleteMany deletes the jobs of queue ?1 in state ?2 but those whose
 	// seqs are in the JSON array ?3 (the active ones).
@@ -138,7 +140,7 @@ func (w *writer) retry(id string, now time.Time) (*job.Job, error) {
 	if !j.State.Retryable() {
 		return nil, fmt.Errorf("job is %s: %w", j.State, job.ErrInvalidState)
 	}
-	if _, err := w.conn.ExecContext(context.Background(), sqlRetry, now.UnixNano(), w.retryWait(j.Queue, now), seq); err != nil {
+	if _, err := w.conn.ExecContext(context.Background(), sqlRetry, now.UnixNano(), w.retryWait(j.Queue, now), w.grouped(j.Queue), seq); err != nil {
 		return nil, err
 	}
 	w.fx.move(j.Queue, j.State, job.StateAvailable, 1)
@@ -193,7 +195,7 @@ func (s *Store) JobRetryMany(ctx context.Context, p *store.JobBulkParams) (int, 
 // retryAll makes the jobs of queue in state available at now, with their
 // attempts starting over, and returns how many.
 func (w *writer) retryAll(queue string, state job.State, now time.Time) (int, error) {
-	res, err := w.conn.ExecContext(context.Background(), sqlRetryMany, now.UnixNano(), w.retryWait(queue, now), queue, string(state))
+	res, err := w.conn.ExecContext(context.Background(), sqlRetryMany, now.UnixNano(), w.retryWait(queue, now), w.grouped(queue), queue, string(state))
 	if err != nil {
 		return 0, err
 	}

@@ -151,7 +151,7 @@ func (s *flowSource) Groups(n int) ([]claim.Group, error) {
 		return []claim.Group{{Active: s.w.leases.inQueue(s.q.name)}}, nil
 	case s.one != "":
 		s.done = true
-		return s.oneGroup(), nil
+		return s.oneGroup()
 	}
 	f := &s.q.flow
 	var out []claim.Group
@@ -172,8 +172,10 @@ func (s *flowSource) Groups(n int) ([]claim.Group, error) {
 		}
 		s.offered++
 		g := f.ring[i]
-		gs := f.groups[g]
-		if gs.win.len() == 0 && gs.win.complete {
+		if dry, err := s.dry(g); err != nil || dry {
+			if err != nil {
+				return nil, err
+			}
 			continue // out of jobs: it leaves the ring at the next compaction
 		}
 		s.at[g] = i
@@ -185,15 +187,31 @@ func (s *flowSource) Groups(n int) ([]claim.Group, error) {
 // oneGroup offers the group of a claim of one group, putting it in the
 // ring when the ring may lack it: none when it has no available job for
 // sure, stalled when the queue holds as many group states as it may.
-func (s *flowSource) oneGroup() []claim.Group {
+func (s *flowSource) oneGroup() ([]claim.Group, error) {
 	gs, full := s.q.flow.groupOf(s.one, s.q.limits.GroupRate)
 	switch {
 	case gs == nil && full:
-		return []claim.Group{{Name: s.one, Stalled: true}}
-	case gs == nil, gs.win.len() == 0 && gs.win.complete:
-		return nil
+		return []claim.Group{{Name: s.one, Stalled: true}}, nil
+	case gs == nil:
+		return nil, nil
 	}
-	return []claim.Group{s.offer(s.one)}
+	if dry, err := s.dry(s.one); err != nil || dry {
+		return nil, err
+	}
+	return []claim.Group{s.offer(s.one)}, nil
+}
+
+// dry reports whether group g of the ring has no available job, reading
+// its first jobs when its window holds none yet: a group is offered only
+// with jobs, so that its limits count in what held jobs back only then.
+func (s *flowSource) dry(g string) (bool, error) {
+	win := s.q.flow.groups[g].win
+	if win.len() == 0 && !win.complete {
+		if err := s.w.refillGroup(s.q, g, 1); err != nil {
+			return false, err
+		}
+	}
+	return win.len() == 0 && win.complete, nil
 }
 
 // offer is group g as the planner sees it. In an ordered queue, a group

@@ -127,6 +127,12 @@ func (w *writer) setLimits(name string, l job.Limits) error {
 	return nil
 }
 
+// grouped reports whether queue name is claimed by group.
+func (w *writer) grouped(name string) bool {
+	q := w.queues[name]
+	return q != nil && q.grouped
+}
+
 // markGrouped makes the queue claim by group from now on: its pending
 // jobs without a group join the empty group ("").
 func (w *writer) markGrouped(name string) error {

@@ -26,6 +26,8 @@ func flowTests() []group {
 		{"ASmallGroupIsNotHeldBackByABigOne", testFlowFairness},
 		{"PriorityHoldsWithinAGroup", testFlowPriorityInGroup},
 		{"JobsWithoutAGroupAreOneGroup", testFlowNoGroup},
+		{"AFinishedJobRetriedAfterItsQueueTookGroupsIsClaimed", testFlowRetryAfterGroups},
+		{"AGroupWithoutAvailableJobsIsNotCapped", testFlowCapWithoutJobs},
 		{"PlainQueuesComeFirstInAFetchOfSeveral", testFlowSeveralQueues},
 		{"CapsHoldUnderConcurrentClaims", testFlowConcurrentCaps},
 		{"LimitsHoldAcrossARestart", testFlowRestart},
@@ -380,6 +382,63 @@ func testFlowNoGroup(b *bundle) {
 	slices.Sort(got)
 	if !slices.Equal(got, []string{"", "g"}) {
 		b.t.Fatalf("claim with jobs without a group and a group cap of 1: groups %q", got)
+	}
+}
+
+// Jobs that finished before their queue had groups join the empty group
+// when retried, one by one or all at once: a claim hands them out in their
+// turn and priority, as if they had been added then.
+func testFlowRetryAfterGroups(b *bundle) {
+	dead := []*job.Job{b.jobIn(job.StateDead, "q"), b.jobIn(job.StateDead, "q")}
+	done := b.jobIn(job.StateCancelled, "q", withPriority(topPriority))
+	b.add(grouped("q", "g", 2)...)
+	b.add(newJobs("q", 2)...)
+	if _, err := b.s.JobRetry(b.ctx, done.ID, t0); err != nil {
+		b.t.Fatalf("retry %s: %v", done.ID, err)
+	}
+	n, err := b.s.JobRetryMany(b.ctx, &store.JobBulkParams{Queue: "q", State: job.StateDead, Now: t0})
+	if err != nil || n != 2 {
+		b.t.Fatalf("retry the dead jobs of q: %d, %v", n, err)
+	}
+	// The retried jobs have the top priority: the empty group's first
+	// three turns are theirs.
+	want := map[string]bool{done.ID: true, dead[0].ID: true, dead[1].ID: true}
+	var firsts []string
+	for range 7 {
+		js := b.claimAt(t0, 1, "q")
+		if len(js) != 1 {
+			b.t.Fatalf("claim of q with jobs available: %d jobs", len(js))
+		}
+		if js[0].Group == "" && len(firsts) < 3 {
+			firsts = append(firsts, js[0].ID)
+		}
+	}
+	for _, id := range firsts {
+		delete(want, id)
+	}
+	if len(want) > 0 {
+		b.t.Fatalf("the empty group went out first as %v; retried jobs %v were not among them", firsts, want)
+	}
+	if js := b.claimAt(t0, 10, "q"); len(js) != 0 {
+		b.t.Fatalf("claim after every job went out: %v", idsOf(js))
+	}
+}
+
+// A group at its cap with no available job holds nothing back: a claim
+// that finds nothing else does not name its queue in Capped, even after
+// a purge made the store read the queue's groups again.
+func testFlowCapWithoutJobs(b *bundle) {
+	b.add(grouped("q", "g", 2)...)
+	b.limit("q", job.Limits{GroupMaxActive: 1})
+	if js := b.claimAt(t0, 1, "q"); len(js) != 1 {
+		b.t.Fatalf("first claim: %d jobs, want 1", len(js))
+	}
+	if n, err := b.s.QueuePurge(b.ctx, "q"); err != nil || n != 1 {
+		b.t.Fatalf("purge q: %d, %v", n, err)
+	}
+	res := b.claimResult(t0, 5, "q")
+	if len(res.Jobs) != 0 || len(res.Capped) != 0 {
+		b.t.Fatalf("claim of q with no available job: jobs %v, Capped %v; want none", idsOf(res.Jobs), res.Capped)
 	}
 }
 
