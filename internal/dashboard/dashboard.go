@@ -8,7 +8,7 @@
 // libraries are vendored under static/vendor and every file is embedded in
 // the binary.
 //
-// The dashboard reads and acts through the engine (*queue.Engine) only,
+// The dashboard reads and acts through the engine (*engine.Engine) only,
 // never the store, and bounds what each page reads: one page of jobs, or
 // a scan of at most maxScan jobs for a filter. Throughput comes from a
 // sampler subscribed to the engine's event bus, kept in memory per second
@@ -29,9 +29,9 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/spoolq/spool/internal/engine"
 	"github.com/spoolq/spool/internal/httpapi/auth"
 	"github.com/spoolq/spool/internal/job"
-	"github.com/spoolq/spool/internal/queue"
 	"github.com/spoolq/spool/internal/store"
 )
 
@@ -59,7 +59,7 @@ type Options struct {
 // Dashboard is the web UI's HTTP handler. Start its sampler with Start;
 // Stop ends it.
 type Dashboard struct {
-	engine  *queue.Engine
+	engine  *engine.Engine
 	opts    Options
 	mux     *http.ServeMux
 	pages   *pages
@@ -70,7 +70,7 @@ type Dashboard struct {
 }
 
 // New returns the dashboard on e.
-func New(e *queue.Engine, opts Options) *Dashboard {
+func New(e *engine.Engine, opts Options) *Dashboard {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}

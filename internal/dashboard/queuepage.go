@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spoolq/spool/internal/engine"
 	"github.com/spoolq/spool/internal/job"
-	"github.com/spoolq/spool/internal/queue"
 	"github.com/spoolq/spool/internal/store"
 )
 
@@ -283,7 +283,7 @@ func templateQueue(raw json.RawMessage) string {
 		Queue string `json:"queue"`
 	}
 	if json.Unmarshal(raw, &t) != nil || t.Queue == "" {
-		return queue.DefaultQueue
+		return engine.DefaultQueue
 	}
 	return t.Queue
 }

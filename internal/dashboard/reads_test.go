@@ -12,8 +12,8 @@ import (
 	"testing"
 
 	"github.com/spoolq/spool/internal/dashboard"
+	"github.com/spoolq/spool/internal/engine"
 	"github.com/spoolq/spool/internal/job"
-	"github.com/spoolq/spool/internal/queue"
 	"github.com/spoolq/spool/internal/store"
 	"github.com/spoolq/spool/internal/store/sqlitestore"
 )
@@ -45,7 +45,7 @@ func (c *countingStore) QueueList(ctx context.Context) ([]store.QueueInfo, error
 type counted struct {
 	t      *testing.T
 	store  *countingStore
-	engine *queue.Engine
+	engine *engine.Engine
 	base   string
 }
 
@@ -57,7 +57,7 @@ func setupCounted(t *testing.T) *counted {
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	cs := &countingStore{Store: st}
-	e := queue.New(cs, queue.Config{})
+	e := engine.New(cs, engine.Config{})
 	t.Cleanup(e.Close)
 	d := dashboard.New(e, dashboard.Options{})
 	srv := httptest.NewServer(d)
@@ -93,7 +93,7 @@ func TestOverviewReadsNoJobs(t *testing.T) {
 	payload := json.RawMessage(`{"blob":"` + strings.Repeat("x", 64<<10) + `"}`)
 	for i := range 10 {
 		for range 3 {
-			if _, err := c.engine.Enqueue(context.Background(), queue.EnqueueRequest{Queue: fmt.Sprintf("q%d", i), Kind: "k", Payload: payload}); err != nil {
+			if _, err := c.engine.Enqueue(context.Background(), engine.EnqueueRequest{Queue: fmt.Sprintf("q%d", i), Kind: "k", Payload: payload}); err != nil {
 				t.Fatal(err)
 			}
 		}

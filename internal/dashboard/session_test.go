@@ -20,8 +20,8 @@ import (
 
 	"github.com/spoolq/spool/internal/config"
 	"github.com/spoolq/spool/internal/dashboard"
+	"github.com/spoolq/spool/internal/engine"
 	"github.com/spoolq/spool/internal/httpapi/auth"
-	"github.com/spoolq/spool/internal/queue"
 	"github.com/spoolq/spool/internal/server"
 	"github.com/spoolq/spool/internal/store/sqlitestore"
 )
@@ -175,7 +175,7 @@ func TestSessionCookieSecureOverHTTPS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dash := dashboard.New(queue.New(st, queue.Config{}), dashboard.Options{Auth: au, Sessions: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	dash := dashboard.New(engine.New(st, engine.Config{}), dashboard.Options{Auth: au, Sessions: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	direct := httptest.NewTLSServer(dash)
 	t.Cleanup(direct.Close)
 	noRedirects.Transport = direct.Client().Transport

@@ -5,15 +5,15 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/spoolq/spool/internal/engine"
 	"github.com/spoolq/spool/internal/job"
-	"github.com/spoolq/spool/internal/queue"
 	"github.com/spoolq/spool/internal/store"
 )
 
 // Bounds of the workers page.
 const (
 	// maxWorkerRows bounds the workers the page lists (the engine
-	// remembers up to queue.MaxWorkers of them).
+	// remembers up to engine.MaxWorkers of them).
 	maxWorkerRows = 500
 	// heldPerPage is how many of a worker's active jobs one page of its
 	// listing shows.
@@ -25,13 +25,13 @@ type workersPage struct {
 	page
 	// Workers are the workers this node has seen fetch, by name, at most
 	// maxWorkerRows of them; Hidden counts the ones left out.
-	Workers []queue.WorkerInfo
+	Workers []engine.WorkerInfo
 	Hidden  int
 	// Worker is the worker whose active jobs the page lists (?worker=);
 	// empty for none. Selected is its entry in the node's registry, nil
 	// when this node has not seen it fetch.
 	Worker   string
-	Selected *queue.WorkerInfo
+	Selected *engine.WorkerInfo
 	// Held is one page of the active jobs Worker holds, from Cursor;
 	// NextURL and FirstURL page through them.
 	Held     []*job.Job

@@ -17,9 +17,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spoolq/spool/internal/engine"
 	"github.com/spoolq/spool/internal/httpapi/auth"
 	"github.com/spoolq/spool/internal/httpapi/streamserver"
-	"github.com/spoolq/spool/internal/queue"
 )
 
 // DefaultMaxBodyBytes bounds a request body unless Options say otherwise.
@@ -53,7 +53,7 @@ type Options struct {
 
 // API is the HTTP handler of a Spool node.
 type API struct {
-	engine  *queue.Engine
+	engine  *engine.Engine
 	opts    Options
 	mux     *http.ServeMux
 	routes  []Route
@@ -66,7 +66,7 @@ type API struct {
 }
 
 // New returns the API on e.
-func New(e *queue.Engine, opts Options) *API {
+func New(e *engine.Engine, opts Options) *API {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
 	}

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/api"
+	"github.com/spoolq/spool/internal/engine"
 	"github.com/spoolq/spool/internal/metrics"
-	"github.com/spoolq/spool/internal/queue"
 	"github.com/spoolq/spool/internal/store/sqlitestore"
 	"github.com/spoolq/spool/internal/store/tiered"
 )
@@ -66,7 +66,7 @@ func newTestAPIStore(t testing.TB, opts Options) (*API, *sqlitestore.Store) {
 		// They are read afresh at each scrape.
 		opts.Metrics = metrics.New(metrics.Config{Queues: st.QueueList, CacheFor: time.Nanosecond}).Handler()
 	}
-	e := queue.New(st, queue.Config{DecodeJob: DecodeJob})
+	e := engine.New(st, engine.Config{DecodeJob: DecodeJob})
 	t.Cleanup(func() {
 		e.Close()
 		_ = st.Close()

@@ -20,10 +20,10 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/api"
+	"github.com/spoolq/spool/internal/engine"
 	"github.com/spoolq/spool/internal/httpapi/auth"
 	"github.com/spoolq/spool/internal/httpapi/wire"
 	"github.com/spoolq/spool/internal/job"
-	"github.com/spoolq/spool/internal/queue"
 	"github.com/spoolq/spool/internal/schedule"
 	"github.com/spoolq/spool/internal/store/sqlitestore"
 	"github.com/spoolq/spool/internal/stream"
@@ -81,7 +81,7 @@ func (f *authFixture) queue(inside bool) string {
 // enqueue adds a job to q through the engine and returns its id.
 func (f *authFixture) enqueue(q string, delay time.Duration) string {
 	f.t.Helper()
-	res, err := f.a.engine.Enqueue(context.Background(), queue.EnqueueRequest{Queue: q, Kind: "k", Delay: delay})
+	res, err := f.a.engine.Enqueue(context.Background(), engine.EnqueueRequest{Queue: q, Kind: "k", Delay: delay})
 	if err != nil {
 		f.t.Fatalf("enqueue into %s: %v", q, err)
 	}
@@ -92,7 +92,7 @@ func (f *authFixture) enqueue(q string, delay time.Duration) string {
 // queue q.
 func (f *authFixture) schedule(name, q string) {
 	f.t.Helper()
-	_, _, err := f.a.engine.PutSchedule(context.Background(), queue.ScheduleRequest{
+	_, _, err := f.a.engine.PutSchedule(context.Background(), engine.ScheduleRequest{
 		Name: name, Timing: schedule.Timing{Every: time.Minute}, Job: json.RawMessage(fmt.Sprintf(`{"queue":%q,"kind":"k"}`, q)),
 	})
 	if err != nil {
@@ -104,7 +104,7 @@ func (f *authFixture) schedule(name, q string) {
 func (f *authFixture) active(q string) (id string, token int64) {
 	f.t.Helper()
 	id = f.enqueue(q, 0)
-	jobs, err := f.a.engine.Fetch(context.Background(), queue.FetchRequest{Queues: []string{q}})
+	jobs, err := f.a.engine.Fetch(context.Background(), engine.FetchRequest{Queues: []string{q}})
 	if err != nil || len(jobs) != 1 || jobs[0].ID != id {
 		f.t.Fatalf("fetch %s: %d jobs, %v", q, len(jobs), err)
 	}
@@ -235,7 +235,7 @@ func recipes(f *authFixture) map[string]func(q string) call {
 	groupCall := func(suffix, body string) func(q string) call {
 		return func(q string) call {
 			f.enqueue(q, 0)
-			if _, _, err := f.a.engine.CreateConsumerGroup(context.Background(), queue.ConsumerGroupRequest{Queue: q, Name: "g"}); err != nil {
+			if _, _, err := f.a.engine.CreateConsumerGroup(context.Background(), engine.ConsumerGroupRequest{Queue: q, Name: "g"}); err != nil {
 				f.t.Fatalf("create consumer group of %s: %v", q, err)
 			}
 			return call{path: "/v1/queues/" + q + "/consumer-groups/g" + suffix, body: body}
@@ -354,7 +354,7 @@ func recipes(f *authFixture) map[string]func(q string) call {
 		"GET /v1/schedules/{name}": scheduleCall(""),
 		"GET /v1/workers": func(q string) call {
 			f.enqueue(q, 0)
-			if _, err := f.a.engine.Fetch(context.Background(), queue.FetchRequest{Queues: []string{q}, Worker: "w-" + q}); err != nil {
+			if _, err := f.a.engine.Fetch(context.Background(), engine.FetchRequest{Queues: []string{q}, Worker: "w-" + q}); err != nil {
 				f.t.Fatalf("fetch %s: %v", q, err)
 			}
 			return call{path: "/v1/workers", verify: func(t *testing.T, rec *httptest.ResponseRecorder, allowed bool) {

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/spoolq/spool/internal/engine"
 	"github.com/spoolq/spool/internal/httpapi/auth"
 	"github.com/spoolq/spool/internal/httpapi/streamserver"
 	"github.com/spoolq/spool/internal/httpapi/wire"
 	"github.com/spoolq/spool/internal/job"
-	"github.com/spoolq/spool/internal/queue"
 	"github.com/spoolq/spool/internal/siteguard"
 )
 
@@ -92,14 +92,14 @@ func classify(err error) (e *apiError, internal bool) {
 	var in *job.InputError
 	var taken *job.IDTakenError
 	var item *job.ItemError
-	var batch *queue.BatchTooLargeError
-	var payload *queue.PayloadTooLargeError
+	var batch *engine.BatchTooLargeError
+	var payload *engine.PayloadTooLargeError
 	var unauthorized *auth.UnauthorizedError
 	var forbidden *auth.ForbiddenError
 	var body *wire.InvalidJSONError
 	var tooLarge *wire.TooLargeError
 	var refused *streamserver.Error
-	var missing *queue.NotFoundError
+	var missing *engine.NotFoundError
 	var foreignHost *siteguard.HostError
 	var crossSite *siteguard.CrossSiteError
 	switch {

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spoolq/spool/internal/engine"
 	"github.com/spoolq/spool/internal/events"
-	"github.com/spoolq/spool/internal/queue"
 	"github.com/spoolq/spool/internal/store/sqlitestore"
 )
 
@@ -28,7 +28,7 @@ func newEventsAPI(t *testing.T, ring int) (*API, *httptest.Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := queue.New(st, queue.Config{DecodeJob: DecodeJob, EventRing: ring})
+	e := engine.New(st, engine.Config{DecodeJob: DecodeJob, EventRing: ring})
 	a := New(e, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	srv := httptest.NewServer(a)
 	t.Cleanup(func() {

@@ -6,9 +6,9 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/spoolq/spool/internal/engine"
 	"github.com/spoolq/spool/internal/httpapi/wire"
 	"github.com/spoolq/spool/internal/job"
-	"github.com/spoolq/spool/internal/queue"
 	"github.com/spoolq/spool/internal/store"
 )
 
@@ -32,7 +32,7 @@ const releaseTimeout = 5 * time.Second
 func fetchQueues(in *fetchJSON) []string { return in.Queues }
 
 func (a *API) fetch(w http.ResponseWriter, r *http.Request, in *fetchJSON) {
-	req := queue.FetchRequest{Queues: in.Queues, Wait: millis(in.WaitMS), Worker: in.Worker}
+	req := engine.FetchRequest{Queues: in.Queues, Wait: millis(in.WaitMS), Worker: in.Worker}
 	if g := in.ConsumerGroup; g != nil {
 		if *g == "" {
 			a.writeError(w, r, job.Invalid("consumer_group", "must be a consumer group name; leave the field out for the queues' own jobs"))
@@ -42,9 +42,9 @@ func (a *API) fetch(w http.ResponseWriter, r *http.Request, in *fetchJSON) {
 	}
 	var leaseMS int64
 	if err := errors.Join(
-		optional(in.Max, &req.Max, fieldName, "max", "must be between 1 and %d", queue.MaxFetch),
-		optional(in.LeaseMS, &leaseMS, fieldName, "lease_ms", leaseRule, queue.MinLease.Milliseconds(), queue.MaxLease.Milliseconds()),
-		optional(in.Group, &req.Group, fieldName, "group", "must be 1-%d bytes", queue.MaxGroupBytes),
+		optional(in.Max, &req.Max, fieldName, "max", "must be between 1 and %d", engine.MaxFetch),
+		optional(in.LeaseMS, &leaseMS, fieldName, "lease_ms", leaseRule, engine.MinLease.Milliseconds(), engine.MaxLease.Milliseconds()),
+		optional(in.Group, &req.Group, fieldName, "group", "must be 1-%d bytes", engine.MaxGroupBytes),
 	); err != nil {
 		a.writeError(w, r, err)
 		return

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spoolq/spool/internal/engine"
 	"github.com/spoolq/spool/internal/job"
-	"github.com/spoolq/spool/internal/queue"
 )
 
 // The fuzz targets send arbitrary requests through the real handler on a
@@ -50,10 +50,10 @@ func newFuzzHarness(f *testing.F) *fuzzHarness {
 	f.Helper()
 	a := newTestAPI(f)
 	ctx := context.Background()
-	if _, err := a.engine.Enqueue(ctx, queue.EnqueueRequest{ID: fuzzJob, Queue: fuzzQueue, Kind: "k"}); err != nil {
+	if _, err := a.engine.Enqueue(ctx, engine.EnqueueRequest{ID: fuzzJob, Queue: fuzzQueue, Kind: "k"}); err != nil {
 		f.Fatal(err)
 	}
-	jobs, err := a.engine.Fetch(ctx, queue.FetchRequest{Queues: []string{fuzzQueue}})
+	jobs, err := a.engine.Fetch(ctx, engine.FetchRequest{Queues: []string{fuzzQueue}})
 	if err != nil || len(jobs) != 1 {
 		f.Fatalf("lease the fuzz job: %d jobs, %v", len(jobs), err)
 	}

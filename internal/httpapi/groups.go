@@ -4,8 +4,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/spoolq/spool/internal/engine"
 	"github.com/spoolq/spool/internal/job"
-	"github.com/spoolq/spool/internal/queue"
 	"github.com/spoolq/spool/internal/store"
 )
 
@@ -20,8 +20,8 @@ type groupStartJSON struct {
 }
 
 // request is the engine's form of in for the group of r's path.
-func (in *groupStartJSON) request(r *http.Request) (queue.ConsumerGroupRequest, error) {
-	req := queue.ConsumerGroupRequest{Queue: r.PathValue("name"), Name: r.PathValue("group")}
+func (in *groupStartJSON) request(r *http.Request) (engine.ConsumerGroupRequest, error) {
+	req := engine.ConsumerGroupRequest{Queue: r.PathValue("name"), Name: r.PathValue("group")}
 	switch in.Start {
 	case "", "beginning":
 		req.Start = store.StartBeginning

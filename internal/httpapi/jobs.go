@@ -10,17 +10,17 @@ import (
 	"sync"
 	"time"
 
+	"github.com/spoolq/spool/internal/engine"
 	"github.com/spoolq/spool/internal/httpapi/auth"
 	"github.com/spoolq/spool/internal/httpapi/wire"
 	"github.com/spoolq/spool/internal/job"
-	"github.com/spoolq/spool/internal/queue"
 	"github.com/spoolq/spool/internal/store"
 )
 
 // enqueueRequest is the engine's form of j; field names a wire field in
 // errors.
-func enqueueRequest(j *wire.EnqueueJob, field func(string) string) (queue.EnqueueRequest, error) {
-	req := queue.EnqueueRequest{
+func enqueueRequest(j *wire.EnqueueJob, field func(string) string) (engine.EnqueueRequest, error) {
+	req := engine.EnqueueRequest{
 		Kind: j.Kind, Payload: j.Payload, PayloadValid: true, Priority: j.Priority,
 		Delay: millis(j.DelayMS), UniqueFor: millis(j.UniqueForMS), Tags: j.Tags,
 	}
@@ -31,22 +31,22 @@ func enqueueRequest(j *wire.EnqueueJob, field func(string) string) (queue.Enqueu
 	if err := optional(j.Queue, &req.Queue, field, "queue", "must be a name"); err != nil {
 		return req, err
 	}
-	if err := optional(j.UniqueKey, &req.UniqueKey, field, "unique_key", "must be 1-%d bytes", queue.MaxUniqueKeyBytes); err != nil {
+	if err := optional(j.UniqueKey, &req.UniqueKey, field, "unique_key", "must be 1-%d bytes", engine.MaxUniqueKeyBytes); err != nil {
 		return req, err
 	}
-	if err := optional(j.Group, &req.Group, field, "group", "must be 1-%d bytes", queue.MaxGroupBytes); err != nil {
+	if err := optional(j.Group, &req.Group, field, "group", "must be 1-%d bytes", engine.MaxGroupBytes); err != nil {
 		return req, err
 	}
-	if err := optional(j.MaxAttempts, &req.MaxAttempts, field, "max_attempts", "must be between 1 and %d", queue.MaxAttempts); err != nil {
+	if err := optional(j.MaxAttempts, &req.MaxAttempts, field, "max_attempts", "must be between 1 and %d", engine.MaxAttempts); err != nil {
 		return req, err
 	}
-	if err := optional(j.LeaseMS, &leaseMS, field, "lease_ms", leaseRule, queue.MinLease.Milliseconds(), queue.MaxLease.Milliseconds()); err != nil {
+	if err := optional(j.LeaseMS, &leaseMS, field, "lease_ms", leaseRule, engine.MinLease.Milliseconds(), engine.MaxLease.Milliseconds()); err != nil {
 		return req, err
 	}
 	if err := optional(j.Durability, &req.Durability, field, "durability", durabilityRule); err != nil {
 		return req, err
 	}
-	if err := optional(j.TraceParent, &req.TraceParent, field, "traceparent", queue.TraceParentRule); err != nil {
+	if err := optional(j.TraceParent, &req.TraceParent, field, "traceparent", engine.TraceParentRule); err != nil {
 		return req, err
 	}
 	req.LeaseDuration = millis(leaseMS)
@@ -115,7 +115,7 @@ func (a *API) enqueue(w http.ResponseWriter, r *http.Request, in *wire.EnqueueJo
 }
 
 // answerEnqueue answers the single enqueue r: its job's result, or err.
-func (a *API) answerEnqueue(w http.ResponseWriter, r *http.Request, res queue.EnqueueResult, err error) {
+func (a *API) answerEnqueue(w http.ResponseWriter, r *http.Request, res engine.EnqueueResult, err error) {
 	if err != nil {
 		a.writeError(w, r, err)
 		return
@@ -142,7 +142,7 @@ func batchable(method, target string) bool {
 // serveEnqueues serves single enqueues that came together on a stream
 // (streamserver.Options.ServeBatch) as the route serves each: the same
 // token check, body, scope, answers and observation. Only their jobs are
-// stored together, by one call to the engine (queue.Engine.EnqueueEach),
+// stored together, by one call to the engine (engine.Engine.EnqueueEach),
 // which gives each job the outcome its own enqueue would have.
 func (a *API) serveEnqueues(ctx context.Context, rs []*http.Request, ws []http.ResponseWriter) {
 	start := time.Now()
@@ -199,7 +199,7 @@ func (a *API) serveEnqueues(ctx context.Context, rs []*http.Request, ws []http.R
 // frame. Nothing keeps a pointer into them once a batch is answered.
 type enqueuesWork struct {
 	ins   []wire.EnqueueJob
-	reqs  []queue.EnqueueRequest
+	reqs  []engine.EnqueueRequest
 	index []int
 }
 
@@ -228,7 +228,7 @@ func enqueueBatchQueues(in *wire.EnqueueBatch) []string {
 }
 
 func (a *API) enqueueBatch(w http.ResponseWriter, r *http.Request, in *wire.EnqueueBatch) {
-	reqs := make([]queue.EnqueueRequest, len(in.Jobs))
+	reqs := make([]engine.EnqueueRequest, len(in.Jobs))
 	for i := range in.Jobs {
 		var err error
 		reqs[i], err = enqueueRequest(&in.Jobs[i], func(name string) string { return fmt.Sprintf("jobs[%d].%s", i, name) })
@@ -311,7 +311,7 @@ func (a *API) listJobs(w http.ResponseWriter, r *http.Request, q *jobsQuery) {
 	if s := q.limit; s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 {
-			a.writeError(w, r, newError(CodeInvalidArgument, "limit", "limit: must be an integer between 1 and %d", queue.MaxListLimit))
+			a.writeError(w, r, newError(CodeInvalidArgument, "limit", "limit: must be an integer between 1 and %d", engine.MaxListLimit))
 			return
 		}
 		p.Limit = n

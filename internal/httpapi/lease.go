@@ -8,8 +8,8 @@ import (
 	"reflect"
 	"time"
 
+	"github.com/spoolq/spool/internal/engine"
 	"github.com/spoolq/spool/internal/job"
-	"github.com/spoolq/spool/internal/queue"
 	"github.com/spoolq/spool/internal/store"
 )
 
@@ -302,7 +302,7 @@ func (a *API) extendOp() leaseOp[extendItem] {
 		return a.engine.Extend(ctx, items)
 	}, check: func(it *extendItem, field func(string) string) error {
 		var leaseMS int64
-		return optional(it.LeaseMS, &leaseMS, field, "lease_ms", leaseRule, queue.MinLease.Milliseconds(), queue.MaxLease.Milliseconds())
+		return optional(it.LeaseMS, &leaseMS, field, "lease_ms", leaseRule, engine.MinLease.Milliseconds(), engine.MaxLease.Milliseconds())
 	}}
 }
 

@@ -6,9 +6,9 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/spoolq/spool/internal/engine"
 	"github.com/spoolq/spool/internal/httpapi/wire"
 	"github.com/spoolq/spool/internal/job"
-	"github.com/spoolq/spool/internal/queue"
 	"github.com/spoolq/spool/internal/schedule"
 	"github.com/spoolq/spool/internal/store"
 )
@@ -91,9 +91,9 @@ type triggerJSON struct {
 // DecodeJob reads a schedule's job template, the body form of POST
 // /v1/jobs, into the engine's request, by the rules of that route; its
 // errors name the template's fields as "job.kind". The server gives it to
-// the engine (queue.Config.DecodeJob), which decodes every firing's job
+// the engine (engine.Config.DecodeJob), which decodes every firing's job
 // with it.
-func DecodeJob(raw json.RawMessage) (queue.EnqueueRequest, error) {
+func DecodeJob(raw json.RawMessage) (engine.EnqueueRequest, error) {
 	var in wire.EnqueueJob
 	if err := wire.DecodeJSON(raw, &in); err != nil {
 		var bad *wire.InvalidJSONError
@@ -102,23 +102,23 @@ func DecodeJob(raw json.RawMessage) (queue.EnqueueRequest, error) {
 			if bad.Field != "" {
 				field += "." + bad.Field
 			}
-			return queue.EnqueueRequest{}, &wire.InvalidJSONError{Field: field, Message: "job: " + bad.Message}
+			return engine.EnqueueRequest{}, &wire.InvalidJSONError{Field: field, Message: "job: " + bad.Message}
 		}
 		var in *job.InputError
 		if errors.As(err, &in) {
-			return queue.EnqueueRequest{}, &job.InputError{Field: "job." + in.Field, Message: in.Message}
+			return engine.EnqueueRequest{}, &job.InputError{Field: "job." + in.Field, Message: in.Message}
 		}
-		return queue.EnqueueRequest{}, err
+		return engine.EnqueueRequest{}, err
 	}
 	if in.RunAt != nil {
 		// Even the zero time, which the engine would read as "not set".
-		return queue.EnqueueRequest{}, job.Invalid("job.run_at", "must be left out: a scheduled job runs at its tick (delay_ms may put it later)")
+		return engine.EnqueueRequest{}, job.Invalid("job.run_at", "must be left out: a scheduled job runs at its tick (delay_ms may put it later)")
 	}
 	return enqueueRequest(&in, func(name string) string { return "job." + name })
 }
 
 func (a *API) putSchedule(w http.ResponseWriter, r *http.Request, in *scheduleBody) {
-	req := queue.ScheduleRequest{Name: r.PathValue("name"), Job: in.Job, Paused: in.Paused}
+	req := engine.ScheduleRequest{Name: r.PathValue("name"), Job: in.Job, Paused: in.Paused}
 	if err := optional(in.Cron, &req.Timing.Cron, fieldName, "cron", "must be a cron expression"); err != nil {
 		a.writeError(w, r, err)
 		return

@@ -9,9 +9,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/spoolq/spool/internal/engine"
 	"github.com/spoolq/spool/internal/httpapi/auth"
 	"github.com/spoolq/spool/internal/job"
-	"github.com/spoolq/spool/internal/queue"
 	"github.com/spoolq/spool/internal/store"
 )
 
@@ -253,7 +253,7 @@ func (a *API) checkDecoded(r *http.Request, s *scope, in any) error {
 	case s.Source == ScopeBodyQueues || s.Source == ScopeBodyTransaction:
 		for i, name := range s.names(in) {
 			if name == "" {
-				name = queue.DefaultQueue
+				name = engine.DefaultQueue
 			}
 			if !p.AllowsQueue(name) {
 				return p.CheckQueue(name, s.fieldAt(i))
@@ -273,7 +273,7 @@ func (a *API) checkDecoded(r *http.Request, s *scope, in any) error {
 // touch queueName; an empty name is the default queue.
 func checkQueue(p *auth.Principal, queueName, field string) error {
 	if queueName == "" {
-		queueName = queue.DefaultQueue
+		queueName = engine.DefaultQueue
 	}
 	return p.CheckQueue(queueName, field)
 }
@@ -321,7 +321,7 @@ func (a *API) scheduleInScope(ctx context.Context, p *auth.Principal, name strin
 func allowsTemplate(p *auth.Principal, s *store.Schedule) bool {
 	q := templateQueue(s.Job)
 	if q == "" {
-		q = queue.DefaultQueue
+		q = engine.DefaultQueue
 	}
 	return p.AllowsQueue(q)
 }

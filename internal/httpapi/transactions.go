@@ -5,9 +5,9 @@ import (
 	"net/http"
 	"reflect"
 
+	"github.com/spoolq/spool/internal/engine"
 	"github.com/spoolq/spool/internal/httpapi/wire"
 	"github.com/spoolq/spool/internal/job"
-	"github.com/spoolq/spool/internal/queue"
 	"github.com/spoolq/spool/internal/store"
 )
 
@@ -54,11 +54,11 @@ func transactionLeases(in *transactionBody) []leaseRef {
 // transactRequest is the engine's form of a transaction body. It requires
 // every ack and fail item to name a job id and a token; the engine checks
 // the rest.
-func transactRequest(in *transactionBody) (queue.TransactRequest, error) {
-	req := queue.TransactRequest{
+func transactRequest(in *transactionBody) (engine.TransactRequest, error) {
+	req := engine.TransactRequest{
 		Ack:     make([]store.JobCompleteItem, len(in.Ack)),
 		Fail:    make([]store.JobFailItem, len(in.Fail)),
-		Enqueue: make([]queue.EnqueueRequest, len(in.Enqueue)),
+		Enqueue: make([]engine.EnqueueRequest, len(in.Enqueue)),
 	}
 	lease := func(item, id string, token *int64) (int64, error) {
 		if !job.ValidJobID(id) {
@@ -94,7 +94,7 @@ func transactRequest(in *transactionBody) (queue.TransactRequest, error) {
 // checks the queues of its jobs to enqueue as the route's scope declares,
 // reads its items, checks the jobs they name, and only then hands h the
 // engine's request.
-func transaction(h func(w http.ResponseWriter, r *http.Request, req queue.TransactRequest)) endpoint {
+func transaction(h func(w http.ResponseWriter, r *http.Request, req engine.TransactRequest)) endpoint {
 	return endpoint{kind: servesTransaction, in: reflect.TypeFor[transactionBody](), build: func(a *API, s *scope) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			var in transactionBody
@@ -115,7 +115,7 @@ func transaction(h func(w http.ResponseWriter, r *http.Request, req queue.Transa
 	}}
 }
 
-func (a *API) transact(w http.ResponseWriter, r *http.Request, req queue.TransactRequest) {
+func (a *API) transact(w http.ResponseWriter, r *http.Request, req engine.TransactRequest) {
 	res, err := a.engine.Transact(r.Context(), req)
 	if err != nil {
 		a.writeError(w, r, err)

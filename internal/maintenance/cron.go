@@ -27,7 +27,7 @@ type Cron struct {
 
 // CronFire fires the schedules due at now and returns when the next one
 // is due (now when it left some due, zero when none is known) and a tally
-// of the ticks it handled (see queue.Engine.FireSchedules).
+// of the ticks it handled (see engine.Engine.FireSchedules).
 type CronFire func(ctx context.Context, now time.Time) (time.Time, schedule.Tally, error)
 
 // NewCron returns the service. observe, when not nil, is told the tally

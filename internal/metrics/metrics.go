@@ -222,7 +222,7 @@ func queueLabel(e *events.Event) string {
 	return e.Queue
 }
 
-// Observe counts the job events evs. It is queue.Config.Observe: the
+// Observe counts the job events evs. It is engine.Config.Observe: the
 // engine calls it with every event it publishes, before the call that
 // made them returns; it never blocks.
 func (m *Metrics) Observe(evs []events.Event) {

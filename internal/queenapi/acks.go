@@ -7,9 +7,9 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/spoolq/spool/internal/engine"
 	"github.com/spoolq/spool/internal/httpapi/auth"
 	"github.com/spoolq/spool/internal/job"
-	"github.com/spoolq/spool/internal/queue"
 	"github.com/spoolq/spool/internal/store"
 )
 
@@ -269,7 +269,7 @@ func (a *API) ackBatch(w http.ResponseWriter, r *http.Request, p *auth.Principal
 	}
 	acks := *in.Acknowledgments
 	if limit := a.engine.MaxBatch(); len(acks) > limit {
-		a.fail(w, r, &queue.BatchTooLargeError{Field: "acknowledgments", Max: limit, Got: len(acks)})
+		a.fail(w, r, &engine.BatchTooLargeError{Field: "acknowledgments", Max: limit, Got: len(acks)})
 		return
 	}
 	group := stringOr(in.ConsumerGroup, "")
@@ -326,8 +326,8 @@ func (a *API) extend(w http.ResponseWriter, r *http.Request, p *auth.Principal) 
 		}
 		lease = d
 	}
-	if lease < queue.MinLease || lease > queue.MaxLease {
-		a.fail(w, r, job.Invalid("seconds", "must be between %v and %v", queue.MinLease.Seconds(), queue.MaxLease.Seconds()))
+	if lease < engine.MinLease || lease > engine.MaxLease {
+		a.fail(w, r, job.Invalid("seconds", "must be between %v and %v", engine.MinLease.Seconds(), engine.MaxLease.Seconds()))
 		return
 	}
 	leaseName := r.PathValue("lease")

@@ -25,10 +25,10 @@ import (
 	"path"
 	"strings"
 
+	"github.com/spoolq/spool/internal/engine"
 	"github.com/spoolq/spool/internal/httpapi"
 	"github.com/spoolq/spool/internal/httpapi/auth"
 	"github.com/spoolq/spool/internal/job"
-	"github.com/spoolq/spool/internal/queue"
 )
 
 // DefaultMaxBodyBytes bounds a request body unless Options say otherwise.
@@ -48,13 +48,13 @@ type Options struct {
 
 // API is the handler of Queen's routes.
 type API struct {
-	engine *queue.Engine
+	engine *engine.Engine
 	opts   Options
 	mux    *http.ServeMux
 }
 
 // New returns the API on e.
-func New(e *queue.Engine, opts Options) *API {
+func New(e *engine.Engine, opts Options) *API {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
 	}

@@ -9,9 +9,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/spoolq/spool/internal/engine"
 	"github.com/spoolq/spool/internal/httpapi/auth"
 	"github.com/spoolq/spool/internal/job"
-	"github.com/spoolq/spool/internal/queue"
 	"github.com/spoolq/spool/internal/store"
 )
 
@@ -304,7 +304,7 @@ func (a *API) moveSubscription(w http.ResponseWriter, r *http.Request, p *auth.P
 	n := 0
 	err = a.eachGroup(r.Context(), p, name, func(g *store.ConsumerGroup) error {
 		n++
-		_, _, err := a.engine.SeekConsumerGroup(r.Context(), queue.ConsumerGroupRequest{Queue: g.Queue, Name: name, Start: store.StartAt, From: at})
+		_, _, err := a.engine.SeekConsumerGroup(r.Context(), engine.ConsumerGroupRequest{Queue: g.Queue, Name: name, Start: store.StartAt, From: at})
 		return err
 	})
 	if err != nil {
@@ -334,7 +334,7 @@ func (a *API) seek(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
 		a.fail(w, r, err)
 		return
 	}
-	req := queue.ConsumerGroupRequest{Queue: q, Name: name, Start: store.StartNew}
+	req := engine.ConsumerGroupRequest{Queue: q, Name: name, Start: store.StartNew}
 	var target any
 	switch {
 	case in.ToEnd:

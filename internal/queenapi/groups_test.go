@@ -11,9 +11,9 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/spoolq/spool/internal/engine"
 	"github.com/spoolq/spool/internal/httpapi/auth"
 	"github.com/spoolq/spool/internal/queenapi"
-	"github.com/spoolq/spool/internal/queue"
 	"github.com/spoolq/spool/internal/store"
 	"github.com/spoolq/spool/internal/store/sqlitestore"
 )
@@ -59,7 +59,7 @@ func TestConsumerGroupListingReadsOnce(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	counted := &listingStore{Store: st}
-	e := queue.New(counted, queue.Config{})
+	e := engine.New(counted, engine.Config{})
 	t.Cleanup(e.Close)
 	authn, err := auth.New([]auth.Token{
 		{Name: "all", Role: auth.RoleReadOnly, Secret: allSecret},
@@ -71,15 +71,15 @@ func TestConsumerGroupListingReadsOnce(t *testing.T) {
 	srv := httptest.NewServer(queenapi.New(e, queenapi.Options{Auth: authn}))
 	t.Cleanup(srv.Close)
 
-	reqs := make([]queue.EnqueueRequest, 2000)
+	reqs := make([]engine.EnqueueRequest, 2000)
 	for i := range reqs {
-		reqs[i] = queue.EnqueueRequest{Queue: fmt.Sprintf("q%04d", i), Kind: "k"}
+		reqs[i] = engine.EnqueueRequest{Queue: fmt.Sprintf("q%04d", i), Kind: "k"}
 	}
 	if _, err := e.EnqueueBatch(ctx, reqs); err != nil {
 		t.Fatal(err)
 	}
 	for _, g := range [][2]string{{"q0001", "billing"}, {"q0002", "billing"}, {"q1500", "audit"}, {"q0001", "audit"}} {
-		if _, _, err := e.CreateConsumerGroup(ctx, queue.ConsumerGroupRequest{Queue: g[0], Name: g[1], Start: store.StartBeginning}); err != nil {
+		if _, _, err := e.CreateConsumerGroup(ctx, engine.ConsumerGroupRequest{Queue: g[0], Name: g[1], Start: store.StartBeginning}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -130,7 +130,7 @@ func TestConsumerGroupListingReadsOnce(t *testing.T) {
 
 	// More groups than a page: every one of them, a read a page.
 	for i := range store.MaxConsumerGroupPage {
-		if _, _, err := e.CreateConsumerGroup(ctx, queue.ConsumerGroupRequest{Queue: fmt.Sprintf("q%04d", 1000+i), Name: "extra", Start: store.StartNew}); err != nil {
+		if _, _, err := e.CreateConsumerGroup(ctx, engine.ConsumerGroupRequest{Queue: fmt.Sprintf("q%04d", 1000+i), Name: "extra", Start: store.StartNew}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -11,9 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spoolq/spool/internal/engine"
 	"github.com/spoolq/spool/internal/httpapi/auth"
 	"github.com/spoolq/spool/internal/job"
-	"github.com/spoolq/spool/internal/queue"
 	"github.com/spoolq/spool/internal/store"
 )
 
@@ -80,8 +80,8 @@ func (a *API) configure(w http.ResponseWriter, r *http.Request, p *auth.Principa
 	if o.RetryLimit != nil {
 		retries = *o.RetryLimit
 	}
-	if retries < 0 || retries != math.Trunc(retries) || retries >= float64(queue.MaxAttempts) {
-		a.fail(w, r, job.Invalid("options.retryLimit", "must be a whole number between 0 and %d", queue.MaxAttempts-1))
+	if retries < 0 || retries != math.Trunc(retries) || retries >= float64(engine.MaxAttempts) {
+		a.fail(w, r, job.Invalid("options.retryLimit", "must be a whole number between 0 and %d", engine.MaxAttempts-1))
 		return
 	}
 	delay, err := seconds(o.DelayedProcessing, 0, "options.delayedProcessing")
@@ -142,8 +142,8 @@ func seconds(v *float64, def time.Duration, field string) (time.Duration, error)
 	if v == nil {
 		return def, nil
 	}
-	if *v < 0 || *v > float64(queue.MaxDelay/time.Second) || math.IsNaN(*v) {
-		return 0, job.Invalid(field, "must be between 0 and %d seconds", int64(queue.MaxDelay/time.Second))
+	if *v < 0 || *v > float64(engine.MaxDelay/time.Second) || math.IsNaN(*v) {
+		return 0, job.Invalid(field, "must be between 0 and %d seconds", int64(engine.MaxDelay/time.Second))
 	}
 	return time.Duration(math.Round(*v*1000)) * time.Millisecond, nil
 }
@@ -211,7 +211,7 @@ func (a *API) push(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
 		return
 	}
 	if limit := a.engine.MaxBatch(); len(*in.Items) > limit {
-		a.fail(w, r, &queue.BatchTooLargeError{Field: "items", Max: limit, Got: len(*in.Items)})
+		a.fail(w, r, &engine.BatchTooLargeError{Field: "items", Max: limit, Got: len(*in.Items)})
 		return
 	}
 	reqs, err := messages(p, *in.Items, "items")
@@ -231,7 +231,7 @@ func (a *API) push(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
 	a.writeJSON(w, http.StatusCreated, out)
 }
 
-func pushResult(i int, req *queue.EnqueueRequest, duplicate bool) pushResultJSON {
+func pushResult(i int, req *engine.EnqueueRequest, duplicate bool) pushResultJSON {
 	status := "queued"
 	if duplicate {
 		status = "duplicate"
@@ -242,13 +242,13 @@ func pushResult(i int, req *queue.EnqueueRequest, duplicate bool) pushResultJSON
 }
 
 // txIDOfRequest is the transactionId of a message about to be pushed.
-func txIDOfRequest(req *queue.EnqueueRequest) string {
+func txIDOfRequest(req *engine.EnqueueRequest) string {
 	return txIDOf(&job.Job{ID: req.ID, Tags: req.Tags})
 }
 
 // firstItemOf names the queue of the first item of reqs in each queue,
 // as errors name it, item naming each item.
-func firstItemOf(reqs []queue.EnqueueRequest, item func(i int) string) func(queue string) string {
+func firstItemOf(reqs []engine.EnqueueRequest, item func(i int) string) func(queue string) string {
 	return func(name string) string {
 		for i := range reqs {
 			if reqs[i].Queue == name {
@@ -261,8 +261,8 @@ func firstItemOf(reqs []queue.EnqueueRequest, item func(i int) string) func(queu
 
 // messages are the enqueues of items, checked, each item's queue in the
 // caller's scope. list names the items in errors. Nothing is written.
-func messages(p *auth.Principal, items []pushItem, list string) ([]queue.EnqueueRequest, error) {
-	reqs := make([]queue.EnqueueRequest, len(items))
+func messages(p *auth.Principal, items []pushItem, list string) ([]engine.EnqueueRequest, error) {
+	reqs := make([]engine.EnqueueRequest, len(items))
 	for i, it := range items {
 		field := func(name string) string { return fmt.Sprintf("%s[%d].%s", list, i, name) }
 		if it.Queue == nil || *it.Queue == "" {
@@ -301,7 +301,7 @@ func messages(p *auth.Principal, items []pushItem, list string) ([]queue.Enqueue
 		if len(payload) == 0 {
 			payload = json.RawMessage("null")
 		}
-		reqs[i] = queue.EnqueueRequest{ID: messageID(name, partition, txID), Queue: name, Kind: MessageKind,
+		reqs[i] = engine.EnqueueRequest{ID: messageID(name, partition, txID), Queue: name, Kind: MessageKind,
 			Payload: payload, Group: partition, Tags: tags, PayloadValid: true}
 	}
 	return reqs, nil
@@ -335,7 +335,7 @@ func renameItems(err error, from string, item func(i int) string) error {
 	}
 	var in *job.InputError
 	var taken *job.IDTakenError
-	var payload *queue.PayloadTooLargeError
+	var payload *engine.PayloadTooLargeError
 	switch {
 	case errors.As(err, &in):
 		if f, ok := rename(in.Field); ok {
@@ -347,7 +347,7 @@ func renameItems(err error, from string, item func(i int) string) error {
 		}
 	case errors.As(err, &payload):
 		if f, ok := rename(payload.Field); ok {
-			return &queue.PayloadTooLargeError{Field: f, Max: payload.Max, Got: payload.Got}
+			return &engine.PayloadTooLargeError{Field: f, Max: payload.Max, Got: payload.Got}
 		}
 	}
 	return err

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"net/url"
 
+	"github.com/spoolq/spool/internal/engine"
 	"github.com/spoolq/spool/internal/httpapi/auth"
 	"github.com/spoolq/spool/internal/job"
-	"github.com/spoolq/spool/internal/queue"
 )
 
 // What Queen's calls may configure, and with which permission.
@@ -61,7 +61,7 @@ func queuePath(name, rest string) string {
 // newQueues configures the queues a push or a transaction creates, for
 // caller p: Queen's defaults, when p may configure queues. fieldOf names
 // the first item of each queue, for the refusal.
-func newQueues(p *auth.Principal, fieldOf func(queue string) string) queue.NewQueues {
+func newQueues(p *auth.Principal, fieldOf func(queue string) string) engine.NewQueues {
 	return func(name string) (job.Limits, job.QueueSettings, error) {
 		what := fmt.Sprintf("a push that creates queue %s needs: it creates the queue ordered, with Queen's settings; "+
 			"configure the queue first (POST /api/v1/configure) with a token that may", name)
@@ -76,7 +76,7 @@ func newQueues(p *auth.Principal, fieldOf func(queue string) string) queue.NewQu
 // for caller p, which call (a pop, a seek) made need it; field names the
 // group in the request, for a refusal. A group's queue that does not
 // exist yet is created first, as a push creates it.
-func (a *API) createGroup(ctx context.Context, p *auth.Principal, req queue.ConsumerGroupRequest, field, call string) error {
+func (a *API) createGroup(ctx context.Context, p *auth.Principal, req engine.ConsumerGroupRequest, field, call string) error {
 	what := fmt.Sprintf("%s needs to create consumer group %s of queue %s, which does not exist; "+
 		"create the group first with a token that may", call, req.Name, req.Queue)
 	if err := mayConfigure(p, "PUT", queuePath(req.Queue, "/consumer-groups/"+url.PathEscape(req.Name)), field, what); err != nil {

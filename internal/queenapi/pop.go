@@ -10,9 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spoolq/spool/internal/engine"
 	"github.com/spoolq/spool/internal/httpapi/auth"
 	"github.com/spoolq/spool/internal/job"
-	"github.com/spoolq/spool/internal/queue"
 	"github.com/spoolq/spool/internal/store"
 )
 
@@ -81,8 +81,8 @@ func parsePop(q url.Values) (popParams, error) {
 	}
 	if s := q.Get("batch"); s != "" {
 		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > queue.MaxFetch {
-			return pp, job.Invalid("batch", "must be a whole number between 1 and %d", queue.MaxFetch)
+		if err != nil || n < 1 || n > engine.MaxFetch {
+			return pp, job.Invalid("batch", "must be a whole number between 1 and %d", engine.MaxFetch)
 		}
 		pp.batch = n
 	}
@@ -97,7 +97,7 @@ func parsePop(q url.Values) (popParams, error) {
 			if err != nil || ms < 0 {
 				return pp, job.Invalid("timeout", "must be a whole number of milliseconds")
 			}
-			pp.wait = min(time.Duration(ms)*time.Millisecond, queue.MaxWait)
+			pp.wait = min(time.Duration(ms)*time.Millisecond, engine.MaxWait)
 		}
 	}
 	if pp.autoAck, err = boolParam(q, "autoAck"); err != nil {
@@ -169,12 +169,12 @@ func (a *API) pop(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
 		return
 	}
 	ctx := r.Context()
-	fetch := queue.FetchRequest{Queues: []string{name}, Max: pp.batch, Wait: pp.wait,
+	fetch := engine.FetchRequest{Queues: []string{name}, Max: pp.batch, Wait: pp.wait,
 		Worker: "queen", ConsumerGroup: pp.group, Group: partition}
 	jobs, err := a.engine.Fetch(ctx, fetch)
-	var missing *queue.NotFoundError
+	var missing *engine.NotFoundError
 	if pp.group != "" && errors.As(err, &missing) && missing.Field == "consumer_group" {
-		group := queue.ConsumerGroupRequest{Queue: name, Name: pp.group, Start: pp.start, From: pp.from}
+		group := engine.ConsumerGroupRequest{Queue: name, Name: pp.group, Start: pp.start, From: pp.from}
 		if err = a.createGroup(ctx, p, group, "consumerGroup", "a pop"); err == nil {
 			jobs, err = a.engine.Fetch(ctx, fetch)
 		}

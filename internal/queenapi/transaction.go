@@ -8,9 +8,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/spoolq/spool/internal/engine"
 	"github.com/spoolq/spool/internal/httpapi/auth"
 	"github.com/spoolq/spool/internal/job"
-	"github.com/spoolq/spool/internal/queue"
 	"github.com/spoolq/spool/internal/store"
 )
 
@@ -74,11 +74,11 @@ func (a *API) transaction(w http.ResponseWriter, r *http.Request, p *auth.Princi
 	}
 	ops := *in.Operations
 	if limit := a.engine.MaxBatch(); len(ops) > limit {
-		a.fail(w, r, &queue.BatchTooLargeError{Field: "operations", Max: limit, Got: len(ops)})
+		a.fail(w, r, &engine.BatchTooLargeError{Field: "operations", Max: limit, Got: len(ops)})
 		return
 	}
 	ctx := r.Context()
-	var req queue.TransactRequest
+	var req engine.TransactRequest
 	var results []transactionResultJSON
 	// ackAt and failAt are the results of the acks and fails of req.
 	var ackAt, failAt []int
@@ -145,7 +145,7 @@ func (a *API) transaction(w http.ResponseWriter, r *http.Request, p *auth.Princi
 			Error: "ACK operation failed: " + reason, Results: results})
 	}
 	if limit := a.engine.MaxBatch(); len(req.Enqueue) > limit {
-		a.fail(w, r, &queue.BatchTooLargeError{Field: "operations", Max: limit, Got: len(req.Enqueue)})
+		a.fail(w, r, &engine.BatchTooLargeError{Field: "operations", Max: limit, Got: len(req.Enqueue)})
 		return
 	}
 	if refusal != "" {

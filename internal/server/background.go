@@ -25,7 +25,7 @@ type background struct {
 	rescued   func(byQueue map[string]int)
 	now       func() time.Time
 	retention maintenance.Retention
-	// fire fires the schedules due at now; see queue.Engine.FireSchedules.
+	// fire fires the schedules due at now; see engine.Engine.FireSchedules.
 	fire maintenance.CronFire
 	// ticks is told the tally of every pass of cron (metrics); nil for
 	// none.

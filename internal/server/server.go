@@ -15,12 +15,12 @@ import (
 
 	"github.com/spoolq/spool/internal/config"
 	"github.com/spoolq/spool/internal/dashboard"
+	"github.com/spoolq/spool/internal/engine"
 	"github.com/spoolq/spool/internal/httpapi"
 	"github.com/spoolq/spool/internal/httpapi/auth"
 	"github.com/spoolq/spool/internal/maintenance"
 	"github.com/spoolq/spool/internal/metrics"
 	"github.com/spoolq/spool/internal/queenapi"
-	"github.com/spoolq/spool/internal/queue"
 	"github.com/spoolq/spool/internal/schedule"
 	"github.com/spoolq/spool/internal/siteguard"
 	"github.com/spoolq/spool/internal/store"
@@ -44,7 +44,7 @@ type Server struct {
 	// opened.now); metrics measure ages by it.
 	now      func() time.Time
 	metrics  *metrics.Metrics
-	engine   *queue.Engine
+	engine   *engine.Engine
 	bg       *background
 	relay    engineRelay
 	api      *httpapi.API
@@ -108,7 +108,7 @@ func (s *Server) Start(ctx context.Context) error {
 	}, op.lock, s.logger)
 	s.bg.rescued = s.metrics.Rescued
 	s.bg.ticks = s.metrics.ObserveTicks
-	s.engine = queue.New(st, queue.Config{
+	s.engine = engine.New(st, engine.Config{
 		MaxPayloadBytes: s.cfg.MaxPayloadBytes,
 		MaxBatch:        s.cfg.MaxBatch,
 		Clock:           clockFunc(now),
@@ -150,7 +150,7 @@ func (s *Server) Start(ctx context.Context) error {
 		Handler:           handler,
 		ReadHeaderTimeout: s.headerTimeout,
 		ReadTimeout:       2 * time.Minute,
-		WriteTimeout:      queue.MaxWait + 30*time.Second,
+		WriteTimeout:      engine.MaxWait + 30*time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
@@ -239,7 +239,7 @@ func (s *Server) Addr() string {
 }
 
 // Engine is the server's engine, for tests and embedding.
-func (s *Server) Engine() *queue.Engine { return s.engine }
+func (s *Server) Engine() *engine.Engine { return s.engine }
 
 // Stop shuts down gracefully: stop accepting connections, answer parked
 // fetches, let in-flight requests finish (their commits included) until ctx

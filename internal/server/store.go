@@ -11,8 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/spoolq/spool/internal/engine"
 	"github.com/spoolq/spool/internal/leader"
-	"github.com/spoolq/spool/internal/queue"
 	"github.com/spoolq/spool/internal/store"
 	"github.com/spoolq/spool/internal/store/pgstore"
 	"github.com/spoolq/spool/internal/store/sqlitestore"
@@ -106,7 +106,7 @@ func redactURL(raw string) string {
 // engineRelay hands wake-ups and deleted consumer groups from the store's
 // listener to the engine, which is made after the store.
 type engineRelay struct {
-	engine atomic.Pointer[queue.Engine]
+	engine atomic.Pointer[engine.Engine]
 }
 
 func (r *engineRelay) notify(queues []string) {
@@ -121,7 +121,7 @@ func (r *engineRelay) forgetGroups(lanes []string) {
 	}
 }
 
-// clockFunc makes a func a queue.Clock.
+// clockFunc makes a func a engine.Clock.
 type clockFunc func() time.Time
 
 func (f clockFunc) Now() time.Time { return f() }

@@ -1,7 +1,7 @@
-// Package queue is Spool's engine: it validates requests and applies
+// Package engine is Spool's engine: it validates requests and applies
 // defaults, runs the job state machine through a store.Store, and parks
 // long-polling fetches until jobs become available. It never writes SQL.
-package queue
+package engine
 
 import (
 	"context"
