@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -162,17 +161,14 @@ func newWholeJobs(jobs []*job.Job) (*wholeJobs, error) {
 		if j.State == job.StateActive && j.LeaseExpiresAt.IsZero() {
 			return nil, fmt.Errorf("active job %s has no lease expiry", j.ID)
 		}
-		if !keeps(j.Durability) {
-			return nil, fmt.Errorf("job %s: %w", j.ID,
-				job.Invalid("durability", "the PostgreSQL store keeps full and process jobs, not %q", j.Durability))
+		d, kept := job.StoredDurability(j.Durability, job.DurabilityFull)
+		if !kept {
+			return nil, fmt.Errorf("job %s: %w", j.ID, job.Invalid("durability", "this store does not keep %q jobs", d))
 		}
-		durs[i] = string(durabilityOf(j.Durability))
-		if len(j.Tags) > 0 {
-			b, err := json.Marshal(j.Tags)
-			if err != nil {
-				return nil, fmt.Errorf("encode tags of job %s: %w", j.ID, err)
-			}
-			tags[i] = string(b)
+		durs[i] = string(d)
+		var err error
+		if tags[i], err = encodeTags(j.ID, j.Tags); err != nil {
+			return nil, err
 		}
 		if len(j.Errors) > 0 {
 			kept := make([]job.AttemptError, len(j.Errors))

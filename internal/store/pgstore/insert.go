@@ -99,50 +99,35 @@ func (ins *inserter) JobInsertMany(ctx context.Context, p *store.JobInsertManyPa
 	return out, nil
 }
 
-// insert decides which jobs are duplicates, inserts the others and
-// notifies the other nodes of the available ones. With relax, tx commits
-// without waiting for the WAL flush when every job inserted is of process
-// durability: a caller whose transaction writes more than the insert
-// passes false.
+// insert decides which jobs are duplicates (store.PlanInserts), inserts
+// the others and notifies the other nodes of the available ones. With
+// relax, tx commits without waiting for the WAL flush when every job
+// inserted is of process durability: a caller whose transaction writes
+// more than the insert passes false.
 func (ins *inserter) insert(ctx context.Context, tx pgx.Tx, jobs []store.JobInsertParams, now time.Time, relax bool) ([]store.InsertResult, error) {
 	if err := ins.flow.markGrouped(ctx, tx, withGroups(jobs)); err != nil {
 		return nil, err
 	}
-	out := make([]store.InsertResult, len(jobs))
-	first := make(map[string]int, len(jobs)) // id → index of its first job in the batch
-	sameAs := make(map[int]int)              // later job with an id seen before → that first job
-	unique := false
-	for i := range jobs {
-		if f, ok := first[jobs[i].ID]; ok {
-			sameAs[i] = f
-			continue
-		}
-		first[jobs[i].ID] = i
-		unique = unique || jobs[i].UniqueKey != ""
-	}
-	insert := make([]int, 0, len(jobs)) // indexes of the jobs to insert
-	if unique {
+	var byID map[string]*job.Job
+	var newest map[store.UniqueRef]*job.Job
+	if slices.ContainsFunc(jobs, func(jp store.JobInsertParams) bool { return jp.UniqueKey != "" }) {
 		var err error
-		if insert, err = ins.resolveUnique(ctx, tx, jobs, sameAs, now, out); err != nil {
-			return nil, err
-		}
-	} else {
-		for i := range jobs {
-			if _, ok := sameAs[i]; !ok {
-				insert = append(insert, i)
-			}
-		}
-	}
-	if len(insert) > 0 {
-		if err := ins.insertRows(ctx, tx, jobs, insert, now, relax, out); err != nil {
+		if byID, newest, err = ins.lookUpDuplicates(ctx, tx, jobs); err != nil {
 			return nil, err
 		}
 	}
-	for i, f := range sameAs {
-		if err := job.DuplicateByID(out[f].Job, jobs[i].Queue, fmt.Sprintf("jobs[%d].id", i)); err != nil {
+	out := make([]store.InsertResult, len(jobs))
+	plan, err := store.PlanInserts(jobs, byID, newest, now, out)
+	if err != nil {
+		return nil, err
+	}
+	if len(plan.Insert) > 0 {
+		if err := ins.insertRows(ctx, tx, jobs, plan.Insert, now, relax, out); err != nil {
 			return nil, err
 		}
-		out[i] = store.InsertResult{Job: out[f].Job, Duplicate: true}
+	}
+	if err := plan.SettleDuplicates(jobs, out); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -273,34 +258,29 @@ func (ins *inserter) insertRows(ctx context.Context, tx pgx.Tx, jobs []store.Job
 	return nil
 }
 
-// uniqueRef names one unique key of one queue.
-type uniqueRef struct{ queue, key string }
-
-// resolveUnique decides, job by job in batch order, which jobs of a batch
-// with unique keys are duplicates, exactly as the contract reads: by id,
-// then by the newest job of the queue with the key, counting the jobs of
-// the batch inserted before. It locks the batch's keys first so that
-// racing inserts of one key resolve one after the other. It fills the
-// results of the duplicates and returns the indexes of the jobs to insert.
-func (ins *inserter) resolveUnique(ctx context.Context, tx pgx.Tx, jobs []store.JobInsertParams, sameAs map[int]int, now time.Time, out []store.InsertResult) ([]int, error) {
+// lookUpDuplicates reads what a batch with unique keys may duplicate:
+// the jobs of its ids and the newest job of each of its queues' keys. It
+// locks the batch's keys first so that racing inserts of one key resolve
+// one after the other.
+func (ins *inserter) lookUpDuplicates(ctx context.Context, tx pgx.Tx, jobs []store.JobInsertParams) (map[string]*job.Job, map[store.UniqueRef]*job.Job, error) {
 	var locks []int64
 	var refQueues, refKeys []string
-	seen := make(map[uniqueRef]bool)
+	seen := make(map[store.UniqueRef]bool)
 	for i := range jobs {
-		r := uniqueRef{jobs[i].Queue, jobs[i].UniqueKey}
-		if r.key == "" || seen[r] {
+		r := store.UniqueRef{Queue: jobs[i].Queue, Key: jobs[i].UniqueKey}
+		if r.Key == "" || seen[r] {
 			continue
 		}
 		seen[r] = true
-		refQueues, refKeys = append(refQueues, r.queue), append(refKeys, r.key)
+		refQueues, refKeys = append(refQueues, r.Queue), append(refKeys, r.Key)
 		h := fnv.New64a()
-		_, _ = h.Write([]byte(ins.schema + "/" + r.queue + "/" + r.key))
+		_, _ = h.Write([]byte(ins.schema + "/" + r.Queue + "/" + r.Key))
 		locks = append(locks, int64(h.Sum64()))
 	}
 	slices.Sort(locks)
 	locks = slices.Compact(locks)
 	if _, err := tx.Exec(ctx, sqlLockUnique, locks); err != nil {
-		return nil, fmt.Errorf("lock unique keys: %w", err)
+		return nil, nil, fmt.Errorf("lock unique keys: %w", err)
 	}
 	ids := make([]string, len(jobs))
 	for i := range jobs {
@@ -308,11 +288,11 @@ func (ins *inserter) resolveUnique(ctx context.Context, tx pgx.Tx, jobs []store.
 	}
 	rows, err := tx.Query(ctx, sqlJobsByIDs, ids)
 	if err != nil {
-		return nil, fmt.Errorf("look up job ids: %w", err)
+		return nil, nil, fmt.Errorf("look up job ids: %w", err)
 	}
 	found, _, err := scanJobs(rows)
 	if err != nil {
-		return nil, fmt.Errorf("look up job ids: %w", err)
+		return nil, nil, fmt.Errorf("look up job ids: %w", err)
 	}
 	byID := make(map[string]*job.Job, len(found))
 	for _, j := range found {
@@ -320,38 +300,14 @@ func (ins *inserter) resolveUnique(ctx context.Context, tx pgx.Tx, jobs []store.
 	}
 	rows, err = tx.Query(ctx, sqlNewestUnique, refQueues, refKeys)
 	if err != nil {
-		return nil, fmt.Errorf("look up unique keys: %w", err)
+		return nil, nil, fmt.Errorf("look up unique keys: %w", err)
 	}
-	found, _, err = scanJobs(rows)
-	if err != nil {
-		return nil, fmt.Errorf("look up unique keys: %w", err)
+	if found, _, err = scanJobs(rows); err != nil {
+		return nil, nil, fmt.Errorf("look up unique keys: %w", err)
 	}
-	newest := make(map[uniqueRef]*job.Job, len(found))
+	newest := make(map[store.UniqueRef]*job.Job, len(found))
 	for _, j := range found {
-		newest[uniqueRef{j.Queue, j.UniqueKey}] = j
+		newest[store.UniqueRef{Queue: j.Queue, Key: j.UniqueKey}] = j
 	}
-	var insert []int
-	for i := range jobs {
-		if _, ok := sameAs[i]; ok {
-			continue
-		}
-		jp := &jobs[i]
-		if dup := byID[jp.ID]; dup != nil {
-			if err := job.DuplicateByID(dup, jp.Queue, fmt.Sprintf("jobs[%d].id", i)); err != nil {
-				return nil, err
-			}
-			out[i] = store.InsertResult{Job: dup, Duplicate: true}
-			continue
-		}
-		if jp.UniqueKey != "" {
-			r := uniqueRef{jp.Queue, jp.UniqueKey}
-			if n := newest[r]; n != nil && job.UniqueConflict(n, jp.UniqueFor, now) {
-				out[i] = store.InsertResult{Job: n, Duplicate: true}
-				continue
-			}
-			newest[r] = newJob(jp, micro(jp.RunAt), now)
-		}
-		insert = append(insert, i)
-	}
-	return insert, nil
+	return byID, newest, nil
 }

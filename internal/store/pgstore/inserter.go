@@ -93,20 +93,9 @@ const sqlInsertJobsWith = `WITH flow AS (
 	ON CONFLICT (id) DO NOTHING
 	RETURNING `
 
-// checkInserts refuses jobs this store cannot insert: in a state other
-// than scheduled or available, or of memory durability.
+// checkInserts refuses jobs this store cannot insert (store.CheckInserts).
 func checkInserts(jobs []store.JobInsertParams) error {
-	for i := range jobs {
-		jp := &jobs[i]
-		if st := jp.State; st != job.StateAvailable && st != job.StateScheduled {
-			return fmt.Errorf("jobs[%d]: insert job %s in state %q: only scheduled or available", i, jp.ID, st)
-		}
-		if !keeps(jp.Durability) {
-			return fmt.Errorf("jobs[%d]: insert job %s: %w", i, jp.ID,
-				job.Invalid(fmt.Sprintf("jobs[%d].durability", i), "the PostgreSQL store keeps full and process jobs, not %q", jp.Durability))
-		}
-	}
-	return nil
+	return store.CheckInserts(jobs, job.DurabilityFull)
 }
 
 // insertArgs are the arguments of sqlInsertJobs for some jobs.
@@ -170,7 +159,7 @@ func newInsertArgs(jobs []store.JobInsertParams, idx []int, now time.Time, waits
 			ungrouped = append(ungrouped, jp.Queue)
 		}
 		var err error
-		if tags[k], err = encodeTags(jp); err != nil {
+		if tags[k], err = encodeTags(jp.ID, jp.Tags); err != nil {
 			return nil, err
 		}
 		if jp.State == job.StateAvailable && !slices.Contains(availableQueues, jp.Queue) {
@@ -202,15 +191,15 @@ func newInsertArgs(jobs []store.JobInsertParams, idx []int, now time.Time, waits
 	}, nil
 }
 
-// encodeTags is the tags of jp as stored: JSON, or the empty string for
-// none.
-func encodeTags(jp *store.JobInsertParams) (string, error) {
-	if len(jp.Tags) == 0 {
+// encodeTags is the tags of job id as stored: JSON, or the empty string
+// for none.
+func encodeTags(id string, tags []string) (string, error) {
+	if len(tags) == 0 {
 		return "", nil
 	}
-	b, err := json.Marshal(jp.Tags)
+	b, err := json.Marshal(tags)
 	if err != nil {
-		return "", fmt.Errorf("encode tags of job %s: %w", jp.ID, err)
+		return "", fmt.Errorf("encode tags of job %s: %w", id, err)
 	}
 	return string(b), nil
 }
@@ -218,12 +207,7 @@ func encodeTags(jp *store.JobInsertParams) (string, error) {
 // newJob is the job jp as inserted at now: created then, unless it says
 // when.
 func newJob(jp *store.JobInsertParams, runAt, now time.Time) *job.Job {
-	return &job.Job{
-		ID: jp.ID, Queue: jp.Queue, Kind: jp.Kind, Payload: jp.Payload, Priority: jp.Priority, State: jp.State,
-		RunAt: runAt, MaxAttempts: jp.MaxAttempts, Backoff: jp.Backoff, LeaseDuration: jp.LeaseDuration,
-		UniqueKey: jp.UniqueKey, UniqueFor: jp.UniqueFor, Tags: jp.Tags, Group: jp.Group,
-		Durability: durabilityOf(jp.Durability), CreatedAt: createdAt(jp, now), TraceParent: jp.TraceParent,
-	}
+	return store.NewJob(jp, runAt, createdAt(jp, now), durabilityOf(jp.Durability))
 }
 
 // createdAt is when jp is created, inserted at now: then, unless it says

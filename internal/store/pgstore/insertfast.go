@@ -197,7 +197,7 @@ func (ins *inserter) newFastInsert(jobs []store.JobInsertParams, now time.Time, 
 			f.available = []string{jp.Queue}
 		}
 		lockArgs([]string{jp.Queue}, durabilityOf(jp.Durability) == job.DurabilityProcess)
-		tags, err := encodeTags(jp)
+		tags, err := encodeTags(jp.ID, jp.Tags)
 		if err != nil {
 			return nil, err
 		}

@@ -57,10 +57,7 @@ func (t *transactor) JobTransact(ctx context.Context, p *store.JobTransactParams
 		if err != nil {
 			return err
 		}
-		relaxed := len(p.Create) == 0
-		for i := range p.Insert {
-			relaxed = relaxed && durabilityOf(p.Insert[i].Durability) == job.DurabilityProcess
-		}
+		relaxed := len(p.Create) == 0 && store.Relaxed(p.Insert)
 		for _, l := range held {
 			relaxed = relaxed && l.durability == job.DurabilityProcess
 		}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -58,7 +59,7 @@ func sqlInsertRows(n int) string {
 // within a batch resolve to the first.
 func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams) ([]store.InsertResult, error) {
 	out := make([]store.InsertResult, len(p.Jobs))
-	relaxed := func(*writer) bool { return len(p.Create) == 0 && insertsRelaxed(p.Jobs) }
+	relaxed := func(*writer) bool { return len(p.Create) == 0 && store.Relaxed(p.Jobs) }
 	err := s.doRelaxed(ctx, max(len(p.Jobs), 1), relaxed, func(w *writer) error {
 		if err := w.checkInserts(p.Jobs); err != nil {
 			return err
@@ -74,36 +75,16 @@ func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams)
 	return out, nil
 }
 
-// insertsRelaxed reports whether none of jobs needs its commit fsynced:
-// all are of process or memory durability (see committer.do).
-func insertsRelaxed(jobs []store.JobInsertParams) bool {
-	for i := range jobs {
-		if d := jobs[i].Durability; d != job.DurabilityProcess && d != job.DurabilityMemory {
-			return false
-		}
-	}
-	return true
-}
-
 // checkInserts refuses, before anything is written, jobs this store
-// cannot insert: in a state other than scheduled or available, or of a
-// durability it does not keep.
+// cannot insert (store.CheckInserts).
 func (w *writer) checkInserts(jobs []store.JobInsertParams) error {
-	for i := range jobs {
-		jp := &jobs[i]
-		if jp.State != job.StateAvailable && jp.State != job.StateScheduled {
-			return fmt.Errorf("jobs[%d]: insert job %s in state %q: only scheduled or available", i, jp.ID, jp.State)
-		}
-		if !w.keeps(jp.Durability) {
-			return fmt.Errorf("jobs[%d]: insert job %s: %w", i, jp.ID,
-				job.Invalid(fmt.Sprintf("jobs[%d].durability", i), "this store does not keep %q jobs", jp.Durability))
-		}
-	}
-	return nil
+	return store.CheckInserts(jobs, w.durabilityOf(""))
 }
 
 // insertJobs inserts jobs in the writer's transaction, filling out with
-// one result per job; see JobInsertMany.
+// one result per job; see JobInsertMany. A batch without unique keys goes
+// in as it is, an id that exists skipped by the insert (insertRows); one
+// with unique keys is planned first (store.PlanInserts).
 func (w *writer) insertJobs(jobs []store.JobInsertParams, now time.Time, out []store.InsertResult) error {
 	if err := w.checkInserts(jobs); err != nil {
 		return err
@@ -115,83 +96,65 @@ func (w *writer) insertJobs(jobs []store.JobInsertParams, now time.Time, out []s
 			}
 		}
 	}
-	ins := inserter{w: w, now: now.UTC(), out: out}
-	for i := range jobs {
-		jp := &jobs[i]
-		if jp.UniqueKey == "" {
-			ins.pending = append(ins.pending, i)
-			if len(ins.pending) == insertChunk {
-				if err := ins.flush(jobs); err != nil {
-					return err
-				}
-			}
-			continue
+	now = now.UTC()
+	if !slices.ContainsFunc(jobs, func(jp store.JobInsertParams) bool { return jp.UniqueKey != "" }) {
+		all := make([]int, len(jobs))
+		for i := range all {
+			all[i] = i
 		}
-		if err := ins.flush(jobs); err != nil {
+		if err := w.insertRows(jobs, all, now, out); err != nil {
 			return err
 		}
-		dup, err := w.duplicate(jp, ins.now, i)
-		if err != nil {
-			return fmt.Errorf("jobs[%d]: %w", i, err)
-		}
-		if dup != nil {
-			out[i] = store.InsertResult{Job: dup, Duplicate: true}
-			continue
-		}
-		ins.pending = append(ins.pending, i)
-		if err := ins.flush(jobs); err != nil {
-			return err
-		}
+		return w.copyToLanes(jobs, now, out)
 	}
-	if err := ins.flush(jobs); err != nil {
+	byID, newest, err := w.lookUpDuplicates(jobs)
+	if err != nil {
+		return err
+	}
+	plan, err := store.PlanInserts(jobs, byID, newest, now, out)
+	if err != nil {
+		return err
+	}
+	if err := w.insertRows(jobs, plan.Insert, now, out); err != nil {
+		return err
+	}
+	if err := plan.SettleDuplicates(jobs, out); err != nil {
 		return err
 	}
 	return w.copyToLanes(jobs, now, out)
 }
 
-// inserter gathers the rows of one JobInsertMany and writes them in
-// chunks, with seqs it assigns itself (so a chunk needs no read back).
-type inserter struct {
-	w       *writer
-	now     time.Time
-	out     []store.InsertResult
-	pending []int // indexes into the jobs of the call
-}
-
-// flush inserts the pending jobs with as few statements as the prepared
-// sizes allow: each inserts the largest power of two of rows, up to
+// insertRows inserts the jobs at idx, created at now unless they say,
+// with seqs it assigns itself (so that no row needs a read back), and
+// fills their results. It takes as few statements as the prepared sizes
+// allow: each inserts the largest power of two of rows, up to
 // insertChunk, that is left, so 29 rows go in as 16, 8, 4 and 1.
-func (ins *inserter) flush(jobs []store.JobInsertParams) error {
-	all := ins.pending
-	err := inSizedRuns(all, insertChunkShift, func(run []int, shift int) error {
-		ins.pending = run
-		return ins.insertRows(jobs, ins.w.st.getRaw(stInsertRows[shift]))
+func (w *writer) insertRows(jobs []store.JobInsertParams, idx []int, now time.Time, out []store.InsertResult) error {
+	return inSizedRuns(idx, insertChunkShift, func(run []int, shift int) error {
+		return w.insertRun(jobs, run, now, out, w.st.getRaw(stInsertRows[shift]))
 	})
-	ins.pending = all[:0]
-	return err
 }
 
-// insertRows inserts the pending jobs with stmt, which inserts as many
-// rows as there are pending jobs.
-func (ins *inserter) insertRows(jobs []store.JobInsertParams, stmt *rawStmt) error {
-	w := ins.w
+// insertRun inserts the jobs at run with stmt, which inserts as many rows
+// as run has; see insertRows.
+func (w *writer) insertRun(jobs []store.JobInsertParams, run []int, now time.Time, out []store.InsertResult, stmt *rawStmt) error {
 	first := w.nextSeq
 	args := stmt.args()
-	for k, i := range ins.pending {
-		w.packInsertRow(args, first+int64(k), &jobs[i], ins.createdAt(&jobs[i]))
+	for k, i := range run {
+		w.packInsertRow(args, first+int64(k), &jobs[i], jobs[i].Created(now))
 	}
-	w.nextSeq += int64(len(ins.pending))
+	w.nextSeq += int64(len(run))
 	n, err := stmt.execArgs()
 	if err != nil {
 		return fmt.Errorf("insert jobs: %w", err)
 	}
 	var dups map[string]int64 // id → seq in the database, when not ours
-	if int(n) != len(ins.pending) {
-		if dups, err = ins.existing(jobs); err != nil {
+	if int(n) != len(run) {
+		if dups, err = w.existing(jobs, run); err != nil {
 			return err
 		}
 	}
-	for k, i := range ins.pending {
+	for k, i := range run {
 		jp := &jobs[i]
 		seq := first + int64(k)
 		if dbSeq, ok := dups[jp.ID]; ok && dbSeq != seq {
@@ -204,30 +167,25 @@ func (ins *inserter) insertRows(jobs []store.JobInsertParams, stmt *rawStmt) err
 				// written, so the writer rolls the call back.
 				return err
 			}
-			ins.out[i] = store.InsertResult{Job: existing, Duplicate: true}
+			out[i] = store.InsertResult{Job: existing, Duplicate: true}
 			continue
 		}
 		if _, err := w.ensureQueue(jp.Queue); err != nil {
 			return err
 		}
-		j := &job.Job{
-			ID: jp.ID, Queue: jp.Queue, Kind: jp.Kind, Payload: jp.Payload, Priority: jp.Priority, State: jp.State,
-			RunAt: jp.RunAt.UTC(), MaxAttempts: jp.MaxAttempts, Backoff: jp.Backoff, LeaseDuration: jp.LeaseDuration,
-			UniqueKey: jp.UniqueKey, UniqueFor: jp.UniqueFor, Tags: jp.Tags, Group: jp.Group, CreatedAt: ins.createdAt(jp),
-			Durability: w.durabilityOf(jp.Durability), TraceParent: jp.TraceParent,
-		}
+		j := store.NewJob(jp, jp.RunAt.UTC(), jp.Created(now), w.durabilityOf(jp.Durability))
 		w.added(j, seq)
-		ins.out[i] = store.InsertResult{Job: j}
+		out[i] = store.InsertResult{Job: j}
 	}
 	return nil
 }
 
-// existing reads the seqs of the pending jobs' ids after an insert that
+// existing reads the seqs of the ids of the jobs at run after an insert that
 // skipped some rows: an id whose seq is not the one given to its row
 // belongs to an earlier job (of the database, or earlier in the chunk).
-func (ins *inserter) existing(jobs []store.JobInsertParams) (map[string]int64, error) {
-	ids := make([]string, len(ins.pending))
-	for k, i := range ins.pending {
+func (w *writer) existing(jobs []store.JobInsertParams, run []int) (map[string]int64, error) {
+	ids := make([]string, len(run))
+	for k, i := range run {
 		ids[k] = jobs[i].ID
 	}
 	list, err := json.Marshal(ids)
@@ -238,7 +196,7 @@ func (ins *inserter) existing(jobs []store.JobInsertParams) (map[string]int64, e
 		id  string
 		seq int64
 	}
-	rows, err := ins.w.conn.QueryContext(context.Background(), sqlSeqsOfIDs, string(list))
+	rows, err := w.conn.QueryContext(context.Background(), sqlSeqsOfIDs, string(list))
 	found, err := scanAll(rows, err, func(r *sql.Rows, v *row) error { return r.Scan(&v.id, &v.seq) })
 	if err != nil {
 		return nil, fmt.Errorf("look up duplicate ids: %w", err)
@@ -250,25 +208,15 @@ func (ins *inserter) existing(jobs []store.JobInsertParams) (map[string]int64, e
 	return out, nil
 }
 
-// durabilityOf is the stored form of d: empty is the store's own level,
-// full on disk and memory in memory.
+// durabilityOf is the stored form of d (job.StoredDurability): empty is
+// the store's own level, full on disk and memory in memory.
 func (w *writer) durabilityOf(d job.Durability) job.Durability {
-	switch {
-	case d != "":
-		return d
-	case w.cfg.Memory:
-		return job.DurabilityMemory
-	}
-	return job.DurabilityFull
-}
-
-// keeps reports whether this store may hold jobs of durability d: an
-// on-disk store takes full and process, an in-memory one memory.
-func (w *writer) keeps(d job.Durability) bool {
+	own := job.DurabilityFull
 	if w.cfg.Memory {
-		return d == "" || d == job.DurabilityMemory
+		own = job.DurabilityMemory
 	}
-	return d == "" || d == job.DurabilityFull || d == job.DurabilityProcess
+	d, _ = job.StoredDurability(d, own)
+	return d
 }
 
 // packInsertRow packs the arguments of jp's row, in insertColumns order,
@@ -304,42 +252,49 @@ func (w *writer) packInsertRow(args *packedArgs, seq int64, jp *store.JobInsertP
 	}
 }
 
-// createdAt is when jp was created: now, unless it says.
-func (ins *inserter) createdAt(jp *store.JobInsertParams) time.Time {
-	if jp.CreatedAt.IsZero() {
-		return ins.now
+// lookUpDuplicates reads what jobs may duplicate, as they stand with
+// their leases: the jobs of their ids and the newest job of each of their
+// queues' unique keys.
+func (w *writer) lookUpDuplicates(jobs []store.JobInsertParams) (map[string]*job.Job, map[store.UniqueRef]*job.Job, error) {
+	ids := make([]string, len(jobs))
+	for i := range jobs {
+		ids[i] = jobs[i].ID
 	}
-	return jp.CreatedAt.UTC()
+	list, err := json.Marshal(ids)
+	if err != nil {
+		return nil, nil, fmt.Errorf("look up job ids: %w", err)
+	}
+	found, _, err := scanJobs(w.conn.QueryContext(context.Background(), sqlJobsByIDs, string(list)))
+	if err != nil {
+		return nil, nil, fmt.Errorf("look up job ids: %w", err)
+	}
+	byID := make(map[string]*job.Job, len(found))
+	for _, j := range found {
+		byID[j.ID] = w.withLease(j)
+	}
+	newest := make(map[store.UniqueRef]*job.Job)
+	for i := range jobs {
+		r := store.UniqueRef{Queue: jobs[i].Queue, Key: jobs[i].UniqueKey}
+		if _, seen := newest[r]; seen || r.Key == "" {
+			continue
+		}
+		j, _, err := scanJob(w.st.get(stNewestUnique).QueryRow(r.Queue, r.Key))
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return nil, nil, fmt.Errorf("look up unique key: %w", err)
+		}
+		newest[r] = w.withLease(j)
+	}
+	return byID, newest, nil
 }
 
-// duplicate returns the existing job that jp, the i-th job of its call,
-// duplicates by ID or by unique key, or nil; or a *job.IDTakenError when
-// its id belongs to a job of another queue.
-func (w *writer) duplicate(jp *store.JobInsertParams, now time.Time, i int) (*job.Job, error) {
-	existing, _, err := w.load(jp.ID)
-	if err == nil {
-		if err := job.DuplicateByID(existing, jp.Queue, fmt.Sprintf("jobs[%d].id", i)); err != nil {
-			return nil, err
+// withLease is j, nil or as read, as it stands with its lease.
+func (w *writer) withLease(j *job.Job) *job.Job {
+	if j != nil {
+		if l := w.leases.get(j.ID); l != nil {
+			l.overlay(j)
 		}
-		return existing, nil
 	}
-	if !errors.Is(err, job.ErrNotFound) {
-		return nil, fmt.Errorf("look up job %s: %w", jp.ID, err)
-	}
-	newest, _, err := scanJob(w.st.get(stNewestUnique).QueryRow(jp.Queue, jp.UniqueKey))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("look up unique key: %w", err)
-	}
-	if l := w.leases.get(newest.ID); l != nil {
-		l.overlay(newest)
-	}
-	if job.UniqueConflict(newest, jp.UniqueFor, now) {
-		return newest, nil
-	}
-	return nil, nil
+	return j
 }
 
 // load reads one job and its seq in the writer's transaction, as it
@@ -352,10 +307,7 @@ func (w *writer) load(id string) (*job.Job, int64, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	if l := w.leases.get(id); l != nil {
-		l.overlay(j)
-	}
-	return j, seq, nil
+	return w.withLease(j), seq, nil
 }
 
 // copyToLanes inserts, for every job of jobs that out says was inserted,

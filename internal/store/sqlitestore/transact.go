@@ -28,7 +28,7 @@ func (s *Store) JobTransact(ctx context.Context, p *store.JobTransactParams) (*s
 	acksRelaxed := leasesRelaxed(p.Complete, func(it *store.JobCompleteItem) string { return it.ID })
 	failsRelaxed := leasesRelaxed(p.Fail, func(it *store.JobFailItem) string { return it.ID })
 	relaxed := func(w *writer) bool {
-		return len(p.Create) == 0 && insertsRelaxed(p.Insert) && acksRelaxed(w) && failsRelaxed(w)
+		return len(p.Create) == 0 && store.Relaxed(p.Insert) && acksRelaxed(w) && failsRelaxed(w)
 	}
 	weight := len(p.Complete) + len(p.Fail) + len(p.Insert)
 	err := s.doRelaxed(ctx, weight, relaxed, func(w *writer) error {
