@@ -48,20 +48,12 @@ const sqlWriteJobs = `WITH flow AS (
 	FROM u CROSS JOIN flow
 ), hot AS (
 	INSERT INTO spool_jobs (` + jobColumns + `, wait_until)
-	SELECT seq, id, queue, kind, payload, priority, state, run_at, attempt, max_attempts, backoff_kind, backoff_base,
-		backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, result, errors, progress, lease_token,
-		cancel_requested, created_at, started_at, finished_at, durability, grp, dead_letter_of_queue, dead_letter_of_id,
-		worker, traceparent, wait_until
-	FROM src AS r(` + jobColumns + `, lease_expires_at, wait_until)
+	SELECT ` + jobColumns + `, wait_until FROM src AS r(` + jobColumns + `, lease_expires_at, wait_until)
 	WHERE state NOT IN ('completed', 'dead', 'cancelled')
 	RETURNING seq
 ), done AS (
 	` + doneInsert + `
-	SELECT seq, id, queue, kind, payload, priority, state, run_at, attempt, max_attempts, backoff_kind, backoff_base,
-		backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, result, errors, progress, lease_token,
-		cancel_requested, created_at, started_at, finished_at, durability, grp, dead_letter_of_queue, dead_letter_of_id,
-		worker, traceparent
-	FROM src AS r(` + jobColumns + `, lease_expires_at, wait_until)
+	SELECT ` + jobColumns + ` FROM src AS r(` + jobColumns + `, lease_expires_at, wait_until)
 	WHERE state IN ('completed', 'dead', 'cancelled')
 	RETURNING seq
 ), lease AS (
