@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"time"
+
+	"github.com/spoolq/spool/internal/job"
 )
 
 // Sessions keeps the dashboard's login sessions in the store, so that
@@ -58,4 +60,13 @@ type SessionCreateParams struct {
 	// MaxPerToken bounds the sessions of the session's token (at least 1).
 	MaxPerToken int
 	Now         time.Time
+}
+
+// Validate refuses, as a *job.InputError, a session that is not live at
+// p.Now or a cap below 1; every store calls it before it writes.
+func (p *SessionCreateParams) Validate() error {
+	if !p.Session.ExpiresAt.After(p.Now) || p.MaxPerToken < 1 {
+		return job.Invalid("session", "must expire after now, with a cap of at least 1")
+	}
+	return nil
 }

@@ -38,10 +38,10 @@ const (
 // SessionCreate stores a session, ends the oldest of its token beyond
 // the cap and prunes expired ones; see store.Sessions.
 func (ss *sessions) SessionCreate(ctx context.Context, p *store.SessionCreateParams) error {
-	se := &p.Session
-	if !se.ExpiresAt.After(p.Now) || p.MaxPerToken < 1 {
-		return fmt.Errorf("create session: %w", job.Invalid("session", "must expire after now, with a cap of at least 1"))
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("create session: %w", err)
 	}
+	se := &p.Session
 	now := micro(p.Now)
 	err := ss.tx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, sqlSessionLock, lockClass, se.TokenName); err != nil {

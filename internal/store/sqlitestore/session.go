@@ -29,10 +29,10 @@ const (
 // SessionCreate stores a session, ends the oldest of its token beyond
 // the cap and prunes expired ones; see store.Sessions.
 func (s *Store) SessionCreate(ctx context.Context, p *store.SessionCreateParams) error {
-	se := &p.Session
-	if !se.ExpiresAt.After(p.Now) || p.MaxPerToken < 1 {
-		return fmt.Errorf("create session: %w", job.Invalid("session", "must expire after now, with a cap of at least 1"))
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("create session: %w", err)
 	}
+	se := &p.Session
 	now := p.Now.UTC().UnixNano()
 	return wrap("create session", s.do(ctx, 1, func(w *writer) error {
 		bg := context.Background()
