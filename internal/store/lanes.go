@@ -90,6 +90,21 @@ type ConsumerGroupParams struct {
 	Now  time.Time
 }
 
+// Since is where the start of p begins, for every store: none when it
+// takes no job (StartNew); otherwise the jobs of the queue created at or
+// after from, every job when from is zero. An unknown start is refused.
+func (p *ConsumerGroupParams) Since() (from time.Time, none bool, err error) {
+	switch p.Start {
+	case StartNew:
+		return time.Time{}, true, nil
+	case StartBeginning:
+		return time.Time{}, false, nil
+	case StartAt:
+		return p.From, false, nil
+	}
+	return time.Time{}, false, job.Invalid("start", "unknown start %d", p.Start)
+}
+
 // ConsumerGroup is a consumer group of a queue and where it stands.
 type ConsumerGroup struct {
 	Queue string

@@ -387,32 +387,23 @@ func (cg *consumerGroups) ConsumerGroupDelete(ctx context.Context, queue, name s
 // ConsumerGroupList lists a queue's groups with their lanes' counts; see
 // store.ConsumerGroups.
 func (cg *consumerGroups) ConsumerGroupList(ctx context.Context, queue string) ([]store.ConsumerGroup, error) {
-	if err := cg.check(); err != nil {
-		return nil, wrap("list consumer groups", err)
-	}
 	out, err := cg.readGroups(ctx, sqlGroupList, queue)
-	if err != nil {
-		return nil, wrap(fmt.Sprintf("list consumer groups of %s", queue), err)
-	}
-	return out, nil
+	return out, wrap(fmt.Sprintf("list consumer groups of %s", queue), err)
 }
 
 // ConsumerGroupListAll lists a page of the groups of every queue with
 // their lanes' counts, in one statement; see store.ConsumerGroups.
 func (cg *consumerGroups) ConsumerGroupListAll(ctx context.Context, p *store.ConsumerGroupListParams) ([]store.ConsumerGroup, error) {
-	if err := cg.check(); err != nil {
-		return nil, wrap("list consumer groups", err)
-	}
 	out, err := cg.readGroups(ctx, sqlGroupListAll, p.AfterQueue, p.AfterName, p.PageSize())
-	if err != nil {
-		return nil, wrap("list consumer groups", err)
-	}
-	return out, nil
+	return out, wrap("list consumer groups", err)
 }
 
 // readGroups runs query, which reads groups with their lag (groupLag)
 // in order, one row a state, and gathers each group's rows.
 func (cg *consumerGroups) readGroups(ctx context.Context, query string, args ...any) ([]store.ConsumerGroup, error) {
+	if err := cg.check(); err != nil {
+		return nil, err
+	}
 	rows, err := cg.pool.Query(ctx, query, args...)
 	if err != nil {
 		return nil, err
@@ -466,18 +457,12 @@ func clearLane(ctx context.Context, tx pgx.Tx, lane string) error {
 // tx, which holds the queue's flow lock shared, and returns how many;
 // see sqlStartLane.
 func (cg *consumerGroups) copyStart(ctx context.Context, tx pgx.Tx, p *store.ConsumerGroupParams) (int, error) {
-	var from pgtype.Timestamptz
-	switch p.Start {
-	case store.StartNew:
-		return 0, nil
-	case store.StartAt:
-		from = tstz(p.From)
-	case store.StartBeginning:
-	default:
-		return 0, fmt.Errorf("copy the start: %w", job.Invalid("start", "unknown start %d", p.Start))
+	from, none, err := p.Since()
+	if none || err != nil {
+		return 0, err
 	}
 	var n, available int64
-	if err := tx.QueryRow(ctx, sqlStartLane, p.Queue, p.Name, from, micro(p.Now)).Scan(&n, &available); err != nil {
+	if err := tx.QueryRow(ctx, sqlStartLane, p.Queue, p.Name, tstz(from), micro(p.Now)).Scan(&n, &available); err != nil {
 		return 0, fmt.Errorf("copy the start: %w", err)
 	}
 	if available > 0 {

@@ -62,7 +62,7 @@ func (w *writer) createGroup(p *store.ConsumerGroupParams) (bool, error) {
 	if _, err := w.conn.ExecContext(context.Background(), sqlConsumerGroupAdd, p.Queue, p.Name, now.UnixNano()); err != nil {
 		return false, fmt.Errorf("record consumer group: %w", err)
 	}
-	w.lanes.add(p.Queue, laneGroup{name: p.Name, createdAt: now})
+	w.lanes.add(p.Queue, p.Name)
 	lane := job.LaneName(p.Queue, p.Name)
 	if err := w.setLimits(lane, q.limits); err != nil {
 		return false, err
@@ -190,8 +190,9 @@ func (w *writer) clearLane(lane string) error {
 // startLane gives group p.Name a copy of each job of p.Queue that p.Start
 // names and returns how many.
 func (w *writer) startLane(p *store.ConsumerGroupParams) (int, error) {
-	if p.Start == store.StartNew {
-		return 0, nil
+	from, none, err := p.Since()
+	if none || err != nil {
+		return 0, err
 	}
 	now := p.Now.UTC()
 	n := 0
@@ -202,7 +203,7 @@ func (w *writer) startLane(p *store.ConsumerGroupParams) (int, error) {
 		}
 		var copies []store.JobInsertParams
 		for _, j := range jobs {
-			if p.Start == store.StartAt && j.CreatedAt.Before(p.From) {
+			if j.CreatedAt.Before(from) {
 				continue
 			}
 			copies = append(copies, store.CopyOf(j, p.Name, now))

@@ -320,7 +320,7 @@ func (w *writer) copyToLanes(jobs []store.JobInsertParams, now time.Time, out []
 			continue
 		}
 		for _, g := range groups {
-			copies = append(copies, store.CopyOfInsert(&jobs[i], g.name, now))
+			copies = append(copies, store.CopyOfInsert(&jobs[i], g, now))
 		}
 	}
 	if len(copies) == 0 {

@@ -97,10 +97,10 @@ func (w *writer) writeLetter(dead *job.Job, now time.Time) (job.JobRef, error) {
 	}
 	for _, g := range w.lanes[dlq] {
 		lc := *c
-		lc.ID, lc.Queue = job.CopyID(c.ID, g.name), job.LaneName(dlq, g.name)
+		lc.ID, lc.Queue = job.CopyID(c.ID, g), job.LaneName(dlq, g)
 		lc.Errors, lc.ErrorsDropped, lc.DeadLetterOf = nil, 0, job.JobRef{}
 		if err := w.insertWhole(&lc); err != nil {
-			return job.JobRef{}, fmt.Errorf("dead-letter job %s: copy to consumer group %s: %w", dead.ID, g.name, err)
+			return job.JobRef{}, fmt.Errorf("dead-letter job %s: copy to consumer group %s: %w", dead.ID, g, err)
 		}
 	}
 	return job.JobRef{Queue: c.Queue, ID: c.ID}, nil
