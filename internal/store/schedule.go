@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
+
+	"github.com/spoolq/spool/internal/job"
 )
 
 // Scheduler keeps cron schedules: their definitions, and how far each has
@@ -136,6 +139,52 @@ type ScheduleFireResult struct {
 	Moved bool
 	// Jobs are the results of its inserts, in the order of its Jobs.
 	Jobs []InsertResult
+}
+
+// Stored decides an upsert: the schedule to write, given old, the one
+// of its name the store holds (nil when none), and whether that creates
+// it (see Scheduler.ScheduleUpsert). Every store calls it, so that the
+// rule is written once.
+func (p *ScheduleUpsertParams) Stored(old *Schedule) (s Schedule, created bool) {
+	s = p.Schedule
+	if p.Exact {
+		return s, old == nil
+	}
+	s.UpdatedAt = p.Now
+	if old == nil {
+		s.CreatedAt, s.LastRunAt, s.LastJobID = p.Now, time.Time{}, ""
+		return s, true
+	}
+	s.CreatedAt, s.LastRunAt, s.LastJobID = old.CreatedAt, old.LastRunAt, old.LastJobID
+	if !p.Restart {
+		s.LastTick = old.LastTick
+	}
+	return s, false
+}
+
+// CheckFireMany refuses fires that ScheduleFireMany may not make: a
+// firing by hand goes through ScheduleFire.
+func CheckFireMany(fires []*ScheduleFireParams) error {
+	for _, p := range fires {
+		if p.Manual {
+			return fmt.Errorf("%s: a firing by hand goes through ScheduleFire", p.Name)
+		}
+	}
+	return nil
+}
+
+// FireOne is what ScheduleFire answers for firing p, given its result as
+// ScheduleFireMany makes it (but for a Manual p): a schedule that is gone
+// is job.ErrNotFound to a firing by hand, and ErrScheduleMoved to any
+// other.
+func (p *ScheduleFireParams) FireOne(r ScheduleFireResult) ([]InsertResult, error) {
+	switch {
+	case r.Moved && p.Manual:
+		return nil, fmt.Errorf("schedule %s: %w", p.Name, job.ErrNotFound)
+	case r.Moved:
+		return nil, fmt.Errorf("schedule %s: %w", p.Name, ErrScheduleMoved)
+	}
+	return r.Jobs, nil
 }
 
 // Fires decides a firing of current, the schedule as the store holds it

@@ -29,23 +29,18 @@ const (
 WHERE NOT paused AND next_run_at IS NOT NULL AND next_run_at <= $1 ORDER BY next_run_at LIMIT $2`
 	sqlScheduleNext = `SELECT min(next_run_at) FROM spool_schedules
 WHERE NOT paused AND next_run_at IS NOT NULL AND next_run_at > $1`
-	// sqlScheduleUpsert creates a schedule or redefines it, keeping its
-	// last tick unless $14 (restart) is set.
-	sqlScheduleUpsert = `INSERT INTO spool_schedules (` + scheduleColumns + `)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9, $10, NULL, NULL, $11)
-ON CONFLICT (name) DO UPDATE SET cron = excluded.cron, timezone = excluded.timezone, every_ns = excluded.every_ns,
-	misfire = excluded.misfire, max_catch_up = excluded.max_catch_up, job = excluded.job, paused = excluded.paused,
-	updated_at = excluded.updated_at, next_run_at = excluded.next_run_at,
-	last_tick = CASE WHEN $12::bool THEN excluded.last_tick ELSE spool_schedules.last_tick END
-RETURNING (xmax = 0) AS created, ` + scheduleColumns
-	// sqlScheduleExact stores a schedule exactly as given.
-	sqlScheduleExact = `INSERT INTO spool_schedules (` + scheduleColumns + `)
+	// sqlScheduleLock serialises the upserts of one schedule across
+	// nodes, so that two creations at once cannot both create it.
+	sqlScheduleLock = `SELECT pg_advisory_xact_lock($1, hashtext(current_schema() || ':schedule:' || $2))`
+	// sqlScheduleWrite stores a whole schedule, replacing the one of its
+	// name.
+	sqlScheduleWrite = `INSERT INTO spool_schedules (` + scheduleColumns + `)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
 ON CONFLICT (name) DO UPDATE SET cron = excluded.cron, timezone = excluded.timezone, every_ns = excluded.every_ns,
 	misfire = excluded.misfire, max_catch_up = excluded.max_catch_up, job = excluded.job, paused = excluded.paused,
 	created_at = excluded.created_at, updated_at = excluded.updated_at, last_tick = excluded.last_tick,
 	last_run_at = excluded.last_run_at, last_job_id = excluded.last_job_id, next_run_at = excluded.next_run_at
-RETURNING (xmax = 0) AS created, ` + scheduleColumns
+RETURNING ` + scheduleColumns
 	sqlScheduleDelete = `DELETE FROM spool_schedules WHERE name = $1`
 	sqlSchedulePause  = `UPDATE spool_schedules SET paused = $2, updated_at = $3 WHERE name = $1 RETURNING ` + scheduleColumns
 	// sqlSchedulesLock locks the rows of the schedules named $1, in name
@@ -62,9 +57,8 @@ FROM unnest($1::text[], $2::timestamptz[], $3::timestamptz[], $4::timestamptz[],
 WHERE s.name = f.name`
 )
 
-// scanSchedule reads one row of scheduleColumns, after the leading
-// columns in lead.
-func scanSchedule(row pgx.Row, lead ...any) (*store.Schedule, error) {
+// scanSchedule reads one row of scheduleColumns.
+func scanSchedule(row pgx.Row) (*store.Schedule, error) {
 	var (
 		s             store.Schedule
 		every         int64
@@ -72,9 +66,8 @@ func scanSchedule(row pgx.Row, lead ...any) (*store.Schedule, error) {
 		lastRun, next pgtype.Timestamptz
 		lastJob       pgtype.Text
 	)
-	dest := append(lead, &s.Name, &s.Cron, &s.Timezone, &every, &s.Misfire, &maxCatchUp, &s.Job, &s.Paused,
-		&s.CreatedAt, &s.UpdatedAt, &s.LastTick, &lastRun, &lastJob, &next)
-	if err := row.Scan(dest...); err != nil {
+	if err := row.Scan(&s.Name, &s.Cron, &s.Timezone, &every, &s.Misfire, &maxCatchUp, &s.Job, &s.Paused,
+		&s.CreatedAt, &s.UpdatedAt, &s.LastTick, &lastRun, &lastJob, &next); err != nil {
 		return nil, err
 	}
 	s.Every, s.MaxCatchUp, s.LastJobID = time.Duration(every), int(maxCatchUp), lastJob.String
@@ -88,26 +81,29 @@ func scanSchedule(row pgx.Row, lead ...any) (*store.Schedule, error) {
 	return &s, nil
 }
 
-// ScheduleUpsert creates or redefines a schedule; see store.Scheduler.
+// ScheduleUpsert creates or redefines a schedule, as
+// store.ScheduleUpsertParams.Stored decides, under the schedule's lock;
+// see store.Scheduler.
 func (sch *scheduler) ScheduleUpsert(ctx context.Context, p *store.ScheduleUpsertParams) (*store.Schedule, bool, error) {
-	def := &p.Schedule
 	var out *store.Schedule
 	var created bool
-	err := sch.retry(ctx, func() error {
-		var err error
-		if p.Exact {
-			var lastJob pgtype.Text
-			if def.LastJobID != "" {
-				lastJob = pgtype.Text{String: def.LastJobID, Valid: true}
-			}
-			out, err = scanSchedule(sch.pool.QueryRow(ctx, sqlScheduleExact, def.Name, def.Cron, def.Timezone, int64(def.Every),
-				def.Misfire, int32(def.MaxCatchUp), []byte(def.Job), def.Paused, micro(def.CreatedAt), micro(def.UpdatedAt),
-				micro(def.LastTick), tstz(def.LastRunAt), lastJob, tstz(def.NextRunAt)), &created)
-			return err
+	err := sch.tx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, sqlScheduleLock, lockClass, p.Schedule.Name); err != nil {
+			return fmt.Errorf("lock schedule: %w", err)
 		}
-		out, err = scanSchedule(sch.pool.QueryRow(ctx, sqlScheduleUpsert, def.Name, def.Cron, def.Timezone, int64(def.Every),
-			def.Misfire, int32(def.MaxCatchUp), []byte(def.Job), def.Paused, micro(p.Now), micro(def.LastTick),
-			tstz(def.NextRunAt), p.Restart), &created)
+		old, err := scanSchedule(tx.QueryRow(ctx, sqlScheduleByName, p.Schedule.Name))
+		if errors.Is(err, pgx.ErrNoRows) {
+			old, err = nil, nil
+		}
+		if err != nil {
+			return fmt.Errorf("read schedule: %w", err)
+		}
+		var def store.Schedule
+		def, created = p.Stored(old)
+		lastJob := pgtype.Text{String: def.LastJobID, Valid: def.LastJobID != ""}
+		out, err = scanSchedule(tx.QueryRow(ctx, sqlScheduleWrite, def.Name, def.Cron, def.Timezone, int64(def.Every),
+			def.Misfire, int32(def.MaxCatchUp), []byte(def.Job), def.Paused, micro(def.CreatedAt), micro(def.UpdatedAt),
+			micro(def.LastTick), tstz(def.LastRunAt), lastJob, tstz(def.NextRunAt)))
 		return err
 	})
 	if err != nil {
@@ -146,19 +142,16 @@ func (sch *scheduler) schedules(ctx context.Context, query string, args ...any) 
 		return nil, err
 	}
 	rows, err := sch.pool.Query(ctx, query, args...)
+	return collectSchedules(rows, err)
+}
+
+// collectSchedules reads every row of rows, the outcome of a query that
+// failed with err unless nil, and closes rows.
+func collectSchedules(rows pgx.Rows, err error) ([]*store.Schedule, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []*store.Schedule
-	for rows.Next() {
-		sc, err := scanSchedule(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, sc)
-	}
-	return out, rows.Err()
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*store.Schedule, error) { return scanSchedule(r) })
 }
 
 // ScheduleDelete removes a schedule; see store.Scheduler.
@@ -196,25 +189,19 @@ func (sch *scheduler) ScheduleSetPaused(ctx context.Context, name string, paused
 // store.Scheduler.
 func (sch *scheduler) ScheduleFire(ctx context.Context, p *store.ScheduleFireParams) ([]store.InsertResult, error) {
 	res, err := sch.fireSchedules(ctx, []*store.ScheduleFireParams{p})
-	switch {
-	case err != nil:
+	if err != nil {
 		return nil, err
-	case res[0].Moved && p.Manual:
-		return nil, fmt.Errorf("fire schedule: schedule %s: %w", p.Name, job.ErrNotFound)
-	case res[0].Moved:
-		return nil, fmt.Errorf("fire schedule %s: %w", p.Name, store.ErrScheduleMoved)
 	}
-	return res[0].Jobs, nil
+	jobs, err := p.FireOne(res[0])
+	return jobs, wrap("fire schedule", err)
 }
 
 // ScheduleFireMany fires several schedules in one transaction: one
 // statement locks their rows, one inserts the jobs of all, one records
 // every firing; see store.Scheduler.
 func (sch *scheduler) ScheduleFireMany(ctx context.Context, fires []*store.ScheduleFireParams) ([]store.ScheduleFireResult, error) {
-	for _, p := range fires {
-		if p.Manual {
-			return nil, fmt.Errorf("fire schedules: %s: a firing by hand goes through ScheduleFire", p.Name)
-		}
+	if err := store.CheckFireMany(fires); err != nil {
+		return nil, fmt.Errorf("fire schedules: %w", err)
 	}
 	return sch.fireSchedules(ctx, fires)
 }
@@ -294,27 +281,16 @@ func (sch *scheduler) lockSchedules(ctx context.Context, tx pgx.Tx, names []stri
 	b := &pgx.Batch{}
 	b.Queue(sqlSchedulesLock, names)
 	br := tx.SendBatch(ctx, b)
-	out, err := func() (map[string]*store.Schedule, error) {
-		rows, err := br.Query()
-		if err != nil {
-			return nil, err
-		}
-		defer rows.Close()
-		out := make(map[string]*store.Schedule, len(names))
-		for rows.Next() {
-			sc, err := scanSchedule(rows)
-			if err != nil {
-				return nil, err
-			}
-			out[sc.Name] = sc
-		}
-		return out, rows.Err()
-	}()
+	found, err := collectSchedules(br.Query())
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		return nil, fmt.Errorf("lock schedules: %w", err)
+	}
+	out := make(map[string]*store.Schedule, len(found))
+	for _, sc := range found {
+		out[sc.Name] = sc
 	}
 	return out, nil
 }

@@ -20,10 +20,9 @@ const (
 WHERE paused = 0 AND next_run_at IS NOT NULL AND next_run_at <= ? ORDER BY next_run_at LIMIT ?`
 	sqlScheduleNext = `SELECT MIN(next_run_at) FROM schedules INDEXED BY schedules_due
 WHERE paused = 0 AND next_run_at IS NOT NULL AND next_run_at > ?`
-	sqlScheduleInsert = `INSERT INTO schedules (` + scheduleColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, ?)`
-	sqlScheduleUpdate = `UPDATE schedules SET cron = ?, timezone = ?, every_ns = ?, misfire = ?, max_catch_up = ?, job = ?,
-	paused = ?, updated_at = ?, last_tick = ?, next_run_at = ? WHERE name = ?`
-	sqlScheduleExact  = `INSERT OR REPLACE INTO schedules (` + scheduleColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	// sqlScheduleWrite stores a whole schedule, replacing the one of its
+	// name.
+	sqlScheduleWrite  = `INSERT OR REPLACE INTO schedules (` + scheduleColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	sqlScheduleDelete = `DELETE FROM schedules WHERE name = ?`
 	sqlSchedulePause  = `UPDATE schedules SET paused = ?, updated_at = ? WHERE name = ?`
 	sqlScheduleFired  = `UPDATE schedules SET last_tick = ?, next_run_at = ?,
@@ -58,36 +57,25 @@ func timeOrNull(t time.Time) any {
 	return t.UnixNano()
 }
 
-// ScheduleUpsert creates or redefines a schedule; see store.Scheduler.
+// ScheduleUpsert creates or redefines a schedule, as
+// store.ScheduleUpsertParams.Stored decides; see store.Scheduler.
 func (s *Store) ScheduleUpsert(ctx context.Context, p *store.ScheduleUpsertParams) (*store.Schedule, bool, error) {
 	var out *store.Schedule
 	var created bool
 	err := s.do(ctx, 1, func(w *writer) error {
-		def := &p.Schedule
-		now := p.Now.UTC().UnixNano()
-		old, err := w.schedule(def.Name)
-		switch {
-		case p.Exact:
-			created = errors.Is(err, job.ErrNotFound)
-			_, err = w.conn.ExecContext(context.Background(), sqlScheduleExact, def.Name, def.Cron, def.Timezone,
-				int64(def.Every), def.Misfire, def.MaxCatchUp, []byte(def.Job), def.Paused, def.CreatedAt.UTC().UnixNano(),
-				def.UpdatedAt.UTC().UnixNano(), def.LastTick.UTC().UnixNano(), timeOrNull(def.LastRunAt),
-				stringOrNull(def.LastJobID), timeOrNull(def.NextRunAt))
-		case errors.Is(err, job.ErrNotFound):
-			created = true
-			_, err = w.conn.ExecContext(context.Background(), sqlScheduleInsert, def.Name, def.Cron, def.Timezone,
-				int64(def.Every), def.Misfire, def.MaxCatchUp, []byte(def.Job), def.Paused, now, now,
-				def.LastTick.UTC().UnixNano(), timeOrNull(def.NextRunAt))
-		case err == nil:
-			lastTick := old.LastTick
-			if p.Restart {
-				lastTick = def.LastTick
-			}
-			_, err = w.conn.ExecContext(context.Background(), sqlScheduleUpdate, def.Cron, def.Timezone, int64(def.Every),
-				def.Misfire, def.MaxCatchUp, []byte(def.Job), def.Paused, now, lastTick.UTC().UnixNano(),
-				timeOrNull(def.NextRunAt), def.Name)
+		old, err := w.schedule(p.Schedule.Name)
+		if errors.Is(err, job.ErrNotFound) {
+			old, err = nil, nil
 		}
 		if err != nil {
+			return err
+		}
+		var def store.Schedule
+		def, created = p.Stored(old)
+		if _, err := w.conn.ExecContext(context.Background(), sqlScheduleWrite, def.Name, def.Cron, def.Timezone,
+			int64(def.Every), def.Misfire, def.MaxCatchUp, []byte(def.Job), def.Paused, def.CreatedAt.UTC().UnixNano(),
+			def.UpdatedAt.UTC().UnixNano(), def.LastTick.UTC().UnixNano(), timeOrNull(def.LastRunAt),
+			stringOrNull(def.LastJobID), timeOrNull(def.NextRunAt)); err != nil {
 			return fmt.Errorf("write schedule %s: %w", def.Name, err)
 		}
 		out, err = w.schedule(def.Name)
@@ -174,45 +162,38 @@ func (s *Store) ScheduleSetPaused(ctx context.Context, name string, paused bool,
 // ScheduleFire inserts the jobs of a firing and records it; see
 // store.Scheduler.
 func (s *Store) ScheduleFire(ctx context.Context, p *store.ScheduleFireParams) ([]store.InsertResult, error) {
-	out := make([]store.InsertResult, len(p.Jobs))
-	err := s.do(ctx, max(len(p.Jobs), 1), func(w *writer) error {
-		sc, err := w.schedule(p.Name)
-		if errors.Is(err, job.ErrNotFound) && !p.Manual {
-			return store.ErrScheduleMoved
-		}
-		if err != nil {
-			return err
-		}
-		handled, next, err := p.Fires(sc)
-		if err != nil {
-			return err
-		}
-		return w.fireSchedule(p, handled, next, out)
-	})
+	res, err := s.fireSchedules(ctx, []*store.ScheduleFireParams{p})
 	if err != nil {
 		return nil, wrap("fire schedule", err)
 	}
-	return out, nil
+	jobs, err := p.FireOne(res[0])
+	return jobs, wrap("fire schedule", err)
 }
 
 // ScheduleFireMany fires several schedules as one operation of the
 // writer, in one transaction; see store.Scheduler.
 func (s *Store) ScheduleFireMany(ctx context.Context, fires []*store.ScheduleFireParams) ([]store.ScheduleFireResult, error) {
+	if err := store.CheckFireMany(fires); err != nil {
+		return nil, fmt.Errorf("fire schedules: %w", err)
+	}
+	out, err := s.fireSchedules(ctx, fires)
+	return out, wrap("fire schedules", err)
+}
+
+// fireSchedules fires the schedules of fires as one operation of the
+// writer, in one transaction. A schedule that is gone (or, unless
+// Manual, moved) is left out with Moved set.
+func (s *Store) fireSchedules(ctx context.Context, fires []*store.ScheduleFireParams) ([]store.ScheduleFireResult, error) {
 	out := make([]store.ScheduleFireResult, len(fires))
 	weight := 0
-	for i, p := range fires {
-		if p.Manual {
-			return nil, fmt.Errorf("fire schedules: %s: a firing by hand goes through ScheduleFire", p.Name)
-		}
-		out[i].Jobs = make([]store.InsertResult, len(p.Jobs))
+	for _, p := range fires {
 		weight += max(len(p.Jobs), 1)
 	}
 	err := s.do(ctx, weight, func(w *writer) error {
 		for i, p := range fires {
-			out[i].Moved = false
+			out[i] = store.ScheduleFireResult{Moved: true}
 			sc, err := w.schedule(p.Name)
 			if errors.Is(err, job.ErrNotFound) {
-				out[i].Moved = true
 				continue
 			}
 			if err != nil {
@@ -220,9 +201,9 @@ func (s *Store) ScheduleFireMany(ctx context.Context, fires []*store.ScheduleFir
 			}
 			handled, next, err := p.Fires(sc)
 			if errors.Is(err, store.ErrScheduleMoved) {
-				out[i].Moved = true
 				continue
 			}
+			out[i] = store.ScheduleFireResult{Jobs: make([]store.InsertResult, len(p.Jobs))}
 			if err := w.fireSchedule(p, handled, next, out[i].Jobs); err != nil {
 				return err
 			}
@@ -232,12 +213,7 @@ func (s *Store) ScheduleFireMany(ctx context.Context, fires []*store.ScheduleFir
 		return nil
 	})
 	if err != nil {
-		return nil, wrap("fire schedules", err)
-	}
-	for i := range out {
-		if out[i].Moved {
-			out[i].Jobs = nil
-		}
+		return nil, err
 	}
 	return out, nil
 }
