@@ -22,9 +22,10 @@ WHERE paused = 0 AND next_run_at IS NOT NULL AND next_run_at <= ? ORDER BY next_
 WHERE paused = 0 AND next_run_at IS NOT NULL AND next_run_at > ?`
 	// sqlScheduleWrite stores a whole schedule, replacing the one of its
 	// name.
-	sqlScheduleWrite  = `INSERT OR REPLACE INTO schedules (` + scheduleColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	sqlScheduleWrite = `INSERT OR REPLACE INTO schedules (` + scheduleColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+RETURNING ` + scheduleColumns
 	sqlScheduleDelete = `DELETE FROM schedules WHERE name = ?`
-	sqlSchedulePause  = `UPDATE schedules SET paused = ?, updated_at = ? WHERE name = ?`
+	sqlSchedulePause  = `UPDATE schedules SET paused = ?, updated_at = ? WHERE name = ? RETURNING ` + scheduleColumns
 	sqlScheduleFired  = `UPDATE schedules SET last_tick = ?, next_run_at = ?,
 	last_run_at = COALESCE(?, last_run_at), last_job_id = COALESCE(?, last_job_id) WHERE name = ?`
 )
@@ -72,13 +73,10 @@ func (s *Store) ScheduleUpsert(ctx context.Context, p *store.ScheduleUpsertParam
 		}
 		var def store.Schedule
 		def, created = p.Stored(old)
-		if _, err := w.conn.ExecContext(context.Background(), sqlScheduleWrite, def.Name, def.Cron, def.Timezone,
+		out, err = oneSchedule(w.conn.QueryRowContext(context.Background(), sqlScheduleWrite, def.Name, def.Cron, def.Timezone,
 			int64(def.Every), def.Misfire, def.MaxCatchUp, []byte(def.Job), def.Paused, def.CreatedAt.UTC().UnixNano(),
 			def.UpdatedAt.UTC().UnixNano(), def.LastTick.UTC().UnixNano(), timeOrNull(def.LastRunAt),
-			stringOrNull(def.LastJobID), timeOrNull(def.NextRunAt)); err != nil {
-			return fmt.Errorf("write schedule %s: %w", def.Name, err)
-		}
-		out, err = w.schedule(def.Name)
+			stringOrNull(def.LastJobID), timeOrNull(def.NextRunAt)), def.Name)
 		return err
 	})
 	if err != nil {
@@ -89,7 +87,13 @@ func (s *Store) ScheduleUpsert(ctx context.Context, p *store.ScheduleUpsertParam
 
 // schedule reads one schedule in the writer's transaction.
 func (w *writer) schedule(name string) (*store.Schedule, error) {
-	sc, err := scanSchedule(w.conn.QueryRowContext(context.Background(), sqlScheduleByName, name))
+	return oneSchedule(w.conn.QueryRowContext(context.Background(), sqlScheduleByName, name), name)
+}
+
+// oneSchedule reads the schedule named name from row, job.ErrNotFound
+// when there is none.
+func oneSchedule(row *sql.Row, name string) (*store.Schedule, error) {
+	sc, err := scanSchedule(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("schedule %s: %w", name, job.ErrNotFound)
 	}
@@ -104,14 +108,8 @@ func (s *Store) ScheduleGet(ctx context.Context, name string) (*store.Schedule, 
 	if err := s.check(); err != nil {
 		return nil, wrap("get schedule", err)
 	}
-	sc, err := scanSchedule(s.rdb.QueryRowContext(ctx, sqlScheduleByName, name))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("get schedule %s: %w", name, job.ErrNotFound)
-	}
-	if err != nil {
-		return nil, wrap("get schedule", err)
-	}
-	return sc, nil
+	sc, err := oneSchedule(s.rdb.QueryRowContext(ctx, sqlScheduleByName, name), name)
+	return sc, wrap("get schedule", err)
 }
 
 // ScheduleList returns every schedule; see store.Scheduler.
@@ -149,13 +147,7 @@ func (s *Store) ScheduleDelete(ctx context.Context, name string) error {
 // ScheduleSetPaused pauses or resumes a schedule; see store.Scheduler.
 func (s *Store) ScheduleSetPaused(ctx context.Context, name string, paused bool, now time.Time) (*store.Schedule, error) {
 	return call(ctx, s, "pause schedule", func(w *writer) (*store.Schedule, error) {
-		if _, err := w.schedule(name); err != nil {
-			return nil, err
-		}
-		if _, err := w.conn.ExecContext(context.Background(), sqlSchedulePause, paused, now.UTC().UnixNano(), name); err != nil {
-			return nil, fmt.Errorf("pause schedule %s: %w", name, err)
-		}
-		return w.schedule(name)
+		return oneSchedule(w.conn.QueryRowContext(context.Background(), sqlSchedulePause, paused, now.UTC().UnixNano(), name), name)
 	})
 }
 
