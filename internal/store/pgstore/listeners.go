@@ -1,7 +1,5 @@
 package pgstore
 
-import ()
-
 // A fast insert (insertFast) announces its jobs only when another node
 // listens: a node alone on its schema then spends no round trip, no
 // notifying transaction and no wake-up of listening sessions per insert.
