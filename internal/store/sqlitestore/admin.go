@@ -270,7 +270,7 @@ func (s *Store) QueueList(ctx context.Context) ([]store.QueueInfo, error) {
 	if err := s.check(); err != nil {
 		return nil, wrap("list queues", err)
 	}
-	qs := s.cat.list()
+	qs := s.counts.list()
 	if err := s.setOldestAvailable(ctx, qs); err != nil {
 		return nil, wrap("list queues", err)
 	}
@@ -282,20 +282,20 @@ func (s *Store) QueueGet(ctx context.Context, name string) (*store.QueueInfo, er
 	if err := s.check(); err != nil {
 		return nil, wrap("get queue", err)
 	}
-	q, ok := s.cat.info(name)
+	q, ok := s.counts.info(name)
 	if !ok {
 		return nil, fmt.Errorf("get queue %s: %w", name, job.ErrNotFound)
 	}
 	return q, nil
 }
 
-// QueueDefaults returns what a queue gives its new jobs, from the catalog
-// in memory; see store.Admin.
+// QueueDefaults returns what a queue gives its new jobs, from the queues
+// in memory (counts.go); see store.Admin.
 func (s *Store) QueueDefaults(ctx context.Context, name string) (store.QueueDefaults, error) {
 	if err := s.check(); err != nil {
 		return store.QueueDefaults{}, wrap("get queue defaults", err)
 	}
-	d, ok := s.cat.defaults(name)
+	d, ok := s.counts.defaults(name)
 	if !ok {
 		return store.QueueDefaults{}, fmt.Errorf("get queue defaults of %s: %w", name, job.ErrNotFound)
 	}

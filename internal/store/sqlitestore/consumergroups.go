@@ -123,7 +123,7 @@ func (s *Store) ConsumerGroupListAll(ctx context.Context, p *store.ConsumerGroup
 
 // consumerGroups reads the groups that query selects, and each group's
 // oldest pending job (its spec, for its creation time, and not its
-// payload), from the read pool, and the counts from the catalog, so that
+// payload), from the read pool, and the counts in memory, so that
 // it never waits for the writer.
 func (s *Store) consumerGroups(ctx context.Context, query string, args ...any) ([]store.ConsumerGroup, error) {
 	if err := s.check(); err != nil {
@@ -143,7 +143,7 @@ func (s *Store) consumerGroups(ctx context.Context, query string, args ...any) (
 		g := &out[i]
 		lane := job.LaneName(g.Queue, g.Name)
 		g.Counts = map[job.State]int64{}
-		if info, ok := s.cat.info(lane); ok {
+		if info, ok := s.counts.info(lane); ok {
 			g.Counts = info.Counts
 		}
 		var spec []byte

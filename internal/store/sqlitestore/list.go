@@ -145,14 +145,14 @@ func (s *Store) listStored(ctx context.Context, p *store.JobListParams, after in
 // (An index on (state, seq) would serve this one listing and cost every
 // state change two more index updates.)
 func (s *Store) listAcrossQueues(ctx context.Context, prefixes []string, state job.State, after int64, n int) ([]*job.Job, []int64, error) {
-	queues := s.cat.names(func(name string, c *counts) bool {
+	queues := s.counts.names(func(name string, c *stateCounts) bool {
 		if !store.HasPrefix(name, prefixes) {
 			return false
 		}
 		if state != "" {
 			return c[stateIndex(state)] > 0
 		}
-		return *c != counts{}
+		return *c != stateCounts{}
 	})
 	var jobs []*job.Job
 	var seqs []int64

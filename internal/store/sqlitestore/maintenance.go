@@ -151,7 +151,7 @@ func (w *writer) prune(p *store.JobPruneParams) (int, error) {
 		if !pass.ByAge() {
 			// A pass by count has no age bound: it deletes the oldest jobs of its states.
 			before = time.Unix(0, 1<<62)
-			have = w.cat.totals(pass.States...) + w.batch.total(pass.States...) + w.fx.total(pass.States...)
+			have = w.counts.totals(pass.States...) + w.batch.total(pass.States...) + w.fx.total(pass.States...)
 		}
 		n := pass.Quota(have, budget)
 		if n == 0 {

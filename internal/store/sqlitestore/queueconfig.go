@@ -11,7 +11,7 @@ import (
 
 // A queue's configuration: its pause, durability, flow control and
 // settings, each written to its row (queuerow.go) and to the writer's
-// view, and handed to the catalog with the commit. The lanes of a
+// view, and handed to the counts with the commit. The lanes of a
 // queue's consumer groups take its limits and pause and follow every
 // change of them.
 

@@ -36,7 +36,7 @@ type Store struct {
 	rdb    *sql.DB // the read pool
 	w      *writer
 	c      *committer // runs the calls that write on w
-	cat    *catalog
+	counts *counts
 	leases *leaseTable
 
 	closeOnce sync.Once
@@ -46,7 +46,7 @@ type Store struct {
 var _ store.Store = (*Store)(nil)
 
 // Open opens (creating if needed) the database in cfg.Dir, applies schema
-// migrations, loads the queue catalog and counts, and starts the writer.
+// migrations, loads the queues and their counts, and starts the writer.
 func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err := cfg.normalize(); err != nil {
 		return nil, err
@@ -104,7 +104,7 @@ func (s *Store) open(ctx context.Context, path string) error {
 	}
 	s.rdb.SetMaxOpenConns(readConns)
 	s.rdb.SetMaxIdleConns(readConns)
-	s.cat, err = loadCatalog(ctx, conn)
+	s.counts, err = loadCounts(ctx, conn)
 	if err != nil {
 		_ = conn.Close()
 		return fmt.Errorf("load queues: %w", mapErr(err))
@@ -126,7 +126,7 @@ func (s *Store) open(ctx context.Context, path string) error {
 		}
 		tokens.start(epoch)
 	}
-	s.w, err = newWriter(ctx, conn, s.cfg, s.cat, s.leases, tokens)
+	s.w, err = newWriter(ctx, conn, s.cfg, s.counts, s.leases, tokens)
 	if err != nil {
 		_ = conn.Close()
 		return fmt.Errorf("start writer: %w", mapErr(err))

@@ -18,7 +18,7 @@ import (
 // later refusal (an id of another queue among the inserts) rolls the
 // whole transaction back: the writer then takes back the leases it ended
 // from the batch's undo log and rebuilds its windows from the database,
-// and the catalog never hears of the operation's counts.
+// and the counts never see the operation's changes.
 func (s *Store) JobTransact(ctx context.Context, p *store.JobTransactParams) (*store.TransactResult, error) {
 	res := &store.TransactResult{
 		Completed: make([]store.Outcome, len(p.Complete)),

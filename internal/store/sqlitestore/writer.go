@@ -15,17 +15,17 @@ import (
 // committer's turn touches it. It is made of parts with one job each: the
 // queues with their ready windows and flow state (queues.go, window.go,
 // flowstate.go, ordered.go), the leases with the batch's undo log
-// (lease.go), the consumer groups (lanes.go) and the catalog's pending
-// changes (catalog.go). The operations are its methods, in the files of
+// (lease.go), the consumer groups (lanes.go) and the pending changes
+// to the counts (counts.go). The operations are its methods, in the files of
 // the store's calls.
 type writer struct {
 	conn   *sql.Conn
 	st     statements
 	cfg    Config
 	logger *slog.Logger
-	// cat is the committed view of the queues that readers see; each
+	// counts is the committed view of the queues that readers see; each
 	// committed batch applies its changes to it.
-	cat *catalog
+	counts *counts
 
 	// queues are the known queues; cache bounds the memory their windows
 	// spend on cached jobs.
@@ -35,7 +35,7 @@ type writer struct {
 	leases *leaseTable
 	// lanes are the consumer groups of each queue.
 	lanes laneSet
-	// fx collects the catalog changes of the running operation, batch those
+	// fx collects the count and queue changes of the running operation, batch those
 	// of the batch's successful operations.
 	fx, batch *delta
 	// touched is set when the running operation changed queues or windows,
@@ -66,12 +66,12 @@ var (
 	stSweepStale   = prepared(sqlSweepStale)
 )
 
-func newWriter(ctx context.Context, conn *sql.Conn, cfg Config, cat *catalog, leases *leaseTable, tokens *tokenSource) (*writer, error) {
+func newWriter(ctx context.Context, conn *sql.Conn, cfg Config, qc *counts, leases *leaseTable, tokens *tokenSource) (*writer, error) {
 	w := &writer{
 		conn:   conn,
 		cfg:    cfg,
 		logger: cfg.Logger,
-		cat:    cat,
+		counts: qc,
 		fx:     newDelta(),
 		batch:  newDelta(),
 		leases: leases,
@@ -137,7 +137,7 @@ func (w *writer) apply(fn func(*writer) error) (clean bool, err error) {
 }
 
 // commit commits the batch's transaction, with the sweep of stale rows
-// when enough wait, and hands the batch's changes to the catalog.
+// when enough wait, and hands the batch's changes to the counts.
 func (w *writer) commit() error {
 	if err := w.sweepStale(staleSweep); err != nil {
 		return err
@@ -147,7 +147,7 @@ func (w *writer) commit() error {
 	}
 	w.leases.keep()
 	if !w.batch.empty() {
-		w.cat.apply(w.batch)
+		w.counts.apply(w.batch)
 	}
 	return nil
 }
@@ -260,7 +260,7 @@ func (w *writer) unhold(queue, g string, seq int64) {
 func (w *writer) availableIn(queue string) int64 {
 	i := stateIndex(job.StateAvailable)
 	n := int64(0)
-	if info, ok := w.cat.info(queue); ok {
+	if info, ok := w.counts.info(queue); ok {
 		n = info.Counts[job.StateAvailable]
 	}
 	for _, d := range []*delta{w.batch, w.fx} {

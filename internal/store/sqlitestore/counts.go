@@ -24,30 +24,33 @@ func stateIndex(s job.State) int {
 	panic(fmt.Sprintf("sqlitestore: unknown job state %q", s))
 }
 
-// counts holds the number of jobs of one queue in every state.
-type counts [numStates]int64
+// stateCounts holds the number of jobs of one queue in every state.
+type stateCounts [numStates]int64
 
-// queueRecord is what the catalog knows of one queue.
+// queueRecord is what the counts know of one queue.
 type queueRecord struct {
 	paused     bool
 	durability job.Durability
 	limits     job.Limits
 	settings   job.QueueSettings
-	counts     counts
+	counts     stateCounts
 }
 
-// catalog is the committed view of every known queue: paused flags and
-// counts by state. The writer updates it after each successful commit;
-// QueueList and QueueGet read it without touching the database.
-type catalog struct {
+// counts is the committed, in-memory view of every known queue: its row
+// of the queues table (pause, durability, limits, settings) and the
+// number of its jobs in each state, which no table holds: they are
+// counted at open and kept since. The writer updates it after each
+// successful commit; QueueList and QueueGet read it without touching the
+// database.
+type counts struct {
 	mu     sync.RWMutex
 	queues map[string]*queueRecord
 }
 
-// loadCatalog reads the queues table and counts jobs by queue and state
+// loadCounts reads the queues table and counts jobs by queue and state
 // (one scan of the jobs_queue_state index).
-func loadCatalog(ctx context.Context, conn *sql.Conn) (*catalog, error) {
-	c := &catalog{queues: make(map[string]*queueRecord)}
+func loadCounts(ctx context.Context, conn *sql.Conn) (*counts, error) {
+	c := &counts{queues: make(map[string]*queueRecord)}
 	qs, err := readQueues(ctx, conn)
 	if err != nil {
 		return nil, err
@@ -76,7 +79,7 @@ func loadCatalog(ctx context.Context, conn *sql.Conn) (*catalog, error) {
 }
 
 // apply records a committed change.
-func (c *catalog) apply(d *delta) {
+func (c *counts) apply(d *delta) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, set := range d.sets {
@@ -92,7 +95,7 @@ func (c *catalog) apply(d *delta) {
 
 // record returns the record of queue name, making it first if needed.
 // c.mu is held.
-func (c *catalog) record(name string) *queueRecord {
+func (c *counts) record(name string) *queueRecord {
 	q := c.queues[name]
 	if q == nil {
 		q = &queueRecord{}
@@ -102,7 +105,7 @@ func (c *catalog) record(name string) *queueRecord {
 }
 
 // info returns one queue as the store contract shows it.
-func (c *catalog) info(name string) (*store.QueueInfo, bool) {
+func (c *counts) info(name string) (*store.QueueInfo, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	q := c.queues[name]
@@ -113,7 +116,7 @@ func (c *catalog) info(name string) (*store.QueueInfo, bool) {
 }
 
 // defaults returns what queue name gives its new jobs.
-func (c *catalog) defaults(name string) (store.QueueDefaults, bool) {
+func (c *counts) defaults(name string) (store.QueueDefaults, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	q := c.queues[name]
@@ -124,7 +127,7 @@ func (c *catalog) defaults(name string) (store.QueueDefaults, bool) {
 }
 
 // list returns every known queue by name.
-func (c *catalog) list() []store.QueueInfo {
+func (c *counts) list() []store.QueueInfo {
 	c.mu.RLock()
 	out := make([]store.QueueInfo, 0, len(c.queues))
 	for name, q := range c.queues {
@@ -137,7 +140,7 @@ func (c *catalog) list() []store.QueueInfo {
 
 // names returns the names of the known queues that keep takes (given
 // each queue's counts), in byte order.
-func (c *catalog) names(keep func(name string, c *counts) bool) []string {
+func (c *counts) names(keep func(name string, c *stateCounts) bool) []string {
 	c.mu.RLock()
 	var out []string
 	for name, q := range c.queues {
@@ -151,7 +154,7 @@ func (c *catalog) names(keep func(name string, c *counts) bool) []string {
 }
 
 // totals sums the counts of states over every queue.
-func (c *catalog) totals(states ...job.State) int64 {
+func (c *counts) totals(states ...job.State) int64 {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	var n int64
@@ -175,11 +178,11 @@ func (q *queueRecord) info(name string) *store.QueueInfo {
 	return &store.QueueInfo{Name: name, Paused: q.paused, Durability: d, Limits: q.limits, Settings: q.settings, Counts: cs}
 }
 
-// delta is a change to the catalog made by one operation or one batch and
+// delta is a change to the counts made by one operation or one batch and
 // not yet committed: moves between the counts, and the changes to the
 // queues' records, in order.
 type delta struct {
-	counts map[string]*counts
+	counts map[string]*stateCounts
 	sets   []recordSet
 }
 
@@ -189,14 +192,14 @@ type recordSet struct {
 	apply func(*queueRecord)
 }
 
-func newDelta() *delta { return &delta{counts: make(map[string]*counts)} }
+func newDelta() *delta { return &delta{counts: make(map[string]*stateCounts)} }
 
 // move records n jobs of queue leaving state from (empty: none) for state
 // to (empty: none).
 func (d *delta) move(queue string, from, to job.State, n int64) {
 	cs := d.counts[queue]
 	if cs == nil {
-		cs = new(counts)
+		cs = new(stateCounts)
 		d.counts[queue] = cs
 	}
 	if from != "" {
@@ -233,7 +236,7 @@ func (d *delta) merge(o *delta) {
 	for name, cs := range o.counts {
 		mine := d.counts[name]
 		if mine == nil {
-			mine = new(counts)
+			mine = new(stateCounts)
 			d.counts[name] = mine
 		}
 		for i, n := range cs {
