@@ -61,9 +61,6 @@ WHERE j.seq = u.seq AND j.attempt = u.attempt`
 FROM unnest($1::text[], $2::timestamptz[]) AS u(id, wait_until) WHERE j.id = u.id`
 )
 
-// waitChunk is how many jobs one read of a queue's deadlines takes.
-const waitChunk = 1000
-
 // waitDeadline is the stored form of job.WaitDeadline: NULL for none.
 func waitDeadline(attempt int, runAt time.Time, maxWait time.Duration) pgtype.Timestamptz {
 	return tstz(job.WaitDeadline(attempt, runAt, maxWait))
@@ -104,41 +101,40 @@ func lockWaits(batch *pgx.Batch, queues []string, waits *map[string]time.Duratio
 }
 
 // setQueueWaits gives the pending jobs of queue the deadlines of the
-// maximum wait maxWait, in tx, which holds the queue's flow lock
-// exclusively, reading them in chunks of waitChunk.
+// maximum wait maxWait (job.RewriteWaits), in tx, which holds the queue's
+// flow lock exclusively.
 func setQueueWaits(ctx context.Context, tx pgx.Tx, queue string, maxWait time.Duration) error {
-	var after int64
-	for {
-		rows, err := tx.Query(ctx, sqlQueueWaiting, queue, after, waitChunk)
+	read := func(after int64, n int) ([]job.WaitRow, error) {
+		rows, err := tx.Query(ctx, sqlQueueWaiting, queue, after, n)
 		if err != nil {
-			return fmt.Errorf("read the jobs of %s: %w", queue, err)
+			return nil, fmt.Errorf("read the jobs of %s: %w", queue, err)
 		}
+		var out []job.WaitRow
 		var (
-			seqs, attempts, read = []int64{}, []int32{}, 0
-			deadlines            []pgtype.Timestamptz
-			attempt              int32
-			runAt                time.Time
-			stored               pgtype.Timestamptz
+			r       job.WaitRow
+			attempt int32
+			stored  *time.Time
 		)
-		if _, err := pgx.ForEachRow(rows, []any{&after, &attempt, &runAt, &stored}, func() error {
-			read++
-			d := waitDeadline(int(attempt), runAt.UTC(), maxWait)
-			if d.Valid != stored.Valid || !d.Time.Equal(stored.Time) {
-				seqs, attempts, deadlines = append(seqs, after), append(attempts, attempt), append(deadlines, d)
-			}
+		if _, err := pgx.ForEachRow(rows, []any{&r.Seq, &attempt, &r.RunAt, &stored}, func() error {
+			r.Attempt, r.RunAt, r.Deadline = int(attempt), r.RunAt.UTC(), utc(stored)
+			out = append(out, r)
 			return nil
 		}); err != nil {
-			return fmt.Errorf("read the jobs of %s: %w", queue, err)
+			return nil, fmt.Errorf("read the jobs of %s: %w", queue, err)
 		}
-		if len(seqs) > 0 {
-			if _, err := tx.Exec(ctx, sqlSetWaits, seqs, attempts, deadlines); err != nil {
-				return fmt.Errorf("write the wait deadlines of %s: %w", queue, err)
-			}
-		}
-		if read < waitChunk {
-			return nil
-		}
+		return out, nil
 	}
+	write := func(changed []job.WaitRow) error {
+		seqs, attempts, deadlines := make([]int64, len(changed)), make([]int32, len(changed)), make([]pgtype.Timestamptz, len(changed))
+		for i, r := range changed {
+			seqs[i], attempts[i], deadlines[i] = r.Seq, int32(r.Attempt), tstz(r.Deadline)
+		}
+		if _, err := tx.Exec(ctx, sqlSetWaits, seqs, attempts, deadlines); err != nil {
+			return fmt.Errorf("write the wait deadlines of %s: %w", queue, err)
+		}
+		return nil
+	}
+	return job.RewriteWaits(maxWait, read, write)
 }
 
 // backfillWaits gives the jobs waiting when wait_until came the

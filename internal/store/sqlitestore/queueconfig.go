@@ -2,6 +2,7 @@ package sqlitestore
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 
@@ -24,11 +25,15 @@ ON CONFLICT (name) DO UPDATE SET durability = excluded.durability`
 	sqlMarkGrouped  = `UPDATE queues SET grouped = 1 WHERE name = ?`
 	sqlGroupPending = `UPDATE jobs SET grp = '', gready = CASE WHEN state = 'available' THEN 1 END
 WHERE queue = ? AND grp IS NULL AND state IN ('scheduled', 'available', 'retrying', 'active')`
-	// sqlSetQueueWaits sets the wait deadline of the pending jobs of queue
-	// ?1 for the maximum wait ?2; none when it is 0 (see expire.go).
-	sqlSetQueueWaits = `UPDATE jobs SET wait_until = CASE WHEN ?2 > 0 THEN run_at + ?2 END
-WHERE queue = ?1 AND state IN ('scheduled', 'available', 'retrying')`
+	// sqlQueueWaiting reads up to ?4 jobs of queue ?1 in state ?2 after
+	// seq ?3, in seq order, with what job.WaitDeadline needs and their
+	// deadlines.
+	sqlQueueWaiting = `SELECT seq, attempt, run_at, wait_until FROM jobs INDEXED BY jobs_queue_state
+WHERE queue = ?1 AND state = ?2 AND seq > ?3 ORDER BY seq LIMIT ?4`
 )
+
+// stSetWait sets the wait deadline of one row (see expire.go).
+var stSetWait = prepared(sqlFixWait)
 
 // QueueSetPaused pauses or resumes a queue, creating it if unknown; see
 // store.Admin.
@@ -168,13 +173,46 @@ func (w *writer) setSettings(name string, st job.QueueSettings) error {
 		return err
 	}
 	if st.MaxWait != q.settings.MaxWait {
-		if _, err := w.conn.ExecContext(context.Background(), sqlSetQueueWaits, name, int64(st.MaxWait)); err != nil {
+		if err := w.setQueueWaits(name, st.MaxWait); err != nil {
 			return fmt.Errorf("set wait deadlines of queue %s: %w", name, err)
 		}
 	}
 	q.settings = st
 	w.fx.setSettings(name, st)
 	w.touched = true
+	return nil
+}
+
+// setQueueWaits gives the pending jobs of queue name the deadlines of the
+// maximum wait maxWait (job.RewriteWaits), state by state, each read by
+// the (queue, state, seq) index.
+func (w *writer) setQueueWaits(name string, maxWait time.Duration) error {
+	write := func(changed []job.WaitRow) error {
+		for _, r := range changed {
+			if _, err := w.st.get(stSetWait).Exec(timeOrNull(r.Deadline), r.Seq); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, state := range job.States {
+		if !state.Pending() {
+			continue
+		}
+		read := func(after int64, n int) ([]job.WaitRow, error) {
+			rows, err := w.conn.QueryContext(context.Background(), sqlQueueWaiting, name, string(state), after, n)
+			return scanAll(rows, err, func(r *sql.Rows, v *job.WaitRow) error {
+				var runAt int64
+				var deadline sql.NullInt64
+				err := r.Scan(&v.Seq, &v.Attempt, &runAt, &deadline)
+				v.RunAt, v.Deadline = fromNanos(runAt), nullTime(deadline)
+				return err
+			})
+		}
+		if err := job.RewriteWaits(maxWait, read, write); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -207,9 +245,5 @@ func (w *writer) createQueues(cfgs []store.QueueConfig) error {
 // waitDeadline is the stored form of job.WaitDeadline: Unix nanoseconds,
 // NULL for none.
 func waitDeadline(attempt int, runAt time.Time, maxWait time.Duration) any {
-	d := job.WaitDeadline(attempt, runAt, maxWait)
-	if d.IsZero() {
-		return nil
-	}
-	return d.UnixNano()
+	return timeOrNull(job.WaitDeadline(attempt, runAt, maxWait))
 }

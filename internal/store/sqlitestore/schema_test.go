@@ -32,7 +32,7 @@ func TestQueryPlansUseIndexes(t *testing.T) {
 		{sqlJobsBySeq, []any{"[1,2]"}, "INTEGER PRIMARY KEY"},
 		{sqlJobsBySeqOrdered, []any{"[1,2]"}, "INTEGER PRIMARY KEY"},
 		{sqlRetryMany, []any{0, nil, "q", "dead"}, "jobs_queue_state"},
-		{sqlSetQueueWaits, []any{"q", 1000}, "jobs_queue_state"},
+		{sqlQueueWaiting, []any{"q", "available", 0, 10}, "jobs_queue_state"},
 		{sqlWaitingPast, []any{int64(0), int64(0), 0, 10}, "jobs_wait"},
 		{sqlNextWait, []any{int64(0)}, "jobs_wait"},
 		{sqlDieOfWait, []any{0, "dead", "[]", 1}, "INTEGER PRIMARY KEY"},
