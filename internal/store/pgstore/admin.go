@@ -24,9 +24,9 @@ const (
 	// sqlLockHot locks a pending job and reads its queue's maximum wait.
 	sqlLockHot = `SELECT j.seq, j.queue, j.state, j.attempt, COALESCE(q.max_wait_ns, 0)
 FROM spool_jobs j LEFT JOIN spool_queues q ON q.name = j.queue WHERE j.id = $1 FOR UPDATE OF j`
-	// sqlDoneState locks a finished job and reads its queue's maximum
+	// sqlLockDone locks a finished job and reads its queue's maximum
 	// wait.
-	sqlDoneState = `SELECT d.seq, d.state, COALESCE(q.max_wait_ns, 0)
+	sqlLockDone = `SELECT d.seq, d.queue, d.state, d.attempt, COALESCE(q.max_wait_ns, 0)
 FROM spool_jobs_done d LEFT JOIN spool_queues q ON q.name = d.queue WHERE d.id = $1 FOR UPDATE OF d`
 	sqlCancelActive = `UPDATE spool_jobs SET cancel_requested = true WHERE seq = $1`
 	// sqlRetryHot makes waiting jobs available now ($2) with no attempts
@@ -58,7 +58,7 @@ SELECT count(*) FROM back`
 	sqlRetryManyHot   = `SELECT seq FROM spool_jobs WHERE queue = $1 AND state = $2 FOR UPDATE`
 	sqlRetryManyDone  = `SELECT seq FROM spool_jobs_done WHERE queue = $1 AND state = $2 FOR UPDATE`
 	sqlDeleteHot      = `DELETE FROM spool_jobs WHERE seq = $1`
-	sqlDeleteDone     = `DELETE FROM spool_jobs_done WHERE id = $1`
+	sqlDeleteDone     = `DELETE FROM spool_jobs_done WHERE seq = $1`
 	sqlDeleteManyHot  = `DELETE FROM spool_jobs WHERE queue = $1 AND state = $2`
 	sqlDeleteManyDone = `DELETE FROM spool_jobs_done WHERE queue = $1 AND state = $2`
 	sqlSetDurability  = `INSERT INTO spool_queues (name, durability) VALUES ($1, $2)
@@ -95,39 +95,46 @@ func getTx(ctx context.Context, tx pgx.Tx, id string) (*job.Job, error) {
 	return j, nil
 }
 
-// hotRow is a locked row of spool_jobs, with its queue's maximum wait.
-type hotRow struct {
+// lockedJob is a job locked in spool_jobs or, when done, in
+// spool_jobs_done, with its queue's maximum wait.
+type lockedJob struct {
 	seq     int64
 	queue   string
 	state   job.State
 	attempt int
 	maxWait time.Duration
+	done    bool
 }
 
-// freesGroup reports whether removing r from spool_jobs frees its group
-// in an ordered queue: it holds the group and is not active (an active
-// job ends through an ack or fail, which announce the freed place).
-func (r hotRow) freesGroup() bool {
+// freesGroup reports whether removing r frees its group in an ordered
+// queue: it holds the group and is not active (an active job ends
+// through an ack or fail, which announce the freed place).
+func (r lockedJob) freesGroup() bool {
 	return r.state != job.StateActive && job.HoldsGroup(r.state, r.attempt)
 }
 
-// lockHot locks job id in spool_jobs. found is false when it is not there
-// (it is finished, or unknown).
-func lockHot(ctx context.Context, tx pgx.Tx, id string) (r hotRow, found bool, err error) {
+// lockJob locks job id in spool_jobs, or else in spool_jobs_done, or
+// returns job.ErrNotFound.
+func lockJob(ctx context.Context, tx pgx.Tx, id string) (r lockedJob, err error) {
 	var state string
 	var attempt int32
 	var maxWait int64
-	err = tx.QueryRow(ctx, sqlLockHot, id).Scan(&r.seq, &r.queue, &state, &attempt, &maxWait)
+	dest := []any{&r.seq, &r.queue, &state, &attempt, &maxWait}
+	err = tx.QueryRow(ctx, sqlLockHot, id).Scan(dest...)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return r, false, nil
+		r.done = true
+		err = tx.QueryRow(ctx, sqlLockDone, id).Scan(dest...)
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r, job.ErrNotFound
 	}
 	r.state, r.attempt, r.maxWait = job.State(state), int(attempt), time.Duration(maxWait)
-	return r, err == nil, err
+	return r, err
 }
 
 // notifyFreed announces r's queue, in tx, when removing r frees its group
-// (see hotRow.freesGroup) in an ordered queue.
-func (a *admin) notifyFreed(ctx context.Context, tx pgx.Tx, r hotRow) error {
+// (see lockedJob.freesGroup) in an ordered queue.
+func (a *admin) notifyFreed(ctx context.Context, tx pgx.Tx, r lockedJob) error {
 	if !r.freesGroup() {
 		return nil
 	}
@@ -137,41 +144,24 @@ func (a *admin) notifyFreed(ctx context.Context, tx pgx.Tx, r hotRow) error {
 	return nil
 }
 
-// doneState locks a finished job and returns its seq, its state and its
-// queue's maximum wait, or job.ErrNotFound.
-func doneState(ctx context.Context, tx pgx.Tx, id string) (int64, job.State, time.Duration, error) {
-	var seq, maxWait int64
-	var state string
-	err := tx.QueryRow(ctx, sqlDoneState, id).Scan(&seq, &state, &maxWait)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, "", 0, job.ErrNotFound
-	}
-	return seq, job.State(state), time.Duration(maxWait), err
-}
-
-// JobCancel cancels a job; see store.Admin. Cancelling a waiting job
-// that held its group in an ordered queue wakes the fetches parked on the
-// queue on other nodes.
+// JobCancel cancels a job as job.CancelOf decides; see store.Admin.
+// Cancelling a waiting job that held its group in an ordered queue wakes
+// the fetches parked on the queue on other nodes.
 func (a *admin) JobCancel(ctx context.Context, id string, now time.Time) (*job.Job, error) {
 	var out *job.Job
 	err := a.tx(ctx, func(tx pgx.Tx) error {
-		r, found, err := lockHot(ctx, tx, id)
+		r, err := lockJob(ctx, tx, id)
 		if err != nil {
 			return err
 		}
-		if !found {
-			_, st, _, err := doneState(ctx, tx, id)
-			if err != nil {
-				return err
-			}
-			if st != job.StateCancelled {
-				return fmt.Errorf("job is %s: %w", st, job.ErrInvalidState)
-			}
-		} else if r.state == job.StateActive {
+		switch cancel, err := job.CancelOf(r.state); {
+		case err != nil:
+			return err
+		case cancel == job.CancelRequest:
 			if _, err := tx.Exec(ctx, sqlCancelActive, r.seq); err != nil {
 				return err
 			}
-		} else {
+		case cancel == job.CancelNow:
 			// A cancel asks no rule: the job moves as it is, cancelled.
 			if _, err := tx.Exec(ctx, sqlFinish, []int64{r.seq}, []string{string(job.StateCancelled)}, []int32{int32(r.attempt)},
 				[]string{""}, micro(now)); err != nil {
@@ -190,10 +180,10 @@ func (a *admin) JobCancel(ctx context.Context, id string, now time.Time) (*job.J
 	return out, nil
 }
 
-// JobRetry makes a job that job.State.Retryable lets through available
-// now, from spool_jobs or spool_jobs_done, wherever its state keeps it;
-// see store.Admin. The job waits unstarted again, so it gets its wait
-// deadline under its queue's flow lock (see waits.go).
+// JobRetry makes a job that job.CheckRetry lets through available now,
+// from spool_jobs or spool_jobs_done, wherever its state keeps it; see
+// store.Admin. The job waits unstarted again, so it gets its wait
+// deadline under its queue's flow lock (see deadline.go).
 func (a *admin) JobRetry(ctx context.Context, id string, now time.Time) (*job.Job, error) {
 	var out *job.Job
 	now = micro(now)
@@ -201,28 +191,19 @@ func (a *admin) JobRetry(ctx context.Context, id string, now time.Time) (*job.Jo
 		if _, err := tx.Exec(ctx, sqlLockFlowOfJobs, []string{id}, lockClass); err != nil {
 			return fmt.Errorf("lock queue: %w", err)
 		}
-		r, found, err := lockHot(ctx, tx, id)
+		r, err := lockJob(ctx, tx, id)
 		if err != nil {
 			return err
 		}
-		if found {
-			if !r.state.Retryable() {
-				return fmt.Errorf("job is %s: %w", r.state, job.ErrInvalidState)
-			}
-			if _, err := tx.Exec(ctx, sqlRetryHot, []int64{r.seq}, now, waitDeadline(0, now, r.maxWait)); err != nil {
-				return err
-			}
-		} else {
-			seq, st, maxWait, err := doneState(ctx, tx, id)
-			if err != nil {
-				return err
-			}
-			if !st.Retryable() {
-				return fmt.Errorf("job is %s: %w", st, job.ErrInvalidState)
-			}
-			if _, err := tx.Exec(ctx, sqlRetryDone, []int64{seq}, now, waitDeadline(0, now, maxWait)); err != nil {
-				return err
-			}
+		if err := job.CheckRetry(r.state); err != nil {
+			return err
+		}
+		move := sqlRetryHot
+		if r.done {
+			move = sqlRetryDone
+		}
+		if _, err := tx.Exec(ctx, move, []int64{r.seq}, now, waitDeadline(0, now, r.maxWait)); err != nil {
+			return err
 		}
 		if out, err = getTx(ctx, tx, id); err != nil {
 			return err
@@ -236,32 +217,26 @@ func (a *admin) JobRetry(ctx context.Context, id string, now time.Time) (*job.Jo
 	return out, nil
 }
 
-// JobDelete removes a job that is not active; see store.Admin. Deleting
-// a job that held its group in an ordered queue wakes the fetches parked
-// on the queue on other nodes.
+// JobDelete removes a job that job.CheckDelete lets through; see
+// store.Admin. Deleting a job that held its group in an ordered queue
+// wakes the fetches parked on the queue on other nodes.
 func (a *admin) JobDelete(ctx context.Context, id string) error {
 	err := a.tx(ctx, func(tx pgx.Tx) error {
-		r, found, err := lockHot(ctx, tx, id)
+		r, err := lockJob(ctx, tx, id)
 		if err != nil {
 			return err
 		}
-		if found {
-			if r.state == job.StateActive {
-				return fmt.Errorf("job is active, cancel it first: %w", job.ErrInvalidState)
-			}
-			if _, err := tx.Exec(ctx, sqlDeleteHot, r.seq); err != nil {
-				return err
-			}
-			return a.notifyFreed(ctx, tx, r)
-		}
-		tag, err := tx.Exec(ctx, sqlDeleteDone, id)
-		if err != nil {
+		if err := job.CheckDelete(r.state); err != nil {
 			return err
 		}
-		if tag.RowsAffected() == 0 {
-			return job.ErrNotFound
+		del := sqlDeleteHot
+		if r.done {
+			del = sqlDeleteDone
 		}
-		return nil
+		if _, err := tx.Exec(ctx, del, r.seq); err != nil {
+			return err
+		}
+		return a.notifyFreed(ctx, tx, r)
 	})
 	if err != nil {
 		return wrap(fmt.Sprintf("delete job %s", id), err)
@@ -269,14 +244,14 @@ func (a *admin) JobDelete(ctx context.Context, id string) error {
 	return nil
 }
 
-// JobRetryMany retries every job of one queue in one state; see
-// store.Admin.
+// JobRetryMany retries every job of one queue in one state that
+// job.CheckBulk lets through; see store.Admin.
 func (a *admin) JobRetryMany(ctx context.Context, p *store.JobBulkParams) (int, error) {
 	if err := a.check(); err != nil {
 		return 0, wrap("retry jobs", err)
 	}
-	if !p.State.Retryable() {
-		return 0, fmt.Errorf("retry jobs in state %q: %w", p.State, job.ErrInvalidState)
+	if err := job.CheckBulk(true, p.State); err != nil {
+		return 0, err
 	}
 	query, move := sqlRetryManyHot, sqlRetryHot
 	if p.State.Final() {
@@ -292,14 +267,12 @@ func (a *admin) JobRetryMany(ctx context.Context, p *store.JobBulkParams) (int, 
 			return err
 		}
 		seqs, err := collect[int64](ctx, tx, query, p.Queue, string(p.State))
-		if err != nil || len(seqs) == 0 {
-			n = 0
+		if n = len(seqs); err != nil || n == 0 {
 			return err
 		}
 		if _, err := tx.Exec(ctx, move, seqs, now, waitDeadline(0, now, waits[p.Queue])); err != nil {
 			return err
 		}
-		n = len(seqs)
 		a.announceOnCommit(tx, []string{p.Queue})
 		return nil
 	})
@@ -309,32 +282,26 @@ func (a *admin) JobRetryMany(ctx context.Context, p *store.JobBulkParams) (int, 
 	return n, nil
 }
 
-// JobDeleteMany deletes every job of one queue in one state but active;
-// see store.Admin. Deleting waiting jobs of an ordered queue, which may
-// have held their groups, wakes the fetches parked on the queue on other
-// nodes.
+// JobDeleteMany deletes every job of one queue in one state that
+// job.CheckBulk lets through; see store.Admin. Deleting waiting jobs of
+// an ordered queue, which may have held their groups, wakes the fetches
+// parked on the queue on other nodes.
 func (a *admin) JobDeleteMany(ctx context.Context, p *store.JobBulkParams) (int, error) {
 	if err := a.check(); err != nil {
 		return 0, wrap("delete jobs", err)
 	}
-	if p.State == job.StateActive || !p.State.Valid() {
-		return 0, fmt.Errorf("delete jobs in state %q: %w", p.State, job.ErrInvalidState)
+	if err := job.CheckBulk(false, p.State); err != nil {
+		return 0, err
 	}
+	del := sqlDeleteManyHot
 	if p.State.Final() {
-		tag, err := a.pool.Exec(ctx, sqlDeleteManyDone, p.Queue, string(p.State))
-		if err != nil {
-			return 0, wrap("delete jobs", err)
-		}
-		return int(tag.RowsAffected()), nil
+		del = sqlDeleteManyDone
 	}
 	n := 0
 	err := a.tx(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, sqlDeleteManyHot, p.Queue, string(p.State))
-		if err != nil {
+		tag, err := tx.Exec(ctx, del, p.Queue, string(p.State))
+		if n = int(tag.RowsAffected()); err != nil || n == 0 || p.State.Final() {
 			return err
-		}
-		if n = int(tag.RowsAffected()); n == 0 {
-			return nil
 		}
 		if _, err := tx.Exec(ctx, sqlNotifyOrdered, a.channel, a.node, p.Queue); err != nil {
 			return fmt.Errorf("notify: %w", err)

@@ -29,7 +29,7 @@ RETURNING COALESCE((SELECT max_wait_ns FROM old), 0)`
 // QueueSetSettings replaces a queue's settings, creating the queue if
 // unknown; see store.Admin. A new maximum wait rewrites the wait
 // deadlines of the queue's pending jobs, under the queue's flow lock
-// (see waits.go).
+// (see deadline.go).
 func (a *admin) QueueSetSettings(ctx context.Context, name string, st job.QueueSettings) error {
 	err := a.tx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, sqlLockFlow, []string{name}, lockClass); err != nil {

@@ -83,8 +83,9 @@ func (s *Store) JobCancel(ctx context.Context, id string, now time.Time) (*job.J
 	return call(ctx, s, fmt.Sprintf("cancel job %s", id), func(w *writer) (*job.Job, error) { return w.cancel(id, now.UTC()) })
 }
 
-// cancel cancels job id at now: a pending job at once, an active one by
-// a request its worker sees, written with its lease.
+// cancel cancels job id at now as job.CancelOf decides: an active one,
+// whose lease is in memory, by a request its worker sees, written with
+// its lease.
 func (w *writer) cancel(id string, now time.Time) (*job.Job, error) {
 	if l := w.leases.get(id); l != nil {
 		if !l.cancel {
@@ -100,11 +101,8 @@ func (w *writer) cancel(id string, now time.Time) (*job.Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	switch j.State {
-	case job.StateCancelled:
-		return j, nil
-	case job.StateCompleted, job.StateDead:
-		return nil, fmt.Errorf("job is %s: %w", j.State, job.ErrInvalidState)
+	if cancel, err := job.CancelOf(j.State); err != nil || cancel == job.CancelNone {
+		return j, err
 	}
 	if _, err := w.conn.ExecContext(context.Background(), sqlCancelNow, now.UnixNano(), seq); err != nil {
 		return nil, err
@@ -125,8 +123,8 @@ func (w *writer) left(j *job.Job, seq int64, to job.State) {
 	w.unhold(j.Queue, j.Group, seq)
 }
 
-// JobRetry makes a job that job.State.Retryable lets through available
-// now; see store.Admin.
+// JobRetry makes a job that job.CheckRetry lets through available now;
+// see store.Admin.
 func (s *Store) JobRetry(ctx context.Context, id string, now time.Time) (*job.Job, error) {
 	return call(ctx, s, fmt.Sprintf("retry job %s", id), func(w *writer) (*job.Job, error) { return w.retry(id, now.UTC()) })
 }
@@ -137,8 +135,8 @@ func (w *writer) retry(id string, now time.Time) (*job.Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !j.State.Retryable() {
-		return nil, fmt.Errorf("job is %s: %w", j.State, job.ErrInvalidState)
+	if err := job.CheckRetry(j.State); err != nil {
+		return nil, err
 	}
 	if _, err := w.conn.ExecContext(context.Background(), sqlRetry, now.UnixNano(), w.retryWait(j.Queue, now), w.grouped(j.Queue), seq); err != nil {
 		return nil, err
@@ -162,7 +160,8 @@ func (w *writer) retryWait(queue string, now time.Time) any {
 	return waitDeadline(0, now, maxWait)
 }
 
-// JobDelete removes a job that is not active; see store.Admin.
+// JobDelete removes a job that job.CheckDelete lets through; see
+// store.Admin.
 func (s *Store) JobDelete(ctx context.Context, id string) error {
 	return wrap(fmt.Sprintf("delete job %s", id), s.do(ctx, 1, func(w *writer) error { return w.delete(id) }))
 }
@@ -173,8 +172,8 @@ func (w *writer) delete(id string) error {
 	if err != nil {
 		return err
 	}
-	if j.State == job.StateActive {
-		return fmt.Errorf("job is active, cancel it first: %w", job.ErrInvalidState)
+	if err := job.CheckDelete(j.State); err != nil {
+		return err
 	}
 	if _, err := w.conn.ExecContext(context.Background(), sqlDelete, seq); err != nil {
 		return err
@@ -186,8 +185,8 @@ func (w *writer) delete(id string) error {
 // JobRetryMany retries every job of one queue in one state; see
 // store.Admin.
 func (s *Store) JobRetryMany(ctx context.Context, p *store.JobBulkParams) (int, error) {
-	if !p.State.Retryable() {
-		return 0, fmt.Errorf("retry jobs in state %q: %w", p.State, job.ErrInvalidState)
+	if err := job.CheckBulk(true, p.State); err != nil {
+		return 0, err
 	}
 	return call(ctx, s, "retry jobs", func(w *writer) (int, error) { return w.retryAll(p.Queue, p.State, p.Now.UTC()) })
 }
@@ -211,8 +210,8 @@ func (w *writer) retryAll(queue string, state job.State, now time.Time) (int, er
 // JobDeleteMany deletes every job of one queue in one state but active;
 // see store.Admin.
 func (s *Store) JobDeleteMany(ctx context.Context, p *store.JobBulkParams) (int, error) {
-	if p.State == job.StateActive || !p.State.Valid() {
-		return 0, fmt.Errorf("delete jobs in state %q: %w", p.State, job.ErrInvalidState)
+	if err := job.CheckBulk(false, p.State); err != nil {
+		return 0, err
 	}
 	return call(ctx, s, "delete jobs", func(w *writer) (int, error) { return w.deleteAll(p.Queue, p.State) })
 }
