@@ -294,6 +294,37 @@ func (p *PrunePass) Quota(have int64, budget int) int {
 	return int(max(n, 0))
 }
 
+// Prune runs passes in order against one budget of limit deletions and
+// returns how many jobs they deleted: a pass by count first asks count
+// how many jobs its states hold; each pass with a quota (Quota) then has
+// del delete up to that many of the oldest jobs of its states, finished
+// before its Before (any time, for a pass by count). It stops at the
+// first error, returning what the passes before it deleted.
+func Prune(passes []PrunePass, limit int, count func(states []State) (int64, error),
+	del func(p *PrunePass, n int) (int, error)) (int, error) {
+	total := 0
+	for i := range passes {
+		p := &passes[i]
+		var have int64
+		if !p.ByAge() {
+			var err error
+			if have, err = count(p.States); err != nil {
+				return total, err
+			}
+		}
+		n := p.Quota(have, limit-total)
+		if n == 0 {
+			continue
+		}
+		deleted, err := del(p, n)
+		total += deleted
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
 // PrunePasses is the retention sweep of a policy, in the order a store runs
 // it against one budget of deletions: completed and cancelled jobs that
 // finished before completedBefore, dead jobs that finished before

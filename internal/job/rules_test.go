@@ -292,6 +292,62 @@ func TestPrunePassQuota(t *testing.T) {
 	}
 }
 
+func TestPrune(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC)
+	passes := PrunePasses(at, at, 10, 5)
+	held := map[State]int64{StateCompleted: 30, StateCancelled: 4, StateDead: 12}
+	aged := map[State]int64{StateCompleted: 3, StateCancelled: 1, StateDead: 2} // finished before at
+	count := func(states []State) (int64, error) {
+		var n int64
+		for _, st := range states {
+			n += held[st]
+		}
+		return n, nil
+	}
+	var calls []string
+	del := func(p *PrunePass, n int) (int, error) {
+		calls = append(calls, fmt.Sprintf("%v age %v: %d", p.States, p.ByAge(), n))
+		deleted := 0
+		for _, st := range p.States {
+			take := held[st]
+			if p.ByAge() {
+				take = aged[st]
+			}
+			take = min(take, int64(n-deleted))
+			held[st] -= take
+			aged[st] -= min(aged[st], take)
+			deleted += int(take)
+		}
+		return deleted, nil
+	}
+	total, err := Prune(passes, 40, count, del)
+	// By age: 4 completed or cancelled and 2 dead, each pass with what is
+	// left of the budget; by count: the 30 completed or cancelled left
+	// beyond 10, and the 10 dead left beyond 5.
+	want := []string{
+		"[completed cancelled] age true: 40", "[dead] age true: 36",
+		"[completed cancelled] age false: 20", "[dead] age false: 5",
+	}
+	if err != nil || total != 6+20+5 || !slices.Equal(calls, want) {
+		t.Errorf("Prune: %d, %v, calls %q; want %d and %q", total, err, calls, 6+20+5, want)
+	}
+	calls = nil
+	held = map[State]int64{StateCompleted: 30, StateDead: 12}
+	if total, err := Prune(PrunePasses(time.Time{}, time.Time{}, 10, 5), 25, count, del); total != 25 || err != nil ||
+		!slices.Equal(calls, []string{"[completed cancelled] age false: 20", "[dead] age false: 5"}) {
+		t.Errorf("a budget the passes share: %d, %v, calls %q", total, err, calls)
+	}
+	boom := errors.New("boom")
+	failing := func([]State) (int64, error) { return 0, boom }
+	if n, err := Prune(PrunePasses(time.Time{}, time.Time{}, 1, 0), 10, failing, del); n != 0 || !errors.Is(err, boom) {
+		t.Errorf("a failing count: %d, %v", n, err)
+	}
+	if n, err := Prune(passes, 0, count, del); n != 0 || err != nil {
+		t.Errorf("no budget: %d, %v", n, err)
+	}
+}
+
 func TestLimitsCheck(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {

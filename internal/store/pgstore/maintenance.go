@@ -146,21 +146,14 @@ func (m *maintainer) JobPrune(ctx context.Context, p *store.JobPruneParams) (int
 	if p.Limit <= 0 {
 		return 0, nil
 	}
-	passes := p.Passes()
 	total := 0
 	err := m.tx(ctx, func(tx pgx.Tx) error {
-		total = 0
 		if _, err := tx.Exec(ctx, sqlPruneLock, lockClass, m.lockKey("prune")); err != nil {
 			return err
 		}
-		budget := p.Limit
-		for _, pass := range passes {
-			deleted, err := prunePass(ctx, tx, &pass, budget)
-			if err != nil {
-				return err
-			}
-			total += deleted
-			budget -= deleted
+		var err error
+		if total, err = job.Prune(p.Passes(), p.Limit, countFinished(ctx, tx), pruneOldest(ctx, tx)); err != nil {
+			return err
 		}
 		if !p.Now.IsZero() {
 			if _, err := tx.Exec(ctx, sqlPruneGroupStarts, p.Now.UnixNano(), p.Limit); err != nil {
@@ -178,29 +171,30 @@ func (m *maintainer) JobPrune(ctx context.Context, p *store.JobPruneParams) (int
 	return total, nil
 }
 
-// prunePass runs one retention pass in tx, deleting at most budget jobs,
-// and returns how many it deleted.
-func prunePass(ctx context.Context, tx pgx.Tx, pass *job.PrunePass, budget int) (int, error) {
-	states := make([]string, len(pass.States))
-	for i, st := range pass.States {
-		states[i] = string(st)
-	}
-	before := pass.Before
-	var have int64
-	if !pass.ByAge() {
-		// A pass by count has no age bound: it deletes the oldest jobs of its states.
-		before = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+// countFinished counts, in tx, the jobs in states, for job.Prune.
+func countFinished(ctx context.Context, tx pgx.Tx) func(states []job.State) (int64, error) {
+	return func(states []job.State) (int64, error) {
+		var have int64
 		if err := tx.QueryRow(ctx, sqlFinishedCount, states).Scan(&have); err != nil {
 			return 0, fmt.Errorf("count %v jobs: %w", states, err)
 		}
+		return have, nil
 	}
-	n := pass.Quota(have, budget)
-	if n == 0 {
-		return 0, nil
+}
+
+// pruneOldest deletes, in tx, up to n of the oldest jobs in the states of
+// a pass finished before its Before, for job.Prune; a pass by count has
+// no age bound.
+func pruneOldest(ctx context.Context, tx pgx.Tx) func(pass *job.PrunePass, n int) (int, error) {
+	return func(pass *job.PrunePass, n int) (int, error) {
+		before := pass.Before
+		if !pass.ByAge() {
+			before = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+		}
+		tag, err := tx.Exec(ctx, sqlPruneOld, micro(before), pass.States, n)
+		if err != nil {
+			return 0, fmt.Errorf("delete %v jobs: %w", pass.States, err)
+		}
+		return int(tag.RowsAffected()), nil
 	}
-	tag, err := tx.Exec(ctx, sqlPruneOld, micro(before), states, n)
-	if err != nil {
-		return 0, fmt.Errorf("delete %v jobs: %w", states, err)
-	}
-	return int(tag.RowsAffected()), nil
 }

@@ -138,38 +138,26 @@ func (s *Store) JobPrune(ctx context.Context, p *store.JobPruneParams) (int, err
 	return call(ctx, s, "prune jobs", func(w *writer) (int, error) { return w.prune(p) })
 }
 
-// prune deletes the jobs of p's passes, up to p.Limit in all.
+// prune deletes the jobs of p's passes, up to p.Limit in all, as
+// job.Prune runs them: a pass by count counts its states in memory.
 func (w *writer) prune(p *store.JobPruneParams) (int, error) {
-	budget := p.Limit
-	if budget <= 0 {
+	if p.Limit <= 0 {
 		return 0, nil
 	}
-	total := 0
-	for _, pass := range p.Passes() {
-		before := pass.Before
-		var have int64
-		if !pass.ByAge() {
-			// A pass by count has no age bound: it deletes the oldest jobs of its states.
-			before = time.Unix(0, 1<<62)
-			have = w.counts.totals(pass.States...) + w.batch.total(pass.States...) + w.fx.total(pass.States...)
-		}
-		n := pass.Quota(have, budget)
-		if n == 0 {
-			continue
-		}
-		deleted, err := w.pruneOldest(pass.States, before, n)
-		if err != nil {
-			return total, err
-		}
-		total += deleted
-		budget -= deleted
+	count := func(states []job.State) (int64, error) {
+		return w.counts.totals(states...) + w.batch.total(states...) + w.fx.total(states...), nil
 	}
-	return total, nil
+	return job.Prune(p.Passes(), p.Limit, count, w.pruneOldest)
 }
 
-// pruneOldest deletes up to n of the oldest jobs in states (one or two)
-// finished before before.
-func (w *writer) pruneOldest(states []job.State, before time.Time, n int) (int, error) {
+// pruneOldest deletes up to n of the oldest jobs in the states of pass
+// (one or two) finished before its Before; a pass by count has no age
+// bound.
+func (w *writer) pruneOldest(pass *job.PrunePass, n int) (int, error) {
+	states, before := pass.States, pass.Before
+	if !pass.ByAge() {
+		before = time.Unix(0, 1<<62)
+	}
 	type row struct {
 		queue string
 		state job.State
