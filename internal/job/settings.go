@@ -12,24 +12,26 @@ import (
 // meaning unset, and the zero QueueSettings set nothing. Stores keep the
 // settings of a queue whole and the API replaces them whole, so a setting
 // added later is one more field here, with its own zero meaning unset,
-// beside the ones before it.
+// beside the ones before it. Its JSON form, with a name for each field
+// and durations in nanoseconds, is how the embedded store keeps it: a
+// name changed would lose what rows hold.
 type QueueSettings struct {
 	// DeadLetterQueue, when set, names the queue that gets a copy of
 	// every job of this queue that dies, unless the job is a copy itself
 	// (see DeadLetterFor and DeadLetter). It is never the queue itself.
-	DeadLetterQueue string
+	DeadLetterQueue string `json:"dead_letter_queue,omitempty"`
 	// MaxWait, when set, bounds how long a job of the queue may wait,
 	// from its run time, before it first starts: a job not started by
 	// then dies with MaxWaitMessage instead (see PastMaxWait).
-	MaxWait time.Duration
+	MaxWait time.Duration `json:"max_wait_ns,omitempty"`
 	// DefaultLease, when set, is the lease duration of the jobs enqueued
 	// into the queue without one of their own, in place of the engine's
 	// default. It is within MinLease..MaxLease, in whole milliseconds.
-	DefaultLease time.Duration
+	DefaultLease time.Duration `json:"default_lease_ns,omitempty"`
 	// DefaultMaxAttempts, when set, is the maximum attempts of the jobs
 	// enqueued into the queue without their own, in place of the engine's
 	// default. It is within 1..MaxAttempts.
-	DefaultMaxAttempts int
+	DefaultMaxAttempts int `json:"default_max_attempts,omitempty"`
 	// DefaultDelay, when set, makes the jobs enqueued into the queue
 	// without a delay or run time of their own scheduled, to become
 	// available this long after their enqueue. It is within 1 ms..MaxDelay,
@@ -39,7 +41,7 @@ type QueueSettings struct {
 	// changing them later leaves the jobs already enqueued as they are,
 	// and jobs a store makes from existing ones (dead-letter copies,
 	// consumer groups' copies) keep their job's values.
-	DefaultDelay time.Duration
+	DefaultDelay time.Duration `json:"default_delay_ns,omitempty"`
 }
 
 // Bounds of QueueSettings.MaxWait.

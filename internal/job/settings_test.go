@@ -153,3 +153,19 @@ func TestDeadLetter(t *testing.T) {
 		t.Fatal("the copy shares its tags or errors with the dead job")
 	}
 }
+
+// The JSON form of QueueSettings is what the embedded store keeps: its
+// names and units must read the rows written before.
+func TestQueueSettingsJSONForm(t *testing.T) {
+	t.Parallel()
+	s := QueueSettings{DeadLetterQueue: "dlq", MaxWait: time.Second, DefaultLease: 2 * time.Second, DefaultMaxAttempts: 3,
+		DefaultDelay: time.Millisecond}
+	const stored = `{"dead_letter_queue":"dlq","max_wait_ns":1000000000,"default_lease_ns":2000000000,"default_max_attempts":3,"default_delay_ns":1000000}`
+	if b, err := json.Marshal(s); err != nil || string(b) != stored {
+		t.Errorf("marshal: %s, %v; want %s", b, err, stored)
+	}
+	var back QueueSettings
+	if err := json.Unmarshal([]byte(`{"max_wait_ns":5000000}`), &back); err != nil || back != (QueueSettings{MaxWait: 5 * time.Millisecond}) {
+		t.Errorf("unmarshal a row with one setting: %+v, %v", back, err)
+	}
+}

@@ -210,22 +210,10 @@ func (d *delta) move(queue string, from, to job.State, n int64) {
 	}
 }
 
-// The changes to a queue's record: made known, paused or resumed, given a
-// durability, limits or settings.
+// know records that queue is known, with a record.
 func (d *delta) know(queue string) { d.set(queue, func(*queueRecord) {}) }
-func (d *delta) setPaused(queue string, paused bool) {
-	d.set(queue, func(r *queueRecord) { r.paused = paused })
-}
-func (d *delta) setDurability(queue string, dur job.Durability) {
-	d.set(queue, func(r *queueRecord) { r.durability = dur })
-}
-func (d *delta) setLimits(queue string, l job.Limits) {
-	d.set(queue, func(r *queueRecord) { r.limits = l })
-}
-func (d *delta) setSettings(queue string, st job.QueueSettings) {
-	d.set(queue, func(r *queueRecord) { r.settings = st })
-}
 
+// set records a change of queue's record.
 func (d *delta) set(queue string, apply func(*queueRecord)) {
 	d.sets = append(d.sets, recordSet{queue: queue, apply: apply})
 }

@@ -76,19 +76,34 @@ func (w *writer) withLanes(name string, set func(queue string) error) error {
 	return nil
 }
 
-// setPaused pauses or resumes queue name.
-func (w *writer) setPaused(name string, paused bool) error {
-	if _, err := w.conn.ExecContext(context.Background(), sqlSetPaused, name, paused); err != nil {
-		return err
+// setQueue writes arg to queue name's row by query, creating the queue
+// if unknown, then lets change update the writer's view of it (nil:
+// nothing to change) and hands rec, the same change of its record, to
+// the counts with the commit.
+func (w *writer) setQueue(name, query string, arg any, change func(*wqueue) error, rec func(*queueRecord)) error {
+	if _, err := w.conn.ExecContext(context.Background(), query, name, arg); err != nil {
+		return fmt.Errorf("configure queue %s: %w", name, err)
 	}
 	q, err := w.ensureQueue(name)
 	if err != nil {
 		return err
 	}
-	q.paused = paused
-	w.fx.setPaused(name, paused)
+	if change != nil {
+		if err := change(q); err != nil {
+			return err
+		}
+	}
+	w.fx.set(name, rec)
 	w.touched = true
 	return nil
+}
+
+// setPaused pauses or resumes queue name.
+func (w *writer) setPaused(name string, paused bool) error {
+	return w.setQueue(name, sqlSetPaused, paused, func(q *wqueue) error {
+		q.paused = paused
+		return nil
+	}, func(r *queueRecord) { r.paused = paused })
 }
 
 // setDurability sets the durability of the jobs later enqueued into queue
@@ -97,39 +112,22 @@ func (w *writer) setDurability(name string, d job.Durability) error {
 	if !d.Valid() {
 		return job.Invalid("durability", "must be full, process or memory")
 	}
-	if _, err := w.conn.ExecContext(context.Background(), sqlSetDurability, name, string(d)); err != nil {
-		return err
-	}
-	if _, err := w.ensureQueue(name); err != nil {
-		return err
-	}
-	w.fx.setDurability(name, d)
-	return nil
+	return w.setQueue(name, sqlSetDurability, string(d), nil, func(r *queueRecord) { r.durability = d })
 }
 
 // setLimits sets the limits of queue name.
 func (w *writer) setLimits(name string, l job.Limits) error {
-	stored, err := encodeLimits(l)
+	stored, err := encodeJSON(l, l.IsZero())
 	if err != nil {
 		return err
 	}
-	if _, err := w.conn.ExecContext(context.Background(), sqlSetLimits, name, stored); err != nil {
-		return fmt.Errorf("set limits of queue %s: %w", name, err)
-	}
-	q, err := w.ensureQueue(name)
-	if err != nil {
-		return err
-	}
-	q.limits = l
-	q.holds = nil
-	if l.Grouped() {
-		if err := w.markGrouped(name); err != nil {
-			return err
+	return w.setQueue(name, sqlSetLimits, stored, func(q *wqueue) error {
+		q.limits, q.holds = l, nil
+		if l.Grouped() {
+			return w.markGrouped(name)
 		}
-	}
-	w.fx.setLimits(name, l)
-	w.touched = true
-	return nil
+		return nil
+	}, func(r *queueRecord) { r.limits = l })
 }
 
 // grouped reports whether queue name is claimed by group.
@@ -161,26 +159,19 @@ func (w *writer) markGrouped(name string) error {
 // unknown. A new maximum wait sets the wait deadlines of the queue's
 // pending jobs.
 func (w *writer) setSettings(name string, st job.QueueSettings) error {
-	stored, err := encodeSettings(st)
+	stored, err := encodeJSON(st, st.IsZero())
 	if err != nil {
 		return err
 	}
-	if _, err := w.conn.ExecContext(context.Background(), sqlSetSettings, name, stored); err != nil {
-		return fmt.Errorf("set settings of queue %s: %w", name, err)
-	}
-	q, err := w.ensureQueue(name)
-	if err != nil {
-		return err
-	}
-	if st.MaxWait != q.settings.MaxWait {
-		if err := w.setQueueWaits(name, st.MaxWait); err != nil {
-			return fmt.Errorf("set wait deadlines of queue %s: %w", name, err)
+	return w.setQueue(name, sqlSetSettings, stored, func(q *wqueue) error {
+		if st.MaxWait != q.settings.MaxWait {
+			if err := w.setQueueWaits(name, st.MaxWait); err != nil {
+				return fmt.Errorf("set wait deadlines of queue %s: %w", name, err)
+			}
 		}
-	}
-	q.settings = st
-	w.fx.setSettings(name, st)
-	w.touched = true
-	return nil
+		q.settings = st
+		return nil
+	}, func(r *queueRecord) { r.settings = st })
 }
 
 // setQueueWaits gives the pending jobs of queue name the deadlines of the

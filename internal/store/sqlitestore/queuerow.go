@@ -5,16 +5,15 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/spoolq/spool/internal/job"
 )
 
 // A queue's row in the queues table: its pause, durability, flow control
 // (limits, JSON; grouped, set once its jobs have groups, see queues.go)
-// and settings. The settings (job.QueueSettings) are kept whole as JSON
-// with a name for each field, so that a setting added later needs no new
-// column and rows written before it read as unset.
+// and settings. The settings are kept whole as the JSON form of
+// job.QueueSettings, a name for each field, so that a setting added later
+// needs no new column and rows written before it read as unset.
 
 // queueRow is a queue as its row stores it.
 type queueRow struct {
@@ -33,10 +32,10 @@ func readQueues(ctx context.Context, conn *sql.Conn) ([]queueRow, error) {
 		var limits, settings []byte
 		err := r.Scan(&q.name, &q.paused, &q.durability, &limits, &q.grouped, &settings)
 		if err == nil {
-			q.limits, err = decodeLimits(limits)
+			err = decodeJSON(limits, &q.limits)
 		}
 		if err == nil {
-			q.settings, err = decodeSettings(settings)
+			err = decodeJSON(settings, &q.settings)
 		}
 		if err != nil {
 			return fmt.Errorf("queue %s: %w", q.name, err)
@@ -49,65 +48,27 @@ func readQueues(ctx context.Context, conn *sql.Conn) ([]queueRow, error) {
 	return qs, nil
 }
 
-// encodeLimits is the stored form of l: NULL for none.
-func encodeLimits(l job.Limits) (any, error) {
-	if l.IsZero() {
+// encodeJSON is the stored form of v, a queue's limits or settings (their
+// JSON form): NULL for none (zero).
+func encodeJSON(v any, zero bool) (any, error) {
+	if zero {
 		return nil, nil
 	}
-	b, err := json.Marshal(l)
+	b, err := json.Marshal(v)
 	if err != nil {
-		return nil, fmt.Errorf("encode limits: %w", err)
+		return nil, fmt.Errorf("encode %T: %w", v, err)
 	}
 	return b, nil
 }
 
-// decodeLimits reads the stored form of limits.
-func decodeLimits(b []byte) (job.Limits, error) {
-	var l job.Limits
+// decodeJSON reads the stored form of a queue's limits or settings into
+// v; NULL leaves it zero.
+func decodeJSON(b []byte, v any) error {
 	if len(b) == 0 {
-		return l, nil
+		return nil
 	}
-	if err := json.Unmarshal(b, &l); err != nil {
-		return l, fmt.Errorf("decode limits: %w", err)
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("decode %T: %w", v, err)
 	}
-	return l, nil
-}
-
-// storedSettings is the stored form of job.QueueSettings.
-type storedSettings struct {
-	DeadLetterQueue    string `json:"dead_letter_queue,omitempty"`
-	MaxWaitNS          int64  `json:"max_wait_ns,omitempty"`
-	DefaultLeaseNS     int64  `json:"default_lease_ns,omitempty"`
-	DefaultMaxAttempts int    `json:"default_max_attempts,omitempty"`
-	DefaultDelayNS     int64  `json:"default_delay_ns,omitempty"`
-}
-
-// encodeSettings is the stored form of s: NULL for none.
-func encodeSettings(s job.QueueSettings) (any, error) {
-	if s.IsZero() {
-		return nil, nil
-	}
-	b, err := json.Marshal(storedSettings{
-		DeadLetterQueue: s.DeadLetterQueue, MaxWaitNS: int64(s.MaxWait),
-		DefaultLeaseNS: int64(s.DefaultLease), DefaultMaxAttempts: s.DefaultMaxAttempts, DefaultDelayNS: int64(s.DefaultDelay),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("encode settings: %w", err)
-	}
-	return b, nil
-}
-
-// decodeSettings reads the stored form of settings.
-func decodeSettings(b []byte) (job.QueueSettings, error) {
-	if len(b) == 0 {
-		return job.QueueSettings{}, nil
-	}
-	var st storedSettings
-	if err := json.Unmarshal(b, &st); err != nil {
-		return job.QueueSettings{}, fmt.Errorf("decode settings: %w", err)
-	}
-	return job.QueueSettings{
-		DeadLetterQueue: st.DeadLetterQueue, MaxWait: time.Duration(st.MaxWaitNS),
-		DefaultLease: time.Duration(st.DefaultLeaseNS), DefaultMaxAttempts: st.DefaultMaxAttempts, DefaultDelay: time.Duration(st.DefaultDelayNS),
-	}, nil
+	return nil
 }
