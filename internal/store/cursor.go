@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/base64"
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -35,6 +36,20 @@ func (prefix SeqCursor) Decode(c string) (int64, error) {
 		}
 	}
 	return 0, job.Invalid("cursor", "is not a cursor this server issued")
+}
+
+// Start reads a listing's parameters as every store does: it checks the
+// filters (JobListParams.Check) and returns the seq the cursor stands for
+// and the page size; a bad filter or cursor is an error wrapping a
+// *job.InputError.
+func (prefix SeqCursor) Start(p *JobListParams) (after int64, size int, err error) {
+	if err := p.Check(); err != nil {
+		return 0, 0, fmt.Errorf("list jobs: %w", err)
+	}
+	if after, err = prefix.Decode(p.Cursor); err != nil {
+		return 0, 0, fmt.Errorf("list jobs: %w", err)
+	}
+	return after, p.PageSize(), nil
 }
 
 // Page makes the listing page of jobs, read with their seqs for one more

@@ -24,14 +24,10 @@ func (a *admin) JobList(ctx context.Context, p *store.JobListParams) (*store.Job
 	if err := a.check(); err != nil {
 		return nil, wrap("list jobs", err)
 	}
-	if err := p.Check(); err != nil {
-		return nil, fmt.Errorf("list jobs: %w", err)
-	}
-	after, err := decodeCursor(p.Cursor)
+	after, limit, err := cursors.Start(p)
 	if err != nil {
 		return nil, err
 	}
-	limit := p.PageSize()
 	if p.Queue != "" && !store.HasPrefix(p.Queue, p.QueuePrefixes) {
 		return &store.JobListPage{}, nil
 	}
@@ -144,13 +140,4 @@ func (a *admin) JobCountActiveByWorker(ctx context.Context, p *store.JobCountAct
 		return nil, wrap("count active jobs by worker", err)
 	}
 	return out, nil
-}
-
-// decodeCursor returns the seq a cursor stands for; an empty cursor is 0.
-func decodeCursor(c string) (int64, error) {
-	seq, err := cursors.Decode(c)
-	if err != nil {
-		return 0, fmt.Errorf("list jobs: %w", err)
-	}
-	return seq, nil
 }

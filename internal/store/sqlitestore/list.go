@@ -33,14 +33,10 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) (*store.Job
 	if err := s.check(); err != nil {
 		return nil, wrap("list jobs", err)
 	}
-	if err := p.Check(); err != nil {
-		return nil, fmt.Errorf("list jobs: %w", err)
-	}
-	after, err := decodeCursor(p.Cursor)
+	after, limit, err := cursors.Start(p)
 	if err != nil {
 		return nil, err
 	}
-	limit := p.PageSize()
 	var jobs []*job.Job
 	var seqs []int64
 	if p.State == job.StateActive {
@@ -239,12 +235,3 @@ var (
 	}()
 	sqlListQueue = `SELECT ` + jobColumns + ` FROM jobs WHERE seq IN (` + sqlSeqsQueue + `) ORDER BY seq LIMIT ?3`
 )
-
-// decodeCursor returns the seq a cursor stands for; an empty cursor is 0.
-func decodeCursor(c string) (int64, error) {
-	seq, err := cursors.Decode(c)
-	if err != nil {
-		return 0, fmt.Errorf("list jobs: %w", err)
-	}
-	return seq, nil
-}
