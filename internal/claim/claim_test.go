@@ -346,3 +346,26 @@ func TestPlanGoesOnToTheNextGroupsForPlacesTheFirstCouldNotFill(t *testing.T) {
 		t.Fatalf("cursor %q, want d", out.Cursor)
 	}
 }
+
+func TestPlanGivesTheNextGroupsTheirTurnBeforeASecondJobOfAny(t *testing.T) {
+	wait := time.Minute
+	past := []Head{{Seq: 1, RunAt: t0.Add(-2 * wait)}, {Seq: 2, RunAt: t0.Add(-2 * wait)}}
+	for _, c := range []struct {
+		name  string
+		first []Head
+	}{
+		{"a group whose jobs died of their wait", past},
+		{"a group with no job", nil},
+	} {
+		src := &fakeSource{groups: []fakeGroup{fg("a", c.first), fg("b", jobs(20, 3)), fg("c", jobs(30, 1)), fg("d", jobs(40, 1))}}
+		d := plan(t, Queue{Limits: job.Limits{GroupMaxActive: 5}, MaxWait: wait}, Request{Want: 3}, src)
+		if got, want := seqs(d.Take), []int64{20, 30, 40}; !slices.Equal(got, want) {
+			t.Fatalf("%s: took %v, want %v: every group with jobs gets one before any gets two", c.name, got, want)
+		}
+		src = &fakeSource{groups: []fakeGroup{fg("a", c.first), fg("b", jobs(20, 3)), fg("c", jobs(30, 1))}}
+		d = plan(t, Queue{Limits: job.Limits{GroupMaxActive: 5}, MaxWait: wait}, Request{Want: 4}, src)
+		if got, want := seqs(d.Take), []int64{20, 30, 21, 22}; !slices.Equal(got, want) {
+			t.Fatalf("%s: took %v, want %v: once every group had its turn the others go on", c.name, got, want)
+		}
+	}
+}

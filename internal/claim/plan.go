@@ -46,17 +46,26 @@ func Plan(q Queue, req Request, src Source) (*Decision, error) {
 		room = min(room, r)
 	}
 	d.room = room
-	for room > 0 && !d.stopped {
-		// The groups admitted so far gave what they had: an admitted
-		// group can turn out to have no job that may start.
-		groups, err := d.find(src, room)
-		if err != nil {
-			return nil, err
+	var live []*group
+	for room > 0 {
+		// While the turn order holds groups not looked at yet, every
+		// group gets its first job before any gets a second: admit the
+		// next groups for the places the fresh ones cannot fill.
+		if d.moreGroups() {
+			if n := room - fresh(live); n > 0 {
+				found, err := d.find(src, n)
+				if err != nil {
+					return nil, err
+				}
+				d.prepare(found)
+				live = append(live, found...)
+			}
 		}
-		if len(groups) == 0 {
+		if len(live) == 0 {
 			break
 		}
-		if err := d.share(src, groups, room); err != nil {
+		var err error
+		if live, err = d.share(src, live, room); err != nil {
 			return nil, err
 		}
 		room = d.room - len(d.Take)
@@ -127,12 +136,15 @@ func (d *Decision) admit(g *group) bool {
 	return g.room != 0
 }
 
-// share picks up to room jobs of the admitted groups, one group a turn in
-// order, a group's own jobs in claim order: an ordered group's available
-// holder alone, else its first jobs. It reads the groups' jobs a turn's
-// worth at a time: enough for every group to fill the room, then more for
-// the groups that had enough when others ran dry.
-func (d *Decision) share(src Source, groups []*group, room int) error {
+// moreGroups reports whether find may still admit groups.
+func (d *Decision) moreGroups() bool {
+	return !d.stopped && (len(d.pending) > 0 || !d.exhausted)
+}
+
+// prepare sorts the heads the groups were offered with into the jobs
+// that may start and those past their wait: an ordered group's available
+// holder alone, else its first jobs.
+func (d *Decision) prepare(groups []*group) {
 	for _, g := range groups {
 		if d.q.Limits.Ordered && g.Holder == job.StateAvailable {
 			d.sort(g, []Head{g.Held})
@@ -142,34 +154,66 @@ func (d *Decision) share(src Source, groups []*group, room int) error {
 		d.sort(g, g.Heads)
 		g.dry = g.Dry
 	}
-	live := groups
+}
+
+// share picks up to room jobs of the live groups, one group a turn, a
+// group's own jobs in claim order, and returns the groups that may still
+// give some. While find may admit more groups it goes round once, and
+// only the groups that took nothing yet take: the next groups come
+// before anyone's second job. Then it goes round until the room is full
+// or the groups give no more. It reads the groups' jobs a turn's worth at
+// a time: enough for every group to fill the room, then more for the
+// groups that had enough when others ran dry.
+func (d *Decision) share(src Source, live []*group, room int) ([]*group, error) {
 	for room > 0 && len(live) > 0 {
-		turns := (room + len(live) - 1) / len(live)
+		first := d.moreGroups()
+		turns := 1
+		if !first {
+			turns = (room + len(live) - 1) / len(live)
+		}
 		if err := d.read(src, live, turns); err != nil {
-			return err
+			return nil, err
 		}
 		// A group that missed turns, its jobs read so far dead of their
-		// wait, takes its turns first: no group gets a second job before
-		// every group with room got its first.
+		// wait, takes its turns first.
 		slices.SortStableFunc(live, func(a, b *group) int { return a.taken - b.taken })
 		for t := 0; t < turns && room > 0; t++ {
 			for _, g := range live {
-				if room > 0 && g.taken < len(g.avail) && g.hasRoom() {
+				if room > 0 && g.taken < len(g.avail) && g.hasRoom() && (!first || g.taken == 0) {
 					d.Take = append(d.Take, Pick{Group: g.Name, Head: g.avail[g.taken]})
 					g.taken++
 					room--
 				}
 			}
 		}
-		next := live[:0:0]
-		for _, g := range live {
-			if g.hasRoom() && (g.taken < len(g.avail) || d.canRead(g)) {
-				next = append(next, g)
-			}
+		live = d.alive(live)
+		if first {
+			break
 		}
-		live = next
 	}
-	return nil
+	return live, nil
+}
+
+// fresh is how many groups of live took nothing yet and may give a job.
+func fresh(live []*group) int {
+	n := 0
+	for _, g := range live {
+		if g.taken == 0 && (len(g.avail) > 0 || !g.dry) {
+			n++
+		}
+	}
+	return n
+}
+
+// alive is the groups of live that may still give jobs.
+func (d *Decision) alive(live []*group) []*group {
+	next := live[:0:0]
+	for _, g := range live {
+		if g.hasRoom() && (g.taken < len(g.avail) || d.canRead(g)) {
+			next = append(next, g)
+		}
+	}
+	return next
 }
 
 // hasRoom reports whether g may start more than the decision takes.
