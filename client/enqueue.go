@@ -53,11 +53,11 @@ type EnqueueParams struct {
 	UniqueFor time.Duration
 	// Tags are free labels, at most 32 names.
 	Tags []string
-	// Group is the job's flow-control group: the tenant, customer or
-	// entity it belongs to, 1 to 256 bytes of valid UTF-8 without NUL. The
-	// queue hands out its jobs round-robin over their groups and holds each
-	// group to the queue's group limits (see Limits). Empty: no group; the
-	// queue's jobs without a group count as one group.
+	// Group is the job's group: the tenant, customer or entity it belongs
+	// to, 1 to 256 bytes of valid UTF-8 without NUL. The queue hands out
+	// its jobs round-robin over their groups and holds each group to the
+	// queue's group limits (see Limits). Empty: no group; the queue's jobs
+	// without a group count as one group.
 	Group string
 	// Durability is how the server keeps the job (see Durability).
 	// Defaults to the queue's level, which is DurabilityFull unless set

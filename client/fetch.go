@@ -27,9 +27,9 @@ type FetchParams struct {
 	// each queue (see CreateConsumerGroup) instead of the queues' own;
 	// every queue must have the group (ErrNotFound otherwise).
 	ConsumerGroup string
-	// Group, when set, takes only the jobs of that flow-control group
-	// (EnqueueParams.Group: a tenant, or one partition of an ordered
-	// queue), never a job without a group: 1 to 256 bytes of Unicode
+	// Group, when set, takes only the jobs of that group
+	// (EnqueueParams.Group: a tenant, or one group of an ordered queue),
+	// never a job without a group: 1 to 256 bytes of Unicode
 	// without NUL. The queues' limits and the group's hold as for any
 	// fetch. Defaults to every group.
 	Group string

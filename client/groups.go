@@ -56,14 +56,14 @@ func groupPath(queue, name, suffix string) string {
 }
 
 // CreateConsumerGroup creates consumer group name of queue (PUT
-// /v1/queues/{name}/consumer-groups/{group}). The group receives every
-// job of the queue as a copy of its own, with its own leases, attempts,
-// retries and outcome: run them with FetchParams.ConsumerGroup or
+// /v1/queues/{name}/consumer-groups/{group}). The consumer group receives
+// every job of the queue as a copy of its own, with its own leases,
+// attempts, retries and outcome: run them with FetchParams.ConsumerGroup or
 // WorkerConfig.ConsumerGroup, and ack or fail them like any job. It starts
-// with the jobs start names and then receives every job enqueued; an
-// ordered queue's group keeps its own place in every partition. created
-// is false when the group existed, which changes nothing (see
-// SeekConsumerGroup to move it).
+// with the jobs start names and then receives every job enqueued; in an
+// ordered queue it keeps its own place in every group of jobs
+// (EnqueueParams.Group). created is false when the consumer group existed,
+// which changes nothing (see SeekConsumerGroup to move it).
 func (c *Client) CreateConsumerGroup(ctx context.Context, queue, name string, start GroupStart) (g *ConsumerGroup, created bool, err error) {
 	if err := checkQueue(queue); err != nil {
 		return nil, false, err

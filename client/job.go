@@ -175,10 +175,11 @@ type Job struct {
 	UniqueFor time.Duration
 	// Tags are free labels.
 	Tags []string
-	// Group is the job's flow-control group; empty when it has none.
+	// Group is the job's group (see EnqueueParams.Group); empty when it
+	// has none.
 	Group string
-	// ConsumerGroup is, for a consumer group's copy of a job, the group;
-	// empty for a queue's own jobs.
+	// ConsumerGroup is, for a consumer group's copy of a job, the consumer
+	// group; empty for a queue's own jobs.
 	ConsumerGroup string
 	// Durability is how the server keeps the job.
 	Durability Durability

@@ -67,10 +67,10 @@ type Limits struct {
 	// GroupMaxActive bounds each group's jobs active at once: 1 to
 	// 1,000,000; 1 runs a group's jobs one at a time.
 	GroupMaxActive int `json:"group_max_active,omitempty"`
-	// Ordered makes every group an ordered partition: its jobs run one at
-	// a time in enqueue order, and a job that failed or whose lease ran
-	// out holds its group until it completes, dies or is cancelled, so
-	// that a group's jobs finish in order. GroupMaxActive is then 1 (the
+	// Ordered makes every group ordered: its jobs run one at a time in
+	// enqueue order, and a job that failed or whose lease ran out holds
+	// its group until it completes, dies or is cancelled, so that a
+	// group's jobs finish in order. GroupMaxActive is then 1 (the
 	// server sets it).
 	Ordered bool `json:"ordered,omitempty"`
 }

@@ -226,13 +226,13 @@ func TestLimitsJSON(t *testing.T) {
 	}
 }
 
-// A Worker on an ordered queue completes each partition's jobs in
-// enqueue order although every other job fails its first attempt, and
-// runs the partitions side by side.
+// A Worker on an ordered queue completes each group's jobs in enqueue
+// order although every other job fails its first attempt, and runs the
+// groups side by side.
 func TestWorkerOnAnOrderedQueue(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	const partitions, each = 3, 4
+	const groups, each = 3, 4
 	q, err := b.c.SetQueueLimits(b.ctx, "ordered", client.Limits{Ordered: true})
 	if err != nil {
 		t.Fatal(err)
@@ -242,7 +242,7 @@ func TestWorkerOnAnOrderedQueue(t *testing.T) {
 	}
 	var ps []client.EnqueueParams
 	for i := range each {
-		for p := range partitions {
+		for p := range groups {
 			ps = append(ps, client.EnqueueParams{Queue: "ordered", Kind: "k", Group: string(rune('a' + p)), Payload: map[string]int{"n": i}})
 		}
 	}
@@ -272,9 +272,9 @@ func TestWorkerOnAnOrderedQueue(t *testing.T) {
 		recv(t, finished, 20*time.Second, "the handlers")
 	}
 	stopWorker(t, w, running)
-	for p := range partitions {
+	for p := range groups {
 		if g := string(rune('a' + p)); !slices.Equal(done[g], []int{0, 1, 2, 3}) {
-			t.Fatalf("partition %s completed %v, want 0 1 2 3", g, done[g])
+			t.Fatalf("group %s completed %v, want 0 1 2 3", g, done[g])
 		}
 	}
 }

@@ -70,9 +70,9 @@ type WorkerConfig struct {
 	// ConsumerGroup, when set, runs the jobs of that consumer group of
 	// each of Queues (see CreateConsumerGroup), which must exist.
 	ConsumerGroup string
-	// Group, when set, runs only the jobs of that flow-control group of
-	// Queues (see FetchParams.Group): a worker of one tenant, or of one
-	// partition of an ordered queue. Defaults to every group.
+	// Group, when set, runs only the jobs of that group of Queues (see
+	// FetchParams.Group): a worker of one tenant, or of one group of an
+	// ordered queue. Defaults to every group.
 	Group string
 	// Logger receives the worker's logs: failed calls at warn, jobs it had
 	// to drop at warn, each job's outcome at debug. Defaults to
@@ -398,7 +398,7 @@ func (w *Worker) fetchLoop(ctx context.Context) error {
 			Worker: w.cfg.Name,
 			// The jobs of a consumer group, when the worker serves one.
 			ConsumerGroup: w.cfg.ConsumerGroup,
-			// The jobs of one flow-control group, when it serves one.
+			// The jobs of one group, when it serves one.
 			Group: w.cfg.Group,
 		})
 		if unstarted := w.start(jobs); len(unstarted) > 0 {

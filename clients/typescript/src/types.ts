@@ -137,7 +137,7 @@ export interface EnqueueRequest {
   unique_key?: string;
   unique_for_ms?: number;
   tags?: string[];
-  /** The flow-control group (tenant, customer, partition). */
+  /** The job's group (a tenant, customer or entity): flow control deals round-robin over groups, and an ordered queue runs each group's jobs in order. */
   group?: string;
   durability?: Durability;
   /** A W3C traceparent. */

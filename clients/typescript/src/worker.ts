@@ -110,7 +110,7 @@ export interface WorkerOptions {
   name?: string;
   /** Run the jobs of this consumer group of each queue. */
   consumerGroup?: string;
-  /** Run only the jobs of this flow-control group. */
+  /** Run only the jobs of this group (the `group` jobs are enqueued with). */
   group?: string;
   /** Stop gracefully on SIGTERM and SIGINT while running. Default true. */
   handleSignals?: boolean;

@@ -335,7 +335,7 @@ class Worker:
         heartbeat: the fraction of a lease after which it is extended.
         threads: size of the pool for blocking handlers (default ``concurrency``).
         consumer_group, group: fetch the jobs of a consumer group, or of one
-            flow-control group only.
+            group (the ``group`` jobs are enqueued with) only.
     """
 
     def __init__(self, client: AsyncClient, queues: Union[str, Sequence[str]], *,
