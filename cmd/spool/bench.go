@@ -64,11 +64,11 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.Workers, "workers", 0, "worker loops in process, lifecycle and latency modes (default 1)")
 	fs.IntVar(&o.Producers, "producers", 0, "producer clients in lifecycle mode (default 10), senders in latency mode (default: enough for the rate)")
 	fs.IntVar(&o.Queues, "queues", 0, "spread the jobs over this many queues (default 1, at most 100)")
-	fs.IntVar(&o.Queues, "partitions", 0, "same as --queues")
+	fs.IntVar(&o.Queues, "partitions", 0, "the old name of --queues: a number of queues, not of groups")
 	fs.IntVar(&o.Groups, "groups", 0, "spread each queue's jobs over this many groups, in turn (default none)")
 	fs.IntVar(&o.Limits.MaxActive, "max-active", 0, "set this cap on the jobs of each queue active at once")
 	fs.IntVar(&o.Limits.GroupMaxActive, "group-max-active", 0, "set this cap on the jobs of each group active at once")
-	fs.BoolVar(&o.Limits.Ordered, "ordered", false, "make each queue ordered: every group a partition whose jobs run one at a time, in order (with --groups)")
+	fs.BoolVar(&o.Limits.Ordered, "ordered", false, "make each queue ordered: every group's jobs run one at a time, in order (with --groups)")
 	var limitRate, groupRate client.Rate
 	fs.Var(&rateFlag{r: &limitRate}, "limit-rate", "set this rate on each queue's job starts: N/DURATION, e.g. 500/1s")
 	fs.Var(&rateFlag{r: &groupRate}, "group-rate", "set this rate on each group's job starts: N/DURATION, e.g. 5/1s")

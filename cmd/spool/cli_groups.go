@@ -39,7 +39,7 @@ func (c *cli) groupsList(args []string) int {
 	return 0
 }
 
-// groupsOne gets or deletes one group.
+// groupsOne gets or deletes one consumer group.
 func (c *cli) groupsOne(action string, args []string) int {
 	fs, cm := c.flags("consumer-groups "+action, "consumer-groups "+action+" QUEUE GROUP")
 	pos, code, ok := parse(fs, args, 2)
@@ -69,10 +69,10 @@ func (c *cli) groupsOne(action string, args []string) int {
 	return 0
 }
 
-// groupsMove creates a group or moves one, to --from.
+// groupsMove creates a consumer group or moves one, to --from.
 func (c *cli) groupsMove(action string, args []string) int {
 	fs, cm := c.flags("consumer-groups "+action, "consumer-groups "+action+" QUEUE GROUP [--from beginning|new|TIME]")
-	from := fs.String("from", "beginning", "where the group starts: beginning (every job the queue holds), new (jobs enqueued from now on) or an RFC 3339 time")
+	from := fs.String("from", "beginning", "where the consumer group starts: beginning (every job the queue holds), new (jobs enqueued from now on) or an RFC 3339 time")
 	pos, code, ok := parse(fs, args, 2)
 	if !ok {
 		return code

@@ -68,7 +68,7 @@ func addJobFlags(fs *flag.FlagSet) *jobFlags {
 	fs.StringVar(&f.p.UniqueKey, "unique-key", "", "unique key within the queue")
 	fs.DurationVar(&f.p.UniqueFor, "unique-for", 0, "uniqueness window (default: while the job is pending)")
 	fs.Var(&f.tags, "tag", "tag (repeatable)")
-	fs.StringVar(&f.p.Group, "group", "", "the job's flow-control group `G`: the tenant, customer or entity it belongs to (see spool queues limits)")
+	fs.StringVar(&f.p.Group, "group", "", "the job's group `G`: the tenant, customer or entity it belongs to, for flow control and ordered queues (see spool queues limits)")
 	fs.StringVar(&f.durability, "durability", "", "how the job is kept: full, process or memory (default: the queue's level)")
 	fs.StringVar(&f.p.TraceParent, "traceparent", "", "the W3C traceparent `TP` of the trace the job continues (00-<32 hex>-<16 hex>-<2 hex>)")
 	return f

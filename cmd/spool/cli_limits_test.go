@@ -101,7 +101,7 @@ func TestCLILimitsBadInput(t *testing.T) {
 	}
 }
 
-// --ordered makes every group an ordered partition: one job of a group
+// --ordered makes every group ordered: one job of a group
 // out at a time, the group cap shown as 1.
 func TestCLIOrdered(t *testing.T) {
 	t.Parallel()
@@ -119,7 +119,7 @@ func TestCLIOrdered(t *testing.T) {
 	}
 	b.ok("enqueue", "--queue", "events", "--kind", "e", "--group", "order-8")
 	b.ok("enqueue", "--queue", "events", "--kind", "e", "--group", "order-9")
-	// --group takes one partition's jobs alone.
+	// --group takes one group's jobs alone.
 	jobs := b.okJSON("fetch", "--queue", "events", "--max", "5", "--group", "order-9")["jobs"].([]any)
 	if len(jobs) != 1 || jobs[0].(map[string]any)["group"] != "order-9" {
 		t.Fatalf("fetch --group order-9: %v", jobs)
@@ -128,7 +128,7 @@ func TestCLIOrdered(t *testing.T) {
 		t.Fatalf("fetch --group order-9 while its job runs: %v", jobs)
 	}
 	if jobs := b.okJSON("fetch", "--queue", "events", "--max", "5")["jobs"].([]any); len(jobs) != 2 {
-		t.Fatalf("fetch from an ordered queue with two partitions: %d jobs, want one of each", len(jobs))
+		t.Fatalf("fetch from an ordered queue with two groups: %d jobs, want one of each", len(jobs))
 	}
 	if code, _, errOut := b.run("fetch", "--queue", "events", "--group", "a\x00b"); code != 1 || !strings.Contains(errOut, "field group") {
 		t.Fatalf("fetch --group with a NUL: exit %d, %s", code, errOut)

@@ -123,7 +123,7 @@ func (c *cli) queuesLimits(args []string) int {
 	fs.IntVar(&l.MaxActive, "max-active", 0, "at most `N` of the queue's jobs active at once, 1 to 1000000")
 	fs.Var(groupRate, "group-rate", "each group's rate: at most N of its jobs start in any window of DURATION (`N/DURATION`)")
 	fs.IntVar(&l.GroupMaxActive, "group-max-active", 0, "at most `N` jobs of each group active at once (1: one at a time)")
-	fs.BoolVar(&l.Ordered, "ordered", false, "make each group an ordered partition: one job at a time, in enqueue order, a failed job holding its group until it finishes")
+	fs.BoolVar(&l.Ordered, "ordered", false, "make every group ordered: its jobs run one at a time, in enqueue order, a failed job holding its group until it finishes")
 	clearAll := fs.Bool("clear", false, "remove every limit of the queue")
 	pos, code, ok := parse(fs, args, 1)
 	if !ok {

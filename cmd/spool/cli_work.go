@@ -8,7 +8,7 @@ import (
 )
 
 func (c *cli) fetch(args []string) int {
-	fs, cm := c.flags("fetch", "fetch --queue Q [--queue Q2] [--max N] [--wait D] [--lease D] [--consumer-group G] [--group G]")
+	fs, cm := c.flags("fetch", "fetch --queue Q [--queue Q2] [--max N] [--wait D] [--lease D] [--consumer-group NAME] [--group G]")
 	var p client.FetchParams
 	var queues listFlag
 	fs.Var(&queues, "queue", "queue to take jobs from (repeatable; required)")
@@ -17,7 +17,7 @@ func (c *cli) fetch(args []string) int {
 	fs.DurationVar(&p.Lease, "lease", 0, "lease of each job (default: each job's own)")
 	fs.StringVar(&p.Worker, "worker", "spool-cli", "worker name for display")
 	fs.StringVar(&p.ConsumerGroup, "consumer-group", "", "take the jobs of this consumer group of the queues")
-	fs.StringVar(&p.Group, "group", "", "take only the jobs of this flow-control group (one partition of an ordered queue)")
+	fs.StringVar(&p.Group, "group", "", "take only the jobs of this group: a tenant, or one group of an ordered queue, whose jobs run in order")
 	_, code, ok := parse(fs, args, 0)
 	if !ok {
 		return code
