@@ -78,7 +78,7 @@ func (e *Engine) Cancel(ctx context.Context, id string) (*job.Job, error) {
 
 // mayFree wakes the fetches parked on queue when a cap held its jobs
 // back: a job of it that ended without an ack (cancelled, deleted) may
-// free a place, or the partition it held in an ordered queue.
+// free a place, or the group it held in an ordered queue.
 func (e *Engine) mayFree(queue string) {
 	if _, ok := e.capped.Load(queue); ok {
 		e.NotifyAvailable([]string{queue})
@@ -167,7 +167,8 @@ func (e *Engine) Queues(ctx context.Context) ([]store.QueueInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list queues: %w", err)
 	}
-	// The lanes of consumer groups show with their groups, not as queues.
+	// The lanes of consumer groups show with their consumer groups, not
+	// as queues.
 	return slices.DeleteFunc(qs, func(q store.QueueInfo) bool {
 		_, _, lane := job.SplitLane(q.Name)
 		return lane

@@ -49,7 +49,7 @@ type EnqueueRequest struct {
 	UniqueFor time.Duration
 	// Tags label the job.
 	Tags []string
-	// Group is the job's flow-control group (a tenant, a customer): at
+	// Group is the job's group (a tenant, a customer): at
 	// most MaxGroupBytes bytes of Unicode without NUL. Empty: none.
 	Group string
 	// Durability is how the job is kept; empty takes its queue's level.
@@ -523,7 +523,7 @@ func (e *Engine) inserted(res []store.InsertResult) {
 	}
 }
 
-// checkGroup refuses a flow-control group that no job may have: longer
+// checkGroup refuses a group that no job may have: longer
 // than MaxGroupBytes, or not Unicode without NUL. The empty group, none,
 // passes. The error names field.
 func checkGroup(g, field string) error {

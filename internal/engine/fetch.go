@@ -27,8 +27,8 @@ type FetchRequest struct {
 	// ConsumerGroup, when set, takes the jobs of that consumer group of
 	// each queue (see CreateConsumerGroup) instead of the queues' own.
 	ConsumerGroup string
-	// Group, when set, takes only the jobs of that flow-control group
-	// (one partition of an ordered queue), never a job without a group:
+	// Group, when set, takes only the jobs of that group (a tenant, or
+	// one group of an ordered queue), never a job without a group:
 	// at most MaxGroupBytes bytes of Unicode without NUL, as an
 	// enqueue's. Every other rule of a fetch holds as without it (see
 	// store.Claimer.JobClaim). Empty: the jobs of every group.
@@ -119,7 +119,7 @@ func (e *Engine) Fetch(ctx context.Context, req FetchRequest) ([]*job.Job, error
 		select {
 		case <-w.ch:
 			e.waiters.remove(w)
-			// The wake-up may be the deletion of the group.
+			// The wake-up may be the deletion of the consumer group.
 			if req.ConsumerGroup != "" {
 				if _, err := e.laneQueues(ctx, queues, req.ConsumerGroup); err != nil {
 					return nil, err

@@ -129,10 +129,10 @@ func TestFetchOfAGroupWakesForItsGroup(t *testing.T) {
 	}
 }
 
-// A long poll of a partition of an ordered queue held by its active job
+// A long poll of a group of an ordered queue held by its active job
 // sleeps until that job is acked, whatever else is enqueued, then gets the
-// partition's next job.
-func TestFetchOfAHeldPartitionWakesWhenItFrees(t *testing.T) {
+// group's next job.
+func TestFetchOfAHeldGroupWakesWhenItFrees(t *testing.T) {
 	t.Parallel()
 	b := setupGroupFetch(t)
 	if _, err := b.e.SetLimits(b.ctx, "events", job.Limits{Ordered: true}); err != nil {
@@ -141,16 +141,16 @@ func TestFetchOfAHeldPartitionWakesWhenItFrees(t *testing.T) {
 	first := b.enqueue("events", "order-1")
 	js, err := b.e.Fetch(b.ctx, FetchRequest{Queues: []string{"events"}, Group: "order-1"})
 	if err != nil || len(js) != 1 || js[0].ID != first {
-		t.Fatalf("first fetch of the partition: %v, %v", js, err)
+		t.Fatalf("first fetch of the group: %v, %v", js, err)
 	}
 	got := b.park(FetchRequest{Queues: []string{"events"}, Group: "order-1", Wait: 10 * time.Second})
 	second := b.enqueue("events", "order-1")
 	b.enqueue("events", "order-2")
-	b.stillParked(got, "while the partition's job runs")
+	b.stillParked(got, "while the group's job runs")
 	if _, err := b.e.Ack(b.ctx, []store.JobCompleteItem{{ID: first, Token: js[0].LeaseToken}}); err != nil {
 		t.Fatal(err)
 	}
-	b.woken(got, second, "after the partition's job was acked")
+	b.woken(got, second, "after the group's job was acked")
 }
 
 // A fetch's worker name is what the jobs it leases show, until the next

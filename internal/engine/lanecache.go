@@ -8,13 +8,15 @@ import (
 // over.
 const maxCachedLanes = 100_000
 
-// laneCache keeps the lanes (job.LaneName) of the consumer groups that
-// fetches found to exist, so that a fetch of a group asks the store
-// once. A lane is forgotten when its group is deleted, on this node
+// laneCache keeps the lanes (job.LaneName: the queues that hold the
+// consumer groups' copies) of the consumer groups that fetches found to
+// exist, so that a fetch of a consumer group asks the store once. A lane
+// is forgotten when its consumer group is deleted, on this node
 // (Engine.DeleteConsumerGroup) or on another (Engine.ForgetConsumerGroups,
 // from the store's notifications), and every lane when the store may have
 // missed such news. A read of the store that raced a forget is not kept,
-// so a group deleted once the read began is never remembered as existing.
+// so a consumer group deleted once the read began is never remembered as
+// existing.
 type laneCache struct {
 	mu    sync.RWMutex
 	gen   uint64 // bumped by every forget

@@ -12,10 +12,10 @@ import (
 	"github.com/spoolq/spool/internal/store/sqlitestore"
 )
 
-// A fetch parked on an ordered queue whose partition is held by a job
+// A fetch parked on an ordered queue whose group is held by a job
 // waiting out its backoff wakes at once when that job is cancelled or
-// deleted, and gets the partition's next job.
-func TestHeldPartitionFreedByCancelOrDeleteWakesAFetch(t *testing.T) {
+// deleted, and gets the group's next job.
+func TestHeldGroupFreedByCancelOrDeleteWakesAFetch(t *testing.T) {
 	t.Parallel()
 	for _, how := range []string{"cancel", "delete"} {
 		t.Run(how, func(t *testing.T) {
@@ -54,7 +54,7 @@ func TestHeldPartitionFreedByCancelOrDeleteWakesAFetch(t *testing.T) {
 				time.Sleep(time.Millisecond)
 			}
 			// Past the first claim of the parked fetch, which found the
-			// partition held; a second parks again.
+			// group held; a second parks again.
 			time.Sleep(20 * time.Millisecond)
 			began := time.Now()
 			if how == "cancel" {

@@ -15,14 +15,14 @@ import (
 type ConsumerGroupRequest struct {
 	Queue string
 	Name  string
-	// Start says which jobs of the queue the group starts with (see
-	// store.GroupStart); From is the first creation time for StartAt,
+	// Start says which jobs of the queue the consumer group starts with
+	// (see store.GroupStart); From is the first creation time for StartAt,
 	// whose zero value (0001-01-01T00:00:00Z) is the beginning.
 	Start store.GroupStart
 	From  time.Time
 }
 
-func (e *Engine) validateGroup(queue, name string) error {
+func (e *Engine) validateConsumerGroup(queue, name string) error {
 	if !job.ValidName(queue) {
 		return job.Invalid("queue", "must be a queue name")
 	}
@@ -32,8 +32,8 @@ func (e *Engine) validateGroup(queue, name string) error {
 	return nil
 }
 
-func (e *Engine) groupParams(req *ConsumerGroupRequest) (*store.ConsumerGroupParams, error) {
-	if err := e.validateGroup(req.Queue, req.Name); err != nil {
+func (e *Engine) consumerGroupParams(req *ConsumerGroupRequest) (*store.ConsumerGroupParams, error) {
+	if err := e.validateConsumerGroup(req.Queue, req.Name); err != nil {
 		return nil, err
 	}
 	start := req.Start
@@ -48,7 +48,7 @@ func (e *Engine) groupParams(req *ConsumerGroupRequest) (*store.ConsumerGroupPar
 // receives every job of the queue from where req starts it, and returns
 // it; created is false when it existed, which changes nothing.
 func (e *Engine) CreateConsumerGroup(ctx context.Context, req ConsumerGroupRequest) (g *store.ConsumerGroup, created bool, err error) {
-	p, err := e.groupParams(&req)
+	p, err := e.consumerGroupParams(&req)
 	if err != nil {
 		return nil, false, err
 	}
@@ -62,10 +62,10 @@ func (e *Engine) CreateConsumerGroup(ctx context.Context, req ConsumerGroupReque
 
 // SeekConsumerGroup moves a consumer group to where req starts it: its
 // jobs are replaced by copies of the queue's jobs from there on (jobs out
-// with workers are taken back). It returns the group and how many jobs it
-// has to do again.
+// with workers are taken back). It returns the consumer group and how
+// many jobs it has to do again.
 func (e *Engine) SeekConsumerGroup(ctx context.Context, req ConsumerGroupRequest) (*store.ConsumerGroup, int, error) {
-	p, err := e.groupParams(&req)
+	p, err := e.consumerGroupParams(&req)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -79,9 +79,9 @@ func (e *Engine) SeekConsumerGroup(ctx context.Context, req ConsumerGroupRequest
 }
 
 // DeleteConsumerGroup deletes a consumer group and its jobs. The
-// fetches parked on the group then answer that it is not found.
+// fetches parked on the consumer group then answer that it is not found.
 func (e *Engine) DeleteConsumerGroup(ctx context.Context, queue, name string) error {
-	if err := e.validateGroup(queue, name); err != nil {
+	if err := e.validateConsumerGroup(queue, name); err != nil {
 		return err
 	}
 	err := e.st.ConsumerGroupDelete(ctx, queue, name)
@@ -93,9 +93,10 @@ func (e *Engine) DeleteConsumerGroup(ctx context.Context, queue, name string) er
 }
 
 // ForgetConsumerGroups drops what the engine knows of the consumer
-// groups of lanes (job.LaneName), which another node deleted, or of
-// every group when lanes is nil, and wakes the fetches parked on lanes,
-// which then look their groups up again. Stores with ListenNotify call
+// groups of lanes (job.LaneName: the queue that holds a consumer group's
+// copies), which another node deleted, or of every consumer group when
+// lanes is nil, and wakes the fetches parked on lanes, which then look
+// their consumer groups up again. Stores with ListenNotify call
 // it (store.Hooks.OnConsumerGroupsDeleted).
 func (e *Engine) ForgetConsumerGroups(lanes []string) {
 	e.lanes.forget(lanes)
@@ -130,7 +131,7 @@ func (e *Engine) ConsumerGroupsPage(ctx context.Context, p store.ConsumerGroupLi
 
 // ConsumerGroup returns one consumer group of a queue, or job.ErrNotFound.
 func (e *Engine) ConsumerGroup(ctx context.Context, queue, name string) (*store.ConsumerGroup, error) {
-	if err := e.validateGroup(queue, name); err != nil {
+	if err := e.validateConsumerGroup(queue, name); err != nil {
 		return nil, err
 	}
 	gs, err := e.ConsumerGroups(ctx, queue)
