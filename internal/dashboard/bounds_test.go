@@ -152,13 +152,13 @@ func TestQueuePageBoundsItsGroups(t *testing.T) {
 		b.must(201, "PUT", fmt.Sprintf("/v1/queues/fan/consumer-groups/g%03d", i), obj{"start": "new"})
 	}
 	body := b.page("/ui/queues/fan")
-	if n := strings.Count(body, `<tr data-group="`); n != 100 {
+	if n := strings.Count(body, `<tr data-consumer-group="`); n != 100 {
 		t.Errorf("%d consumer groups listed, want 100", n)
 	}
-	if !strings.Contains(body, `<tr data-group="g000">`) || strings.Contains(body, `<tr data-group="g100">`) {
-		t.Error("the listed groups are not the first 100 by name")
+	if !strings.Contains(body, `<tr data-consumer-group="g000">`) || strings.Contains(body, `<tr data-consumer-group="g100">`) {
+		t.Error("the listed consumer groups are not the first 100 by name")
 	}
-	if !strings.Contains(body, "data-more-groups") {
-		t.Error("the page does not say there are more groups")
+	if !strings.Contains(body, "data-more-consumer-groups") {
+		t.Error("the page does not say there are more consumer groups")
 	}
 }

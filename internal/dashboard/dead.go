@@ -19,41 +19,42 @@ import (
 
 // Bounds of the dead letters page.
 const (
-	// maxGroupRetry bounds the jobs one retry of a group retries.
-	maxGroupRetry = 1000
-	// maxGroupQueues bounds the queues a group lists.
-	maxGroupQueues = 10
-	// maxDeadGroups bounds the groups the page lists.
-	maxDeadGroups = 200
+	// maxErrorRetry bounds the jobs one retry of an error's jobs retries.
+	maxErrorRetry = 1000
+	// maxErrorQueues bounds the queues an error's row lists.
+	maxErrorQueues = 10
+	// maxDeadErrors bounds the errors the page lists.
+	maxDeadErrors = 200
 )
 
 // noError is the message of a dead job that recorded no error.
 const noError = "(no error recorded)"
 
-// deadGroup is the dead jobs that share their last error message.
-type deadGroup struct {
-	// Key names the group in a retry: a digest of its message.
+// deadError is the dead jobs that share their last error message, a row
+// of the dead letters page.
+type deadError struct {
+	// Key names the error in a retry: a digest of its message.
 	Key string
-	// Message is the start of the group's message (the page shows no
+	// Message is the start of the error's message (the page shows no
 	// more of it).
 	Message string
 	Count   int
 	Queues  []string
-	// MoreQueues counts the queues left out past maxGroupQueues.
+	// MoreQueues counts the queues left out past maxErrorQueues.
 	MoreQueues int
-	// Newest is when the group's latest job died, NewestID that job.
+	// Newest is when the error's latest job died, NewestID that job.
 	Newest   time.Time
 	NewestID string
 }
 
-// deadPage is the data of the dead letters page: the groups of one
+// deadPage is the data of the dead letters page: the errors of one
 // window of the viewer's dead jobs, in enqueue order, of at most maxScan
 // jobs (and maxScanBytes of their data).
 type deadPage struct {
 	page
-	Groups []deadGroup
-	// MoreGroups counts the groups left out past maxDeadGroups.
-	MoreGroups int
+	Errors []deadError
+	// MoreErrors counts the errors left out past maxDeadErrors.
+	MoreErrors int
 	Total      int
 	// From is the cursor the window starts at (empty: at the oldest dead
 	// job); Next the cursor of the following window, empty when this one
@@ -67,10 +68,10 @@ type deadPage struct {
 	Now     time.Time
 }
 
-// shownMessage bounds the text of a group's message that the page keeps.
+// shownMessage bounds the text of an error's message that the page keeps.
 const shownMessage = 400
 
-// lastError is the message a dead job is grouped by: its last attempt's
+// lastError is the message a dead job is listed by: its last attempt's
 // error.
 func lastError(j *job.Job) string {
 	if len(j.Errors) == 0 {
@@ -79,8 +80,8 @@ func lastError(j *job.Job) string {
 	return j.Errors[len(j.Errors)-1].Message
 }
 
-// groupKey names the group of message.
-func groupKey(message string) string {
+// errorKey names the row of message.
+func errorKey(message string) string {
 	sum := sha256.Sum256([]byte(message))
 	return hex.EncodeToString(sum[:8])
 }
@@ -130,37 +131,37 @@ func deadURL(q url.Values) string {
 	return "/ui/dead?" + q.Encode()
 }
 
-// deadPage groups a window of the viewer's dead jobs (?from= starts it
+// deadPage sorts a window of the viewer's dead jobs (?from= starts it
 // at a cursor) by their last error, so that one bad deploy is one row:
-// how many, in which queues, the newest. ?part=groups answers only the
-// groups.
+// how many, in which queues, the newest. ?part=errors answers only the
+// rows.
 func (d *Dashboard) deadPage(w http.ResponseWriter, r *http.Request, v *viewer) {
 	from := r.URL.Query().Get("from")
 	data := &deadPage{page: page{Title: "Dead letters", Viewer: v, Nav: "dead"}, From: from, MaxScan: maxScan, Now: d.engine.Now()}
-	groups := map[string]*deadGroup{}
+	rows := map[string]*deadError{}
 	queues := map[string]map[string]bool{}
 	var err error
 	data.Scanned, data.Next, err = d.scanDead(r.Context(), v, from, func(j *job.Job) bool {
 		msg := lastError(j)
-		key := groupKey(msg)
-		g := groups[key]
-		if g == nil {
-			g = &deadGroup{Key: key, Message: cut(shownMessage, msg)}
-			groups[key] = g
+		key := errorKey(msg)
+		e := rows[key]
+		if e == nil {
+			e = &deadError{Key: key, Message: cut(shownMessage, msg)}
+			rows[key] = e
 			queues[key] = map[string]bool{}
 		}
-		g.Count++
+		e.Count++
 		data.Total++
 		if !queues[key][j.Queue] {
 			queues[key][j.Queue] = true
-			if len(g.Queues) < maxGroupQueues {
-				g.Queues = append(g.Queues, j.Queue)
+			if len(e.Queues) < maxErrorQueues {
+				e.Queues = append(e.Queues, j.Queue)
 			} else {
-				g.MoreQueues++
+				e.MoreQueues++
 			}
 		}
-		if at := cmp.Or(j.FinishedAt, j.CreatedAt); !at.Before(g.Newest) {
-			g.Newest, g.NewestID = at, j.ID
+		if at := cmp.Or(j.FinishedAt, j.CreatedAt); !at.Before(e.Newest) {
+			e.Newest, e.NewestID = at, j.ID
 		}
 		return true
 	})
@@ -168,19 +169,19 @@ func (d *Dashboard) deadPage(w http.ResponseWriter, r *http.Request, v *viewer) 
 		d.fail(w, r, v, err)
 		return
 	}
-	for _, g := range groups {
-		slices.Sort(g.Queues)
-		data.Groups = append(data.Groups, *g)
+	for _, e := range rows {
+		slices.Sort(e.Queues)
+		data.Errors = append(data.Errors, *e)
 	}
-	slices.SortFunc(data.Groups, func(a, b deadGroup) int {
+	slices.SortFunc(data.Errors, func(a, b deadError) int {
 		return cmp.Or(cmp.Compare(b.Count, a.Count), b.Newest.Compare(a.Newest), cmp.Compare(a.Message, b.Message))
 	})
-	if len(data.Groups) > maxDeadGroups {
-		data.MoreGroups = len(data.Groups) - maxDeadGroups
-		data.Groups = data.Groups[:maxDeadGroups]
+	if len(data.Errors) > maxDeadErrors {
+		data.MoreErrors = len(data.Errors) - maxDeadErrors
+		data.Errors = data.Errors[:maxDeadErrors]
 	}
 	data.FirstURL = deadURL(nil)
-	live := url.Values{"part": {"groups"}}
+	live := url.Values{"part": {"errors"}}
 	if from != "" {
 		live.Set("from", from)
 	}
@@ -188,31 +189,31 @@ func (d *Dashboard) deadPage(w http.ResponseWriter, r *http.Request, v *viewer) 
 	if data.Next != "" {
 		data.NextURL = deadURL(url.Values{"from": {data.Next}})
 	}
-	if r.URL.Query().Get("part") == "groups" {
-		d.renderFragment(w, http.StatusOK, "dead", "groups", data)
+	if r.URL.Query().Get("part") == "errors" {
+		d.renderFragment(w, http.StatusOK, "dead", "errors", data)
 		return
 	}
 	d.render(w, r, http.StatusOK, "dead", data)
 }
 
-// deadRetry retries the dead jobs of one group (form field group, the
-// group's key) in the window of the viewer's dead jobs that starts at
-// the form field from (as the page that showed the group): at most
-// maxGroupRetry of them, and says how many.
+// deadRetry retries the dead jobs of one error (form field error, the
+// error's key) in the window of the viewer's dead jobs that starts at
+// the form field from (as the page that showed the error): at most
+// maxErrorRetry of them, and says how many.
 func (d *Dashboard) deadRetry(w http.ResponseWriter, r *http.Request, v *viewer) {
 	r.Body = http.MaxBytesReader(w, r.Body, 4096)
-	key := r.PostFormValue("group")
+	key := r.PostFormValue("error")
 	if key == "" {
-		d.message(w, r, v, http.StatusBadRequest, "Name the group to retry.")
+		d.message(w, r, v, http.StatusBadRequest, "Name the error whose jobs to retry.")
 		return
 	}
 	ctx := r.Context()
 	var ids []string
 	_, next, err := d.scanDead(ctx, v, r.PostFormValue("from"), func(j *job.Job) bool {
-		if groupKey(lastError(j)) == key {
+		if errorKey(lastError(j)) == key {
 			ids = append(ids, j.ID)
 		}
-		return len(ids) < maxGroupRetry
+		return len(ids) < maxErrorRetry
 	})
 	if err != nil {
 		d.fail(w, r, v, err)
@@ -230,12 +231,12 @@ func (d *Dashboard) deadRetry(w http.ResponseWriter, r *http.Request, v *viewer)
 		}
 		retried++
 	}
-	text := "Retried " + plural(retried, "dead job", "dead jobs") + " of the group."
+	text := "Retried " + plural(retried, "dead job", "dead jobs") + " with that error."
 	if gone > 0 {
 		text += fmt.Sprintf(" %d had left the dead list already.", gone)
 	}
-	if next != "" || len(ids) == maxGroupRetry {
-		text += fmt.Sprintf(" One retry takes at most %s among %s dead jobs from where the page starts: retry again for more.", humanize.Int(maxGroupRetry), humanize.Int(maxScan))
+	if next != "" || len(ids) == maxErrorRetry {
+		text += fmt.Sprintf(" One retry takes at most %s among %s dead jobs from where the page starts: retry again for more.", humanize.Int(maxErrorRetry), humanize.Int(maxScan))
 	}
 	d.flash(w, http.StatusOK, true, text)
 }

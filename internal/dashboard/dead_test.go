@@ -49,7 +49,7 @@ func (b *bundle) killMany(queues []string, n int, message string) {
 
 // TestDeadLettersOfNamespaces: a token limited to namespaces sees the dead
 // jobs of its queues on the dead letters page however many dead jobs of
-// other queues came before them, and its group retry retries exactly
+// other queues came before them, and its retry of an error's jobs retries exactly
 // those; a token of every namespace pages through every dead job, a
 // window of them at a time. On both stores.
 func TestDeadLettersOfNamespaces(t *testing.T) {
@@ -80,14 +80,14 @@ func testDeadLettersOfNamespaces(t *testing.T, b *bundle, mine []string) {
 	alpha := b.open()
 	alpha.login(alphaSecret)
 	alpha.visit("/ui/dead")
-	if n := alpha.count("tr[data-group]"); n != 1 {
-		t.Fatalf("groups = %d, want 1: %s", n, alpha.text("main"))
+	if n := alpha.count("tr[data-error]"); n != 1 {
+		t.Fatalf("errors = %d, want 1: %s", n, alpha.text("main"))
 	}
-	if got := alpha.text(`tr[data-group] [data-count]`); got != "3" {
-		t.Errorf("the group holds %q jobs, want 3", got)
+	if got := alpha.text(`tr[data-error] [data-count]`); got != "3" {
+		t.Errorf("the error has %q jobs, want 3", got)
 	}
-	if got := alpha.text(`tr[data-group] td:nth-child(3)`); got != "a.dead" {
-		t.Errorf("the group's queues = %q, want a.dead", got)
+	if got := alpha.text(`tr[data-error] td:nth-child(3)`); got != "a.dead" {
+		t.Errorf("the error's queues = %q, want a.dead", got)
 	}
 	if strings.Contains(alpha.text("main"), "b.") || alpha.count("[data-bounded]") != 0 {
 		t.Errorf("the page shows or counts another namespace's jobs: %s", alpha.text("main"))
@@ -97,26 +97,26 @@ func testDeadLettersOfNamespaces(t *testing.T, b *bundle, mine []string) {
 	ops := b.open()
 	ops.login(adminSecret)
 	ops.visit("/ui/dead")
-	if got := ops.text(`tr[data-group] [data-count]`); got != "5,000" {
-		t.Errorf("the first window's group holds %q jobs, want 5,000", got)
+	if got := ops.text(`tr[data-error] [data-count]`); got != "5,000" {
+		t.Errorf("the first window's error has %q jobs, want 5,000", got)
 	}
 	if ops.count("[data-bounded]") != 1 {
 		t.Error("the first window does not say there are more")
 	}
 	ops.click(`a[data-next]`)
-	ops.waitFor("the next window", `document.querySelectorAll("tr[data-group]").length === 2`)
-	counts := eval[[]string](ops, `Array.from(document.querySelectorAll("tr[data-group] [data-count]")).map(e => e.textContent)`)
+	ops.waitFor("the next window", `document.querySelectorAll("tr[data-error]").length === 2`)
+	counts := eval[[]string](ops, `Array.from(document.querySelectorAll("tr[data-error] [data-count]")).map(e => e.textContent)`)
 	if fmt.Sprint(counts) != "[100 3]" {
-		t.Errorf("the next window's groups hold %v jobs, want [100 3]", counts)
+		t.Errorf("the next window's errors have %v jobs, want [100 3]", counts)
 	}
 
-	// a.'s retry of its group retries its three jobs.
-	alpha.click(`button[data-action="retry-group"]`)
+	// a.'s retry of its error's jobs retries its three jobs.
+	alpha.click(`button[data-action="retry-error"]`)
 	alpha.waitFor("the flash", `document.querySelector("#flash").textContent.includes("Retried 3 dead jobs")`)
-	alpha.waitFor("the group to leave", `document.querySelectorAll("tr[data-group]").length === 0`)
+	alpha.waitFor("the error to leave", `document.querySelectorAll("tr[data-error]").length === 0`)
 	for _, id := range mine {
 		if got := b.state(id); got != "available" {
-			t.Errorf("job %s of the group is %s after the retry, want available", id, got)
+			t.Errorf("job %s with the error is %s after the retry, want available", id, got)
 		}
 	}
 	dead := 0
@@ -126,13 +126,13 @@ func testDeadLettersOfNamespaces(t *testing.T, b *bundle, mine []string) {
 	if dead != 5100 {
 		t.Errorf("%d jobs dead in b.* after a.'s retry, want 5,100", dead)
 	}
-	// A retry of a group of jobs outside the namespace retries nothing.
-	key := eval[string](ops, `document.querySelector("tr[data-group] input[name=group]").value`)
-	status := eval[int](alpha, `fetch("/ui/dead/retry", {method: "POST", headers: {"HX-Request": "true", "Content-Type": "application/x-www-form-urlencoded"}, body: "group=`+key+`"}).then(r => r.status)`)
+	// A retry of an error's jobs outside the namespace retries nothing.
+	key := eval[string](ops, `document.querySelector("tr[data-error] input[name=error]").value`)
+	status := eval[int](alpha, `fetch("/ui/dead/retry", {method: "POST", headers: {"HX-Request": "true", "Content-Type": "application/x-www-form-urlencoded"}, body: "error=`+key+`"}).then(r => r.status)`)
 	if status != http.StatusOK {
-		t.Errorf("a retry of another namespace's group: status %d", status)
+		t.Errorf("a retry of another namespace's error: status %d", status)
 	}
 	if got := b.counts("b.mail")["dead"]; got != 1700 {
-		t.Errorf("b.mail has %d dead jobs after a.'s retry of b.'s group, want 1,700", got)
+		t.Errorf("b.mail has %d dead jobs after a.'s retry of b.'s error, want 1,700", got)
 	}
 }

@@ -134,7 +134,7 @@ func TestQueuePage(t *testing.T) {
 	if !strings.Contains(schedules, "nightly") || !strings.Contains(schedules, "0 3 * * *") || strings.Contains(schedules, "elsewhere") {
 		t.Errorf("schedules = %q, want nightly (and not elsewhere, which goes to another queue)", schedules)
 	}
-	if got := tb.text(`tr[data-group="billing"] td:nth-child(2)`); got != "60" {
+	if got := tb.text(`tr[data-consumer-group="billing"] td:nth-child(2)`); got != "60" {
 		t.Errorf("consumer group lag = %q, want 60 (every job of the queue, none finished)", got)
 	}
 }
@@ -340,9 +340,9 @@ func TestJobPage(t *testing.T) {
 	}
 }
 
-// TestDeadLetters: dead jobs of every queue are grouped by their last
-// error; retrying a group brings its jobs back (a fetch gets them) and
-// takes the group off the list.
+// TestDeadLetters: dead jobs of every queue are listed by their last
+// error; retrying an error's jobs brings them back (a fetch gets them)
+// and takes the error off the list.
 func TestDeadLetters(t *testing.T) {
 	b := setup(t)
 	deploy1 := b.kill("a", "TypeError: x is undefined", obj{})
@@ -351,24 +351,24 @@ func TestDeadLetters(t *testing.T) {
 	lone := b.kill("a", "timeout", obj{})
 	tb := b.open()
 	tb.visit("/ui/dead")
-	if n := tb.count("tr[data-group]"); n != 2 {
-		t.Fatalf("groups = %d, want 2", n)
+	if n := tb.count("tr[data-error]"); n != 2 {
+		t.Fatalf("errors = %d, want 2", n)
 	}
-	first := `tr[data-group]:first-child`
+	first := `tr[data-error]:first-child`
 	if got := tb.text(first + " td.error"); got != "TypeError: x is undefined" {
-		t.Errorf("largest group's error = %q", got)
+		t.Errorf("most common error's error = %q", got)
 	}
 	if got := tb.text(first + " [data-count]"); got != "3" {
-		t.Errorf("largest group's count = %q, want 3", got)
+		t.Errorf("most common error's count = %q, want 3", got)
 	}
 	if got := tb.text(first + " td:nth-child(3)"); got != "a b" {
-		t.Errorf("largest group's queues = %q, want a b", got)
+		t.Errorf("most common error's queues = %q, want a b", got)
 	}
-	tb.click(first + ` button[data-action="retry-group"]`)
+	tb.click(first + ` button[data-action="retry-error"]`)
 	tb.waitFor("the flash", `document.querySelector("#flash").textContent.includes("Retried 3 dead jobs")`)
-	tb.waitFor("the group to leave", `document.querySelectorAll("tr[data-group]").length === 1`)
-	if got := tb.text("tr[data-group] td.error"); got != "timeout" {
-		t.Errorf("remaining group = %q, want timeout", got)
+	tb.waitFor("the error to leave", `document.querySelectorAll("tr[data-error]").length === 1`)
+	if got := tb.text("tr[data-error] td.error"); got != "timeout" {
+		t.Errorf("remaining error = %q, want timeout", got)
 	}
 	got := map[string]bool{}
 	for _, q := range []string{"a", "b"} {
@@ -377,7 +377,7 @@ func TestDeadLetters(t *testing.T) {
 		}
 	}
 	if !got[deploy1] || !got[deploy2] || !got[deploy3] || got[lone] {
-		t.Errorf("fetched %v after the retry, want the three of the group and not %s", got, lone)
+		t.Errorf("fetched %v after the retry, want the three with the error and not %s", got, lone)
 	}
 }
 

@@ -20,7 +20,8 @@ type fetchJSON struct {
 	Worker  string   `json:"worker"`
 	// ConsumerGroup takes the jobs of that consumer group of each queue.
 	ConsumerGroup *string `json:"consumer_group"`
-	// Group takes the jobs of that flow-control group alone.
+	// Group takes the jobs of that group alone (a job's group, not a
+	// consumer group).
 	Group *string `json:"group"`
 }
 

@@ -288,7 +288,8 @@ func parseJobsQuery(q url.Values) (jobsQuery, error) {
 	}
 	queue := q.Get("queue")
 	if g := q.Get("consumer_group"); g != "" {
-		// The jobs of a consumer group are those of its lane.
+		// The jobs of a consumer group are those of its lane, the queue
+		// that holds its copies.
 		if queue == "" {
 			return jobsQuery{}, job.Invalid("consumer_group", "goes only with queue")
 		}

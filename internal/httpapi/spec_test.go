@@ -187,7 +187,7 @@ func specTrace(m map[string]json.RawMessage) bool {
 		tp[3:35] != strings.Repeat("0", 32) && tp[36:52] != strings.Repeat("0", 16))
 }
 
-// specGroup reads an optional flow-control group: 1-256 bytes of Unicode
+// specGroup reads an optional job group: 1-256 bytes of Unicode
 // without NUL when present.
 func specGroup(m map[string]json.RawMessage) bool {
 	g, present, ok := specString(m, "group")

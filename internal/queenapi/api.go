@@ -4,7 +4,8 @@
 // groups against a Spool server unmodified. Queen is a message queue on
 // PostgreSQL built around ordered partitions and consumer groups; this
 // package maps each of its calls onto Spool's native features (ordered
-// queues, job groups, consumer groups, transactions, queue settings) and
+// queues, groups, consumer groups, transactions, queue settings: a Queen
+// partition is a Spool group, the group a job is enqueued with) and
 // holds no queue logic of its own: there is one engine.
 //
 // It is off unless the server runs with --queen-compat, and it sits
@@ -147,7 +148,8 @@ func (a *API) guard(perm auth.Permission, h handler) http.HandlerFunc {
 }
 
 // inScope refuses a queue outside the caller's namespaces (403 naming
-// field). A lane is checked as the queue it belongs to.
+// field). A consumer group's lane (the queue that holds its copies) is
+// checked as the queue it belongs to.
 func inScope(p *auth.Principal, queueName, field string) error {
 	if p == nil || !p.Limited() {
 		return nil

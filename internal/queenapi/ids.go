@@ -12,10 +12,10 @@ import (
 )
 
 // How Queen's names map onto Spool's: a Queen queue is a Spool queue of the
-// same name, a partition is a job's group, a message is a job, and a
-// consumer group is a consumer group. What Queen's clients carry between
-// calls (a message's partitionId and leaseId) is encoded here so that an
-// ack needs nothing but its own fields to find its job.
+// same name, a partition is a Spool group (a job's group), a message is a
+// job, and a consumer group is a consumer group. What Queen's clients
+// carry between calls (a message's partitionId and leaseId) is encoded
+// here so that an ack needs nothing but its own fields to find its job.
 
 // DefaultPartition is the partition of a message pushed without one, and
 // the partition a job without a group is shown in.

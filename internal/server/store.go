@@ -59,7 +59,7 @@ func (s *Server) openStore(ctx context.Context, relay *engineRelay) (*opened, er
 	st, err := pgstore.Open(ctx, pgstore.Config{
 		URL:      s.cfg.DB,
 		Migrate:  true,
-		Hooks:    store.Hooks{OnAvailable: relay.notify, OnConsumerGroupsDeleted: relay.forgetGroups},
+		Hooks:    store.Hooks{OnAvailable: relay.notify, OnConsumerGroupsDeleted: relay.forgetConsumerGroups},
 		Logger:   s.logger,
 		OnCommit: s.metrics.CommitObserver("postgres"),
 	})
@@ -115,7 +115,7 @@ func (r *engineRelay) notify(queues []string) {
 	}
 }
 
-func (r *engineRelay) forgetGroups(lanes []string) {
+func (r *engineRelay) forgetConsumerGroups(lanes []string) {
 	if e := r.engine.Load(); e != nil {
 		e.ForgetConsumerGroups(lanes)
 	}

@@ -9,18 +9,18 @@ import (
 	"github.com/spoolq/spool/internal/store"
 )
 
-// groupStartJSON is where a consumer group starts, or moves to with a
+// consumerGroupStartJSON is where a consumer group starts, or moves to with a
 // seek: the body of PUT /v1/queues/{name}/consumer-groups/{group} and of
 // its seek.
-type groupStartJSON struct {
+type consumerGroupStartJSON struct {
 	// Start is "beginning" (the default), "new" or "time".
 	Start string `json:"start"`
 	// From is the first creation time for "time".
 	From *time.Time `json:"from"`
 }
 
-// request is the engine's form of in for the group of r's path.
-func (in *groupStartJSON) request(r *http.Request) (engine.ConsumerGroupRequest, error) {
+// request is the engine's form of in for the consumer group of r's path.
+func (in *consumerGroupStartJSON) request(r *http.Request) (engine.ConsumerGroupRequest, error) {
 	req := engine.ConsumerGroupRequest{Queue: r.PathValue("name"), Name: r.PathValue("group")}
 	switch in.Start {
 	case "", "beginning":
@@ -48,14 +48,14 @@ type consumerGroupJSON struct {
 	Name      string              `json:"name"`
 	CreatedAt time.Time           `json:"created_at"`
 	Counts    map[job.State]int64 `json:"counts"`
-	// Pending is how many jobs the group has not finished.
+	// Pending is how many jobs the consumer group has not finished.
 	Pending int64 `json:"pending"`
 	// OldestPendingAt is when the oldest of them was enqueued; LagMS is
 	// its age.
 	OldestPendingAt *time.Time `json:"oldest_pending_at,omitempty"`
 	LagMS           int64      `json:"lag_ms"`
-	// Replayed is, in a seek's answer, how many jobs the group has to do
-	// again.
+	// Replayed is, in a seek's answer, how many jobs the consumer group
+	// has to do again.
 	Replayed *int `json:"replayed,omitempty"`
 }
 
@@ -76,7 +76,7 @@ func toConsumerGroupJSON(g *store.ConsumerGroup, now time.Time) consumerGroupJSO
 	return out
 }
 
-func (a *API) putConsumerGroup(w http.ResponseWriter, r *http.Request, in *groupStartJSON) {
+func (a *API) putConsumerGroup(w http.ResponseWriter, r *http.Request, in *consumerGroupStartJSON) {
 	req, err := in.request(r)
 	if err != nil {
 		a.writeError(w, r, err)
@@ -90,7 +90,7 @@ func (a *API) putConsumerGroup(w http.ResponseWriter, r *http.Request, in *group
 	a.writeJSON(w, createdStatus(created), toConsumerGroupJSON(g, a.engine.Now()))
 }
 
-func (a *API) seekConsumerGroup(w http.ResponseWriter, r *http.Request, in *groupStartJSON) {
+func (a *API) seekConsumerGroup(w http.ResponseWriter, r *http.Request, in *consumerGroupStartJSON) {
 	req, err := in.request(r)
 	if err != nil {
 		a.writeError(w, r, err)

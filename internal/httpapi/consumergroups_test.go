@@ -75,7 +75,7 @@ func TestConsumerGroupsOnTheWire(t *testing.T) {
 		t.Fatalf("list: %s", rec.Body)
 	}
 	if rec := send(a, "GET", "/v1/queues", ""); strings.Contains(rec.Body.String(), "@") {
-		t.Fatalf("the queue list shows a group's lane: %s", rec.Body)
+		t.Fatalf("the queue list shows a consumer group's lane: %s", rec.Body)
 	}
 
 	rec = send(a, "POST", "/v1/queues/orders/consumer-groups/billing/seek", `{"start":"beginning"}`)
