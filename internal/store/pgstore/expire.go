@@ -3,11 +3,13 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/spoolq/spool/internal/attempt"
 	"github.com/spoolq/spool/internal/claim"
 	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/store"
@@ -24,7 +26,7 @@ import (
 // expirer kills the jobs past their maximum wait.
 type expirer struct {
 	*db
-	letters *deadLetters
+	fin *finisher
 }
 
 const (
@@ -74,7 +76,7 @@ func (ex *expirer) killMet(ctx context.Context, seqs []int64, now time.Time, res
 
 // expire kills in tx at now the jobs of seqs that are still available
 // and past their queue's maximum wait (job.PastMaxWait), where
-// job.AfterMaxWait sends them, with their dead-letter copies. Jobs
+// attempt.PastWait sends them, with their dead-letter copies. Jobs
 // another transaction holds are passed over; one whose deadline the rule
 // does not share gets the rule's. It returns how many it killed and the
 // dead-letter queues that got copies.
@@ -87,37 +89,25 @@ func (ex *expirer) expire(ctx context.Context, tx pgx.Tx, seqs []int64, now time
 		return 0, nil, fmt.Errorf("lock jobs past their wait: %w", err)
 	}
 	var (
-		fSeq, fixSeq []int64
-		fState, fErr []string
-		fAtt, fixAtt []int32
+		fixSeq       []int64
+		fixAtt       []int32
 		fixDeadlines []pgtype.Timestamptz
-		letters      map[int64]string
+		deaths       []change
 		seq, maxWait int64
-		deadLetter   string
-		attempt      int32
+		s            job.QueueSettings
+		att          int32
 		runAt        time.Time
 		letter       bool
 		errs         []byte
 	)
-	_, err = pgx.ForEachRow(rows, []any{&seq, &attempt, &runAt, &maxWait, &deadLetter, &letter, &errs}, func() error {
-		if !job.PastMaxWait(int(attempt), runAt.UTC(), time.Duration(maxWait), now) {
-			fixSeq, fixAtt = append(fixSeq, seq), append(fixAtt, attempt)
-			fixDeadlines = append(fixDeadlines, waitDeadline(int(attempt), runAt.UTC(), time.Duration(maxWait)))
+	_, err = pgx.ForEachRow(rows, []any{&seq, &att, &runAt, &maxWait, &s.DeadLetterQueue, &letter, &errs}, func() error {
+		s.MaxWait = time.Duration(maxWait)
+		if !job.PastMaxWait(int(att), runAt.UTC(), s.MaxWait, now) {
+			fixSeq, fixAtt = append(fixSeq, seq), append(fixAtt, att)
+			fixDeadlines = append(fixDeadlines, waitDeadline(int(att), runAt.UTC(), s.MaxWait))
 			return nil
 		}
-		state, e := job.AfterMaxWait(int(attempt), now)
-		msg, err := appendError(errs, e)
-		if err != nil {
-			return err
-		}
-		fSeq, fState, fAtt, fErr = append(fSeq, seq), append(fState, string(state)), append(fAtt, attempt), append(fErr, msg)
-		settings := job.QueueSettings{DeadLetterQueue: deadLetter, MaxWait: time.Duration(maxWait)}
-		if dlq := settings.DeadLetterFor(state, letter); dlq != "" {
-			if letters == nil {
-				letters = make(map[int64]string)
-			}
-			letters[seq] = dlq
-		}
+		deaths = append(deaths, change{seq: seq, end: attempt.PastWait(int(att), letter, s, now), errors: slices.Clone(errs)})
 		return nil
 	})
 	if err != nil {
@@ -128,21 +118,15 @@ func (ex *expirer) expire(ctx context.Context, tx pgx.Tx, seqs []int64, now time
 			return 0, nil, fmt.Errorf("write wait deadlines: %w", err)
 		}
 	}
-	if len(fSeq) == 0 {
-		return 0, nil, nil
-	}
-	if _, err := tx.Exec(ctx, sqlFinish, fSeq, fState, fAtt, fErr, now); err != nil {
-		return 0, nil, fmt.Errorf("expire jobs: %w", err)
-	}
-	copies, err := ex.letters.write(ctx, tx, letters, now)
+	copies, err := ex.fin.apply(ctx, tx, deaths, nil, now, false)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, fmt.Errorf("expire jobs: %w", err)
 	}
 	var queues []string
 	for _, c := range copies {
 		queues = appendOnce(queues, c.Queue)
 	}
-	return len(fSeq), queues, nil
+	return len(deaths), queues, nil
 }
 
 // JobExpireWaiting kills the jobs past their queues' maximum waits that

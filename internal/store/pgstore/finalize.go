@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/spoolq/spool/internal/attempt"
 	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/store"
 )
@@ -123,42 +123,16 @@ var (
 	ackCompleted = string(job.AfterCompletion(false))
 )
 
-// items are the ids and tokens of a batch, each id once: a later item with
-// the id of an earlier one is refused with job.ErrLeaseLost (after the
-// first, the job is no longer active under that lease) unless the id is
-// unknown.
-type items struct {
-	ids    []string
-	tokens []int64
-	pos    []int       // batch position of each unique item
-	repeat map[int]int // batch position of a repeated id → position of its first item
-}
-
-func newItems(n int, item func(i int) (string, int64)) *items {
-	it := &items{ids: make([]string, 0, n), tokens: make([]int64, 0, n), pos: make([]int, 0, n), repeat: map[int]int{}}
-	first := make(map[string]int, n)
-	for i := range n {
-		id, token := item(i)
-		if f, ok := first[id]; ok {
-			it.repeat[i] = f
-			continue
-		}
-		first[id] = i
-		it.ids, it.tokens, it.pos = append(it.ids, id), append(it.tokens, token), append(it.pos, i)
-	}
-	return it
-}
-
-// settle fills the outcomes of the items that no row matched (unknown id:
-// job.ErrNotFound; otherwise job.ErrLeaseLost) and of repeated ids.
-func (it *items) settle(ctx context.Context, q querier, out []store.Outcome, matched []bool) error {
+// settle fills the outcomes of the items of b that no row matched
+// (attempt.Miss: whether the job exists) and of its repeats.
+func settle(ctx context.Context, q querier, b *attempt.Batch, out []store.Outcome, matched []bool) error {
 	var missing []string
 	for k, ok := range matched {
 		if !ok {
-			missing = append(missing, it.ids[k])
+			missing = append(missing, b.IDs[k])
 		}
 	}
-	known := make(map[string]bool)
+	known := make(map[string]bool, len(missing))
 	if len(missing) > 0 {
 		ids, err := collect[string](ctx, q, sqlKnownIDs, missing)
 		if err != nil {
@@ -169,22 +143,11 @@ func (it *items) settle(ctx context.Context, q querier, out []store.Outcome, mat
 		}
 	}
 	for k, ok := range matched {
-		if ok {
-			continue
-		}
-		if known[it.ids[k]] {
-			out[it.pos[k]] = store.Outcome{Err: job.ErrLeaseLost}
-		} else {
-			out[it.pos[k]] = store.Outcome{Err: job.ErrNotFound}
+		if !ok {
+			out[b.Pos[k]] = store.Outcome{Err: attempt.Miss(known[b.IDs[k]])}
 		}
 	}
-	for i, f := range it.repeat {
-		if errors.Is(out[f].Err, job.ErrNotFound) {
-			out[i] = store.Outcome{Err: job.ErrNotFound}
-		} else {
-			out[i] = store.Outcome{Err: job.ErrLeaseLost}
-		}
-	}
+	b.Repeats(func(i int) error { return out[i].Err }, func(i int, err error) { out[i] = store.Outcome{Err: err} })
 	return nil
 }
 
@@ -193,9 +156,9 @@ func (it *items) settle(ctx context.Context, q querier, out []store.Outcome, mat
 // writes are one statement, sqlComplete, which commits without waiting for
 // the WAL flush when every job it completed is of process durability.
 func (fin *finisher) JobComplete(ctx context.Context, p *store.JobCompleteParams) ([]store.Outcome, error) {
-	it := newItems(len(p.Items), func(i int) (string, int64) { return p.Items[i].ID, p.Items[i].Token })
-	results := make([][]byte, len(it.pos))
-	for k, i := range it.pos {
+	it := attempt.NewBatch(len(p.Items), func(i int) (string, int64) { return p.Items[i].ID, p.Items[i].Token })
+	results := make([][]byte, len(it.Pos))
+	for k, i := range it.Pos {
 		results[k] = bytesOrNil(p.Items[i].Result)
 	}
 	out := make([]store.Outcome, len(p.Items))
@@ -204,7 +167,7 @@ func (fin *finisher) JobComplete(ctx context.Context, p *store.JobCompleteParams
 		if err != nil {
 			return err
 		}
-		return it.settle(ctx, q, out, matched)
+		return settle(ctx, q, it, out, matched)
 	}
 	var err error
 	if fin.beforeCommit == nil {
@@ -221,82 +184,54 @@ func (fin *finisher) JobComplete(ctx context.Context, p *store.JobCompleteParams
 // complete acknowledges through q, at now, the items of it whose token is
 // current, with results, fills their outcomes in out and reports which
 // items matched.
-func (fin *finisher) complete(ctx context.Context, q querier, it *items, results [][]byte, now time.Time, out []store.Outcome) ([]bool, error) {
-	rows, err := q.Query(ctx, sqlComplete, it.ids, it.tokens, results, now, ackCancelled, ackCompleted,
+func (fin *finisher) complete(ctx context.Context, q querier, it *attempt.Batch, results [][]byte, now time.Time, out []store.Outcome) ([]bool, error) {
+	rows, err := q.Query(ctx, sqlComplete, it.IDs, it.Tokens, results, now, ackCancelled, ackCompleted,
 		fin.channel, fin.node, notifyChunk)
 	if err != nil {
 		return nil, err
 	}
-	index := make(map[string]int, len(it.ids))
-	for k, id := range it.ids {
+	index := make(map[string]int, len(it.IDs))
+	for k, id := range it.IDs {
 		index[id] = k
 	}
-	matched := make([]bool, len(it.ids))
-	var a ackRow
-	_, err = pgx.ForEachRow(rows, a.dest(), func() error {
-		k := index[a.id]
+	matched := make([]bool, len(it.IDs))
+	var id, state string
+	var attempt int32
+	var startedAt *time.Time
+	var o store.Outcome
+	_, err = pgx.ForEachRow(rows, []any{&id, &o.Queue, &state, &o.Kind, &attempt, &startedAt}, func() error {
+		k := index[id]
 		matched[k] = true
-		out[it.pos[k]] = a.outcome()
+		o.State, o.Attempt, o.StartedAt = job.State(state), int(attempt), utc(startedAt)
+		out[it.Pos[k]] = o
 		return nil
 	})
 	return matched, err
 }
 
-// ackRow is a row of sqlComplete: an acknowledged job.
-type ackRow struct {
-	id, queue, state, kind string
-	attempt                int32
-	startedAt              *time.Time
-}
-
-// dest is where a scan of a row of sqlComplete goes.
-func (a *ackRow) dest() []any {
-	return []any{&a.id, &a.queue, &a.state, &a.kind, &a.attempt, &a.startedAt}
-}
-
-// outcome is the outcome of the ack of a's job.
-func (a *ackRow) outcome() store.Outcome {
-	return store.Outcome{Queue: a.queue, State: job.State(a.state), Kind: a.kind, Attempt: int(a.attempt), StartedAt: utc(a.startedAt)}
-}
-
-// leased is what a fail, release or rescue needs to know of a locked job.
+// leased is a locked job whose attempt a fail, release or rescue ends.
 type leased struct {
-	seq                  int64
-	queue                string
-	cancelRequested      bool
-	attempt, maxAttempts int
-	runAt                time.Time
-	backoff              job.Backoff
-	durability           job.Durability
+	attempt.Held
+	seq        int64
+	runAt      time.Time
+	durability job.Durability
 	// settings are the queue's, as far as the lock reads them.
 	settings job.QueueSettings
-	// letter is whether the job is a dead-letter copy.
-	letter bool
 	// errors is the job's errors column.
 	errors []byte
-	// kind and startedAt are the job's kind and the start of its
-	// attempt, for the outcome (lockLeased reads them; a rescue does not).
-	kind      string
-	startedAt time.Time
-}
-
-// outcome is the outcome of the end of l's attempt with its job in state,
-// attempt the attempt the lease was handed out with.
-func (l *leased) outcome(state job.State) store.Outcome {
-	return store.Outcome{Queue: l.queue, State: state, Kind: l.kind, Attempt: l.attempt, StartedAt: l.startedAt}
 }
 
 // lockLeased locks the active jobs of it whose token is current and
 // returns them by item. With waits, it first takes the flow locks of
 // their queues shared, so that the maximum waits it reads hold until tx
 // ends (see waits.go).
-func lockLeased(ctx context.Context, tx pgx.Tx, it *items, waits bool) (map[int]*leased, error) {
+func lockLeased(ctx context.Context, tx pgx.Tx, it *attempt.Batch, waits bool) (map[int]*leased, error) {
 	batch := &pgx.Batch{}
 	if waits {
-		batch.Queue(sqlLockFlowOfJobs, it.ids, lockClass)
+		batch.Queue(sqlLockFlowOfJobs, it.IDs, lockClass)
 	}
 	found := make(map[int]*leased)
-	batch.Queue(sqlLockLeased, it.ids, it.tokens).Query(func(rows pgx.Rows) error { return scanLeased(rows, found) })
+	batch.Queue(sqlLockLeased, it.IDs, it.Tokens).Query(func(rows pgx.Rows) error { return scanLeased(rows, found) })
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 		return nil, fmt.Errorf("lock jobs: %w", err)
 	}
@@ -306,24 +241,23 @@ func lockLeased(ctx context.Context, tx pgx.Tx, it *items, waits bool) (map[int]
 // scanLeased reads the rows of sqlLockLeased into found, by item.
 func scanLeased(rows pgx.Rows, found map[int]*leased) error {
 	var (
-		ord                 int64
-		l                   leased
-		attempt, maxAtt     int32
-		leaseNS, base, maxD int64
-		kind, durability    string
-		startedAt           *time.Time
+		ord                          int64
+		l                            leased
+		attempt, maxAtt              int32
+		leaseNS, base, maxD, maxWait int64
+		kind, durability             string
+		startedAt                    *time.Time
 	)
-	var maxWait int64
-	_, err := pgx.ForEachRow(rows, []any{&ord, &l.seq, &l.queue, &l.cancelRequested, &attempt, &maxAtt, &l.runAt, &leaseNS,
-		&kind, &base, &maxD, &l.backoff.Jitter, &durability, &l.settings.DeadLetterQueue, &maxWait, &l.kind, &startedAt,
-		&l.letter, &l.errors}, func() error {
+	_, err := pgx.ForEachRow(rows, []any{&ord, &l.seq, &l.Queue, &l.CancelRequested, &attempt, &maxAtt, &l.runAt, &leaseNS,
+		&kind, &base, &maxD, &l.Backoff.Jitter, &durability, &l.settings.DeadLetterQueue, &maxWait, &l.Kind, &startedAt,
+		&l.Letter, &l.errors}, func() error {
 		c := l
 		c.errors = slices.Clone(l.errors)
-		c.startedAt = utc(startedAt)
-		c.attempt, c.maxAttempts = int(attempt), int(maxAtt)
+		c.StartedAt = utc(startedAt)
+		c.Attempt, c.MaxAttempts = int(attempt), int(maxAtt)
 		c.durability = job.Durability(durability)
 		c.runAt = c.runAt.UTC()
-		c.backoff.Kind, c.backoff.Base, c.backoff.Max = job.BackoffKind(kind), time.Duration(base), time.Duration(maxD)
+		c.Backoff.Kind, c.Backoff.Base, c.Backoff.Max = job.BackoffKind(kind), time.Duration(base), time.Duration(maxD)
 		c.settings.MaxWait = time.Duration(maxWait)
 		found[int(ord)-1] = &c
 		return nil
@@ -331,55 +265,73 @@ func scanLeased(rows pgx.Rows, found map[int]*leased) error {
 	return err
 }
 
-// change is where one locked job goes: a final state (moved to
-// spool_jobs_done) or back to wait in spool_jobs.
+// change is where one locked job goes, as end says: a final state (moved
+// to spool_jobs_done) or back to wait in spool_jobs.
 type change struct {
-	seq     int64
-	queue   string
-	state   job.State
-	runAt   time.Time // for a job that waits again
-	attempt int
-	err     string // the new error history (appendError), or "" to keep it
+	seq   int64
+	queue string
+	end   attempt.End
+	// runAt is the job's run time, which a retry replaces.
+	runAt time.Time
+	// errors is the job's errors column, to which the end may add.
+	errors []byte
 	// durability is the job's level when known; empty counts as full.
 	durability job.Durability
-	// deadLetter is the queue that gets a copy of a job that dies, or "";
-	// see job.QueueSettings.DeadLetterFor.
-	deadLetter string
 	// maxWait is the queue's maximum wait, which gives a job that waits
 	// unstarted again its deadline (job.WaitDeadline).
 	maxWait time.Duration
 }
 
-// apply carries out changes in tx at now and notifies the queues in
-// which jobs became available, and the other queues of the changes that
-// have an active cap (every change ends an active job). A job that dies
-// with a deadLetter leaves its copy there (see deadLetter); apply returns
-// the copies by the seq of their dead jobs. When every change is to a
+// changeOf is the change end makes to l, a new run time cut to what the
+// database keeps.
+func (l *leased) changeOf(end attempt.End) change {
+	end.RunAt = micro(end.RunAt)
+	return change{seq: l.seq, queue: l.Queue, end: end, runAt: l.runAt, errors: l.errors, durability: l.durability,
+		maxWait: l.settings.MaxWait}
+}
+
+// apply carries out changes in tx at now. Changes that end leases (freed)
+// notify the queues in which jobs became available, and the other queues
+// of the changes that have an active cap. A job that dies with a dead
+// letter leaves its copy there (see deadLetters); apply returns the
+// copies by the seq of their dead jobs. When every change is to a
 // process job, tx commits without waiting for the WAL flush.
-func (fin *finisher) apply(ctx context.Context, tx pgx.Tx, changes []change, available []string, now time.Time) (map[int64]job.JobRef, error) {
+func (fin *finisher) apply(ctx context.Context, tx pgx.Tx, changes []change, available []string, now time.Time, freed bool) (map[int64]job.JobRef, error) {
 	var fSeq, wSeq []int64
 	var fState, wState, fErr, wErr []string
 	var fAtt, wAtt []int32
 	var wRun []time.Time
 	var wWait []pgtype.Timestamptz
-	var freed []string
+	var capped []string
 	var letters map[int64]string
 	for _, c := range changes {
-		if c.deadLetter != "" {
+		if c.end.DeadLetter != "" {
 			if letters == nil {
 				letters = make(map[int64]string)
 			}
-			letters[c.seq] = c.deadLetter
+			letters[c.seq] = c.end.DeadLetter
 		}
-		if !slices.Contains(available, c.queue) && !slices.Contains(freed, c.queue) {
-			freed = append(freed, c.queue)
+		if freed && !slices.Contains(available, c.queue) {
+			capped = appendOnce(capped, c.queue)
 		}
-		if c.state.Final() {
-			fSeq, fState, fAtt, fErr = append(fSeq, c.seq), append(fState, string(c.state)), append(fAtt, int32(c.attempt)), append(fErr, c.err)
-		} else {
-			wSeq, wState, wAtt, wErr = append(wSeq, c.seq), append(wState, string(c.state)), append(wAtt, int32(c.attempt)), append(wErr, c.err)
-			wRun, wWait = append(wRun, c.runAt), append(wWait, waitDeadline(c.attempt, c.runAt, c.maxWait))
+		var errs string
+		if c.end.Record {
+			var err error
+			if errs, err = appendError(c.errors, c.end.Error); err != nil {
+				return nil, err
+			}
 		}
+		state, attempt := string(c.end.State), int32(c.end.Attempt)
+		if c.end.State.Final() {
+			fSeq, fState, fAtt, fErr = append(fSeq, c.seq), append(fState, state), append(fAtt, attempt), append(fErr, errs)
+			continue
+		}
+		runAt := c.runAt
+		if !c.end.RunAt.IsZero() {
+			runAt = c.end.RunAt
+		}
+		wSeq, wState, wAtt, wErr = append(wSeq, c.seq), append(wState, state), append(wAtt, attempt), append(wErr, errs)
+		wRun, wWait = append(wRun, runAt), append(wWait, waitDeadline(c.end.Attempt, runAt, c.maxWait))
 	}
 	batch := &pgx.Batch{}
 	if allProcess(len(changes), func(i int) job.Durability { return changes[i].durability }) {
@@ -392,8 +344,8 @@ func (fin *finisher) apply(ctx context.Context, tx pgx.Tx, changes []change, ava
 		batch.Queue(sqlRequeue, wSeq, wState, wRun, wAtt, wErr, wWait)
 	}
 	fin.announceOnCommit(tx, available)
-	if len(freed) > 0 {
-		batch.Queue(sqlNotifyCapped, fin.channel, fin.node, notifyChunk, freed)
+	if len(capped) > 0 {
+		batch.Queue(sqlNotifyCapped, fin.channel, fin.node, notifyChunk, capped)
 	}
 	if batch.Len() == 0 {
 		return nil, nil
@@ -407,10 +359,10 @@ func (fin *finisher) apply(ctx context.Context, tx pgx.Tx, changes []change, ava
 // JobFail records failed attempts item by item, each where
 // job.AfterFailure sends it; see store.Claimer.
 func (fin *finisher) JobFail(ctx context.Context, p *store.JobFailParams) ([]store.Outcome, error) {
-	it := newItems(len(p.Items), func(i int) (string, int64) { return p.Items[i].ID, p.Items[i].Token })
+	it := attempt.NewBatch(len(p.Items), func(i int) (string, int64) { return p.Items[i].ID, p.Items[i].Token })
 	now := micro(p.Now)
-	out, err := fin.endLeases(ctx, it, len(p.Items), now, false, func(i int, l *leased) (change, store.Outcome, error) {
-		return failChange(&p.Items[i], l, now, p.Rand)
+	out, err := fin.endLeases(ctx, it, len(p.Items), now, false, func(i int, l *leased) attempt.End {
+		return failEnd(&p.Items[i], l, now, p.Rand)
 	})
 	if err != nil {
 		return nil, wrap("fail jobs", err)
@@ -418,22 +370,11 @@ func (fin *finisher) JobFail(ctx context.Context, p *store.JobFailParams) ([]sto
 	return out, nil
 }
 
-// failChange is where the failed attempt item of the locked job l goes at
-// now, as job.AfterFailure decides (rnd giving the jitter), and its
-// outcome.
-func failChange(item *store.JobFailItem, l *leased, now time.Time, rnd func() float64) (change, store.Outcome, error) {
-	state, runAt := job.AfterFailure(&job.Failure{CancelRequested: l.cancelRequested, Attempt: l.attempt,
-		MaxAttempts: l.maxAttempts, NoRetry: item.NoRetry, RetryAfter: item.RetryAfter, Backoff: l.backoff}, now, rnd)
-	c := change{seq: l.seq, queue: l.queue, state: state, attempt: l.attempt, runAt: l.runAt, durability: l.durability,
-		deadLetter: l.settings.DeadLetterFor(state, l.letter)}
-	o := l.outcome(state)
-	if !runAt.IsZero() {
-		c.runAt = micro(runAt)
-		o.RunAt = c.runAt
-	}
-	var err error
-	c.err, err = appendError(l.errors, job.AttemptError{Attempt: l.attempt, Message: item.Message, At: now})
-	return c, o, err
+// failEnd is where the failed attempt item of the locked job l goes at
+// now (attempt.Fail, rnd giving the jitter).
+func failEnd(item *store.JobFailItem, l *leased, now time.Time, rnd func() float64) attempt.End {
+	f := attempt.Failure{NoRetry: item.NoRetry, RetryAfter: item.RetryAfter, Message: item.Message}
+	return attempt.Fail(&l.Held, &f, l.settings, now, rnd)
 }
 
 // JobRelease hands active jobs back unrun, item by item, each where
@@ -441,12 +382,9 @@ func failChange(item *store.JobFailItem, l *leased, now time.Time, rnd func() fl
 // never started again gets its wait deadline, under its queue's flow
 // lock (see waits.go).
 func (fin *finisher) JobRelease(ctx context.Context, p *store.JobReleaseParams) ([]store.Outcome, error) {
-	it := newItems(len(p.Items), func(i int) (string, int64) { return p.Items[i].ID, p.Items[i].Token })
-	out, err := fin.endLeases(ctx, it, len(p.Items), micro(p.Now), true, func(_ int, l *leased) (change, store.Outcome, error) {
-		state, attempt := job.AfterRelease(l.cancelRequested, l.attempt)
-		c := change{seq: l.seq, queue: l.queue, state: state, runAt: l.runAt, attempt: attempt, durability: l.durability,
-			maxWait: l.settings.MaxWait}
-		return c, l.outcome(state), nil
+	it := attempt.NewBatch(len(p.Items), func(i int) (string, int64) { return p.Items[i].ID, p.Items[i].Token })
+	out, err := fin.endLeases(ctx, it, len(p.Items), micro(p.Now), true, func(_ int, l *leased) attempt.End {
+		return attempt.Release(&l.Held)
 	})
 	if err != nil {
 		return nil, wrap("release jobs", err)
@@ -455,12 +393,12 @@ func (fin *finisher) JobRelease(ctx context.Context, p *store.JobReleaseParams) 
 }
 
 // endLeases locks the leased jobs of it, n items in all (with waits, as
-// lockLeased does), and ends each lease with the change and outcome end
-// gives for item i; items that do not hold their job's lease get its
-// miss, and those whose job died into a dead-letter queue its copy.
-// Queues that get a job back available are woken.
-func (fin *finisher) endLeases(ctx context.Context, it *items, n int, now time.Time, waits bool,
-	end func(i int, l *leased) (change, store.Outcome, error)) ([]store.Outcome, error) {
+// lockLeased does), and ends each lease as end decides for item i; items
+// that do not hold their job's lease get its miss, and those whose job
+// died into a dead-letter queue its copy. Queues that get a job back
+// available are woken.
+func (fin *finisher) endLeases(ctx context.Context, it *attempt.Batch, n int, now time.Time, waits bool,
+	end func(i int, l *leased) attempt.End) ([]store.Outcome, error) {
 	var out []store.Outcome
 	err := fin.tx(ctx, func(tx pgx.Tx) error {
 		out = make([]store.Outcome, n)
@@ -468,69 +406,73 @@ func (fin *finisher) endLeases(ctx context.Context, it *items, n int, now time.T
 		if err != nil {
 			return err
 		}
-		matched := make([]bool, len(it.ids))
-		var changes []change
-		var available []string
-		item := make(map[int64]int) // seq → item
-		for k, i := range it.pos {
-			l := locked[k]
-			if l == nil {
-				continue
+		matched := make([]bool, len(it.IDs))
+		changes := make([]change, 0, len(locked))
+		positions := make([]int, 0, len(locked))
+		for k, i := range it.Pos {
+			if l := locked[k]; l != nil {
+				matched[k] = true
+				changes, positions = append(changes, l.changeOf(end(i, l))), append(positions, i)
+				out[i] = store.EndOutcome(&l.Held, &changes[len(changes)-1].end)
 			}
-			matched[k] = true
-			c, o, err := end(i, l)
-			if err != nil {
-				return err
-			}
-			if c.state == job.StateAvailable {
-				available = appendOnce(available, l.queue)
-			}
-			changes = append(changes, c)
-			out[i] = o
-			item[c.seq] = i
 		}
-		letters, err := fin.apply(ctx, tx, changes, available, now)
-		if err != nil {
+		if err := fin.endAll(ctx, tx, changes, now, func(k int, ref job.JobRef) { out[positions[k]].DeadLetter = ref }); err != nil {
 			return err
 		}
-		for seq, ref := range letters {
-			out[item[seq]].DeadLetter = ref
-		}
-		return it.settle(ctx, tx, out, matched)
+		return settle(ctx, tx, it, out, matched)
 	})
 	return out, err
+}
+
+// endAll applies changes, each ending a lease, in tx at now, waking the
+// queues that get a job back available, and reports by change the
+// dead-letter copies it made.
+func (fin *finisher) endAll(ctx context.Context, tx pgx.Tx, changes []change, now time.Time, letter func(k int, ref job.JobRef)) error {
+	var available []string
+	bySeq := make(map[int64]int, len(changes))
+	for k := range changes {
+		if changes[k].end.Available() {
+			available = appendOnce(available, changes[k].queue)
+		}
+		bySeq[changes[k].seq] = k
+	}
+	letters, err := fin.apply(ctx, tx, changes, available, now, true)
+	for seq, ref := range letters {
+		letter(bySeq[seq], ref)
+	}
+	return err
 }
 
 // JobExtend moves leases forward item by item; see store.Claimer. It
 // rewrites only each job's lease row.
 func (fin *finisher) JobExtend(ctx context.Context, p *store.JobExtendParams) ([]store.Outcome, error) {
-	it := newItems(len(p.Items), func(i int) (string, int64) { return p.Items[i].ID, p.Items[i].Token })
-	leases := make([]int64, len(it.pos))
-	index := make(map[string]int, len(it.pos))
-	for k, i := range it.pos {
+	it := attempt.NewBatch(len(p.Items), func(i int) (string, int64) { return p.Items[i].ID, p.Items[i].Token })
+	leases := make([]int64, len(it.Pos))
+	index := make(map[string]int, len(it.Pos))
+	for k, i := range it.Pos {
 		leases[k] = int64(p.Items[i].Lease)
-		index[it.ids[k]] = k
+		index[it.IDs[k]] = k
 	}
 	out := make([]store.Outcome, len(p.Items))
 	err := fin.retry(ctx, func() error {
-		rows, err := fin.pool.Query(ctx, sqlExtend, it.ids, it.tokens, leases, micro(p.Now))
+		rows, err := fin.pool.Query(ctx, sqlExtend, it.IDs, it.Tokens, leases, micro(p.Now))
 		if err != nil {
 			return err
 		}
-		matched := make([]bool, len(it.ids))
+		matched := make([]bool, len(it.IDs))
 		var id, queue string
 		var cancel bool
 		var expires time.Time
 		_, err = pgx.ForEachRow(rows, []any{&id, &queue, &cancel, &expires}, func() error {
 			k := index[id]
 			matched[k] = true
-			out[it.pos[k]] = store.Outcome{Queue: queue, State: job.StateActive, LeaseExpiresAt: expires.UTC(), CancelRequested: cancel}
+			out[it.Pos[k]] = store.Outcome{Queue: queue, State: job.StateActive, LeaseExpiresAt: expires.UTC(), CancelRequested: cancel}
 			return nil
 		})
 		if err != nil {
 			return err
 		}
-		return it.settle(ctx, fin.pool, out, matched)
+		return settle(ctx, fin.pool, it, out, matched)
 	})
 	if err != nil {
 		return nil, wrap("extend leases", err)
@@ -552,8 +494,8 @@ func (fin *finisher) JobProgress(ctx context.Context, p *store.JobProgressParams
 		return nil
 	}
 	out := make([]store.Outcome, 1)
-	it := newItems(1, func(int) (string, int64) { return p.ID, p.Token })
-	if err := it.settle(ctx, fin.pool, out, []bool{false}); err != nil {
+	it := attempt.NewBatch(1, func(int) (string, int64) { return p.ID, p.Token })
+	if err := settle(ctx, fin.pool, it, out, []bool{false}); err != nil {
 		return wrap("report progress", err)
 	}
 	return fmt.Errorf("report progress: job %s: %w", p.ID, out[0].Err)

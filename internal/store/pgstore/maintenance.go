@@ -3,10 +3,12 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/spoolq/spool/internal/attempt"
 	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/store"
 )
@@ -98,35 +100,32 @@ func (m *maintainer) JobRescueExpired(ctx context.Context, now time.Time, limit 
 		}
 		var changes []change
 		var (
-			l               leased
-			attempt, maxAtt int32
+			l           leased
+			att, maxAtt int32
 		)
-		if _, err := pgx.ForEachRow(rows, []any{&l.seq, &l.queue, &l.cancelRequested, &attempt, &maxAtt, &l.runAt,
-			&l.settings.DeadLetterQueue, &l.letter, &l.errors}, func() error {
-			state := job.AfterLeaseExpiry(l.cancelRequested, int(attempt), int(maxAtt))
-			c := change{seq: l.seq, queue: l.queue, state: state, runAt: l.runAt.UTC(), attempt: int(attempt),
-				deadLetter: l.settings.DeadLetterFor(state, l.letter)}
-			if state == job.StateAvailable {
-				res.Available = appendOnce(res.Available, l.queue)
-			}
-			var err error
-			c.err, err = appendError(l.errors, job.AttemptError{Attempt: int(attempt), Message: job.LeaseExpiredMessage, At: now})
-			changes = append(changes, c)
+		if _, err := pgx.ForEachRow(rows, []any{&l.seq, &l.Queue, &l.CancelRequested, &att, &maxAtt, &l.runAt,
+			&l.settings.DeadLetterQueue, &l.Letter, &l.errors}, func() error {
+			c := l
+			c.Attempt, c.MaxAttempts, c.runAt, c.errors = int(att), int(maxAtt), l.runAt.UTC(), slices.Clone(l.errors)
+			changes = append(changes, c.changeOf(attempt.Expire(&c.Held, c.settings, now)))
 			if res.Rescued == nil {
 				res.Rescued = make(map[string]int)
 			}
-			res.Rescued[l.queue]++
-			return err
+			res.Rescued[l.Queue]++
+			return nil
 		}); err != nil {
 			return err
 		}
 		res.Count = len(changes)
-		letters, err := m.fin.apply(ctx, tx, changes, res.Available, now)
-		if err != nil {
-			return err
+		for _, c := range changes {
+			if c.end.Available() {
+				res.Available = appendOnce(res.Available, c.queue)
+			}
 		}
-		for _, ref := range letters {
+		if err := m.fin.endAll(ctx, tx, changes, now, func(_ int, ref job.JobRef) {
 			res.Available = appendOnce(res.Available, ref.Queue)
+		}); err != nil {
+			return err
 		}
 		return scanNullTime(tx.QueryRow(ctx, sqlNextExpiry), &res.Next)
 	})

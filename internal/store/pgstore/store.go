@@ -156,7 +156,7 @@ func newStore(cfg Config, d *db) *Store {
 	letters := &deadLetters{db: d, beliefs: b, flow: flow, groups: groups}
 	fin := &finisher{d, letters}
 	ins := &inserter{db: d, beliefs: b, flow: flow, groups: groups}
-	exp := &expirer{d, letters}
+	exp := &expirer{d, fin}
 	return &Store{
 		db: d, beliefs: b, inserter: ins, claimer: &claimer{d, b, exp}, finisher: fin,
 		transactor: &transactor{d, b, fin, ins}, admin: &admin{d, b}, queueReader: reader, flowControl: flow,

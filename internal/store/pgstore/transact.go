@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/spoolq/spool/internal/attempt"
 	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/store"
 )
@@ -40,7 +41,7 @@ func (t *transactor) JobTransact(ctx context.Context, p *store.JobTransactParams
 		return nil, fmt.Errorf("transact: %w", job.RenameItems(err, "jobs", "enqueue"))
 	}
 	acks := len(p.Complete)
-	it := newItems(acks+len(p.Fail), func(i int) (string, int64) {
+	it := attempt.NewBatch(acks+len(p.Fail), func(i int) (string, int64) {
 		if i < acks {
 			return p.Complete[i].ID, p.Complete[i].Token
 		}
@@ -98,21 +99,21 @@ func (t *transactor) JobTransact(ctx context.Context, p *store.JobTransactParams
 // order, or the *job.ItemError of the first item that holds none: an
 // unknown job, a token that is not current, or a job an earlier item
 // names already.
-func holdAll(ctx context.Context, tx pgx.Tx, it *items, acks int) ([]*leased, error) {
+func holdAll(ctx context.Context, tx pgx.Tx, it *attempt.Batch, acks int) ([]*leased, error) {
 	locked, err := lockLeased(ctx, tx, it, false)
 	if err != nil {
 		return nil, err
 	}
-	n := len(it.pos) + len(it.repeat)
+	n := it.Len()
 	held := make([]*leased, n)
-	matched := make([]bool, len(it.ids))
-	for k, i := range it.pos {
+	matched := make([]bool, len(it.IDs))
+	for k, i := range it.Pos {
 		if l := locked[k]; l != nil {
 			held[i], matched[k] = l, true
 		}
 	}
 	misses := make([]store.Outcome, n)
-	if err := it.settle(ctx, tx, misses, matched); err != nil {
+	if err := settle(ctx, tx, it, misses, matched); err != nil {
 		return nil, err
 	}
 	for i, o := range misses {
@@ -134,7 +135,7 @@ func (t *transactor) transactAcks(ctx context.Context, tx pgx.Tx, p *store.JobTr
 	if len(p.Complete) == 0 {
 		return nil
 	}
-	it := newItems(len(p.Complete), func(i int) (string, int64) { return p.Complete[i].ID, p.Complete[i].Token })
+	it := attempt.NewBatch(len(p.Complete), func(i int) (string, int64) { return p.Complete[i].ID, p.Complete[i].Token })
 	results := make([][]byte, len(p.Complete))
 	for i := range p.Complete {
 		results[i] = bytesOrNil(p.Complete[i].Result)
@@ -156,20 +157,9 @@ func (t *transactor) transactFails(ctx context.Context, tx pgx.Tx, p *store.JobT
 		return nil
 	}
 	changes := make([]change, len(p.Fail))
-	item := make(map[int64]int, len(p.Fail)) // seq → its item
 	for i := range p.Fail {
-		var err error
-		if changes[i], out[i], err = failChange(&p.Fail[i], held[i], now, p.Rand); err != nil {
-			return err
-		}
-		item[changes[i].seq] = i
+		changes[i] = held[i].changeOf(failEnd(&p.Fail[i], held[i], now, p.Rand))
+		out[i] = store.EndOutcome(&held[i].Held, &changes[i].end)
 	}
-	letters, err := t.fin.apply(ctx, tx, changes, nil, now)
-	if err != nil {
-		return err
-	}
-	for seq, ref := range letters {
-		out[item[seq]].DeadLetter = ref
-	}
-	return nil
+	return t.fin.endAll(ctx, tx, changes, now, func(i int, ref job.JobRef) { out[i].DeadLetter = ref })
 }

@@ -10,20 +10,14 @@ import (
 	"github.com/spoolq/spool/internal/store"
 )
 
-// Maximum waits in the embedded store. A claim reads every job it hands
-// out anyway (from a window's cache or the database), so it checks each
-// against its queue's maximum wait there (job.PastMaxWait; the planner
-// does for a queue with flow control) and kills the ones past it instead
-// of leasing them (killPastWait, kill.go); they take no place under a
-// queue's limits and count as no start. The jobs that no claim reaches
-// are killed by the sweep (JobExpireWaiting), which finds them by
-// wait_until, the moment from which a job may no longer start: set on
-// the rows of queues with a maximum wait only, and indexed while the row
-// waits unstarted (jobs_wait), so that queues without one pay nothing
-// and the sweep reads the jobs past their wait, not the backlog. The
-// column follows the rule's deadline: an insert sets it, a new maximum
-// wait sets it for the queue's pending jobs (queueconfig.go), a retry by
-// hand for the job it makes available again.
+// Maximum waits in the embedded store. A claim checks every job it reads
+// against its queue's maximum wait and kills the ones past it (handOut);
+// the sweep (JobExpireWaiting) kills those no claim reaches, found by
+// wait_until, the deadline job.WaitDeadline gives, set on the rows of
+// queues with a maximum wait only and indexed while the row waits
+// unstarted (jobs_wait), so that queues without one pay nothing. An
+// insert sets it, a new maximum wait for the queue's pending jobs
+// (queueconfig.go), a retry by hand for the job it makes available.
 
 const (
 	// sqlWaitingPast reads, in deadline order after the deadline ?2 and

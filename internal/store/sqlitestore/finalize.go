@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spoolq/spool/internal/attempt"
 	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/store"
 )
@@ -79,13 +80,10 @@ func (w *writer) holder(id string, token int64) (l *lease, miss, err error) {
 	}
 	var one int
 	err = w.st.get(stJobExists).QueryRow(id).Scan(&one)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, job.ErrNotFound, nil
-	}
-	if err != nil {
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return nil, nil, fmt.Errorf("read job %s: %w", id, err)
 	}
-	return nil, job.ErrLeaseLost, nil
+	return nil, attempt.Miss(err == nil), nil
 }
 
 // forEachHeld runs apply for every item whose token is its job's current
@@ -143,27 +141,23 @@ type completions struct {
 	rows []completeRow
 }
 
-// completeRow is the row of an acknowledged job, in the order of
-// sqlComplete's parameters.
+// completeRow is an acknowledged job: the lease it held (which the
+// batch no longer changes once it ended), its new state and its result.
 type completeRow struct {
+	l          *lease
 	state      job.State
 	result     json.RawMessage
 	finishedAt int64
-	attempt    int
-	token      int64
-	startedAt  int64
-	progress   json.RawMessage
-	worker     string
-	seq        int64
 }
 
 // ack acknowledges the job of lease l with result at now (Unix
-// nanoseconds), where job.AfterCompletion sends it, and fills in o. Its
+// nanoseconds), where attempt.Complete sends it, and fills in o. Its
 // row is written with a chunk's rows, once they fill one, or by flush.
 func (c *completions) ack(l *lease, result json.RawMessage, now int64, o *store.Outcome) error {
-	*o = l.outcome(job.AfterCompletion(l.cancel))
-	c.rows = append(c.rows, completeRow{state: o.State, result: result, finishedAt: now, attempt: l.attempt, token: l.token,
-		startedAt: l.startedAt.UnixNano(), progress: l.progress, worker: l.worker, seq: l.seq})
+	h := l.held()
+	end := attempt.Complete(&h)
+	*o = store.EndOutcome(&h, &end)
+	c.rows = append(c.rows, completeRow{l: l, state: o.State, result: result, finishedAt: now})
 	c.w.finish(l, o.State)
 	if len(c.rows) < completeChunk {
 		return nil
@@ -185,19 +179,19 @@ func (c *completions) flush() error {
 func (c *completions) write(rows []completeRow, stmt *rawStmt) error {
 	args := stmt.args()
 	for i := range rows {
-		r := &rows[i]
+		r, l := &rows[i], rows[i].l
 		args.addText(string(r.state))
 		args.addBlobOrNull(r.result)
 		args.addInt(r.finishedAt)
-		args.addInt(int64(r.attempt))
-		args.addInt(r.token)
-		args.addInt(r.startedAt)
-		args.addBlobOrNull(r.progress)
-		args.addTextOrNull(r.worker)
-		args.addInt(r.seq)
+		args.addInt(int64(l.attempt))
+		args.addInt(l.token)
+		args.addInt(l.startedAt.UnixNano())
+		args.addBlobOrNull(l.progress)
+		args.addTextOrNull(l.worker)
+		args.addInt(l.seq)
 	}
 	if _, err := stmt.execArgs(); err != nil {
-		return fmt.Errorf("complete %d jobs (seqs %d to %d): %w", len(rows), rows[0].seq, rows[len(rows)-1].seq, err)
+		return fmt.Errorf("complete %d jobs (seqs %d to %d): %w", len(rows), rows[0].l.seq, rows[len(rows)-1].l.seq, err)
 	}
 	return nil
 }
@@ -217,34 +211,38 @@ func (w *writer) finish(l *lease, state job.State) {
 	}
 }
 
-// endAttempt writes the end of l's attempt with the job moving to state;
-// runAt is set for a retrying job, attemptErr is the error to record (or
-// empty), and attempt is what the attempt count becomes.
-func (w *writer) endAttempt(l *lease, state job.State, runAt time.Time, now time.Time, attempt int, attemptErr string) error {
+// endAttempt writes the end of l's attempt at now as end says, leaving
+// the dead-letter copy of a job that dies, whose queue and id it returns.
+func (w *writer) endAttempt(l *lease, end *attempt.End, now time.Time) (job.JobRef, error) {
 	var finished, run, msg any
-	if state.Final() {
+	if end.State.Final() {
 		finished = now.UnixNano()
 	}
-	if !runAt.IsZero() {
-		run = runAt.UnixNano()
+	if !end.RunAt.IsZero() {
+		run = end.RunAt.UnixNano()
 	}
-	if attemptErr != "" {
-		errs, err := w.appendError(l.seq, job.AttemptError{Attempt: l.attempt, Message: attemptErr, At: now})
+	if end.Record {
+		errs, err := w.appendError(l.seq, end.Error)
 		if err != nil {
-			return err
+			return job.JobRef{}, err
 		}
 		msg = errs
 	}
 	var progress any
-	if state == job.StateRetrying || state.Final() {
+	if end.State == job.StateRetrying || end.State.Final() {
 		progress = blobOrNull(l.progress)
 	}
-	if _, err := w.st.get(stFinishAttempt).Exec(string(state), run, finished, attempt, l.token, l.startedAt.UnixNano(),
+	if _, err := w.st.get(stFinishAttempt).Exec(string(end.State), run, finished, end.Attempt, l.token, l.startedAt.UnixNano(),
 		progress, msg, stringOrNull(l.worker), l.seq); err != nil {
-		return fmt.Errorf("end attempt of job %s: %w", l.id, err)
+		return job.JobRef{}, fmt.Errorf("end attempt of job %s: %w", l.id, err)
 	}
-	w.finish(l, state)
-	return nil
+	w.finish(l, end.State)
+	if !end.State.Final() && !end.HoldsGroup() {
+		// A first attempt handed back unrun no longer holds its ordered
+		// group, as a restart reads it (finish frees a final job's).
+		w.unhold(l.queue, l.group, l.seq)
+	}
+	return w.letterOf(l.seq, end.DeadLetter, now)
 }
 
 // appendError is the errors column of the row with seq once it records
@@ -261,53 +259,74 @@ func (w *writer) appendError(seq int64, e job.AttemptError) (string, error) {
 	return string(b), nil
 }
 
-// outcome is the outcome of l's attempt ending with its job in state.
-func (l *lease) outcome(state job.State) store.Outcome {
-	return store.Outcome{Queue: l.queue, State: state, Kind: l.kind, Attempt: l.attempt, StartedAt: l.startedAt}
+// held is the attempt of l, as the rules see it. Whether its job is a
+// dead-letter copy the lease does not know: letterOf reads it.
+func (l *lease) held() attempt.Held {
+	return attempt.Held{Queue: l.queue, Kind: l.kind, Attempt: l.attempt, MaxAttempts: l.maxAttempts, Backoff: l.backoff,
+		CancelRequested: l.cancel, StartedAt: l.startedAt}
 }
 
-// JobFail records failed attempts item by item, each where
-// job.AfterFailure sends it; see store.Claimer.
-func (s *Store) JobFail(ctx context.Context, p *store.JobFailParams) ([]store.Outcome, error) {
-	out := make([]store.Outcome, len(p.Items))
-	relaxed := leasesRelaxed(p.Items, func(it *store.JobFailItem) string { return it.ID })
-	err := s.doRelaxed(ctx, len(p.Items), relaxed, func(w *writer) error {
-		now := p.Now.UTC()
-		return forEachHeld(w, p.Items, failKey, out, func(it *store.JobFailItem, l *lease, o *store.Outcome) error {
-			return w.failAttempt(it, l, now, p.Rand, o)
-		})
+// settingsOf are the settings of queue, zero for a queue the writer does
+// not know.
+func (w *writer) settingsOf(queue string) job.QueueSettings {
+	if q := w.queues[queue]; q != nil {
+		return q.settings
+	}
+	return job.QueueSettings{}
+}
+
+// endEach runs, as one operation of the writer, end for each of items
+// whose token is its job's current lease (forEachHeld), and returns their
+// outcomes; what names the call in errors. The commit waits for the disk
+// unless relaxed says it need not.
+func endEach[T any](ctx context.Context, s *Store, what string, items []T, key func(*T) (string, int64),
+	relaxed func(*writer) bool, end func(w *writer, it *T, l *lease, o *store.Outcome) error) ([]store.Outcome, error) {
+	out := make([]store.Outcome, len(items))
+	err := s.doRelaxed(ctx, len(items), relaxed, func(w *writer) error {
+		return forEachHeld(w, items, key, out, func(it *T, l *lease, o *store.Outcome) error { return end(w, it, l, o) })
 	})
 	if err != nil {
-		return nil, wrap("fail jobs", err)
+		return nil, wrap(what, err)
 	}
 	return out, nil
 }
 
+// leasesOf is a relaxed check (leasesRelaxed) for items named by key.
+func leasesOf[T any](items []T, key func(*T) (string, int64)) func(*writer) bool {
+	return leasesRelaxed(items, func(it *T) string { id, _ := key(it); return id })
+}
+
+// JobFail records failed attempts item by item, each where
+// attempt.Fail sends it; see store.Claimer.
+func (s *Store) JobFail(ctx context.Context, p *store.JobFailParams) ([]store.Outcome, error) {
+	now := p.Now.UTC()
+	return endEach(ctx, s, "fail jobs", p.Items, failKey, leasesOf(p.Items, failKey),
+		func(w *writer, it *store.JobFailItem, l *lease, o *store.Outcome) error {
+			return w.failAttempt(it, l, now, p.Rand, o)
+		})
+}
+
 func failKey(it *store.JobFailItem) (string, int64) { return it.ID, it.Token }
 
-// failAttempt ends l's attempt as failed by it, where job.AfterFailure
-// sends it, leaving a copy in the dead-letter queue of a job that dies.
+// failAttempt ends l's attempt as failed by it, where attempt.Fail sends
+// it, leaving a copy in the dead-letter queue of a job that dies.
 func (w *writer) failAttempt(it *store.JobFailItem, l *lease, now time.Time, rnd func() float64, o *store.Outcome) error {
-	state, runAt := job.AfterFailure(&job.Failure{CancelRequested: l.cancel, Attempt: l.attempt, MaxAttempts: l.maxAttempts,
-		NoRetry: it.NoRetry, RetryAfter: it.RetryAfter, Backoff: l.backoff}, now, rnd)
-	*o = l.outcome(state)
-	o.RunAt = runAt
-	if err := w.endAttempt(l, state, runAt, now, l.attempt, it.Message); err != nil {
-		return err
-	}
+	h := l.held()
+	end := attempt.Fail(&h, &attempt.Failure{NoRetry: it.NoRetry, RetryAfter: it.RetryAfter, Message: it.Message},
+		w.settingsOf(l.queue), now, rnd)
+	*o = store.EndOutcome(&h, &end)
 	var err error
-	o.DeadLetter, err = w.letterOf(l.queue, l.seq, state, now)
+	o.DeadLetter, err = w.endAttempt(l, &end, now)
 	return err
 }
 
 // JobExtend moves leases forward item by item; see store.Claimer. A
 // heartbeat changes only memory.
 func (s *Store) JobExtend(ctx context.Context, p *store.JobExtendParams) ([]store.Outcome, error) {
-	out := make([]store.Outcome, len(p.Items))
-	err := s.doRelaxed(ctx, len(p.Items), writesNothing, func(w *writer) error {
-		now := p.Now.UTC()
-		key := func(it *store.JobExtendItem) (string, int64) { return it.ID, it.Token }
-		return forEachHeld(w, p.Items, key, out, func(it *store.JobExtendItem, l *lease, o *store.Outcome) error {
+	now := p.Now.UTC()
+	key := func(it *store.JobExtendItem) (string, int64) { return it.ID, it.Token }
+	return endEach(ctx, s, "extend leases", p.Items, key, writesNothing,
+		func(w *writer, it *store.JobExtendItem, l *lease, o *store.Outcome) error {
 			dur := it.Lease
 			if dur <= 0 {
 				dur = l.duration
@@ -317,11 +336,6 @@ func (s *Store) JobExtend(ctx context.Context, p *store.JobExtendParams) ([]stor
 			*o = store.Outcome{Queue: l.queue, State: job.StateActive, LeaseExpiresAt: expires, CancelRequested: l.cancel}
 			return nil
 		})
-	})
-	if err != nil {
-		return nil, wrap("extend leases", err)
-	}
-	return out, nil
 }
 
 // JobProgress stores a progress report of an active job; see
@@ -343,31 +357,18 @@ func (s *Store) JobProgress(ctx context.Context, p *store.JobProgressParams) err
 }
 
 // JobRelease hands active jobs back unrun, item by item, each where
-// job.AfterRelease sends it; see store.Claimer.
+// attempt.Release sends it; see store.Claimer.
 func (s *Store) JobRelease(ctx context.Context, p *store.JobReleaseParams) ([]store.Outcome, error) {
-	out := make([]store.Outcome, len(p.Items))
-	relaxed := leasesRelaxed(p.Items, func(it *store.JobReleaseItem) string { return it.ID })
-	err := s.doRelaxed(ctx, len(p.Items), relaxed, func(w *writer) error {
-		now := p.Now.UTC()
-		key := func(it *store.JobReleaseItem) (string, int64) { return it.ID, it.Token }
-		return forEachHeld(w, p.Items, key, out, func(_ *store.JobReleaseItem, l *lease, o *store.Outcome) error {
-			state, attempt := job.AfterRelease(l.cancel, l.attempt)
-			*o = l.outcome(state)
-			if err := w.endAttempt(l, state, time.Time{}, now, attempt, ""); err != nil {
-				return err
-			}
-			if !job.HoldsGroup(state, attempt) {
-				// A first attempt handed back unrun no longer holds its
-				// ordered group, as a restart reads it.
-				w.unhold(l.queue, l.group, l.seq)
-			}
-			return nil
+	now := p.Now.UTC()
+	key := func(it *store.JobReleaseItem) (string, int64) { return it.ID, it.Token }
+	return endEach(ctx, s, "release jobs", p.Items, key, leasesOf(p.Items, key),
+		func(w *writer, _ *store.JobReleaseItem, l *lease, o *store.Outcome) error {
+			h := l.held()
+			end := attempt.Release(&h)
+			*o = store.EndOutcome(&h, &end)
+			_, err := w.endAttempt(l, &end, now)
+			return err
 		})
-	})
-	if err != nil {
-		return nil, wrap("release jobs", err)
-	}
-	return out, nil
 }
 
 // leasesRelaxed returns a relaxed check (see committer.do) for the

@@ -5,23 +5,17 @@ import (
 	"slices"
 	"time"
 
+	"github.com/spoolq/spool/internal/attempt"
 	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/store"
 )
 
-// Deaths and dead letters in the embedded store. A job dies where a rule
-// sends it: at the end of a failed attempt (job.AfterFailure) or of an
-// expired lease (job.AfterLeaseExpiry), written with the attempt
-// (finalize.go), or past its maximum wait (job.AfterMaxWait), which a
-// claim meets (claim.go, flowclaim.go) or the sweep does (expire.go), and
-// killPastWait writes. A death that job.QueueSettings.DeadLetterFor sends
-// on leaves, in the same transaction, the copy job.DeadLetter makes of the
-// dead job in the dead-letter queue. writeLetter is the one writer of
-// copies: it writes the copy's row whole, in one statement, its origin in
-// the spec (version 2, see spec.go) and the dead job's history in its
-// errors, with a copy in each consumer group of the dead-letter queue, as
-// an insert would. A copy has no unique key, so it is checked against no
-// other job.
+// Deaths and dead letters in the embedded store: a death that
+// attempt.End sends to a dead-letter queue leaves, in the same
+// transaction, the copy job.DeadLetter makes, which writeLetter, the one
+// writer of copies, writes whole in one statement, with a copy in each
+// consumer group of the dead-letter queue, as an insert would. A copy has
+// no unique key, so it is checked against no other job.
 
 const (
 	// sqlDieOfWait records the death of a job past its maximum wait: ?2
@@ -42,53 +36,46 @@ var (
 )
 
 // killPastWait writes the death of j, an available job with seq past its
-// queue's maximum wait at now, where job.AfterMaxWait sends it, and leaves
+// queue's maximum wait at now, where attempt.PastWait sends it, and leaves
 // its dead-letter copy, if any, whose queue and id it returns. j is the
 // job as the claim or the sweep that met it read it; it becomes the dead
 // job.
 func (w *writer) killPastWait(j *job.Job, seq int64, now time.Time) (job.JobRef, error) {
-	state, e := job.AfterMaxWait(j.Attempt, now)
-	j.Errors, j.ErrorsDropped = job.AppendError(j.Errors, j.ErrorsDropped, e)
+	end := attempt.PastWait(j.Attempt, !j.DeadLetterOf.IsZero(), w.settingsOf(j.Queue), now)
+	j.Errors, j.ErrorsDropped = job.AppendError(j.Errors, j.ErrorsDropped, end.Error)
 	errs, err := store.EncodeErrors(j.Errors, j.ErrorsDropped)
 	if err != nil {
 		return job.JobRef{}, fmt.Errorf("expire job %s: %w", j.ID, err)
 	}
-	if _, err := w.st.get(stDieOfWait).Exec(now.UnixNano(), string(state), string(errs), seq); err != nil {
+	if _, err := w.st.get(stDieOfWait).Exec(now.UnixNano(), string(end.State), string(errs), seq); err != nil {
 		return job.JobRef{}, fmt.Errorf("expire job %s: %w", j.ID, err)
 	}
-	w.fx.move(j.Queue, job.StateAvailable, state, 1)
+	w.fx.move(j.Queue, job.StateAvailable, end.State, 1)
 	w.madeUnavailable(j.Queue, j.Group, entryOf(j, seq))
-	j.State, j.FinishedAt = state, now
-	return w.writeLetter(j, now)
+	j.State, j.FinishedAt = end.State, now
+	return w.writeLetter(j, end.DeadLetter, now)
 }
 
-// letterOf leaves the dead-letter copy of the job with seq of queue,
-// which a rule just sent to state at now (its row written), when the
-// queue's settings send it on, and returns the copy's queue and id; zero
-// when there is none. It reads the dead row only when the queue would
-// copy a job that is not a copy itself.
-func (w *writer) letterOf(queue string, seq int64, state job.State, now time.Time) (job.JobRef, error) {
-	if q := w.queues[queue]; q == nil || q.settings.DeadLetterFor(state, false) == "" {
+// letterOf leaves in dlq, unless empty, the dead-letter copy of the job
+// with seq, which just died at now (its row written), reading the dead
+// row, and returns the copy's queue and id; zero when there is none.
+func (w *writer) letterOf(seq int64, dlq string, now time.Time) (job.JobRef, error) {
+	if dlq == "" {
 		return job.JobRef{}, nil
 	}
 	dead, _, err := scanJob(w.st.get(stJobBySeq).QueryRow(seq))
 	if err != nil {
 		return job.JobRef{}, fmt.Errorf("read dead job with seq %d: %w", seq, err)
 	}
-	return w.writeLetter(dead, now)
+	return w.writeLetter(dead, dlq, now)
 }
 
-// writeLetter leaves the dead-letter copy of dead, a job that died at now
-// (its row written), when its queue's settings send it on
+// writeLetter leaves in dlq the dead-letter copy of dead, a job that died
+// at now (its row written), unless dlq is empty or dead is a copy itself
 // (job.QueueSettings.DeadLetterFor), and returns the copy's queue and id;
 // zero when there is none.
-func (w *writer) writeLetter(dead *job.Job, now time.Time) (job.JobRef, error) {
-	q := w.queues[dead.Queue]
-	if q == nil {
-		return job.JobRef{}, nil
-	}
-	dlq := q.settings.DeadLetterFor(dead.State, !dead.DeadLetterOf.IsZero())
-	if dlq == "" {
+func (w *writer) writeLetter(dead *job.Job, dlq string, now time.Time) (job.JobRef, error) {
+	if dlq == "" || !dead.DeadLetterOf.IsZero() {
 		return job.JobRef{}, nil
 	}
 	c := job.DeadLetter(dead, dlq, job.NewID(now), now)

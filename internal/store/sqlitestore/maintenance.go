@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"time"
 
+	"github.com/spoolq/spool/internal/attempt"
 	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/store"
 )
@@ -99,8 +100,10 @@ func (w *writer) rescue(now time.Time, limit int, res *store.MaintenanceResult) 
 		if l == nil || l.expiresAt.After(now) {
 			break
 		}
-		state := job.AfterLeaseExpiry(l.cancel, l.attempt, l.maxAttempts)
-		if err := w.endAttempt(l, state, time.Time{}, now, l.attempt, job.LeaseExpiredMessage); err != nil {
+		h := l.held()
+		end := attempt.Expire(&h, w.settingsOf(l.queue), now)
+		letter, err := w.endAttempt(l, &end, now)
+		if err != nil {
 			return err
 		}
 		res.Count++
@@ -108,12 +111,8 @@ func (w *writer) rescue(now time.Time, limit int, res *store.MaintenanceResult) 
 			res.Rescued = make(map[string]int)
 		}
 		res.Rescued[l.queue]++
-		if state == job.StateAvailable {
+		if end.Available() {
 			noteQueue(&res.Available, l.queue)
-		}
-		letter, err := w.letterOf(l.queue, l.seq, state, now)
-		if err != nil {
-			return err
 		}
 		noteQueue(&res.Available, letter.Queue)
 	}

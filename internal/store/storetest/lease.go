@@ -3,6 +3,7 @@ package storetest
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/spoolq/spool/internal/job"
@@ -26,6 +27,7 @@ func leaseTests() []group {
 			{"RetriesWithBackoffUntilAttemptsRunOut", testFailRetries},
 			{"RetryAfterOverridesBackoff", testFailRetryAfter},
 			{"NoRetryEndsDead", testFailNoRetry},
+			{"AFailureWithoutAMessageIsRecorded", testFailWithoutMessage},
 			{"EndsCancelledWhenCancelRequested", testFailCancelRequested},
 		}},
 		{"JobExtend", []test{
@@ -262,6 +264,20 @@ func testFailNoRetry(b *bundle) {
 	want.Errors = []job.AttemptError{{Attempt: 1, Message: "bad input", At: at(time.Second)}}
 	b.unchanged("checking the dead job", &want)
 	b.wantCounts("q", map[job.State]int64{job.StateDead: 1})
+}
+
+// A failed attempt records its error even without a message, so that a
+// job's errors hold one entry per failed attempt on every store.
+func testFailWithoutMessage(b *bundle) {
+	j := b.jobIn(job.StateActive, "q", withMaxAttempts(10))
+	out := b.fail(at(time.Second), store.JobFailItem{ID: j.ID, Token: j.LeaseToken})
+	if o := out[0]; o.Err != nil || o.State != job.StateRetrying {
+		b.t.Fatalf("outcome %+v, want retrying", o)
+	}
+	got := b.get(j.ID)
+	if want := []job.AttemptError{{Attempt: 1, At: at(time.Second)}}; !slices.Equal(got.Errors, want) {
+		b.t.Fatalf("errors %+v, want %+v", got.Errors, want)
+	}
 }
 
 // A failed attempt of a job whose cancel was requested ends it cancelled,
