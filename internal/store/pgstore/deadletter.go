@@ -10,18 +10,11 @@ import (
 	"github.com/spoolq/spool/internal/job"
 )
 
-// Dead letters on PostgreSQL: a transaction that moves jobs to
-// spool_jobs_done dead reads them back there and writes, in the same
-// transaction, the copies job.DeadLetter makes of those whose queue has a
-// dead-letter queue (job.QueueSettings.DeadLetterFor), each whole in one
-// statement (sqlWriteJobs, as an import stores a job), with the wait
-// deadline of its queue's maximum wait. Like any job put into a queue, a
-// copy makes its queue grouped when it has a group, joins the empty group
-// when it has none in a queue with flow control, gets its copies in the
-// lanes of the queue's consumer groups, and is announced once the
-// transaction commits.
-
-// deadLetters writes the dead-letter copies of the jobs that die.
+// deadLetters writes the dead-letter copies of the jobs that die: read
+// back from spool_jobs_done in the transaction that killed them, each
+// written whole (sqlWriteJobs, as an import stores a job) with its wait
+// deadline, its queue grouped, its lane copies and its announcement, as
+// any job put into a queue gets them.
 type deadLetters struct {
 	*db
 	*beliefs

@@ -15,15 +15,9 @@ import (
 	"github.com/spoolq/spool/internal/store"
 )
 
-// A claim that meets jobs past their wait kills them: the flow claim in
-// its transaction, as the planner decides (flowclaim.go); the plain
-// claim, for the queues a node knows to have a maximum wait, reads in
-// the same round trip the jobs of those queues past their deadline, and
-// kills them in a transaction of its own once it has claimed
-// (killMet). The leader's sweep (JobExpireWaiting) kills the ones no
-// claim meets.
-
-// expirer kills the jobs past their maximum wait.
+// expirer kills the jobs past their maximum wait: those a flow claim's
+// plan kills (flowclaim.go), those a plain claim met (killMet) and, in
+// the leader's sweep (JobExpireWaiting), those no claim meets.
 type expirer struct {
 	*db
 	fin *finisher

@@ -93,13 +93,9 @@ func (w *writer) expireRow(c candidate, now time.Time, res *store.MaintenanceRes
 	if err != nil {
 		return fmt.Errorf("read job with seq %d: %w", c.seq, err)
 	}
-	q := w.queues[j.Queue]
-	if q == nil || !q.pastWait(j, now) {
-		var maxWait time.Duration
-		if q != nil {
-			maxWait = q.settings.MaxWait
-		}
-		if _, err := w.conn.ExecContext(context.Background(), sqlFixWait, waitDeadline(j.Attempt, j.RunAt, maxWait), c.seq); err != nil {
+	if q := w.queues[j.Queue]; q == nil || !q.pastWait(j, now) {
+		deadline := waitDeadline(j.Attempt, j.RunAt, w.settingsOf(j.Queue).MaxWait)
+		if _, err := w.conn.ExecContext(context.Background(), sqlFixWait, deadline, c.seq); err != nil {
 			return fmt.Errorf("set the wait deadline of job %s: %w", j.ID, err)
 		}
 		return nil

@@ -113,7 +113,7 @@ func forEachHeld[T any](w *writer, items []T, key func(*T) (string, int64), out 
 // job.AfterCompletion sends it; see store.Claimer.
 func (s *Store) JobComplete(ctx context.Context, p *store.JobCompleteParams) ([]store.Outcome, error) {
 	out := make([]store.Outcome, len(p.Items))
-	relaxed := leasesRelaxed(p.Items, func(it *store.JobCompleteItem) string { return it.ID })
+	relaxed := leasesRelaxed(p.Items, completeKey)
 	err := s.doRelaxed(ctx, len(p.Items), relaxed, func(w *writer) error {
 		now := p.Now.UTC().UnixNano()
 		acks := completions{w: w}
@@ -291,16 +291,11 @@ func endEach[T any](ctx context.Context, s *Store, what string, items []T, key f
 	return out, nil
 }
 
-// leasesOf is a relaxed check (leasesRelaxed) for items named by key.
-func leasesOf[T any](items []T, key func(*T) (string, int64)) func(*writer) bool {
-	return leasesRelaxed(items, func(it *T) string { id, _ := key(it); return id })
-}
-
 // JobFail records failed attempts item by item, each where
 // attempt.Fail sends it; see store.Claimer.
 func (s *Store) JobFail(ctx context.Context, p *store.JobFailParams) ([]store.Outcome, error) {
 	now := p.Now.UTC()
-	return endEach(ctx, s, "fail jobs", p.Items, failKey, leasesOf(p.Items, failKey),
+	return endEach(ctx, s, "fail jobs", p.Items, failKey, leasesRelaxed(p.Items, failKey),
 		func(w *writer, it *store.JobFailItem, l *lease, o *store.Outcome) error {
 			return w.failAttempt(it, l, now, p.Rand, o)
 		})
@@ -361,7 +356,7 @@ func (s *Store) JobProgress(ctx context.Context, p *store.JobProgressParams) err
 func (s *Store) JobRelease(ctx context.Context, p *store.JobReleaseParams) ([]store.Outcome, error) {
 	now := p.Now.UTC()
 	key := func(it *store.JobReleaseItem) (string, int64) { return it.ID, it.Token }
-	return endEach(ctx, s, "release jobs", p.Items, key, leasesOf(p.Items, key),
+	return endEach(ctx, s, "release jobs", p.Items, key, leasesRelaxed(p.Items, key),
 		func(w *writer, _ *store.JobReleaseItem, l *lease, o *store.Outcome) error {
 			h := l.held()
 			end := attempt.Release(&h)
@@ -372,11 +367,13 @@ func (s *Store) JobRelease(ctx context.Context, p *store.JobReleaseParams) ([]st
 }
 
 // leasesRelaxed returns a relaxed check (see committer.do) for the
-// outcomes of items: none of their active jobs is of full durability.
-func leasesRelaxed[T any](items []T, id func(*T) string) func(*writer) bool {
+// outcomes of items, named by key: none of their active jobs is of full
+// durability.
+func leasesRelaxed[T any](items []T, key func(*T) (string, int64)) func(*writer) bool {
 	return func(w *writer) bool {
 		for i := range items {
-			if l := w.leases.get(id(&items[i])); l != nil && l.durability == job.DurabilityFull {
+			id, _ := key(&items[i])
+			if l := w.leases.get(id); l != nil && l.durability == job.DurabilityFull {
 				return false
 			}
 		}

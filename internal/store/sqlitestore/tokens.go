@@ -5,7 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"sync"
+	"sync/atomic"
 )
 
 // tokenSource hands out fencing tokens. A token is epoch<<32 | n: the
@@ -20,8 +20,9 @@ import (
 // twice in a process, and one stored epoch, so that a memory job enqueued
 // after a restart never gets a token a worker of the old process holds.
 type tokenSource struct {
-	mu       sync.Mutex
-	epoch, n int64
+	// last is the latest token handed out: the epoch in its high bits,
+	// the count of the epoch's hand-outs in its low 32.
+	last atomic.Int64
 }
 
 // tokenRenewAt is the count of hand-outs after which the writer moves to a
@@ -29,27 +30,13 @@ type tokenSource struct {
 const tokenRenewAt = 1 << 31
 
 // take returns the next token.
-func (t *tokenSource) take() int64 {
-	t.mu.Lock()
-	t.n++
-	token := t.epoch<<32 | t.n
-	t.mu.Unlock()
-	return token
-}
+func (t *tokenSource) take() int64 { return t.last.Add(1) }
 
 // due reports whether the source should move to a new epoch.
-func (t *tokenSource) due() bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.n >= tokenRenewAt
-}
+func (t *tokenSource) due() bool { return t.last.Load()&(1<<32-1) >= tokenRenewAt }
 
 // start makes epoch the current one, counting from its first token.
-func (t *tokenSource) start(epoch int64) {
-	t.mu.Lock()
-	t.epoch, t.n = epoch, 0
-	t.mu.Unlock()
-}
+func (t *tokenSource) start(epoch int64) { t.last.Store(epoch << 32) }
 
 const (
 	sqlReadEpoch  = `SELECT value FROM meta WHERE key = 'epoch'`

@@ -25,8 +25,8 @@ func (s *Store) JobTransact(ctx context.Context, p *store.JobTransactParams) (*s
 		Failed:    make([]store.Outcome, len(p.Fail)),
 		Inserted:  make([]store.InsertResult, len(p.Insert)),
 	}
-	acksRelaxed := leasesRelaxed(p.Complete, func(it *store.JobCompleteItem) string { return it.ID })
-	failsRelaxed := leasesRelaxed(p.Fail, func(it *store.JobFailItem) string { return it.ID })
+	acksRelaxed := leasesRelaxed(p.Complete, completeKey)
+	failsRelaxed := leasesRelaxed(p.Fail, failKey)
 	relaxed := func(w *writer) bool {
 		return len(p.Create) == 0 && store.Relaxed(p.Insert) && acksRelaxed(w) && failsRelaxed(w)
 	}
