@@ -99,6 +99,11 @@ func TestBatch(t *testing.T) {
 	if got := b.Tokens; got[0] != 0 || got[1] != 1 || got[2] != 3 {
 		t.Fatalf("Tokens = %v, want [0 1 3]", got)
 	}
+	for k, id := range b.IDs {
+		if got := b.Index(id); got != k {
+			t.Errorf("Index(%q) = %d, want %d", id, got, k)
+		}
+	}
 	// a held its lease, b's job is unknown, c's lease is lost.
 	first := map[int]error{0: nil, 1: job.ErrNotFound, 3: job.ErrLeaseLost}
 	got := map[int]error{}

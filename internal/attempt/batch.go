@@ -16,26 +16,30 @@ type Batch struct {
 	Pos []int
 	// repeat maps the position of a repeated id to that of its first item.
 	repeat map[int]int
+	// index maps each id to its place in IDs.
+	index map[string]int
 }
 
 // NewBatch is the batch of n items, item giving each one's id and token.
 func NewBatch(n int, item func(i int) (string, int64)) *Batch {
-	b := &Batch{IDs: make([]string, 0, n), Tokens: make([]int64, 0, n), Pos: make([]int, 0, n)}
-	first := make(map[string]int, n)
+	b := &Batch{IDs: make([]string, 0, n), Tokens: make([]int64, 0, n), Pos: make([]int, 0, n), index: make(map[string]int, n)}
 	for i := range n {
 		id, token := item(i)
-		if f, ok := first[id]; ok {
+		if k, ok := b.index[id]; ok {
 			if b.repeat == nil {
 				b.repeat = make(map[int]int)
 			}
-			b.repeat[i] = f
+			b.repeat[i] = b.Pos[k]
 			continue
 		}
-		first[id] = i
+		b.index[id] = len(b.IDs)
 		b.IDs, b.Tokens, b.Pos = append(b.IDs, id), append(b.Tokens, token), append(b.Pos, i)
 	}
 	return b
 }
+
+// Index is the place in IDs of id, which must be one of them.
+func (b *Batch) Index(id string) int { return b.index[id] }
 
 // Len is how many items the batch has, repeats included.
 func (b *Batch) Len() int { return len(b.IDs) + len(b.repeat) }

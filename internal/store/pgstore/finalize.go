@@ -190,19 +190,15 @@ func (fin *finisher) complete(ctx context.Context, q querier, it *attempt.Batch,
 	if err != nil {
 		return nil, err
 	}
-	index := make(map[string]int, len(it.IDs))
-	for k, id := range it.IDs {
-		index[id] = k
-	}
 	matched := make([]bool, len(it.IDs))
 	var id, state string
-	var attempt int32
+	var att int32
 	var startedAt *time.Time
 	var o store.Outcome
-	_, err = pgx.ForEachRow(rows, []any{&id, &o.Queue, &state, &o.Kind, &attempt, &startedAt}, func() error {
-		k := index[id]
+	_, err = pgx.ForEachRow(rows, []any{&id, &o.Queue, &state, &o.Kind, &att, &startedAt}, func() error {
+		k := it.Index(id)
 		matched[k] = true
-		o.State, o.Attempt, o.StartedAt = job.State(state), int(attempt), utc(startedAt)
+		o.State, o.Attempt, o.StartedAt = job.State(state), int(att), utc(startedAt)
 		out[it.Pos[k]] = o
 		return nil
 	})
@@ -243,18 +239,18 @@ func scanLeased(rows pgx.Rows, found map[int]*leased) error {
 	var (
 		ord                          int64
 		l                            leased
-		attempt, maxAtt              int32
+		att, maxAtt                  int32
 		leaseNS, base, maxD, maxWait int64
 		kind, durability             string
 		startedAt                    *time.Time
 	)
-	_, err := pgx.ForEachRow(rows, []any{&ord, &l.seq, &l.Queue, &l.CancelRequested, &attempt, &maxAtt, &l.runAt, &leaseNS,
+	_, err := pgx.ForEachRow(rows, []any{&ord, &l.seq, &l.Queue, &l.CancelRequested, &att, &maxAtt, &l.runAt, &leaseNS,
 		&kind, &base, &maxD, &l.Backoff.Jitter, &durability, &l.settings.DeadLetterQueue, &maxWait, &l.Kind, &startedAt,
 		&l.Letter, &l.errors}, func() error {
 		c := l
 		c.errors = slices.Clone(l.errors)
 		c.StartedAt = utc(startedAt)
-		c.Attempt, c.MaxAttempts = int(attempt), int(maxAtt)
+		c.Attempt, c.MaxAttempts = int(att), int(maxAtt)
 		c.durability = job.Durability(durability)
 		c.runAt = c.runAt.UTC()
 		c.Backoff.Kind, c.Backoff.Base, c.Backoff.Max = job.BackoffKind(kind), time.Duration(base), time.Duration(maxD)
@@ -321,16 +317,16 @@ func (fin *finisher) apply(ctx context.Context, tx pgx.Tx, changes []change, ava
 				return nil, err
 			}
 		}
-		state, attempt := string(c.end.State), int32(c.end.Attempt)
+		state, att := string(c.end.State), int32(c.end.Attempt)
 		if c.end.State.Final() {
-			fSeq, fState, fAtt, fErr = append(fSeq, c.seq), append(fState, state), append(fAtt, attempt), append(fErr, errs)
+			fSeq, fState, fAtt, fErr = append(fSeq, c.seq), append(fState, state), append(fAtt, att), append(fErr, errs)
 			continue
 		}
 		runAt := c.runAt
 		if !c.end.RunAt.IsZero() {
 			runAt = c.end.RunAt
 		}
-		wSeq, wState, wAtt, wErr = append(wSeq, c.seq), append(wState, state), append(wAtt, attempt), append(wErr, errs)
+		wSeq, wState, wAtt, wErr = append(wSeq, c.seq), append(wState, state), append(wAtt, att), append(wErr, errs)
 		wRun, wWait = append(wRun, runAt), append(wWait, waitDeadline(c.end.Attempt, runAt, c.maxWait))
 	}
 	batch := &pgx.Batch{}
@@ -448,10 +444,8 @@ func (fin *finisher) endAll(ctx context.Context, tx pgx.Tx, changes []change, no
 func (fin *finisher) JobExtend(ctx context.Context, p *store.JobExtendParams) ([]store.Outcome, error) {
 	it := attempt.NewBatch(len(p.Items), func(i int) (string, int64) { return p.Items[i].ID, p.Items[i].Token })
 	leases := make([]int64, len(it.Pos))
-	index := make(map[string]int, len(it.Pos))
 	for k, i := range it.Pos {
 		leases[k] = int64(p.Items[i].Lease)
-		index[it.IDs[k]] = k
 	}
 	out := make([]store.Outcome, len(p.Items))
 	err := fin.retry(ctx, func() error {
@@ -464,7 +458,7 @@ func (fin *finisher) JobExtend(ctx context.Context, p *store.JobExtendParams) ([
 		var cancel bool
 		var expires time.Time
 		_, err = pgx.ForEachRow(rows, []any{&id, &queue, &cancel, &expires}, func() error {
-			k := index[id]
+			k := it.Index(id)
 			matched[k] = true
 			out[it.Pos[k]] = store.Outcome{Queue: queue, State: job.StateActive, LeaseExpiresAt: expires.UTC(), CancelRequested: cancel}
 			return nil
