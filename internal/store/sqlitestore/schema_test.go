@@ -31,7 +31,7 @@ func TestQueryPlansUseIndexes(t *testing.T) {
 		{sqlPersistLease, []any{1, 1, 0, 0, 0, nil, "w", 1}, "INTEGER PRIMARY KEY"},
 		{sqlJobsBySeq, []any{"[1,2]"}, "INTEGER PRIMARY KEY"},
 		{sqlJobsBySeqOrdered, []any{"[1,2]"}, "INTEGER PRIMARY KEY"},
-		{sqlRetryMany, []any{0, nil, "q", "dead"}, "jobs_queue_state"},
+		{sqlRetryMany, []any{0, nil, true, "q", "dead"}, "jobs_queue_state"},
 		{sqlQueueWaiting, []any{"q", "available", 0, 10}, "jobs_queue_state"},
 		{sqlWaitingPast, []any{int64(0), int64(0), 0, 10}, "jobs_wait"},
 		{sqlNextWait, []any{int64(0)}, "jobs_wait"},
