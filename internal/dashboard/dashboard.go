@@ -32,7 +32,7 @@ import (
 	"github.com/spoolq/spool/internal/engine"
 	"github.com/spoolq/spool/internal/httpapi/auth"
 	"github.com/spoolq/spool/internal/job"
-	"github.com/spoolq/spool/internal/store"
+	"github.com/spoolq/spool/internal/session"
 )
 
 // Options configure the dashboard.
@@ -44,7 +44,7 @@ type Options struct {
 	// Sessions keeps the login sessions; it must be set when Auth is. The
 	// store of a server shared by several nodes makes a session made on
 	// one valid on all, and a logout on one end it on all.
-	Sessions store.Sessions
+	Sessions session.Store
 	// MaxSessionsPerToken bounds the live sessions of one token. Defaults
 	// to MaxSessionsPerToken.
 	MaxSessionsPerToken int

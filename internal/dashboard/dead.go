@@ -14,7 +14,6 @@ import (
 
 	"github.com/spoolq/spool/internal/humanize"
 	"github.com/spoolq/spool/internal/job"
-	"github.com/spoolq/spool/internal/store"
 )
 
 // Bounds of the dead letters page.
@@ -98,7 +97,7 @@ func (v *viewer) namespaces() []string {
 // scanDead calls fn with each dead job of the queues the viewer may see,
 // in enqueue order, from the cursor from (empty: the oldest), reading at
 // most maxScan dead jobs and about maxScanBytes of their data. The
-// store finds the viewer's jobs (store.JobListParams.QueuePrefixes), so
+// store finds the viewer's jobs (job.ListParams.QueuePrefixes), so
 // that the dead jobs of other queues cost nothing. fn returns false to
 // stop. scanDead returns how many jobs it read and the cursor of the
 // jobs after them, empty when none are left.
@@ -106,7 +105,7 @@ func (d *Dashboard) scanDead(ctx context.Context, v *viewer, from string, fn fun
 	cursor, read := from, 0
 	prefixes := v.namespaces()
 	for {
-		page, err := d.engine.List(ctx, store.JobListParams{State: job.StateDead, QueuePrefixes: prefixes, Cursor: cursor, Limit: min(scanPage, maxScan-scanned)})
+		page, err := d.engine.List(ctx, job.ListParams{State: job.StateDead, QueuePrefixes: prefixes, Cursor: cursor, Limit: min(scanPage, maxScan-scanned)})
 		if err != nil {
 			return scanned, "", fmt.Errorf("scan dead jobs: %w", err)
 		}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/spoolq/spool/internal/httpapi/auth"
 	"github.com/spoolq/spool/internal/job"
-	"github.com/spoolq/spool/internal/store"
+	"github.com/spoolq/spool/internal/session"
 )
 
 // A login makes a server-side session: the cookie holds a random 256-bit
@@ -74,8 +74,8 @@ func (d *Dashboard) startSession(ctx context.Context, p *auth.Principal) (string
 	value := base64.RawURLEncoding.EncodeToString(id[:])
 	hash, _ := sessionHash(value)
 	now := d.engine.Now()
-	err := d.opts.Sessions.SessionCreate(ctx, &store.SessionCreateParams{
-		Session: store.Session{IDHash: hash, TokenName: p.Name(), TokenFingerprint: d.opts.Auth.Fingerprint(p),
+	err := d.opts.Sessions.SessionCreate(ctx, &session.CreateParams{
+		Session: session.Session{IDHash: hash, TokenName: p.Name(), TokenFingerprint: d.opts.Auth.Fingerprint(p),
 			CreatedAt: now, ExpiresAt: sessionExpiry(now, now)},
 		MaxPerToken: d.opts.MaxSessionsPerToken,
 		Now:         now,

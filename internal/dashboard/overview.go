@@ -20,7 +20,7 @@ type queueRow struct {
 	// Completed and Failed are jobs per second over the last minute.
 	Completed, Failed float64
 	// OldestAvailable is when the longest-waiting available job became
-	// available (store.QueueInfo.OldestAvailable); zero when none is.
+	// available (job.QueueInfo.OldestAvailable); zero when none is.
 	OldestAvailable time.Time
 }
 

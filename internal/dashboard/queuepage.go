@@ -13,7 +13,6 @@ import (
 
 	"github.com/spoolq/spool/internal/engine"
 	"github.com/spoolq/spool/internal/job"
-	"github.com/spoolq/spool/internal/store"
 )
 
 // Bounds of the queue page.
@@ -98,7 +97,7 @@ type listing struct {
 // maxScan jobs.
 func (d *Dashboard) list(ctx context.Context, queueName string, state job.State, cursor string, f jobFilter) (*listing, error) {
 	if !f.Any() {
-		page, err := d.engine.List(ctx, store.JobListParams{Queue: queueName, State: state, Cursor: cursor, Limit: jobsPerPage})
+		page, err := d.engine.List(ctx, job.ListParams{Queue: queueName, State: state, Cursor: cursor, Limit: jobsPerPage})
 		if err != nil {
 			return nil, fmt.Errorf("list jobs: %w", err)
 		}
@@ -108,7 +107,7 @@ func (d *Dashboard) list(ctx context.Context, queueName string, state job.State,
 	out := &listing{}
 	read := 0
 	for {
-		page, err := d.engine.List(ctx, store.JobListParams{Queue: queueName, State: state, Cursor: cursor, Limit: min(scanPage, maxScan-out.Scanned)})
+		page, err := d.engine.List(ctx, job.ListParams{Queue: queueName, State: state, Cursor: cursor, Limit: min(scanPage, maxScan-out.Scanned)})
 		if err != nil {
 			return nil, fmt.Errorf("scan jobs: %w", err)
 		}
@@ -147,7 +146,7 @@ type groupRow struct {
 // queuePage is the data of a queue's page.
 type queuePage struct {
 	page
-	Queue *store.QueueInfo
+	Queue *job.QueueInfo
 	// State is the listing's state; empty for every state.
 	State    job.State
 	Filter   jobFilter
@@ -157,7 +156,7 @@ type queuePage struct {
 	FirstURL string
 	// LiveJobsURL refreshes the listing (unfiltered listings only).
 	LiveJobsURL string
-	Schedules   []*store.Schedule
+	Schedules   []*job.Schedule
 	// MoreSchedules is set when the queue has more than
 	// maxQueueSchedules schedules.
 	MoreSchedules bool
@@ -253,7 +252,7 @@ func (d *Dashboard) queueExtras(ctx context.Context, v *viewer, data *queuePage)
 	}
 	// The queue's groups come first in the listing of every queue's from
 	// the queue on; one more than the page tells whether there are more.
-	groups, err := d.engine.ConsumerGroupsPage(ctx, store.ConsumerGroupListParams{AfterQueue: name, Limit: maxQueueGroups + 1})
+	groups, err := d.engine.ConsumerGroupsPage(ctx, job.ConsumerGroupListParams{AfterQueue: name, Limit: maxQueueGroups + 1})
 	if err != nil {
 		return err
 	}

@@ -25,7 +25,7 @@ type countingStore struct {
 	jobList, jobGet, queueList atomic.Int64
 }
 
-func (c *countingStore) JobList(ctx context.Context, p *store.JobListParams) (*store.JobListPage, error) {
+func (c *countingStore) JobList(ctx context.Context, p *job.ListParams) (*job.ListPage, error) {
 	c.jobList.Add(1)
 	return c.Store.JobList(ctx, p)
 }
@@ -35,7 +35,7 @@ func (c *countingStore) JobGet(ctx context.Context, id string) (*job.Job, error)
 	return c.Store.JobGet(ctx, id)
 }
 
-func (c *countingStore) QueueList(ctx context.Context) ([]store.QueueInfo, error) {
+func (c *countingStore) QueueList(ctx context.Context) ([]job.QueueInfo, error) {
 	c.queueList.Add(1)
 	return c.Store.QueueList(ctx)
 }

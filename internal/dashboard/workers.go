@@ -7,7 +7,6 @@ import (
 
 	"github.com/spoolq/spool/internal/engine"
 	"github.com/spoolq/spool/internal/job"
-	"github.com/spoolq/spool/internal/store"
 )
 
 // Bounds of the workers page.
@@ -76,7 +75,7 @@ func (d *Dashboard) workersPage(w http.ResponseWriter, r *http.Request, v *viewe
 				break
 			}
 		}
-		held, err := d.engine.List(ctx, store.JobListParams{State: job.StateActive, Worker: data.Worker, Cursor: data.Cursor, Limit: heldPerPage})
+		held, err := d.engine.List(ctx, job.ListParams{State: job.StateActive, Worker: data.Worker, Cursor: data.Cursor, Limit: heldPerPage})
 		if err != nil {
 			d.fail(w, r, v, err)
 			return

@@ -30,7 +30,7 @@ func (e *Engine) Get(ctx context.Context, id string) (*job.Job, error) {
 // lists, compared in its job.WorkerName form, as a fetch's) and State
 // active only, it lists the active jobs
 // that worker holds.
-func (e *Engine) List(ctx context.Context, p store.JobListParams) (*store.JobListPage, error) {
+func (e *Engine) List(ctx context.Context, p job.ListParams) (*job.ListPage, error) {
 	if p.Queue != "" && !validQueueOrLane(p.Queue) {
 		return nil, job.Invalid("queue", "must be a queue name")
 	}
@@ -162,21 +162,21 @@ func checkBulk(queue string, state job.State) error {
 }
 
 // Queues lists every known queue with its counts.
-func (e *Engine) Queues(ctx context.Context) ([]store.QueueInfo, error) {
+func (e *Engine) Queues(ctx context.Context) ([]job.QueueInfo, error) {
 	qs, err := e.st.QueueList(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list queues: %w", err)
 	}
 	// The lanes of consumer groups show with their consumer groups, not
 	// as queues.
-	return slices.DeleteFunc(qs, func(q store.QueueInfo) bool {
+	return slices.DeleteFunc(qs, func(q job.QueueInfo) bool {
 		_, _, lane := job.SplitLane(q.Name)
 		return lane
 	}), nil
 }
 
 // Queue returns one queue, or job.ErrNotFound.
-func (e *Engine) Queue(ctx context.Context, name string) (*store.QueueInfo, error) {
+func (e *Engine) Queue(ctx context.Context, name string) (*job.QueueInfo, error) {
 	if !job.ValidName(name) {
 		return nil, fmt.Errorf("get queue %q: %w", name, job.ErrNotFound)
 	}
@@ -189,7 +189,7 @@ func (e *Engine) Queue(ctx context.Context, name string) (*store.QueueInfo, erro
 
 // SetPaused pauses or resumes a queue and returns it. Resuming wakes the
 // fetches parked on it.
-func (e *Engine) SetPaused(ctx context.Context, name string, paused bool) (*store.QueueInfo, error) {
+func (e *Engine) SetPaused(ctx context.Context, name string, paused bool) (*job.QueueInfo, error) {
 	if !job.ValidName(name) {
 		return nil, job.Invalid("queue", "must be a queue name")
 	}
@@ -204,7 +204,7 @@ func (e *Engine) SetPaused(ctx context.Context, name string, paused bool) (*stor
 
 // SetDurability sets the level of the jobs later enqueued into a queue
 // without one of their own, and returns the queue.
-func (e *Engine) SetDurability(ctx context.Context, name string, d job.Durability) (*store.QueueInfo, error) {
+func (e *Engine) SetDurability(ctx context.Context, name string, d job.Durability) (*job.QueueInfo, error) {
 	if !job.ValidName(name) {
 		return nil, job.Invalid("queue", "must be a queue name")
 	}
@@ -221,7 +221,7 @@ func (e *Engine) SetDurability(ctx context.Context, name string, d job.Durabilit
 // returns the queue. Limits out of range are an *job.InputError naming
 // the field. The fetches parked on the queue look again: new limits may
 // let more jobs start.
-func (e *Engine) SetLimits(ctx context.Context, name string, l job.Limits) (*store.QueueInfo, error) {
+func (e *Engine) SetLimits(ctx context.Context, name string, l job.Limits) (*job.QueueInfo, error) {
 	if !job.ValidName(name) {
 		return nil, job.Invalid("queue", "must be a queue name")
 	}
@@ -238,7 +238,7 @@ func (e *Engine) SetLimits(ctx context.Context, name string, l job.Limits) (*sto
 // SetSettings replaces a queue's settings (zero settings clear them) and
 // returns the queue. Settings the queue may not have are an
 // *job.InputError naming the field (see job.QueueSettings.Check).
-func (e *Engine) SetSettings(ctx context.Context, name string, s job.QueueSettings) (*store.QueueInfo, error) {
+func (e *Engine) SetSettings(ctx context.Context, name string, s job.QueueSettings) (*job.QueueInfo, error) {
 	if !job.ValidName(name) {
 		return nil, job.Invalid("queue", "must be a queue name")
 	}

@@ -16,9 +16,9 @@ type ConsumerGroupRequest struct {
 	Queue string
 	Name  string
 	// Start says which jobs of the queue the consumer group starts with
-	// (see store.GroupStart); From is the first creation time for StartAt,
+	// (see job.ConsumerGroupStart); From is the first creation time for StartAt,
 	// whose zero value (0001-01-01T00:00:00Z) is the beginning.
-	Start store.GroupStart
+	Start job.ConsumerGroupStart
 	From  time.Time
 }
 
@@ -37,9 +37,9 @@ func (e *Engine) consumerGroupParams(req *ConsumerGroupRequest) (*store.Consumer
 		return nil, err
 	}
 	start := req.Start
-	if start == store.StartAt && req.From.IsZero() {
+	if start == job.StartAt && req.From.IsZero() {
 		// The zero time, 0001-01-01T00:00:00Z, is before every job.
-		start = store.StartBeginning
+		start = job.StartBeginning
 	}
 	return &store.ConsumerGroupParams{Queue: req.Queue, Name: req.Name, Start: start, From: req.From, Now: e.Now()}, nil
 }
@@ -47,7 +47,7 @@ func (e *Engine) consumerGroupParams(req *ConsumerGroupRequest) (*store.Consumer
 // CreateConsumerGroup creates a consumer group of a queue, which then
 // receives every job of the queue from where req starts it, and returns
 // it; created is false when it existed, which changes nothing.
-func (e *Engine) CreateConsumerGroup(ctx context.Context, req ConsumerGroupRequest) (g *store.ConsumerGroup, created bool, err error) {
+func (e *Engine) CreateConsumerGroup(ctx context.Context, req ConsumerGroupRequest) (g *job.ConsumerGroup, created bool, err error) {
 	p, err := e.consumerGroupParams(&req)
 	if err != nil {
 		return nil, false, err
@@ -64,7 +64,7 @@ func (e *Engine) CreateConsumerGroup(ctx context.Context, req ConsumerGroupReque
 // jobs are replaced by copies of the queue's jobs from there on (jobs out
 // with workers are taken back). It returns the consumer group and how
 // many jobs it has to do again.
-func (e *Engine) SeekConsumerGroup(ctx context.Context, req ConsumerGroupRequest) (*store.ConsumerGroup, int, error) {
+func (e *Engine) SeekConsumerGroup(ctx context.Context, req ConsumerGroupRequest) (*job.ConsumerGroup, int, error) {
 	p, err := e.consumerGroupParams(&req)
 	if err != nil {
 		return nil, 0, err
@@ -104,7 +104,7 @@ func (e *Engine) ForgetConsumerGroups(lanes []string) {
 }
 
 // ConsumerGroups lists the consumer groups of a queue, with their lag.
-func (e *Engine) ConsumerGroups(ctx context.Context, queue string) ([]store.ConsumerGroup, error) {
+func (e *Engine) ConsumerGroups(ctx context.Context, queue string) ([]job.ConsumerGroup, error) {
 	if !job.ValidName(queue) {
 		return nil, job.Invalid("queue", "must be a queue name")
 	}
@@ -117,10 +117,10 @@ func (e *Engine) ConsumerGroups(ctx context.Context, queue string) ([]store.Cons
 
 // ConsumerGroupsPage lists a page of the consumer groups of every queue,
 // by queue then name, with their lag: one store read, whatever the number
-// of queues (see store.ConsumerGroupListParams).
-func (e *Engine) ConsumerGroupsPage(ctx context.Context, p store.ConsumerGroupListParams) ([]store.ConsumerGroup, error) {
-	if p.Limit < 0 || p.Limit > store.MaxConsumerGroupPage {
-		return nil, job.Invalid("limit", "must be between 1 and %d", store.MaxConsumerGroupPage)
+// of queues (see job.ConsumerGroupListParams).
+func (e *Engine) ConsumerGroupsPage(ctx context.Context, p job.ConsumerGroupListParams) ([]job.ConsumerGroup, error) {
+	if p.Limit < 0 || p.Limit > job.MaxConsumerGroupPage {
+		return nil, job.Invalid("limit", "must be between 1 and %d", job.MaxConsumerGroupPage)
 	}
 	gs, err := e.st.ConsumerGroupListAll(ctx, &p)
 	if err != nil {
@@ -130,7 +130,7 @@ func (e *Engine) ConsumerGroupsPage(ctx context.Context, p store.ConsumerGroupLi
 }
 
 // ConsumerGroup returns one consumer group of a queue, or job.ErrNotFound.
-func (e *Engine) ConsumerGroup(ctx context.Context, queue, name string) (*store.ConsumerGroup, error) {
+func (e *Engine) ConsumerGroup(ctx context.Context, queue, name string) (*job.ConsumerGroup, error) {
 	if err := e.validateConsumerGroup(queue, name); err != nil {
 		return nil, err
 	}
@@ -138,7 +138,7 @@ func (e *Engine) ConsumerGroup(ctx context.Context, queue, name string) (*store.
 	if err != nil {
 		return nil, err
 	}
-	i := slices.IndexFunc(gs, func(g store.ConsumerGroup) bool { return g.Name == name })
+	i := slices.IndexFunc(gs, func(g job.ConsumerGroup) bool { return g.Name == name })
 	if i < 0 {
 		return nil, fmt.Errorf("consumer group %s of queue %s: %w", name, queue, job.ErrNotFound)
 	}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/internal/job"
-	"github.com/spoolq/spool/internal/store"
 	"github.com/spoolq/spool/internal/store/sqlitestore"
 )
 
@@ -121,7 +120,7 @@ func TestDeadLetterOfAFailureWakesItsQueue(t *testing.T) {
 		t.Fatalf("fetch: %v, %v", js, err)
 	}
 	got := b.park()
-	out, err := b.e.Fail(b.ctx, []store.JobFailItem{{ID: id, Token: js[0].LeaseToken, Message: "boom"}})
+	out, err := b.e.Fail(b.ctx, []job.FailItem{{ID: id, Token: js[0].LeaseToken, Message: "boom"}})
 	if err != nil || out[0].State != job.StateDead || out[0].DeadLetter.Queue != "orders-dlq" {
 		t.Fatalf("fail: %+v, %v", out, err)
 	}

@@ -281,7 +281,7 @@ func TestQueueDefaultsInATransaction(t *testing.T) {
 		t.Fatalf("fetch: %v, %v", js, err)
 	}
 	res, err := b.e.Transact(b.ctx, TransactRequest{
-		Ack: []store.JobCompleteItem{{ID: active, Token: js[0].LeaseToken}},
+		Ack: []job.CompleteItem{{ID: active, Token: js[0].LeaseToken}},
 		Enqueue: []EnqueueRequest{
 			{Queue: "orders", Kind: "next"},
 			{Queue: "orders", Kind: "next", LeaseDuration: time.Second, MaxAttempts: 2, RunAt: t0},

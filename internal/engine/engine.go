@@ -61,7 +61,7 @@ const (
 	// (job.MaxWorkerBytes).
 	MaxWorkerBytes = job.MaxWorkerBytes
 	// MaxListLimit bounds one page of a job listing. A listing without a
-	// limit gets store.JobListParams.PageSize's default.
+	// limit gets job.ListParams.PageSize's default.
 	MaxListLimit = 1000
 )
 

@@ -76,7 +76,7 @@ func outcomeType(state job.State) events.Type {
 
 // emitOutcomes tells of the accepted outcomes out of the items whose job
 // ids id gives, at; message gives a failed item's error ("" for none).
-func (e *Engine) emitOutcomes(out []store.Outcome, at time.Time, id func(i int) string, message func(i int) string) {
+func (e *Engine) emitOutcomes(out []job.Outcome, at time.Time, id func(i int) string, message func(i int) string) {
 	evs := make([]events.Event, 0, len(out))
 	for i, o := range out {
 		if o.Err != nil {

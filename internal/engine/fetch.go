@@ -208,7 +208,7 @@ func (e *Engine) claim(ctx context.Context, req *FetchRequest) (*store.ClaimResu
 
 // freed wakes the fetches parked on the capped queues of outcomes whose
 // jobs stopped being active.
-func (e *Engine) freed(out []store.Outcome) {
+func (e *Engine) freed(out []job.Outcome) {
 	var queues []string
 	for _, o := range out {
 		if o.Err != nil || o.State == job.StateActive {

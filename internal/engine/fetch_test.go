@@ -147,7 +147,7 @@ func TestFetchOfAHeldGroupWakesWhenItFrees(t *testing.T) {
 	second := b.enqueue("events", "order-1")
 	b.enqueue("events", "order-2")
 	b.stillParked(got, "while the group's job runs")
-	if _, err := b.e.Ack(b.ctx, []store.JobCompleteItem{{ID: first, Token: js[0].LeaseToken}}); err != nil {
+	if _, err := b.e.Ack(b.ctx, []job.CompleteItem{{ID: first, Token: js[0].LeaseToken}}); err != nil {
 		t.Fatal(err)
 	}
 	b.woken(got, second, "after the group's job was acked")
@@ -164,7 +164,7 @@ func TestFetchRecordsItsWorker(t *testing.T) {
 	if err != nil || len(jobs) != 1 || jobs[0].ID != id || jobs[0].Worker != "host-1\uFFFD" {
 		t.Fatalf("fetch: %+v, %v", jobs, err)
 	}
-	if out, err := b.e.Release(b.ctx, []store.JobReleaseItem{{ID: id, Token: jobs[0].LeaseToken}}); err != nil || out[0].Err != nil {
+	if out, err := b.e.Release(b.ctx, []job.ReleaseItem{{ID: id, Token: jobs[0].LeaseToken}}); err != nil || out[0].Err != nil {
 		t.Fatalf("release: %+v, %v", out, err)
 	}
 	if j, err := b.e.Get(b.ctx, id); err != nil || j.State != job.StateAvailable || j.Worker != "host-1\uFFFD" {

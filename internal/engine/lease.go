@@ -16,7 +16,7 @@ import (
 // the call as a whole (bad input, store down). Item ids are checked at the
 // edge, where the request names its fields (httpapi); an id that is no job
 // id names no job and gets job.ErrNotFound like any unknown id.
-func (e *Engine) Ack(ctx context.Context, items []store.JobCompleteItem) ([]store.Outcome, error) {
+func (e *Engine) Ack(ctx context.Context, items []job.CompleteItem) ([]job.Outcome, error) {
 	if err := e.checkBatch("items", len(items)); err != nil {
 		return nil, err
 	}
@@ -36,7 +36,7 @@ func (e *Engine) Ack(ctx context.Context, items []store.JobCompleteItem) ([]stor
 // Fail records failed attempts; see Ack for the error contract. A retrying
 // job wakes the scheduler for its run time; a job that died into a
 // dead-letter queue wakes the fetches parked on that queue.
-func (e *Engine) Fail(ctx context.Context, items []store.JobFailItem) ([]store.Outcome, error) {
+func (e *Engine) Fail(ctx context.Context, items []job.FailItem) ([]job.Outcome, error) {
 	if err := e.checkBatch("items", len(items)); err != nil {
 		return nil, err
 	}
@@ -56,7 +56,7 @@ func (e *Engine) Fail(ctx context.Context, items []store.JobFailItem) ([]store.O
 
 // checkAcks validates the results of items and keeps each as its JSON
 // value; field names an item's field in errors.
-func (e *Engine) checkAcks(items []store.JobCompleteItem, field func(i int, name string) string) error {
+func (e *Engine) checkAcks(items []job.CompleteItem, field func(i int, name string) string) error {
 	for i := range items {
 		if len(items[i].Result) > 0 {
 			res, err := e.checkJSON(items[i].Result, false, field(i, "result"))
@@ -71,7 +71,7 @@ func (e *Engine) checkAcks(items []store.JobCompleteItem, field func(i int, name
 
 // checkFails validates items and keeps each error message as
 // job.ErrorMessage has it; field names an item's field in errors.
-func checkFails(items []store.JobFailItem, field func(i int, name string) string) error {
+func checkFails(items []job.FailItem, field func(i int, name string) string) error {
 	for i := range items {
 		items[i].Message = job.ErrorMessage(items[i].Message)
 		if items[i].RetryAfter < 0 || items[i].RetryAfter > MaxDelay {
@@ -84,7 +84,7 @@ func checkFails(items []store.JobFailItem, field func(i int, name string) string
 // retrying wakes the scheduler for the earliest run time of the jobs out
 // sent to retry, and the fetches parked on the dead-letter queues the jobs
 // that died went to.
-func (e *Engine) retrying(out []store.Outcome) {
+func (e *Engine) retrying(out []job.Outcome) {
 	var earliest time.Time
 	for _, o := range out {
 		if o.Err == nil && o.State == job.StateRetrying && (earliest.IsZero() || o.RunAt.Before(earliest)) {
@@ -100,7 +100,7 @@ func (e *Engine) retrying(out []store.Outcome) {
 
 // deadLetters lists the queues that got the dead-letter copies of the
 // jobs of outcomes.
-func deadLetters(out []store.Outcome) []string {
+func deadLetters(out []job.Outcome) []string {
 	var queues []string
 	for _, o := range out {
 		if q := o.DeadLetter.Queue; o.Err == nil && q != "" && !slices.Contains(queues, q) {
@@ -111,7 +111,7 @@ func deadLetters(out []store.Outcome) []string {
 }
 
 // Extend moves leases forward (heartbeat); see Ack for the error contract.
-func (e *Engine) Extend(ctx context.Context, items []store.JobExtendItem) ([]store.Outcome, error) {
+func (e *Engine) Extend(ctx context.Context, items []job.ExtendItem) ([]job.Outcome, error) {
 	if err := e.checkBatch("items", len(items)); err != nil {
 		return nil, err
 	}
@@ -138,7 +138,7 @@ func (e *Engine) Extend(ctx context.Context, items []store.JobExtendItem) ([]sto
 
 // Release hands active jobs back unrun (see store.Claimer.JobRelease) and
 // wakes the fetches parked on their queues; see Ack for the error contract.
-func (e *Engine) Release(ctx context.Context, items []store.JobReleaseItem) ([]store.Outcome, error) {
+func (e *Engine) Release(ctx context.Context, items []job.ReleaseItem) ([]job.Outcome, error) {
 	if err := e.checkBatch("items", len(items)); err != nil {
 		return nil, err
 	}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/internal/job"
-	"github.com/spoolq/spool/internal/store"
 	"github.com/spoolq/spool/internal/store/sqlitestore"
 )
 
@@ -42,7 +41,7 @@ func TestHeldGroupFreedByCancelOrDeleteWakesAFetch(t *testing.T) {
 			if err != nil || len(first) != 1 || first[0].ID != ids[0] {
 				t.Fatalf("first fetch: %v, %v", first, err)
 			}
-			if _, err := e.Fail(ctx, []store.JobFailItem{{ID: ids[0], Token: first[0].LeaseToken, Message: "later", RetryAfter: time.Hour}}); err != nil {
+			if _, err := e.Fail(ctx, []job.FailItem{{ID: ids[0], Token: first[0].LeaseToken, Message: "later", RetryAfter: time.Hour}}); err != nil {
 				t.Fatal(err)
 			}
 			got := make(chan []*job.Job, 1)

@@ -34,7 +34,7 @@ type ScheduleRequest struct {
 
 // ScheduleFired is a schedule's firing by hand.
 type ScheduleFired struct {
-	Schedule *store.Schedule
+	Schedule *job.Schedule
 	Job      EnqueueResult
 }
 
@@ -46,7 +46,7 @@ const SchedulePassLimit = 100
 // *job.InputError naming the field (job template fields as "job.kind").
 // A new schedule, or one whose timing changed, starts at now: ticks
 // before it are not missed ticks. created tells which it was.
-func (e *Engine) PutSchedule(ctx context.Context, req ScheduleRequest) (s *store.Schedule, created bool, err error) {
+func (e *Engine) PutSchedule(ctx context.Context, req ScheduleRequest) (s *job.Schedule, created bool, err error) {
 	def, tt, err := e.checkSchedule(req)
 	if err != nil {
 		return nil, false, err
@@ -85,7 +85,7 @@ func nextAfter(tt schedule.Timetable, last, now time.Time) time.Time {
 
 // checkSchedule validates req and returns the definition to store with
 // its timetable.
-func (e *Engine) checkSchedule(req ScheduleRequest) (*store.Schedule, schedule.Timetable, error) {
+func (e *Engine) checkSchedule(req ScheduleRequest) (*job.Schedule, schedule.Timetable, error) {
 	if !job.ValidName(req.Name) || len(req.Name) > schedule.MaxNameLength {
 		return nil, nil, job.Invalid("name", "must be 1-%d characters of A-Za-z0-9_.:- starting with a letter or digit", schedule.MaxNameLength)
 	}
@@ -114,7 +114,7 @@ func (e *Engine) checkSchedule(req ScheduleRequest) (*store.Schedule, schedule.T
 	if _, err := e.templateJob(req.Job, schedule.JobID(req.Name, time.Unix(0, 0)), e.Now()); err != nil {
 		return nil, nil, err
 	}
-	return &store.Schedule{
+	return &job.Schedule{
 		Name: req.Name, Cron: req.Timing.Cron, Timezone: req.Timing.Timezone, Every: req.Timing.Every,
 		Misfire: string(misfire), MaxCatchUp: catchUp, Job: req.Job, Paused: req.Paused,
 	}, tt, nil
@@ -147,7 +147,7 @@ func (e *Engine) templateJob(raw json.RawMessage, id string, now time.Time) (sto
 }
 
 // GetSchedule returns one schedule or job.ErrNotFound.
-func (e *Engine) GetSchedule(ctx context.Context, name string) (*store.Schedule, error) {
+func (e *Engine) GetSchedule(ctx context.Context, name string) (*job.Schedule, error) {
 	if !job.ValidName(name) {
 		return nil, fmt.Errorf("get schedule %q: %w", name, job.ErrNotFound)
 	}
@@ -159,7 +159,7 @@ func (e *Engine) GetSchedule(ctx context.Context, name string) (*store.Schedule,
 }
 
 // ListSchedules returns every schedule, sorted by name.
-func (e *Engine) ListSchedules(ctx context.Context) ([]*store.Schedule, error) {
+func (e *Engine) ListSchedules(ctx context.Context) ([]*job.Schedule, error) {
 	s, err := e.st.ScheduleList(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list schedules: %w", err)
@@ -181,7 +181,7 @@ func (e *Engine) DeleteSchedule(ctx context.Context, name string) error {
 // PauseSchedule pauses (or, with paused false, resumes) a schedule. The
 // ticks that pass while it is paused are missed ticks when it resumes: its
 // misfire policy decides what becomes of them.
-func (e *Engine) PauseSchedule(ctx context.Context, name string, paused bool) (*store.Schedule, error) {
+func (e *Engine) PauseSchedule(ctx context.Context, name string, paused bool) (*job.Schedule, error) {
 	if !job.ValidName(name) {
 		return nil, fmt.Errorf("pause schedule %q: %w", name, job.ErrNotFound)
 	}
@@ -287,7 +287,7 @@ type firing struct {
 
 // plan decides the firing of schedule s at now and makes its jobs, as
 // prepare leaves them: fireBatch applies the queues' defaults.
-func (e *Engine) plan(s *store.Schedule, now time.Time) (*firing, error) {
+func (e *Engine) plan(s *job.Schedule, now time.Time) (*firing, error) {
 	tt, err := schedule.ParseStored(schedule.Timing{Cron: s.Cron, Timezone: s.Timezone, Every: s.Every})
 	if err != nil {
 		return nil, err
@@ -396,7 +396,7 @@ func refusal(err error) bool {
 
 // scheduleChanged wakes the service that fires schedules for s's next
 // tick.
-func (e *Engine) scheduleChanged(s *store.Schedule) {
+func (e *Engine) scheduleChanged(s *job.Schedule) {
 	if e.cfg.OnSchedule != nil && !s.Paused && !s.NextRunAt.IsZero() {
 		e.cfg.OnSchedule(s.NextRunAt)
 	}

@@ -75,7 +75,7 @@ func setupCron(t *testing.T) *cronBundle {
 	return &cronBundle{t: t, ctx: context.Background(), st: st, clock: c, e: New(st, Config{Clock: c, DecodeJob: decodeTemplate})}
 }
 
-func (b *cronBundle) put(req ScheduleRequest) *store.Schedule {
+func (b *cronBundle) put(req ScheduleRequest) *job.Schedule {
 	b.t.Helper()
 	if req.Job == nil {
 		req.Job = json.RawMessage(`{"queue":"cron","kind":"tick"}`)
@@ -110,7 +110,7 @@ func (b *cronBundle) tallyAt(m float64) schedule.Tally {
 
 func (b *cronBundle) jobs() []string {
 	b.t.Helper()
-	page, err := b.st.JobList(b.ctx, &store.JobListParams{Queue: "cron", Limit: 1000})
+	page, err := b.st.JobList(b.ctx, &job.ListParams{Queue: "cron", Limit: 1000})
 	if err != nil {
 		b.t.Fatal(err)
 	}

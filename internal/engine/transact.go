@@ -13,9 +13,9 @@ import (
 // ack and to fail, and jobs to enqueue, applied together.
 type TransactRequest struct {
 	// Ack are the jobs to complete, each with its lease token.
-	Ack []store.JobCompleteItem
+	Ack []job.CompleteItem
 	// Fail are the failed attempts, each with its lease token.
-	Fail []store.JobFailItem
+	Fail []job.FailItem
 	// Enqueue are the jobs to add, as EnqueueBatch takes them.
 	Enqueue []EnqueueRequest
 	// NewQueues, when set, configures the queues the transaction creates
@@ -29,10 +29,10 @@ type TransactRequest struct {
 type TransactResult struct {
 	// Acked are the outcomes of the acks: each job's queue and the state it
 	// ended in.
-	Acked []store.Outcome
+	Acked []job.Outcome
 	// Failed are the outcomes of the failed attempts, with the run time of
 	// a retrying job.
-	Failed []store.Outcome
+	Failed []job.Outcome
 	// Jobs are the enqueued jobs, as EnqueueBatch answers them.
 	Jobs []EnqueueResult
 }

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/internal/job"
-	"github.com/spoolq/spool/internal/store"
 	"github.com/spoolq/spool/internal/store/sqlitestore"
 )
 
@@ -75,9 +74,9 @@ func TestTransactRefusesInvalidInputNamingTheField(t *testing.T) {
 	t.Parallel()
 	b := setupTransact(t, Config{MaxBatch: 3, MaxPayloadBytes: 64})
 	a, f := b.active("q"), b.active("q")
-	ack := func(j *job.Job) store.JobCompleteItem { return store.JobCompleteItem{ID: j.ID, Token: j.LeaseToken} }
-	fail := func(j *job.Job) store.JobFailItem {
-		return store.JobFailItem{ID: j.ID, Token: j.LeaseToken, Message: "x"}
+	ack := func(j *job.Job) job.CompleteItem { return job.CompleteItem{ID: j.ID, Token: j.LeaseToken} }
+	fail := func(j *job.Job) job.FailItem {
+		return job.FailItem{ID: j.ID, Token: j.LeaseToken, Message: "x"}
 	}
 	for _, tc := range []struct {
 		name  string
@@ -85,13 +84,13 @@ func TestTransactRefusesInvalidInputNamingTheField(t *testing.T) {
 		field string
 	}{
 		{"nothing", TransactRequest{}, ""},
-		{"a job acked and failed", TransactRequest{Ack: []store.JobCompleteItem{ack(a)}, Fail: []store.JobFailItem{fail(f), fail(a)}}, "fail[1].id"},
-		{"a job acked twice", TransactRequest{Ack: []store.JobCompleteItem{ack(a), ack(f), ack(a)}}, "ack[2].id"},
-		{"a job failed twice", TransactRequest{Fail: []store.JobFailItem{fail(f), fail(f)}}, "fail[1].id"},
-		{"a bad kind", TransactRequest{Ack: []store.JobCompleteItem{ack(a)}, Enqueue: []EnqueueRequest{{Kind: "k"}, {Kind: "no spaces"}}}, "enqueue[1].kind"},
+		{"a job acked and failed", TransactRequest{Ack: []job.CompleteItem{ack(a)}, Fail: []job.FailItem{fail(f), fail(a)}}, "fail[1].id"},
+		{"a job acked twice", TransactRequest{Ack: []job.CompleteItem{ack(a), ack(f), ack(a)}}, "ack[2].id"},
+		{"a job failed twice", TransactRequest{Fail: []job.FailItem{fail(f), fail(f)}}, "fail[1].id"},
+		{"a bad kind", TransactRequest{Ack: []job.CompleteItem{ack(a)}, Enqueue: []EnqueueRequest{{Kind: "k"}, {Kind: "no spaces"}}}, "enqueue[1].kind"},
 		{"a bad queue", TransactRequest{Enqueue: []EnqueueRequest{{Kind: "k", Queue: "a b"}}}, "enqueue[0].queue"},
-		{"a bad retry delay", TransactRequest{Fail: []store.JobFailItem{{ID: f.ID, Token: f.LeaseToken, RetryAfter: -time.Second}}}, "fail[0].retry_after_ms"},
-		{"a result not JSON", TransactRequest{Ack: []store.JobCompleteItem{{ID: a.ID, Token: a.LeaseToken, Result: json.RawMessage(`{`)}}}, "ack[0].result"},
+		{"a bad retry delay", TransactRequest{Fail: []job.FailItem{{ID: f.ID, Token: f.LeaseToken, RetryAfter: -time.Second}}}, "fail[0].retry_after_ms"},
+		{"a result not JSON", TransactRequest{Ack: []job.CompleteItem{{ID: a.ID, Token: a.LeaseToken, Result: json.RawMessage(`{`)}}}, "ack[0].result"},
 	} {
 		_, err := b.e.Transact(b.ctx, tc.req)
 		var in *job.InputError
@@ -104,7 +103,7 @@ func TestTransactRefusesInvalidInputNamingTheField(t *testing.T) {
 	if !errors.As(err, &tooMany) || tooMany.Field != "enqueue" {
 		t.Errorf("4 jobs with a batch of 3: %v, want batch too large on enqueue", err)
 	}
-	_, err = b.e.Transact(b.ctx, TransactRequest{Ack: []store.JobCompleteItem{{ID: a.ID, Token: a.LeaseToken, Result: json.RawMessage(`"` + strings.Repeat("x", 100) + `"`)}}})
+	_, err = b.e.Transact(b.ctx, TransactRequest{Ack: []job.CompleteItem{{ID: a.ID, Token: a.LeaseToken, Result: json.RawMessage(`"` + strings.Repeat("x", 100) + `"`)}}})
 	var tooLarge *PayloadTooLargeError
 	if !errors.As(err, &tooLarge) || tooLarge.Field != "ack[0].result" {
 		t.Errorf("a result over the limit: %v, want payload too large on ack[0].result", err)
@@ -126,7 +125,7 @@ func TestTransactEnqueuesAsEnqueueDoes(t *testing.T) {
 	}
 	a := b.active("q")
 	res, err := b.e.Transact(b.ctx, TransactRequest{
-		Ack:     []store.JobCompleteItem{{ID: a.ID, Token: a.LeaseToken, Result: json.RawMessage(` {"ok": true} `)}},
+		Ack:     []job.CompleteItem{{ID: a.ID, Token: a.LeaseToken, Result: json.RawMessage(` {"ok": true} `)}},
 		Enqueue: []EnqueueRequest{{Kind: "k"}, {Queue: "fast", Kind: "k", Delay: time.Minute}},
 	})
 	if err != nil {
@@ -156,8 +155,8 @@ func TestTransactIsAllOrNothing(t *testing.T) {
 	b := setupTransact(t, Config{})
 	a, f := b.active("q"), b.active("q")
 	_, err := b.e.Transact(b.ctx, TransactRequest{
-		Ack:     []store.JobCompleteItem{{ID: a.ID, Token: a.LeaseToken}},
-		Fail:    []store.JobFailItem{{ID: f.ID, Token: f.LeaseToken + 1}},
+		Ack:     []job.CompleteItem{{ID: a.ID, Token: a.LeaseToken}},
+		Fail:    []job.FailItem{{ID: f.ID, Token: f.LeaseToken + 1}},
 		Enqueue: []EnqueueRequest{{ID: "follow-up", Queue: "next", Kind: "k"}},
 	})
 	var item *job.ItemError
@@ -207,8 +206,8 @@ func TestTransactWakesWhatItChanged(t *testing.T) {
 	}
 	start := time.Now()
 	_, err := b.e.Transact(b.ctx, TransactRequest{
-		Ack:     []store.JobCompleteItem{{ID: held.ID, Token: held.LeaseToken}},
-		Fail:    []store.JobFailItem{{ID: f.ID, Token: f.LeaseToken, Message: "again", RetryAfter: time.Minute}},
+		Ack:     []job.CompleteItem{{ID: held.ID, Token: held.LeaseToken}},
+		Fail:    []job.FailItem{{ID: f.ID, Token: f.LeaseToken, Message: "again", RetryAfter: time.Minute}},
 		Enqueue: []EnqueueRequest{{Queue: "next", Kind: "k"}, {Queue: "later", Kind: "k", Delay: time.Hour}},
 	})
 	if err != nil {

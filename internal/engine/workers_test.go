@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/internal/job"
-	"github.com/spoolq/spool/internal/store"
 )
 
 // The registry keeps each worker's first and last sighting, and past its
@@ -90,7 +89,7 @@ func TestWorkersAndTheirJobs(t *testing.T) {
 		ws[1].FirstSeen.IsZero() || ws[1].LastSeen.Before(ws[1].FirstSeen) {
 		t.Fatalf("workers %+v", ws)
 	}
-	page, err := b.e.List(b.ctx, store.JobListParams{State: job.StateActive, Worker: "zed"})
+	page, err := b.e.List(b.ctx, job.ListParams{State: job.StateActive, Worker: "zed"})
 	if err != nil || len(page.Jobs) != 2 || page.Jobs[0].Worker != "zed" {
 		t.Fatalf("the jobs of zed: %+v, %v", page, err)
 	}
@@ -102,10 +101,10 @@ func TestWorkersAndTheirJobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	cleaned := ws[len(ws)-1].Name
-	if page, err := b.e.List(b.ctx, store.JobListParams{State: job.StateActive, Worker: cleaned}); err != nil || len(page.Jobs) != 1 {
+	if page, err := b.e.List(b.ctx, job.ListParams{State: job.StateActive, Worker: cleaned}); err != nil || len(page.Jobs) != 1 {
 		t.Fatalf("the jobs of a worker listed by its cleaned %d-byte name: %+v, %v", len(cleaned), page, err)
 	}
-	for _, p := range []store.JobListParams{
+	for _, p := range []job.ListParams{
 		{State: job.StateCompleted, Worker: "zed"},
 		{Worker: "zed"},
 		{State: job.StateActive, Worker: strings.Repeat("w", MaxWorkerBytes+1)},

@@ -6,7 +6,6 @@ import (
 
 	"github.com/spoolq/spool/internal/engine"
 	"github.com/spoolq/spool/internal/job"
-	"github.com/spoolq/spool/internal/store"
 )
 
 // consumerGroupStartJSON is where a consumer group starts, or moves to with a
@@ -24,11 +23,11 @@ func (in *consumerGroupStartJSON) request(r *http.Request) (engine.ConsumerGroup
 	req := engine.ConsumerGroupRequest{Queue: r.PathValue("name"), Name: r.PathValue("group")}
 	switch in.Start {
 	case "", "beginning":
-		req.Start = store.StartBeginning
+		req.Start = job.StartBeginning
 	case "new":
-		req.Start = store.StartNew
+		req.Start = job.StartNew
 	case "time":
-		req.Start = store.StartAt
+		req.Start = job.StartAt
 		if in.From == nil {
 			return req, job.Invalid("from", "is required with \"start\": \"time\"")
 		}
@@ -36,7 +35,7 @@ func (in *consumerGroupStartJSON) request(r *http.Request) (engine.ConsumerGroup
 	default:
 		return req, job.Invalid("start", "must be beginning, new or time")
 	}
-	if in.From != nil && req.Start != store.StartAt {
+	if in.From != nil && req.Start != job.StartAt {
 		return req, job.Invalid("from", "goes only with \"start\": \"time\"")
 	}
 	return req, nil
@@ -59,7 +58,7 @@ type consumerGroupJSON struct {
 	Replayed *int `json:"replayed,omitempty"`
 }
 
-func toConsumerGroupJSON(g *store.ConsumerGroup, now time.Time) consumerGroupJSON {
+func toConsumerGroupJSON(g *job.ConsumerGroup, now time.Time) consumerGroupJSON {
 	counts := make(map[job.State]int64, len(job.States))
 	var pending int64
 	for _, s := range job.States {

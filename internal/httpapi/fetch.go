@@ -9,7 +9,6 @@ import (
 	"github.com/spoolq/spool/internal/engine"
 	"github.com/spoolq/spool/internal/httpapi/wire"
 	"github.com/spoolq/spool/internal/job"
-	"github.com/spoolq/spool/internal/store"
 )
 
 type fetchJSON struct {
@@ -66,9 +65,9 @@ func (a *API) fetch(w http.ResponseWriter, r *http.Request, in *fetchJSON) {
 }
 
 func (a *API) releaseAbandoned(jobs []*job.Job) {
-	items := make([]store.JobReleaseItem, len(jobs))
+	items := make([]job.ReleaseItem, len(jobs))
 	for i, j := range jobs {
-		items[i] = store.JobReleaseItem{ID: j.ID, Token: j.LeaseToken}
+		items[i] = job.ReleaseItem{ID: j.ID, Token: j.LeaseToken}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()

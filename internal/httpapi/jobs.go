@@ -14,7 +14,6 @@ import (
 	"github.com/spoolq/spool/internal/httpapi/auth"
 	"github.com/spoolq/spool/internal/httpapi/wire"
 	"github.com/spoolq/spool/internal/job"
-	"github.com/spoolq/spool/internal/store"
 )
 
 // enqueueRequest is the engine's form of j; field names a wire field in
@@ -274,7 +273,7 @@ func (a *API) getJob(w http.ResponseWriter, r *http.Request) {
 
 // jobsQuery is the query of GET /v1/jobs.
 type jobsQuery struct {
-	params store.JobListParams
+	params job.ListParams
 	limit  string // checked by listJobs
 }
 
@@ -299,7 +298,7 @@ func parseJobsQuery(q url.Values) (jobsQuery, error) {
 		queue = job.LaneName(queue, g)
 	}
 	return jobsQuery{
-		params: store.JobListParams{Queue: queue, State: job.State(q.Get("state")), Worker: q.Get("worker"), Cursor: q.Get("cursor")},
+		params: job.ListParams{Queue: queue, State: job.State(q.Get("state")), Worker: q.Get("worker"), Cursor: q.Get("cursor")},
 		limit:  q.Get("limit"),
 	}, nil
 }

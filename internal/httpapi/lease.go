@@ -10,7 +10,6 @@ import (
 
 	"github.com/spoolq/spool/internal/engine"
 	"github.com/spoolq/spool/internal/job"
-	"github.com/spoolq/spool/internal/store"
 )
 
 // The items of the calls a lease holder makes. A single-job route takes one
@@ -53,8 +52,8 @@ type leaseItem interface {
 // successful outcome. check, when set, validates the rest of an item
 // before anything is applied; field names a wire field in its errors.
 type leaseOp[T leaseItem] struct {
-	apply  func(ctx context.Context, items []T, tokens []int64) ([]store.Outcome, error)
-	answer func(id string, o store.Outcome) outcomeJSON
+	apply  func(ctx context.Context, items []T, tokens []int64) ([]job.Outcome, error)
+	answer func(id string, o job.Outcome) outcomeJSON
 	check  func(it *T, field func(string) string) error
 }
 
@@ -225,7 +224,7 @@ func serveBatch[T leaseItem](a *API, w http.ResponseWriter, r *http.Request, op 
 // applyKept runs op for the items keep keeps (all of them when keep is
 // nil). An item left out is not applied and gets the not_found error a
 // missing job gets.
-func applyKept[T leaseItem](ctx context.Context, op leaseOp[T], items []T, tokens []int64, keep []bool) ([]store.Outcome, error) {
+func applyKept[T leaseItem](ctx context.Context, op leaseOp[T], items []T, tokens []int64, keep []bool) ([]job.Outcome, error) {
 	if keep == nil {
 		return op.apply(ctx, items, tokens)
 	}
@@ -237,18 +236,18 @@ func applyKept[T leaseItem](ctx context.Context, op leaseOp[T], items []T, token
 			keptTokens = append(keptTokens, tokens[i])
 		}
 	}
-	var applied []store.Outcome
+	var applied []job.Outcome
 	if len(kept) > 0 {
 		var err error
 		if applied, err = op.apply(ctx, kept, keptTokens); err != nil {
 			return nil, err
 		}
 	}
-	out := make([]store.Outcome, len(items))
+	out := make([]job.Outcome, len(items))
 	for i, ok := range keep {
 		if !ok {
 			id, _ := idAndToken(&items[i])
-			out[i] = store.Outcome{Err: notFound(*id)}
+			out[i] = job.Outcome{Err: notFound(*id)}
 			continue
 		}
 		out[i], applied = applied[0], applied[1:]
@@ -256,48 +255,48 @@ func applyKept[T leaseItem](ctx context.Context, op leaseOp[T], items []T, token
 	return out, nil
 }
 
-func answerState(id string, o store.Outcome) outcomeJSON {
+func answerState(id string, o job.Outcome) outcomeJSON {
 	return outcomeJSON{ID: id, State: o.State}
 }
 
-func answerFail(id string, o store.Outcome) outcomeJSON {
+func answerFail(id string, o job.Outcome) outcomeJSON {
 	return outcomeJSON{ID: id, State: o.State, RunAt: timeOrNil(o.RunAt)}
 }
 
-func answerExtend(id string, o store.Outcome) outcomeJSON {
+func answerExtend(id string, o job.Outcome) outcomeJSON {
 	cancel := o.CancelRequested
 	return outcomeJSON{ID: id, LeaseExpiresAt: timeOrNil(o.LeaseExpiresAt), CancelRequested: &cancel}
 }
 
 func (a *API) ackOp() leaseOp[ackItem] {
-	return leaseOp[ackItem]{answer: answerState, apply: func(ctx context.Context, its []ackItem, tokens []int64) ([]store.Outcome, error) {
-		items := make([]store.JobCompleteItem, len(its))
+	return leaseOp[ackItem]{answer: answerState, apply: func(ctx context.Context, its []ackItem, tokens []int64) ([]job.Outcome, error) {
+		items := make([]job.CompleteItem, len(its))
 		for i, it := range its {
-			items[i] = store.JobCompleteItem{ID: it.ID, Token: tokens[i], Result: it.Result}
+			items[i] = job.CompleteItem{ID: it.ID, Token: tokens[i], Result: it.Result}
 		}
 		return a.engine.Ack(ctx, items)
 	}}
 }
 
 func (a *API) failOp() leaseOp[failItem] {
-	return leaseOp[failItem]{answer: answerFail, apply: func(ctx context.Context, its []failItem, tokens []int64) ([]store.Outcome, error) {
-		items := make([]store.JobFailItem, len(its))
+	return leaseOp[failItem]{answer: answerFail, apply: func(ctx context.Context, its []failItem, tokens []int64) ([]job.Outcome, error) {
+		items := make([]job.FailItem, len(its))
 		for i, it := range its {
-			items[i] = store.JobFailItem{ID: it.ID, Token: tokens[i], Message: it.Error, NoRetry: it.NoRetry, RetryAfter: millis(it.RetryAfterMS)}
+			items[i] = job.FailItem{ID: it.ID, Token: tokens[i], Message: it.Error, NoRetry: it.NoRetry, RetryAfter: millis(it.RetryAfterMS)}
 		}
 		return a.engine.Fail(ctx, items)
 	}}
 }
 
 func (a *API) extendOp() leaseOp[extendItem] {
-	return leaseOp[extendItem]{answer: answerExtend, apply: func(ctx context.Context, its []extendItem, tokens []int64) ([]store.Outcome, error) {
-		items := make([]store.JobExtendItem, len(its))
+	return leaseOp[extendItem]{answer: answerExtend, apply: func(ctx context.Context, its []extendItem, tokens []int64) ([]job.Outcome, error) {
+		items := make([]job.ExtendItem, len(its))
 		for i, it := range its {
 			var leaseMS int64
 			if it.LeaseMS != nil {
 				leaseMS = *it.LeaseMS
 			}
-			items[i] = store.JobExtendItem{ID: it.ID, Token: tokens[i], Lease: millis(leaseMS)}
+			items[i] = job.ExtendItem{ID: it.ID, Token: tokens[i], Lease: millis(leaseMS)}
 		}
 		return a.engine.Extend(ctx, items)
 	}, check: func(it *extendItem, field func(string) string) error {
@@ -307,10 +306,10 @@ func (a *API) extendOp() leaseOp[extendItem] {
 }
 
 func (a *API) releaseOp() leaseOp[releaseItem] {
-	return leaseOp[releaseItem]{answer: answerState, apply: func(ctx context.Context, its []releaseItem, tokens []int64) ([]store.Outcome, error) {
-		items := make([]store.JobReleaseItem, len(its))
+	return leaseOp[releaseItem]{answer: answerState, apply: func(ctx context.Context, its []releaseItem, tokens []int64) ([]job.Outcome, error) {
+		items := make([]job.ReleaseItem, len(its))
 		for i, it := range its {
-			items[i] = store.JobReleaseItem{ID: it.ID, Token: tokens[i]}
+			items[i] = job.ReleaseItem{ID: it.ID, Token: tokens[i]}
 		}
 		return a.engine.Release(ctx, items)
 	}}

@@ -7,7 +7,6 @@ import (
 
 	"github.com/spoolq/spool/internal/httpapi/wire"
 	"github.com/spoolq/spool/internal/job"
-	"github.com/spoolq/spool/internal/store"
 )
 
 // queueJSON is a queue on the wire.
@@ -20,7 +19,7 @@ type queueJSON struct {
 	Counts     map[job.State]int64 `json:"counts"`
 }
 
-func toQueueJSON(q *store.QueueInfo) queueJSON {
+func toQueueJSON(q *job.QueueInfo) queueJSON {
 	counts := make(map[job.State]int64, len(job.States))
 	for _, s := range job.States {
 		counts[s] = q.Counts[s]
@@ -264,7 +263,7 @@ type queuesJSON struct {
 
 // listQueues returns every queue; its route's endpoint cuts the list to
 // the queues the caller may see.
-func (a *API) listQueues(r *http.Request) ([]store.QueueInfo, error) {
+func (a *API) listQueues(r *http.Request) ([]job.QueueInfo, error) {
 	return a.engine.Queues(r.Context())
 }
 

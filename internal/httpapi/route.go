@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/spoolq/spool/internal/httpapi/auth"
-	"github.com/spoolq/spool/internal/store"
+	"github.com/spoolq/spool/internal/job"
 )
 
 // Route is one registered method and path pattern, as the route table
@@ -218,8 +218,8 @@ func withQuery[In any](parse func(url.Values) (In, error), h func(w http.Respons
 
 // queueListing serves a route that answers the queues list returns: it
 // cuts them to those the caller may see, then writes them.
-func queueListing(list func(r *http.Request) ([]store.QueueInfo, error)) endpoint {
-	return listing(servesQueueList, list, (*API).queuesInScope, func(qs []store.QueueInfo) any {
+func queueListing(list func(r *http.Request) ([]job.QueueInfo, error)) endpoint {
+	return listing(servesQueueList, list, (*API).queuesInScope, func(qs []job.QueueInfo) any {
 		out := queuesJSON{Queues: make([]queueJSON, len(qs))}
 		for i := range qs {
 			out.Queues[i] = toQueueJSON(&qs[i])
@@ -230,8 +230,8 @@ func queueListing(list func(r *http.Request) ([]store.QueueInfo, error)) endpoin
 
 // scheduleListing serves a route that answers the schedules list
 // returns: it cuts them to those the caller may see, then writes them.
-func scheduleListing(list func(r *http.Request) ([]*store.Schedule, error)) endpoint {
-	return listing(servesScheduleList, list, (*API).schedulesInScope, func(ss []*store.Schedule) any {
+func scheduleListing(list func(r *http.Request) ([]*job.Schedule, error)) endpoint {
+	return listing(servesScheduleList, list, (*API).schedulesInScope, func(ss []*job.Schedule) any {
 		out := schedulesJSON{Schedules: make([]scheduleJSON, len(ss))}
 		for i, s := range ss {
 			out.Schedules[i] = toScheduleJSON(s)

@@ -10,7 +10,6 @@ import (
 	"github.com/spoolq/spool/internal/httpapi/wire"
 	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/schedule"
-	"github.com/spoolq/spool/internal/store"
 )
 
 // scheduleBody is the body of PUT /v1/schedules/{name}. The fields whose
@@ -61,7 +60,7 @@ type scheduleJSON struct {
 	LastJobID  string          `json:"last_job_id,omitempty"`
 }
 
-func toScheduleJSON(s *store.Schedule) scheduleJSON {
+func toScheduleJSON(s *job.Schedule) scheduleJSON {
 	out := scheduleJSON{
 		Name: s.Name, Cron: s.Cron, Timezone: s.Timezone, EveryMS: s.Every.Milliseconds(), Misfire: s.Misfire,
 		MaxCatchUp: s.MaxCatchUp, Job: s.Job, Paused: s.Paused, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt,
@@ -163,7 +162,7 @@ func (a *API) getSchedule(w http.ResponseWriter, r *http.Request) {
 
 // listSchedules returns every schedule; its route's endpoint cuts the
 // list to the schedules the caller may see.
-func (a *API) listSchedules(r *http.Request) ([]*store.Schedule, error) {
+func (a *API) listSchedules(r *http.Request) ([]*job.Schedule, error) {
 	return a.engine.ListSchedules(r.Context())
 }
 

@@ -12,7 +12,6 @@ import (
 	"github.com/spoolq/spool/internal/engine"
 	"github.com/spoolq/spool/internal/httpapi/auth"
 	"github.com/spoolq/spool/internal/job"
-	"github.com/spoolq/spool/internal/store"
 )
 
 // This file is where auth is enforced: the guard of every route checks
@@ -318,7 +317,7 @@ func (a *API) scheduleInScope(ctx context.Context, p *auth.Principal, name strin
 
 // allowsTemplate reports whether the queue of s's job lies in p's
 // namespaces.
-func allowsTemplate(p *auth.Principal, s *store.Schedule) bool {
+func allowsTemplate(p *auth.Principal, s *job.Schedule) bool {
 	q := templateQueue(s.Job)
 	if q == "" {
 		q = engine.DefaultQueue
@@ -329,12 +328,12 @@ func allowsTemplate(p *auth.Principal, s *store.Schedule) bool {
 // schedulesInScope cuts ss, the answer of a route listing schedules, to
 // the schedules the caller may see: name and job queue in its
 // namespaces.
-func (a *API) schedulesInScope(r *http.Request, ss []*store.Schedule) []*store.Schedule {
+func (a *API) schedulesInScope(r *http.Request, ss []*job.Schedule) []*job.Schedule {
 	p := a.namespaced(r)
 	if p == nil {
 		return ss
 	}
-	var in []*store.Schedule
+	var in []*job.Schedule
 	for _, s := range ss {
 		if p.AllowsQueue(s.Name) && allowsTemplate(p, s) {
 			in = append(in, s)
@@ -410,7 +409,7 @@ func (a *API) leasesInScope(r *http.Request, s *scope, in any) error {
 
 // queuesInScope cuts qs, the answer of a route listing queues, to the
 // queues the caller may see.
-func (a *API) queuesInScope(r *http.Request, qs []store.QueueInfo) []store.QueueInfo {
+func (a *API) queuesInScope(r *http.Request, qs []job.QueueInfo) []job.QueueInfo {
 	p := a.namespaced(r)
 	if p == nil {
 		return qs

@@ -15,7 +15,7 @@ import (
 
 	"github.com/spoolq/spool/internal/httpapi/auth"
 	"github.com/spoolq/spool/internal/httpapi/wire"
-	"github.com/spoolq/spool/internal/store"
+	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/stream"
 )
 
@@ -372,7 +372,7 @@ func (f *authFixture) snapshot(t *testing.T) string {
 	t.Helper()
 	ctx := context.Background()
 	var b []byte
-	p := store.JobListParams{Limit: 1000}
+	p := job.ListParams{Limit: 1000}
 	for {
 		page, err := f.a.engine.List(ctx, p)
 		if err != nil {

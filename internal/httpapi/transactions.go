@@ -8,7 +8,6 @@ import (
 	"github.com/spoolq/spool/internal/engine"
 	"github.com/spoolq/spool/internal/httpapi/wire"
 	"github.com/spoolq/spool/internal/job"
-	"github.com/spoolq/spool/internal/store"
 )
 
 // transactionBody is the body of POST /v1/transactions: the items of the
@@ -56,8 +55,8 @@ func transactionLeases(in *transactionBody) []leaseRef {
 // the rest.
 func transactRequest(in *transactionBody) (engine.TransactRequest, error) {
 	req := engine.TransactRequest{
-		Ack:     make([]store.JobCompleteItem, len(in.Ack)),
-		Fail:    make([]store.JobFailItem, len(in.Fail)),
+		Ack:     make([]job.CompleteItem, len(in.Ack)),
+		Fail:    make([]job.FailItem, len(in.Fail)),
 		Enqueue: make([]engine.EnqueueRequest, len(in.Enqueue)),
 	}
 	lease := func(item, id string, token *int64) (int64, error) {
@@ -71,14 +70,14 @@ func transactRequest(in *transactionBody) (engine.TransactRequest, error) {
 		if err != nil {
 			return req, err
 		}
-		req.Ack[i] = store.JobCompleteItem{ID: it.ID, Token: token, Result: it.Result}
+		req.Ack[i] = job.CompleteItem{ID: it.ID, Token: token, Result: it.Result}
 	}
 	for i, it := range in.Fail {
 		token, err := lease(fmt.Sprintf("fail[%d]", i), it.ID, it.Token)
 		if err != nil {
 			return req, err
 		}
-		req.Fail[i] = store.JobFailItem{ID: it.ID, Token: token, Message: it.Error, NoRetry: it.NoRetry, RetryAfter: millis(it.RetryAfterMS)}
+		req.Fail[i] = job.FailItem{ID: it.ID, Token: token, Message: it.Error, NoRetry: it.NoRetry, RetryAfter: millis(it.RetryAfterMS)}
 	}
 	for i := range in.Enqueue {
 		var err error

@@ -28,7 +28,7 @@ type Limits struct {
 	// GroupMaxActive bounds each group's jobs active at once: 1 runs a
 	// group's jobs one at a time, in claim order.
 	GroupMaxActive int
-	// Ordered makes each group an ordered partition: its jobs go out one
+	// Ordered makes each group an ordered group: its jobs go out one
 	// at a time in claim order, and a job handed out holds its group until
 	// it is finished, through failures, retries and expired leases (see
 	// HoldsGroup). An ordered queue's GroupMaxActive is 1.

@@ -72,7 +72,7 @@ type Config struct {
 	// Queues lists every queue with its counts and oldest available job
 	// (store.Admin.QueueList), for spool_jobs and
 	// spool_queue_oldest_available_age_seconds. Nil leaves both out.
-	Queues func(ctx context.Context) ([]store.QueueInfo, error)
+	Queues func(ctx context.Context) ([]job.QueueInfo, error)
 	// CacheFor is how long one listing of Queues answers scrapes, so that
 	// frequent scrapes cost the store nothing. Defaults to
 	// DefaultCacheFor.

@@ -64,9 +64,9 @@ func TestQueueGaugesAreCached(t *testing.T) {
 	var clock atomic.Int64
 	clock.Store(now.UnixNano())
 	m := New(Config{
-		Queues: func(context.Context) ([]store.QueueInfo, error) {
+		Queues: func(context.Context) ([]job.QueueInfo, error) {
 			calls.Add(1)
-			return []store.QueueInfo{{Name: "q", Counts: map[job.State]int64{job.StateAvailable: 7}, OldestAvailable: now.Add(-time.Minute)}}, nil
+			return []job.QueueInfo{{Name: "q", Counts: map[job.State]int64{job.StateAvailable: 7}, OldestAvailable: now.Add(-time.Minute)}}, nil
 		},
 		CacheFor: time.Hour,
 		Now:      func() time.Time { return time.Unix(0, clock.Load()).UTC() },

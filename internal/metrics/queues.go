@@ -9,7 +9,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/spoolq/spool/internal/job"
-	"github.com/spoolq/spool/internal/store"
 )
 
 var (
@@ -28,7 +27,7 @@ type queueCollector struct {
 
 	mu     sync.Mutex // held while listing, so that concurrent scrapes list once
 	at     time.Time  // when qs was read, by the wall clock
-	qs     []store.QueueInfo
+	qs     []job.QueueInfo
 	listed bool
 }
 
@@ -61,7 +60,7 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 
 // queues returns the cached listing, or a new one when it is older than
 // the cache period.
-func (c *queueCollector) queues() ([]store.QueueInfo, error) {
+func (c *queueCollector) queues() ([]job.QueueInfo, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.listed && time.Since(c.at) < c.cfg.CacheFor {

@@ -10,7 +10,6 @@ import (
 	"github.com/spoolq/spool/internal/engine"
 	"github.com/spoolq/spool/internal/httpapi/auth"
 	"github.com/spoolq/spool/internal/job"
-	"github.com/spoolq/spool/internal/store"
 )
 
 // The refusals of one ack, in Queen's words.
@@ -168,9 +167,9 @@ func (a *API) resolve(ctx context.Context, p *auth.Principal, ack *ackJSON, defa
 // answers each in order.
 func (a *API) apply(ctx context.Context, targets []target, group string) ([]ackResultJSON, error) {
 	out := make([]ackResultJSON, len(targets))
-	var complete []store.JobCompleteItem
-	var fail []store.JobFailItem
-	var release []store.JobReleaseItem
+	var complete []job.CompleteItem
+	var fail []job.FailItem
+	var release []job.ReleaseItem
 	var completeAt, failAt, releaseAt []int
 	for i, t := range targets {
 		out[i] = ackResultJSON{Index: i, QueueName: t.queue, PartitionName: t.partition, ConsumerGroup: group}
@@ -180,7 +179,7 @@ func (a *API) apply(ctx context.Context, targets []target, group string) ([]ackR
 		}
 		switch t.status {
 		case statusCompleted, statusSuccess:
-			complete = append(complete, store.JobCompleteItem{ID: t.id, Token: t.token})
+			complete = append(complete, job.CompleteItem{ID: t.id, Token: t.token})
 			completeAt = append(completeAt, i)
 		case statusFailed, statusDLQ:
 			msg := t.message
@@ -189,21 +188,21 @@ func (a *API) apply(ctx context.Context, targets []target, group string) ([]ackR
 			}
 			// Queen delivers a failed message again at once, until its
 			// retries are used up; dlq sends it to the dead letters now.
-			fail = append(fail, store.JobFailItem{ID: t.id, Token: t.token, Message: msg, NoRetry: t.status == statusDLQ, RetryAfter: time.Millisecond})
+			fail = append(fail, job.FailItem{ID: t.id, Token: t.token, Message: msg, NoRetry: t.status == statusDLQ, RetryAfter: time.Millisecond})
 			failAt = append(failAt, i)
 		case statusRetry:
-			release = append(release, store.JobReleaseItem{ID: t.id, Token: t.token})
+			release = append(release, job.ReleaseItem{ID: t.id, Token: t.token})
 			releaseAt = append(releaseAt, i)
 		}
 	}
 	for _, step := range []struct {
 		n   int
 		at  []int
-		run func() ([]store.Outcome, error)
+		run func() ([]job.Outcome, error)
 	}{
-		{len(complete), completeAt, func() ([]store.Outcome, error) { return a.engine.Ack(ctx, complete) }},
-		{len(fail), failAt, func() ([]store.Outcome, error) { return a.engine.Fail(ctx, fail) }},
-		{len(release), releaseAt, func() ([]store.Outcome, error) { return a.engine.Release(ctx, release) }},
+		{len(complete), completeAt, func() ([]job.Outcome, error) { return a.engine.Ack(ctx, complete) }},
+		{len(fail), failAt, func() ([]job.Outcome, error) { return a.engine.Fail(ctx, fail) }},
+		{len(release), releaseAt, func() ([]job.Outcome, error) { return a.engine.Release(ctx, release) }},
 	} {
 		if step.n == 0 {
 			continue
@@ -353,7 +352,7 @@ func (a *API) extend(w http.ResponseWriter, r *http.Request, p *auth.Principal) 
 			return
 		}
 	}
-	outcomes, err := a.engine.Extend(r.Context(), []store.JobExtendItem{{ID: id, Token: token, Lease: lease}})
+	outcomes, err := a.engine.Extend(r.Context(), []job.ExtendItem{{ID: id, Token: token, Lease: lease}})
 	if err != nil {
 		a.fail(w, r, err)
 		return

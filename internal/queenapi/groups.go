@@ -12,7 +12,6 @@ import (
 	"github.com/spoolq/spool/internal/engine"
 	"github.com/spoolq/spool/internal/httpapi/auth"
 	"github.com/spoolq/spool/internal/job"
-	"github.com/spoolq/spool/internal/store"
 )
 
 // Bounds of a dead-letter listing.
@@ -87,7 +86,7 @@ func (a *API) deadLetters(w http.ResponseWriter, r *http.Request, p *auth.Princi
 	var dead []*job.Job
 	cursor := ""
 	for len(dead) < offset+limit {
-		page, err := a.engine.List(ctx, store.JobListParams{Queue: lane, State: job.StateDead, Cursor: cursor, Limit: maxDLQLimit})
+		page, err := a.engine.List(ctx, job.ListParams{Queue: lane, State: job.StateDead, Cursor: cursor, Limit: maxDLQLimit})
 		if err != nil {
 			a.fail(w, r, err)
 			return
@@ -161,7 +160,7 @@ func pending(counts map[job.State]int64) int64 {
 
 // eachGroup calls f with every consumer group of every queue in the
 // caller's namespaces (named, when name is not empty).
-func (a *API) eachGroup(ctx context.Context, p *auth.Principal, name string, f func(g *store.ConsumerGroup) error) error {
+func (a *API) eachGroup(ctx context.Context, p *auth.Principal, name string, f func(g *job.ConsumerGroup) error) error {
 	queues, err := a.engine.Queues(ctx)
 	if err != nil {
 		return err
@@ -196,7 +195,7 @@ func (a *API) eachGroup(ctx context.Context, p *auth.Principal, name string, f f
 func (a *API) listGroups(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
 	ctx := r.Context()
 	now := a.engine.Now()
-	var page store.ConsumerGroupListParams
+	var page job.ConsumerGroupListParams
 	gs, err := a.engine.ConsumerGroupsPage(ctx, page)
 	if err != nil {
 		a.fail(w, r, err)
@@ -247,7 +246,7 @@ func (a *API) listGroups(w http.ResponseWriter, r *http.Request, p *auth.Princip
 func (a *API) deleteGroup(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
 	name := r.PathValue("group")
 	n := 0
-	err := a.eachGroup(r.Context(), p, name, func(g *store.ConsumerGroup) error {
+	err := a.eachGroup(r.Context(), p, name, func(g *job.ConsumerGroup) error {
 		n++
 		return a.dropGroup(r.Context(), g.Queue, name)
 	})
@@ -302,9 +301,9 @@ func (a *API) moveSubscription(w http.ResponseWriter, r *http.Request, p *auth.P
 	}
 	name := r.PathValue("group")
 	n := 0
-	err = a.eachGroup(r.Context(), p, name, func(g *store.ConsumerGroup) error {
+	err = a.eachGroup(r.Context(), p, name, func(g *job.ConsumerGroup) error {
 		n++
-		_, _, err := a.engine.SeekConsumerGroup(r.Context(), engine.ConsumerGroupRequest{Queue: g.Queue, Name: name, Start: store.StartAt, From: at})
+		_, _, err := a.engine.SeekConsumerGroup(r.Context(), engine.ConsumerGroupRequest{Queue: g.Queue, Name: name, Start: job.StartAt, From: at})
 		return err
 	})
 	if err != nil {
@@ -334,7 +333,7 @@ func (a *API) seek(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
 		a.fail(w, r, err)
 		return
 	}
-	req := engine.ConsumerGroupRequest{Queue: q, Name: name, Start: store.StartNew}
+	req := engine.ConsumerGroupRequest{Queue: q, Name: name, Start: job.StartNew}
 	var target any
 	switch {
 	case in.ToEnd:
@@ -344,7 +343,7 @@ func (a *API) seek(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
 			a.fail(w, r, job.Invalid("timestamp", "must be an ISO 8601 time"))
 			return
 		}
-		req.Start, req.From, target = store.StartAt, at, queenTime(at)
+		req.Start, req.From, target = job.StartAt, at, queenTime(at)
 	default:
 		a.fail(w, r, job.Invalid("", "must specify either 'toEnd': true or 'timestamp'"))
 		return

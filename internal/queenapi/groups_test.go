@@ -13,6 +13,7 @@ import (
 
 	"github.com/spoolq/spool/internal/engine"
 	"github.com/spoolq/spool/internal/httpapi/auth"
+	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/queenapi"
 	"github.com/spoolq/spool/internal/store"
 	"github.com/spoolq/spool/internal/store/sqlitestore"
@@ -25,17 +26,17 @@ type listingStore struct {
 	calls atomic.Int64
 }
 
-func (s *listingStore) QueueList(ctx context.Context) ([]store.QueueInfo, error) {
+func (s *listingStore) QueueList(ctx context.Context) ([]job.QueueInfo, error) {
 	s.calls.Add(1)
 	return s.Store.QueueList(ctx)
 }
 
-func (s *listingStore) ConsumerGroupList(ctx context.Context, queue string) ([]store.ConsumerGroup, error) {
+func (s *listingStore) ConsumerGroupList(ctx context.Context, queue string) ([]job.ConsumerGroup, error) {
 	s.calls.Add(1)
 	return s.Store.ConsumerGroupList(ctx, queue)
 }
 
-func (s *listingStore) ConsumerGroupListAll(ctx context.Context, p *store.ConsumerGroupListParams) ([]store.ConsumerGroup, error) {
+func (s *listingStore) ConsumerGroupListAll(ctx context.Context, p *job.ConsumerGroupListParams) ([]job.ConsumerGroup, error) {
 	s.calls.Add(1)
 	return s.Store.ConsumerGroupListAll(ctx, p)
 }
@@ -79,7 +80,7 @@ func TestConsumerGroupListingReadsOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, g := range [][2]string{{"q0001", "billing"}, {"q0002", "billing"}, {"q1500", "audit"}, {"q0001", "audit"}} {
-		if _, _, err := e.CreateConsumerGroup(ctx, engine.ConsumerGroupRequest{Queue: g[0], Name: g[1], Start: store.StartBeginning}); err != nil {
+		if _, _, err := e.CreateConsumerGroup(ctx, engine.ConsumerGroupRequest{Queue: g[0], Name: g[1], Start: job.StartBeginning}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -129,13 +130,13 @@ func TestConsumerGroupListingReadsOnce(t *testing.T) {
 	}
 
 	// More groups than a page: every one of them, a read a page.
-	for i := range store.MaxConsumerGroupPage {
-		if _, _, err := e.CreateConsumerGroup(ctx, engine.ConsumerGroupRequest{Queue: fmt.Sprintf("q%04d", 1000+i), Name: "extra", Start: store.StartNew}); err != nil {
+	for i := range job.MaxConsumerGroupPage {
+		if _, _, err := e.CreateConsumerGroup(ctx, engine.ConsumerGroupRequest{Queue: fmt.Sprintf("q%04d", 1000+i), Name: "extra", Start: job.StartNew}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	got := list(allSecret)
-	if len(got) != 4+store.MaxConsumerGroupPage || got[3] != "q1000/extra:0" || got[len(got)-1] != "q1999/extra:0" || !slices.Contains(got, "q1500/audit:1") {
+	if len(got) != 4+job.MaxConsumerGroupPage || got[3] != "q1000/extra:0" || got[len(got)-1] != "q1999/extra:0" || !slices.Contains(got, "q1500/audit:1") {
 		t.Errorf("%d groups listed, from %v", len(got), got[:min(len(got), 5)])
 	}
 	if n := counted.calls.Load(); n != 2 {

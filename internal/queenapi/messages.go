@@ -14,7 +14,6 @@ import (
 	"github.com/spoolq/spool/internal/engine"
 	"github.com/spoolq/spool/internal/httpapi/auth"
 	"github.com/spoolq/spool/internal/job"
-	"github.com/spoolq/spool/internal/store"
 )
 
 // Queen's defaults for a queue it creates on a first push: a lease of five
@@ -97,7 +96,7 @@ func (a *API) configure(w http.ResponseWriter, r *http.Request, p *auth.Principa
 	ctx := r.Context()
 	info, err := a.engine.Queue(ctx, name)
 	if errors.Is(err, job.ErrNotFound) {
-		info, err = &store.QueueInfo{Name: name}, nil
+		info, err = &job.QueueInfo{Name: name}, nil
 	}
 	if err != nil {
 		a.fail(w, r, err)

@@ -13,7 +13,6 @@ import (
 	"github.com/spoolq/spool/internal/engine"
 	"github.com/spoolq/spool/internal/httpapi/auth"
 	"github.com/spoolq/spool/internal/job"
-	"github.com/spoolq/spool/internal/store"
 )
 
 // Bounds of a pop.
@@ -65,7 +64,7 @@ type popParams struct {
 	batch   int
 	wait    time.Duration
 	group   string
-	start   store.GroupStart
+	start   job.ConsumerGroupStart
 	from    time.Time
 	autoAck bool
 }
@@ -111,15 +110,15 @@ func parsePop(q url.Values) (popParams, error) {
 	}
 	switch from := q.Get("subscriptionFrom"); {
 	case from == "now":
-		pp.start = store.StartNew
+		pp.start = job.StartNew
 	case from != "":
 		t, err := parseTime(from)
 		if err != nil {
 			return pp, job.Invalid("subscriptionFrom", "must be now or an ISO 8601 time")
 		}
-		pp.start, pp.from = store.StartAt, t
+		pp.start, pp.from = job.StartAt, t
 	case q.Get("subscriptionMode") == "new" || q.Get("subscriptionMode") == "new-only":
-		pp.start = store.StartNew
+		pp.start = job.StartNew
 	}
 	return pp, nil
 }
@@ -188,9 +187,9 @@ func (a *API) pop(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
 		return
 	}
 	if pp.autoAck {
-		items := make([]store.JobCompleteItem, len(jobs))
+		items := make([]job.CompleteItem, len(jobs))
 		for i, j := range jobs {
-			items[i] = store.JobCompleteItem{ID: j.ID, Token: j.LeaseToken}
+			items[i] = job.CompleteItem{ID: j.ID, Token: j.LeaseToken}
 		}
 		if _, err := a.engine.Ack(context.WithoutCancel(ctx), items); err != nil {
 			a.fail(w, r, err)

@@ -11,7 +11,6 @@ import (
 	"github.com/spoolq/spool/internal/engine"
 	"github.com/spoolq/spool/internal/httpapi/auth"
 	"github.com/spoolq/spool/internal/job"
-	"github.com/spoolq/spool/internal/store"
 )
 
 // operationJSON is one operation of a transaction: an ack (the fields of
@@ -119,11 +118,11 @@ func (a *API) transaction(w http.ResponseWriter, r *http.Request, p *auth.Princi
 				res.Success, res.Error = false, &t.refused
 				refusal = cmp.Or(refusal, t.refused)
 			case t.status == statusCompleted || t.status == statusSuccess:
-				req.Ack = append(req.Ack, store.JobCompleteItem{ID: t.id, Token: t.token})
+				req.Ack = append(req.Ack, job.CompleteItem{ID: t.id, Token: t.token})
 				ackAt = append(ackAt, len(results))
 			default:
 				msg := cmp.Or(t.message, "failed")
-				req.Fail = append(req.Fail, store.JobFailItem{ID: t.id, Token: t.token, Message: msg, NoRetry: true})
+				req.Fail = append(req.Fail, job.FailItem{ID: t.id, Token: t.token, Message: msg, NoRetry: true})
 				failAt = append(failAt, len(results))
 				res.DLQ = true
 			}

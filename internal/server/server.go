@@ -18,6 +18,7 @@ import (
 	"github.com/spoolq/spool/internal/engine"
 	"github.com/spoolq/spool/internal/httpapi"
 	"github.com/spoolq/spool/internal/httpapi/auth"
+	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/maintenance"
 	"github.com/spoolq/spool/internal/metrics"
 	"github.com/spoolq/spool/internal/queenapi"
@@ -85,7 +86,7 @@ func (s *Server) Start(ctx context.Context) error {
 		}
 	}
 	s.metrics = metrics.New(metrics.Config{
-		Queues: func(ctx context.Context) ([]store.QueueInfo, error) { return s.store.QueueList(ctx) },
+		Queues: func(ctx context.Context) ([]job.QueueInfo, error) { return s.store.QueueList(ctx) },
 		Now:    func() time.Time { return s.now() },
 		Logger: s.logger,
 	})

@@ -42,7 +42,7 @@ func (prefix SeqCursor) Decode(c string) (int64, error) {
 // filters (JobListParams.Check) and returns the seq the cursor stands for
 // and the page size; a bad filter or cursor is an error wrapping a
 // *job.InputError.
-func (prefix SeqCursor) Start(p *JobListParams) (after int64, size int, err error) {
+func (prefix SeqCursor) Start(p *job.ListParams) (after int64, size int, err error) {
 	if err := p.Check(); err != nil {
 		return 0, 0, fmt.Errorf("list jobs: %w", err)
 	}
@@ -55,8 +55,8 @@ func (prefix SeqCursor) Start(p *JobListParams) (after int64, size int, err erro
 // Page makes the listing page of jobs, read with their seqs for one more
 // than size: the first size jobs, and the cursor after the last of them
 // when more followed.
-func (prefix SeqCursor) Page(jobs []*job.Job, seqs []int64, size int) *JobListPage {
-	page := &JobListPage{Jobs: jobs}
+func (prefix SeqCursor) Page(jobs []*job.Job, seqs []int64, size int) *job.ListPage {
+	page := &job.ListPage{Jobs: jobs}
 	if len(jobs) > size {
 		page.Jobs = jobs[:size]
 		page.Next = prefix.Encode(seqs[size-1])

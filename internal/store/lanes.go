@@ -32,59 +32,20 @@ type ConsumerGroups interface {
 	ConsumerGroupDelete(ctx context.Context, queue, name string) error
 	// ConsumerGroupList lists the groups of queue by name, with the counts
 	// of their lanes. An unknown queue has none.
-	ConsumerGroupList(ctx context.Context, queue string) ([]ConsumerGroup, error)
+	ConsumerGroupList(ctx context.Context, queue string) ([]job.ConsumerGroup, error)
 	// ConsumerGroupListAll lists the groups of every queue, by queue then
 	// name (byte order), each as ConsumerGroupList gives it: one page of
 	// at most p.PageSize() groups, after the group p names. Its cost
 	// grows with the groups it lists, never with the queues that have
 	// none.
-	ConsumerGroupListAll(ctx context.Context, p *ConsumerGroupListParams) ([]ConsumerGroup, error)
+	ConsumerGroupListAll(ctx context.Context, p *job.ConsumerGroupListParams) ([]job.ConsumerGroup, error)
 }
-
-// MaxConsumerGroupPage bounds a page of ConsumerGroupListAll.
-const MaxConsumerGroupPage = 1000
-
-// ConsumerGroupListParams pages through the consumer groups of every
-// queue.
-type ConsumerGroupListParams struct {
-	// AfterQueue and AfterName name the last group of the previous page:
-	// the page starts after it in (queue, name) byte order. Both empty
-	// start at the first group; AfterQueue alone starts at the first
-	// group of that queue.
-	AfterQueue, AfterName string
-	// Limit bounds the page. Defaults to MaxConsumerGroupPage, which it
-	// may not pass.
-	Limit int
-}
-
-// PageSize is the page size p asks for: Limit, within 1 and
-// MaxConsumerGroupPage, or MaxConsumerGroupPage when it is not set.
-func (p *ConsumerGroupListParams) PageSize() int {
-	if p.Limit <= 0 || p.Limit > MaxConsumerGroupPage {
-		return MaxConsumerGroupPage
-	}
-	return p.Limit
-}
-
-// GroupStart says which of a queue's jobs a consumer group starts with.
-type GroupStart int
-
-// The starts of a consumer group.
-const (
-	// StartBeginning starts with every job of the queue the store still
-	// holds, finished ones included.
-	StartBeginning GroupStart = iota
-	// StartNew starts with the jobs inserted from now on.
-	StartNew
-	// StartAt starts with the jobs created at or after From.
-	StartAt
-)
 
 // ConsumerGroupParams creates or moves a consumer group.
 type ConsumerGroupParams struct {
 	Queue string
 	Name  string
-	Start GroupStart
+	Start job.ConsumerGroupStart
 	// From is the first creation time of the jobs StartAt takes.
 	From time.Time
 	Now  time.Time
@@ -95,27 +56,14 @@ type ConsumerGroupParams struct {
 // after from, every job when from is zero. An unknown start is refused.
 func (p *ConsumerGroupParams) Since() (from time.Time, none bool, err error) {
 	switch p.Start {
-	case StartNew:
+	case job.StartNew:
 		return time.Time{}, true, nil
-	case StartBeginning:
+	case job.StartBeginning:
 		return time.Time{}, false, nil
-	case StartAt:
+	case job.StartAt:
 		return p.From, false, nil
 	}
 	return time.Time{}, false, job.Invalid("start", "unknown start %d", p.Start)
-}
-
-// ConsumerGroup is a consumer group of a queue and where it stands.
-type ConsumerGroup struct {
-	Queue string
-	Name  string
-	// CreatedAt is when the group was created.
-	CreatedAt time.Time
-	// Counts has the number of the group's jobs in every state.
-	Counts map[job.State]int64
-	// OldestPending is when the oldest job the group has not finished was
-	// created; zero when it has finished every job.
-	OldestPending time.Time
 }
 
 // CopyOf is the insert of consumer group group's copy of j: a new job of

@@ -12,15 +12,15 @@ func TestConsumerGroupSince(t *testing.T) {
 	t.Parallel()
 	from := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
 	for _, c := range []struct {
-		start    GroupStart
+		start    job.ConsumerGroupStart
 		wantFrom time.Time
 		wantNone bool
 		wantErr  bool
 	}{
-		{StartBeginning, time.Time{}, false, false},
-		{StartNew, time.Time{}, true, false},
-		{StartAt, from, false, false},
-		{GroupStart(9), time.Time{}, false, true},
+		{job.StartBeginning, time.Time{}, false, false},
+		{job.StartNew, time.Time{}, true, false},
+		{job.StartAt, from, false, false},
+		{job.ConsumerGroupStart(9), time.Time{}, false, true},
 	} {
 		p := ConsumerGroupParams{Queue: "q", Name: "g", Start: c.start, From: from}
 		got, none, err := p.Since()

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -21,18 +20,18 @@ type Scheduler interface {
 	// p.Restart is set, which sets LastTick to p.Schedule.LastTick: the
 	// engine restarts a schedule whose timing changed. With p.Exact every
 	// field is stored as given. It returns the schedule as stored.
-	ScheduleUpsert(ctx context.Context, p *ScheduleUpsertParams) (s *Schedule, created bool, err error)
+	ScheduleUpsert(ctx context.Context, p *ScheduleUpsertParams) (s *job.Schedule, created bool, err error)
 	// ScheduleGet returns one schedule or job.ErrNotFound.
-	ScheduleGet(ctx context.Context, name string) (*Schedule, error)
+	ScheduleGet(ctx context.Context, name string) (*job.Schedule, error)
 	// ScheduleList returns every schedule, sorted by name.
-	ScheduleList(ctx context.Context) ([]*Schedule, error)
+	ScheduleList(ctx context.Context) ([]*job.Schedule, error)
 	// ScheduleDelete removes a schedule (job.ErrNotFound if unknown). The
 	// jobs it enqueued stay.
 	ScheduleDelete(ctx context.Context, name string) error
 	// ScheduleSetPaused pauses or resumes a schedule and returns it
 	// (job.ErrNotFound if unknown). Ticks that pass while it is paused
 	// are missed ticks when it resumes.
-	ScheduleSetPaused(ctx context.Context, name string, paused bool, now time.Time) (*Schedule, error)
+	ScheduleSetPaused(ctx context.Context, name string, paused bool, now time.Time) (*job.Schedule, error)
 	// ScheduleFire inserts p.Jobs as JobInsertMany does and records the
 	// firing, atomically: LastTick becomes p.Handled, NextRunAt p.Next,
 	// and, when p.Jobs is not empty, LastRunAt p.Now and LastJobID the id
@@ -55,7 +54,7 @@ type Scheduler interface {
 	// whose NextRunAt is not after now, earliest first, and the earliest
 	// NextRunAt of the other schedules that are not paused (zero when
 	// there is none).
-	ScheduleDue(ctx context.Context, now time.Time, limit int) (due []*Schedule, next time.Time, err error)
+	ScheduleDue(ctx context.Context, now time.Time, limit int) (due []*job.Schedule, next time.Time, err error)
 }
 
 // ErrScheduleMoved is ScheduleFire's answer when the schedule is no
@@ -63,44 +62,11 @@ type Scheduler interface {
 // another node. The caller reads it again.
 var ErrScheduleMoved = errors.New("schedule moved on")
 
-// Schedule is one cron schedule as the store keeps it.
-type Schedule struct {
-	// Name identifies the schedule.
-	Name string
-	// Cron and Timezone, or Every, say when it fires (see package
-	// schedule); the store keeps them as given.
-	Cron     string
-	Timezone string
-	Every    time.Duration
-	// Misfire is the policy for missed ticks: skip, run_once or catch_up.
-	Misfire string
-	// MaxCatchUp bounds the jobs catch_up fires at once.
-	MaxCatchUp int
-	// Job is the template of the jobs it enqueues, in the wire form of an
-	// enqueue body, kept byte for byte.
-	Job json.RawMessage
-	// Paused schedules fire nothing.
-	Paused bool
-	// CreatedAt and UpdatedAt are when it was created and last redefined,
-	// paused or resumed.
-	CreatedAt time.Time
-	UpdatedAt time.Time
-	// LastTick is the newest tick handled (fired or skipped); ticks after
-	// it and not after now are due.
-	LastTick time.Time
-	// LastRunAt is when it last enqueued a job (zero: never), and
-	// LastJobID that job's id.
-	LastRunAt time.Time
-	LastJobID string
-	// NextRunAt is its next tick, zero when it has none.
-	NextRunAt time.Time
-}
-
 // ScheduleUpsertParams creates or redefines a schedule.
 type ScheduleUpsertParams struct {
 	// Schedule is the definition. Its LastTick is where a new (or
 	// restarted) schedule starts; LastRunAt and LastJobID are ignored.
-	Schedule Schedule
+	Schedule job.Schedule
 	// Restart sets LastTick of an existing schedule too.
 	Restart bool
 	// Exact stores the schedule exactly as given, every time and
@@ -145,7 +111,7 @@ type ScheduleFireResult struct {
 // of its name the store holds (nil when none), and whether that creates
 // it (see Scheduler.ScheduleUpsert). Every store calls it, so that the
 // rule is written once.
-func (p *ScheduleUpsertParams) Stored(old *Schedule) (s Schedule, created bool) {
+func (p *ScheduleUpsertParams) Stored(old *job.Schedule) (s job.Schedule, created bool) {
 	s = p.Schedule
 	if p.Exact {
 		return s, old == nil
@@ -192,7 +158,7 @@ func (p *ScheduleFireParams) FireOne(r ScheduleFireResult) ([]InsertResult, erro
 // or ErrScheduleMoved when the schedule is not where the caller saw it
 // (see Scheduler.ScheduleFire). Every store calls it, so that the rule is
 // written once.
-func (p *ScheduleFireParams) Fires(current *Schedule) (lastTick, next time.Time, err error) {
+func (p *ScheduleFireParams) Fires(current *job.Schedule) (lastTick, next time.Time, err error) {
 	if p.Manual {
 		return current.LastTick, current.NextRunAt, nil
 	}

@@ -12,23 +12,23 @@ func TestScheduleUpsertStored(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
 	now, tick, next := t0.Add(time.Hour), t0.Add(30*time.Minute), t0.Add(2*time.Hour)
-	old := &Schedule{Name: "s", Cron: "* * * * *", CreatedAt: t0, UpdatedAt: t0, LastTick: t0.Add(time.Minute),
+	old := &job.Schedule{Name: "s", Cron: "* * * * *", CreatedAt: t0, UpdatedAt: t0, LastTick: t0.Add(time.Minute),
 		LastRunAt: t0.Add(time.Minute), LastJobID: "j1", NextRunAt: t0.Add(2 * time.Minute)}
-	def := Schedule{Name: "s", Cron: "*/5 * * * *", Paused: true, CreatedAt: t0.Add(-time.Hour), UpdatedAt: t0.Add(-time.Hour),
+	def := job.Schedule{Name: "s", Cron: "*/5 * * * *", Paused: true, CreatedAt: t0.Add(-time.Hour), UpdatedAt: t0.Add(-time.Hour),
 		LastTick: tick, LastRunAt: t0.Add(-time.Hour), LastJobID: "ignored", NextRunAt: next}
 	for _, c := range []struct {
 		name        string
-		old         *Schedule
+		old         *job.Schedule
 		restart     bool
 		exact       bool
-		want        Schedule
+		want        job.Schedule
 		wantCreated bool
 	}{
-		{"create", nil, false, false, Schedule{Name: "s", Cron: "*/5 * * * *", Paused: true, CreatedAt: now, UpdatedAt: now,
+		{"create", nil, false, false, job.Schedule{Name: "s", Cron: "*/5 * * * *", Paused: true, CreatedAt: now, UpdatedAt: now,
 			LastTick: tick, NextRunAt: next}, true},
-		{"redefine keeps the last tick and run", old, false, false, Schedule{Name: "s", Cron: "*/5 * * * *", Paused: true,
+		{"redefine keeps the last tick and run", old, false, false, job.Schedule{Name: "s", Cron: "*/5 * * * *", Paused: true,
 			CreatedAt: t0, UpdatedAt: now, LastTick: old.LastTick, LastRunAt: old.LastRunAt, LastJobID: "j1", NextRunAt: next}, false},
-		{"restart takes the new last tick", old, true, false, Schedule{Name: "s", Cron: "*/5 * * * *", Paused: true,
+		{"restart takes the new last tick", old, true, false, job.Schedule{Name: "s", Cron: "*/5 * * * *", Paused: true,
 			CreatedAt: t0, UpdatedAt: now, LastTick: tick, LastRunAt: old.LastRunAt, LastJobID: "j1", NextRunAt: next}, false},
 		{"exact over a schedule", old, true, true, def, false},
 		{"exact creates", nil, false, true, def, true},

@@ -30,10 +30,10 @@ package store
 import (
 	"context"
 	"encoding/json"
-	"strings"
 	"time"
 
 	"github.com/spoolq/spool/internal/job"
+	"github.com/spoolq/spool/internal/session"
 )
 
 // Capabilities states what a store can do, so that the engine branches on
@@ -131,7 +131,7 @@ type Claimer interface {
 	// p.Group, from every queue named, and never a job without a group.
 	// Every other rule holds as without it: claim order within the group,
 	// the queues' pause, caps and rates, the group's cap and rate, and an
-	// ordered queue's partitions (a group whose holder is out, active or
+	// ordered queue's groups (a group whose holder is out, active or
 	// waiting out a retry, hands out nothing; its holder goes out first
 	// when it is available again). Such a claim takes no turn of a
 	// queue's round-robin over its groups: the claims without a group go
@@ -145,7 +145,7 @@ type Claimer interface {
 	// changes anything. An accepted item ends where job.AfterCompletion
 	// sends it, completed (or cancelled if a cancel was requested while it
 	// ran), stores its Result and clears the lease.
-	JobComplete(ctx context.Context, p *JobCompleteParams) ([]Outcome, error)
+	JobComplete(ctx context.Context, p *JobCompleteParams) ([]job.Outcome, error)
 
 	// JobFail records failed attempts, item by item with the same token
 	// rules as JobComplete. The error is appended to the job's Errors. The
@@ -154,12 +154,12 @@ type Claimer interface {
 	// Attempt >= MaxAttempts, and retrying otherwise with RunAt = p.Now +
 	// (RetryAfter if set, else Backoff.Delay(Attempt, p.Rand)). A job that
 	// dies into a dead-letter queue names its copy in Outcome.DeadLetter.
-	JobFail(ctx context.Context, p *JobFailParams) ([]Outcome, error)
+	JobFail(ctx context.Context, p *JobFailParams) ([]job.Outcome, error)
 
 	// JobExtend moves the lease expiry of active jobs to p.Now+Lease (the
 	// job's LeaseDuration when Lease is zero), item by item with the same
 	// token rules. Outcome.CancelRequested tells the worker to stop.
-	JobExtend(ctx context.Context, p *JobExtendParams) ([]Outcome, error)
+	JobExtend(ctx context.Context, p *JobExtendParams) ([]job.Outcome, error)
 
 	// JobProgress stores a progress report for an active job, with the same
 	// token rules.
@@ -171,7 +171,7 @@ type Claimer interface {
 	// recorded, or cancelled if a cancel was requested. The lease is cleared; the token keeps its value
 	// so the next hand-out still gets a higher one; RunAt is unchanged, so
 	// the job keeps its place in claim order.
-	JobRelease(ctx context.Context, p *JobReleaseParams) ([]Outcome, error)
+	JobRelease(ctx context.Context, p *JobReleaseParams) ([]job.Outcome, error)
 }
 
 // Transactor applies the outcomes of leased jobs together with the jobs
@@ -210,7 +210,7 @@ type Admin interface {
 	JobGet(ctx context.Context, id string) (*job.Job, error)
 	// JobList returns jobs in enqueue order, filtered by queue and state,
 	// and the active ones by worker, one page at a time.
-	JobList(ctx context.Context, p *JobListParams) (*JobListPage, error)
+	JobList(ctx context.Context, p *job.ListParams) (*job.ListPage, error)
 	// JobCountActiveByWorker counts, for each name of p.Workers, the
 	// active jobs whose Worker is that name, and returns the names with
 	// at least one. It reads the store's active jobs by worker (an index,
@@ -242,9 +242,9 @@ type Admin interface {
 
 	// QueueList returns every known queue (one that ever had a job or was
 	// paused), sorted by name.
-	QueueList(ctx context.Context) ([]QueueInfo, error)
+	QueueList(ctx context.Context) ([]job.QueueInfo, error)
 	// QueueGet returns one queue or job.ErrNotFound.
-	QueueGet(ctx context.Context, name string) (*QueueInfo, error)
+	QueueGet(ctx context.Context, name string) (*job.QueueInfo, error)
 	// QueueDefaults returns what queue name gives the jobs enqueued into
 	// it without their own (its durability, full unless set, and its
 	// settings), or job.ErrNotFound for an unknown queue. Every enqueue
@@ -309,7 +309,7 @@ type Store interface {
 	Maintainer
 	Scheduler
 	ConsumerGroups
-	Sessions
+	session.Store
 	// Capabilities states what this store can do.
 	Capabilities() Capabilities
 	// Ping reports whether the store can serve requests.
@@ -337,7 +337,7 @@ type JobInsertParams struct {
 	UniqueKey     string
 	UniqueFor     time.Duration
 	Tags          []string
-	// Group is the job's flow-control group; empty for none.
+	// Group is the job's group; empty for none.
 	Group string
 	// Durability is full or process; a store that keeps jobs in memory only
 	// takes memory. Empty means full.
@@ -399,7 +399,7 @@ type JobClaimParams struct {
 	// LeaseDuration overrides each job's own when non-zero.
 	LeaseDuration time.Duration
 	// Group, when set, limits the claim to the jobs of that flow-control
-	// group (one partition of an ordered queue); jobs without a group are
+	// group (one group of an ordered queue); jobs without a group are
 	// never handed out then. Empty: every job. See Claimer.JobClaim.
 	Group string
 	// Worker is the name the fetch gave its worker (job.WorkerName: valid
@@ -435,91 +435,30 @@ func ClaimedJobs(r *ClaimResult, err error) ([]*job.Job, error) {
 	return r.Jobs, nil
 }
 
-// Outcome is the result of one item of a batch ack, fail or extend.
-type Outcome struct {
-	// Err is nil, job.ErrNotFound or job.ErrLeaseLost.
-	Err error
-	// Queue is the job's queue (when Err is nil).
-	Queue string
-	// State is the job's state after the call (when Err is nil).
-	State job.State
-	// RunAt is when a retrying job runs again.
-	RunAt time.Time
-	// LeaseExpiresAt is the new lease expiry after an extend.
-	LeaseExpiresAt time.Time
-	// CancelRequested tells the worker that a user cancelled the job.
-	CancelRequested bool
-	// DeadLetter is, for a job that died into its queue's dead-letter
-	// queue, the queue and id of its copy there; zero otherwise.
-	DeadLetter job.JobRef
-	// Kind, Attempt and StartedAt describe, for an accepted ack, fail or
-	// release (of a call or of a transaction), the attempt the item
-	// ended: the job's kind, the attempt's number (the one the lease
-	// was handed out with, before a release takes it back) and when it
-	// started, so that the time it ran is known without reading the job.
-	// Zero for a refused item and for an extend.
-	Kind      string
-	Attempt   int
-	StartedAt time.Time
-}
-
-// JobCompleteItem acknowledges one job.
-type JobCompleteItem struct {
-	ID     string
-	Token  int64
-	Result json.RawMessage
-}
-
 // JobCompleteParams acknowledges several jobs.
 type JobCompleteParams struct {
-	Items []JobCompleteItem
+	Items []job.CompleteItem
 	Now   time.Time
-}
-
-// JobFailItem fails one attempt.
-type JobFailItem struct {
-	ID      string
-	Token   int64
-	Message string
-	// NoRetry sends the job to dead whatever attempts it has left.
-	NoRetry bool
-	// RetryAfter overrides the backoff policy when non-zero.
-	RetryAfter time.Duration
 }
 
 // JobFailParams fails several attempts.
 type JobFailParams struct {
-	Items []JobFailItem
+	Items []job.FailItem
 	Now   time.Time
 	// Rand returns a uniform value in [0,1) for backoff jitter; nil means
 	// no jitter.
 	Rand func() float64
 }
 
-// JobExtendItem extends one lease.
-type JobExtendItem struct {
-	ID    string
-	Token int64
-	// Lease is the new lease length from now; zero means the job's own
-	// LeaseDuration.
-	Lease time.Duration
-}
-
 // JobExtendParams extends several leases.
 type JobExtendParams struct {
-	Items []JobExtendItem
+	Items []job.ExtendItem
 	Now   time.Time
-}
-
-// JobReleaseItem hands one job back.
-type JobReleaseItem struct {
-	ID    string
-	Token int64
 }
 
 // JobReleaseParams hands several jobs back.
 type JobReleaseParams struct {
-	Items []JobReleaseItem
+	Items []job.ReleaseItem
 	Now   time.Time
 }
 
@@ -535,9 +474,9 @@ type JobProgressParams struct {
 // jobs, applied together (see Transactor).
 type JobTransactParams struct {
 	// Complete are the jobs to acknowledge, as JobComplete takes them.
-	Complete []JobCompleteItem
+	Complete []job.CompleteItem
 	// Fail are the failed attempts, as JobFail takes them.
-	Fail []JobFailItem
+	Fail []job.FailItem
 	// Insert are the jobs to insert, as JobInsertMany takes them.
 	Insert []JobInsertParams
 	// Create are the queues to create with their configuration, as
@@ -554,91 +493,13 @@ type JobTransactParams struct {
 type TransactResult struct {
 	// Completed are the outcomes of the acks: each job's queue and the
 	// state it ended in.
-	Completed []Outcome
+	Completed []job.Outcome
 	// Failed are the outcomes of the failed attempts: each job's queue,
 	// the state it went to and, for a retrying job, when it runs again.
-	Failed []Outcome
+	Failed []job.Outcome
 	// Inserted are the results of the inserts, as JobInsertMany gives
 	// them.
 	Inserted []InsertResult
-}
-
-// JobListParams filters and pages a job listing.
-type JobListParams struct {
-	// Queue filters by queue; empty means every queue.
-	Queue string
-	// State filters by state; empty means every state.
-	State job.State
-	// QueuePrefixes, when not empty, lists only the jobs of the queues
-	// whose names start with one of them (compared byte for byte; a
-	// token's namespaces), with Queue as well as without. A store finds
-	// them in its query, never by reading other queues' jobs and leaving
-	// them out, so that a page costs the same however many jobs other
-	// queues hold. At most MaxListPrefixes of them.
-	QueuePrefixes []string
-	// Worker, with State active, lists only the active jobs that worker
-	// holds (job.Job.Worker, in its job.WorkerName form); empty means
-	// every worker. A store refuses it with any other state, with an
-	// error wrapping a *job.InputError (see Check): a store finds the
-	// jobs a worker holds through its active jobs alone.
-	Worker string
-	// Cursor is the Next of the previous page; empty starts at the oldest.
-	// Cursors stay valid across restarts. A cursor the store did not issue
-	// is an error wrapping a *job.InputError.
-	Cursor string
-	// Limit caps the page size (the engine bounds it).
-	Limit int
-}
-
-// HasPrefix reports whether name starts with one of prefixes, or
-// prefixes is empty: whether a listing limited to prefixes
-// (JobListParams.QueuePrefixes) shows the jobs of queue name.
-func HasPrefix(name string, prefixes []string) bool {
-	if len(prefixes) == 0 {
-		return true
-	}
-	for _, p := range prefixes {
-		if strings.HasPrefix(name, p) {
-			return true
-		}
-	}
-	return false
-}
-
-// MaxListPrefixes bounds JobListParams.QueuePrefixes.
-const MaxListPrefixes = 256
-
-// Check refuses a listing no store serves, with an error wrapping a
-// *job.InputError naming the parameter: Worker without State active, or
-// more than MaxListPrefixes QueuePrefixes.
-func (p *JobListParams) Check() error {
-	if p.Worker != "" && p.State != job.StateActive {
-		return job.Invalid("worker", "goes only with state=active: a listing by worker shows the jobs a worker holds")
-	}
-	if len(p.QueuePrefixes) > MaxListPrefixes {
-		return job.Invalid("queue_prefixes", "must be at most %d", MaxListPrefixes)
-	}
-	return nil
-}
-
-// defaultPageSize is the page size of a listing without a limit, for every
-// store and the engine alike.
-const defaultPageSize = 100
-
-// PageSize is the page size p asks for: Limit, or defaultPageSize (100)
-// when it is not set.
-func (p *JobListParams) PageSize() int {
-	if p.Limit <= 0 {
-		return defaultPageSize
-	}
-	return p.Limit
-}
-
-// JobListPage is one page of a listing.
-type JobListPage struct {
-	Jobs []*job.Job
-	// Next is the cursor of the following page; empty on the last page.
-	Next string
 }
 
 // MaxWorkerCount bounds the names of one JobCountActiveByWorker: the
@@ -658,30 +519,6 @@ type JobBulkParams struct {
 	Queue string
 	State job.State
 	Now   time.Time
-}
-
-// QueueInfo describes one queue.
-type QueueInfo struct {
-	Name   string
-	Paused bool
-	// Durability is the level of jobs enqueued without one: full unless
-	// set with QueueSetDurability.
-	Durability job.Durability
-	// Limits is the queue's flow control; zero when it has none.
-	Limits job.Limits
-	// Settings are the queue's settings (dead-letter queue, maximum
-	// wait); zero when it has none.
-	Settings job.QueueSettings
-	// Counts has the number of jobs in every state (zero states included).
-	Counts map[job.State]int64
-	// OldestAvailable is the earliest run time among the queue's
-	// available jobs (those not handed out), so that the age of the
-	// oldest waiting job is known from the listing; zero when none is
-	// available. QueueList sets it, QueueGet leaves it zero. A store
-	// finds it with a few index seeks per queue (about one per priority,
-	// and per group of a grouped queue, that its available jobs use),
-	// never a scan of the jobs.
-	OldestAvailable time.Time
 }
 
 // QueueDefaults is what a queue gives the jobs enqueued into it without

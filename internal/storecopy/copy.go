@@ -6,7 +6,7 @@
 // queue with its paused flag, default durability, settings, limits and
 // consumer groups; and every cron schedule with how far it fired. `spool migrate-store` uses it to move an
 // embedded SQLite store into PostgreSQL when one machine is no longer
-// enough. The dashboard's login sessions (store.Sessions) are not copied:
+// enough. The dashboard's login sessions (session.Store) are not copied:
 // they are short-lived, and their users log in again on the new store.
 package storecopy
 
@@ -93,7 +93,7 @@ func Copy(ctx context.Context, src Source, dst Importer) (Result, error) {
 	}
 	cursor := ""
 	for {
-		page, err := src.JobList(ctx, &store.JobListParams{Cursor: cursor, Limit: PageSize})
+		page, err := src.JobList(ctx, &job.ListParams{Cursor: cursor, Limit: PageSize})
 		if err != nil {
 			return res, fmt.Errorf("read jobs: %w", err)
 		}
@@ -177,7 +177,7 @@ func copyGroups(ctx context.Context, src Source, dst Importer, queue string) err
 		return fmt.Errorf("list consumer groups of %s: %w", queue, err)
 	}
 	for _, g := range groups {
-		p := &store.ConsumerGroupParams{Queue: queue, Name: g.Name, Start: store.StartNew, Now: g.CreatedAt}
+		p := &store.ConsumerGroupParams{Queue: queue, Name: g.Name, Start: job.StartNew, Now: g.CreatedAt}
 		if _, err := dst.ConsumerGroupCreate(ctx, p); err != nil {
 			return fmt.Errorf("copy consumer group %s of %s: %w", g.Name, queue, err)
 		}
@@ -195,7 +195,7 @@ func verifyGroups(ctx context.Context, src, dst store.ConsumerGroups, queue stri
 	if err != nil {
 		return fmt.Errorf("verify queue %s: list consumer groups: %w", queue, err)
 	}
-	names := func(gs []store.ConsumerGroup) []string {
+	names := func(gs []job.ConsumerGroup) []string {
 		out := make([]string, len(gs))
 		for i, g := range gs {
 			out[i] = g.Name

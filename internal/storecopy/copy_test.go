@@ -77,13 +77,13 @@ func TestCopyEmbeddedStoreToPostgres(t *testing.T) {
 		t.Fatalf("claim: %d, %v", len(leased), err)
 	}
 	now := t0.Add(time.Second)
-	var done []store.JobCompleteItem
-	var failed []store.JobFailItem
+	var done []job.CompleteItem
+	var failed []job.FailItem
 	for i, j := range leased[:300] {
 		if i%2 == 0 {
-			done = append(done, store.JobCompleteItem{ID: j.ID, Token: j.LeaseToken, Result: json.RawMessage(`{"ok":true}`)})
+			done = append(done, job.CompleteItem{ID: j.ID, Token: j.LeaseToken, Result: json.RawMessage(`{"ok":true}`)})
 		} else {
-			failed = append(failed, store.JobFailItem{ID: j.ID, Token: j.LeaseToken, Message: "boom", NoRetry: i%3 == 0})
+			failed = append(failed, job.FailItem{ID: j.ID, Token: j.LeaseToken, Message: "boom", NoRetry: i%3 == 0})
 		}
 	}
 	if _, err := src.JobComplete(ctx, &store.JobCompleteParams{Items: done, Now: now}); err != nil {
@@ -112,7 +112,7 @@ func TestCopyEmbeddedStoreToPostgres(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	sched := store.Schedule{Name: "nightly", Cron: "0 3 * * *", Timezone: "Europe/Berlin", Misfire: "catch_up", MaxCatchUp: 5,
+	sched := job.Schedule{Name: "nightly", Cron: "0 3 * * *", Timezone: "Europe/Berlin", Misfire: "catch_up", MaxCatchUp: 5,
 		Job: json.RawMessage(`{"queue":"a","kind":"report"}`), LastTick: t0, NextRunAt: t0.Add(time.Hour)}
 	if _, _, err := src.ScheduleUpsert(ctx, &store.ScheduleUpsertParams{Schedule: sched, Now: t0}); err != nil {
 		t.Fatal(err)
@@ -199,7 +199,7 @@ func TestCopyEmbeddedStoreToPostgres(t *testing.T) {
 		}
 	}
 	// A worker that held a lease before the move acks with its token.
-	out, err := dst.JobComplete(ctx, &store.JobCompleteParams{Items: []store.JobCompleteItem{{ID: held.ID, Token: held.LeaseToken}}, Now: now})
+	out, err := dst.JobComplete(ctx, &store.JobCompleteParams{Items: []job.CompleteItem{{ID: held.ID, Token: held.LeaseToken}}, Now: now})
 	if err != nil || out[0].Err != nil || out[0].State != job.StateCompleted {
 		t.Fatalf("ack after the move: %+v, %v", out, err)
 	}
@@ -234,7 +234,7 @@ func listAll(t *testing.T, s store.Admin) []*job.Job {
 	var all []*job.Job
 	cursor := ""
 	for {
-		p, err := s.JobList(context.Background(), &store.JobListParams{Cursor: cursor, Limit: 700})
+		p, err := s.JobList(context.Background(), &job.ListParams{Cursor: cursor, Limit: 700})
 		if err != nil {
 			t.Fatal(err)
 		}

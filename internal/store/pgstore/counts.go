@@ -68,7 +68,7 @@ ON CONFLICT (queue, state) DO UPDATE SET n = spool_counts.n + excluded.n`
 )
 
 // QueueList returns every known queue by name; see store.Admin.
-func (r *queueReader) QueueList(ctx context.Context) ([]store.QueueInfo, error) {
+func (r *queueReader) QueueList(ctx context.Context) ([]job.QueueInfo, error) {
 	qs, err := r.read(ctx, r.pool, "", true)
 	if err != nil {
 		return nil, wrap("list queues", err)
@@ -77,7 +77,7 @@ func (r *queueReader) QueueList(ctx context.Context) ([]store.QueueInfo, error) 
 }
 
 // QueueGet returns one queue or job.ErrNotFound; see store.Admin.
-func (r *queueReader) QueueGet(ctx context.Context, name string) (*store.QueueInfo, error) {
+func (r *queueReader) QueueGet(ctx context.Context, name string) (*job.QueueInfo, error) {
 	if name == "" {
 		return nil, fmt.Errorf("get queue: %w", job.ErrNotFound)
 	}
@@ -135,7 +135,7 @@ func (r *queueReader) QueueDefaults(ctx context.Context, name string) (store.Que
 
 // read reads queue name, or every queue for "", through q; with oldest
 // it also reads their oldest available run times.
-func (r *queueReader) read(ctx context.Context, q querier, name string, oldest bool) ([]store.QueueInfo, error) {
+func (r *queueReader) read(ctx context.Context, q querier, name string, oldest bool) ([]job.QueueInfo, error) {
 	if err := r.check(); err != nil {
 		return nil, err
 	}
@@ -143,7 +143,7 @@ func (r *queueReader) read(ctx context.Context, q querier, name string, oldest b
 	if err != nil {
 		return nil, err
 	}
-	out := []store.QueueInfo{}
+	out := []job.QueueInfo{}
 	var (
 		qname, durability, dlq      string
 		paused, ordered             bool
@@ -165,7 +165,7 @@ func (r *queueReader) read(ctx context.Context, q querier, name string, oldest b
 			for _, st := range job.States {
 				counts[st] = 0
 			}
-			out = append(out, store.QueueInfo{Name: qname, Paused: paused, Durability: job.Durability(durability), Counts: counts,
+			out = append(out, job.QueueInfo{Name: qname, Paused: paused, Durability: job.Durability(durability), Counts: counts,
 				Limits: job.Limits{
 					Rate:      job.Rate{Limit: int(rate), Period: time.Duration(ratePeriod)},
 					MaxActive: int(maxActive), GroupMaxActive: int(groupMaxActive),

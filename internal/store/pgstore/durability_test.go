@@ -110,9 +110,9 @@ func (b *commitBundle) claim() map[job.Durability][]*job.Job {
 
 func (b *commitBundle) complete(js ...*job.Job) func() error {
 	return func() error {
-		items := make([]store.JobCompleteItem, len(js))
+		items := make([]job.CompleteItem, len(js))
 		for i, j := range js {
-			items[i] = store.JobCompleteItem{ID: j.ID, Token: j.LeaseToken}
+			items[i] = job.CompleteItem{ID: j.ID, Token: j.LeaseToken}
 		}
 		return accepted(b.s.JobComplete(b.ctx, &store.JobCompleteParams{Items: items, Now: t0}))
 	}
@@ -120,9 +120,9 @@ func (b *commitBundle) complete(js ...*job.Job) func() error {
 
 func (b *commitBundle) fail(noRetry bool, js ...*job.Job) func() error {
 	return func() error {
-		items := make([]store.JobFailItem, len(js))
+		items := make([]job.FailItem, len(js))
 		for i, j := range js {
-			items[i] = store.JobFailItem{ID: j.ID, Token: j.LeaseToken, Message: "x", NoRetry: noRetry}
+			items[i] = job.FailItem{ID: j.ID, Token: j.LeaseToken, Message: "x", NoRetry: noRetry}
 		}
 		return accepted(b.s.JobFail(b.ctx, &store.JobFailParams{Items: items, Now: t0}))
 	}
@@ -130,16 +130,16 @@ func (b *commitBundle) fail(noRetry bool, js ...*job.Job) func() error {
 
 func (b *commitBundle) release(js ...*job.Job) func() error {
 	return func() error {
-		items := make([]store.JobReleaseItem, len(js))
+		items := make([]job.ReleaseItem, len(js))
 		for i, j := range js {
-			items[i] = store.JobReleaseItem{ID: j.ID, Token: j.LeaseToken}
+			items[i] = job.ReleaseItem{ID: j.ID, Token: j.LeaseToken}
 		}
 		return accepted(b.s.JobRelease(b.ctx, &store.JobReleaseParams{Items: items, Now: t0}))
 	}
 }
 
 // accepted is the error of a batch call or of its first refused item.
-func accepted(out []store.Outcome, err error) error {
+func accepted(out []job.Outcome, err error) error {
 	if err != nil {
 		return err
 	}
@@ -198,10 +198,10 @@ func (b *commitBundle) transact(ack, fail []*job.Job, levels ...job.Durability) 
 	return func() error {
 		p := &store.JobTransactParams{Now: t0}
 		for _, j := range ack {
-			p.Complete = append(p.Complete, store.JobCompleteItem{ID: j.ID, Token: j.LeaseToken})
+			p.Complete = append(p.Complete, job.CompleteItem{ID: j.ID, Token: j.LeaseToken})
 		}
 		for _, j := range fail {
-			p.Fail = append(p.Fail, store.JobFailItem{ID: j.ID, Token: j.LeaseToken, Message: "x"})
+			p.Fail = append(p.Fail, job.FailItem{ID: j.ID, Token: j.LeaseToken, Message: "x"})
 		}
 		for _, d := range levels {
 			p.Insert = append(p.Insert, newParams(d))

@@ -125,7 +125,7 @@ var (
 
 // settle fills the outcomes of the items of b that no row matched
 // (attempt.Miss: whether the job exists) and of its repeats.
-func settle(ctx context.Context, q querier, b *attempt.Batch, out []store.Outcome, matched []bool) error {
+func settle(ctx context.Context, q querier, b *attempt.Batch, out []job.Outcome, matched []bool) error {
 	var missing []string
 	for k, ok := range matched {
 		if !ok {
@@ -144,10 +144,10 @@ func settle(ctx context.Context, q querier, b *attempt.Batch, out []store.Outcom
 	}
 	for k, ok := range matched {
 		if !ok {
-			out[b.Pos[k]] = store.Outcome{Err: attempt.Miss(known[b.IDs[k]])}
+			out[b.Pos[k]] = job.Outcome{Err: attempt.Miss(known[b.IDs[k]])}
 		}
 	}
-	b.Repeats(func(i int) error { return out[i].Err }, func(i int, err error) { out[i] = store.Outcome{Err: err} })
+	b.Repeats(func(i int) error { return out[i].Err }, func(i int, err error) { out[i] = job.Outcome{Err: err} })
 	return nil
 }
 
@@ -155,13 +155,13 @@ func settle(ctx context.Context, q querier, b *attempt.Batch, out []store.Outcom
 // job.AfterCompletion sends it; see store.Claimer. Its
 // writes are one statement, sqlComplete, which commits without waiting for
 // the WAL flush when every job it completed is of process durability.
-func (fin *finisher) JobComplete(ctx context.Context, p *store.JobCompleteParams) ([]store.Outcome, error) {
+func (fin *finisher) JobComplete(ctx context.Context, p *store.JobCompleteParams) ([]job.Outcome, error) {
 	it := attempt.NewBatch(len(p.Items), func(i int) (string, int64) { return p.Items[i].ID, p.Items[i].Token })
 	results := make([][]byte, len(it.Pos))
 	for k, i := range it.Pos {
 		results[k] = bytesOrNil(p.Items[i].Result)
 	}
-	out := make([]store.Outcome, len(p.Items))
+	out := make([]job.Outcome, len(p.Items))
 	complete := func(q querier) error {
 		matched, err := fin.complete(ctx, q, it, results, micro(p.Now), out)
 		if err != nil {
@@ -184,7 +184,7 @@ func (fin *finisher) JobComplete(ctx context.Context, p *store.JobCompleteParams
 // complete acknowledges through q, at now, the items of it whose token is
 // current, with results, fills their outcomes in out and reports which
 // items matched.
-func (fin *finisher) complete(ctx context.Context, q querier, it *attempt.Batch, results [][]byte, now time.Time, out []store.Outcome) ([]bool, error) {
+func (fin *finisher) complete(ctx context.Context, q querier, it *attempt.Batch, results [][]byte, now time.Time, out []job.Outcome) ([]bool, error) {
 	rows, err := q.Query(ctx, sqlComplete, it.IDs, it.Tokens, results, now, ackCancelled, ackCompleted,
 		fin.channel, fin.node, notifyChunk)
 	if err != nil {
@@ -194,7 +194,7 @@ func (fin *finisher) complete(ctx context.Context, q querier, it *attempt.Batch,
 	var id, state string
 	var att int32
 	var startedAt *time.Time
-	var o store.Outcome
+	var o job.Outcome
 	_, err = pgx.ForEachRow(rows, []any{&id, &o.Queue, &state, &o.Kind, &att, &startedAt}, func() error {
 		k := it.Index(id)
 		matched[k] = true
@@ -354,7 +354,7 @@ func (fin *finisher) apply(ctx context.Context, tx pgx.Tx, changes []change, ava
 
 // JobFail records failed attempts item by item, each where
 // job.AfterFailure sends it; see store.Claimer.
-func (fin *finisher) JobFail(ctx context.Context, p *store.JobFailParams) ([]store.Outcome, error) {
+func (fin *finisher) JobFail(ctx context.Context, p *store.JobFailParams) ([]job.Outcome, error) {
 	it := attempt.NewBatch(len(p.Items), func(i int) (string, int64) { return p.Items[i].ID, p.Items[i].Token })
 	now := micro(p.Now)
 	out, err := fin.endLeases(ctx, it, len(p.Items), now, false, func(i int, l *leased) attempt.End {
@@ -368,7 +368,7 @@ func (fin *finisher) JobFail(ctx context.Context, p *store.JobFailParams) ([]sto
 
 // failEnd is where the failed attempt item of the locked job l goes at
 // now (attempt.Fail, rnd giving the jitter).
-func failEnd(item *store.JobFailItem, l *leased, now time.Time, rnd func() float64) attempt.End {
+func failEnd(item *job.FailItem, l *leased, now time.Time, rnd func() float64) attempt.End {
 	f := attempt.Failure{NoRetry: item.NoRetry, RetryAfter: item.RetryAfter, Message: item.Message}
 	return attempt.Fail(&l.Held, &f, l.settings, now, rnd)
 }
@@ -377,7 +377,7 @@ func failEnd(item *store.JobFailItem, l *leased, now time.Time, rnd func() float
 // job.AfterRelease sends it; see store.Claimer. A job that counts as
 // never started again gets its wait deadline, under its queue's flow
 // lock (see waits.go).
-func (fin *finisher) JobRelease(ctx context.Context, p *store.JobReleaseParams) ([]store.Outcome, error) {
+func (fin *finisher) JobRelease(ctx context.Context, p *store.JobReleaseParams) ([]job.Outcome, error) {
 	it := attempt.NewBatch(len(p.Items), func(i int) (string, int64) { return p.Items[i].ID, p.Items[i].Token })
 	out, err := fin.endLeases(ctx, it, len(p.Items), micro(p.Now), true, func(_ int, l *leased) attempt.End {
 		return attempt.Release(&l.Held)
@@ -394,10 +394,10 @@ func (fin *finisher) JobRelease(ctx context.Context, p *store.JobReleaseParams) 
 // died into a dead-letter queue its copy. Queues that get a job back
 // available are woken.
 func (fin *finisher) endLeases(ctx context.Context, it *attempt.Batch, n int, now time.Time, waits bool,
-	end func(i int, l *leased) attempt.End) ([]store.Outcome, error) {
-	var out []store.Outcome
+	end func(i int, l *leased) attempt.End) ([]job.Outcome, error) {
+	var out []job.Outcome
 	err := fin.tx(ctx, func(tx pgx.Tx) error {
-		out = make([]store.Outcome, n)
+		out = make([]job.Outcome, n)
 		locked, err := lockLeased(ctx, tx, it, waits)
 		if err != nil {
 			return err
@@ -441,13 +441,13 @@ func (fin *finisher) endAll(ctx context.Context, tx pgx.Tx, changes []change, no
 
 // JobExtend moves leases forward item by item; see store.Claimer. It
 // rewrites only each job's lease row.
-func (fin *finisher) JobExtend(ctx context.Context, p *store.JobExtendParams) ([]store.Outcome, error) {
+func (fin *finisher) JobExtend(ctx context.Context, p *store.JobExtendParams) ([]job.Outcome, error) {
 	it := attempt.NewBatch(len(p.Items), func(i int) (string, int64) { return p.Items[i].ID, p.Items[i].Token })
 	leases := make([]int64, len(it.Pos))
 	for k, i := range it.Pos {
 		leases[k] = int64(p.Items[i].Lease)
 	}
-	out := make([]store.Outcome, len(p.Items))
+	out := make([]job.Outcome, len(p.Items))
 	err := fin.retry(ctx, func() error {
 		rows, err := fin.pool.Query(ctx, sqlExtend, it.IDs, it.Tokens, leases, micro(p.Now))
 		if err != nil {
@@ -460,7 +460,7 @@ func (fin *finisher) JobExtend(ctx context.Context, p *store.JobExtendParams) ([
 		_, err = pgx.ForEachRow(rows, []any{&id, &queue, &cancel, &expires}, func() error {
 			k := it.Index(id)
 			matched[k] = true
-			out[it.Pos[k]] = store.Outcome{Queue: queue, State: job.StateActive, LeaseExpiresAt: expires.UTC(), CancelRequested: cancel}
+			out[it.Pos[k]] = job.Outcome{Queue: queue, State: job.StateActive, LeaseExpiresAt: expires.UTC(), CancelRequested: cancel}
 			return nil
 		})
 		if err != nil {
@@ -487,7 +487,7 @@ func (fin *finisher) JobProgress(ctx context.Context, p *store.JobProgressParams
 	if tag.RowsAffected() == 1 {
 		return nil
 	}
-	out := make([]store.Outcome, 1)
+	out := make([]job.Outcome, 1)
 	it := attempt.NewBatch(1, func(int) (string, int64) { return p.ID, p.Token })
 	if err := settle(ctx, fin.pool, it, out, []bool{false}); err != nil {
 		return wrap("report progress", err)

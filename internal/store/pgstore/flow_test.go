@@ -164,9 +164,9 @@ func listenOn(t *testing.T, url string, s *Store) (next func() []string) {
 
 func complete(t *testing.T, s *Store, js []*job.Job) {
 	t.Helper()
-	items := make([]store.JobCompleteItem, len(js))
+	items := make([]job.CompleteItem, len(js))
 	for i, j := range js {
-		items[i] = store.JobCompleteItem{ID: j.ID, Token: j.LeaseToken}
+		items[i] = job.CompleteItem{ID: j.ID, Token: j.LeaseToken}
 	}
 	if err := accepted(s.JobComplete(context.Background(), &store.JobCompleteParams{Items: items, Now: t0})); err != nil {
 		t.Errorf("complete: %v", err)
@@ -208,7 +208,7 @@ func TestFlowFreedPlaceWakesOtherNodes(t *testing.T) {
 		t.Fatalf("after acks: woken for %v, want the capped queue", qs)
 	}
 	if err := accepted(s.JobFail(ctx, &store.JobFailParams{Now: t0,
-		Items: []store.JobFailItem{{ID: capped[1].ID, Token: capped[1].LeaseToken, Message: "x", NoRetry: true}}})); err != nil {
+		Items: []job.FailItem{{ID: capped[1].ID, Token: capped[1].LeaseToken, Message: "x", NoRetry: true}}})); err != nil {
 		t.Fatal(err)
 	}
 	if qs := next(); !slices.Equal(qs, []string{"capped"}) {
@@ -286,7 +286,7 @@ func TestStartLogEncoding(t *testing.T) {
 // BenchmarkFlowClaim claims 100 jobs at a time from a queue with flow
 // control, each batch acked with the timer stopped, so that the time per
 // claim compares with BenchmarkStore/Claim100 of a plain queue. An
-// ordered queue of 1,000 partitions compares with 1,000 groups capped at
+// ordered queue of 1,000 groups compares with 1,000 groups capped at
 // one active job each: the same jobs go out, and the ordered claim also
 // looks up each group's holder.
 func BenchmarkFlowClaim(b *testing.B) {
@@ -328,9 +328,9 @@ func BenchmarkFlowClaim(b *testing.B) {
 					b.Fatalf("claim: %d jobs, %v", len(js), err)
 				}
 				b.StopTimer()
-				items := make([]store.JobCompleteItem, len(js))
+				items := make([]job.CompleteItem, len(js))
 				for i, j := range js {
-					items[i] = store.JobCompleteItem{ID: j.ID, Token: j.LeaseToken}
+					items[i] = job.CompleteItem{ID: j.ID, Token: j.LeaseToken}
 				}
 				if err := accepted(s.JobComplete(ctx, &store.JobCompleteParams{Items: items, Now: now})); err != nil {
 					b.Fatal(err)

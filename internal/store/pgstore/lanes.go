@@ -251,7 +251,7 @@ func (cg *consumerGroups) ConsumerGroupCreate(ctx context.Context, p *store.Cons
 			return err
 		}
 		cg.rememberFlow(map[string]bool{lane: flow})
-		if p.Start == store.StartNew {
+		if p.Start == job.StartNew {
 			return nil
 		}
 		err = cg.txOn(ctx, conn, func(tx pgx.Tx) error {
@@ -386,21 +386,21 @@ func (cg *consumerGroups) ConsumerGroupDelete(ctx context.Context, queue, name s
 
 // ConsumerGroupList lists a queue's groups with their lanes' counts; see
 // store.ConsumerGroups.
-func (cg *consumerGroups) ConsumerGroupList(ctx context.Context, queue string) ([]store.ConsumerGroup, error) {
+func (cg *consumerGroups) ConsumerGroupList(ctx context.Context, queue string) ([]job.ConsumerGroup, error) {
 	out, err := cg.readGroups(ctx, sqlGroupList, queue)
 	return out, wrap(fmt.Sprintf("list consumer groups of %s", queue), err)
 }
 
 // ConsumerGroupListAll lists a page of the groups of every queue with
 // their lanes' counts, in one statement; see store.ConsumerGroups.
-func (cg *consumerGroups) ConsumerGroupListAll(ctx context.Context, p *store.ConsumerGroupListParams) ([]store.ConsumerGroup, error) {
+func (cg *consumerGroups) ConsumerGroupListAll(ctx context.Context, p *job.ConsumerGroupListParams) ([]job.ConsumerGroup, error) {
 	out, err := cg.readGroups(ctx, sqlGroupListAll, p.AfterQueue, p.AfterName, p.PageSize())
 	return out, wrap("list consumer groups", err)
 }
 
 // readGroups runs query, which reads groups with their lag (groupLag)
 // in order, one row a state, and gathers each group's rows.
-func (cg *consumerGroups) readGroups(ctx context.Context, query string, args ...any) ([]store.ConsumerGroup, error) {
+func (cg *consumerGroups) readGroups(ctx context.Context, query string, args ...any) ([]job.ConsumerGroup, error) {
 	if err := cg.check(); err != nil {
 		return nil, err
 	}
@@ -408,7 +408,7 @@ func (cg *consumerGroups) readGroups(ctx context.Context, query string, args ...
 	if err != nil {
 		return nil, err
 	}
-	out := []store.ConsumerGroup{}
+	out := []job.ConsumerGroup{}
 	var (
 		queue, name string
 		created     time.Time
@@ -422,7 +422,7 @@ func (cg *consumerGroups) readGroups(ctx context.Context, query string, args ...
 			for _, st := range job.States {
 				counts[st] = 0
 			}
-			g := store.ConsumerGroup{Queue: queue, Name: name, CreatedAt: created.UTC(), Counts: counts}
+			g := job.ConsumerGroup{Queue: queue, Name: name, CreatedAt: created.UTC(), Counts: counts}
 			if oldest.Valid {
 				g.OldestPending = oldest.Time.UTC()
 			}

@@ -74,9 +74,9 @@ func TestLanesCreatedWhileNodesInsert(t *testing.T) {
 				t.Errorf("claim: %v", err)
 				return
 			}
-			items := make([]store.JobCompleteItem, len(js))
+			items := make([]job.CompleteItem, len(js))
 			for i, j := range js {
-				items[i] = store.JobCompleteItem{ID: j.ID, Token: j.LeaseToken}
+				items[i] = job.CompleteItem{ID: j.ID, Token: j.LeaseToken}
 			}
 			// A copy of the group deleted meanwhile is not found.
 			if _, err := nodes[0].JobComplete(ctx, &store.JobCompleteParams{Items: items, Now: t0}); err != nil {
@@ -98,7 +98,7 @@ func TestLanesCreatedWhileNodesInsert(t *testing.T) {
 	wait(20)
 	for g := range 3 {
 		created, err := admin.ConsumerGroupCreate(ctx, &store.ConsumerGroupParams{Queue: "q", Name: fmt.Sprintf("g%d", g),
-			Start: store.StartBeginning, Now: t0})
+			Start: job.StartBeginning, Now: t0})
 		if err != nil || !created {
 			t.Fatalf("create group g%d: created %v, %v", g, created, err)
 		}
@@ -201,7 +201,7 @@ func TestLanesStartWaitsForInsertsUnderWay(t *testing.T) {
 	waitUntil(t, conn, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE pid = $1 AND NOT granted)`, pid)
 	created := make(chan error, 1)
 	go func() {
-		_, err := b.ConsumerGroupCreate(ctx, &store.ConsumerGroupParams{Queue: "q", Name: "g", Start: store.StartBeginning, Now: t0})
+		_, err := b.ConsumerGroupCreate(ctx, &store.ConsumerGroupParams{Queue: "q", Name: "g", Start: job.StartBeginning, Now: t0})
 		created <- err
 	}()
 	waitUntil(t, conn, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted)`)
@@ -257,7 +257,7 @@ func TestLanesFollowTheirQueue(t *testing.T) {
 	defer conn.Close(ctx)
 	create := func(queue string) string {
 		t.Helper()
-		if _, err := s.ConsumerGroupCreate(ctx, &store.ConsumerGroupParams{Queue: queue, Name: "g", Start: store.StartNew, Now: t0}); err != nil {
+		if _, err := s.ConsumerGroupCreate(ctx, &store.ConsumerGroupParams{Queue: queue, Name: "g", Start: job.StartNew, Now: t0}); err != nil {
 			t.Fatalf("create group of %s: %v", queue, err)
 		}
 		return job.LaneName(queue, "g")

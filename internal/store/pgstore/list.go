@@ -20,7 +20,7 @@ const cursors = store.SeqCursor("p1:")
 // spool_jobs_done; without a state filter the two ordered scans are merged
 // by seq. A listing by worker reads the worker index. The cursor is the
 // seq of the page's last job.
-func (a *admin) JobList(ctx context.Context, p *store.JobListParams) (*store.JobListPage, error) {
+func (a *admin) JobList(ctx context.Context, p *job.ListParams) (*job.ListPage, error) {
 	if err := a.check(); err != nil {
 		return nil, wrap("list jobs", err)
 	}
@@ -28,8 +28,8 @@ func (a *admin) JobList(ctx context.Context, p *store.JobListParams) (*store.Job
 	if err != nil {
 		return nil, err
 	}
-	if p.Queue != "" && !store.HasPrefix(p.Queue, p.QueuePrefixes) {
-		return &store.JobListPage{}, nil
+	if p.Queue != "" && !job.HasPrefix(p.Queue, p.QueuePrefixes) {
+		return &job.ListPage{}, nil
 	}
 	query, args := listQuery(p.Queue, p.QueuePrefixes, p.State, p.Worker, after, limit+1)
 	rows, err := a.pool.Query(ctx, query, args...)

@@ -13,14 +13,14 @@ import (
 	"github.com/spoolq/spool/internal/store/storetest"
 )
 
-// orderedJobs returns the parameters of n jobs for each of the partitions
-// p0…p(partitions-1) of queue, the partitions' jobs interleaved, and the
-// ids of each partition in enqueue order.
-func orderedJobs(queue string, partitions, n int) ([]store.JobInsertParams, map[string][]string) {
+// orderedJobs returns the parameters of n jobs for each of the groups
+// p0…p(groups-1) of queue, the groups' jobs interleaved, and the
+// ids of each group in enqueue order.
+func orderedJobs(queue string, groups, n int) ([]store.JobInsertParams, map[string][]string) {
 	var ps []store.JobInsertParams
-	ids := make(map[string][]string, partitions)
+	ids := make(map[string][]string, groups)
 	for range n {
-		for p := range partitions {
+		for p := range groups {
 			jp := newParams(job.DurabilityFull)
 			jp.Queue, jp.Group = queue, fmt.Sprintf("p%d", p)
 			ps = append(ps, jp)
@@ -31,15 +31,15 @@ func orderedJobs(queue string, partitions, n int) ([]store.JobInsertParams, map[
 }
 
 // Two nodes claiming one ordered queue at once, with workers that fail or
-// release some of their jobs, never hand out two jobs of a partition at
-// once, and every partition's jobs complete in enqueue order.
-func TestOrderedPartitionsAcrossNodes(t *testing.T) {
+// release some of their jobs, never hand out two jobs of a group at
+// once, and every group's jobs complete in enqueue order.
+func TestOrderedGroupsAcrossNodes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	url := pgtest.Schema(t)
 	nodes := []*Store{open(t, url), open(t, url)}
-	const partitions, perPartition, workers = 300, 4, 6
-	ps, parts := orderedJobs("q", partitions, perPartition)
+	const groups, perGroup, workers = 300, 4, 6
+	ps, parts := orderedJobs("q", groups, perGroup)
 	for i := range ps {
 		ps[i].MaxAttempts = 1000
 	}
@@ -80,7 +80,7 @@ func TestOrderedFreedGroupWakesOtherNodes(t *testing.T) {
 			t.Fatalf("claim %s: %v, %v; want one job", queue, idsOf(js), err)
 		}
 		if err := accepted(s.JobFail(ctx, &store.JobFailParams{Now: t0,
-			Items: []store.JobFailItem{{ID: js[0].ID, Token: js[0].LeaseToken, Message: "x", RetryAfter: time.Hour}}})); err != nil {
+			Items: []job.FailItem{{ID: js[0].ID, Token: js[0].LeaseToken, Message: "x", RetryAfter: time.Hour}}})); err != nil {
 			t.Fatal(err)
 		}
 		return js[0]
@@ -91,7 +91,7 @@ func TestOrderedFreedGroupWakesOtherNodes(t *testing.T) {
 		t.Fatalf("after a fail: woken for %v, want the ordered queue", qs)
 	}
 	if js, err := store.ClaimedJobs(s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"o"}, Max: 5, Now: t0})); err != nil || len(js) != 0 {
-		t.Fatalf("claim while the partition's job retries: %v, %v", idsOf(js), err)
+		t.Fatalf("claim while the group's job retries: %v, %v", idsOf(js), err)
 	}
 	// The plain queue's cancel sends nothing: the next notification is
 	// the ordered queue's.

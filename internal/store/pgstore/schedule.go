@@ -58,9 +58,9 @@ WHERE s.name = f.name`
 )
 
 // scanSchedule reads one row of scheduleColumns.
-func scanSchedule(row pgx.Row) (*store.Schedule, error) {
+func scanSchedule(row pgx.Row) (*job.Schedule, error) {
 	var (
-		s             store.Schedule
+		s             job.Schedule
 		every         int64
 		maxCatchUp    int32
 		lastRun, next pgtype.Timestamptz
@@ -84,8 +84,8 @@ func scanSchedule(row pgx.Row) (*store.Schedule, error) {
 // ScheduleUpsert creates or redefines a schedule, as
 // store.ScheduleUpsertParams.Stored decides, under the schedule's lock;
 // see store.Scheduler.
-func (sch *scheduler) ScheduleUpsert(ctx context.Context, p *store.ScheduleUpsertParams) (*store.Schedule, bool, error) {
-	var out *store.Schedule
+func (sch *scheduler) ScheduleUpsert(ctx context.Context, p *store.ScheduleUpsertParams) (*job.Schedule, bool, error) {
+	var out *job.Schedule
 	var created bool
 	err := sch.tx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, sqlScheduleLock, lockClass, p.Schedule.Name); err != nil {
@@ -98,7 +98,7 @@ func (sch *scheduler) ScheduleUpsert(ctx context.Context, p *store.ScheduleUpser
 		if err != nil {
 			return fmt.Errorf("read schedule: %w", err)
 		}
-		var def store.Schedule
+		var def job.Schedule
 		def, created = p.Stored(old)
 		lastJob := pgtype.Text{String: def.LastJobID, Valid: def.LastJobID != ""}
 		out, err = scanSchedule(tx.QueryRow(ctx, sqlScheduleWrite, def.Name, def.Cron, def.Timezone, int64(def.Every),
@@ -113,7 +113,7 @@ func (sch *scheduler) ScheduleUpsert(ctx context.Context, p *store.ScheduleUpser
 }
 
 // ScheduleGet returns one schedule; see store.Scheduler.
-func (sch *scheduler) ScheduleGet(ctx context.Context, name string) (*store.Schedule, error) {
+func (sch *scheduler) ScheduleGet(ctx context.Context, name string) (*job.Schedule, error) {
 	if err := sch.check(); err != nil {
 		return nil, wrap("get schedule", err)
 	}
@@ -128,7 +128,7 @@ func (sch *scheduler) ScheduleGet(ctx context.Context, name string) (*store.Sche
 }
 
 // ScheduleList returns every schedule; see store.Scheduler.
-func (sch *scheduler) ScheduleList(ctx context.Context) ([]*store.Schedule, error) {
+func (sch *scheduler) ScheduleList(ctx context.Context) ([]*job.Schedule, error) {
 	out, err := sch.schedules(ctx, sqlScheduleList)
 	if err != nil {
 		return nil, wrap("list schedules", err)
@@ -137,7 +137,7 @@ func (sch *scheduler) ScheduleList(ctx context.Context) ([]*store.Schedule, erro
 }
 
 // schedules reads the schedules a query selects.
-func (sch *scheduler) schedules(ctx context.Context, query string, args ...any) ([]*store.Schedule, error) {
+func (sch *scheduler) schedules(ctx context.Context, query string, args ...any) ([]*job.Schedule, error) {
 	if err := sch.check(); err != nil {
 		return nil, err
 	}
@@ -147,11 +147,11 @@ func (sch *scheduler) schedules(ctx context.Context, query string, args ...any) 
 
 // collectSchedules reads every row of rows, the outcome of a query that
 // failed with err unless nil, and closes rows.
-func collectSchedules(rows pgx.Rows, err error) ([]*store.Schedule, error) {
+func collectSchedules(rows pgx.Rows, err error) ([]*job.Schedule, error) {
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*store.Schedule, error) { return scanSchedule(r) })
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*job.Schedule, error) { return scanSchedule(r) })
 }
 
 // ScheduleDelete removes a schedule; see store.Scheduler.
@@ -170,7 +170,7 @@ func (sch *scheduler) ScheduleDelete(ctx context.Context, name string) error {
 }
 
 // ScheduleSetPaused pauses or resumes a schedule; see store.Scheduler.
-func (sch *scheduler) ScheduleSetPaused(ctx context.Context, name string, paused bool, now time.Time) (*store.Schedule, error) {
+func (sch *scheduler) ScheduleSetPaused(ctx context.Context, name string, paused bool, now time.Time) (*job.Schedule, error) {
 	if err := sch.check(); err != nil {
 		return nil, wrap("pause schedule", err)
 	}
@@ -277,7 +277,7 @@ func (sch *scheduler) fireSchedules(ctx context.Context, fires []*store.Schedule
 // lockSchedules locks the rows of the schedules named and reads them,
 // by name; names that no schedule has are missing from the map. Sent as
 // a batch, it opens tx in the same round trip.
-func (sch *scheduler) lockSchedules(ctx context.Context, tx pgx.Tx, names []string) (map[string]*store.Schedule, error) {
+func (sch *scheduler) lockSchedules(ctx context.Context, tx pgx.Tx, names []string) (map[string]*job.Schedule, error) {
 	b := &pgx.Batch{}
 	b.Queue(sqlSchedulesLock, names)
 	br := tx.SendBatch(ctx, b)
@@ -288,7 +288,7 @@ func (sch *scheduler) lockSchedules(ctx context.Context, tx pgx.Tx, names []stri
 	if err != nil {
 		return nil, fmt.Errorf("lock schedules: %w", err)
 	}
-	out := make(map[string]*store.Schedule, len(found))
+	out := make(map[string]*job.Schedule, len(found))
 	for _, sc := range found {
 		out[sc.Name] = sc
 	}
@@ -320,7 +320,7 @@ func (r *scheduleRecords) ran(k int, now time.Time, id string) {
 }
 
 // ScheduleDue returns the schedules due at now; see store.Scheduler.
-func (sch *scheduler) ScheduleDue(ctx context.Context, now time.Time, limit int) ([]*store.Schedule, time.Time, error) {
+func (sch *scheduler) ScheduleDue(ctx context.Context, now time.Time, limit int) ([]*job.Schedule, time.Time, error) {
 	due, err := sch.schedules(ctx, sqlScheduleDue, micro(now), limit)
 	if err != nil {
 		return nil, time.Time{}, wrap("read due schedules", err)

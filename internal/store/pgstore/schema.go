@@ -198,7 +198,7 @@ CREATE TABLE spool_group_starts (
 	PRIMARY KEY (queue, grp)
 ) WITH (fillfactor = 70);
 `,
-	// Version 5: ordered partitions (flowclaim.go). A queue's ordered flag
+	// Version 5: ordered groups (flowclaim.go). A queue's ordered flag
 	// joins the limits and gives it flow control. A job of a group that
 	// was handed out and is not finished (attempt > 0: spool_jobs holds
 	// pending jobs only) holds its group in an ordered queue, so the claim

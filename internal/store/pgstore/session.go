@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/spoolq/spool/internal/job"
-	"github.com/spoolq/spool/internal/store"
+	"github.com/spoolq/spool/internal/session"
 )
 
 // sessions keeps the dashboard's login sessions.
@@ -36,8 +36,8 @@ const (
 )
 
 // SessionCreate stores a session, ends the oldest of its token beyond
-// the cap and prunes expired ones; see store.Sessions.
-func (ss *sessions) SessionCreate(ctx context.Context, p *store.SessionCreateParams) error {
+// the cap and prunes expired ones; see session.Store.
+func (ss *sessions) SessionCreate(ctx context.Context, p *session.CreateParams) error {
 	if err := p.Validate(); err != nil {
 		return fmt.Errorf("create session: %w", err)
 	}
@@ -53,7 +53,7 @@ func (ss *sessions) SessionCreate(ctx context.Context, p *store.SessionCreatePar
 		if _, err := tx.Exec(ctx, sqlSessionEndExpired, se.TokenName, now); err != nil {
 			return fmt.Errorf("end expired sessions of the token: %w", err)
 		}
-		if _, err := tx.Exec(ctx, sqlSessionPrune, now, store.SessionPruneBatch); err != nil {
+		if _, err := tx.Exec(ctx, sqlSessionPrune, now, session.PruneBatch); err != nil {
 			return fmt.Errorf("prune expired sessions: %w", err)
 		}
 		if _, err := tx.Exec(ctx, sqlSessionTrim, se.TokenName, p.MaxPerToken); err != nil {
@@ -67,12 +67,12 @@ func (ss *sessions) SessionCreate(ctx context.Context, p *store.SessionCreatePar
 	return nil
 }
 
-// SessionGet reads a live session; see store.Sessions.
-func (ss *sessions) SessionGet(ctx context.Context, idHash string, now time.Time) (*store.Session, error) {
+// SessionGet reads a live session; see session.Store.
+func (ss *sessions) SessionGet(ctx context.Context, idHash string, now time.Time) (*session.Session, error) {
 	if err := ss.check(); err != nil {
 		return nil, wrap("get session", err)
 	}
-	se := store.Session{IDHash: idHash}
+	se := session.Session{IDHash: idHash}
 	err := ss.pool.QueryRow(ctx, sqlSessionGet, idHash, micro(now)).Scan(&se.TokenName, &se.TokenFingerprint, &se.CreatedAt, &se.ExpiresAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("get session: %w", job.ErrNotFound)
@@ -84,7 +84,7 @@ func (ss *sessions) SessionGet(ctx context.Context, idHash string, now time.Time
 	return &se, nil
 }
 
-// SessionExtend moves a live session's expiry; see store.Sessions.
+// SessionExtend moves a live session's expiry; see session.Store.
 func (ss *sessions) SessionExtend(ctx context.Context, idHash string, expiresAt, now time.Time) error {
 	var n int64
 	err := ss.retry(ctx, func() error {
@@ -101,7 +101,7 @@ func (ss *sessions) SessionExtend(ctx context.Context, idHash string, expiresAt,
 	return nil
 }
 
-// SessionDelete ends a session; see store.Sessions.
+// SessionDelete ends a session; see session.Store.
 func (ss *sessions) SessionDelete(ctx context.Context, idHash string) error {
 	err := ss.retry(ctx, func() error {
 		_, err := ss.pool.Exec(ctx, sqlSessionDelete, idHash)

@@ -7,7 +7,7 @@
 // WAL writer (see durability.go). Claims take jobs in batches with FOR
 // UPDATE SKIP LOCKED, so nodes claiming from one queue never wait on each
 // other nor hand a job out twice; a queue with flow control (limits,
-// groups or ordered partitions, see flow.go and flowclaim.go) is claimed
+// groups or ordered groups, see flow.go and flowclaim.go) is claimed
 // instead in a transaction that locks its row, so that its limits hold
 // across the nodes. A change that makes jobs available sends a NOTIFY in
 // its own transaction, after the commit; each node LISTENs and wakes its

@@ -51,8 +51,8 @@ func (t *transactor) JobTransact(ctx context.Context, p *store.JobTransactParams
 	var res *store.TransactResult
 	err := t.tx(ctx, func(tx pgx.Tx) error {
 		res = &store.TransactResult{
-			Completed: make([]store.Outcome, len(p.Complete)),
-			Failed:    make([]store.Outcome, len(p.Fail)),
+			Completed: make([]job.Outcome, len(p.Complete)),
+			Failed:    make([]job.Outcome, len(p.Fail)),
 		}
 		held, err := holdAll(ctx, tx, it, acks)
 		if err != nil {
@@ -112,7 +112,7 @@ func holdAll(ctx context.Context, tx pgx.Tx, it *attempt.Batch, acks int) ([]*le
 			held[i], matched[k] = l, true
 		}
 	}
-	misses := make([]store.Outcome, n)
+	misses := make([]job.Outcome, n)
 	if err := settle(ctx, tx, it, misses, matched); err != nil {
 		return nil, err
 	}
@@ -131,7 +131,7 @@ func holdAll(ctx context.Context, tx pgx.Tx, it *attempt.Batch, acks int) ([]*le
 
 // transactAcks acknowledges the jobs of p.Complete, whose leases are
 // locked and current, and fills out.
-func (t *transactor) transactAcks(ctx context.Context, tx pgx.Tx, p *store.JobTransactParams, now time.Time, out []store.Outcome) error {
+func (t *transactor) transactAcks(ctx context.Context, tx pgx.Tx, p *store.JobTransactParams, now time.Time, out []job.Outcome) error {
 	if len(p.Complete) == 0 {
 		return nil
 	}
@@ -152,7 +152,7 @@ func (t *transactor) transactAcks(ctx context.Context, tx pgx.Tx, p *store.JobTr
 
 // transactFails ends the attempts of p.Fail, whose jobs held are locked,
 // where job.AfterFailure sends them, and fills out.
-func (t *transactor) transactFails(ctx context.Context, tx pgx.Tx, p *store.JobTransactParams, held []*leased, now time.Time, out []store.Outcome) error {
+func (t *transactor) transactFails(ctx context.Context, tx pgx.Tx, p *store.JobTransactParams, held []*leased, now time.Time, out []job.Outcome) error {
 	if len(p.Fail) == 0 {
 		return nil
 	}

@@ -132,7 +132,7 @@ func TestReleaseGivesTheWaitBack(t *testing.T) {
 	}
 	// The second job fails once and comes back for a second attempt,
 	// which is then handed back unrun.
-	if err := accepted(s.JobFail(ctx, &store.JobFailParams{Now: t0, Items: []store.JobFailItem{
+	if err := accepted(s.JobFail(ctx, &store.JobFailParams{Now: t0, Items: []job.FailItem{
 		{ID: js[1].ID, Token: js[1].LeaseToken, Message: "flaky", RetryAfter: time.Nanosecond}}})); err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestReleaseGivesTheWaitBack(t *testing.T) {
 	if err != nil || len(again) != 1 || again[0].ID != js[1].ID {
 		t.Fatalf("second claim: %v, %v", again, err)
 	}
-	items := []store.JobReleaseItem{{ID: js[0].ID, Token: js[0].LeaseToken}, {ID: again[0].ID, Token: again[0].LeaseToken}}
+	items := []job.ReleaseItem{{ID: js[0].ID, Token: js[0].LeaseToken}, {ID: again[0].ID, Token: again[0].LeaseToken}}
 	if err := accepted(s.JobRelease(ctx, &store.JobReleaseParams{Now: t0.Add(time.Second), Items: items})); err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +232,7 @@ func TestDeadLetterCopiesJoinTheirQueue(t *testing.T) {
 	if err := s.QueueSetLimits(ctx, "dlq", job.Limits{MaxActive: 10}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.ConsumerGroupCreate(ctx, &store.ConsumerGroupParams{Queue: "dlq", Name: "g", Start: store.StartNew, Now: t0}); err != nil {
+	if _, err := s.ConsumerGroupCreate(ctx, &store.ConsumerGroupParams{Queue: "dlq", Name: "g", Start: job.StartNew, Now: t0}); err != nil {
 		t.Fatal(err)
 	}
 	ps := append(groupJobs("q", "a", 1), groupJobs("q", "", 1)...)
@@ -245,7 +245,7 @@ func TestDeadLetterCopiesJoinTheirQueue(t *testing.T) {
 		t.Fatalf("claim: %d jobs, %v", len(js), err)
 	}
 	died := t0.Add(time.Second)
-	out, err := s.JobFail(ctx, &store.JobFailParams{Now: died, Items: []store.JobFailItem{
+	out, err := s.JobFail(ctx, &store.JobFailParams{Now: died, Items: []job.FailItem{
 		{ID: js[0].ID, Token: js[0].LeaseToken, Message: "boom"}, {ID: js[1].ID, Token: js[1].LeaseToken, Message: "boom"}}})
 	if err != nil {
 		t.Fatal(err)

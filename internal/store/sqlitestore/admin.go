@@ -265,7 +265,7 @@ func (w *writer) leasedSeqs(queue string) string {
 }
 
 // QueueList returns every known queue by name; see store.Admin.
-func (s *Store) QueueList(ctx context.Context) ([]store.QueueInfo, error) {
+func (s *Store) QueueList(ctx context.Context) ([]job.QueueInfo, error) {
 	if err := s.check(); err != nil {
 		return nil, wrap("list queues", err)
 	}
@@ -277,7 +277,7 @@ func (s *Store) QueueList(ctx context.Context) ([]store.QueueInfo, error) {
 }
 
 // QueueGet returns one queue or job.ErrNotFound; see store.Admin.
-func (s *Store) QueueGet(ctx context.Context, name string) (*store.QueueInfo, error) {
+func (s *Store) QueueGet(ctx context.Context, name string) (*job.QueueInfo, error) {
 	if err := s.check(); err != nil {
 		return nil, wrap("get queue", err)
 	}

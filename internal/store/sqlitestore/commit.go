@@ -165,7 +165,7 @@ func (c *committer) commitHere(o *op) {
 // function of ctx (store.WithSyncJoin): the writes made there commit
 // before the fsync begins, and share it. The caller holds mu no more, so
 // that join may write through the store; a stop meanwhile hands the fsync
-// to a lane (syncer.stop), and dispatch then finds none.
+// to an fsyncer (syncer.stop), and dispatch then finds none.
 func (c *committer) syncHere(ctx context.Context) {
 	if c.sync == nil {
 		return

@@ -109,14 +109,14 @@ func (s *Store) ConsumerGroupDelete(ctx context.Context, queue, name string) err
 // ConsumerGroupList lists a queue's groups with their lanes' counts; see
 // store.ConsumerGroups. It reads beside the writer, as
 // ConsumerGroupListAll does.
-func (s *Store) ConsumerGroupList(ctx context.Context, queue string) ([]store.ConsumerGroup, error) {
+func (s *Store) ConsumerGroupList(ctx context.Context, queue string) ([]job.ConsumerGroup, error) {
 	out, err := s.consumerGroups(ctx, sqlConsumerGroupsOf, queue)
 	return out, wrap(fmt.Sprintf("list consumer groups of %s", queue), err)
 }
 
 // ConsumerGroupListAll lists a page of the groups of every queue with
 // their lanes' counts; see store.ConsumerGroups.
-func (s *Store) ConsumerGroupListAll(ctx context.Context, p *store.ConsumerGroupListParams) ([]store.ConsumerGroup, error) {
+func (s *Store) ConsumerGroupListAll(ctx context.Context, p *job.ConsumerGroupListParams) ([]job.ConsumerGroup, error) {
 	out, err := s.consumerGroups(ctx, sqlConsumerGroupsAfter, p.AfterQueue, p.AfterName, p.PageSize())
 	return out, wrap("list consumer groups", err)
 }
@@ -125,12 +125,12 @@ func (s *Store) ConsumerGroupListAll(ctx context.Context, p *store.ConsumerGroup
 // oldest pending job (its spec, for its creation time, and not its
 // payload), from the read pool, and the counts in memory, so that
 // it never waits for the writer.
-func (s *Store) consumerGroups(ctx context.Context, query string, args ...any) ([]store.ConsumerGroup, error) {
+func (s *Store) consumerGroups(ctx context.Context, query string, args ...any) ([]job.ConsumerGroup, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
 	rows, err := s.rdb.QueryContext(ctx, query, args...)
-	out, err := scanAll(rows, err, func(r *sql.Rows, g *store.ConsumerGroup) error {
+	out, err := scanAll(rows, err, func(r *sql.Rows, g *job.ConsumerGroup) error {
 		var created int64
 		err := r.Scan(&g.Queue, &g.Name, &created)
 		g.CreatedAt = fromNanos(created)

@@ -105,7 +105,7 @@ func (c *counts) record(name string) *queueRecord {
 }
 
 // info returns one queue as the store contract shows it.
-func (c *counts) info(name string) (*store.QueueInfo, bool) {
+func (c *counts) info(name string) (*job.QueueInfo, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	q := c.queues[name]
@@ -127,9 +127,9 @@ func (c *counts) defaults(name string) (store.QueueDefaults, bool) {
 }
 
 // list returns every known queue by name.
-func (c *counts) list() []store.QueueInfo {
+func (c *counts) list() []job.QueueInfo {
 	c.mu.RLock()
-	out := make([]store.QueueInfo, 0, len(c.queues))
+	out := make([]job.QueueInfo, 0, len(c.queues))
 	for name, q := range c.queues {
 		out = append(out, *q.info(name))
 	}
@@ -166,7 +166,7 @@ func (c *counts) totals(states ...job.State) int64 {
 	return n
 }
 
-func (q *queueRecord) info(name string) *store.QueueInfo {
+func (q *queueRecord) info(name string) *job.QueueInfo {
 	cs := make(map[job.State]int64, numStates)
 	for i, s := range job.States {
 		cs[s] = q.counts[i]
@@ -175,7 +175,7 @@ func (q *queueRecord) info(name string) *store.QueueInfo {
 	if d == "" {
 		d = job.DurabilityFull
 	}
-	return &store.QueueInfo{Name: name, Paused: q.paused, Durability: d, Limits: q.limits, Settings: q.settings, Counts: cs}
+	return &job.QueueInfo{Name: name, Paused: q.paused, Durability: d, Limits: q.limits, Settings: q.settings, Counts: cs}
 }
 
 // delta is a change to the counts made by one operation or one batch and

@@ -90,8 +90,8 @@ func (w *writer) holder(id string, token int64) (l *lease, miss, err error) {
 // lease, with that lease; an item that misses (unknown job, lease lost)
 // gets the miss in its outcome instead. An error from apply or from
 // reading stops the batch.
-func forEachHeld[T any](w *writer, items []T, key func(*T) (string, int64), out []store.Outcome,
-	apply func(it *T, l *lease, o *store.Outcome) error) error {
+func forEachHeld[T any](w *writer, items []T, key func(*T) (string, int64), out []job.Outcome,
+	apply func(it *T, l *lease, o *job.Outcome) error) error {
 	for i := range items {
 		id, token := key(&items[i])
 		l, miss, err := w.holder(id, token)
@@ -99,7 +99,7 @@ func forEachHeld[T any](w *writer, items []T, key func(*T) (string, int64), out 
 			return err
 		}
 		if miss != nil {
-			out[i] = store.Outcome{Err: miss}
+			out[i] = job.Outcome{Err: miss}
 			continue
 		}
 		if err := apply(&items[i], l, &out[i]); err != nil {
@@ -111,13 +111,13 @@ func forEachHeld[T any](w *writer, items []T, key func(*T) (string, int64), out 
 
 // JobComplete acknowledges jobs item by item, each where
 // job.AfterCompletion sends it; see store.Claimer.
-func (s *Store) JobComplete(ctx context.Context, p *store.JobCompleteParams) ([]store.Outcome, error) {
-	out := make([]store.Outcome, len(p.Items))
+func (s *Store) JobComplete(ctx context.Context, p *store.JobCompleteParams) ([]job.Outcome, error) {
+	out := make([]job.Outcome, len(p.Items))
 	relaxed := leasesRelaxed(p.Items, completeKey)
 	err := s.doRelaxed(ctx, len(p.Items), relaxed, func(w *writer) error {
 		now := p.Now.UTC().UnixNano()
 		acks := completions{w: w}
-		err := forEachHeld(w, p.Items, completeKey, out, func(it *store.JobCompleteItem, l *lease, o *store.Outcome) error {
+		err := forEachHeld(w, p.Items, completeKey, out, func(it *job.CompleteItem, l *lease, o *job.Outcome) error {
 			return acks.ack(l, it.Result, now, o)
 		})
 		if err != nil {
@@ -131,7 +131,7 @@ func (s *Store) JobComplete(ctx context.Context, p *store.JobCompleteParams) ([]
 	return out, nil
 }
 
-func completeKey(it *store.JobCompleteItem) (string, int64) { return it.ID, it.Token }
+func completeKey(it *job.CompleteItem) (string, int64) { return it.ID, it.Token }
 
 // completions collects the rows of acknowledged jobs and writes them with
 // multi-row statements: completeChunk at a time, and what is left with one
@@ -153,7 +153,7 @@ type completeRow struct {
 // ack acknowledges the job of lease l with result at now (Unix
 // nanoseconds), where attempt.Complete sends it, and fills in o. Its
 // row is written with a chunk's rows, once they fill one, or by flush.
-func (c *completions) ack(l *lease, result json.RawMessage, now int64, o *store.Outcome) error {
+func (c *completions) ack(l *lease, result json.RawMessage, now int64, o *job.Outcome) error {
 	h := l.held()
 	end := attempt.Complete(&h)
 	*o = store.EndOutcome(&h, &end)
@@ -280,10 +280,10 @@ func (w *writer) settingsOf(queue string) job.QueueSettings {
 // outcomes; what names the call in errors. The commit waits for the disk
 // unless relaxed says it need not.
 func endEach[T any](ctx context.Context, s *Store, what string, items []T, key func(*T) (string, int64),
-	relaxed func(*writer) bool, end func(w *writer, it *T, l *lease, o *store.Outcome) error) ([]store.Outcome, error) {
-	out := make([]store.Outcome, len(items))
+	relaxed func(*writer) bool, end func(w *writer, it *T, l *lease, o *job.Outcome) error) ([]job.Outcome, error) {
+	out := make([]job.Outcome, len(items))
 	err := s.doRelaxed(ctx, len(items), relaxed, func(w *writer) error {
-		return forEachHeld(w, items, key, out, func(it *T, l *lease, o *store.Outcome) error { return end(w, it, l, o) })
+		return forEachHeld(w, items, key, out, func(it *T, l *lease, o *job.Outcome) error { return end(w, it, l, o) })
 	})
 	if err != nil {
 		return nil, wrap(what, err)
@@ -293,19 +293,19 @@ func endEach[T any](ctx context.Context, s *Store, what string, items []T, key f
 
 // JobFail records failed attempts item by item, each where
 // attempt.Fail sends it; see store.Claimer.
-func (s *Store) JobFail(ctx context.Context, p *store.JobFailParams) ([]store.Outcome, error) {
+func (s *Store) JobFail(ctx context.Context, p *store.JobFailParams) ([]job.Outcome, error) {
 	now := p.Now.UTC()
 	return endEach(ctx, s, "fail jobs", p.Items, failKey, leasesRelaxed(p.Items, failKey),
-		func(w *writer, it *store.JobFailItem, l *lease, o *store.Outcome) error {
+		func(w *writer, it *job.FailItem, l *lease, o *job.Outcome) error {
 			return w.failAttempt(it, l, now, p.Rand, o)
 		})
 }
 
-func failKey(it *store.JobFailItem) (string, int64) { return it.ID, it.Token }
+func failKey(it *job.FailItem) (string, int64) { return it.ID, it.Token }
 
 // failAttempt ends l's attempt as failed by it, where attempt.Fail sends
 // it, leaving a copy in the dead-letter queue of a job that dies.
-func (w *writer) failAttempt(it *store.JobFailItem, l *lease, now time.Time, rnd func() float64, o *store.Outcome) error {
+func (w *writer) failAttempt(it *job.FailItem, l *lease, now time.Time, rnd func() float64, o *job.Outcome) error {
 	h := l.held()
 	end := attempt.Fail(&h, &attempt.Failure{NoRetry: it.NoRetry, RetryAfter: it.RetryAfter, Message: it.Message},
 		w.settingsOf(l.queue), now, rnd)
@@ -317,18 +317,18 @@ func (w *writer) failAttempt(it *store.JobFailItem, l *lease, now time.Time, rnd
 
 // JobExtend moves leases forward item by item; see store.Claimer. A
 // heartbeat changes only memory.
-func (s *Store) JobExtend(ctx context.Context, p *store.JobExtendParams) ([]store.Outcome, error) {
+func (s *Store) JobExtend(ctx context.Context, p *store.JobExtendParams) ([]job.Outcome, error) {
 	now := p.Now.UTC()
-	key := func(it *store.JobExtendItem) (string, int64) { return it.ID, it.Token }
+	key := func(it *job.ExtendItem) (string, int64) { return it.ID, it.Token }
 	return endEach(ctx, s, "extend leases", p.Items, key, writesNothing,
-		func(w *writer, it *store.JobExtendItem, l *lease, o *store.Outcome) error {
+		func(w *writer, it *job.ExtendItem, l *lease, o *job.Outcome) error {
 			dur := it.Lease
 			if dur <= 0 {
 				dur = l.duration
 			}
 			expires := now.Add(dur)
 			w.leases.change(l, func(l *lease) { l.expiresAt = expires })
-			*o = store.Outcome{Queue: l.queue, State: job.StateActive, LeaseExpiresAt: expires, CancelRequested: l.cancel}
+			*o = job.Outcome{Queue: l.queue, State: job.StateActive, LeaseExpiresAt: expires, CancelRequested: l.cancel}
 			return nil
 		})
 }
@@ -353,11 +353,11 @@ func (s *Store) JobProgress(ctx context.Context, p *store.JobProgressParams) err
 
 // JobRelease hands active jobs back unrun, item by item, each where
 // attempt.Release sends it; see store.Claimer.
-func (s *Store) JobRelease(ctx context.Context, p *store.JobReleaseParams) ([]store.Outcome, error) {
+func (s *Store) JobRelease(ctx context.Context, p *store.JobReleaseParams) ([]job.Outcome, error) {
 	now := p.Now.UTC()
-	key := func(it *store.JobReleaseItem) (string, int64) { return it.ID, it.Token }
+	key := func(it *job.ReleaseItem) (string, int64) { return it.ID, it.Token }
 	return endEach(ctx, s, "release jobs", p.Items, key, leasesRelaxed(p.Items, key),
-		func(w *writer, _ *store.JobReleaseItem, l *lease, o *store.Outcome) error {
+		func(w *writer, _ *job.ReleaseItem, l *lease, o *job.Outcome) error {
 			h := l.held()
 			end := attempt.Release(&h)
 			*o = store.EndOutcome(&h, &end)

@@ -48,9 +48,9 @@ func BenchmarkClaimGrouped(b *testing.B) {
 					if err != nil || len(js) == 0 {
 						b.Fatalf("claim: %d, %v", len(js), err)
 					}
-					items := make([]store.JobCompleteItem, len(js))
+					items := make([]job.CompleteItem, len(js))
 					for i, j := range js {
-						items[i] = store.JobCompleteItem{ID: j.ID, Token: j.LeaseToken}
+						items[i] = job.CompleteItem{ID: j.ID, Token: j.LeaseToken}
 					}
 					if _, err := s.JobComplete(ctx, &store.JobCompleteParams{Items: items, Now: now}); err != nil {
 						b.Fatal(err)

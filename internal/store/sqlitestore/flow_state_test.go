@@ -125,18 +125,18 @@ func TestGroupClaimIndexIsSwept(t *testing.T) {
 			}
 			got += len(js)
 			if fail {
-				items := make([]store.JobFailItem, len(js))
+				items := make([]job.FailItem, len(js))
 				for i, j := range js {
-					items[i] = store.JobFailItem{ID: j.ID, Token: j.LeaseToken, Message: "boom", NoRetry: true}
+					items[i] = job.FailItem{ID: j.ID, Token: j.LeaseToken, Message: "boom", NoRetry: true}
 				}
 				if _, err := b.s.JobFail(ctx, &store.JobFailParams{Items: items, Now: at}); err != nil {
 					t.Fatal(err)
 				}
 				continue
 			}
-			items := make([]store.JobCompleteItem, len(js))
+			items := make([]job.CompleteItem, len(js))
 			for i, j := range js {
-				items[i] = store.JobCompleteItem{ID: j.ID, Token: j.LeaseToken}
+				items[i] = job.CompleteItem{ID: j.ID, Token: j.LeaseToken}
 			}
 			if _, err := b.s.JobComplete(ctx, &store.JobCompleteParams{Items: items, Now: at}); err != nil {
 				t.Fatal(err)

@@ -71,7 +71,7 @@ func TestADeadLetterCopyIsWrittenWhole(t *testing.T) {
 // list returns every job of queue.
 func (b *bundle) list(queue string) []*job.Job {
 	b.t.Helper()
-	page, err := b.s.JobList(b.ctx, &store.JobListParams{Queue: queue, Limit: 100})
+	page, err := b.s.JobList(b.ctx, &job.ListParams{Queue: queue, Limit: 100})
 	if err != nil {
 		b.t.Fatalf("list %s: %v", queue, err)
 	}

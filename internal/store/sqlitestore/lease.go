@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/internal/job"
-	"github.com/spoolq/spool/internal/store"
 )
 
 // lease is one active job, held in memory. A claim writes nothing to the
@@ -31,7 +30,7 @@ type lease struct {
 	queue string
 	// kind is the job's kind, for the outcome of its attempt.
 	kind string
-	// group is the job's flow-control group, counted against its queue's
+	// group is the job's group, counted against its queue's
 	// group caps.
 	group string
 	// key is the job's place in claim order, to return it to its window.
@@ -236,14 +235,14 @@ func (t *leaseTable) viewsOfSeqs(seqs []int64) map[int64]lease {
 }
 
 // views returns copies of the leases of queue (every queue when empty) of
-// a queue with one of prefixes (see store.HasPrefix) held by worker
+// a queue with one of prefixes (see job.HasPrefix) held by worker
 // (every worker when empty) with seq above after, by seq, at most limit
 // of them.
 func (t *leaseTable) views(queue string, prefixes []string, worker string, after int64, limit int) []lease {
 	t.mu.RLock()
 	var out []lease
 	for _, l := range t.byID {
-		if l.seq > after && (queue == "" || l.queue == queue) && (worker == "" || l.worker == worker) && store.HasPrefix(l.queue, prefixes) {
+		if l.seq > after && (queue == "" || l.queue == queue) && (worker == "" || l.worker == worker) && job.HasPrefix(l.queue, prefixes) {
 			out = append(out, *l)
 		}
 	}

@@ -29,7 +29,7 @@ const cursors = store.SeqCursor("s1:")
 // available: a listing of active jobs reads the lease table, a listing of
 // available jobs leaves them out, and any other listing shows them as they
 // stand. A listing by worker reads the leases that worker holds.
-func (s *Store) JobList(ctx context.Context, p *store.JobListParams) (*store.JobListPage, error) {
+func (s *Store) JobList(ctx context.Context, p *job.ListParams) (*job.ListPage, error) {
 	if err := s.check(); err != nil {
 		return nil, wrap("list jobs", err)
 	}
@@ -93,7 +93,7 @@ func (s *Store) JobCountActiveByWorker(_ context.Context, p *store.JobCountActiv
 
 // listStored lists up to n jobs from the database after seq, with leases
 // applied; a listing of available jobs skips the active ones.
-func (s *Store) listStored(ctx context.Context, p *store.JobListParams, after int64, n int) ([]*job.Job, []int64, error) {
+func (s *Store) listStored(ctx context.Context, p *job.ListParams, after int64, n int) ([]*job.Job, []int64, error) {
 	var jobs []*job.Job
 	var seqs []int64
 	for len(jobs) < n {
@@ -102,7 +102,7 @@ func (s *Store) listStored(ctx context.Context, p *store.JobListParams, after in
 		var gotSeqs []int64
 		var err error
 		switch {
-		case p.Queue != "" && !store.HasPrefix(p.Queue, p.QueuePrefixes):
+		case p.Queue != "" && !job.HasPrefix(p.Queue, p.QueuePrefixes):
 			return nil, nil, nil
 		case p.Queue != "" && p.State == "":
 			got, gotSeqs, err = s.query(ctx, sqlListQueue, p.Queue, after, batch)
@@ -142,7 +142,7 @@ func (s *Store) listStored(ctx context.Context, p *store.JobListParams, after in
 // state change two more index updates.)
 func (s *Store) listAcrossQueues(ctx context.Context, prefixes []string, state job.State, after int64, n int) ([]*job.Job, []int64, error) {
 	queues := s.counts.names(func(name string, c *stateCounts) bool {
-		if !store.HasPrefix(name, prefixes) {
+		if !job.HasPrefix(name, prefixes) {
 			return false
 		}
 		if state != "" {

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/internal/job"
-	"github.com/spoolq/spool/internal/store"
 )
 
 // The oldest available job of a queue is found in the claim indexes,
@@ -47,7 +46,7 @@ const aboveAll = 1 << 20
 
 // setOldestAvailable sets OldestAvailable on the queues of qs that have
 // available jobs, reading beside the writer.
-func (s *Store) setOldestAvailable(ctx context.Context, qs []store.QueueInfo) error {
+func (s *Store) setOldestAvailable(ctx context.Context, qs []job.QueueInfo) error {
 	for i := range qs {
 		if qs[i].Counts[job.StateAvailable] == 0 {
 			continue

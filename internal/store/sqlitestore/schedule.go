@@ -31,9 +31,9 @@ RETURNING ` + scheduleColumns
 )
 
 // scanSchedule reads one row of scheduleColumns.
-func scanSchedule(sc scanner) (*store.Schedule, error) {
+func scanSchedule(sc scanner) (*job.Schedule, error) {
 	var (
-		s                          store.Schedule
+		s                          job.Schedule
 		every, maxCatchUp          int64
 		paused                     bool
 		created, updated, lastTick int64
@@ -60,8 +60,8 @@ func timeOrNull(t time.Time) any {
 
 // ScheduleUpsert creates or redefines a schedule, as
 // store.ScheduleUpsertParams.Stored decides; see store.Scheduler.
-func (s *Store) ScheduleUpsert(ctx context.Context, p *store.ScheduleUpsertParams) (*store.Schedule, bool, error) {
-	var out *store.Schedule
+func (s *Store) ScheduleUpsert(ctx context.Context, p *store.ScheduleUpsertParams) (*job.Schedule, bool, error) {
+	var out *job.Schedule
 	var created bool
 	err := s.do(ctx, 1, func(w *writer) error {
 		old, err := w.schedule(p.Schedule.Name)
@@ -71,7 +71,7 @@ func (s *Store) ScheduleUpsert(ctx context.Context, p *store.ScheduleUpsertParam
 		if err != nil {
 			return err
 		}
-		var def store.Schedule
+		var def job.Schedule
 		def, created = p.Stored(old)
 		out, err = oneSchedule(w.conn.QueryRowContext(context.Background(), sqlScheduleWrite, def.Name, def.Cron, def.Timezone,
 			int64(def.Every), def.Misfire, def.MaxCatchUp, []byte(def.Job), def.Paused, def.CreatedAt.UTC().UnixNano(),
@@ -86,13 +86,13 @@ func (s *Store) ScheduleUpsert(ctx context.Context, p *store.ScheduleUpsertParam
 }
 
 // schedule reads one schedule in the writer's transaction.
-func (w *writer) schedule(name string) (*store.Schedule, error) {
+func (w *writer) schedule(name string) (*job.Schedule, error) {
 	return oneSchedule(w.conn.QueryRowContext(context.Background(), sqlScheduleByName, name), name)
 }
 
 // oneSchedule reads the schedule named name from row, job.ErrNotFound
 // when there is none.
-func oneSchedule(row *sql.Row, name string) (*store.Schedule, error) {
+func oneSchedule(row *sql.Row, name string) (*job.Schedule, error) {
 	sc, err := scanSchedule(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("schedule %s: %w", name, job.ErrNotFound)
@@ -104,7 +104,7 @@ func oneSchedule(row *sql.Row, name string) (*store.Schedule, error) {
 }
 
 // ScheduleGet returns one schedule; see store.Scheduler.
-func (s *Store) ScheduleGet(ctx context.Context, name string) (*store.Schedule, error) {
+func (s *Store) ScheduleGet(ctx context.Context, name string) (*job.Schedule, error) {
 	if err := s.check(); err != nil {
 		return nil, wrap("get schedule", err)
 	}
@@ -113,18 +113,18 @@ func (s *Store) ScheduleGet(ctx context.Context, name string) (*store.Schedule, 
 }
 
 // ScheduleList returns every schedule; see store.Scheduler.
-func (s *Store) ScheduleList(ctx context.Context) ([]*store.Schedule, error) {
+func (s *Store) ScheduleList(ctx context.Context) ([]*job.Schedule, error) {
 	out, err := s.schedules(ctx, sqlScheduleList)
 	return out, wrap("list schedules", err)
 }
 
 // schedules reads the schedules a query selects on the read pool.
-func (s *Store) schedules(ctx context.Context, query string, args ...any) ([]*store.Schedule, error) {
+func (s *Store) schedules(ctx context.Context, query string, args ...any) ([]*job.Schedule, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
 	rows, err := s.rdb.QueryContext(ctx, query, args...)
-	return scanAll(rows, err, func(r *sql.Rows, sc **store.Schedule) (err error) {
+	return scanAll(rows, err, func(r *sql.Rows, sc **job.Schedule) (err error) {
 		*sc, err = scanSchedule(r)
 		return err
 	})
@@ -145,8 +145,8 @@ func (s *Store) ScheduleDelete(ctx context.Context, name string) error {
 }
 
 // ScheduleSetPaused pauses or resumes a schedule; see store.Scheduler.
-func (s *Store) ScheduleSetPaused(ctx context.Context, name string, paused bool, now time.Time) (*store.Schedule, error) {
-	return call(ctx, s, "pause schedule", func(w *writer) (*store.Schedule, error) {
+func (s *Store) ScheduleSetPaused(ctx context.Context, name string, paused bool, now time.Time) (*job.Schedule, error) {
+	return call(ctx, s, "pause schedule", func(w *writer) (*job.Schedule, error) {
 		return oneSchedule(w.conn.QueryRowContext(context.Background(), sqlSchedulePause, paused, now.UTC().UnixNano(), name), name)
 	})
 }
@@ -228,7 +228,7 @@ func (w *writer) fireSchedule(p *store.ScheduleFireParams, handled, next time.Ti
 }
 
 // ScheduleDue returns the schedules due at now; see store.Scheduler.
-func (s *Store) ScheduleDue(ctx context.Context, now time.Time, limit int) ([]*store.Schedule, time.Time, error) {
+func (s *Store) ScheduleDue(ctx context.Context, now time.Time, limit int) ([]*job.Schedule, time.Time, error) {
 	at := now.UTC().UnixNano()
 	due, err := s.schedules(ctx, sqlScheduleDue, at, limit)
 	if err != nil {

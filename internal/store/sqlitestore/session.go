@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/internal/job"
-	"github.com/spoolq/spool/internal/store"
+	"github.com/spoolq/spool/internal/session"
 )
 
 const (
@@ -27,8 +27,8 @@ const (
 )
 
 // SessionCreate stores a session, ends the oldest of its token beyond
-// the cap and prunes expired ones; see store.Sessions.
-func (s *Store) SessionCreate(ctx context.Context, p *store.SessionCreateParams) error {
+// the cap and prunes expired ones; see session.Store.
+func (s *Store) SessionCreate(ctx context.Context, p *session.CreateParams) error {
 	if err := p.Validate(); err != nil {
 		return fmt.Errorf("create session: %w", err)
 	}
@@ -43,7 +43,7 @@ func (s *Store) SessionCreate(ctx context.Context, p *store.SessionCreateParams)
 		if _, err := w.conn.ExecContext(bg, sqlSessionEndExpired, se.TokenName, now); err != nil {
 			return fmt.Errorf("end expired sessions of the token: %w", err)
 		}
-		if _, err := w.conn.ExecContext(bg, sqlSessionPrune, now, store.SessionPruneBatch); err != nil {
+		if _, err := w.conn.ExecContext(bg, sqlSessionPrune, now, session.PruneBatch); err != nil {
 			return fmt.Errorf("prune expired sessions: %w", err)
 		}
 		if _, err := w.conn.ExecContext(bg, sqlSessionTrim, se.TokenName, p.MaxPerToken); err != nil {
@@ -53,12 +53,12 @@ func (s *Store) SessionCreate(ctx context.Context, p *store.SessionCreateParams)
 	}))
 }
 
-// SessionGet reads a live session; see store.Sessions.
-func (s *Store) SessionGet(ctx context.Context, idHash string, now time.Time) (*store.Session, error) {
+// SessionGet reads a live session; see session.Store.
+func (s *Store) SessionGet(ctx context.Context, idHash string, now time.Time) (*session.Session, error) {
 	if err := s.check(); err != nil {
 		return nil, wrap("get session", err)
 	}
-	se := store.Session{IDHash: idHash}
+	se := session.Session{IDHash: idHash}
 	var created, expires int64
 	err := s.rdb.QueryRowContext(ctx, sqlSessionGet, idHash, now.UTC().UnixNano()).Scan(&se.TokenName, &se.TokenFingerprint, &created, &expires)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -71,7 +71,7 @@ func (s *Store) SessionGet(ctx context.Context, idHash string, now time.Time) (*
 	return &se, nil
 }
 
-// SessionExtend moves a live session's expiry; see store.Sessions.
+// SessionExtend moves a live session's expiry; see session.Store.
 func (s *Store) SessionExtend(ctx context.Context, idHash string, expiresAt, now time.Time) error {
 	return wrap("extend session", s.do(ctx, 1, func(w *writer) error {
 		res, err := w.conn.ExecContext(context.Background(), sqlSessionExtend, expiresAt.UTC().UnixNano(), idHash, now.UTC().UnixNano())
@@ -85,7 +85,7 @@ func (s *Store) SessionExtend(ctx context.Context, idHash string, expiresAt, now
 	}))
 }
 
-// SessionDelete ends a session; see store.Sessions.
+// SessionDelete ends a session; see session.Store.
 func (s *Store) SessionDelete(ctx context.Context, idHash string) error {
 	return wrap("delete session", s.do(ctx, 1, func(w *writer) error {
 		if _, err := w.conn.ExecContext(context.Background(), sqlSessionDelete, idHash); err != nil {

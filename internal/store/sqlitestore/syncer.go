@@ -35,7 +35,7 @@ import (
 // let the turn go (dispatch): the next batch commits meanwhile. A caller
 // that committed its own batch (committer.commitHere) runs the fsync
 // itself (committer.syncHere), as it waits anyway, which saves waking
-// another goroutine; the committer's goroutine hands it to a lane and
+// another goroutine; the committer's goroutine hands it to an fsyncer and
 // goes on. Until
 // then the fsync has not begun, and a batch committed before it does
 // joins it.
@@ -54,9 +54,9 @@ type syncer struct {
 	own *os.File
 	// all are every descriptor of the log the syncer opened.
 	all []*os.File
-	// starts takes fsyncs to the lanes, goroutines that run them.
-	starts chan *syncRun
-	lanes  sync.WaitGroup
+	// starts takes fsyncs to the fsyncers, goroutines that run them.
+	starts   chan *syncRun
+	fsyncers sync.WaitGroup
 
 	mu sync.Mutex // guards the fields below
 	// queue holds the batches handed over and not answered, in commit
@@ -131,8 +131,8 @@ func newSyncer(fails *failState, path string) (*syncer, error) {
 		return nil, err
 	}
 	for range maxSyncs {
-		s.lanes.Add(1)
-		go s.lane()
+		s.fsyncers.Add(1)
+		go s.fsyncer()
 	}
 	return s, nil
 }
@@ -215,7 +215,7 @@ func (s *syncer) awaitsDispatch() bool {
 
 // dispatch begins the fsync that waits for it, if any: on the calling
 // goroutine, which returns once it is done and its batches answered, when
-// inPlace is set, and on a lane otherwise.
+// inPlace is set, and on an fsyncer otherwise.
 func (s *syncer) dispatch(inPlace bool) {
 	s.mu.Lock()
 	r := s.unclaimed
@@ -249,9 +249,9 @@ func (s *syncer) begin() *syncRun {
 	return r
 }
 
-// lane runs the fsyncs handed to it until stop.
-func (s *syncer) lane() {
-	defer s.lanes.Done()
+// fsyncer runs the fsyncs handed to it until stop.
+func (s *syncer) fsyncer() {
+	defer s.fsyncers.Done()
 	for r := range s.starts {
 		s.run(r)
 	}
@@ -259,7 +259,7 @@ func (s *syncer) lane() {
 
 // run runs the fsync r, takes the outcomes of the fsyncs done in the order
 // they began, answers the batches now durable (or all of them, once the
-// store failed), and hands a lane the next fsync when a batch waits for
+// store failed), and hands an fsyncer the next fsync when a batch waits for
 // one.
 func (s *syncer) run(r *syncRun) {
 	err := s.fsync(r.file, r.covers)
@@ -393,6 +393,6 @@ func (s *syncer) stop() error {
 		<-drained
 	}
 	close(s.starts)
-	s.lanes.Wait()
+	s.fsyncers.Wait()
 	return s.closeFiles()
 }

@@ -21,8 +21,8 @@ import (
 // and the counts never see the operation's changes.
 func (s *Store) JobTransact(ctx context.Context, p *store.JobTransactParams) (*store.TransactResult, error) {
 	res := &store.TransactResult{
-		Completed: make([]store.Outcome, len(p.Complete)),
-		Failed:    make([]store.Outcome, len(p.Fail)),
+		Completed: make([]job.Outcome, len(p.Complete)),
+		Failed:    make([]job.Outcome, len(p.Fail)),
 		Inserted:  make([]store.InsertResult, len(p.Insert)),
 	}
 	acksRelaxed := leasesRelaxed(p.Complete, completeKey)

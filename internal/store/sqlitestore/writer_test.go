@@ -129,9 +129,9 @@ func TestRestartRebuildsCounts(t *testing.T) {
 			var err error
 			switch i % 3 {
 			case 0:
-				_, err = b.s.JobComplete(b.ctx, &store.JobCompleteParams{Items: []store.JobCompleteItem{{ID: j.ID, Token: j.LeaseToken}}, Now: t0})
+				_, err = b.s.JobComplete(b.ctx, &store.JobCompleteParams{Items: []job.CompleteItem{{ID: j.ID, Token: j.LeaseToken}}, Now: t0})
 			case 1:
-				_, err = b.s.JobFail(b.ctx, &store.JobFailParams{Items: []store.JobFailItem{{ID: j.ID, Token: j.LeaseToken, NoRetry: i > 3}}, Now: t0})
+				_, err = b.s.JobFail(b.ctx, &store.JobFailParams{Items: []job.FailItem{{ID: j.ID, Token: j.LeaseToken, NoRetry: i > 3}}, Now: t0})
 			case 2:
 				_, err = b.s.JobCancel(b.ctx, j.ID, t0)
 			}
@@ -350,7 +350,7 @@ func TestCrashLosesHandOutsNotJobs(t *testing.T) {
 	if _, err := b.s.JobCancel(b.ctx, before[3].ID, t0); err != nil {
 		t.Fatal(err)
 	}
-	done, err := b.s.JobComplete(b.ctx, &store.JobCompleteParams{Items: []store.JobCompleteItem{{ID: before[0].ID, Token: before[0].LeaseToken}}, Now: t0})
+	done, err := b.s.JobComplete(b.ctx, &store.JobCompleteParams{Items: []job.CompleteItem{{ID: before[0].ID, Token: before[0].LeaseToken}}, Now: t0})
 	if err != nil || done[0].Err != nil {
 		t.Fatalf("ack: %v %+v", err, done)
 	}
@@ -372,7 +372,7 @@ func TestCrashLosesHandOutsNotJobs(t *testing.T) {
 			t.Fatalf("hand-out after the crash: token %d (highest before %d), attempt %d", j.LeaseToken, highest, j.Attempt)
 		}
 	}
-	stale := []store.JobCompleteItem{{ID: before[1].ID, Token: before[1].LeaseToken}, {ID: before[2].ID, Token: before[2].LeaseToken}}
+	stale := []job.CompleteItem{{ID: before[1].ID, Token: before[1].LeaseToken}, {ID: before[2].ID, Token: before[2].LeaseToken}}
 	out, err := b.s.JobComplete(b.ctx, &store.JobCompleteParams{Items: stale, Now: t0})
 	if err != nil || !errors.Is(out[0].Err, job.ErrLeaseLost) || !errors.Is(out[1].Err, job.ErrLeaseLost) {
 		t.Fatalf("acks from before the crash: %v %+v", err, out)
@@ -471,9 +471,9 @@ func TestPartialAckChunksCompleteEachJob(t *testing.T) {
 		queue := fmt.Sprintf("q%d", n)
 		b.insert(params(queue, n)...)
 		claimed := b.claim(n, queue)
-		items := make([]store.JobCompleteItem, len(claimed))
+		items := make([]job.CompleteItem, len(claimed))
 		for i, j := range claimed {
-			items[i] = store.JobCompleteItem{ID: j.ID, Token: j.LeaseToken, Result: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))}
+			items[i] = job.CompleteItem{ID: j.ID, Token: j.LeaseToken, Result: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))}
 		}
 		items[0].Result = nil
 		outs, err := b.s.JobComplete(b.ctx, &store.JobCompleteParams{Items: items, Now: t0})
@@ -519,16 +519,16 @@ func TestProcessDurabilitySkipsFsync(t *testing.T) {
 	if !synced(insert(append(params("q", 1), params("q", 1, process)...)...)) {
 		t.Fatal("an insert with a full-durability job was not fsynced")
 	}
-	var relaxed, full []store.JobCompleteItem
+	var relaxed, full []job.CompleteItem
 	for _, j := range b.claim(10, "q") {
-		item := store.JobCompleteItem{ID: j.ID, Token: j.LeaseToken}
+		item := job.CompleteItem{ID: j.ID, Token: j.LeaseToken}
 		if j.Durability == job.DurabilityProcess {
 			relaxed = append(relaxed, item)
 		} else {
 			full = append(full, item)
 		}
 	}
-	ack := func(items []store.JobCompleteItem) func() {
+	ack := func(items []job.CompleteItem) func() {
 		return func() {
 			out, err := b.s.JobComplete(b.ctx, &store.JobCompleteParams{Items: items, Now: t0})
 			if err != nil || len(out) != len(items) || out[0].Err != nil {

@@ -127,7 +127,7 @@ func testListByQueuePrefixes(b *bundle) {
 					}
 				}
 				for _, limit := range []int{2, 1000} {
-					got := idsOf(b.listEvery(store.JobListParams{QueuePrefixes: prefixes, Queue: queue, State: st, Limit: limit}))
+					got := idsOf(b.listEvery(job.ListParams{QueuePrefixes: prefixes, Queue: queue, State: st, Limit: limit}))
 					if !slices.Equal(got, want) {
 						b.t.Fatalf("list prefixes %q queue %q state %q by %d: %v, want %v", prefixes, queue, st, limit, got, want)
 					}
@@ -157,7 +157,7 @@ func testListPagingWhileChanging(b *bundle) {
 		var got []string
 		cursor := ""
 		for page := 0; ; page++ {
-			p, err := b.s.JobList(b.ctx, &store.JobListParams{Queue: filter, Cursor: cursor, Limit: 5})
+			p, err := b.s.JobList(b.ctx, &job.ListParams{Queue: filter, Cursor: cursor, Limit: 5})
 			if err != nil {
 				b.t.Fatalf("list %q page %d: %v", filter, page, err)
 			}
@@ -166,8 +166,8 @@ func testListPagingWhileChanging(b *bundle) {
 			case 0:
 				// Change jobs on both sides of the cursor.
 				js := b.claimAt(t0, 8, "q")
-				b.accepted("complete", b.complete(t0, store.JobCompleteItem{ID: js[0].ID, Token: js[0].LeaseToken}), job.StateCompleted)
-				b.accepted("fail", b.fail(t0, store.JobFailItem{ID: js[6].ID, Token: js[6].LeaseToken, Message: "x"}), job.StateRetrying)
+				b.accepted("complete", b.complete(t0, job.CompleteItem{ID: js[0].ID, Token: js[0].LeaseToken}), job.StateCompleted)
+				b.accepted("fail", b.fail(t0, job.FailItem{ID: js[6].ID, Token: js[6].LeaseToken, Message: "x"}), job.StateRetrying)
 				b.cancel(first[10], t0)
 				if err := b.s.JobDelete(b.ctx, first[11]); err != nil {
 					b.t.Fatalf("delete: %v", err)
@@ -197,15 +197,15 @@ func testListPagingWhileChanging(b *bundle) {
 // The page holding the last job has no cursor, also when it is full.
 func testListLastPage(b *bundle) {
 	ids := b.add(newJobs("q", 8)...)
-	p1, err := b.s.JobList(b.ctx, &store.JobListParams{Queue: "q", Limit: 4})
+	p1, err := b.s.JobList(b.ctx, &job.ListParams{Queue: "q", Limit: 4})
 	if err != nil || len(p1.Jobs) != 4 || p1.Next == "" {
 		b.t.Fatalf("first page: %+v, %v", p1, err)
 	}
-	p2, err := b.s.JobList(b.ctx, &store.JobListParams{Queue: "q", Limit: 4, Cursor: p1.Next})
+	p2, err := b.s.JobList(b.ctx, &job.ListParams{Queue: "q", Limit: 4, Cursor: p1.Next})
 	if err != nil || !slices.Equal(idsOf(p2.Jobs), ids[4:]) || p2.Next != "" {
 		b.t.Fatalf("second page: %v next %q, %v; want %v and no cursor", idsOf(p2.Jobs), p2.Next, err, ids[4:])
 	}
-	empty, err := b.s.JobList(b.ctx, &store.JobListParams{Queue: "nosuch", Limit: 4})
+	empty, err := b.s.JobList(b.ctx, &job.ListParams{Queue: "nosuch", Limit: 4})
 	if err != nil || len(empty.Jobs) != 0 || empty.Next != "" {
 		b.t.Fatalf("listing of an unknown queue: %+v, %v", empty, err)
 	}
@@ -215,7 +215,7 @@ func testListLastPage(b *bundle) {
 func testListBadCursor(b *bundle) {
 	b.add(newJobs("q", 3)...)
 	for _, c := range []string{"garbage!", "%%%", "\x00", "ZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZ"} {
-		_, err := b.s.JobList(b.ctx, &store.JobListParams{Cursor: c, Limit: 2})
+		_, err := b.s.JobList(b.ctx, &job.ListParams{Cursor: c, Limit: 2})
 		var in *job.InputError
 		if !errors.As(err, &in) {
 			b.t.Fatalf("cursor %q: error %v, want one wrapping *job.InputError", c, err)
@@ -318,13 +318,13 @@ func testRetry(b *bundle) {
 func testRetryClearsCancel(b *bundle) {
 	j := b.jobIn(job.StateActive, "q")
 	b.cancel(j.ID, t0)
-	b.accepted("complete", b.complete(t0, store.JobCompleteItem{ID: j.ID, Token: j.LeaseToken}), job.StateCancelled)
+	b.accepted("complete", b.complete(t0, job.CompleteItem{ID: j.ID, Token: j.LeaseToken}), job.StateCancelled)
 	got, err := b.s.JobRetry(b.ctx, j.ID, at(time.Second))
 	if err != nil || got.CancelRequested {
 		b.t.Fatalf("retry: cancel requested %v, %v", got != nil && got.CancelRequested, err)
 	}
 	c := b.claimID(at(time.Second), "q", j.ID)
-	b.accepted("complete", b.complete(at(2*time.Second), store.JobCompleteItem{ID: c.ID, Token: c.LeaseToken}), job.StateCompleted)
+	b.accepted("complete", b.complete(at(2*time.Second), job.CompleteItem{ID: c.ID, Token: c.LeaseToken}), job.StateCompleted)
 }
 
 // Available, active and completed jobs cannot be retried, and unknown

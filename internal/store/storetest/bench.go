@@ -197,9 +197,9 @@ func benchComplete(b *testing.B, h Harness) {
 	result := json.RawMessage(`{"ok":true}`)
 	for b.Loop() {
 		js := k.take(100)
-		items := make([]store.JobCompleteItem, len(js))
+		items := make([]job.CompleteItem, len(js))
 		for i, j := range js {
-			items[i] = store.JobCompleteItem{ID: j.ID, Token: j.LeaseToken, Result: result}
+			items[i] = job.CompleteItem{ID: j.ID, Token: j.LeaseToken, Result: result}
 		}
 		out, err := s.JobComplete(ctx, &store.JobCompleteParams{Items: items, Now: t0})
 		if err != nil || out[0].Err != nil || out[99].Err != nil {
@@ -217,9 +217,9 @@ func benchFail(b *testing.B, h Harness) {
 	rnd := func() float64 { return 0.5 }
 	for b.Loop() {
 		js := k.take(100)
-		items := make([]store.JobFailItem, len(js))
+		items := make([]job.FailItem, len(js))
 		for i, j := range js {
-			items[i] = store.JobFailItem{ID: j.ID, Token: j.LeaseToken, Message: "smtp: connection refused"}
+			items[i] = job.FailItem{ID: j.ID, Token: j.LeaseToken, Message: "smtp: connection refused"}
 		}
 		out, err := s.JobFail(ctx, &store.JobFailParams{Items: items, Now: t0, Rand: rnd})
 		if err != nil || out[0].State != job.StateRetrying || out[99].State != job.StateRetrying {
@@ -236,9 +236,9 @@ func benchExtend(b *testing.B, h Harness) {
 	k := newStock(b, s)
 	ctx := context.Background()
 	k.lease(100)
-	items := make([]store.JobExtendItem, 100)
+	items := make([]job.ExtendItem, 100)
 	for i, j := range k.take(100) {
-		items[i] = store.JobExtendItem{ID: j.ID, Token: j.LeaseToken}
+		items[i] = job.ExtendItem{ID: j.ID, Token: j.LeaseToken}
 	}
 	now := t0
 	for b.Loop() {

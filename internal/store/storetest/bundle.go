@@ -189,7 +189,7 @@ func (b *bundle) get(id string) *job.Job {
 }
 
 // complete acknowledges items at now; the call itself must succeed.
-func (b *bundle) complete(now time.Time, items ...store.JobCompleteItem) []store.Outcome {
+func (b *bundle) complete(now time.Time, items ...job.CompleteItem) []job.Outcome {
 	b.t.Helper()
 	out, err := b.s.JobComplete(b.ctx, &store.JobCompleteParams{Items: items, Now: now})
 	if err != nil {
@@ -202,12 +202,12 @@ func (b *bundle) complete(now time.Time, items ...store.JobCompleteItem) []store
 }
 
 // fail fails items at now without jitter; the call itself must succeed.
-func (b *bundle) fail(now time.Time, items ...store.JobFailItem) []store.Outcome {
+func (b *bundle) fail(now time.Time, items ...job.FailItem) []job.Outcome {
 	b.t.Helper()
 	return b.failRand(now, nil, items...)
 }
 
-func (b *bundle) failRand(now time.Time, rnd func() float64, items ...store.JobFailItem) []store.Outcome {
+func (b *bundle) failRand(now time.Time, rnd func() float64, items ...job.FailItem) []job.Outcome {
 	b.t.Helper()
 	out, err := b.s.JobFail(b.ctx, &store.JobFailParams{Items: items, Now: now, Rand: rnd})
 	if err != nil {
@@ -219,7 +219,7 @@ func (b *bundle) failRand(now time.Time, rnd func() float64, items ...store.JobF
 	return out
 }
 
-func (b *bundle) extend(now time.Time, items ...store.JobExtendItem) []store.Outcome {
+func (b *bundle) extend(now time.Time, items ...job.ExtendItem) []job.Outcome {
 	b.t.Helper()
 	out, err := b.s.JobExtend(b.ctx, &store.JobExtendParams{Items: items, Now: now})
 	if err != nil {
@@ -231,7 +231,7 @@ func (b *bundle) extend(now time.Time, items ...store.JobExtendItem) []store.Out
 	return out
 }
 
-func (b *bundle) release(now time.Time, items ...store.JobReleaseItem) []store.Outcome {
+func (b *bundle) release(now time.Time, items ...job.ReleaseItem) []job.Outcome {
 	b.t.Helper()
 	out, err := b.s.JobRelease(b.ctx, &store.JobReleaseParams{Items: items, Now: now})
 	if err != nil {
@@ -253,7 +253,7 @@ func (b *bundle) cancel(id string, now time.Time) *job.Job {
 }
 
 // accepted fails the test unless every outcome is accepted with state want.
-func (b *bundle) accepted(what string, out []store.Outcome, want job.State) {
+func (b *bundle) accepted(what string, out []job.Outcome, want job.State) {
 	b.t.Helper()
 	for i, o := range out {
 		if o.Err != nil || o.State != want {
@@ -282,11 +282,11 @@ func (b *bundle) jobIn(state job.State, queue string, opts ...func(*store.JobIns
 	switch state {
 	case job.StateActive:
 	case job.StateRetrying:
-		b.accepted("fail", b.fail(t0, store.JobFailItem{ID: id, Token: j.LeaseToken, Message: "try again"}), job.StateRetrying)
+		b.accepted("fail", b.fail(t0, job.FailItem{ID: id, Token: j.LeaseToken, Message: "try again"}), job.StateRetrying)
 	case job.StateCompleted:
-		b.accepted("complete", b.complete(t0, store.JobCompleteItem{ID: id, Token: j.LeaseToken}), job.StateCompleted)
+		b.accepted("complete", b.complete(t0, job.CompleteItem{ID: id, Token: j.LeaseToken}), job.StateCompleted)
 	case job.StateDead:
-		b.accepted("fail", b.fail(t0, store.JobFailItem{ID: id, Token: j.LeaseToken, Message: "fatal", NoRetry: true}), job.StateDead)
+		b.accepted("fail", b.fail(t0, job.FailItem{ID: id, Token: j.LeaseToken, Message: "fatal", NoRetry: true}), job.StateDead)
 	default:
 		b.t.Fatalf("jobIn: unknown state %q", state)
 	}
@@ -297,12 +297,12 @@ func (b *bundle) jobIn(state job.State, queue string, opts ...func(*store.JobIns
 // pages of limit jobs, and returns every job listed.
 func (b *bundle) listAll(queue string, state job.State, limit int) []*job.Job {
 	b.t.Helper()
-	return b.listEvery(store.JobListParams{Queue: queue, State: state, Limit: limit})
+	return b.listEvery(job.ListParams{Queue: queue, State: state, Limit: limit})
 }
 
 // listEvery pages through the listing p names, p.Limit jobs a page, and
 // returns every job listed.
-func (b *bundle) listEvery(params store.JobListParams) []*job.Job {
+func (b *bundle) listEvery(params job.ListParams) []*job.Job {
 	b.t.Helper()
 	queue, state, limit := params.Queue, params.State, params.Limit
 	var all []*job.Job
@@ -569,7 +569,7 @@ func idsOf(js []*job.Job) []string {
 	return out
 }
 
-func queueNames(qs []store.QueueInfo) []string {
+func queueNames(qs []job.QueueInfo) []string {
 	out := make([]string, len(qs))
 	for i, q := range qs {
 		out[i] = q.Name
@@ -578,7 +578,7 @@ func queueNames(qs []store.QueueInfo) []string {
 }
 
 // queue returns one queue, which must exist.
-func (b *bundle) queue(name string) *store.QueueInfo {
+func (b *bundle) queue(name string) *job.QueueInfo {
 	b.t.Helper()
 	q, err := b.s.QueueGet(b.ctx, name)
 	if err != nil {

@@ -76,16 +76,16 @@ func testConcurrentClaims(b *bundle) {
 					return
 				}
 				log.add(js)
-				var done []store.JobCompleteItem
-				var failed []store.JobFailItem
+				var done []job.CompleteItem
+				var failed []job.FailItem
 				for i, j := range js {
 					if j.Attempt != 1 || j.LeaseToken < 1 || j.State != job.StateActive {
 						b.t.Errorf("worker %d: job %s handed out in state %s, attempt %d, token %d", w, j.ID, j.State, j.Attempt, j.LeaseToken)
 					}
 					if i%2 == 0 {
-						done = append(done, store.JobCompleteItem{ID: j.ID, Token: j.LeaseToken})
+						done = append(done, job.CompleteItem{ID: j.ID, Token: j.LeaseToken})
 					} else {
-						failed = append(failed, store.JobFailItem{ID: j.ID, Token: j.LeaseToken, Message: "x", NoRetry: true})
+						failed = append(failed, job.FailItem{ID: j.ID, Token: j.LeaseToken, Message: "x", NoRetry: true})
 					}
 				}
 				if err := acceptAll(b, done, failed); err != nil {
@@ -106,7 +106,7 @@ func testConcurrentClaims(b *bundle) {
 }
 
 // acceptAll completes done and fails failed, and reports any refusal.
-func acceptAll(b *bundle, done []store.JobCompleteItem, failed []store.JobFailItem) error {
+func acceptAll(b *bundle, done []job.CompleteItem, failed []job.FailItem) error {
 	if len(done) > 0 {
 		out, err := b.s.JobComplete(b.ctx, &store.JobCompleteParams{Items: done, Now: at(time.Second)})
 		if err != nil {
@@ -180,9 +180,9 @@ func testClaimsRaceInserts(b *bundle) {
 					continue
 				}
 				log.add(js)
-				items := make([]store.JobCompleteItem, len(js))
+				items := make([]job.CompleteItem, len(js))
 				for i, j := range js {
-					items[i] = store.JobCompleteItem{ID: j.ID, Token: j.LeaseToken}
+					items[i] = job.CompleteItem{ID: j.ID, Token: j.LeaseToken}
 				}
 				if err := acceptAll(b, items, nil); err != nil {
 					b.t.Errorf("worker %d: %v", w, err)
@@ -271,28 +271,28 @@ func testRacingOutcomes(b *bundle) {
 	}
 	type result struct {
 		op string
-		o  store.Outcome
+		o  job.Outcome
 	}
 	results := make([][]result, jobs)
 	var wg sync.WaitGroup
 	for n, j := range js {
 		results[n] = make([]result, 4)
 		now := at(time.Second)
-		ops := []func() (string, []store.Outcome, error){
-			func() (string, []store.Outcome, error) {
-				out, err := b.s.JobComplete(b.ctx, &store.JobCompleteParams{Items: []store.JobCompleteItem{{ID: j.ID, Token: j.LeaseToken}}, Now: now})
+		ops := []func() (string, []job.Outcome, error){
+			func() (string, []job.Outcome, error) {
+				out, err := b.s.JobComplete(b.ctx, &store.JobCompleteParams{Items: []job.CompleteItem{{ID: j.ID, Token: j.LeaseToken}}, Now: now})
 				return "complete", out, err
 			},
-			func() (string, []store.Outcome, error) {
-				out, err := b.s.JobFail(b.ctx, &store.JobFailParams{Items: []store.JobFailItem{{ID: j.ID, Token: j.LeaseToken, Message: "x"}}, Now: now})
+			func() (string, []job.Outcome, error) {
+				out, err := b.s.JobFail(b.ctx, &store.JobFailParams{Items: []job.FailItem{{ID: j.ID, Token: j.LeaseToken, Message: "x"}}, Now: now})
 				return "fail", out, err
 			},
-			func() (string, []store.Outcome, error) {
-				out, err := b.s.JobRelease(b.ctx, &store.JobReleaseParams{Items: []store.JobReleaseItem{{ID: j.ID, Token: j.LeaseToken}}, Now: now})
+			func() (string, []job.Outcome, error) {
+				out, err := b.s.JobRelease(b.ctx, &store.JobReleaseParams{Items: []job.ReleaseItem{{ID: j.ID, Token: j.LeaseToken}}, Now: now})
 				return "release", out, err
 			},
-			func() (string, []store.Outcome, error) {
-				out, err := b.s.JobExtend(b.ctx, &store.JobExtendParams{Items: []store.JobExtendItem{{ID: j.ID, Token: j.LeaseToken}}, Now: now})
+			func() (string, []job.Outcome, error) {
+				out, err := b.s.JobExtend(b.ctx, &store.JobExtendParams{Items: []job.ExtendItem{{ID: j.ID, Token: j.LeaseToken}}, Now: now})
 				return "extend", out, err
 			},
 		}
@@ -350,7 +350,7 @@ func testRescueRacesAcks(b *bundle) {
 		go func() {
 			defer wg.Done()
 			for n := w; n < jobs; n += 4 {
-				out, err := b.s.JobComplete(b.ctx, &store.JobCompleteParams{Items: []store.JobCompleteItem{{ID: js[n].ID, Token: js[n].LeaseToken}}, Now: now})
+				out, err := b.s.JobComplete(b.ctx, &store.JobCompleteParams{Items: []job.CompleteItem{{ID: js[n].ID, Token: js[n].LeaseToken}}, Now: now})
 				if err != nil {
 					b.t.Errorf("complete: %v", err)
 					return

@@ -130,7 +130,7 @@ func testCreateRefusedInsert(b *bundle) {
 func testCreateTransact(b *bundle) {
 	held := b.jobIn(job.StateActive, "q")
 	b.refused("a stale token with queues to create", &store.JobTransactParams{
-		Complete: []store.JobCompleteItem{{ID: held.ID, Token: held.LeaseToken + 1}},
+		Complete: []job.CompleteItem{{ID: held.ID, Token: held.LeaseToken + 1}},
 		Insert:   []store.JobInsertParams{newJob("tx-a")},
 		Create:   []store.QueueConfig{queenLike("tx-a"), queenLike("tx-b")},
 		Now:      at(time.Minute),
@@ -138,7 +138,7 @@ func testCreateTransact(b *bundle) {
 	b.wantNoQueue("a refused transaction", "tx-a")
 	b.wantNoQueue("a refused transaction", "tx-b")
 	b.transact(&store.JobTransactParams{
-		Complete: []store.JobCompleteItem{{ID: held.ID, Token: held.LeaseToken}},
+		Complete: []job.CompleteItem{{ID: held.ID, Token: held.LeaseToken}},
 		Insert:   []store.JobInsertParams{newJob("tx-a")},
 		Create:   []store.QueueConfig{queenLike("tx-a"), queenLike("tx-b")},
 		Now:      at(time.Minute),

@@ -102,10 +102,10 @@ func (b *bundle) letterJob(queue string, maxAttempts int) store.JobInsertParams 
 }
 
 // failID claims job id of queue at now and fails it with message.
-func (b *bundle) failID(now time.Time, queue, id, message string, noRetry bool) store.Outcome {
+func (b *bundle) failID(now time.Time, queue, id, message string, noRetry bool) job.Outcome {
 	b.t.Helper()
 	j := b.claimID(now, queue, id)
-	return b.fail(now, store.JobFailItem{ID: id, Token: j.LeaseToken, Message: message, NoRetry: noRetry})[0]
+	return b.fail(now, job.FailItem{ID: id, Token: j.LeaseToken, Message: message, NoRetry: noRetry})[0]
 }
 
 // wantLetter fails unless copyID names the dead-letter copy, in dlq, of
@@ -231,10 +231,10 @@ func testDeadLetterNotOnCancel(b *bundle) {
 	running := b.add(newJob("orders", withPriority(topPriority), withMaxAttempts(1)))[0]
 	j := b.claimID(t0, "orders", running)
 	b.cancel(running, t0)
-	b.accepted("fail", b.fail(t0, store.JobFailItem{ID: running, Token: j.LeaseToken, Message: "stopped", NoRetry: true}), job.StateCancelled)
+	b.accepted("fail", b.fail(t0, job.FailItem{ID: running, Token: j.LeaseToken, Message: "stopped", NoRetry: true}), job.StateCancelled)
 	done := b.add(newJob("orders", withPriority(topPriority)))[0]
 	j = b.claimID(t0, "orders", done)
-	b.accepted("complete", b.complete(t0, store.JobCompleteItem{ID: done, Token: j.LeaseToken}), job.StateCompleted)
+	b.accepted("complete", b.complete(t0, job.CompleteItem{ID: done, Token: j.LeaseToken}), job.StateCompleted)
 	if n := len(b.lettersIn("orders-dlq")); n != 0 {
 		b.t.Fatalf("cancels and a completion left %d copies", n)
 	}
@@ -576,7 +576,7 @@ func testMaxWaitSweepActive(b *bundle) {
 	if res := b.sweep(at(10*time.Minute), 10); res.Count != 0 {
 		b.t.Fatalf("sweep killed %d active jobs", res.Count)
 	}
-	b.accepted("complete", b.complete(at(10*time.Minute), store.JobCompleteItem{ID: id, Token: j.LeaseToken}), job.StateCompleted)
+	b.accepted("complete", b.complete(at(10*time.Minute), job.CompleteItem{ID: id, Token: j.LeaseToken}), job.StateCompleted)
 	if n := len(b.lettersIn("q-dlq")); n != 0 {
 		b.t.Fatalf("%d copies of a completed job", n)
 	}

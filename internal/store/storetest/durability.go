@@ -52,9 +52,9 @@ func testDurabilityKept(b *bundle) {
 	}
 	for i, j := range js {
 		if i%2 == 0 {
-			b.accepted("complete", b.complete(at(time.Second), store.JobCompleteItem{ID: j.ID, Token: j.LeaseToken}), job.StateCompleted)
+			b.accepted("complete", b.complete(at(time.Second), job.CompleteItem{ID: j.ID, Token: j.LeaseToken}), job.StateCompleted)
 		} else {
-			b.accepted("fail", b.fail(at(time.Second), store.JobFailItem{ID: j.ID, Token: j.LeaseToken, Message: "x", NoRetry: true}), job.StateDead)
+			b.accepted("fail", b.fail(at(time.Second), job.FailItem{ID: j.ID, Token: j.LeaseToken, Message: "x", NoRetry: true}), job.StateDead)
 		}
 	}
 	for _, id := range ids {
@@ -224,7 +224,7 @@ func testDurabilityTokens(b *bundle) {
 			b.t.Fatalf("round %d (%s): token %d, not above %d, which this id had before", round, d, js[0].LeaseToken, last)
 		}
 		last = js[0].LeaseToken
-		b.accepted("ack", b.complete(now, store.JobCompleteItem{ID: id, Token: last}), job.StateCompleted)
+		b.accepted("ack", b.complete(now, job.CompleteItem{ID: id, Token: last}), job.StateCompleted)
 		if err := b.s.JobDelete(b.ctx, id); err != nil {
 			b.t.Fatalf("delete: %v", err)
 		}
@@ -251,11 +251,11 @@ func testDurabilityLateAck(b *bundle) {
 		p := levelJob("q-"+string(d), d)
 		b.add(p)
 		j := b.claimAt(t0, 1, p.Queue)[0]
-		item := store.JobCompleteItem{ID: j.ID, Token: j.LeaseToken}
+		item := job.CompleteItem{ID: j.ID, Token: j.LeaseToken}
 		b.accepted("ack", b.complete(at(time.Second), item), job.StateCompleted)
 		b.wantErr(string(d)+" job acked twice", b.complete(at(2*time.Second), item)[0].Err, job.ErrLeaseLost)
-		b.wantErr(string(d)+" job failed after its ack", b.fail(at(2*time.Second), store.JobFailItem{ID: j.ID, Token: j.LeaseToken, Message: "x"})[0].Err, job.ErrLeaseLost)
-		b.wantErr(string(d)+" job extended after its ack", b.extend(at(2*time.Second), store.JobExtendItem{ID: j.ID, Token: j.LeaseToken})[0].Err, job.ErrLeaseLost)
+		b.wantErr(string(d)+" job failed after its ack", b.fail(at(2*time.Second), job.FailItem{ID: j.ID, Token: j.LeaseToken, Message: "x"})[0].Err, job.ErrLeaseLost)
+		b.wantErr(string(d)+" job extended after its ack", b.extend(at(2*time.Second), job.ExtendItem{ID: j.ID, Token: j.LeaseToken})[0].Err, job.ErrLeaseLost)
 		err := b.s.JobProgress(b.ctx, &store.JobProgressParams{ID: j.ID, Token: j.LeaseToken, Progress: []byte(`1`), Now: at(2 * time.Second)})
 		b.wantErr(string(d)+" job's progress after its ack", err, job.ErrLeaseLost)
 		if got := b.get(j.ID); got.State != job.StateCompleted {

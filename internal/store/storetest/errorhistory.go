@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/internal/job"
-	"github.com/spoolq/spool/internal/store"
 )
 
 func errorHistoryTests() []group {
@@ -111,7 +110,7 @@ func testErrorHistoryBytes(b *bundle) {
 	now := t0
 	for i := 1; i <= n; i++ {
 		j := b.claimID(now, "q", id)
-		o := b.fail(now, store.JobFailItem{ID: id, Token: j.LeaseToken, Message: long(i)})[0]
+		o := b.fail(now, job.FailItem{ID: id, Token: j.LeaseToken, Message: long(i)})[0]
 		if o.Err != nil {
 			b.t.Fatalf("failure %d: %v", i, o.Err)
 		}

@@ -57,9 +57,9 @@ func (b *bundle) limit(queue string, l job.Limits) {
 // completeAll acknowledges js at now.
 func (b *bundle) completeAll(now time.Time, js []*job.Job) {
 	b.t.Helper()
-	items := make([]store.JobCompleteItem, len(js))
+	items := make([]job.CompleteItem, len(js))
 	for i, j := range js {
-		items[i] = store.JobCompleteItem{ID: j.ID, Token: j.LeaseToken}
+		items[i] = job.CompleteItem{ID: j.ID, Token: j.LeaseToken}
 	}
 	for i, o := range b.complete(now, items...) {
 		if o.Err != nil {
@@ -192,9 +192,9 @@ func testFlowFreedPlaces(b *bundle) {
 	b.add(newJobs("q", 10)...)
 	b.limit("q", job.Limits{MaxActive: 1})
 	j := b.claimAt(t0, 5, "q")[0]
-	b.accepted("fail", b.fail(at(time.Second), store.JobFailItem{ID: j.ID, Token: j.LeaseToken, Message: "x", NoRetry: true}), job.StateDead)
+	b.accepted("fail", b.fail(at(time.Second), job.FailItem{ID: j.ID, Token: j.LeaseToken, Message: "x", NoRetry: true}), job.StateDead)
 	j = b.claimAt(at(time.Second), 5, "q")[0]
-	b.accepted("release", b.release(at(2*time.Second), store.JobReleaseItem{ID: j.ID, Token: j.LeaseToken}), job.StateAvailable)
+	b.accepted("release", b.release(at(2*time.Second), job.ReleaseItem{ID: j.ID, Token: j.LeaseToken}), job.StateAvailable)
 	j = b.claimAt(at(2*time.Second), 5, "q")[0]
 	if n := len(b.claimAt(at(2*time.Second), 5, "q")); n != 0 {
 		b.t.Fatalf("claim at the cap: %d jobs", n)
@@ -501,9 +501,9 @@ func testFlowConcurrentCaps(b *bundle) {
 				}
 				mu.Unlock()
 				if len(js) > 0 {
-					items := make([]store.JobCompleteItem, len(js))
+					items := make([]job.CompleteItem, len(js))
 					for i, j := range js {
-						items[i] = store.JobCompleteItem{ID: j.ID, Token: j.LeaseToken}
+						items[i] = job.CompleteItem{ID: j.ID, Token: j.LeaseToken}
 					}
 					if _, err := b.s.JobComplete(b.ctx, &store.JobCompleteParams{Items: items, Now: t0}); err != nil {
 						b.t.Errorf("complete: %v", err)

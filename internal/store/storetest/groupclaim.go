@@ -12,8 +12,8 @@ func groupClaimTests() []group {
 	return []group{{"ClaimOfOneGroup", []test{
 		{"OnlyTheGroupsJobsInClaimOrder", testGroupClaimOrder},
 		{"QueuesWithoutGroupsGiveNothing", testGroupClaimPlainQueues},
-		{"AHeldPartitionGivesNothing", testGroupClaimOrdered},
-		{"AHeldPartitionStaysHeldAcrossARestart", testGroupClaimOrderedRestart},
+		{"AHeldGroupGivesNothing", testGroupClaimOrdered},
+		{"AHeldGroupStaysHeldAcrossARestart", testGroupClaimOrderedRestart},
 		{"TheCapsAndRatesHold", testGroupClaimLimits},
 		{"PausedQueuesAndMaxWaitHold", testGroupClaimPausedAndWait},
 		{"ALaneHandsOutItsCopiesOfTheGroup", testGroupClaimLane},
@@ -98,26 +98,26 @@ func testGroupClaimPlainQueues(b *bundle) {
 	}
 }
 
-// In an ordered queue a claim of one partition gets its first job, then
+// In an ordered queue a claim of one group gets its first job, then
 // nothing while that job is active or waits out a retry (held, like a
 // cap), then the retried job before the jobs after it, then the next.
 func testGroupClaimOrdered(b *bundle) {
 	parts := b.orderedQueue("q", 2, 3)
 	first := b.claimGroup(t0, 10, "p0", "q").Jobs
 	if !slices.Equal(idsOf(first), parts["p0"][:1]) {
-		b.t.Fatalf("claim of partition p0: %v, want its first job %s", idsOf(first), parts["p0"][0])
+		b.t.Fatalf("claim of group p0: %v, want its first job %s", idsOf(first), parts["p0"][0])
 	}
 	held := b.claimGroup(t0, 10, "p0", "q")
 	if len(held.Jobs) != 0 || !slices.Equal(held.Capped, []string{"q"}) {
 		b.t.Fatalf("claim of p0 while its job runs: %v, capped %v; want nothing, capped q", idsOf(held.Jobs), held.Capped)
 	}
-	b.claimID(t0, "q", parts["p1"][0]) // the other partition goes on
+	b.claimID(t0, "q", parts["p1"][0]) // the other group goes on
 	b.completeAll(t0, first)
 	second := b.claimGroup(t0, 10, "p0", "q").Jobs
 	if !slices.Equal(idsOf(second), parts["p0"][1:2]) {
 		b.t.Fatalf("claim of p0 after its first job finished: %v, want %s", idsOf(second), parts["p0"][1])
 	}
-	b.accepted("fail", b.fail(t0, store.JobFailItem{ID: second[0].ID, Token: second[0].LeaseToken, Message: "boom", RetryAfter: time.Second}),
+	b.accepted("fail", b.fail(t0, job.FailItem{ID: second[0].ID, Token: second[0].LeaseToken, Message: "boom", RetryAfter: time.Second}),
 		job.StateRetrying)
 	held = b.claimGroup(at(500*time.Millisecond), 10, "p0", "q")
 	if len(held.Jobs) != 0 || !slices.Equal(held.Capped, []string{"q"}) {
@@ -132,14 +132,14 @@ func testGroupClaimOrdered(b *bundle) {
 	if last := b.claimGroup(at(2*time.Second), 10, "p0", "q").Jobs; !slices.Equal(idsOf(last), parts["p0"][2:]) {
 		b.t.Fatalf("claim of p0 after the retried job finished: %v, want %s", idsOf(last), parts["p0"][2])
 	}
-	// The claims without a group saw the same partition: p0 is held.
+	// The claims without a group saw the same group: p0 is held.
 	if js := b.claimAt(at(2*time.Second), 10, "q"); len(js) != 0 {
-		b.t.Fatalf("claim without a group while both partitions are held: %v", idsOf(js))
+		b.t.Fatalf("claim without a group while both groups are held: %v", idsOf(js))
 	}
 }
 
-// A partition held by a job waiting out a retry stays held across a
-// restart for a claim of that partition, which gets the job first once
+// A group held by a job waiting out a retry stays held across a
+// restart for a claim of that group, which gets the job first once
 // it is due.
 func testGroupClaimOrderedRestart(b *bundle) {
 	if b.h.Reopen == nil {
@@ -148,9 +148,9 @@ func testGroupClaimOrderedRestart(b *bundle) {
 	parts := b.orderedQueue("q", 2, 2)
 	a := b.claimGroup(t0, 10, "p0", "q").Jobs
 	if !slices.Equal(idsOf(a), parts["p0"][:1]) {
-		b.t.Fatalf("claim of partition p0: %v, want %s", idsOf(a), parts["p0"][0])
+		b.t.Fatalf("claim of group p0: %v, want %s", idsOf(a), parts["p0"][0])
 	}
-	b.accepted("fail", b.fail(t0, store.JobFailItem{ID: a[0].ID, Token: a[0].LeaseToken, Message: "boom", RetryAfter: time.Second}), job.StateRetrying)
+	b.accepted("fail", b.fail(t0, job.FailItem{ID: a[0].ID, Token: a[0].LeaseToken, Message: "boom", RetryAfter: time.Second}), job.StateRetrying)
 	b.reopen()
 	if js := b.claimGroup(t0, 10, "p0", "q").Jobs; len(js) != 0 {
 		b.t.Fatalf("claim of p0 after a restart while its job retries: %v, want none", idsOf(js))
@@ -236,7 +236,7 @@ func testGroupClaimPausedAndWait(b *bundle) {
 // A claim of one group from a consumer group's lane hands out the lane's
 // copies of that group's jobs alone; the queue's own jobs stay.
 func testGroupClaimLane(b *bundle) {
-	b.createGroup("q", "billing", store.StartBeginning, time.Time{})
+	b.createGroup("q", "billing", job.StartBeginning, time.Time{})
 	ids := b.add(grouped("q", "a", 2)...)
 	b.add(grouped("q", "b", 2)...)
 	b.add(newJob("q"))

@@ -17,7 +17,7 @@ func laneTests() []group {
 		{"TheListShowsEachGroupsLag", testLanesList},
 		{"TheListOfEveryQueuePagesByQueueAndName", testLanesListAll},
 		{"ADeletedGroupGetsNoMoreJobs", testLanesDelete},
-		{"EachGroupKeepsItsOwnPlaceInEveryPartition", testLanesOrdered},
+		{"EachGroupKeepsItsOwnPlaceInEveryGroup", testLanesOrdered},
 		{"ALaneFollowsItsQueuesPause", testLanesPause},
 		{"GroupsSurviveARestart", testLanesRestart},
 	}}}
@@ -25,7 +25,7 @@ func laneTests() []group {
 
 // createGroup creates consumer group name of queue starting at start,
 // which must create it.
-func (b *bundle) createGroup(queue, name string, start store.GroupStart, from time.Time) {
+func (b *bundle) createGroup(queue, name string, start job.ConsumerGroupStart, from time.Time) {
 	b.t.Helper()
 	created, err := b.s.ConsumerGroupCreate(b.ctx, &store.ConsumerGroupParams{Queue: queue, Name: name, Start: start, From: from, Now: t0})
 	if err != nil || !created {
@@ -34,7 +34,7 @@ func (b *bundle) createGroup(queue, name string, start store.GroupStart, from ti
 }
 
 // groupsOfQueue lists the consumer groups of queue.
-func (b *bundle) groupsOfQueue(queue string) []store.ConsumerGroup {
+func (b *bundle) groupsOfQueue(queue string) []job.ConsumerGroup {
 	b.t.Helper()
 	gs, err := b.s.ConsumerGroupList(b.ctx, queue)
 	if err != nil {
@@ -56,8 +56,8 @@ func copiesOf(ids []string, g string) []string {
 // with the job's payload, kind and group, and the queue's own fetches
 // still get the jobs themselves.
 func testLanesFanOut(b *bundle) {
-	b.createGroup("q", "billing", store.StartBeginning, time.Time{})
-	b.createGroup("q", "audit", store.StartBeginning, time.Time{})
+	b.createGroup("q", "billing", job.StartBeginning, time.Time{})
+	b.createGroup("q", "audit", job.StartBeginning, time.Time{})
 	ids := b.add(grouped("q", "tenant-1", 5)...)
 	for _, g := range []string{"billing", "audit"} {
 		js := b.claimAt(t0, 10, job.LaneName("q", g))
@@ -84,11 +84,11 @@ func testLanesFanOut(b *bundle) {
 // Acks, fails and retries of one group's copy touch neither the job nor
 // the other group's copy.
 func testLanesOwnState(b *bundle) {
-	b.createGroup("q", "a", store.StartBeginning, time.Time{})
-	b.createGroup("q", "b", store.StartBeginning, time.Time{})
+	b.createGroup("q", "a", job.StartBeginning, time.Time{})
+	b.createGroup("q", "b", job.StartBeginning, time.Time{})
 	id := b.add(newJob("q"))[0]
 	ca := b.claimID(t0, job.LaneName("q", "a"), job.CopyID(id, "a"))
-	b.accepted("fail", b.fail(t0, store.JobFailItem{ID: ca.ID, Token: ca.LeaseToken, Message: "boom", RetryAfter: time.Minute}), job.StateRetrying)
+	b.accepted("fail", b.fail(t0, job.FailItem{ID: ca.ID, Token: ca.LeaseToken, Message: "boom", RetryAfter: time.Minute}), job.StateRetrying)
 	cb := b.claimID(t0, job.LaneName("q", "b"), job.CopyID(id, "b"))
 	b.completeAll(t0, []*job.Job{cb})
 	if j := b.get(job.CopyID(id, "a")); j.State != job.StateRetrying || len(j.Errors) != 1 {
@@ -109,9 +109,9 @@ func testLanesStart(b *bundle) {
 	done := b.claimID(t0, "q", early[0])
 	b.completeAll(t0, []*job.Job{done})
 	late := idsOf(resultJobs(b.insertAt(at(10*time.Second), newJobs("q", 2)...)))
-	b.createGroup("q", "all", store.StartBeginning, time.Time{})
-	b.createGroup("q", "new", store.StartNew, time.Time{})
-	b.createGroup("q", "since", store.StartAt, at(5*time.Second))
+	b.createGroup("q", "all", job.StartBeginning, time.Time{})
+	b.createGroup("q", "new", job.StartNew, time.Time{})
+	b.createGroup("q", "since", job.StartAt, at(5*time.Second))
 	for _, c := range []struct {
 		group string
 		want  []string
@@ -147,34 +147,34 @@ func resultJobs(rs []store.InsertResult) []*job.Job {
 // new jobs only leaves the group nothing to do; a seek to a time replays
 // from there. Jobs out at the seek are taken back.
 func testLanesSeek(b *bundle) {
-	b.createGroup("q", "g", store.StartBeginning, time.Time{})
+	b.createGroup("q", "g", job.StartBeginning, time.Time{})
 	ids := b.add(newJobs("q", 3)...)
 	late := b.insertAt(at(10*time.Second), newJob("q"))[0].Job.ID
 	lane := job.LaneName("q", "g")
 	js := b.claimAt(at(11*time.Second), 10, lane)
 	b.completeAll(at(11*time.Second), js[:3])
 	out := js[3]
-	seek := func(start store.GroupStart, from time.Time) int {
+	seek := func(start job.ConsumerGroupStart, from time.Time) int {
 		n, err := b.s.ConsumerGroupSeek(b.ctx, &store.ConsumerGroupParams{Queue: "q", Name: "g", Start: start, From: from, Now: at(12 * time.Second)})
 		if err != nil {
 			b.t.Fatalf("seek: %v", err)
 		}
 		return n
 	}
-	if n := seek(store.StartBeginning, time.Time{}); n != 4 {
+	if n := seek(job.StartBeginning, time.Time{}); n != 4 {
 		b.t.Fatalf("seek to the beginning made %d copies, want 4", n)
 	}
 	b.wantCounts(lane, map[job.State]int64{job.StateAvailable: 4})
 	if got := idsOf(b.claimAt(at(13*time.Second), 10, lane)); !slices.Equal(got, copiesOf(append(ids, late), "g")) {
 		b.t.Fatalf("replay after a seek: %v", got)
 	}
-	if o := b.complete(at(13*time.Second), store.JobCompleteItem{ID: out.ID, Token: out.LeaseToken}); o[0].Err == nil {
+	if o := b.complete(at(13*time.Second), job.CompleteItem{ID: out.ID, Token: out.LeaseToken}); o[0].Err == nil {
 		b.t.Fatalf("an ack of a copy out before the seek: accepted")
 	}
-	if n := seek(store.StartAt, at(5*time.Second)); n != 1 {
+	if n := seek(job.StartAt, at(5*time.Second)); n != 1 {
 		b.t.Fatalf("seek to a time made %d copies, want 1", n)
 	}
-	if n := seek(store.StartNew, time.Time{}); n != 0 || b.counts(lane)[job.StateAvailable] != 0 {
+	if n := seek(job.StartNew, time.Time{}); n != 0 || b.counts(lane)[job.StateAvailable] != 0 {
 		b.t.Fatalf("seek to new jobs: %d copies, counts %v", n, b.counts(lane))
 	}
 	_, err := b.s.ConsumerGroupSeek(b.ctx, &store.ConsumerGroupParams{Queue: "q", Name: "nobody", Now: t0})
@@ -184,8 +184,8 @@ func testLanesSeek(b *bundle) {
 // The list gives each group its counts and the creation time of the
 // oldest job it has not finished.
 func testLanesList(b *bundle) {
-	b.createGroup("q", "b", store.StartBeginning, time.Time{})
-	b.createGroup("q", "a", store.StartBeginning, time.Time{})
+	b.createGroup("q", "b", job.StartBeginning, time.Time{})
+	b.createGroup("q", "a", job.StartBeginning, time.Time{})
 	first := b.insertAt(at(time.Second), newJob("q"))[0].Job.ID
 	b.insertAt(at(2*time.Second), newJob("q"))
 	js := b.claimAt(at(3*time.Second), 1, job.LaneName("q", "a"))
@@ -215,24 +215,24 @@ func testLanesList(b *bundle) {
 // its queue gives it (the jobs of every durability counted), in pages that follow one another from any group,
 // with the queues without groups left out.
 func testLanesListAll(b *bundle) {
-	if gs := b.allGroups(store.ConsumerGroupListParams{}); len(gs) != 0 {
+	if gs := b.allGroups(job.ConsumerGroupListParams{}); len(gs) != 0 {
 		b.t.Fatalf("groups of an empty store: %+v", gs)
 	}
 	for _, q := range []string{"plain", "q", "r.x", "zz"} {
 		b.add(newJobs(q, 2)...)
 	}
 	for _, g := range [][2]string{{"q", "b"}, {"r.x", "g"}, {"q", "a"}, {"a", "z"}, {"q", "B"}} {
-		b.createGroup(g[0], g[1], store.StartBeginning, time.Time{})
+		b.createGroup(g[0], g[1], job.StartBeginning, time.Time{})
 	}
 	for _, d := range b.h.durabilities() {
 		b.insertAt(at(time.Second), newJob("q", func(p *store.JobInsertParams) { p.Durability = d }))
 	}
 	b.completeAll(at(2*time.Second), b.claimAt(at(2*time.Second), 1, job.LaneName("q", "a")))
-	var want []store.ConsumerGroup
+	var want []job.ConsumerGroup
 	for _, q := range []string{"a", "q", "r.x"} {
 		want = append(want, b.groupsOfQueue(q)...)
 	}
-	names := func(gs []store.ConsumerGroup) []string {
+	names := func(gs []job.ConsumerGroup) []string {
 		out := make([]string, len(gs))
 		for i, g := range gs {
 			out[i] = g.Queue + "/" + g.Name
@@ -242,7 +242,7 @@ func testLanesListAll(b *bundle) {
 	if got := names(want); !slices.Equal(got, []string{"a/z", "q/B", "q/a", "q/b", "r.x/g"}) {
 		b.t.Fatalf("the groups of each queue: %v", got)
 	}
-	same := func(what string, got, want []store.ConsumerGroup) {
+	same := func(what string, got, want []job.ConsumerGroup) {
 		b.t.Helper()
 		if len(got) != len(want) {
 			b.t.Fatalf("%s: %v, want %v", what, names(got), names(want))
@@ -259,9 +259,9 @@ func testLanesListAll(b *bundle) {
 			}
 		}
 	}
-	same("one page", b.allGroups(store.ConsumerGroupListParams{}), want)
-	var paged []store.ConsumerGroup
-	after := store.ConsumerGroupListParams{Limit: 2}
+	same("one page", b.allGroups(job.ConsumerGroupListParams{}), want)
+	var paged []job.ConsumerGroup
+	after := job.ConsumerGroupListParams{Limit: 2}
 	for range len(want) + 1 {
 		page := b.allGroups(after)
 		if len(page) > 2 {
@@ -275,16 +275,16 @@ func testLanesListAll(b *bundle) {
 		after.AfterQueue, after.AfterName = last.Queue, last.Name
 	}
 	same("pages of 2", paged, want)
-	same("from queue q", b.allGroups(store.ConsumerGroupListParams{AfterQueue: "q"}), want[1:])
-	same("after q/a", b.allGroups(store.ConsumerGroupListParams{AfterQueue: "q", AfterName: "a", Limit: 1}), want[3:4])
+	same("from queue q", b.allGroups(job.ConsumerGroupListParams{AfterQueue: "q"}), want[1:])
+	same("after q/a", b.allGroups(job.ConsumerGroupListParams{AfterQueue: "q", AfterName: "a", Limit: 1}), want[3:4])
 	if err := b.s.ConsumerGroupDelete(b.ctx, "q", "a"); err != nil {
 		b.t.Fatalf("delete group: %v", err)
 	}
-	same("after a delete", b.allGroups(store.ConsumerGroupListParams{}), append(slices.Clone(want[:2]), want[3:]...))
+	same("after a delete", b.allGroups(job.ConsumerGroupListParams{}), append(slices.Clone(want[:2]), want[3:]...))
 }
 
 // allGroups lists one page of the groups of every queue.
-func (b *bundle) allGroups(p store.ConsumerGroupListParams) []store.ConsumerGroup {
+func (b *bundle) allGroups(p job.ConsumerGroupListParams) []job.ConsumerGroup {
 	b.t.Helper()
 	gs, err := b.s.ConsumerGroupListAll(b.ctx, &p)
 	if err != nil {
@@ -295,7 +295,7 @@ func (b *bundle) allGroups(p store.ConsumerGroupListParams) []store.ConsumerGrou
 
 // A deleted group loses its jobs and gets no copies of later ones.
 func testLanesDelete(b *bundle) {
-	b.createGroup("q", "g", store.StartBeginning, time.Time{})
+	b.createGroup("q", "g", job.StartBeginning, time.Time{})
 	b.add(newJobs("q", 2)...)
 	b.claimAt(t0, 1, job.LaneName("q", "g"))
 	if err := b.s.ConsumerGroupDelete(b.ctx, "q", "g"); err != nil {
@@ -310,18 +310,18 @@ func testLanesDelete(b *bundle) {
 	}
 	b.wantErr("delete an unknown group", b.s.ConsumerGroupDelete(b.ctx, "q", "g"), job.ErrNotFound)
 	// The name can be taken again, from a fresh start.
-	b.createGroup("q", "g", store.StartNew, time.Time{})
+	b.createGroup("q", "g", job.StartNew, time.Time{})
 }
 
-// In an ordered queue each group holds its own place in every partition:
+// In an ordered queue each group holds its own place in every group:
 // a group whose job fails waits, the other goes on.
 func testLanesOrdered(b *bundle) {
 	parts := b.orderedQueue("q", 1, 2)
-	b.createGroup("q", "a", store.StartBeginning, time.Time{})
-	b.createGroup("q", "b", store.StartBeginning, time.Time{})
+	b.createGroup("q", "a", job.StartBeginning, time.Time{})
+	b.createGroup("q", "b", job.StartBeginning, time.Time{})
 	first := parts["p0"][0]
 	ca := b.claimID(t0, job.LaneName("q", "a"), job.CopyID(first, "a"))
-	b.accepted("fail", b.fail(t0, store.JobFailItem{ID: ca.ID, Token: ca.LeaseToken, Message: "boom", RetryAfter: time.Hour}), job.StateRetrying)
+	b.accepted("fail", b.fail(t0, job.FailItem{ID: ca.ID, Token: ca.LeaseToken, Message: "boom", RetryAfter: time.Hour}), job.StateRetrying)
 	if got := b.claimAt(t0, 10, job.LaneName("q", "a")); len(got) != 0 {
 		b.t.Fatalf("group a while its first job retries: %v", idsOf(got))
 	}
@@ -332,7 +332,7 @@ func testLanesOrdered(b *bundle) {
 
 // Pausing a queue pauses its groups' lanes too.
 func testLanesPause(b *bundle) {
-	b.createGroup("q", "g", store.StartBeginning, time.Time{})
+	b.createGroup("q", "g", job.StartBeginning, time.Time{})
 	b.add(newJob("q"))
 	if err := b.s.QueueSetPaused(b.ctx, "q", true); err != nil {
 		b.t.Fatal(err)
@@ -353,7 +353,7 @@ func testLanesRestart(b *bundle) {
 	if b.h.Reopen == nil {
 		return
 	}
-	b.createGroup("q", "g", store.StartBeginning, time.Time{})
+	b.createGroup("q", "g", job.StartBeginning, time.Time{})
 	b.add(newJob("q"))
 	b.reopen()
 	id := b.add(newJob("q"))[0]

@@ -54,19 +54,19 @@ type leaseOp struct {
 
 var leaseOps = []leaseOp{
 	{"complete", func(b *bundle, id string, token int64) error {
-		return b.complete(at(time.Second), store.JobCompleteItem{ID: id, Token: token, Result: json.RawMessage(`1`)})[0].Err
+		return b.complete(at(time.Second), job.CompleteItem{ID: id, Token: token, Result: json.RawMessage(`1`)})[0].Err
 	}},
 	{"fail", func(b *bundle, id string, token int64) error {
-		return b.fail(at(time.Second), store.JobFailItem{ID: id, Token: token, Message: "boom"})[0].Err
+		return b.fail(at(time.Second), job.FailItem{ID: id, Token: token, Message: "boom"})[0].Err
 	}},
 	{"fail without retry", func(b *bundle, id string, token int64) error {
-		return b.fail(at(time.Second), store.JobFailItem{ID: id, Token: token, Message: "boom", NoRetry: true})[0].Err
+		return b.fail(at(time.Second), job.FailItem{ID: id, Token: token, Message: "boom", NoRetry: true})[0].Err
 	}},
 	{"extend", func(b *bundle, id string, token int64) error {
-		return b.extend(at(time.Second), store.JobExtendItem{ID: id, Token: token, Lease: time.Hour})[0].Err
+		return b.extend(at(time.Second), job.ExtendItem{ID: id, Token: token, Lease: time.Hour})[0].Err
 	}},
 	{"release", func(b *bundle, id string, token int64) error {
-		return b.release(at(time.Second), store.JobReleaseItem{ID: id, Token: token})[0].Err
+		return b.release(at(time.Second), job.ReleaseItem{ID: id, Token: token})[0].Err
 	}},
 	{"progress", func(b *bundle, id string, token int64) error {
 		return b.s.JobProgress(b.ctx, &store.JobProgressParams{ID: id, Token: token, Progress: json.RawMessage(`{"p":1}`), Now: at(time.Second)})
@@ -87,7 +87,7 @@ func testTokenStale(b *bundle) {
 	for i, op := range leaseOps {
 		queue := fmt.Sprintf("q%d", i)
 		first := b.jobIn(job.StateActive, queue)
-		b.accepted("release", b.release(t0, store.JobReleaseItem{ID: first.ID, Token: first.LeaseToken}), job.StateAvailable)
+		b.accepted("release", b.release(t0, job.ReleaseItem{ID: first.ID, Token: first.LeaseToken}), job.StateAvailable)
 		second := b.claimID(at(time.Second), queue, first.ID)
 		if second.LeaseToken <= first.LeaseToken {
 			b.t.Fatalf("second hand-out token %d, first %d", second.LeaseToken, first.LeaseToken)
@@ -132,7 +132,7 @@ func testTokenMixedBatch(b *bundle) {
 		good = append(good, b.jobIn(job.StateActive, "q"))
 		bad = append(bad, b.jobIn(job.StateActive, "q"))
 	}
-	check := func(what string, out []store.Outcome, want job.State) {
+	check := func(what string, out []job.Outcome, want job.State) {
 		b.t.Helper()
 		if out[0].Err != nil || out[0].State != want || out[0].Queue != "q" {
 			b.t.Fatalf("%s: good item %+v, want accepted in state %s of queue q", what, out[0], want)
@@ -144,18 +144,18 @@ func testTokenMixedBatch(b *bundle) {
 		}
 	}
 	now := at(time.Second)
-	check("complete", b.complete(now, store.JobCompleteItem{ID: good[0].ID, Token: good[0].LeaseToken},
-		store.JobCompleteItem{ID: "no-such-job", Token: 1}, store.JobCompleteItem{ID: bad[0].ID, Token: 99},
-		store.JobCompleteItem{ID: bad[1].ID, Token: bad[1].LeaseToken}), job.StateCompleted)
-	check("fail", b.fail(now, store.JobFailItem{ID: good[1].ID, Token: good[1].LeaseToken, Message: "x"},
-		store.JobFailItem{ID: "no-such-job", Token: 1}, store.JobFailItem{ID: bad[0].ID, Token: 99},
-		store.JobFailItem{ID: bad[2].ID, Token: bad[2].LeaseToken}), job.StateRetrying)
-	check("extend", b.extend(now, store.JobExtendItem{ID: good[2].ID, Token: good[2].LeaseToken},
-		store.JobExtendItem{ID: "no-such-job", Token: 1}, store.JobExtendItem{ID: bad[0].ID, Token: 99},
-		store.JobExtendItem{ID: bad[3].ID, Token: bad[3].LeaseToken}), job.StateActive)
-	check("release", b.release(now, store.JobReleaseItem{ID: good[3].ID, Token: good[3].LeaseToken},
-		store.JobReleaseItem{ID: "no-such-job", Token: 1}, store.JobReleaseItem{ID: bad[0].ID, Token: 99},
-		store.JobReleaseItem{ID: bad[3].ID, Token: bad[3].LeaseToken}), job.StateAvailable)
+	check("complete", b.complete(now, job.CompleteItem{ID: good[0].ID, Token: good[0].LeaseToken},
+		job.CompleteItem{ID: "no-such-job", Token: 1}, job.CompleteItem{ID: bad[0].ID, Token: 99},
+		job.CompleteItem{ID: bad[1].ID, Token: bad[1].LeaseToken}), job.StateCompleted)
+	check("fail", b.fail(now, job.FailItem{ID: good[1].ID, Token: good[1].LeaseToken, Message: "x"},
+		job.FailItem{ID: "no-such-job", Token: 1}, job.FailItem{ID: bad[0].ID, Token: 99},
+		job.FailItem{ID: bad[2].ID, Token: bad[2].LeaseToken}), job.StateRetrying)
+	check("extend", b.extend(now, job.ExtendItem{ID: good[2].ID, Token: good[2].LeaseToken},
+		job.ExtendItem{ID: "no-such-job", Token: 1}, job.ExtendItem{ID: bad[0].ID, Token: 99},
+		job.ExtendItem{ID: bad[3].ID, Token: bad[3].LeaseToken}), job.StateActive)
+	check("release", b.release(now, job.ReleaseItem{ID: good[3].ID, Token: good[3].LeaseToken},
+		job.ReleaseItem{ID: "no-such-job", Token: 1}, job.ReleaseItem{ID: bad[0].ID, Token: 99},
+		job.ReleaseItem{ID: bad[3].ID, Token: bad[3].LeaseToken}), job.StateAvailable)
 	b.unchanged("refused batch items", bad[0])
 	b.wantCounts("q", map[job.State]int64{job.StateActive: 2, job.StateCompleted: 2, job.StateRetrying: 2, job.StateAvailable: 2})
 }
@@ -164,7 +164,7 @@ func testTokenMixedBatch(b *bundle) {
 // its lease cleared; its token and attempt stay.
 func testComplete(b *bundle) {
 	j := b.jobIn(job.StateActive, "q")
-	out := b.complete(at(5*time.Second), store.JobCompleteItem{ID: j.ID, Token: j.LeaseToken, Result: json.RawMessage(`{"ok": true, "n": [1,2]}`)})
+	out := b.complete(at(5*time.Second), job.CompleteItem{ID: j.ID, Token: j.LeaseToken, Result: json.RawMessage(`{"ok": true, "n": [1,2]}`)})
 	if o := out[0]; o.Err != nil || o.State != job.StateCompleted || o.Queue != "q" {
 		b.t.Fatalf("outcome %+v, want completed in queue q", o)
 	}
@@ -172,7 +172,7 @@ func testComplete(b *bundle) {
 	want.State, want.FinishedAt, want.LeaseExpiresAt = job.StateCompleted, at(5*time.Second), time.Time{}
 	want.Result = json.RawMessage(`{"ok":true,"n":[1,2]}`)
 	b.unchanged("checking a completed job", &want)
-	b.wantErr("second ack", b.complete(at(6*time.Second), store.JobCompleteItem{ID: j.ID, Token: j.LeaseToken})[0].Err, job.ErrLeaseLost)
+	b.wantErr("second ack", b.complete(at(6*time.Second), job.CompleteItem{ID: j.ID, Token: j.LeaseToken})[0].Err, job.ErrLeaseLost)
 	b.unchanged("a second ack", &want)
 	b.wantCounts("q", map[job.State]int64{job.StateCompleted: 1})
 }
@@ -182,7 +182,7 @@ func testComplete(b *bundle) {
 func testCompleteCancelRequested(b *bundle) {
 	j := b.jobIn(job.StateActive, "q")
 	b.cancel(j.ID, at(time.Second))
-	out := b.complete(at(2*time.Second), store.JobCompleteItem{ID: j.ID, Token: j.LeaseToken, Result: json.RawMessage(`"partial"`)})
+	out := b.complete(at(2*time.Second), job.CompleteItem{ID: j.ID, Token: j.LeaseToken, Result: json.RawMessage(`"partial"`)})
 	if o := out[0]; o.Err != nil || o.State != job.StateCancelled || o.Queue != "q" {
 		b.t.Fatalf("outcome %+v, want cancelled in queue q", o)
 	}
@@ -213,7 +213,7 @@ func testFailRetries(b *bundle) {
 		if attempt == 2 {
 			rnd = nil
 		}
-		out := b.failRand(now, rnd, store.JobFailItem{ID: id, Token: j.LeaseToken, Message: msg})
+		out := b.failRand(now, rnd, job.FailItem{ID: id, Token: j.LeaseToken, Message: msg})
 		errs = append(errs, job.AttemptError{Attempt: attempt, Message: msg, At: now})
 		want := *j
 		want.Errors, want.LeaseExpiresAt = errs, time.Time{}
@@ -243,7 +243,7 @@ func testFailRetries(b *bundle) {
 // RetryAfter replaces the backoff delay.
 func testFailRetryAfter(b *bundle) {
 	j := b.jobIn(job.StateActive, "q", withBackoff(job.Backoff{Kind: job.BackoffFixed, Base: time.Second}))
-	out := b.failRand(at(time.Minute), func() float64 { return 0.9 }, store.JobFailItem{ID: j.ID, Token: j.LeaseToken, Message: "slow down", RetryAfter: 2 * time.Hour})
+	out := b.failRand(at(time.Minute), func() float64 { return 0.9 }, job.FailItem{ID: j.ID, Token: j.LeaseToken, Message: "slow down", RetryAfter: 2 * time.Hour})
 	if o := out[0]; o.Err != nil || o.State != job.StateRetrying || !o.RunAt.Equal(at(time.Minute+2*time.Hour)) {
 		b.t.Fatalf("outcome %+v, want retrying at %v", o, at(time.Minute+2*time.Hour))
 	}
@@ -255,7 +255,7 @@ func testFailRetryAfter(b *bundle) {
 // NoRetry ends the job dead however many attempts it has left.
 func testFailNoRetry(b *bundle) {
 	j := b.jobIn(job.StateActive, "q", withMaxAttempts(10))
-	out := b.fail(at(time.Second), store.JobFailItem{ID: j.ID, Token: j.LeaseToken, Message: "bad input", NoRetry: true})
+	out := b.fail(at(time.Second), job.FailItem{ID: j.ID, Token: j.LeaseToken, Message: "bad input", NoRetry: true})
 	if o := out[0]; o.Err != nil || o.State != job.StateDead || o.Queue != "q" {
 		b.t.Fatalf("outcome %+v, want dead", o)
 	}
@@ -270,7 +270,7 @@ func testFailNoRetry(b *bundle) {
 // job's errors hold one entry per failed attempt on every store.
 func testFailWithoutMessage(b *bundle) {
 	j := b.jobIn(job.StateActive, "q", withMaxAttempts(10))
-	out := b.fail(at(time.Second), store.JobFailItem{ID: j.ID, Token: j.LeaseToken})
+	out := b.fail(at(time.Second), job.FailItem{ID: j.ID, Token: j.LeaseToken})
 	if o := out[0]; o.Err != nil || o.State != job.StateRetrying {
 		b.t.Fatalf("outcome %+v, want retrying", o)
 	}
@@ -285,7 +285,7 @@ func testFailWithoutMessage(b *bundle) {
 func testFailCancelRequested(b *bundle) {
 	j := b.jobIn(job.StateActive, "q", withMaxAttempts(10))
 	b.cancel(j.ID, t0)
-	out := b.fail(at(time.Second), store.JobFailItem{ID: j.ID, Token: j.LeaseToken, Message: "stopped"})
+	out := b.fail(at(time.Second), job.FailItem{ID: j.ID, Token: j.LeaseToken, Message: "stopped"})
 	if o := out[0]; o.Err != nil || o.State != job.StateCancelled || o.Queue != "q" {
 		b.t.Fatalf("outcome %+v, want cancelled", o)
 	}
@@ -316,7 +316,7 @@ func testExtend(b *bundle) {
 		{at(10 * time.Second), 2 * time.Minute, at(130 * time.Second)},
 		{at(20 * time.Second), time.Second, at(21 * time.Second)},
 	} {
-		out := b.extend(tc.now, store.JobExtendItem{ID: id, Token: j.LeaseToken, Lease: tc.lease})
+		out := b.extend(tc.now, job.ExtendItem{ID: id, Token: j.LeaseToken, Lease: tc.lease})
 		if o := out[0]; o.Err != nil || o.State != job.StateActive || o.Queue != "q" || !o.LeaseExpiresAt.Equal(tc.want) || o.CancelRequested {
 			b.t.Fatalf("extend by %v at %v: outcome %+v, want active until %v", tc.lease, tc.now, o, tc.want)
 		}
@@ -333,7 +333,7 @@ func testExtend(b *bundle) {
 func testExtendCancelRequested(b *bundle) {
 	j := b.jobIn(job.StateActive, "q")
 	b.cancel(j.ID, t0)
-	out := b.extend(at(time.Second), store.JobExtendItem{ID: j.ID, Token: j.LeaseToken})
+	out := b.extend(at(time.Second), job.ExtendItem{ID: j.ID, Token: j.LeaseToken})
 	if o := out[0]; o.Err != nil || !o.CancelRequested || o.State != job.StateActive || !o.LeaseExpiresAt.Equal(at(31*time.Second)) {
 		b.t.Fatalf("outcome %+v, want active with cancel requested until %v", o, at(31*time.Second))
 	}
@@ -351,7 +351,7 @@ func testProgress(b *bundle) {
 		want.Progress = json.RawMessage(p)
 		b.unchanged("checking a progress report", &want)
 	}
-	b.accepted("release", b.release(at(2*time.Second), store.JobReleaseItem{ID: j.ID, Token: j.LeaseToken}), job.StateAvailable)
+	b.accepted("release", b.release(at(2*time.Second), job.ReleaseItem{ID: j.ID, Token: j.LeaseToken}), job.StateAvailable)
 	again := b.claimID(at(3*time.Second), "q", j.ID)
 	if len(again.Progress) != 0 || len(b.get(j.ID).Progress) != 0 {
 		b.t.Fatalf("new hand-out kept the progress %s of the last one", again.Progress)
@@ -363,12 +363,12 @@ func testProgress(b *bundle) {
 func testRelease(b *bundle) {
 	id := b.add(newJob("q", withMaxAttempts(5)))[0]
 	first := b.claimID(t0, "q", id)
-	b.accepted("fail", b.fail(at(time.Second), store.JobFailItem{ID: id, Token: first.LeaseToken, Message: "once"}), job.StateRetrying)
+	b.accepted("fail", b.fail(at(time.Second), job.FailItem{ID: id, Token: first.LeaseToken, Message: "once"}), job.StateRetrying)
 	if _, err := b.s.JobPromoteDue(b.ctx, at(time.Hour), 10); err != nil {
 		b.t.Fatalf("promote: %v", err)
 	}
 	j := b.claimID(at(time.Hour), "q", id)
-	out := b.release(at(time.Hour+time.Second), store.JobReleaseItem{ID: id, Token: j.LeaseToken})
+	out := b.release(at(time.Hour+time.Second), job.ReleaseItem{ID: id, Token: j.LeaseToken})
 	if o := out[0]; o.Err != nil || o.State != job.StateAvailable || o.Queue != "q" {
 		b.t.Fatalf("outcome %+v, want available in queue q", o)
 	}
@@ -386,8 +386,8 @@ func testRelease(b *bundle) {
 func testReleaseReclaim(b *bundle) {
 	ids := b.add(newJobs("q", 3)...)
 	js := b.claimAt(t0, 2, "q")
-	b.accepted("release", b.release(at(time.Second), store.JobReleaseItem{ID: js[1].ID, Token: js[1].LeaseToken},
-		store.JobReleaseItem{ID: js[0].ID, Token: js[0].LeaseToken}), job.StateAvailable)
+	b.accepted("release", b.release(at(time.Second), job.ReleaseItem{ID: js[1].ID, Token: js[1].LeaseToken},
+		job.ReleaseItem{ID: js[0].ID, Token: js[0].LeaseToken}), job.StateAvailable)
 	again := b.claimAt(at(2*time.Second), 3, "q")
 	if len(again) != 3 || again[0].ID != ids[0] || again[1].ID != ids[1] || again[2].ID != ids[2] {
 		b.t.Fatalf("claim after release: %v, want %v", idsOf(again), ids)
@@ -403,7 +403,7 @@ func testReleaseReclaim(b *bundle) {
 func testReleaseCancelRequested(b *bundle) {
 	j := b.jobIn(job.StateActive, "q")
 	b.cancel(j.ID, t0)
-	out := b.release(at(time.Second), store.JobReleaseItem{ID: j.ID, Token: j.LeaseToken})
+	out := b.release(at(time.Second), job.ReleaseItem{ID: j.ID, Token: j.LeaseToken})
 	if o := out[0]; o.Err != nil || o.State != job.StateCancelled || o.Queue != "q" {
 		b.t.Fatalf("outcome %+v, want cancelled", o)
 	}

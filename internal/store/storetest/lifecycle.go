@@ -71,26 +71,26 @@ func testClose(b *bundle) {
 			return err
 		},
 		"JobComplete": func() error {
-			_, err := s.JobComplete(ctx, &store.JobCompleteParams{Items: []store.JobCompleteItem{{ID: j.ID, Token: j.LeaseToken}}, Now: t0})
+			_, err := s.JobComplete(ctx, &store.JobCompleteParams{Items: []job.CompleteItem{{ID: j.ID, Token: j.LeaseToken}}, Now: t0})
 			return err
 		},
 		"JobFail": func() error {
-			_, err := s.JobFail(ctx, &store.JobFailParams{Items: []store.JobFailItem{{ID: j.ID, Token: j.LeaseToken}}, Now: t0})
+			_, err := s.JobFail(ctx, &store.JobFailParams{Items: []job.FailItem{{ID: j.ID, Token: j.LeaseToken}}, Now: t0})
 			return err
 		},
 		"JobExtend": func() error {
-			_, err := s.JobExtend(ctx, &store.JobExtendParams{Items: []store.JobExtendItem{{ID: j.ID, Token: j.LeaseToken}}, Now: t0})
+			_, err := s.JobExtend(ctx, &store.JobExtendParams{Items: []job.ExtendItem{{ID: j.ID, Token: j.LeaseToken}}, Now: t0})
 			return err
 		},
 		"JobProgress": func() error {
 			return s.JobProgress(ctx, &store.JobProgressParams{ID: j.ID, Token: j.LeaseToken, Progress: json.RawMessage(`1`), Now: t0})
 		},
 		"JobRelease": func() error {
-			_, err := s.JobRelease(ctx, &store.JobReleaseParams{Items: []store.JobReleaseItem{{ID: j.ID, Token: j.LeaseToken}}, Now: t0})
+			_, err := s.JobRelease(ctx, &store.JobReleaseParams{Items: []job.ReleaseItem{{ID: j.ID, Token: j.LeaseToken}}, Now: t0})
 			return err
 		},
 		"JobGet":    func() error { _, err := s.JobGet(ctx, j.ID); return err },
-		"JobList":   func() error { _, err := s.JobList(ctx, &store.JobListParams{Limit: 10}); return err },
+		"JobList":   func() error { _, err := s.JobList(ctx, &job.ListParams{Limit: 10}); return err },
 		"JobCancel": func() error { _, err := s.JobCancel(ctx, j.ID, t0); return err },
 		"JobRetry":  func() error { _, err := s.JobRetry(ctx, j.ID, t0); return err },
 		"JobDelete": func() error { return s.JobDelete(ctx, j.ID) },
@@ -151,12 +151,12 @@ func testRestart(b *bundle) {
 		b.t.Fatalf("pause: %v", err)
 	}
 	js := b.claimAt(t0, 3, "q")
-	b.accepted("complete", b.complete(at(time.Second), store.JobCompleteItem{ID: js[0].ID, Token: js[0].LeaseToken, Result: json.RawMessage(`"r"`)}), job.StateCompleted)
-	b.accepted("fail", b.fail(at(time.Second), store.JobFailItem{ID: js[1].ID, Token: js[1].LeaseToken, Message: "x"}), job.StateRetrying)
+	b.accepted("complete", b.complete(at(time.Second), job.CompleteItem{ID: js[0].ID, Token: js[0].LeaseToken, Result: json.RawMessage(`"r"`)}), job.StateCompleted)
+	b.accepted("fail", b.fail(at(time.Second), job.FailItem{ID: js[1].ID, Token: js[1].LeaseToken, Message: "x"}), job.StateRetrying)
 	if err := b.s.JobProgress(b.ctx, &store.JobProgressParams{ID: js[2].ID, Token: js[2].LeaseToken, Progress: json.RawMessage(`{"p":1}`), Now: t0}); err != nil {
 		b.t.Fatalf("progress: %v", err)
 	}
-	page, err := b.s.JobList(b.ctx, &store.JobListParams{Limit: 4})
+	page, err := b.s.JobList(b.ctx, &job.ListParams{Limit: 4})
 	if err != nil || page.Next == "" {
 		b.t.Fatalf("first page: %+v, %v", page, err)
 	}
@@ -180,11 +180,11 @@ func testRestart(b *bundle) {
 			b.t.Fatalf("job %d after restart: %s", i, d)
 		}
 	}
-	rest, err := b.s.JobList(b.ctx, &store.JobListParams{Limit: 1000, Cursor: page.Next})
+	rest, err := b.s.JobList(b.ctx, &job.ListParams{Limit: 1000, Cursor: page.Next})
 	if err != nil || !slices.Equal(idsOf(rest.Jobs), idsOf(jobs[4:])) {
 		b.t.Fatalf("page after restart with an earlier cursor: %v, %v", idsOf(rest.Jobs), err)
 	}
-	b.accepted("complete", b.complete(at(2*time.Second), store.JobCompleteItem{ID: js[2].ID, Token: js[2].LeaseToken}), job.StateCompleted)
+	b.accepted("complete", b.complete(at(2*time.Second), job.CompleteItem{ID: js[2].ID, Token: js[2].LeaseToken}), job.StateCompleted)
 	if res := b.insertAt(at(time.Hour), newJob("q", withUnique("u", 0))); !res[0].Duplicate {
 		b.t.Fatal("a unique key was forgotten in the restart")
 	}

@@ -35,7 +35,7 @@ func testPromote(b *bundle) {
 	sched := b.add(newJob("q", scheduledAt(at(time.Minute))), newJob("q", scheduledAt(at(2*time.Minute))),
 		newJob("q", scheduledAt(at(3*time.Minute))))
 	r := b.jobIn(job.StateActive, "r")
-	b.accepted("fail", b.fail(t0, store.JobFailItem{ID: r.ID, Token: r.LeaseToken, Message: "x", RetryAfter: 90 * time.Second}), job.StateRetrying)
+	b.accepted("fail", b.fail(t0, job.FailItem{ID: r.ID, Token: r.LeaseToken, Message: "x", RetryAfter: 90 * time.Second}), job.StateRetrying)
 	b.jobIn(job.StateActive, "s")
 	b.jobIn(job.StateAvailable, "s")
 	b.jobIn(job.StateRetrying, "late", func(p *store.JobInsertParams) { p.Backoff.Base = time.Hour })
@@ -137,7 +137,7 @@ func testRescue(b *bundle) {
 			want.FinishedAt = now
 		}
 		b.unchanged("checking a rescued job", &want)
-		b.wantErr("ack after the lease expired", b.complete(now, store.JobCompleteItem{ID: tc.id, Token: held[tc.id].LeaseToken})[0].Err, job.ErrLeaseLost)
+		b.wantErr("ack after the lease expired", b.complete(now, job.CompleteItem{ID: tc.id, Token: held[tc.id].LeaseToken})[0].Err, job.ErrLeaseLost)
 	}
 	b.unchanged("rescue of a running lease", held[ids[2]])
 	again := b.claimAt(now, 10, "q")
@@ -186,12 +186,12 @@ func (b *bundle) finishAt(st job.State, queue string, when time.Time) string {
 	j := b.jobIn(job.StateActive, queue)
 	switch st {
 	case job.StateCompleted:
-		b.accepted("complete", b.complete(when, store.JobCompleteItem{ID: j.ID, Token: j.LeaseToken}), st)
+		b.accepted("complete", b.complete(when, job.CompleteItem{ID: j.ID, Token: j.LeaseToken}), st)
 	case job.StateDead:
-		b.accepted("fail", b.fail(when, store.JobFailItem{ID: j.ID, Token: j.LeaseToken, NoRetry: true}), st)
+		b.accepted("fail", b.fail(when, job.FailItem{ID: j.ID, Token: j.LeaseToken, NoRetry: true}), st)
 	case job.StateCancelled:
 		b.cancel(j.ID, when)
-		b.accepted("release", b.release(when, store.JobReleaseItem{ID: j.ID, Token: j.LeaseToken}), st)
+		b.accepted("release", b.release(when, job.ReleaseItem{ID: j.ID, Token: j.LeaseToken}), st)
 	default:
 		b.t.Fatalf("finishAt: %s is not final", st)
 	}

@@ -414,16 +414,16 @@ func (m *model) outcome() {
 		token = j.token
 	}
 	m.op = kind + " " + j.id
-	var o store.Outcome
+	var o job.Outcome
 	switch kind {
 	case "complete":
-		o = m.b.complete(m.now, store.JobCompleteItem{ID: j.id, Token: token})[0]
+		o = m.b.complete(m.now, job.CompleteItem{ID: j.id, Token: token})[0]
 	case "fail", "fail for good":
-		o = m.b.fail(m.now, store.JobFailItem{ID: j.id, Token: token, Message: "x", NoRetry: kind == "fail for good"})[0]
+		o = m.b.fail(m.now, job.FailItem{ID: j.id, Token: token, Message: "x", NoRetry: kind == "fail for good"})[0]
 	case "release":
-		o = m.b.release(m.now, store.JobReleaseItem{ID: j.id, Token: token})[0]
+		o = m.b.release(m.now, job.ReleaseItem{ID: j.id, Token: token})[0]
 	case "extend":
-		o = m.b.extend(m.now, store.JobExtendItem{ID: j.id, Token: token})[0]
+		o = m.b.extend(m.now, job.ExtendItem{ID: j.id, Token: token})[0]
 	}
 	if !valid {
 		if !errors.Is(o.Err, job.ErrLeaseLost) {

@@ -15,7 +15,7 @@ import (
 // control is not predicted but checked: the model works out what each
 // group could hand out, then holds the store's answer to the rules that
 // leave it no choice (the limits, the order within a group, an ordered
-// partition's holder, every job that may start handed out while the
+// group's holder, every job that may start handed out while the
 // claim wants more, turns shared fairly), then follows it.
 
 // maxRatePeriod is the longest period of a model rate: starts older than
@@ -117,7 +117,7 @@ func (m *model) recordStarts(q, g string, n int) {
 }
 
 // holder is the job that holds group g of the ordered queue q
-// (job.HoldsGroup), or nil: at most one, since a partition hands out
+// (job.HoldsGroup), or nil: at most one, since a group hands out
 // nothing while it is held.
 func (m *model) holder(q, g string) *mjob {
 	var h *mjob
@@ -137,7 +137,7 @@ type mgroup struct {
 	name string
 	// free are its available jobs that may start (not past their wait),
 	// in claim order; cands those the rules let go out next, in the order
-	// they must: free, or in an ordered partition its available holder
+	// they must: free, or in an ordered group its available holder
 	// alone, or nothing while the holder is out (held).
 	free, cands []*mjob
 	held        bool

@@ -65,8 +65,8 @@ func (m *model) consumerGroup() {
 // lane gets a copy of each job of the queue that the start names, in
 // enqueue order, due when the job is.
 func (m *model) createGroup(q, cg string) {
-	p := &store.ConsumerGroupParams{Queue: q, Name: cg, Start: store.GroupStart(m.rng.IntN(3)), Now: m.now}
-	if p.Start == store.StartAt {
+	p := &store.ConsumerGroupParams{Queue: q, Name: cg, Start: job.ConsumerGroupStart(m.rng.IntN(3)), Now: m.now}
+	if p.Start == job.StartAt {
 		p.From = m.now.Add(-time.Duration(m.rng.IntN(60)) * time.Second)
 	}
 	m.op = fmt.Sprintf("create consumer group %s of %s from %d at %v", cg, q, p.Start, p.From.Sub(t0))
@@ -84,7 +84,7 @@ func (m *model) createGroup(q, cg string) {
 	}
 	var from []*mjob
 	for _, j := range m.jobs {
-		if j.queue == q && (p.Start == store.StartBeginning || (p.Start == store.StartAt && !j.created.Before(p.From))) {
+		if j.queue == q && (p.Start == job.StartBeginning || (p.Start == job.StartAt && !j.created.Before(p.From))) {
 			from = append(from, j)
 		}
 	}
@@ -103,7 +103,7 @@ func (m *model) createGroup(q, cg string) {
 // counts (counts by queue, from the model).
 func (m *model) compareLanes(counts map[string]map[job.State]int64) {
 	m.b.t.Helper()
-	gs, err := m.b.s.ConsumerGroupListAll(m.b.ctx, &store.ConsumerGroupListParams{})
+	gs, err := m.b.s.ConsumerGroupListAll(m.b.ctx, &job.ConsumerGroupListParams{})
 	if err != nil {
 		m.fatalf("list the consumer groups: %v", err)
 	}

@@ -30,7 +30,7 @@ func observeTests() []group {
 
 // wantAttempt fails the test unless o tells the attempt of j (kind,
 // attempt number and start) ending with its job in state.
-func (b *bundle) wantAttempt(what string, o store.Outcome, j *job.Job, state job.State) {
+func (b *bundle) wantAttempt(what string, o job.Outcome, j *job.Job, state job.State) {
 	b.t.Helper()
 	if o.Err != nil || o.State != state || o.Queue != j.Queue || o.Kind != j.Kind || o.Attempt != j.Attempt || !o.StartedAt.Equal(j.StartedAt) {
 		b.t.Fatalf("%s: outcome %+v, want %s in %s with kind %s, attempt %d started at %v",
@@ -52,20 +52,20 @@ func testOutcomeAttempt(b *bundle) {
 	if len(byID) != 4 {
 		b.t.Fatalf("claimed %v, want %v", idsOf(js), ids)
 	}
-	ack := b.complete(at(7*time.Second), store.JobCompleteItem{ID: ids[0], Token: byID[ids[0]].LeaseToken},
-		store.JobCompleteItem{ID: ids[1], Token: byID[ids[1]].LeaseToken + 1})
+	ack := b.complete(at(7*time.Second), job.CompleteItem{ID: ids[0], Token: byID[ids[0]].LeaseToken},
+		job.CompleteItem{ID: ids[1], Token: byID[ids[1]].LeaseToken + 1})
 	b.wantAttempt("ack", ack[0], byID[ids[0]], job.StateCompleted)
 	if o := ack[1]; o.Err == nil || o.Kind != "" || o.Attempt != 0 || !o.StartedAt.IsZero() {
 		b.t.Fatalf("refused ack: outcome %+v, want an error and no attempt", o)
 	}
-	b.wantAttempt("fail", b.fail(at(8*time.Second), store.JobFailItem{ID: ids[1], Token: byID[ids[1]].LeaseToken, Message: "x"})[0],
+	b.wantAttempt("fail", b.fail(at(8*time.Second), job.FailItem{ID: ids[1], Token: byID[ids[1]].LeaseToken, Message: "x"})[0],
 		byID[ids[1]], job.StateRetrying)
-	b.wantAttempt("fail of the last attempt", b.fail(at(8*time.Second), store.JobFailItem{ID: ids[3], Token: byID[ids[3]].LeaseToken})[0],
+	b.wantAttempt("fail of the last attempt", b.fail(at(8*time.Second), job.FailItem{ID: ids[3], Token: byID[ids[3]].LeaseToken})[0],
 		byID[ids[3]], job.StateDead)
-	if o := b.extend(at(8*time.Second), store.JobExtendItem{ID: ids[2], Token: byID[ids[2]].LeaseToken})[0]; o.Err != nil || o.Attempt != 0 || !o.StartedAt.IsZero() {
+	if o := b.extend(at(8*time.Second), job.ExtendItem{ID: ids[2], Token: byID[ids[2]].LeaseToken})[0]; o.Err != nil || o.Attempt != 0 || !o.StartedAt.IsZero() {
 		b.t.Fatalf("extend: outcome %+v, want accepted without an attempt", o)
 	}
-	b.wantAttempt("release", b.release(at(9*time.Second), store.JobReleaseItem{ID: ids[2], Token: byID[ids[2]].LeaseToken})[0],
+	b.wantAttempt("release", b.release(at(9*time.Second), job.ReleaseItem{ID: ids[2], Token: byID[ids[2]].LeaseToken})[0],
 		byID[ids[2]], job.StateAvailable)
 
 	// A later attempt tells its own number and start.
@@ -81,7 +81,7 @@ func testOutcomeAttempt(b *bundle) {
 	if again == nil || again.Attempt != 2 {
 		b.t.Fatalf("second claim of %s: %+v, want attempt 2", ids[1], again)
 	}
-	b.wantAttempt("ack of the second attempt", b.complete(at(time.Hour+time.Second), store.JobCompleteItem{ID: ids[1], Token: again.LeaseToken})[0],
+	b.wantAttempt("ack of the second attempt", b.complete(at(time.Hour+time.Second), job.CompleteItem{ID: ids[1], Token: again.LeaseToken})[0],
 		again, job.StateCompleted)
 }
 
@@ -95,8 +95,8 @@ func testOutcomeAttemptTransact(b *bundle) {
 	}
 	byID := map[string]*job.Job{js[0].ID: js[0], js[1].ID: js[1]}
 	res, err := b.s.JobTransact(b.ctx, &store.JobTransactParams{
-		Complete: []store.JobCompleteItem{{ID: ids[0], Token: byID[ids[0]].LeaseToken}},
-		Fail:     []store.JobFailItem{{ID: ids[1], Token: byID[ids[1]].LeaseToken, Message: "x"}},
+		Complete: []job.CompleteItem{{ID: ids[0], Token: byID[ids[0]].LeaseToken}},
+		Fail:     []job.FailItem{{ID: ids[1], Token: byID[ids[1]].LeaseToken, Message: "x"}},
 		Insert:   []store.JobInsertParams{newJob("s")},
 		Now:      at(5 * time.Second),
 	})
@@ -147,13 +147,13 @@ func testOldestAvailable(b *bundle) {
 	first := b.claimID(t0, "q", ids[0])
 	b.wantOldest("the oldest handed out", map[string]time.Time{"q": at(-30 * time.Second), "empty": {}})
 	second := b.claimID(t0, "q", ids[1])
-	b.accepted("fail", b.fail(at(time.Second), store.JobFailItem{ID: ids[1], Token: second.LeaseToken, Message: "x"}), job.StateRetrying)
+	b.accepted("fail", b.fail(at(time.Second), job.FailItem{ID: ids[1], Token: second.LeaseToken, Message: "x"}), job.StateRetrying)
 	b.wantOldest("the second retrying", map[string]time.Time{"q": at(-10 * time.Second), "empty": {}})
-	b.accepted("release", b.release(at(2*time.Second), store.JobReleaseItem{ID: ids[0], Token: first.LeaseToken}), job.StateAvailable)
+	b.accepted("release", b.release(at(2*time.Second), job.ReleaseItem{ID: ids[0], Token: first.LeaseToken}), job.StateAvailable)
 	b.wantOldest("the oldest released", map[string]time.Time{"q": at(-time.Minute), "empty": {}})
 	b.cancel(ids[0], at(3*time.Second))
 	third := b.claimID(at(3*time.Second), "q", ids[2])
-	b.accepted("complete", b.complete(at(4*time.Second), store.JobCompleteItem{ID: ids[2], Token: third.LeaseToken}), job.StateCompleted)
+	b.accepted("complete", b.complete(at(4*time.Second), job.CompleteItem{ID: ids[2], Token: third.LeaseToken}), job.StateCompleted)
 	b.wantOldest("none available", map[string]time.Time{"q": {}, "empty": {}})
 }
 
@@ -170,7 +170,7 @@ func testOldestAvailablePriorities(b *bundle) {
 	}
 	b.wantOldest("all handed out", map[string]time.Time{"q": {}})
 	for _, j := range js[2:] {
-		b.accepted("release", b.release(at(time.Second), store.JobReleaseItem{ID: j.ID, Token: j.LeaseToken}), job.StateAvailable)
+		b.accepted("release", b.release(at(time.Second), job.ReleaseItem{ID: j.ID, Token: j.LeaseToken}), job.StateAvailable)
 	}
 	b.wantOldest("the lower priorities released", map[string]time.Time{"q": at(-time.Hour)})
 }
@@ -191,7 +191,7 @@ func testOldestAvailableGroups(b *bundle) {
 	b.wantOldest("all handed out", map[string]time.Time{"g": {}})
 	for _, j := range js {
 		if j.Group == "c" {
-			b.accepted("release", b.release(at(time.Second), store.JobReleaseItem{ID: j.ID, Token: j.LeaseToken}), job.StateAvailable)
+			b.accepted("release", b.release(at(time.Second), job.ReleaseItem{ID: j.ID, Token: j.LeaseToken}), job.StateAvailable)
 		}
 	}
 	b.wantOldest("group c released", map[string]time.Time{"g": at(-10 * time.Second)})

@@ -10,29 +10,29 @@ import (
 )
 
 func orderedTests() []group {
-	return []group{{"OrderedPartitions", []test{
-		{"OnePartitionJobAtATimeInOrder", testOrderedOneAtATime},
-		{"AFailedJobHoldsItsPartitionThroughItsBackoff", testOrderedFailHolds},
-		{"AnExpiredLeaseKeepsThePartition", testOrderedExpiryHolds},
+	return []group{{"OrderedGroups", []test{
+		{"OneGroupJobAtATimeInOrder", testOrderedOneAtATime},
+		{"AFailedJobHoldsItsGroupThroughItsBackoff", testOrderedFailHolds},
+		{"AnExpiredLeaseKeepsTheGroup", testOrderedExpiryHolds},
 		{"AReleasedJobGoesOutFirstAgain", testOrderedReleaseHolds},
 		{"ADeadOrCancelledJobLetsTheNextGo", testOrderedFinalFrees},
-		{"AHeldPartitionSurvivesARestart", testOrderedRestart},
+		{"AHeldGroupSurvivesARestart", testOrderedRestart},
 		{"AJobRetriedByHandStartsOver", testOrderedManualRetry},
-		{"PartitionsFinishInOrderUnderFailingWorkers", testOrderedConcurrent},
+		{"GroupsFinishInOrderUnderFailingWorkers", testOrderedConcurrent},
 		{"AJobReleasedOnItsFirstAttemptHoldsNothing", testOrderedFirstRelease},
-		{"APartitionStaysHeldWhenTheLimitsChangeWhileItsJobRuns", testOrderedHoldOverLimits},
+		{"AGroupStaysHeldWhenTheLimitsChangeWhileItsJobRuns", testOrderedHoldOverLimits},
 	}}}
 }
 
-// orderedQueue makes queue ordered and inserts, for each partition, n
-// jobs (payload n: 0, 1, …), the partitions' jobs interleaved; it returns
-// the ids of each partition in enqueue order.
-func (b *bundle) orderedQueue(queue string, partitions, n int, opts ...func(*store.JobInsertParams)) map[string][]string {
+// orderedQueue makes queue ordered and inserts, for each group, n
+// jobs (payload n: 0, 1, …), the groups' jobs interleaved; it returns
+// the ids of each group in enqueue order.
+func (b *bundle) orderedQueue(queue string, groups, n int, opts ...func(*store.JobInsertParams)) map[string][]string {
 	b.t.Helper()
 	b.limit(queue, job.Limits{Ordered: true}.Normalized())
 	var ps []store.JobInsertParams
 	for i := range n {
-		for p := range partitions {
+		for p := range groups {
 			jp := newJob(queue, opts...)
 			jp.Group = fmt.Sprintf("p%d", p)
 			jp.Payload = []byte(fmt.Sprintf(`{"n":%d}`, i))
@@ -40,14 +40,14 @@ func (b *bundle) orderedQueue(queue string, partitions, n int, opts ...func(*sto
 		}
 	}
 	ids := b.add(ps...)
-	out := make(map[string][]string, partitions)
+	out := make(map[string][]string, groups)
 	for i, jp := range ps {
 		out[jp.Group] = append(out[jp.Group], ids[i])
 	}
 	return out
 }
 
-// firstOf lists the ids of the i-th job of partitions p0…p(n-1).
+// firstOf lists the ids of the i-th job of groups p0…p(n-1).
 func firstOf(parts map[string][]string, i, n int) []string {
 	out := make([]string, n)
 	for p := range n {
@@ -63,16 +63,16 @@ func sortedIDs(js []*job.Job) []string {
 	return ids
 }
 
-// Each partition hands out its first job, then nothing until that job is
+// Each group hands out its first job, then nothing until that job is
 // finished, then its second.
 func testOrderedOneAtATime(b *bundle) {
 	parts := b.orderedQueue("q", 3, 3)
 	js := b.claimAt(t0, 10, "q")
 	if got, want := sortedIDs(js), sorted(firstOf(parts, 0, 3)...); !slices.Equal(got, want) {
-		b.t.Fatalf("first claim: %v, want the first job of each partition %v", got, want)
+		b.t.Fatalf("first claim: %v, want the first job of each group %v", got, want)
 	}
 	if more := b.claimAt(t0, 10, "q"); len(more) != 0 {
-		b.t.Fatalf("claim while every partition is held: %v, want none", idsOf(more))
+		b.t.Fatalf("claim while every group is held: %v, want none", idsOf(more))
 	}
 	b.completeAll(t0, js)
 	if got, want := sortedIDs(b.claimAt(t0, 10, "q")), sorted(firstOf(parts, 1, 3)...); !slices.Equal(got, want) {
@@ -80,7 +80,7 @@ func testOrderedOneAtATime(b *bundle) {
 	}
 }
 
-// A job that failed holds its partition while it waits out its backoff,
+// A job that failed holds its group while it waits out its backoff,
 // and goes out again before the jobs after it.
 func testOrderedFailHolds(b *bundle) {
 	parts := b.orderedQueue("q", 2, 2)
@@ -94,7 +94,7 @@ func testOrderedFailHolds(b *bundle) {
 	if a == nil {
 		b.t.Fatalf("first claim %v lacks %s", idsOf(first), parts["p0"][0])
 	}
-	b.accepted("fail", b.fail(t0, store.JobFailItem{ID: a.ID, Token: a.LeaseToken, Message: "boom", RetryAfter: time.Second}), job.StateRetrying)
+	b.accepted("fail", b.fail(t0, job.FailItem{ID: a.ID, Token: a.LeaseToken, Message: "boom", RetryAfter: time.Second}), job.StateRetrying)
 	for _, j := range first {
 		if j.ID != a.ID {
 			b.completeAll(t0, []*job.Job{j})
@@ -103,7 +103,7 @@ func testOrderedFailHolds(b *bundle) {
 	// p1 moves on; p0 waits for its failed job.
 	got := b.claimAt(at(500*time.Millisecond), 10, "q")
 	if !slices.Equal(idsOf(got), []string{parts["p1"][1]}) {
-		b.t.Fatalf("claim during the backoff: %v, want only %s of the other partition", idsOf(got), parts["p1"][1])
+		b.t.Fatalf("claim during the backoff: %v, want only %s of the other group", idsOf(got), parts["p1"][1])
 	}
 	b.promote(at(2 * time.Second))
 	again := b.claimAt(at(2*time.Second), 10, "q")
@@ -124,7 +124,7 @@ func (b *bundle) promote(now time.Time) {
 	}
 }
 
-// A job whose lease ran out holds its partition and goes out again first.
+// A job whose lease ran out holds its group and goes out again first.
 func testOrderedExpiryHolds(b *bundle) {
 	parts := b.orderedQueue("q", 1, 2, withLease(time.Second))
 	a := b.claimID(t0, "q", parts["p0"][0])
@@ -142,31 +142,31 @@ func testOrderedExpiryHolds(b *bundle) {
 func testOrderedReleaseHolds(b *bundle) {
 	parts := b.orderedQueue("q", 1, 3)
 	a := b.claimID(t0, "q", parts["p0"][0])
-	b.accepted("release", b.release(t0, store.JobReleaseItem{ID: a.ID, Token: a.LeaseToken}), job.StateAvailable)
+	b.accepted("release", b.release(t0, job.ReleaseItem{ID: a.ID, Token: a.LeaseToken}), job.StateAvailable)
 	again := b.claimID(t0, "q", a.ID)
 	b.completeAll(t0, []*job.Job{again})
 	b.claimID(t0, "q", parts["p0"][1])
 }
 
-// A job that dies or is cancelled lets the next job of its partition go.
+// A job that dies or is cancelled lets the next job of its group go.
 func testOrderedFinalFrees(b *bundle) {
 	parts := b.orderedQueue("q", 2, 2, withMaxAttempts(1))
 	first := b.claimAt(t0, 10, "q")
 	if len(first) != 2 {
-		b.t.Fatalf("first claim: %v, want one job of each partition", idsOf(first))
+		b.t.Fatalf("first claim: %v, want one job of each group", idsOf(first))
 	}
 	for _, j := range first {
 		if j.Group == "p0" {
-			b.accepted("fail", b.fail(t0, store.JobFailItem{ID: j.ID, Token: j.LeaseToken, Message: "no"}), job.StateDead)
+			b.accepted("fail", b.fail(t0, job.FailItem{ID: j.ID, Token: j.LeaseToken, Message: "no"}), job.StateDead)
 		}
 	}
 	b.claimID(t0, "q", parts["p0"][1])
 	// p1's first job fails into a retry, then is cancelled while it waits.
 	parts2 := b.orderedQueue("r", 1, 2)
 	c := b.claimID(t0, "r", parts2["p0"][0])
-	b.accepted("fail", b.fail(t0, store.JobFailItem{ID: c.ID, Token: c.LeaseToken, Message: "boom", RetryAfter: time.Hour}), job.StateRetrying)
+	b.accepted("fail", b.fail(t0, job.FailItem{ID: c.ID, Token: c.LeaseToken, Message: "boom", RetryAfter: time.Hour}), job.StateRetrying)
 	if got := b.claimAt(t0, 10, "r"); len(got) != 0 {
-		b.t.Fatalf("claim while the partition's job retries: %v, want none", idsOf(got))
+		b.t.Fatalf("claim while the group's job retries: %v, want none", idsOf(got))
 	}
 	if j := b.cancel(c.ID, t0); j.State != job.StateCancelled {
 		b.t.Fatalf("cancel a retrying job: state %s", j.State)
@@ -174,37 +174,37 @@ func testOrderedFinalFrees(b *bundle) {
 	b.claimID(t0, "r", parts2["p0"][1])
 }
 
-// A partition held by a failed job stays held across a restart.
+// A group held by a failed job stays held across a restart.
 func testOrderedRestart(b *bundle) {
 	if b.h.Reopen == nil {
 		return
 	}
 	parts := b.orderedQueue("q", 1, 2)
 	a := b.claimID(t0, "q", parts["p0"][0])
-	b.accepted("fail", b.fail(t0, store.JobFailItem{ID: a.ID, Token: a.LeaseToken, Message: "boom", RetryAfter: time.Second}), job.StateRetrying)
+	b.accepted("fail", b.fail(t0, job.FailItem{ID: a.ID, Token: a.LeaseToken, Message: "boom", RetryAfter: time.Second}), job.StateRetrying)
 	b.reopen()
 	if got := b.claimAt(t0, 10, "q"); len(got) != 0 {
-		b.t.Fatalf("claim after a restart while the partition's job retries: %v, want none", idsOf(got))
+		b.t.Fatalf("claim after a restart while the group's job retries: %v, want none", idsOf(got))
 	}
 	b.promote(at(2 * time.Second))
 	b.claimID(at(2*time.Second), "q", a.ID)
 }
 
-// With 1,000 partitions and concurrent workers that fail a tenth of their
-// jobs at random and release another tenth, every partition's jobs
-// complete in enqueue order and never two of a partition at once.
+// With 1,000 groups and concurrent workers that fail a tenth of their
+// jobs at random and release another tenth, every group's jobs
+// complete in enqueue order and never two of a group at once.
 func testOrderedConcurrent(b *bundle) {
-	const partitions, perPartition, workers = 1000, 3, 4
-	parts := b.orderedQueue("q", partitions, perPartition, withMaxAttempts(100), withLease(time.Hour))
+	const groups, perGroup, workers = 1000, 3, 4
+	parts := b.orderedQueue("q", groups, perGroup, withMaxAttempts(100), withLease(time.Hour))
 	OrderedWorkers(b.t, []store.Store{b.s}, "q", parts, workers, t0)
 }
 
 // A job retried by hand starts its attempts over: it no longer holds its
-// partition, and takes its place by its new run time.
+// group, and takes its place by its new run time.
 func testOrderedManualRetry(b *bundle) {
 	parts := b.orderedQueue("q", 1, 2)
 	a := b.claimID(t0, "q", parts["p0"][0])
-	b.accepted("fail", b.fail(t0, store.JobFailItem{ID: a.ID, Token: a.LeaseToken, Message: "boom", RetryAfter: time.Hour}), job.StateRetrying)
+	b.accepted("fail", b.fail(t0, job.FailItem{ID: a.ID, Token: a.LeaseToken, Message: "boom", RetryAfter: time.Hour}), job.StateRetrying)
 	if _, err := b.s.JobRetry(b.ctx, a.ID, at(time.Second)); err != nil {
 		b.t.Fatalf("retry by hand: %v", err)
 	}
@@ -212,21 +212,21 @@ func testOrderedManualRetry(b *bundle) {
 }
 
 // A job handed back unrun on its first attempt counts as never handed out
-// (job.HoldsGroup): it holds its partition no more, and a job of higher
+// (job.HoldsGroup): it holds its group no more, and a job of higher
 // priority enqueued after it goes out first.
 func testOrderedFirstRelease(b *bundle) {
 	parts := b.orderedQueue("q", 1, 1)
 	a := b.claimID(t0, "q", parts["p0"][0])
 	urgent := b.add(newJob("q", inGroup("p0"), withPriority(5)))[0]
-	b.accepted("release", b.release(t0, store.JobReleaseItem{ID: a.ID, Token: a.LeaseToken}), job.StateAvailable)
+	b.accepted("release", b.release(t0, job.ReleaseItem{ID: a.ID, Token: a.LeaseToken}), job.StateAvailable)
 	if js := b.claimAt(t0, 5, "q"); !slices.Equal(idsOf(js), []string{urgent}) {
 		b.t.Fatalf("claim after a first attempt was released: %v, want the job of priority 5 %s", idsOf(js), urgent)
 	}
 }
 
-// A partition whose job is out on its first attempt stays held when the
+// A group whose job is out on its first attempt stays held when the
 // queue's limits change meanwhile: after the job fails into a retry, the
-// partition hands out nothing, then that job first.
+// group hands out nothing, then that job first.
 func testOrderedHoldOverLimits(b *bundle) {
 	parts := b.orderedQueue("q", 2, 2)
 	a := b.claimID(t0, "q", parts["p0"][0])
@@ -234,9 +234,9 @@ func testOrderedHoldOverLimits(b *bundle) {
 	if js := b.claimAt(t0, 5, "q"); !slices.Equal(idsOf(js), parts["p1"][:1]) {
 		b.t.Fatalf("claim after the limits changed: %v, want p1's first job %s", idsOf(js), parts["p1"][0])
 	}
-	b.accepted("fail", b.fail(t0, store.JobFailItem{ID: a.ID, Token: a.LeaseToken, Message: "boom", RetryAfter: time.Second}), job.StateRetrying)
+	b.accepted("fail", b.fail(t0, job.FailItem{ID: a.ID, Token: a.LeaseToken, Message: "boom", RetryAfter: time.Second}), job.StateRetrying)
 	if js := b.claimAt(t0, 5, "q"); len(js) != 0 {
-		b.t.Fatalf("claim while the partitions' jobs are out or wait out a retry: %v, want none", idsOf(js))
+		b.t.Fatalf("claim while the groups' jobs are out or wait out a retry: %v, want none", idsOf(js))
 	}
 	b.promote(at(2 * time.Second))
 	if js := b.claimAt(at(2*time.Second), 5, "q"); !slices.Equal(idsOf(js), []string{a.ID}) {

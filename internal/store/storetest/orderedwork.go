@@ -18,9 +18,9 @@ import (
 // fail into a retry of a millisecond, a tenth are released, the rest are
 // acked; a promoter on the first node brings the retries back. The
 // clock starts at start and moves a millisecond a call. It returns once
-// every job of parts (each partition's ids in enqueue order) completed,
+// every job of parts (each group's ids in enqueue order) completed,
 // or after two minutes, and fails t unless every job completed, never
-// two jobs of a partition were out at once, and every partition completed
+// two jobs of a group were out at once, and every group completed
 // in enqueue order. The jobs need attempts enough for their failures.
 func OrderedWorkers(t testing.TB, nodes []store.Store, queue string, parts map[string][]string, workers int, start time.Time) {
 	t.Helper()
@@ -33,8 +33,8 @@ func OrderedWorkers(t testing.TB, nodes []store.Store, queue string, parts map[s
 	now := func() time.Time { return start.Add(time.Duration(clock.Add(1)) * time.Millisecond) }
 	var (
 		mu        sync.Mutex
-		active    = map[string]string{}   // partition → the job out
-		completed = map[string][]string{} // partition → ids in completion order
+		active    = map[string]string{}   // group → the job out
+		completed = map[string][]string{} // group → ids in completion order
 		done      atomic.Int64
 		stop      = make(chan struct{})
 		promoter  sync.WaitGroup
@@ -71,7 +71,7 @@ func OrderedWorkers(t testing.TB, nodes []store.Store, queue string, parts map[s
 				mu.Lock()
 				for _, j := range js {
 					if other, ok := active[j.Group]; ok {
-						t.Errorf("partition %s: %s handed out while %s is out", j.Group, j.ID, other)
+						t.Errorf("group %s: %s handed out while %s is out", j.Group, j.ID, other)
 					}
 					active[j.Group] = j.ID
 				}
@@ -95,7 +95,7 @@ func OrderedWorkers(t testing.TB, nodes []store.Store, queue string, parts map[s
 	}
 	for p, ids := range parts {
 		if !slices.Equal(completed[p], ids) {
-			t.Fatalf("partition %s completed %v, enqueued %v", p, completed[p], ids)
+			t.Fatalf("group %s completed %v, enqueued %v", p, completed[p], ids)
 		}
 	}
 }
@@ -103,7 +103,7 @@ func OrderedWorkers(t testing.TB, nodes []store.Store, queue string, parts map[s
 // endOrdered ends job j of OrderedWorkers as roll says (0: fail, 1:
 // release, else ack) and reports whether it completed. The job leaves
 // active, and an ack is recorded in completed, before the call is sent:
-// the partition's next job cannot go out before the call commits.
+// the group's next job cannot go out before the call commits.
 func endOrdered(ctx context.Context, t testing.TB, s store.Store, j *job.Job, roll int, now func() time.Time,
 	mu *sync.Mutex, active map[string]string, completed map[string][]string) bool {
 	mu.Lock()
@@ -112,16 +112,16 @@ func endOrdered(ctx context.Context, t testing.TB, s store.Store, j *job.Job, ro
 		completed[j.Group] = append(completed[j.Group], j.ID)
 	}
 	mu.Unlock()
-	var out []store.Outcome
+	var out []job.Outcome
 	var err error
 	switch roll {
 	case 0:
 		out, err = s.JobFail(ctx, &store.JobFailParams{Now: now(),
-			Items: []store.JobFailItem{{ID: j.ID, Token: j.LeaseToken, Message: "random", RetryAfter: time.Millisecond}}})
+			Items: []job.FailItem{{ID: j.ID, Token: j.LeaseToken, Message: "random", RetryAfter: time.Millisecond}}})
 	case 1:
-		out, err = s.JobRelease(ctx, &store.JobReleaseParams{Now: now(), Items: []store.JobReleaseItem{{ID: j.ID, Token: j.LeaseToken}}})
+		out, err = s.JobRelease(ctx, &store.JobReleaseParams{Now: now(), Items: []job.ReleaseItem{{ID: j.ID, Token: j.LeaseToken}}})
 	default:
-		out, err = s.JobComplete(ctx, &store.JobCompleteParams{Now: now(), Items: []store.JobCompleteItem{{ID: j.ID, Token: j.LeaseToken}}})
+		out, err = s.JobComplete(ctx, &store.JobCompleteParams{Now: now(), Items: []job.CompleteItem{{ID: j.ID, Token: j.LeaseToken}}})
 	}
 	if err != nil || out[0].Err != nil {
 		t.Errorf("end %s (%d): %v %+v", j.ID, roll, err, out)

@@ -35,8 +35,8 @@ func scheduleTests() []group {
 
 // newSchedule is a schedule definition named name firing every minute,
 // starting at t0.
-func newSchedule(name string) store.Schedule {
-	return store.Schedule{
+func newSchedule(name string) job.Schedule {
+	return job.Schedule{
 		Name: name, Cron: "*/1 * * * *", Timezone: "Europe/Berlin", Misfire: "catch_up", MaxCatchUp: 7,
 		Job:      []byte(`{"queue":"cron","kind":"tick", "payload":{"n":1}}`),
 		LastTick: t0, NextRunAt: at(time.Minute),
@@ -44,7 +44,7 @@ func newSchedule(name string) store.Schedule {
 }
 
 // upsert stores def at now and returns the schedule as stored.
-func (b *bundle) upsert(def store.Schedule, restart bool, now time.Time) (*store.Schedule, bool) {
+func (b *bundle) upsert(def job.Schedule, restart bool, now time.Time) (*job.Schedule, bool) {
 	b.t.Helper()
 	s, created, err := b.s.ScheduleUpsert(b.ctx, &store.ScheduleUpsertParams{Schedule: def, Restart: restart, Now: now})
 	if err != nil {
@@ -54,7 +54,7 @@ func (b *bundle) upsert(def store.Schedule, restart bool, now time.Time) (*store
 }
 
 // getSchedule reads a schedule, which must exist.
-func (b *bundle) getSchedule(name string) *store.Schedule {
+func (b *bundle) getSchedule(name string) *job.Schedule {
 	b.t.Helper()
 	s, err := b.s.ScheduleGet(b.ctx, name)
 	if err != nil {
@@ -64,7 +64,7 @@ func (b *bundle) getSchedule(name string) *store.Schedule {
 }
 
 // diffSchedule lists the fields in which got differs from want, or "".
-func diffSchedule(got, want *store.Schedule) string {
+func diffSchedule(got, want *job.Schedule) string {
 	var d []string
 	add := func(field string, g, w any) { d = append(d, fmt.Sprintf("%s %v, want %v", field, g, w)) }
 	if got.Name != want.Name || got.Cron != want.Cron || got.Timezone != want.Timezone || got.Every != want.Every {
@@ -468,7 +468,7 @@ func testScheduleFireMany(b *bundle) {
 
 // A call in which one firing fails fires none of its schedules.
 func testScheduleFireManyFails(b *bundle) {
-	before := map[string]*store.Schedule{}
+	before := map[string]*job.Schedule{}
 	for _, name := range []string{"a", "b"} {
 		before[name], _ = b.upsert(newSchedule(name), false, t0)
 	}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/internal/job"
-	"github.com/spoolq/spool/internal/store"
+	"github.com/spoolq/spool/internal/session"
 )
 
 func sessionTests() []group {
@@ -23,22 +23,22 @@ func sessionTests() []group {
 }
 
 // newSession is a session of token created at created and live for life.
-func newSession(name, token string, created time.Time, life time.Duration) store.Session {
+func newSession(name, token string, created time.Time, life time.Duration) session.Session {
 	sum := sha256.Sum256([]byte(name))
-	return store.Session{IDHash: hex.EncodeToString(sum[:]), TokenName: token, TokenFingerprint: "fp-" + token,
+	return session.Session{IDHash: hex.EncodeToString(sum[:]), TokenName: token, TokenFingerprint: "fp-" + token,
 		CreatedAt: created, ExpiresAt: created.Add(life)}
 }
 
 // createSession stores se at now under a cap of max sessions per token.
-func (b *bundle) createSession(se store.Session, max int, now time.Time) {
+func (b *bundle) createSession(se session.Session, max int, now time.Time) {
 	b.t.Helper()
-	if err := b.s.SessionCreate(b.ctx, &store.SessionCreateParams{Session: se, MaxPerToken: max, Now: now}); err != nil {
+	if err := b.s.SessionCreate(b.ctx, &session.CreateParams{Session: se, MaxPerToken: max, Now: now}); err != nil {
 		b.t.Fatalf("create session %s: %v", se.IDHash[:8], err)
 	}
 }
 
 // sessionAt is the session of idHash live at now, nil when there is none.
-func (b *bundle) sessionAt(idHash string, now time.Time) *store.Session {
+func (b *bundle) sessionAt(idHash string, now time.Time) *session.Session {
 	b.t.Helper()
 	se, err := b.s.SessionGet(b.ctx, idHash, now)
 	if errors.Is(err, job.ErrNotFound) {
@@ -123,7 +123,7 @@ func testSessionDelete(b *bundle) {
 }
 
 func testSessionCap(b *bundle) {
-	var ops []store.Session
+	var ops []session.Session
 	for i := range 5 {
 		se := newSession(fmt.Sprint("ops", i), "ops", at(time.Duration(i)*time.Minute), time.Hour)
 		ops = append(ops, se)
@@ -156,7 +156,7 @@ func testSessionCap(b *bundle) {
 }
 
 func testSessionPrune(b *bundle) {
-	var short []store.Session
+	var short []session.Session
 	for i := range 3 {
 		se := newSession(fmt.Sprint("short", i), fmt.Sprint("tok", i%2), at(0), time.Minute)
 		short = append(short, se)
@@ -179,7 +179,7 @@ func testSessionPrune(b *bundle) {
 func testSessionRefused(b *bundle) {
 	se := newSession("s1", "ops", at(0), time.Hour)
 	b.createSession(se, 10, at(0))
-	for name, p := range map[string]store.SessionCreateParams{
+	for name, p := range map[string]session.CreateParams{
 		"the same id":      {Session: newSession("s1", "viewer", at(time.Minute), time.Hour), MaxPerToken: 10, Now: at(time.Minute)},
 		"expired at birth": {Session: newSession("s2", "ops", at(0), time.Minute), MaxPerToken: 10, Now: at(time.Minute)},
 		"no cap":           {Session: newSession("s3", "ops", at(0), time.Hour), MaxPerToken: 0, Now: at(0)},

@@ -75,11 +75,11 @@ func testTransact(b *bundle) {
 	now := at(time.Minute)
 	next, later := newJob("next"), newJob("next", scheduledAt(at(time.Hour)))
 	res := b.transact(&store.JobTransactParams{
-		Complete: []store.JobCompleteItem{
+		Complete: []job.CompleteItem{
 			{ID: acked.ID, Token: acked.LeaseToken, Result: json.RawMessage(`{"ok":true}`)},
 			{ID: cancelled.ID, Token: cancelled.LeaseToken},
 		},
-		Fail: []store.JobFailItem{
+		Fail: []job.FailItem{
 			{ID: retried.ID, Token: retried.LeaseToken, Message: "again"},
 			{ID: killed.ID, Token: killed.LeaseToken, Message: "fatal", NoRetry: true},
 		},
@@ -132,8 +132,8 @@ func testTransactLevels(b *bundle) {
 		f := b.jobIn(job.StateActive, q, func(p *store.JobInsertParams) { p.Durability = d })
 		ins := levelJob(q, d)
 		res := b.transact(&store.JobTransactParams{
-			Complete: []store.JobCompleteItem{{ID: a.ID, Token: a.LeaseToken}},
-			Fail:     []store.JobFailItem{{ID: f.ID, Token: f.LeaseToken, Message: "x", NoRetry: true}},
+			Complete: []job.CompleteItem{{ID: a.ID, Token: a.LeaseToken}},
+			Fail:     []job.FailItem{{ID: f.ID, Token: f.LeaseToken, Message: "x", NoRetry: true}},
 			Insert:   []store.JobInsertParams{ins},
 			Now:      at(time.Second),
 		})
@@ -144,7 +144,7 @@ func testTransactLevels(b *bundle) {
 			b.t.Fatalf("level %s: inserted job %s at level %s", d, j.State, j.Durability)
 		}
 		alone := b.jobIn(job.StateActive, q, func(p *store.JobInsertParams) { p.Durability = d })
-		b.transact(&store.JobTransactParams{Complete: []store.JobCompleteItem{{ID: alone.ID, Token: alone.LeaseToken}}, Now: at(time.Second)})
+		b.transact(&store.JobTransactParams{Complete: []job.CompleteItem{{ID: alone.ID, Token: alone.LeaseToken}}, Now: at(time.Second)})
 		b.transact(&store.JobTransactParams{Insert: []store.JobInsertParams{levelJob(q, d)}, Now: at(time.Second)})
 		b.wantCounts(q, map[job.State]int64{job.StateCompleted: 2, job.StateDead: 1, job.StateAvailable: 2})
 	}
@@ -186,31 +186,31 @@ func testTransactStaleToken(b *bundle) {
 	good := b.jobIn(job.StateActive, "q")
 	other := b.jobIn(job.StateActive, "q")
 	stale := b.jobIn(job.StateActive, "q")
-	b.accepted("release", b.release(t0, store.JobReleaseItem{ID: stale.ID, Token: stale.LeaseToken}), job.StateAvailable)
+	b.accepted("release", b.release(t0, job.ReleaseItem{ID: stale.ID, Token: stale.LeaseToken}), job.StateAvailable)
 	current := b.claimID(at(time.Second), "q", stale.ID)
 	before := []*job.Job{b.get(good.ID), b.get(other.ID), current}
 	b.refused("a stale token among the acks", &store.JobTransactParams{
-		Complete: []store.JobCompleteItem{{ID: good.ID, Token: good.LeaseToken}, {ID: stale.ID, Token: stale.LeaseToken}},
-		Fail:     []store.JobFailItem{{ID: other.ID, Token: other.LeaseToken, Message: "x"}},
+		Complete: []job.CompleteItem{{ID: good.ID, Token: good.LeaseToken}, {ID: stale.ID, Token: stale.LeaseToken}},
+		Fail:     []job.FailItem{{ID: other.ID, Token: other.LeaseToken, Message: "x"}},
 		Insert:   []store.JobInsertParams{newJob("q"), newJob("fresh")},
 		Now:      at(time.Minute),
 	}, "ack[1].token", job.ErrLeaseLost, before, "q")
 	b.refused("a stale token among the fails", &store.JobTransactParams{
-		Complete: []store.JobCompleteItem{{ID: good.ID, Token: good.LeaseToken}},
-		Fail:     []store.JobFailItem{{ID: other.ID, Token: other.LeaseToken, Message: "x"}, {ID: stale.ID, Token: stale.LeaseToken, Message: "x"}},
+		Complete: []job.CompleteItem{{ID: good.ID, Token: good.LeaseToken}},
+		Fail:     []job.FailItem{{ID: other.ID, Token: other.LeaseToken, Message: "x"}, {ID: stale.ID, Token: stale.LeaseToken, Message: "x"}},
 		Insert:   []store.JobInsertParams{newJob("q")},
 		Now:      at(time.Minute),
 	}, "fail[1].token", job.ErrLeaseLost, before, "q")
 	b.refused("a token ahead", &store.JobTransactParams{
-		Fail: []store.JobFailItem{{ID: other.ID, Token: other.LeaseToken + 1000, Message: "x"}},
+		Fail: []job.FailItem{{ID: other.ID, Token: other.LeaseToken + 1000, Message: "x"}},
 		Now:  at(time.Minute),
 	}, "fail[0].token", job.ErrLeaseLost, before, "q")
 	if _, err := b.s.QueueGet(b.ctx, "fresh"); !errors.Is(err, job.ErrNotFound) {
 		b.t.Fatalf("queue of a refused transaction's insert only: %v, want not found", err)
 	}
 	b.transact(&store.JobTransactParams{
-		Complete: []store.JobCompleteItem{{ID: good.ID, Token: good.LeaseToken}, {ID: stale.ID, Token: current.LeaseToken}},
-		Fail:     []store.JobFailItem{{ID: other.ID, Token: other.LeaseToken, Message: "x"}},
+		Complete: []job.CompleteItem{{ID: good.ID, Token: good.LeaseToken}, {ID: stale.ID, Token: current.LeaseToken}},
+		Fail:     []job.FailItem{{ID: other.ID, Token: other.LeaseToken, Message: "x"}},
 		Now:      at(time.Minute),
 	})
 	b.wantCounts("q", map[job.State]int64{job.StateCompleted: 2, job.StateRetrying: 1})
@@ -222,18 +222,18 @@ func testTransactUnknown(b *bundle) {
 	a := b.jobIn(job.StateActive, "q")
 	before := []*job.Job{a}
 	b.refused("an unknown job to ack", &store.JobTransactParams{
-		Complete: []store.JobCompleteItem{{ID: a.ID, Token: a.LeaseToken}, {ID: "no-such-job", Token: 1}},
+		Complete: []job.CompleteItem{{ID: a.ID, Token: a.LeaseToken}, {ID: "no-such-job", Token: 1}},
 		Insert:   []store.JobInsertParams{newJob("q")},
 		Now:      at(time.Minute),
 	}, "ack[1].id", job.ErrNotFound, before, "q")
 	b.refused("an unknown job to fail", &store.JobTransactParams{
-		Complete: []store.JobCompleteItem{{ID: a.ID, Token: a.LeaseToken}},
-		Fail:     []store.JobFailItem{{ID: "no-such-job", Token: 1, Message: "x"}},
+		Complete: []job.CompleteItem{{ID: a.ID, Token: a.LeaseToken}},
+		Fail:     []job.FailItem{{ID: "no-such-job", Token: 1, Message: "x"}},
 		Now:      at(time.Minute),
 	}, "fail[0].id", job.ErrNotFound, before, "q")
 	// The first item refused is the one named.
 	b.refused("an unknown job before a stale token", &store.JobTransactParams{
-		Complete: []store.JobCompleteItem{{ID: "no-such-job", Token: 1}, {ID: a.ID, Token: a.LeaseToken + 1}},
+		Complete: []job.CompleteItem{{ID: "no-such-job", Token: 1}, {ID: a.ID, Token: a.LeaseToken + 1}},
 		Now:      at(time.Minute),
 	}, "ack[0].id", job.ErrNotFound, before, "q")
 }
@@ -249,12 +249,12 @@ func testTransactNotActive(b *bundle) {
 		j := b.jobIn(st, "q")
 		before := []*job.Job{a, j}
 		b.refused(fmt.Sprintf("ack of a %s job", st), &store.JobTransactParams{
-			Complete: []store.JobCompleteItem{{ID: a.ID, Token: a.LeaseToken}, {ID: j.ID, Token: j.LeaseToken}},
+			Complete: []job.CompleteItem{{ID: a.ID, Token: a.LeaseToken}, {ID: j.ID, Token: j.LeaseToken}},
 			Now:      at(time.Minute),
 		}, "ack[1].token", job.ErrLeaseLost, before, "a", "q")
 		b.refused(fmt.Sprintf("fail of a %s job", st), &store.JobTransactParams{
-			Complete: []store.JobCompleteItem{{ID: a.ID, Token: a.LeaseToken}},
-			Fail:     []store.JobFailItem{{ID: j.ID, Token: j.LeaseToken, Message: "x"}},
+			Complete: []job.CompleteItem{{ID: a.ID, Token: a.LeaseToken}},
+			Fail:     []job.FailItem{{ID: j.ID, Token: j.LeaseToken, Message: "x"}},
 			Now:      at(time.Minute),
 		}, "fail[0].token", job.ErrLeaseLost, before, "a", "q")
 	}
@@ -266,12 +266,12 @@ func testTransactSameJobTwice(b *bundle) {
 	j := b.jobIn(job.StateActive, "q")
 	before := []*job.Job{j}
 	b.refused("ack and fail of one job", &store.JobTransactParams{
-		Complete: []store.JobCompleteItem{{ID: j.ID, Token: j.LeaseToken}},
-		Fail:     []store.JobFailItem{{ID: j.ID, Token: j.LeaseToken, Message: "x"}},
+		Complete: []job.CompleteItem{{ID: j.ID, Token: j.LeaseToken}},
+		Fail:     []job.FailItem{{ID: j.ID, Token: j.LeaseToken, Message: "x"}},
 		Now:      at(time.Minute),
 	}, "fail[0].token", job.ErrLeaseLost, before, "q")
 	b.refused("two acks of one job", &store.JobTransactParams{
-		Complete: []store.JobCompleteItem{{ID: j.ID, Token: j.LeaseToken}, {ID: j.ID, Token: j.LeaseToken}},
+		Complete: []job.CompleteItem{{ID: j.ID, Token: j.LeaseToken}, {ID: j.ID, Token: j.LeaseToken}},
 		Now:      at(time.Minute),
 	}, "ack[1].token", job.ErrLeaseLost, before, "q")
 }
@@ -286,7 +286,7 @@ func testTransactDuplicates(b *bundle) {
 	byKey := b.jobIn(job.StateAvailable, "next", withUnique("k", 0))
 	fresh := newJob("next", withUnique("fresh", 0))
 	res := b.transact(&store.JobTransactParams{
-		Complete: []store.JobCompleteItem{{ID: a.ID, Token: a.LeaseToken}},
+		Complete: []job.CompleteItem{{ID: a.ID, Token: a.LeaseToken}},
 		Insert: []store.JobInsertParams{
 			newJob("next", func(p *store.JobInsertParams) { p.ID = byID.ID }),
 			newJob("next", withUnique("k", 0)),
@@ -319,8 +319,8 @@ func testTransactIDTaken(b *bundle) {
 	keyed := newJob("q", func(p *store.JobInsertParams) { p.ID, p.UniqueKey = holder.ID, "k" })
 	for _, ins := range []store.JobInsertParams{taken, keyed} {
 		p := &store.JobTransactParams{
-			Complete: []store.JobCompleteItem{{ID: a.ID, Token: a.LeaseToken}},
-			Fail:     []store.JobFailItem{{ID: f.ID, Token: f.LeaseToken, Message: "x"}},
+			Complete: []job.CompleteItem{{ID: a.ID, Token: a.LeaseToken}},
+			Fail:     []job.FailItem{{ID: f.ID, Token: f.LeaseToken, Message: "x"}},
 			Insert:   []store.JobInsertParams{fresh, ins},
 			Now:      at(time.Minute),
 		}
@@ -341,8 +341,8 @@ func testTransactIDTaken(b *bundle) {
 	}
 	// The leases were not ended: the next transaction takes them.
 	b.transact(&store.JobTransactParams{
-		Complete: []store.JobCompleteItem{{ID: a.ID, Token: a.LeaseToken}},
-		Fail:     []store.JobFailItem{{ID: f.ID, Token: f.LeaseToken, Message: "x", NoRetry: true}},
+		Complete: []job.CompleteItem{{ID: a.ID, Token: a.LeaseToken}},
+		Fail:     []job.FailItem{{ID: f.ID, Token: f.LeaseToken, Message: "x", NoRetry: true}},
 		Insert:   []store.JobInsertParams{fresh},
 		Now:      at(time.Minute),
 	})
@@ -359,7 +359,7 @@ func testTransactLevelNotKept(b *bundle) {
 			continue
 		}
 		p := &store.JobTransactParams{
-			Complete: []store.JobCompleteItem{{ID: a.ID, Token: a.LeaseToken}},
+			Complete: []job.CompleteItem{{ID: a.ID, Token: a.LeaseToken}},
 			Insert:   []store.JobInsertParams{newJob("q"), levelJob("q", d)},
 			Now:      at(time.Minute),
 		}
@@ -379,7 +379,7 @@ func testTransactInsertsSeeAcks(b *bundle) {
 	a := b.jobIn(job.StateActive, "q", withUnique("k", 0))
 	next := newJob("q", withUnique("k", 0))
 	res := b.transact(&store.JobTransactParams{
-		Complete: []store.JobCompleteItem{{ID: a.ID, Token: a.LeaseToken}},
+		Complete: []job.CompleteItem{{ID: a.ID, Token: a.LeaseToken}},
 		Insert:   []store.JobInsertParams{next},
 		Now:      at(time.Minute),
 	})
@@ -411,9 +411,9 @@ func testTransactRacing(b *bundle) {
 				defer wg.Done()
 				p := &store.JobTransactParams{Insert: []store.JobInsertParams{inserts[n][r]}, Now: at(time.Second)}
 				if r%2 == 0 {
-					p.Complete = []store.JobCompleteItem{{ID: j.ID, Token: j.LeaseToken}}
+					p.Complete = []job.CompleteItem{{ID: j.ID, Token: j.LeaseToken}}
 				} else {
-					p.Fail = []store.JobFailItem{{ID: j.ID, Token: j.LeaseToken, Message: "x", NoRetry: true}}
+					p.Fail = []job.FailItem{{ID: j.ID, Token: j.LeaseToken, Message: "x", NoRetry: true}}
 				}
 				_, errs[n][r] = b.s.JobTransact(b.ctx, p)
 			}()
@@ -467,7 +467,7 @@ func testTransactRefusedAmongOthers(b *bundle) {
 		go func() {
 			defer wg.Done()
 			p := &store.JobTransactParams{
-				Complete: []store.JobCompleteItem{{ID: j.ID, Token: j.LeaseToken}},
+				Complete: []job.CompleteItem{{ID: j.ID, Token: j.LeaseToken}},
 				Insert:   []store.JobInsertParams{inserts[n]},
 				Now:      at(time.Second),
 			}
@@ -500,9 +500,9 @@ func testTransactRefusedAmongOthers(b *bundle) {
 	b.wantCounts("q", map[job.State]int64{job.StateCompleted: calls / 2, job.StateActive: calls / 2})
 	b.wantCounts("next", map[job.State]int64{job.StateAvailable: calls / 2})
 	// The leases of the refused transactions still hold.
-	var items []store.JobCompleteItem
+	var items []job.CompleteItem
 	for n := 1; n < calls; n += 2 {
-		items = append(items, store.JobCompleteItem{ID: js[n].ID, Token: js[n].LeaseToken})
+		items = append(items, job.CompleteItem{ID: js[n].ID, Token: js[n].LeaseToken})
 	}
 	b.accepted("complete", b.complete(at(time.Minute), items...), job.StateCompleted)
 }

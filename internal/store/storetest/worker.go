@@ -102,7 +102,7 @@ func (b *bundle) listBy(worker, queue string, limit int) []string {
 		if page > 1000 {
 			b.t.Fatalf("list the jobs of %q: no last page", worker)
 		}
-		p, err := b.s.JobList(b.ctx, &store.JobListParams{Queue: queue, State: job.StateActive, Worker: worker, Cursor: cursor, Limit: limit})
+		p, err := b.s.JobList(b.ctx, &job.ListParams{Queue: queue, State: job.StateActive, Worker: worker, Cursor: cursor, Limit: limit})
 		if err != nil {
 			b.t.Fatalf("list the jobs of %q in %q: %v", worker, queue, err)
 		}
@@ -161,16 +161,16 @@ func testWorkerClaim(b *bundle) {
 func testWorkerReplaced(b *bundle) {
 	id := b.add(newJob("q", withMaxAttempts(5)))[0]
 	first := b.claimIDBy("worker-a", t0, "q", id)
-	b.accepted("release", b.release(t0, store.JobReleaseItem{ID: id, Token: first.LeaseToken}), job.StateAvailable)
+	b.accepted("release", b.release(t0, job.ReleaseItem{ID: id, Token: first.LeaseToken}), job.StateAvailable)
 	second := b.claimIDBy("worker-b", t0, "q", id)
 	if second.Worker != "worker-b" {
 		b.t.Fatalf("second claim names %q, want worker-b", second.Worker)
 	}
 	b.wantWorker(id, job.StateActive, "worker-b")
-	b.accepted("release", b.release(t0, store.JobReleaseItem{ID: id, Token: second.LeaseToken}), job.StateAvailable)
+	b.accepted("release", b.release(t0, job.ReleaseItem{ID: id, Token: second.LeaseToken}), job.StateAvailable)
 	third := b.claimIDBy("", t0, "q", id)
 	b.wantWorker(id, job.StateActive, "")
-	b.accepted("complete", b.complete(t0, store.JobCompleteItem{ID: id, Token: third.LeaseToken}), job.StateCompleted)
+	b.accepted("complete", b.complete(t0, job.CompleteItem{ID: id, Token: third.LeaseToken}), job.StateCompleted)
 	b.wantWorker(id, job.StateCompleted, "")
 }
 
@@ -188,10 +188,10 @@ func testWorkerKept(b *bundle) {
 	for _, j := range js {
 		token[j.ID] = j.LeaseToken
 	}
-	b.accepted("complete", b.complete(t0, store.JobCompleteItem{ID: ids[0], Token: token[ids[0]]}), job.StateCompleted)
-	b.accepted("fail", b.fail(t0, store.JobFailItem{ID: ids[1], Token: token[ids[1]], Message: "later"}), job.StateRetrying)
-	b.accepted("fail", b.fail(t0, store.JobFailItem{ID: ids[2], Token: token[ids[2]], Message: "never", NoRetry: true}), job.StateDead)
-	b.accepted("release", b.release(t0, store.JobReleaseItem{ID: ids[3], Token: token[ids[3]]}), job.StateAvailable)
+	b.accepted("complete", b.complete(t0, job.CompleteItem{ID: ids[0], Token: token[ids[0]]}), job.StateCompleted)
+	b.accepted("fail", b.fail(t0, job.FailItem{ID: ids[1], Token: token[ids[1]], Message: "later"}), job.StateRetrying)
+	b.accepted("fail", b.fail(t0, job.FailItem{ID: ids[2], Token: token[ids[2]], Message: "never", NoRetry: true}), job.StateDead)
+	b.accepted("release", b.release(t0, job.ReleaseItem{ID: ids[3], Token: token[ids[3]]}), job.StateAvailable)
 	res, err := b.s.JobRescueExpired(b.ctx, at(time.Hour), 10)
 	if err != nil || res.Count != 1 {
 		b.t.Fatalf("rescue: %+v, %v; want the one job left active rescued", res, err)
@@ -216,7 +216,7 @@ func testWorkerRestart(b *bundle) {
 	if len(js) != 3 {
 		b.t.Fatalf("claimed %d jobs, want 3", len(js))
 	}
-	b.accepted("complete", b.complete(t0, store.JobCompleteItem{ID: js[0].ID, Token: js[0].LeaseToken}), job.StateCompleted)
+	b.accepted("complete", b.complete(t0, job.CompleteItem{ID: js[0].ID, Token: js[0].LeaseToken}), job.StateCompleted)
 	b.reopen()
 	b.wantWorker(ids[0], job.StateCompleted, "w-1")
 	b.wantWorker(ids[1], job.StateActive, "w-1")
@@ -224,7 +224,7 @@ func testWorkerRestart(b *bundle) {
 	if got := b.listBy("w-1", "q", 1); !slices.Equal(got, ids[1:]) {
 		b.t.Fatalf("worker w-1 lists %v after a restart, want %v", got, ids[1:])
 	}
-	b.accepted("fail", b.fail(t0, store.JobFailItem{ID: ids[1], Token: js[1].LeaseToken, Message: "x", NoRetry: true}), job.StateDead)
+	b.accepted("fail", b.fail(t0, job.FailItem{ID: ids[1], Token: js[1].LeaseToken, Message: "x", NoRetry: true}), job.StateDead)
 	b.wantWorker(ids[1], job.StateDead, "w-1")
 	b.reopen()
 	b.wantWorker(ids[1], job.StateDead, "w-1")
@@ -269,7 +269,7 @@ func testWorkerCount(b *bundle) {
 	b.wantCount(map[string]int{"y": 1}, "y")
 	b.wantCount(map[string]int{}, "nobody")
 	b.wantCount(map[string]int{})
-	b.accepted("complete", b.complete(t0, store.JobCompleteItem{ID: x[0].ID, Token: x[0].LeaseToken}), job.StateCompleted)
+	b.accepted("complete", b.complete(t0, job.CompleteItem{ID: x[0].ID, Token: x[0].LeaseToken}), job.StateCompleted)
 	b.wantCount(map[string]int{"x": 3, "y": 1}, "x", "y")
 }
 
@@ -305,7 +305,7 @@ func testWorkerList(b *bundle) {
 func testWorkerListNeedsActive(b *bundle) {
 	b.jobIn(job.StateCompleted, "q")
 	for _, st := range []job.State{"", job.StateCompleted, job.StateAvailable} {
-		_, err := b.s.JobList(b.ctx, &store.JobListParams{Queue: "q", State: st, Worker: "w"})
+		_, err := b.s.JobList(b.ctx, &job.ListParams{Queue: "q", State: st, Worker: "w"})
 		var in *job.InputError
 		if !errors.As(err, &in) || in.Field != "worker" {
 			b.t.Fatalf("list by worker in state %q: %v, want an input error naming worker", st, err)
@@ -326,7 +326,7 @@ func testTraceParentKept(b *bundle) {
 	if j.TraceParent != traceA {
 		b.t.Fatalf("the claimed job has traceparent %q", j.TraceParent)
 	}
-	b.accepted("complete", b.complete(t0, store.JobCompleteItem{ID: j.ID, Token: j.LeaseToken}), job.StateCompleted)
+	b.accepted("complete", b.complete(t0, job.CompleteItem{ID: j.ID, Token: j.LeaseToken}), job.StateCompleted)
 	if got := b.get(ids[0]); got.TraceParent != traceA {
 		b.t.Fatalf("the completed job has traceparent %q", got.TraceParent)
 	}
@@ -349,7 +349,7 @@ func testTraceParentKept(b *bundle) {
 // made with the job or when the group starts.
 func testTraceParentLanes(b *bundle) {
 	before := b.add(newJob("q", withTraceParent(traceA)))[0]
-	b.createGroup("q", "g", store.StartBeginning, time.Time{})
+	b.createGroup("q", "g", job.StartBeginning, time.Time{})
 	after := b.add(newJob("q", withTraceParent(traceB)), newJob("q"))
 	for id, want := range map[string]string{before: traceA, after[0]: traceB, after[1]: ""} {
 		if c := b.get(job.CopyID(id, "g")); c.TraceParent != want {

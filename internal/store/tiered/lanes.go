@@ -54,7 +54,7 @@ func (s *Store) ConsumerGroupDelete(ctx context.Context, queue, name string) err
 
 // ConsumerGroupList lists the durable store's groups with the counts of
 // both tiers; see store.ConsumerGroups.
-func (s *Store) ConsumerGroupList(ctx context.Context, queue string) ([]store.ConsumerGroup, error) {
+func (s *Store) ConsumerGroupList(ctx context.Context, queue string) ([]job.ConsumerGroup, error) {
 	gs, err := s.disk.ConsumerGroupList(ctx, queue)
 	if err != nil || !s.used.Load() {
 		return gs, err
@@ -63,7 +63,7 @@ func (s *Store) ConsumerGroupList(ctx context.Context, queue string) ([]store.Co
 	if err != nil {
 		return nil, err
 	}
-	byName := make(map[string]store.ConsumerGroup, len(mem))
+	byName := make(map[string]job.ConsumerGroup, len(mem))
 	for _, m := range mem {
 		byName[m.Name] = m
 	}
@@ -77,7 +77,7 @@ func (s *Store) ConsumerGroupList(ctx context.Context, queue string) ([]store.Co
 
 // ConsumerGroupListAll lists a page of the durable store's groups with
 // the counts of both tiers; see store.ConsumerGroups.
-func (s *Store) ConsumerGroupListAll(ctx context.Context, p *store.ConsumerGroupListParams) ([]store.ConsumerGroup, error) {
+func (s *Store) ConsumerGroupListAll(ctx context.Context, p *job.ConsumerGroupListParams) ([]job.ConsumerGroup, error) {
 	gs, err := s.disk.ConsumerGroupListAll(ctx, p)
 	if err != nil || !s.used.Load() || len(gs) == 0 {
 		return gs, err
@@ -89,7 +89,7 @@ func (s *Store) ConsumerGroupListAll(ctx context.Context, p *store.ConsumerGroup
 		return nil, err
 	}
 	type key struct{ queue, name string }
-	byKey := make(map[key]store.ConsumerGroup, len(mem))
+	byKey := make(map[key]job.ConsumerGroup, len(mem))
 	for _, m := range mem {
 		byKey[key{m.Queue, m.Name}] = m
 	}
@@ -103,7 +103,7 @@ func (s *Store) ConsumerGroupListAll(ctx context.Context, p *store.ConsumerGroup
 
 // merge adds the counts and oldest pending job of m, the same group in
 // the memory tier, to g.
-func merge(g, m *store.ConsumerGroup) {
+func merge(g, m *job.ConsumerGroup) {
 	for st, n := range m.Counts {
 		g.Counts[st] += n
 	}
@@ -115,14 +115,14 @@ func merge(g, m *store.ConsumerGroup) {
 // copyGroups gives the memory tier the consumer groups of the durable
 // store, a page of groups at a time.
 func copyGroups(ctx context.Context, disk Tier, mem MemoryStore) error {
-	p := &store.ConsumerGroupListParams{}
+	p := &job.ConsumerGroupListParams{}
 	for {
 		gs, err := disk.ConsumerGroupListAll(ctx, p)
 		if err != nil {
 			return fmt.Errorf("read consumer groups: %w", err)
 		}
 		for _, g := range gs {
-			cp := &store.ConsumerGroupParams{Queue: g.Queue, Name: g.Name, Start: store.StartNew, Now: g.CreatedAt}
+			cp := &store.ConsumerGroupParams{Queue: g.Queue, Name: g.Name, Start: job.StartNew, Now: g.CreatedAt}
 			if _, err := mem.ConsumerGroupCreate(ctx, cp); err != nil {
 				return fmt.Errorf("create consumer group %s of %s in memory: %w", g.Name, g.Queue, err)
 			}

@@ -14,17 +14,17 @@ import (
 
 // ScheduleUpsert stores a schedule in the durable store; see
 // store.Scheduler.
-func (s *Store) ScheduleUpsert(ctx context.Context, p *store.ScheduleUpsertParams) (*store.Schedule, bool, error) {
+func (s *Store) ScheduleUpsert(ctx context.Context, p *store.ScheduleUpsertParams) (*job.Schedule, bool, error) {
 	return s.disk.ScheduleUpsert(ctx, p)
 }
 
 // ScheduleGet reads a schedule; see store.Scheduler.
-func (s *Store) ScheduleGet(ctx context.Context, name string) (*store.Schedule, error) {
+func (s *Store) ScheduleGet(ctx context.Context, name string) (*job.Schedule, error) {
 	return s.disk.ScheduleGet(ctx, name)
 }
 
 // ScheduleList lists the schedules; see store.Scheduler.
-func (s *Store) ScheduleList(ctx context.Context) ([]*store.Schedule, error) {
+func (s *Store) ScheduleList(ctx context.Context) ([]*job.Schedule, error) {
 	return s.disk.ScheduleList(ctx)
 }
 
@@ -34,12 +34,12 @@ func (s *Store) ScheduleDelete(ctx context.Context, name string) error {
 }
 
 // ScheduleSetPaused pauses or resumes a schedule; see store.Scheduler.
-func (s *Store) ScheduleSetPaused(ctx context.Context, name string, paused bool, now time.Time) (*store.Schedule, error) {
+func (s *Store) ScheduleSetPaused(ctx context.Context, name string, paused bool, now time.Time) (*job.Schedule, error) {
 	return s.disk.ScheduleSetPaused(ctx, name, paused, now)
 }
 
 // ScheduleDue lists the schedules due; see store.Scheduler.
-func (s *Store) ScheduleDue(ctx context.Context, now time.Time, limit int) ([]*store.Schedule, time.Time, error) {
+func (s *Store) ScheduleDue(ctx context.Context, now time.Time, limit int) ([]*job.Schedule, time.Time, error) {
 	return s.disk.ScheduleDue(ctx, now, limit)
 }
 

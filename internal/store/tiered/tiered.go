@@ -225,7 +225,7 @@ func (s *Store) JobClaim(ctx context.Context, p *store.JobClaimParams) (*store.C
 // split sends the items whose jobs are active in the memory tier there
 // and the others to the durable store, and puts the outcomes back in
 // order.
-func split[T any](s *Store, items []T, id func(*T) string, run func(st store.Store, items []T) ([]store.Outcome, error)) ([]store.Outcome, error) {
+func split[T any](s *Store, items []T, id func(*T) string, run func(st store.Store, items []T) ([]job.Outcome, error)) ([]job.Outcome, error) {
 	if !s.used.Load() {
 		return run(s.disk, items)
 	}
@@ -240,14 +240,14 @@ func split[T any](s *Store, items []T, id func(*T) string, run func(st store.Sto
 	if len(diskIdx) == 0 {
 		return run(s.mem, items)
 	}
-	var out []store.Outcome
+	var out []job.Outcome
 	if len(memIdx) == 0 {
 		var err error
 		if out, err = run(s.disk, items); err != nil {
 			return nil, err
 		}
 	} else {
-		out = make([]store.Outcome, len(items))
+		out = make([]job.Outcome, len(items))
 		if err := runPart(s.mem, items, memIdx, out, run); err != nil {
 			return nil, err
 		}
@@ -271,7 +271,7 @@ func split[T any](s *Store, items []T, id func(*T) string, run func(st store.Sto
 }
 
 // runPart runs the items at idx on st and puts their outcomes in out.
-func runPart[T any](st store.Store, items []T, idx []int, out []store.Outcome, run func(st store.Store, items []T) ([]store.Outcome, error)) error {
+func runPart[T any](st store.Store, items []T, idx []int, out []job.Outcome, run func(st store.Store, items []T) ([]job.Outcome, error)) error {
 	if len(idx) == 0 {
 		return nil
 	}
@@ -290,33 +290,33 @@ func runPart[T any](st store.Store, items []T, idx []int, out []store.Outcome, r
 }
 
 // JobComplete acknowledges jobs in their tiers; see store.Claimer.
-func (s *Store) JobComplete(ctx context.Context, p *store.JobCompleteParams) ([]store.Outcome, error) {
-	return split(s, p.Items, func(it *store.JobCompleteItem) string { return it.ID },
-		func(st store.Store, items []store.JobCompleteItem) ([]store.Outcome, error) {
+func (s *Store) JobComplete(ctx context.Context, p *store.JobCompleteParams) ([]job.Outcome, error) {
+	return split(s, p.Items, func(it *job.CompleteItem) string { return it.ID },
+		func(st store.Store, items []job.CompleteItem) ([]job.Outcome, error) {
 			return st.JobComplete(ctx, &store.JobCompleteParams{Items: items, Now: p.Now})
 		})
 }
 
 // JobFail records failed attempts in their tiers; see store.Claimer.
-func (s *Store) JobFail(ctx context.Context, p *store.JobFailParams) ([]store.Outcome, error) {
-	return split(s, p.Items, func(it *store.JobFailItem) string { return it.ID },
-		func(st store.Store, items []store.JobFailItem) ([]store.Outcome, error) {
+func (s *Store) JobFail(ctx context.Context, p *store.JobFailParams) ([]job.Outcome, error) {
+	return split(s, p.Items, func(it *job.FailItem) string { return it.ID },
+		func(st store.Store, items []job.FailItem) ([]job.Outcome, error) {
 			return st.JobFail(ctx, &store.JobFailParams{Items: items, Now: p.Now, Rand: p.Rand})
 		})
 }
 
 // JobExtend extends leases in their tiers; see store.Claimer.
-func (s *Store) JobExtend(ctx context.Context, p *store.JobExtendParams) ([]store.Outcome, error) {
-	return split(s, p.Items, func(it *store.JobExtendItem) string { return it.ID },
-		func(st store.Store, items []store.JobExtendItem) ([]store.Outcome, error) {
+func (s *Store) JobExtend(ctx context.Context, p *store.JobExtendParams) ([]job.Outcome, error) {
+	return split(s, p.Items, func(it *job.ExtendItem) string { return it.ID },
+		func(st store.Store, items []job.ExtendItem) ([]job.Outcome, error) {
 			return st.JobExtend(ctx, &store.JobExtendParams{Items: items, Now: p.Now})
 		})
 }
 
 // JobRelease hands jobs back in their tiers; see store.Claimer.
-func (s *Store) JobRelease(ctx context.Context, p *store.JobReleaseParams) ([]store.Outcome, error) {
-	return split(s, p.Items, func(it *store.JobReleaseItem) string { return it.ID },
-		func(st store.Store, items []store.JobReleaseItem) ([]store.Outcome, error) {
+func (s *Store) JobRelease(ctx context.Context, p *store.JobReleaseParams) ([]job.Outcome, error) {
+	return split(s, p.Items, func(it *job.ReleaseItem) string { return it.ID },
+		func(st store.Store, items []job.ReleaseItem) ([]job.Outcome, error) {
 			return st.JobRelease(ctx, &store.JobReleaseParams{Items: items, Now: p.Now})
 		})
 }
@@ -367,7 +367,7 @@ func (s *Store) JobDelete(ctx context.Context, id string) error {
 
 // JobList pages through the durable jobs, then the memory ones; see
 // store.Admin.
-func (s *Store) JobList(ctx context.Context, p *store.JobListParams) (*store.JobListPage, error) {
+func (s *Store) JobList(ctx context.Context, p *job.ListParams) (*job.ListPage, error) {
 	if rest, ok := strings.CutPrefix(p.Cursor, memCursor); ok {
 		q := *p
 		q.Cursor = rest
@@ -397,7 +397,7 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) (*store.Job
 	return page, nil
 }
 
-func (s *Store) memPage(ctx context.Context, p *store.JobListParams) (*store.JobListPage, error) {
+func (s *Store) memPage(ctx context.Context, p *job.ListParams) (*job.ListPage, error) {
 	page, err := s.mem.JobList(ctx, p)
 	if err != nil {
 		return nil, err
@@ -452,7 +452,7 @@ func (s *Store) both(call func(st store.Store) (int, error)) (int, error) {
 
 // QueueList lists the queues of both tiers with their counts summed and
 // the settings of the durable store; see store.Admin.
-func (s *Store) QueueList(ctx context.Context) ([]store.QueueInfo, error) {
+func (s *Store) QueueList(ctx context.Context) ([]job.QueueInfo, error) {
 	qs, err := s.disk.QueueList(ctx)
 	if err != nil || !s.used.Load() {
 		return qs, err
@@ -484,7 +484,7 @@ func (s *Store) QueueList(ctx context.Context) ([]store.QueueInfo, error) {
 }
 
 // QueueGet returns a queue known to either tier; see store.Admin.
-func (s *Store) QueueGet(ctx context.Context, name string) (*store.QueueInfo, error) {
+func (s *Store) QueueGet(ctx context.Context, name string) (*job.QueueInfo, error) {
 	q, err := s.disk.QueueGet(ctx, name)
 	if !s.used.Load() || (err != nil && !errors.Is(err, job.ErrNotFound)) {
 		return q, err
@@ -614,6 +614,6 @@ func (s *Store) Close() error {
 	return errors.Join(s.mem.Close(), s.disk.Close())
 }
 
-func sortQueues(qs []store.QueueInfo) {
+func sortQueues(qs []job.QueueInfo) {
 	sort.Slice(qs, func(i, j int) bool { return qs[i].Name < qs[j].Name })
 }

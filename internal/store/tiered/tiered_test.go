@@ -111,11 +111,11 @@ func TestMemoryJobsRouteToTheMemoryTier(t *testing.T) {
 	if err != nil || q.Counts[job.StateAvailable] != 4 {
 		t.Fatalf("queue: %+v %v", q, err)
 	}
-	page, err := s.JobList(ctx, &store.JobListParams{Queue: "q", Limit: 3})
+	page, err := s.JobList(ctx, &job.ListParams{Queue: "q", Limit: 3})
 	if err != nil || len(page.Jobs) != 3 || page.Next == "" {
 		t.Fatalf("first page: %+v %v", page, err)
 	}
-	rest, err := s.JobList(ctx, &store.JobListParams{Queue: "q", Limit: 3, Cursor: page.Next})
+	rest, err := s.JobList(ctx, &job.ListParams{Queue: "q", Limit: 3, Cursor: page.Next})
 	if err != nil || len(rest.Jobs) != 1 || rest.Next != "" {
 		t.Fatalf("second page: %+v %v", rest, err)
 	}
@@ -129,9 +129,9 @@ func TestMemoryJobsRouteToTheMemoryTier(t *testing.T) {
 	if err != nil || len(js) != 3 || js[0].Durability != job.DurabilityMemory || js[1].Durability != job.DurabilityMemory || js[2].Durability != job.DurabilityFull {
 		t.Fatalf("claim: %v %+v", err, js)
 	}
-	items := make([]store.JobCompleteItem, len(js))
+	items := make([]job.CompleteItem, len(js))
 	for i, j := range js {
-		items[i] = store.JobCompleteItem{ID: j.ID, Token: j.LeaseToken}
+		items[i] = job.CompleteItem{ID: j.ID, Token: j.LeaseToken}
 	}
 	out, err := s.JobComplete(ctx, &store.JobCompleteParams{Items: items, Now: t0})
 	if err != nil {
@@ -178,11 +178,11 @@ func TestWorkerJobsSpanTheTiers(t *testing.T) {
 	if err != nil || len(n) != 1 || n["w"] != 3 {
 		t.Fatalf("active jobs of w across the tiers: %v, %v", n, err)
 	}
-	page, err := s.JobList(ctx, &store.JobListParams{State: job.StateActive, Worker: "w", Limit: 2})
+	page, err := s.JobList(ctx, &job.ListParams{State: job.StateActive, Worker: "w", Limit: 2})
 	if err != nil || len(page.Jobs) != 2 || page.Next == "" {
 		t.Fatalf("first page of w's jobs: %+v, %v", page, err)
 	}
-	rest, err := s.JobList(ctx, &store.JobListParams{State: job.StateActive, Worker: "w", Limit: 2, Cursor: page.Next})
+	rest, err := s.JobList(ctx, &job.ListParams{State: job.StateActive, Worker: "w", Limit: 2, Cursor: page.Next})
 	if err != nil || len(rest.Jobs) != 1 || rest.Next != "" {
 		t.Fatalf("second page of w's jobs: %+v, %v", rest, err)
 	}

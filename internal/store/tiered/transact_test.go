@@ -23,8 +23,8 @@ func claimAll(t *testing.T, s *Store, q string) map[job.Durability][]*job.Job {
 	return out
 }
 
-func ackItem(j *job.Job) store.JobCompleteItem {
-	return store.JobCompleteItem{ID: j.ID, Token: j.LeaseToken}
+func ackItem(j *job.Job) job.CompleteItem {
+	return job.CompleteItem{ID: j.ID, Token: j.LeaseToken}
 }
 
 // A transaction runs in the tier of its jobs; one that names jobs of both
@@ -47,19 +47,19 @@ func TestTransactionsStayInOneTier(t *testing.T) {
 		field string
 	}{
 		{"a durable ack and a memory fail", store.JobTransactParams{
-			Complete: []store.JobCompleteItem{ackItem(durable[0])},
-			Fail:     []store.JobFailItem{{ID: memory[0].ID, Token: memory[0].LeaseToken}},
+			Complete: []job.CompleteItem{ackItem(durable[0])},
+			Fail:     []job.FailItem{{ID: memory[0].ID, Token: memory[0].LeaseToken}},
 		}, "fail[0].id"},
 		{"a memory ack and a durable insert", store.JobTransactParams{
-			Complete: []store.JobCompleteItem{ackItem(memory[0])},
+			Complete: []job.CompleteItem{ackItem(memory[0])},
 			Insert:   memJobs("next", 1, job.DurabilityProcess),
 		}, "enqueue[0].durability"},
 		{"a durable ack and a memory insert", store.JobTransactParams{
-			Complete: []store.JobCompleteItem{ackItem(durable[0])},
+			Complete: []job.CompleteItem{ackItem(durable[0])},
 			Insert:   append(memJobs("next", 1, job.DurabilityFull), memJobs("next", 1, job.DurabilityMemory)...),
 		}, "enqueue[1].durability"},
 		{"an unknown job, then both tiers", store.JobTransactParams{
-			Complete: []store.JobCompleteItem{{ID: "no-such-job", Token: 1}, ackItem(memory[0]), ackItem(durable[0])},
+			Complete: []job.CompleteItem{{ID: "no-such-job", Token: 1}, ackItem(memory[0]), ackItem(durable[0])},
 		}, "ack[2].id"},
 	} {
 		tc.p.Now = t0
@@ -81,8 +81,8 @@ func TestTransactionsStayInOneTier(t *testing.T) {
 	}
 
 	res, err := s.JobTransact(ctx, &store.JobTransactParams{
-		Complete: []store.JobCompleteItem{ackItem(memory[0])},
-		Fail:     []store.JobFailItem{{ID: memory[1].ID, Token: memory[1].LeaseToken, NoRetry: true}},
+		Complete: []job.CompleteItem{ackItem(memory[0])},
+		Fail:     []job.FailItem{{ID: memory[1].ID, Token: memory[1].LeaseToken, NoRetry: true}},
 		Insert:   memJobs("next", 1, job.DurabilityMemory),
 		Now:      t0,
 	})
@@ -93,7 +93,7 @@ func TestTransactionsStayInOneTier(t *testing.T) {
 		t.Fatalf("the memory transaction's insert is not in the memory tier: %+v %v", got, err)
 	}
 	res, err = s.JobTransact(ctx, &store.JobTransactParams{
-		Complete: []store.JobCompleteItem{ackItem(durable[0])},
+		Complete: []job.CompleteItem{ackItem(durable[0])},
 		Insert:   memJobs("next", 1, job.DurabilityFull),
 		Now:      t0,
 	})
@@ -106,20 +106,20 @@ func TestTransactionsStayInOneTier(t *testing.T) {
 
 	// A memory job no longer active is lease lost, whatever else the
 	// transaction holds; an id of the other tier is a duplicate or taken.
-	late := &store.JobTransactParams{Complete: []store.JobCompleteItem{ackItem(durable[1]), ackItem(memory[0])}, Now: t0}
+	late := &store.JobTransactParams{Complete: []job.CompleteItem{ackItem(durable[1]), ackItem(memory[0])}, Now: t0}
 	var item *job.ItemError
 	if _, err := s.JobTransact(ctx, late); !errors.Is(err, job.ErrLeaseLost) || !errors.As(err, &item) || item.Field != "ack[1].token" {
 		t.Fatalf("a late ack of a memory job beside a durable one: %v, want lease lost on ack[1].token", err)
 	}
 	mine := memJobs("q", 1, job.DurabilityMemory)
 	mine[0].ID = durable[2].ID
-	res, err = s.JobTransact(ctx, &store.JobTransactParams{Complete: []store.JobCompleteItem{ackItem(memory[2])}, Insert: mine, Now: t0})
+	res, err = s.JobTransact(ctx, &store.JobTransactParams{Complete: []job.CompleteItem{ackItem(memory[2])}, Insert: mine, Now: t0})
 	if err != nil || !res.Inserted[0].Duplicate || res.Inserted[0].Job.Durability != job.DurabilityFull {
 		t.Fatalf("a memory insert of a durable job's id: %+v %v, want a duplicate of the durable job", res, err)
 	}
 	theirs := memJobs("elsewhere", 1, job.DurabilityFull)
 	theirs[0].ID = memory[2].ID
-	_, err = s.JobTransact(ctx, &store.JobTransactParams{Complete: []store.JobCompleteItem{ackItem(durable[1])}, Insert: append(memJobs("x", 1, job.DurabilityFull), theirs...), Now: t0})
+	_, err = s.JobTransact(ctx, &store.JobTransactParams{Complete: []job.CompleteItem{ackItem(durable[1])}, Insert: append(memJobs("x", 1, job.DurabilityFull), theirs...), Now: t0})
 	var taken *job.IDTakenError
 	if !errors.As(err, &taken) || taken.Field != "enqueue[1].id" {
 		t.Fatalf("a durable insert of a memory job's id into another queue: %v, want id taken on enqueue[1].id", err)

@@ -1,4 +1,4 @@
-package store
+package session
 
 import (
 	"errors"
@@ -8,7 +8,7 @@ import (
 	"github.com/spoolq/spool/internal/job"
 )
 
-func TestSessionCreateValidate(t *testing.T) {
+func TestCreateParamsValidate(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
 	for _, c := range []struct {
@@ -24,7 +24,7 @@ func TestSessionCreateValidate(t *testing.T) {
 		{"no cap", now.Add(time.Hour), 0, false},
 		{"negative cap", now.Add(time.Hour), -1, false},
 	} {
-		p := SessionCreateParams{Session: Session{IDHash: "h", ExpiresAt: c.expires}, MaxPerToken: c.cap, Now: now}
+		p := CreateParams{Session: Session{IDHash: "h", ExpiresAt: c.expires}, MaxPerToken: c.cap, Now: now}
 		err := p.Validate()
 		var input *job.InputError
 		if c.ok != (err == nil) || (err != nil && (!errors.As(err, &input) || input.Field != "session")) {
