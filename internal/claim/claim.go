@@ -79,12 +79,13 @@ type Head struct {
 // Source is how a store offers a plan its candidates. A plan calls it
 // only from the goroutine that runs it, inside the store's claim.
 type Source interface {
-	// Groups returns up to n more groups with available jobs in turn
-	// order, going on from those it returned before; fewer than n only
-	// when the turn order has gone round once. A claim of one group
-	// (Request.Group) is offered that group alone, when it has available
-	// jobs.
-	Groups(n int) ([]Group, error)
+	// Groups returns at least need more groups with available jobs in
+	// turn order, going on from those it returned before, and up to more
+	// beyond them that it has at hand without another read; fewer than
+	// need only when the turn order has gone round once. A claim of one
+	// group (Request.Group) is offered that group alone, when it has
+	// available jobs.
+	Groups(need, more int) ([]Group, error)
 	// Heads returns, for each i, up to n[i] more of the available jobs
 	// of group names[i] in claim order, after those returned before for
 	// it (with the group, or by an earlier call). Fewer than n[i] means

@@ -31,7 +31,8 @@ type fakeSource struct {
 	heads   int // jobs returned by Heads
 }
 
-func (s *fakeSource) Groups(n int) ([]Group, error) {
+func (s *fakeSource) Groups(need, more int) ([]Group, error) {
+	n := need + more
 	var out []Group
 	for len(out) < n && s.offered < len(s.groups) {
 		g := s.groups[(s.start+s.offered)%len(s.groups)]

@@ -83,14 +83,14 @@ func (d *Decision) find(src Source, room int) ([]*group, error) {
 			if d.exhausted {
 				break
 			}
-			n := min(room-len(admitted)+groupSlack, MaxGroupVisits-d.visited)
-			found, err := src.Groups(n)
+			need := min(room-len(admitted), MaxGroupVisits-d.visited)
+			found, err := src.Groups(need, min(groupSlack, MaxGroupVisits-d.visited-need))
 			if err != nil {
 				return nil, fmt.Errorf("find groups: %w", err)
 			}
 			d.pending = found
-			// Fewer than asked for: round the whole turn order.
-			d.exhausted = len(found) < n
+			// Fewer than needed: round the whole turn order.
+			d.exhausted = len(found) < need
 			continue
 		}
 		g := &group{Group: d.pending[0]}

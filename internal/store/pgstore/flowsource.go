@@ -142,10 +142,12 @@ func newGroupSource(ctx context.Context, tx pgx.Tx, queue string, l job.Limits, 
 	return s
 }
 
-// Groups returns up to n more groups in walk order; see claim.Source.
-func (s *groupSource) Groups(n int) ([]claim.Group, error) {
+// Groups returns the next groups in walk order, reading on only while
+// it has fewer than need; see claim.Source.
+func (s *groupSource) Groups(need, more int) ([]claim.Group, error) {
+	n := need + more
 	var out []claim.Group
-	for len(out) < n && !s.done {
+	for len(out) < need && !s.done {
 		chunk := n - len(out)
 		found, err := s.walk(chunk)
 		if err != nil {

@@ -138,8 +138,9 @@ func newFlowSource(w *writer, q *wqueue, one string) *flowSource {
 	return s
 }
 
-// Groups returns up to n more groups; see claim.Source.
-func (s *flowSource) Groups(n int) ([]claim.Group, error) {
+// Groups returns the next groups of the ring, and those a walk of the
+// index adds while it has fewer than need; see claim.Source.
+func (s *flowSource) Groups(need, more int) ([]claim.Group, error) {
 	switch {
 	case s.done:
 		return nil, nil
@@ -154,9 +155,13 @@ func (s *flowSource) Groups(n int) ([]claim.Group, error) {
 		return s.oneGroup()
 	}
 	f := &s.q.flow
+	n := need + more
 	var out []claim.Group
 	for len(out) < n {
 		if s.offered >= len(f.ring) {
+			if len(out) >= need {
+				break
+			}
 			added, err := s.w.discover(s.q)
 			if err != nil {
 				return nil, err
