@@ -97,17 +97,14 @@ const sqlQueueDefaults = `SELECT durability, COALESCE(dead_letter_queue, ''), ma
 FROM spool_queues WHERE name = $1`
 
 // QueueDefaults returns what a queue gives its new jobs, by one lookup of
-// its row or, while this node listens, from what it read in the last
-// defaultsTTL (see defaultsCache); see store.Admin.
+// its row or, while this node listens, from what it read of a queue that
+// exists in the last defaultsTTL (see defaultsCache); see store.Admin.
 func (r *queueReader) QueueDefaults(ctx context.Context, name string) (store.QueueDefaults, error) {
 	if err := r.check(); err != nil {
 		return store.QueueDefaults{}, wrap("get queue defaults", err)
 	}
 	now := time.Now()
 	if e, ok := r.defaults.get(name, now); ok {
-		if !e.found {
-			return store.QueueDefaults{}, fmt.Errorf("get queue defaults of %s: %w", name, job.ErrNotFound)
-		}
 		return e.d, nil
 	}
 	gen := r.defaults.gen.Load()
@@ -119,7 +116,9 @@ func (r *queueReader) QueueDefaults(ctx context.Context, name string) (store.Que
 	err := r.pool.QueryRow(ctx, sqlQueueDefaults, name).Scan(&durability, &dlq, &maxWait, &lease, &defaultMaxAttempts, &delay)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		r.defaults.put(name, gen, cachedDefaults{expires: now.Add(defaultsTTL)})
+		// Not kept: an insert on any node may create the queue at any
+		// moment, and whether it exists decides what a call that creates
+		// queues (engine.NewQueues) asks for.
 		return store.QueueDefaults{}, fmt.Errorf("get queue defaults of %s: %w", name, job.ErrNotFound)
 	case err != nil:
 		return store.QueueDefaults{}, wrap("get queue defaults", err)
@@ -129,7 +128,7 @@ func (r *queueReader) QueueDefaults(ctx context.Context, name string) (store.Que
 		Settings: job.QueueSettings{DeadLetterQueue: dlq, MaxWait: time.Duration(maxWait),
 			DefaultLease: time.Duration(lease), DefaultMaxAttempts: int(defaultMaxAttempts), DefaultDelay: time.Duration(delay)},
 	}
-	r.defaults.put(name, gen, cachedDefaults{d: d, found: true, expires: now.Add(defaultsTTL)})
+	r.defaults.put(name, gen, cachedDefaults{d: d, expires: now.Add(defaultsTTL)})
 	return d, nil
 }
 

@@ -26,9 +26,9 @@ type defaultsCache struct {
 	queues    map[string]cachedDefaults
 }
 
+// cachedDefaults are the defaults of a queue that exists.
 type cachedDefaults struct {
 	d       store.QueueDefaults
-	found   bool
 	expires time.Time
 }
 

@@ -61,10 +61,21 @@ func TestQueueDefaultsFollowOtherNodes(t *testing.T) {
 	if d, err := b.QueueDefaults(ctx, "q"); err != nil || d.Durability != job.DurabilityFull {
 		t.Fatalf("defaults on b after its own change: %+v, %v", d, err)
 	}
-	// An unknown queue is remembered as unknown, until a job creates it
-	// (which keeps its defaults: full, no settings) or a change names it.
+	// An unknown queue is not remembered as unknown: a job inserted on
+	// any node creates it, and the next read on b finds it at once.
 	if _, err := b.QueueDefaults(ctx, "later"); err == nil {
 		t.Fatal("defaults of an unknown queue")
+	}
+	if _, err := b.QueueDefaults(ctx, "created"); err == nil {
+		t.Fatal("defaults of an unknown queue")
+	}
+	if _, err := a.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: []store.JobInsertParams{{Queue: "created", Kind: "k",
+		Payload: []byte(`1`), State: job.StateAvailable, MaxAttempts: 1, LeaseDuration: time.Second, RunAt: time.Now()}},
+		Now: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.QueueDefaults(ctx, "created"); err != nil {
+		t.Fatalf("defaults of a queue a job created, read at once on another node: %v", err)
 	}
 	changed = time.Now()
 	if err := a.QueueSetDurability(ctx, "later", job.DurabilityProcess); err != nil {
