@@ -67,7 +67,7 @@ func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams)
 		if err := w.createQueues(p.Create); err != nil {
 			return err
 		}
-		return w.insertJobs(p.Jobs, p.Now, out)
+		return w.insertCheckedJobs(p.Jobs, p.Now, out)
 	})
 	if err != nil {
 		return nil, wrap("insert jobs", err)
@@ -89,6 +89,11 @@ func (w *writer) insertJobs(jobs []store.JobInsertParams, now time.Time, out []s
 	if err := w.checkInserts(jobs); err != nil {
 		return err
 	}
+	return w.insertCheckedJobs(jobs, now, out)
+}
+
+// insertCheckedJobs is insertJobs for jobs that checkInserts let through.
+func (w *writer) insertCheckedJobs(jobs []store.JobInsertParams, now time.Time, out []store.InsertResult) error {
 	for i := range jobs {
 		if jobs[i].Group != "" {
 			if err := w.markGrouped(jobs[i].Queue); err != nil {
