@@ -160,8 +160,8 @@ func newStore(cfg Config, d *db) *Store {
 	return &Store{
 		db: d, beliefs: b, inserter: ins, claimer: &claimer{d, b, exp}, finisher: fin,
 		transactor: &transactor{d, b, fin, ins}, admin: &admin{d, b}, queueReader: reader, flowControl: flow,
-		consumerGroups: groups, maintainer: &maintainer{d, fin}, expirer: exp, scheduler: &scheduler{d, b, ins},
-		sessions: &sessions{d}, listener: &listener{d, b, cfg.Hooks}, cfg: cfg,
+		consumerGroups: groups, maintainer: &maintainer{d, fin}, expirer: exp, scheduler: newScheduler(d, ins),
+		sessions: newSessions(d), listener: &listener{d, b, cfg.Hooks}, cfg: cfg,
 	}
 }
 

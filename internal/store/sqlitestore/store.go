@@ -38,6 +38,8 @@ type Store struct {
 	c      *committer // runs the calls that write on w
 	counts *counts
 	leases *leaseTable
+	*sessions
+	*schedules
 
 	closeOnce sync.Once
 	closeErr  error
@@ -78,6 +80,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	wdb.SetMaxIdleConns(1)
 	wdb.SetConnMaxLifetime(0)
 	s := &Store{cfg: cfg, logger: cfg.Logger, wdb: wdb}
+	s.sessions, s.schedules = newSessions(s), newSchedules(s)
 	if err := s.open(ctx, path); err != nil {
 		_ = s.closeDBs()
 		return nil, err
