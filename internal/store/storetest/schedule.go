@@ -30,6 +30,7 @@ func scheduleTests() []group {
 		{"FailedFireManyChangesNothing", testScheduleFireManyFails},
 		{"OneTickFiresOnceUnderRacingFires", testScheduleFireManyRace},
 		{"FiresJobsAtEveryLevel", testScheduleFireManyLevels},
+		{"ASecondFiringOfOneScheduleIsMoved", testScheduleFireManyTwice},
 	}}}
 }
 
@@ -531,6 +532,26 @@ func testScheduleFireManyRace(b *bundle) {
 		b.t.Fatalf("%d firings of %d schedules' one tick succeeded, want one each", fired, len(names))
 	}
 	b.wantCounts("cron", map[job.State]int64{job.StateAvailable: int64(len(names))})
+}
+
+// A call that fires one schedule twice fires it as two calls in a row
+// would: the second firing, made from the tick the first moved on, is
+// moved and inserts nothing.
+func testScheduleFireManyTwice(b *bundle) {
+	b.upsert(newSchedule("a"), false, t0)
+	first, second := newJob("cron"), newJob("cron")
+	fire := func(handled time.Duration, j store.JobInsertParams) *store.ScheduleFireParams {
+		return &store.ScheduleFireParams{Name: "a", Last: t0, Handled: at(handled), Next: at(handled + time.Minute),
+			Jobs: []store.JobInsertParams{j}, Now: at(time.Minute)}
+	}
+	res := b.fireMany(fire(time.Minute, first), fire(2*time.Minute, second))
+	if res[0].Moved || !res[1].Moved || len(res[1].Jobs) != 0 {
+		b.t.Fatalf("one schedule fired twice in a call: %+v", res)
+	}
+	b.wantCounts("cron", map[job.State]int64{job.StateAvailable: 1})
+	if got := b.getSchedule("a"); !got.LastTick.Equal(at(time.Minute)) || got.LastJobID != first.ID {
+		b.t.Fatalf("schedule after two firings in one call: %+v", got)
+	}
 }
 
 // One call fires the jobs of every level the store keeps.
