@@ -15,17 +15,16 @@ import (
 	"github.com/spoolq/spool/internal/store"
 )
 
-// expirer kills the jobs past their maximum wait: those a flow claim's
-// plan kills (flowclaim.go), those a plain claim met (killMet) and, in
-// the leader's sweep (JobExpireWaiting), those no claim meets.
+// expirer kills the jobs past their maximum wait: those a claim met and,
+// in the leader's sweep (JobExpireWaiting), those no claim meets.
 type expirer struct {
 	*db
 	fin *finisher
 }
 
 const (
-	// sqlPastWait finds up to $2 available jobs whose deadline is $1 or
-	// before, in deadline order, from the wait index.
+	// sqlPastWait finds up to $2 available jobs with deadlines up to $1,
+	// in deadline order.
 	sqlPastWait = `SELECT seq FROM spool_jobs WHERE wait_until <= $1::timestamptz AND state = 'available'
 ORDER BY wait_until, seq LIMIT $2`
 	// sqlPastWaitOf is sqlPastWait among the jobs of the queues $3.
@@ -34,9 +33,8 @@ ORDER BY wait_until, seq LIMIT $2`
 ORDER BY wait_until, seq LIMIT $2`
 	// sqlNextWait is the earliest deadline after $1 of an available job.
 	sqlNextWait = `SELECT min(wait_until) FROM spool_jobs WHERE wait_until > $1::timestamptz AND state = 'available'`
-	// sqlLockPastWait locks the available jobs of the seqs $1, passing
-	// over those another transaction holds, with what the rules need to
-	// know and their errors.
+	// sqlLockPastWait locks the available jobs of the seqs $1 that no
+	// other transaction holds, with what the rules and writes need.
 	sqlLockPastWait = `SELECT j.seq, j.attempt, j.run_at, COALESCE(q.max_wait_ns, 0), COALESCE(q.dead_letter_queue, ''),
 	j.dead_letter_of_id IS NOT NULL, j.errors
 FROM spool_jobs j LEFT JOIN spool_queues q ON q.name = j.queue
@@ -45,13 +43,12 @@ ORDER BY j.seq
 FOR UPDATE OF j SKIP LOCKED`
 )
 
-// maxKilledByClaim bounds how many jobs past their wait one claim kills;
-// the sweep kills any it leaves.
+// maxKilledByClaim bounds how many jobs past their wait one claim kills.
 const maxKilledByClaim = claim.MaxKills
 
-// killMet kills, in a transaction of its own, the jobs of seqs, which a
-// plain claim at now met past their deadlines, up to maxKilledByClaim,
-// and adds to res the dead-letter queues that got copies.
+// killMet kills, in a transaction of its own, the jobs of seqs that a
+// plain claim at now met past their deadlines, and adds to res the
+// dead-letter queues that got copies.
 func (ex *expirer) killMet(ctx context.Context, seqs []int64, now time.Time, res *store.ClaimResult) error {
 	var letters []string
 	err := ex.tx(ctx, func(tx pgx.Tx) error {
@@ -68,11 +65,10 @@ func (ex *expirer) killMet(ctx context.Context, seqs []int64, now time.Time, res
 	return nil
 }
 
-// expire kills in tx at now the jobs of seqs that are still available
-// and past their queue's maximum wait (job.PastMaxWait), where
-// attempt.PastWait sends them, with their dead-letter copies. Jobs
-// another transaction holds are passed over; one whose deadline the rule
-// does not share gets the rule's. It returns how many it killed and the
+// expire kills in tx at now those of the jobs of seqs still available,
+// not held by another transaction and past their wait (job.PastMaxWait),
+// where attempt.PastWait sends them; one whose deadline the rule does not
+// share gets the rule's. It returns how many it killed and the
 // dead-letter queues that got copies.
 func (ex *expirer) expire(ctx context.Context, tx pgx.Tx, seqs []int64, now time.Time) (int, []string, error) {
 	if len(seqs) == 0 {
@@ -112,7 +108,7 @@ func (ex *expirer) expire(ctx context.Context, tx pgx.Tx, seqs []int64, now time
 			return 0, nil, fmt.Errorf("write wait deadlines: %w", err)
 		}
 	}
-	copies, err := ex.fin.apply(ctx, tx, deaths, nil, now, false)
+	copies, err := ex.fin.apply(ctx, tx, deaths, now, false)
 	if err != nil {
 		return 0, nil, fmt.Errorf("expire jobs: %w", err)
 	}
@@ -124,8 +120,7 @@ func (ex *expirer) expire(ctx context.Context, tx pgx.Tx, seqs []int64, now time
 }
 
 // JobExpireWaiting kills the jobs past their queues' maximum waits that
-// no claim met; see store.Maintainer. It reads them from the wait index
-// in deadline order, and reports the next deadline of an available job.
+// no claim met and reports the next deadline; see store.Maintainer.
 func (ex *expirer) JobExpireWaiting(ctx context.Context, now time.Time, limit int) (*store.MaintenanceResult, error) {
 	now = micro(now)
 	var res *store.MaintenanceResult

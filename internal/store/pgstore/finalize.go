@@ -21,17 +21,16 @@ type finisher struct {
 	letters *deadLetters
 }
 
+// The leases of the jobs a statement ended go by an array of their seqs
+// (seq = ANY (ARRAY(…))), never by IN (SELECT …), which the planner may
+// join to spool_leases in a nested loop over the whole CTE for each lease.
 const (
-	// sqlComplete acknowledges the items whose token is current: it moves
-	// each job to spool_jobs_done with its result, in state $5 if a cancel
-	// was requested and $6 otherwise (job.AfterCompletion's two answers,
-	// see ackCancelled), and ends its lease. It runs alone in its
-	// transaction, so when every job it moved is of process durability,
-	// relax turns synchronous_commit off for that transaction (set_config
-	// is SET LOCAL as a function); cross joined, its one row is always
-	// computed. wake announces the queues with an active cap among those
-	// of the jobs it moved, since each such job frees a place there (see
-	// sqlNotifyCapped); it sends nothing for other queues.
+	// sqlComplete moves the items whose token is current to
+	// spool_jobs_done in state $5 (cancel requested) or $6 (see
+	// ackCancelled), ends their leases, turns synchronous_commit off for
+	// its transaction when every job it moved is of process durability,
+	// and announces the queues with an active cap among theirs (see
+	// sqlNotifyCapped).
 	sqlComplete = `WITH i AS (
 	SELECT * FROM unnest($1::text[], $2::int8[], $3::bytea[]) AS i(id, token, result)
 ), gone AS (
@@ -59,16 +58,9 @@ const (
 		GROUP BY chunk) n
 )
 SELECT id, queue, state, kind, attempt, started_at FROM moved CROSS JOIN relax CROSS JOIN wake`
-	// The leases of the jobs a statement ended go by an array of their
-	// seqs (seq = ANY (ARRAY(…))), never by IN (SELECT …): the planner,
-	// which cannot count the rows of a CTE, may join the CTE to
-	// spool_leases in a nested loop that reads all of the CTE for every
-	// lease, 1 s for 500 acks with 2,000 leases out.
-
 	// sqlLockLeased locks the active jobs whose token is current, in seq
-	// order so that two batches never wait on each other in a cycle, and
-	// reads their queues' dead-letter queues and maximum waits, whether
-	// each is a dead-letter copy, and their errors.
+	// order so that two batches never wait on each other in a cycle, with
+	// what the rules and the writes need.
 	sqlLockLeased = `SELECT i.ord, j.seq, j.queue, j.cancel_requested, j.attempt, j.max_attempts, j.run_at, j.lease_ns,
 	j.backoff_kind, j.backoff_base, j.backoff_max, j.backoff_jitter, j.durability, COALESCE(q.dead_letter_queue, ''),
 	COALESCE(q.max_wait_ns, 0), j.kind, j.started_at, j.dead_letter_of_id IS NOT NULL, j.errors
@@ -77,10 +69,9 @@ JOIN spool_jobs j ON j.id = i.id AND j.lease_token = i.token AND j.state = 'acti
 LEFT JOIN spool_queues q ON q.name = j.queue
 ORDER BY j.seq
 FOR UPDATE OF j`
-	// sqlRequeue sends active jobs back to wait (available or retrying)
-	// with a run time, an attempt count, a wait deadline (waits.go) and
-	// optionally a new error history (appendError), and ends their
-	// leases.
+	// sqlRequeue sends active jobs back to wait with a run time, an
+	// attempt count, a wait deadline and, unless empty, a new error history,
+	// and ends their leases.
 	sqlRequeue = `WITH u AS (
 	SELECT * FROM unnest($1::int8[], $2::text[], $3::timestamptz[], $4::int4[], $5::text[], $6::timestamptz[])
 		AS u(seq, state, run_at, attempt, err, wait_until)
@@ -100,12 +91,10 @@ FROM spool_jobs j JOIN i ON j.id = i.id AND j.lease_token = i.token AND j.state 
 WHERE l.seq = j.seq
 RETURNING i.id, j.queue, j.cancel_requested, l.expires_at`
 	sqlProgress = `UPDATE spool_jobs SET progress = $3 WHERE id = $1 AND lease_token = $2 AND state = 'active'`
-	// sqlNotifyCapped announces, on channel $1 as node $2 and at most $3
-	// names a notification, those of the queues $4 that have an active
-	// cap (MaxActive or GroupMaxActive): a job of theirs that stops being
-	// active frees a place, which fetches parked on other nodes may take.
-	// Queues without a cap get nothing, and their commits do not take the
-	// notification lock.
+	// sqlNotifyCapped announces on channel $1 as node $2, at most $3 names
+	// a notification, those of the queues $4 with an active cap, where a
+	// job that stops being active frees a place for fetches parked on
+	// other nodes; other queues take no notification lock.
 	sqlNotifyCapped = `SELECT pg_notify($1, $2 || ' ' || string_agg(name, ',')) FROM (
 	SELECT name, (row_number() OVER (ORDER BY name) - 1) / $3 AS chunk FROM spool_queues
 	WHERE name = ANY($4) AND (max_active > 0 OR group_max_active > 0)) c
@@ -114,14 +103,17 @@ GROUP BY chunk`
 	sqlKnownIDs = `SELECT id FROM spool_jobs WHERE id = ANY($1) UNION ALL SELECT id FROM spool_jobs_done WHERE id = ANY($1)`
 )
 
-// ackCancelled and ackCompleted are the states job.AfterCompletion gives
-// an acknowledged job with and without a cancel requested. sqlComplete
-// picks one of them for each row, so that an ack stays one statement
-// while the rule decides.
+// ackCancelled and ackCompleted are job.AfterCompletion's two answers,
+// between which sqlComplete picks per row.
 var (
 	ackCancelled = string(job.AfterCompletion(true))
 	ackCompleted = string(job.AfterCompletion(false))
 )
+
+// batchOf is the attempt.Batch of items, named by key.
+func batchOf[T any](items []T, key func(*T) (string, int64)) *attempt.Batch {
+	return attempt.NewBatch(len(items), func(i int) (string, int64) { return key(&items[i]) })
+}
 
 // settle fills the outcomes of the items of b that no row matched
 // (attempt.Miss: whether the job exists) and of its repeats.
@@ -152,11 +144,10 @@ func settle(ctx context.Context, q querier, b *attempt.Batch, out []job.Outcome,
 }
 
 // JobComplete acknowledges jobs item by item, each where
-// job.AfterCompletion sends it; see store.Claimer. Its
-// writes are one statement, sqlComplete, which commits without waiting for
-// the WAL flush when every job it completed is of process durability.
+// job.AfterCompletion sends it, in one statement (sqlComplete); see
+// store.Claimer.
 func (fin *finisher) JobComplete(ctx context.Context, p *store.JobCompleteParams) ([]job.Outcome, error) {
-	it := attempt.NewBatch(len(p.Items), func(i int) (string, int64) { return p.Items[i].ID, p.Items[i].Token })
+	it := batchOf(p.Items, store.CompleteKey)
 	results := make([][]byte, len(it.Pos))
 	for k, i := range it.Pos {
 		results[k] = bytesOrNil(p.Items[i].Result)
@@ -220,45 +211,42 @@ type leased struct {
 // lockLeased locks the active jobs of it whose token is current and
 // returns them by item. With waits, it first takes the flow locks of
 // their queues shared, so that the maximum waits it reads hold until tx
-// ends (see waits.go).
+// ends (see deadline.go).
 func lockLeased(ctx context.Context, tx pgx.Tx, it *attempt.Batch, waits bool) (map[int]*leased, error) {
 	batch := &pgx.Batch{}
 	if waits {
 		batch.Queue(sqlLockFlowOfJobs, it.IDs, lockClass)
 	}
 	found := make(map[int]*leased)
-	batch.Queue(sqlLockLeased, it.IDs, it.Tokens).Query(func(rows pgx.Rows) error { return scanLeased(rows, found) })
+	batch.Queue(sqlLockLeased, it.IDs, it.Tokens).Query(func(rows pgx.Rows) error {
+		var (
+			ord                          int64
+			l                            leased
+			att, maxAtt                  int32
+			leaseNS, base, maxD, maxWait int64
+			kind, durability             string
+			startedAt                    *time.Time
+		)
+		_, err := pgx.ForEachRow(rows, []any{&ord, &l.seq, &l.Queue, &l.CancelRequested, &att, &maxAtt, &l.runAt,
+			&leaseNS, &kind, &base, &maxD, &l.Backoff.Jitter, &durability, &l.settings.DeadLetterQueue, &maxWait,
+			&l.Kind, &startedAt, &l.Letter, &l.errors}, func() error {
+			c := l
+			c.errors = slices.Clone(l.errors)
+			c.StartedAt = utc(startedAt)
+			c.Attempt, c.MaxAttempts = int(att), int(maxAtt)
+			c.durability = job.Durability(durability)
+			c.runAt = c.runAt.UTC()
+			c.Backoff.Kind, c.Backoff.Base, c.Backoff.Max = job.BackoffKind(kind), time.Duration(base), time.Duration(maxD)
+			c.settings.MaxWait = time.Duration(maxWait)
+			found[int(ord)-1] = &c
+			return nil
+		})
+		return err
+	})
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 		return nil, fmt.Errorf("lock jobs: %w", err)
 	}
 	return found, nil
-}
-
-// scanLeased reads the rows of sqlLockLeased into found, by item.
-func scanLeased(rows pgx.Rows, found map[int]*leased) error {
-	var (
-		ord                          int64
-		l                            leased
-		att, maxAtt                  int32
-		leaseNS, base, maxD, maxWait int64
-		kind, durability             string
-		startedAt                    *time.Time
-	)
-	_, err := pgx.ForEachRow(rows, []any{&ord, &l.seq, &l.Queue, &l.CancelRequested, &att, &maxAtt, &l.runAt, &leaseNS,
-		&kind, &base, &maxD, &l.Backoff.Jitter, &durability, &l.settings.DeadLetterQueue, &maxWait, &l.Kind, &startedAt,
-		&l.Letter, &l.errors}, func() error {
-		c := l
-		c.errors = slices.Clone(l.errors)
-		c.StartedAt = utc(startedAt)
-		c.Attempt, c.MaxAttempts = int(att), int(maxAtt)
-		c.durability = job.Durability(durability)
-		c.runAt = c.runAt.UTC()
-		c.Backoff.Kind, c.Backoff.Base, c.Backoff.Max = job.BackoffKind(kind), time.Duration(base), time.Duration(maxD)
-		c.settings.MaxWait = time.Duration(maxWait)
-		found[int(ord)-1] = &c
-		return nil
-	})
-	return err
 }
 
 // change is where one locked job goes, as end says: a final state (moved
@@ -273,8 +261,8 @@ type change struct {
 	errors []byte
 	// durability is the job's level when known; empty counts as full.
 	durability job.Durability
-	// maxWait is the queue's maximum wait, which gives a job that waits
-	// unstarted again its deadline (job.WaitDeadline).
+	// maxWait is the queue's, which dates a job that waits unstarted
+	// again (job.WaitDeadline).
 	maxWait time.Duration
 }
 
@@ -286,29 +274,29 @@ func (l *leased) changeOf(end attempt.End) change {
 		maxWait: l.settings.MaxWait}
 }
 
-// apply carries out changes in tx at now. Changes that end leases (freed)
-// notify the queues in which jobs became available, and the other queues
-// of the changes that have an active cap. A job that dies with a dead
-// letter leaves its copy there (see deadLetters); apply returns the
-// copies by the seq of their dead jobs. When every change is to a
-// process job, tx commits without waiting for the WAL flush.
-func (fin *finisher) apply(ctx context.Context, tx pgx.Tx, changes []change, available []string, now time.Time, freed bool) (map[int64]job.JobRef, error) {
+// apply carries out changes in tx at now and returns, by the seq of each
+// job that died into a dead-letter queue, its copy there (deadLetters).
+// The queues in which jobs became available are announced and, when the
+// changes ended leases (freed), the other queues with an active cap. When
+// every change is to a process job, tx commits without waiting for the
+// WAL flush.
+func (fin *finisher) apply(ctx context.Context, tx pgx.Tx, changes []change, now time.Time, freed bool) (map[int64]job.JobRef, error) {
 	var fSeq, wSeq []int64
 	var fState, wState, fErr, wErr []string
 	var fAtt, wAtt []int32
 	var wRun []time.Time
 	var wWait []pgtype.Timestamptz
-	var capped []string
+	var available, capped []string
 	var letters map[int64]string
 	for _, c := range changes {
+		if c.end.Available() {
+			available = appendOnce(available, c.queue)
+		}
 		if c.end.DeadLetter != "" {
 			if letters == nil {
 				letters = make(map[int64]string)
 			}
 			letters[c.seq] = c.end.DeadLetter
-		}
-		if freed && !slices.Contains(available, c.queue) {
-			capped = appendOnce(capped, c.queue)
 		}
 		var errs string
 		if c.end.Record {
@@ -328,6 +316,13 @@ func (fin *finisher) apply(ctx context.Context, tx pgx.Tx, changes []change, ava
 		}
 		wSeq, wState, wAtt, wErr = append(wSeq, c.seq), append(wState, state), append(wAtt, att), append(wErr, errs)
 		wRun, wWait = append(wRun, runAt), append(wWait, waitDeadline(c.end.Attempt, runAt, c.maxWait))
+	}
+	if freed {
+		for _, c := range changes {
+			if !slices.Contains(available, c.queue) {
+				capped = appendOnce(capped, c.queue)
+			}
+		}
 	}
 	batch := &pgx.Batch{}
 	if allProcess(len(changes), func(i int) job.Durability { return changes[i].durability }) {
@@ -352,18 +347,24 @@ func (fin *finisher) apply(ctx context.Context, tx pgx.Tx, changes []change, ava
 	return fin.letters.write(ctx, tx, letters, now)
 }
 
+// endAll applies changes, each ending a lease, in tx at now, and reports
+// by change the dead-letter copies it made.
+func (fin *finisher) endAll(ctx context.Context, tx pgx.Tx, changes []change, now time.Time, letter func(k int, ref job.JobRef)) error {
+	letters, err := fin.apply(ctx, tx, changes, now, true)
+	for k := range changes {
+		if ref, ok := letters[changes[k].seq]; ok {
+			letter(k, ref)
+		}
+	}
+	return err
+}
+
 // JobFail records failed attempts item by item, each where
 // job.AfterFailure sends it; see store.Claimer.
 func (fin *finisher) JobFail(ctx context.Context, p *store.JobFailParams) ([]job.Outcome, error) {
-	it := attempt.NewBatch(len(p.Items), func(i int) (string, int64) { return p.Items[i].ID, p.Items[i].Token })
 	now := micro(p.Now)
-	out, err := fin.endLeases(ctx, it, len(p.Items), now, false, func(i int, l *leased) attempt.End {
-		return failEnd(&p.Items[i], l, now, p.Rand)
-	})
-	if err != nil {
-		return nil, wrap("fail jobs", err)
-	}
-	return out, nil
+	return fin.endLeases(ctx, "fail jobs", batchOf(p.Items, store.FailKey), len(p.Items), now, false,
+		func(i int, l *leased) attempt.End { return failEnd(&p.Items[i], l, now, p.Rand) })
 }
 
 // failEnd is where the failed attempt item of the locked job l goes at
@@ -375,25 +376,16 @@ func failEnd(item *job.FailItem, l *leased, now time.Time, rnd func() float64) a
 
 // JobRelease hands active jobs back unrun, item by item, each where
 // job.AfterRelease sends it; see store.Claimer. A job that counts as
-// never started again gets its wait deadline, under its queue's flow
-// lock (see waits.go).
+// never started again gets its wait deadline under its queue's flow lock.
 func (fin *finisher) JobRelease(ctx context.Context, p *store.JobReleaseParams) ([]job.Outcome, error) {
-	it := attempt.NewBatch(len(p.Items), func(i int) (string, int64) { return p.Items[i].ID, p.Items[i].Token })
-	out, err := fin.endLeases(ctx, it, len(p.Items), micro(p.Now), true, func(_ int, l *leased) attempt.End {
-		return attempt.Release(&l.Held)
-	})
-	if err != nil {
-		return nil, wrap("release jobs", err)
-	}
-	return out, nil
+	return fin.endLeases(ctx, "release jobs", batchOf(p.Items, store.ReleaseKey), len(p.Items), micro(p.Now), true,
+		func(_ int, l *leased) attempt.End { return attempt.Release(&l.Held) })
 }
 
 // endLeases locks the leased jobs of it, n items in all (with waits, as
-// lockLeased does), and ends each lease as end decides for item i; items
-// that do not hold their job's lease get its miss, and those whose job
-// died into a dead-letter queue its copy. Queues that get a job back
-// available are woken.
-func (fin *finisher) endLeases(ctx context.Context, it *attempt.Batch, n int, now time.Time, waits bool,
+// lockLeased does), and ends each lease as end decides for item i; what
+// names the call in errors.
+func (fin *finisher) endLeases(ctx context.Context, what string, it *attempt.Batch, n int, now time.Time, waits bool,
 	end func(i int, l *leased) attempt.End) ([]job.Outcome, error) {
 	var out []job.Outcome
 	err := fin.tx(ctx, func(tx pgx.Tx) error {
@@ -417,32 +409,16 @@ func (fin *finisher) endLeases(ctx context.Context, it *attempt.Batch, n int, no
 		}
 		return settle(ctx, tx, it, out, matched)
 	})
-	return out, err
+	if err != nil {
+		return nil, wrap(what, err)
+	}
+	return out, nil
 }
 
-// endAll applies changes, each ending a lease, in tx at now, waking the
-// queues that get a job back available, and reports by change the
-// dead-letter copies it made.
-func (fin *finisher) endAll(ctx context.Context, tx pgx.Tx, changes []change, now time.Time, letter func(k int, ref job.JobRef)) error {
-	var available []string
-	bySeq := make(map[int64]int, len(changes))
-	for k := range changes {
-		if changes[k].end.Available() {
-			available = appendOnce(available, changes[k].queue)
-		}
-		bySeq[changes[k].seq] = k
-	}
-	letters, err := fin.apply(ctx, tx, changes, available, now, true)
-	for seq, ref := range letters {
-		letter(bySeq[seq], ref)
-	}
-	return err
-}
-
-// JobExtend moves leases forward item by item; see store.Claimer. It
-// rewrites only each job's lease row.
+// JobExtend moves leases forward item by item, rewriting only their lease
+// rows; see store.Claimer.
 func (fin *finisher) JobExtend(ctx context.Context, p *store.JobExtendParams) ([]job.Outcome, error) {
-	it := attempt.NewBatch(len(p.Items), func(i int) (string, int64) { return p.Items[i].ID, p.Items[i].Token })
+	it := batchOf(p.Items, store.ExtendKey)
 	leases := make([]int64, len(it.Pos))
 	for k, i := range it.Pos {
 		leases[k] = int64(p.Items[i].Lease)
@@ -460,7 +436,7 @@ func (fin *finisher) JobExtend(ctx context.Context, p *store.JobExtendParams) ([
 		_, err = pgx.ForEachRow(rows, []any{&id, &queue, &cancel, &expires}, func() error {
 			k := it.Index(id)
 			matched[k] = true
-			out[it.Pos[k]] = job.Outcome{Queue: queue, State: job.StateActive, LeaseExpiresAt: expires.UTC(), CancelRequested: cancel}
+			out[it.Pos[k]] = store.Extended(queue, expires.UTC(), cancel)
 			return nil
 		})
 		if err != nil {

@@ -14,19 +14,16 @@ import (
 	"github.com/spoolq/spool/internal/store"
 )
 
-// The outcome of a hand-out is the first time the database hears of it:
-// each statement writes the attempt, token, start time and worker of the
-// lease together with the outcome.
+// A hand-out reaches the database only with its outcome: each statement
+// writes the lease's attempt, token, start time and worker with it.
 const (
 	sqlJobExists = `SELECT 1 FROM jobs WHERE id = ?`
 	sqlComplete  = `UPDATE jobs SET state = ?1, result = ?2, finished_at = ?3, attempt = ?4, lease_token = ?5,
 	started_at = ?6, progress = ?7, worker = ?8, lease_expires_at = NULL WHERE seq = ?9`
-	// completeValues is one row of sqlCompleteRows, in the order of
-	// sqlComplete's parameters.
+	// completeValues is one row of sqlCompleteRows, in sqlComplete's order.
 	completeValues = `(?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	// sqlFinishAttempt records a failed, expired or released attempt: ?8
-	// is the error history with the attempt's error (appendError), NULL
-	// for an attempt that records none.
+	// sqlFinishAttempt records a failed, expired or released attempt; ?8
+	// is the new error history, NULL to keep it.
 	sqlFinishAttempt = `UPDATE jobs SET state = ?1, run_at = COALESCE(?2, run_at), finished_at = ?3, attempt = ?4,
 	lease_token = ?5, started_at = ?6, progress = ?7, lease_expires_at = NULL, errors = COALESCE(?8, errors),
 	worker = ?9
@@ -46,13 +43,12 @@ var (
 	}()
 )
 
-// completeChunk is how many acks one multi-row UPDATE carries at most: one
-// statement for many rows spends less per row on statement overhead than
-// one statement each.
-const completeChunk = 1 << completeChunkShift
-
-// completeChunkShift is the base-2 logarithm of completeChunk.
-const completeChunkShift = 5
+// completeChunk is how many acks one multi-row UPDATE carries at most,
+// 1<<completeChunkShift.
+const (
+	completeChunk      = 1 << completeChunkShift
+	completeChunkShift = 5
+)
 
 // sqlCompleteRows acknowledges n jobs: sqlComplete for one, a multi-row
 // UPDATE for more.
@@ -68,9 +64,8 @@ UPDATE jobs SET state = v.state, result = v.result, finished_at = v.finished_at,
 FROM v WHERE jobs.seq = v.seq`
 }
 
-// holder returns the lease of job id when token is its current one. miss
-// is job.ErrNotFound or job.ErrLeaseLost when it is not; err is a database
-// failure.
+// holder returns the lease of job id when token is its current one, else
+// its miss (attempt.Miss); err is a database failure.
 func (w *writer) holder(id string, token int64) (l *lease, miss, err error) {
 	if l = w.leases.get(id); l != nil {
 		if l.token != token {
@@ -86,10 +81,8 @@ func (w *writer) holder(id string, token int64) (l *lease, miss, err error) {
 	return nil, attempt.Miss(err == nil), nil
 }
 
-// forEachHeld runs apply for every item whose token is its job's current
-// lease, with that lease; an item that misses (unknown job, lease lost)
-// gets the miss in its outcome instead. An error from apply or from
-// reading stops the batch.
+// forEachHeld runs apply for every item that holds its job's lease (named
+// by key); the others get their miss. An error stops the batch.
 func forEachHeld[T any](w *writer, items []T, key func(*T) (string, int64), out []job.Outcome,
 	apply func(it *T, l *lease, o *job.Outcome) error) error {
 	for i := range items {
@@ -113,11 +106,11 @@ func forEachHeld[T any](w *writer, items []T, key func(*T) (string, int64), out 
 // job.AfterCompletion sends it; see store.Claimer.
 func (s *Store) JobComplete(ctx context.Context, p *store.JobCompleteParams) ([]job.Outcome, error) {
 	out := make([]job.Outcome, len(p.Items))
-	relaxed := leasesRelaxed(p.Items, completeKey)
+	relaxed := leasesRelaxed(p.Items, store.CompleteKey)
 	err := s.doRelaxed(ctx, len(p.Items), relaxed, func(w *writer) error {
 		now := p.Now.UTC().UnixNano()
 		acks := completions{w: w}
-		err := forEachHeld(w, p.Items, completeKey, out, func(it *job.CompleteItem, l *lease, o *job.Outcome) error {
+		err := forEachHeld(w, p.Items, store.CompleteKey, out, func(it *job.CompleteItem, l *lease, o *job.Outcome) error {
 			return acks.ack(l, it.Result, now, o)
 		})
 		if err != nil {
@@ -131,18 +124,15 @@ func (s *Store) JobComplete(ctx context.Context, p *store.JobCompleteParams) ([]
 	return out, nil
 }
 
-func completeKey(it *job.CompleteItem) (string, int64) { return it.ID, it.Token }
-
 // completions collects the rows of acknowledged jobs and writes them with
-// multi-row statements: completeChunk at a time, and what is left with one
-// statement for each power of two in its count.
+// multi-row statements (inSizedRuns).
 type completions struct {
 	w    *writer
 	rows []completeRow
 }
 
-// completeRow is an acknowledged job: the lease it held (which the
-// batch no longer changes once it ended), its new state and its result.
+// completeRow is an acknowledged job: the lease it held, its new state
+// and its result.
 type completeRow struct {
 	l          *lease
 	state      job.State
@@ -151,8 +141,8 @@ type completeRow struct {
 }
 
 // ack acknowledges the job of lease l with result at now (Unix
-// nanoseconds), where attempt.Complete sends it, and fills in o. Its
-// row is written with a chunk's rows, once they fill one, or by flush.
+// nanoseconds), where attempt.Complete sends it, and fills in o; its row
+// is written once a chunk fills, or by flush.
 func (c *completions) ack(l *lease, result json.RawMessage, now int64, o *job.Outcome) error {
 	h := l.held()
 	end := attempt.Complete(&h)
@@ -165,18 +155,16 @@ func (c *completions) ack(l *lease, result json.RawMessage, now int64, o *job.Ou
 	return c.flush()
 }
 
-// flush writes every collected row, each statement acknowledging the
-// largest power of two of rows, up to completeChunk, that is left.
+// flush writes every collected row.
 func (c *completions) flush() error {
-	err := inSizedRuns(c.rows, completeChunkShift, func(run []completeRow, shift int) error {
-		return c.write(run, c.w.st.getRaw(stCompleteRows[shift]))
-	})
+	err := inSizedRuns(c.rows, completeChunkShift, c.write)
 	c.rows = c.rows[:0]
 	return err
 }
 
-// write writes rows with stmt, which acknowledges as many jobs.
-func (c *completions) write(rows []completeRow, stmt *rawStmt) error {
+// write writes rows, 1<<shift of them, in one statement.
+func (c *completions) write(rows []completeRow, shift int) error {
+	stmt := c.w.st.getRaw(stCompleteRows[shift])
 	args := stmt.args()
 	for i := range rows {
 		r, l := &rows[i], rows[i].l
@@ -196,8 +184,8 @@ func (c *completions) write(rows []completeRow, stmt *rawStmt) error {
 	return nil
 }
 
-// finish forgets lease l, whose job moved to state in the database, and
-// records the move in the counts and, for an available job, its window.
+// finish forgets lease l, whose job moved to state in the database, in
+// the counts, windows and ordered holds.
 func (w *writer) finish(l *lease, state job.State) {
 	w.leases.drop(l)
 	w.fx.move(l.queue, job.StateActive, state, 1)
@@ -237,9 +225,7 @@ func (w *writer) endAttempt(l *lease, end *attempt.End, now time.Time) (job.JobR
 		return job.JobRef{}, fmt.Errorf("end attempt of job %s: %w", l.id, err)
 	}
 	w.finish(l, end.State)
-	if !end.State.Final() && !end.HoldsGroup() {
-		// A first attempt handed back unrun no longer holds its ordered
-		// group, as a restart reads it (finish frees a final job's).
+	if !end.State.Final() && !end.HoldsGroup() { // finish frees a final job's group
 		w.unhold(l.queue, l.group, l.seq)
 	}
 	return w.letterOf(l.seq, end.DeadLetter, now)
@@ -259,8 +245,8 @@ func (w *writer) appendError(seq int64, e job.AttemptError) (string, error) {
 	return string(b), nil
 }
 
-// held is the attempt of l, as the rules see it. Whether its job is a
-// dead-letter copy the lease does not know: letterOf reads it.
+// held is the attempt of l, as the rules see it; whether its job is a
+// dead-letter copy only letterOf reads.
 func (l *lease) held() attempt.Held {
 	return attempt.Held{Queue: l.queue, Kind: l.kind, Attempt: l.attempt, MaxAttempts: l.maxAttempts, Backoff: l.backoff,
 		CancelRequested: l.cancel, StartedAt: l.startedAt}
@@ -276,9 +262,8 @@ func (w *writer) settingsOf(queue string) job.QueueSettings {
 }
 
 // endEach runs, as one operation of the writer, end for each of items
-// whose token is its job's current lease (forEachHeld), and returns their
-// outcomes; what names the call in errors. The commit waits for the disk
-// unless relaxed says it need not.
+// that holds its lease (forEachHeld) and returns their outcomes; what
+// names the call in errors, relaxed is committer.do's.
 func endEach[T any](ctx context.Context, s *Store, what string, items []T, key func(*T) (string, int64),
 	relaxed func(*writer) bool, end func(w *writer, it *T, l *lease, o *job.Outcome) error) ([]job.Outcome, error) {
 	out := make([]job.Outcome, len(items))
@@ -295,13 +280,11 @@ func endEach[T any](ctx context.Context, s *Store, what string, items []T, key f
 // attempt.Fail sends it; see store.Claimer.
 func (s *Store) JobFail(ctx context.Context, p *store.JobFailParams) ([]job.Outcome, error) {
 	now := p.Now.UTC()
-	return endEach(ctx, s, "fail jobs", p.Items, failKey, leasesRelaxed(p.Items, failKey),
+	return endEach(ctx, s, "fail jobs", p.Items, store.FailKey, leasesRelaxed(p.Items, store.FailKey),
 		func(w *writer, it *job.FailItem, l *lease, o *job.Outcome) error {
 			return w.failAttempt(it, l, now, p.Rand, o)
 		})
 }
-
-func failKey(it *job.FailItem) (string, int64) { return it.ID, it.Token }
 
 // failAttempt ends l's attempt as failed by it, where attempt.Fail sends
 // it, leaving a copy in the dead-letter queue of a job that dies.
@@ -315,12 +298,11 @@ func (w *writer) failAttempt(it *job.FailItem, l *lease, now time.Time, rnd func
 	return err
 }
 
-// JobExtend moves leases forward item by item; see store.Claimer. A
-// heartbeat changes only memory.
+// JobExtend moves leases forward item by item, in memory only; see
+// store.Claimer.
 func (s *Store) JobExtend(ctx context.Context, p *store.JobExtendParams) ([]job.Outcome, error) {
 	now := p.Now.UTC()
-	key := func(it *job.ExtendItem) (string, int64) { return it.ID, it.Token }
-	return endEach(ctx, s, "extend leases", p.Items, key, writesNothing,
+	return endEach(ctx, s, "extend leases", p.Items, store.ExtendKey, writesNothing,
 		func(w *writer, it *job.ExtendItem, l *lease, o *job.Outcome) error {
 			dur := it.Lease
 			if dur <= 0 {
@@ -328,14 +310,13 @@ func (s *Store) JobExtend(ctx context.Context, p *store.JobExtendParams) ([]job.
 			}
 			expires := now.Add(dur)
 			w.leases.change(l, func(l *lease) { l.expiresAt = expires })
-			*o = job.Outcome{Queue: l.queue, State: job.StateActive, LeaseExpiresAt: expires, CancelRequested: l.cancel}
+			*o = store.Extended(l.queue, expires, l.cancel)
 			return nil
 		})
 }
 
-// JobProgress stores a progress report of an active job; see
-// store.Claimer. The report lives with the lease in memory and is written
-// with the attempt's outcome.
+// JobProgress keeps a progress report of an active job with its lease in
+// memory, written with the attempt's outcome; see store.Claimer.
 func (s *Store) JobProgress(ctx context.Context, p *store.JobProgressParams) error {
 	return wrap("report progress", s.doRelaxed(ctx, 1, writesNothing, func(w *writer) error {
 		l, miss, err := w.holder(p.ID, p.Token)
@@ -355,8 +336,7 @@ func (s *Store) JobProgress(ctx context.Context, p *store.JobProgressParams) err
 // attempt.Release sends it; see store.Claimer.
 func (s *Store) JobRelease(ctx context.Context, p *store.JobReleaseParams) ([]job.Outcome, error) {
 	now := p.Now.UTC()
-	key := func(it *job.ReleaseItem) (string, int64) { return it.ID, it.Token }
-	return endEach(ctx, s, "release jobs", p.Items, key, leasesRelaxed(p.Items, key),
+	return endEach(ctx, s, "release jobs", p.Items, store.ReleaseKey, leasesRelaxed(p.Items, store.ReleaseKey),
 		func(w *writer, _ *job.ReleaseItem, l *lease, o *job.Outcome) error {
 			h := l.held()
 			end := attempt.Release(&h)
@@ -366,9 +346,8 @@ func (s *Store) JobRelease(ctx context.Context, p *store.JobReleaseParams) ([]jo
 		})
 }
 
-// leasesRelaxed returns a relaxed check (see committer.do) for the
-// outcomes of items, named by key: none of their active jobs is of full
-// durability.
+// leasesRelaxed is committer.do's relaxed check for the outcomes of items,
+// named by key: none of their active jobs is of full durability.
 func leasesRelaxed[T any](items []T, key func(*T) (string, int64)) func(*writer) bool {
 	return func(w *writer) bool {
 		for i := range items {

@@ -25,8 +25,8 @@ func (s *Store) JobTransact(ctx context.Context, p *store.JobTransactParams) (*s
 		Failed:    make([]job.Outcome, len(p.Fail)),
 		Inserted:  make([]store.InsertResult, len(p.Insert)),
 	}
-	acksRelaxed := leasesRelaxed(p.Complete, completeKey)
-	failsRelaxed := leasesRelaxed(p.Fail, failKey)
+	acksRelaxed := leasesRelaxed(p.Complete, store.CompleteKey)
+	failsRelaxed := leasesRelaxed(p.Fail, store.FailKey)
 	relaxed := func(w *writer) bool {
 		return len(p.Create) == 0 && store.Relaxed(p.Insert) && acksRelaxed(w) && failsRelaxed(w)
 	}
