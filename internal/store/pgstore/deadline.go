@@ -11,28 +11,15 @@ import (
 	"github.com/spoolq/spool/internal/job"
 )
 
-// Maximum waits on PostgreSQL. Each job carries its wait deadline
-// (wait_until), the moment from which it may no longer start, as
-// job.WaitDeadline gives it: the store computes it in Go wherever it
-// writes a job that waits unstarted (an insert, a dead-letter copy, an
-// import, a release of a first attempt, a retry by hand) and for a
-// queue's pending jobs when the queue's maximum wait changes, and the
-// claim that hands a job out clears it. No statement knows the rule: a
-// claim statement passes over the jobs whose deadline has come (the
-// guard that no node hands one out, whatever it believes of the queue),
-// and the kills read the jobs past their deadline from the wait index,
-// then leave the decision to job.PastMaxWait.
-//
-// A deadline follows its queue's maximum wait, which any node may change.
-// A change takes the queue's flow lock (flow.go) exclusively, then
-// rewrites the deadlines of the queue's pending jobs; every writer of a
-// job that waits unstarted holds that lock shared and reads the maximum
-// wait after it, so it either holds the lock the change waits for, and
-// the change rewrites its jobs, or reads the new wait. An insert reads
-// no wait before it writes: it writes the deadlines of what the node
-// believes (waitSet), and its statement checks that belief against the
-// queue's row; where they differ, a fast insert fails for the full one,
-// which writes the deadlines again (fixWaits).
+// Each job that waits unstarted carries its wait deadline, wait_until
+// (job.WaitDeadline), computed in Go wherever such a job is written and
+// rewritten for a queue's pending jobs when its maximum wait changes; a
+// claim passes over the jobs whose deadline has come, and the kills leave
+// the decision to job.PastMaxWait. A change of a maximum wait holds the
+// queue's flow lock exclusively; every writer of a waiting job holds it
+// shared and reads the wait after it, except an insert, which writes the
+// deadlines of what the node believes (waitSet) and checks that belief in
+// its statement, writing them again where it was wrong (fixWaits).
 
 const (
 	// sqlWaitQueues lists the queues with a maximum wait.
@@ -40,23 +27,19 @@ const (
 	// sqlMaxWaits reads the maximum waits of those of the queues $1 that
 	// have one.
 	sqlMaxWaits = `SELECT name, max_wait_ns FROM spool_queues WHERE name = ANY($1::text[]) AND max_wait_ns > 0`
-	// waitMismatch selects, for the queues $22 that a statement believed
-	// to have the maximum waits $25, those whose row says otherwise, with
-	// the wait the row holds.
+	// waitMismatch selects those of the queues $22, believed to have the
+	// maximum waits $25, whose row says otherwise, with the row's wait.
 	waitMismatch = `SELECT b.name, q.max_wait_ns FROM unnest($22::text[], $25::int8[]) AS b(name, wait)
 	JOIN spool_queues q ON q.name = b.name WHERE q.max_wait_ns <> b.wait`
 	// sqlQueueWaiting reads up to $3 pending jobs of queue $1 after seq
-	// $2, in seq order, with what job.WaitDeadline needs and their
-	// deadlines.
+	// $2, in seq order, with their deadlines.
 	sqlQueueWaiting = `SELECT seq, attempt, run_at, wait_until FROM spool_jobs WHERE queue = $1 AND seq > $2 ORDER BY seq LIMIT $3`
-	// sqlSetWaits writes the deadlines $3 of the jobs of the seqs $1
-	// whose attempt counts are still $2: a job a claim handed out since
-	// it was read has none.
+	// sqlSetWaits writes the deadlines $3 of the jobs of the seqs $1 whose
+	// attempt counts are still $2, so not of a job handed out since.
 	sqlSetWaits = `UPDATE spool_jobs j SET wait_until = u.wait_until
 FROM unnest($1::int8[], $2::int4[], $3::timestamptz[]) AS u(seq, attempt, wait_until)
 WHERE j.seq = u.seq AND j.attempt = u.attempt`
-	// sqlFixWaits writes the deadlines $2 of the jobs of the ids $1,
-	// which the transaction has just written.
+	// sqlFixWaits writes the deadlines $2 of the jobs of the ids $1.
 	sqlFixWaits = `UPDATE spool_jobs j SET wait_until = u.wait_until
 FROM unnest($1::text[], $2::timestamptz[]) AS u(id, wait_until) WHERE j.id = u.id`
 )
@@ -68,34 +51,33 @@ func waitDeadline(attempt int, runAt time.Time, maxWait time.Duration) pgtype.Ti
 
 // readWaits runs query, which reads queues with their maximum waits.
 func readWaits(ctx context.Context, q querier, query string, args ...any) (map[string]time.Duration, error) {
-	rows, err := q.Query(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("read maximum waits: %w", err)
-	}
-	return collectWaits(rows)
+	return collectWaits(q.Query(ctx, query, args...))
 }
 
-// collectWaits reads rows of queues with their maximum waits.
-func collectWaits(rows pgx.Rows) (map[string]time.Duration, error) {
+// collectWaits reads rows of queues with their maximum waits, unless err.
+func collectWaits(rows pgx.Rows, err error) (map[string]time.Duration, error) {
 	m := make(map[string]time.Duration)
 	var name string
 	var wait int64
-	if _, err := pgx.ForEachRow(rows, []any{&name, &wait}, func() error {
-		m[name] = time.Duration(wait)
-		return nil
-	}); err != nil {
+	if err == nil {
+		_, err = pgx.ForEachRow(rows, []any{&name, &wait}, func() error {
+			m[name] = time.Duration(wait)
+			return nil
+		})
+	}
+	if err != nil {
 		return nil, fmt.Errorf("read maximum waits: %w", err)
 	}
 	return m, nil
 }
 
 // lockWaits adds to batch the statements that take the flow locks of
-// queues shared and then read their maximum waits into waits, which hold
-// until the transaction ends; see the top of this file.
+// queues shared and read their maximum waits, which then hold until the
+// transaction ends, into waits.
 func lockWaits(batch *pgx.Batch, queues []string, waits *map[string]time.Duration) {
 	batch.Queue(sqlLockFlowShared, queues, lockClass)
 	batch.Queue(sqlMaxWaits, queues).Query(func(rows pgx.Rows) (err error) {
-		*waits, err = collectWaits(rows)
+		*waits, err = collectWaits(rows, nil)
 		return err
 	})
 }
@@ -137,8 +119,8 @@ func setQueueWaits(ctx context.Context, tx pgx.Tx, queue string, maxWait time.Du
 	return job.RewriteWaits(maxWait, read, write)
 }
 
-// backfillWaits gives the jobs waiting when wait_until came the
-// deadlines of their queues' maximum waits.
+// backfillWaits gives the jobs waiting when wait_until came their
+// deadlines.
 func backfillWaits(ctx context.Context, tx pgx.Tx) error {
 	waits, err := readWaits(ctx, tx, sqlWaitQueues)
 	if err != nil {
@@ -162,9 +144,8 @@ func believedWaits(queues []string, waits map[string]time.Duration) []int64 {
 	return out
 }
 
-// fixWaits writes, in tx, the deadlines of the jobs of the ids that tx
-// inserted (unstarted, of queues and with run times runAts) and whose
-// queues turned out to have the maximum waits actual.
+// fixWaits writes in tx the deadlines of the jobs of ids (of queues, with
+// runAts) that tx inserted, in queues with the maximum waits actual.
 func fixWaits(ctx context.Context, tx pgx.Tx, ids, queues []string, runAts []time.Time, actual map[string]time.Duration,
 	inserted func(id string) bool) error {
 	var fix []string

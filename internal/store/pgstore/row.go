@@ -39,9 +39,8 @@ const (
 // doneInsert is the column list of a move into spool_jobs_done.
 const doneInsert = `INSERT INTO spool_jobs_done (` + jobColumns + `)`
 
-// sqlFinish moves jobs to spool_jobs_done in a final state, with a new
-// attempt count and, when given, a new error history (appendError);
-// it ends the leases of those that had one.
+// sqlFinish moves jobs to spool_jobs_done in a final state with a new
+// attempt count and, unless empty, error history, ending their leases.
 const sqlFinish = `WITH u AS (
 	SELECT * FROM unnest($1::int8[], $2::text[], $3::int4[], $4::text[]) AS u(seq, state, attempt, err)
 ), gone AS (
@@ -96,15 +95,7 @@ func scanJob(row pgx.Row) (*job.Job, int64, error) {
 	j.Priority, j.Attempt, j.MaxAttempts = int(priority), int(attempt), int(maxAttempts)
 	j.State = job.State(state)
 	j.Durability = job.Durability(durability)
-	if group != nil {
-		j.Group = *group
-	}
-	if worker != nil {
-		j.Worker = *worker
-	}
-	if traceParent != nil {
-		j.TraceParent = *traceParent
-	}
+	j.Group, j.Worker, j.TraceParent, j.UniqueKey = deref(group), deref(worker), deref(traceParent), deref(uniqueKey)
 	if letterQueue != nil && letterID != nil {
 		j.DeadLetterOf = job.JobRef{Queue: *letterQueue, ID: *letterID}
 	}
@@ -113,9 +104,6 @@ func scanJob(row pgx.Row) (*job.Job, int64, error) {
 	j.Backoff.Kind = job.BackoffKind(backoffKind)
 	j.Backoff.Base, j.Backoff.Max = time.Duration(backoffBase), time.Duration(backoffMax)
 	j.LeaseDuration = time.Duration(lease)
-	if uniqueKey != nil {
-		j.UniqueKey = *uniqueKey
-	}
 	j.UniqueFor = time.Duration(uniqueFor)
 	j.StartedAt, j.FinishedAt, j.LeaseExpiresAt = utc(started), utc(finished), utc(leaseExpiry)
 	if len(tags) > 0 {
@@ -147,11 +135,20 @@ func scanJobs(rows pgx.Rows) ([]*job.Job, []int64, error) {
 	return jobs, seqs, rows.Err()
 }
 
+// utc is *t in UTC, the zero time for nil.
 func utc(t *time.Time) time.Time {
 	if t == nil {
 		return time.Time{}
 	}
 	return t.UTC()
+}
+
+// deref is *p, the zero value for nil.
+func deref[T any](p *T) (v T) {
+	if p != nil {
+		v = *p
+	}
+	return v
 }
 
 func rawOrNil(b []byte) json.RawMessage {
@@ -169,8 +166,8 @@ func bytesOrNil(raw json.RawMessage) []byte {
 	return []byte(raw)
 }
 
-// micro truncates t to the microsecond precision of timestamptz, in UTC,
-// so that times computed here equal the ones read back.
+// micro is t in UTC at timestamptz's microsecond precision, so that times
+// computed here equal the ones read back.
 func micro(t time.Time) time.Time {
 	if t.IsZero() {
 		return t
@@ -178,9 +175,8 @@ func micro(t time.Time) time.Time {
 	return t.UTC().Truncate(time.Microsecond)
 }
 
-// appendError is the errors column of a job whose column holds stored
-// once it records e (store.AppendStoredError, which keeps the message
-// free of NUL, which jsonb cannot hold), as text.
+// appendError is, as text, the errors column stored once it records e
+// (store.AppendStoredError, which keeps out the NUL jsonb cannot hold).
 func appendError(stored []byte, e job.AttemptError) (string, error) {
 	b, err := store.AppendStoredError(stored, e)
 	if err != nil {

@@ -10,28 +10,21 @@ import (
 	"github.com/spoolq/spool/internal/store"
 )
 
-// Maximum waits in the embedded store. A claim checks every job it reads
-// against its queue's maximum wait and kills the ones past it (handOut);
-// the sweep (JobExpireWaiting) kills those no claim reaches, found by
-// wait_until, the deadline job.WaitDeadline gives, set on the rows of
-// queues with a maximum wait only and indexed while the row waits
-// unstarted (jobs_wait), so that queues without one pay nothing. An
-// insert sets it, a new maximum wait for the queue's pending jobs
-// (queueconfig.go), a retry by hand for the job it makes available.
+// A claim kills the jobs it reads past their queue's maximum wait
+// (handOut); the sweep kills those no claim reaches, found by wait_until
+// (job.WaitDeadline), set only in queues with a maximum wait and indexed
+// while the job waits unstarted (jobs_wait).
 
 const (
-	// sqlWaitingPast reads, in deadline order after the deadline ?2 and
-	// seq ?3, up to ?4 jobs waiting unstarted whose deadline is ?1 or
-	// before.
+	// sqlWaitingPast reads up to ?4 jobs waiting unstarted with deadlines
+	// up to ?1, in deadline order after deadline ?2 and seq ?3.
 	sqlWaitingPast = `SELECT seq, wait_until FROM jobs INDEXED BY jobs_wait
 WHERE wait_until IS NOT NULL AND state = 'available' AND attempt = 0 AND wait_until <= ?1
 	AND (wait_until > ?2 OR (wait_until = ?2 AND seq > ?3))
 ORDER BY wait_until, seq LIMIT ?4`
-	// sqlNextWait is the earliest deadline after ?1 of a job waiting
-	// unstarted.
+	// sqlNextWait is the earliest deadline after ?1.
 	sqlNextWait = `SELECT MIN(wait_until) FROM jobs INDEXED BY jobs_wait
 WHERE wait_until IS NOT NULL AND state = 'available' AND attempt = 0 AND wait_until > ?1`
-	// sqlFixWait sets the wait deadline of one row.
 	sqlFixWait = `UPDATE jobs SET wait_until = ?1 WHERE seq = ?2`
 )
 
@@ -39,8 +32,7 @@ WHERE wait_until IS NOT NULL AND state = 'available' AND attempt = 0 AND wait_un
 const expireChunk = 256
 
 // JobExpireWaiting kills the jobs past their queues' maximum waits that
-// no claim met; see store.Maintainer. It reads them from the jobs_wait
-// index, passing over those leased (their rows still say available).
+// no claim met, passing over leased ones; see store.Maintainer.
 func (s *Store) JobExpireWaiting(ctx context.Context, now time.Time, limit int) (*store.MaintenanceResult, error) {
 	return s.maintain(ctx, "expire waiting jobs", func(w *writer, res *store.MaintenanceResult) error {
 		return w.expireWaiting(now.UTC(), limit, res)
@@ -50,8 +42,8 @@ func (s *Store) JobExpireWaiting(ctx context.Context, now time.Time, limit int) 
 // candidate is a row the sweep found past its wait deadline.
 type candidate struct{ seq, deadline int64 }
 
-// expireWaiting kills up to limit jobs past their wait at now, reading
-// them in deadline order, and reports the next deadline.
+// expireWaiting kills up to limit jobs past their wait at now and reports
+// the next deadline.
 func (w *writer) expireWaiting(now time.Time, limit int, res *store.MaintenanceResult) error {
 	ctx := context.Background()
 	after := candidate{deadline: math.MinInt64}
@@ -85,9 +77,8 @@ func (w *writer) expireWaiting(now time.Time, limit int, res *store.MaintenanceR
 	return nil
 }
 
-// expireRow kills the job of c when the rule says it is past its wait at
-// now, and counts it in res; a row whose deadline the rule does not
-// share gets the rule's.
+// expireRow kills the job of c when it is past its wait at now, counted
+// in res; a row whose deadline the rule does not share gets the rule's.
 func (w *writer) expireRow(c candidate, now time.Time, res *store.MaintenanceResult) error {
 	j, _, err := scanJob(w.st.get(stJobBySeq).QueryRow(c.seq))
 	if err != nil {

@@ -14,69 +14,52 @@ import (
 	"github.com/spoolq/spool/internal/job"
 )
 
-// lease is one active job, held in memory. A claim writes nothing to the
-// database: the row keeps its available state until the job's outcome
-// (ack, fail, rescue) is written, so a hand-out, a heartbeat or a progress
-// report costs no write and no fsync. What a crash loses is the hand-out
-// itself: the job is available again after a restart, and the fencing
-// tokens of the new process are all higher than the old ones (see
-// tokenSource), so a worker of the old process can no longer ack it.
-// Leases are written to the database (the row becomes active) when a user
-// cancels the job while it runs and when the store closes, and read back
-// at open.
+// lease is one active job, held in memory only: a hand-out, a heartbeat
+// or a progress report writes nothing, and the row keeps its available
+// state until the attempt's outcome is written. A crash loses only the
+// hand-out: the job is available again after a restart, whose fencing
+// tokens are all higher (tokenSource). A lease is written to its row
+// (persisted) by a cancel while it runs and at close, and read back at
+// open.
 type lease struct {
-	seq   int64
-	id    string
-	queue string
-	// kind is the job's kind, for the outcome of its attempt.
-	kind string
-	// group is the job's group, counted against its queue's
-	// group caps.
+	seq, token int64
+	id, queue  string
+	kind       string
+	// group counts against its queue's group caps; key is the job's place
+	// in claim order, to return it to its window.
 	group string
-	// key is the job's place in claim order, to return it to its window.
-	key entry
-	// token is the fencing token of this hand-out.
-	token int64
+	key   entry
 	// attempt counts hand-outs including this one.
-	attempt     int
-	maxAttempts int
-	backoff     job.Backoff
+	attempt, maxAttempts int
+	backoff              job.Backoff
 	// duration is the job's own lease duration, the default of extends.
-	duration  time.Duration
-	startedAt time.Time
-	expiresAt time.Time
-	cancel    bool
-	progress  json.RawMessage
-	// worker is the name of the worker that holds the lease (empty for
-	// none): the job's Worker, written to its row with the attempt's
-	// outcome, as the rest of the lease is.
+	duration             time.Duration
+	startedAt, expiresAt time.Time
+	cancel               bool
+	progress             json.RawMessage
+	// worker names the worker that holds the lease, "" for none.
 	worker string
-	// persisted is true while the row in the database says active.
+	// persisted is true while the row says active.
 	persisted bool
-	// durability is the job's, which decides whether its outcome's commit
-	// waits for the disk.
+	// durability decides whether the outcome's commit waits for the disk.
 	durability job.Durability
 	// index is the lease's position in the expiry heap.
 	index int
 }
 
-// leaseTable holds every active job. The holder of the committer's turn
-// changes it; readers (JobGet, JobList) look leases up under the read
-// lock.
+// leaseTable holds every active job. The writer changes it; readers look
+// leases up under the read lock.
 type leaseTable struct {
 	mu     sync.RWMutex
 	byID   map[string]*lease
 	bySeq  map[int64]*lease
 	expiry expiryHeap
-	// perQueue counts the leases of each queue, perGroup those of each
-	// group of each queue (jobs without a group count as group ""),
-	// perWorker those of each named worker.
+	// perQueue, perGroup and perWorker count the leases of each queue,
+	// group (of a queue; "" for none) and named worker.
 	perQueue  map[string]int
 	perGroup  map[groupKey]int
 	perWorker map[string]int
-	// undo takes back the changes of the running batch (grant, drop,
-	// change), so that a batch that does not commit leaves the table as
-	// it was. Writer only.
+	// undo takes back the running batch's changes should it not commit.
 	undo []func()
 }
 
@@ -94,16 +77,13 @@ func (t *leaseTable) inGroup(queue, group string) int { return t.perGroup[groupK
 // count is how many jobs are active. Writer only.
 func (t *leaseTable) count() int { return len(t.byID) }
 
-// get returns the lease of job id, or nil. Writer only: readers use
-// viewOf.
+// get returns the lease of job id, or nil. Writer only.
 func (t *leaseTable) get(id string) *lease { return t.byID[id] }
 
-// leased reports whether the job with seq is active. Writer only: readers
-// use held.
+// leased reports whether the job with seq is active. Writer only.
 func (t *leaseTable) leased(seq int64) bool { return t.bySeq[seq] != nil }
 
-// held reports whether the job with seq is active. Safe beside the
-// writer.
+// held reports whether the job with seq is active, beside the writer.
 func (t *leaseTable) held(seq int64) bool {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
@@ -130,12 +110,24 @@ func (t *leaseTable) add(l *lease) {
 	defer t.mu.Unlock()
 	t.byID[l.id] = l
 	t.bySeq[l.seq] = l
-	t.perQueue[l.queue]++
-	t.perGroup[groupKey{l.queue, l.group}]++
-	if l.worker != "" {
-		t.perWorker[l.worker]++
-	}
+	t.tally(l, 1)
 	heap.Push(&t.expiry, l)
+}
+
+// tally adds d to the counts of l's queue, group and worker, forgetting
+// those that reach zero.
+func (t *leaseTable) tally(l *lease, d int) {
+	bump(t.perQueue, l.queue, d)
+	bump(t.perGroup, groupKey{l.queue, l.group}, d)
+	if l.worker != "" {
+		bump(t.perWorker, l.worker, d)
+	}
+}
+
+func bump[K comparable](m map[K]int, k K, d int) {
+	if m[k] += d; m[k] <= 0 {
+		delete(m, k)
+	}
 }
 
 // remove forgets a lease.
@@ -147,23 +139,11 @@ func (t *leaseTable) remove(l *lease) {
 	}
 	delete(t.byID, l.id)
 	delete(t.bySeq, l.seq)
-	if t.perQueue[l.queue]--; t.perQueue[l.queue] <= 0 {
-		delete(t.perQueue, l.queue)
-	}
-	k := groupKey{l.queue, l.group}
-	if t.perGroup[k]--; t.perGroup[k] <= 0 {
-		delete(t.perGroup, k)
-	}
-	if l.worker != "" {
-		if t.perWorker[l.worker]--; t.perWorker[l.worker] <= 0 {
-			delete(t.perWorker, l.worker)
-		}
-	}
+	t.tally(l, -1)
 	heap.Remove(&t.expiry, l.index)
 }
 
-// countByWorker returns how many leases each of workers holds, leaving
-// out those that hold none.
+// countByWorker returns how many leases each of workers holds, if any.
 func (t *leaseTable) countByWorker(workers []string) map[string]int {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
@@ -176,8 +156,7 @@ func (t *leaseTable) countByWorker(workers []string) map[string]int {
 	return out
 }
 
-// update changes a lease in place under the lock and keeps the expiry heap
-// in order.
+// update changes a lease in place under the lock, keeping the heap.
 func (t *leaseTable) update(l *lease, change func(l *lease)) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -234,10 +213,9 @@ func (t *leaseTable) viewsOfSeqs(seqs []int64) map[int64]lease {
 	return out
 }
 
-// views returns copies of the leases of queue (every queue when empty) of
-// a queue with one of prefixes (see job.HasPrefix) held by worker
-// (every worker when empty) with seq above after, by seq, at most limit
-// of them.
+// views returns copies of up to limit leases above seq after, by seq, of
+// queue and held by worker (each: any when empty), of a queue with one of
+// prefixes (job.HasPrefix).
 func (t *leaseTable) views(queue string, prefixes []string, worker string, after int64, limit int) []lease {
 	t.mu.RLock()
 	var out []lease
@@ -254,8 +232,7 @@ func (t *leaseTable) views(queue string, prefixes []string, worker string, after
 	return out
 }
 
-// overlay applies the lease to a job read from the database, whose row
-// may still say available.
+// overlay applies the lease to j, read from a row that may say available.
 func (l *lease) overlay(j *job.Job) {
 	j.State = job.StateActive
 	j.Attempt = l.attempt
@@ -330,15 +307,13 @@ func (t *leaseTable) revert() {
 	t.keep()
 }
 
-// keep forgets how to take back the running batch's changes: it
-// committed.
+// keep forgets the undo of the running batch, which committed.
 func (t *leaseTable) keep() {
 	clear(t.undo)
 	t.undo = t.undo[:0]
 }
 
-// sqlActiveJobs reads the jobs whose rows say active: leases written at
-// close or by a cancel.
+// sqlActiveJobs reads the jobs whose rows say active (persisted leases).
 const sqlActiveJobs = `SELECT ` + jobColumns + ` FROM jobs INDEXED BY jobs_lease WHERE state = 'active'`
 
 // loadLeases reads the leases written to the database into a new table.

@@ -68,8 +68,8 @@ func scanJob(sc scanner) (*job.Job, int64, error) {
 	return &j, seq, nil
 }
 
-// scanJobs reads every row of rows, the outcome of a query that failed
-// with err unless nil, and closes rows. It returns the jobs and their seqs.
+// scanJobs reads every row of rows (unless err) with scanJob and closes
+// rows.
 func scanJobs(rows *sql.Rows, err error) ([]*job.Job, []int64, error) {
 	if err != nil {
 		return nil, nil, err
@@ -91,8 +91,7 @@ func scanJobs(rows *sql.Rows, err error) ([]*job.Job, []int64, error) {
 	return jobs, seqs, nil
 }
 
-// scanAll reads every row of rows, the outcome of a query that failed
-// with err unless nil, with scan, and closes rows.
+// scanAll reads every row of rows (unless err) with scan and closes rows.
 func scanAll[T any](rows *sql.Rows, err error, scan func(r *sql.Rows, v *T) error) ([]T, error) {
 	if err != nil {
 		return nil, err
@@ -121,8 +120,7 @@ func closeRows(rows *sql.Rows) error {
 // fromNanos turns unix nanoseconds into a UTC time.
 func fromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
 
-// nullTime turns a nullable unix-nanosecond column into a time; NULL is the
-// zero time.
+// nullTime turns a nullable unix-nanosecond column into a time, NULL zero.
 func nullTime(n sql.NullInt64) time.Time {
 	if !n.Valid {
 		return time.Time{}

@@ -10,29 +10,19 @@ import (
 	"github.com/spoolq/spool/internal/job"
 )
 
-// The spec column packs the fields a job is given at insert and that never
-// change afterwards, and that no query filters or sorts on: kind, max
-// attempts, backoff, lease duration, unique window, tags, creation time
-// and durability. An insert then binds 9 values instead of 19 and a read
-// fetches 18 columns instead of 28; each value costs a call from Go into
-// SQLite, as much as SQLite's own work for the row. (The columns these
-// fields had before schema version 3 stay in the table, set to zeros.)
+// The spec column packs the fields a job gets at insert that never change
+// and that no query filters or sorts on, so that an insert binds and a
+// read fetches fewer values (each a call from Go into SQLite); the old
+// columns of these fields stay in the table, set to zeros.
 //
-// Format, version 1: the byte 1, then kind, max attempts, backoff kind,
-// base, max, jitter, lease duration, unique window, creation time,
-// durability and the tags. Strings are a uvarint length and the bytes,
-// integers varints, the jitter the 8 bytes of its IEEE 754 bits (big
-// endian), the tags a uvarint count and that many strings.
-//
-// Version 2, for a dead-letter copy (see job.DeadLetter): the byte 2,
-// the fields of version 1, then the queue and the id of the dead job it
-// copies, as strings. Every other job keeps version 1, which this
-// version reads as before.
-//
-// Version 3, for a job with a traceparent (job.Job.TraceParent): the
-// byte 3, the fields of version 2 (the dead job's queue and id empty for
-// a job that copies none), then the traceparent as a string. The jobs
-// without one keep version 1 or 2, so their rows are unchanged.
+// Version 1: the byte 1, then kind, max attempts, backoff kind, base, max,
+// jitter, lease duration, unique window, creation time, durability and the
+// tags: strings as a uvarint length and the bytes, integers as varints,
+// the jitter as the 8 big-endian bytes of its IEEE 754 bits, the tags as a
+// uvarint count and the strings. Version 2 (a dead-letter copy) adds the
+// queue and id of the dead job; version 3 (a job with a traceparent) adds,
+// after those (empty for a job that copies none), the traceparent. A job
+// is written in the lowest version that holds it.
 const (
 	specVersion       = 1
 	specVersionLetter = 2
@@ -52,11 +42,10 @@ type spec struct {
 	createdAt   int64 // Unix nanoseconds
 	durability  job.Durability
 	tags        []string
-	// deadLetterOf is the dead job a dead-letter copy copies; zero for
-	// other jobs.
+	// deadLetterOf is the job a dead-letter copy copies, traceParent the
+	// job's W3C traceparent; zero for none.
 	deadLetterOf job.JobRef
-	// traceParent is the job's W3C traceparent; empty for none.
-	traceParent string
+	traceParent  string
 }
 
 // appendSpec appends the encoding of s to dst.
@@ -154,49 +143,46 @@ func (d *specDecoder) fail(what string) {
 	d.b = nil
 }
 
-func (d *specDecoder) byte() byte {
-	if len(d.b) < 1 {
-		d.fail("version")
-		return 0
+// skip drops the n bytes read, n <= 0 meaning a malformed what.
+func (d *specDecoder) skip(n int, what string) {
+	if n <= 0 || n > len(d.b) {
+		d.fail(what)
+		return
 	}
-	v := d.b[0]
-	d.b = d.b[1:]
+	d.b = d.b[n:]
+}
+
+func (d *specDecoder) byte() (v byte) {
+	if len(d.b) > 0 {
+		v = d.b[0]
+	}
+	d.skip(1, "version")
 	return v
 }
 
 func (d *specDecoder) uvarint() uint64 {
 	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail("number")
-		return 0
-	}
-	d.b = d.b[n:]
+	d.skip(n, "number")
 	return v
 }
 
 func (d *specDecoder) varint() int64 {
 	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.fail("number")
-		return 0
-	}
-	d.b = d.b[n:]
+	d.skip(n, "number")
 	return v
 }
 
-func (d *specDecoder) uint64() uint64 {
-	if len(d.b) < 8 {
-		d.fail("float")
-		return 0
+func (d *specDecoder) uint64() (v uint64) {
+	if len(d.b) >= 8 {
+		v = binary.BigEndian.Uint64(d.b)
 	}
-	v := binary.BigEndian.Uint64(d.b)
-	d.b = d.b[8:]
+	d.skip(8, "float")
 	return v
 }
 
 func (d *specDecoder) string() string {
 	n := d.uvarint()
-	if d.err != nil {
+	if d.err != nil || n == 0 {
 		return ""
 	}
 	if n > uint64(len(d.b)) {
