@@ -46,6 +46,9 @@ type Request struct {
 // it. A queue whose jobs have no groups is offered as one group.
 type Group struct {
 	Name string
+	// Ref is the source's own handle of the group, which the plan gives
+	// back to Heads.
+	Ref int
 	// Active is how many of the group's jobs are active; a store may
 	// count them only up to Limits.GroupMaxActive.
 	Active int
@@ -74,6 +77,9 @@ type Head struct {
 	Seq     int64
 	Attempt int
 	RunAt   time.Time
+	// Ref is the source's own handle of the job, which the decision's
+	// picks carry back to it.
+	Ref int
 }
 
 // Source is how a store offers a plan its candidates. A plan calls it
@@ -87,16 +93,17 @@ type Source interface {
 	// available jobs.
 	Groups(need, more int) ([]Group, error)
 	// Heads returns, for each i, up to n[i] more of the available jobs
-	// of group names[i] in claim order, after those returned before for
-	// it (with the group, or by an earlier call). Fewer than n[i] means
-	// the group has no more.
-	Heads(names []string, n []int) ([][]Head, error)
+	// of the group whose Ref is refs[i], in claim order, after those
+	// returned before for it (with the group, or by an earlier call).
+	// Fewer than n[i] means the group has no more.
+	Heads(refs []int, n []int) ([][]Head, error)
 }
 
 // Pick is a job a decision names, with its group.
 type Pick struct {
 	Group string
 	Head
+	admitted int // the group's index in Decision.groups
 }
 
 // Decision is what a claim does: lease Take, in that order, and kill Kill
@@ -114,6 +121,7 @@ type Decision struct {
 	// start again.
 	retryAt time.Time
 	groups  []*group // the groups admitted, in turn order
+	spare   []group  // places for the groups the plan looks at next
 	// visited is how many groups the plan looked at, last the last of
 	// them; stopped is set when it looked at MaxGroupVisits, exhausted
 	// when it went round the whole turn order.

@@ -35,34 +35,32 @@ func (s *fakeSource) Groups(need, more int) ([]Group, error) {
 	n := need + more
 	var out []Group
 	for len(out) < n && s.offered < len(s.groups) {
-		g := s.groups[(s.start+s.offered)%len(s.groups)]
+		at := (s.start + s.offered) % len(s.groups)
+		g := s.groups[at]
 		s.offered++
 		if s.one != "" && g.Name != s.one {
 			continue
 		}
+		g.Ref = at
 		out = append(out, g.Group)
 	}
 	return out, nil
 }
 
-func (s *fakeSource) Heads(names []string, n []int) ([][]Head, error) {
+func (s *fakeSource) Heads(refs []int, n []int) ([][]Head, error) {
 	s.calls++
 	if s.read == nil {
 		s.read = map[string]int{}
 	}
-	out := make([][]Head, len(names))
-	for i, name := range names {
-		for _, g := range s.groups {
-			if g.Name != name {
-				continue
-			}
-			from := s.read[name] + len(g.Heads)
-			to := min(from+n[i], len(g.jobs))
-			if from < to {
-				out[i] = g.jobs[from:to]
-				s.read[name] += to - from
-				s.heads += to - from
-			}
+	out := make([][]Head, len(refs))
+	for i, ref := range refs {
+		g := s.groups[ref]
+		from := s.read[g.Name] + len(g.Heads)
+		to := min(from+n[i], len(g.jobs))
+		if from < to {
+			out[i] = g.jobs[from:to]
+			s.read[g.Name] += to - from
+			s.heads += to - from
 		}
 	}
 	return out, nil
@@ -367,6 +365,27 @@ func TestPlanGivesTheNextGroupsTheirTurnBeforeASecondJobOfAny(t *testing.T) {
 		d = plan(t, Queue{Limits: job.Limits{GroupMaxActive: 5}, MaxWait: wait}, Request{Want: 4}, src)
 		if got, want := seqs(d.Take), []int64{20, 30, 21, 22}; !slices.Equal(got, want) {
 			t.Fatalf("%s: took %v, want %v: once every group had its turn the others go on", c.name, got, want)
+		}
+	}
+}
+
+func TestLeasedOfMatchesInAnyOrder(t *testing.T) {
+	take := []Pick{{Head: Head{Seq: 1}}, {Head: Head{Seq: 2}}, {Head: Head{Seq: 3}}, {Head: Head{Seq: 4}}}
+	for _, tc := range []struct {
+		name   string
+		leased []int64
+		want   []bool
+	}{
+		{"all in order", []int64{1, 2, 3, 4}, []bool{true, true, true, true}},
+		{"some in order", []int64{2, 4}, []bool{false, true, false, true}},
+		{"out of order", []int64{4, 1}, []bool{true, false, false, true}},
+		{"none", nil, []bool{false, false, false, false}},
+	} {
+		started := leasedOf(take, tc.leased)
+		for i, want := range tc.want {
+			if got := started(i); got != want {
+				t.Errorf("%s: pick %d leased = %v, want %v", tc.name, i, got, want)
+			}
 		}
 	}
 }

@@ -24,6 +24,8 @@ type group struct {
 	past int
 	// started is how many of its jobs the claim leased (Settle).
 	started int
+	// index is its place in Decision.groups.
+	index int
 }
 
 // Plan decides what a claim of q hands out, reading candidates from src:
@@ -93,17 +95,30 @@ func (d *Decision) find(src Source, room int) ([]*group, error) {
 			d.exhausted = len(found) < need
 			continue
 		}
-		g := &group{Group: d.pending[0]}
+		g := d.newGroup(d.pending[0])
 		d.pending = d.pending[1:]
 		d.visited++
 		d.last = g.Name
 		if d.admit(g) {
+			g.index = len(d.groups)
 			admitted = append(admitted, g)
 			d.groups = append(d.groups, g)
+			d.spare = d.spare[1:]
 		}
 	}
 	d.stopped = d.visited >= MaxGroupVisits
 	return admitted, nil
+}
+
+// newGroup is g as the plan weighs it, in the first spare place; the
+// place is taken only when the group is admitted. Places come in blocks,
+// so that a plan that looks at many groups allocates a few times only.
+func (d *Decision) newGroup(g Group) *group {
+	if len(d.spare) == 0 {
+		d.spare = make([]group, max(len(d.pending), groupSlack))
+	}
+	d.spare[0] = group{Group: g}
+	return &d.spare[0]
 }
 
 // admit sets how many jobs of g may start and reports whether any may; a
@@ -180,7 +195,7 @@ func (d *Decision) share(src Source, live []*group, room int) ([]*group, error) 
 		for t := 0; t < turns && room > 0; t++ {
 			for _, g := range live {
 				if room > 0 && g.taken < len(g.avail) && g.hasRoom() && (!first || g.taken == 0) {
-					d.Take = append(d.Take, Pick{Group: g.Name, Head: g.avail[g.taken]})
+					d.Take = append(d.Take, Pick{Group: g.Name, Head: g.avail[g.taken], admitted: g.index})
 					g.taken++
 					room--
 				}
@@ -230,7 +245,7 @@ func (d *Decision) canRead(g *group) bool {
 // holds jobs back), and as many more as it met past their wait so far.
 func (d *Decision) read(src Source, live []*group, turns int) error {
 	var (
-		names []string
+		refs  []int
 		asks  []int
 		asked []*group
 	)
@@ -240,13 +255,13 @@ func (d *Decision) read(src Source, live []*group, turns int) error {
 			need = g.room - g.taken + 1
 		}
 		if n := g.taken + need - len(g.avail); n > 0 && d.canRead(g) {
-			names, asks, asked = append(names, g.Name), append(asks, n+g.past), append(asked, g)
+			refs, asks, asked = append(refs, g.Ref), append(asks, n+g.past), append(asked, g)
 		}
 	}
 	if len(asked) == 0 {
 		return nil
 	}
-	heads, err := src.Heads(names, asks)
+	heads, err := src.Heads(refs, asks)
 	if err != nil {
 		return fmt.Errorf("read the jobs of groups: %w", err)
 	}
@@ -269,7 +284,7 @@ func (d *Decision) sort(g *group, hs []Head) {
 		if job.PastMaxWait(h.Attempt, h.RunAt, d.q.MaxWait, d.req.Now) {
 			g.past++
 			if len(d.Kill) < MaxKills {
-				d.Kill = append(d.Kill, Pick{Group: g.Name, Head: h})
+				d.Kill = append(d.Kill, Pick{Group: g.Name, Head: h, admitted: g.index})
 			}
 			continue
 		}

@@ -13,24 +13,15 @@ func (d *Decision) Settle(leased []int64, left func() (bool, error)) (Outcome, e
 	l := d.q.Limits
 	now := d.req.Now
 	out := Outcome{Starts: d.q.Starts}
-	started := make(map[int64]bool, len(leased))
-	for _, seq := range leased {
-		started[seq] = true
-	}
-	byName := make(map[string]*group, len(d.groups))
-	for _, g := range d.groups {
-		byName[g.Name] = g
-	}
+	started := leasedOf(d.Take, leased)
 	n, lastGroup := 0, ""
-	for _, p := range d.Take {
-		if !started[p.Seq] {
+	for i, p := range d.Take {
+		if !started(i) {
 			continue
 		}
 		n++
 		lastGroup = p.Group
-		if g := byName[p.Group]; g != nil {
-			g.started++
-		}
+		d.groups[p.admitted].started++
 	}
 	if n > 0 && !l.Rate.IsZero() {
 		out.Starts, out.StartsChanged = d.q.Starts.Add(l.Rate, now, n), true
@@ -85,4 +76,24 @@ func (d *Decision) Settle(leased []int64, left func() (bool, error)) (Outcome, e
 		}
 	}
 	return out, nil
+}
+
+// leasedOf tells, for each pick of take, whether its job is among leased.
+// A store that leases in the decision's order is matched without a map.
+func leasedOf(take []Pick, leased []int64) func(i int) bool {
+	match, j := make([]bool, len(take)), 0
+	for i := range take {
+		if j < len(leased) && take[i].Seq == leased[j] {
+			match[i] = true
+			j++
+		}
+	}
+	if j == len(leased) {
+		return func(i int) bool { return match[i] }
+	}
+	set := make(map[int64]bool, len(leased))
+	for _, seq := range leased {
+		set[seq] = true
+	}
+	return func(i int) bool { return set[take[i].Seq] }
 }

@@ -66,7 +66,7 @@ func (w *writer) writeDecision(q *wqueue, src *flowSource, d *claim.Decision, p 
 	res *store.ClaimResult) ([]*job.Job, []int64, error) {
 	picks := make([]pick, 0, len(d.Kill)+len(d.Take))
 	for _, k := range append(slices.Clip(d.Kill), d.Take...) {
-		e := src.entries[k.Seq]
+		e := src.entries[k.Ref]
 		q.windowOf(k.Group).remove(e)
 		q.holds.taken(k.Group, k.Seq)
 		picks = append(picks, pick{q: q, e: e})
@@ -99,7 +99,7 @@ func (w *writer) keepOutcome(q *wqueue, src *flowSource, out claim.Outcome) {
 		}
 	}
 	if q.grouped {
-		i, ok := src.at[out.Cursor]
+		i, ok := src.ringIndex(out.Cursor)
 		f.turnAfter(i, out.CursorMoved && ok, src.done, q.limits.GroupRate)
 	}
 }
@@ -121,17 +121,24 @@ type flowSource struct {
 	// once it came round.
 	start, rlen, offered int
 	done                 bool
-	// at is the ring index of each group offered; read is how many jobs
-	// of each window were offered; entries are the jobs offered.
-	at      map[string]int
-	read    map[string]int
-	entries map[int64]entry
+	// groups are the groups offered, by their claim.Group.Ref, and
+	// entries the jobs offered, by their claim.Head.Ref.
+	groups  []offeredGroup
+	entries []entry
+}
+
+// offeredGroup is a group a flowSource offered: its place in the ring
+// (-1 out of it) and how many jobs of its window it offered.
+type offeredGroup struct {
+	name string
+	ring int
+	read int
 }
 
 // newFlowSource starts a walk of q's ring at its next turn.
 func newFlowSource(w *writer, q *wqueue, one string) *flowSource {
-	s := &flowSource{w: w, q: q, one: one, start: q.flow.next, rlen: len(q.flow.ring),
-		at: map[string]int{}, read: map[string]int{}, entries: map[int64]entry{}}
+	s := &flowSource{w: w, q: q, one: one, start: q.flow.next, rlen: len(q.flow.ring)}
+	s.groups = make([]offeredGroup, 0, min(s.rlen, 256))
 	if s.start >= s.rlen {
 		s.start = 0
 	}
@@ -149,6 +156,7 @@ func (s *flowSource) Groups(need, more int) ([]claim.Group, error) {
 		if s.q.win.len() == 0 && s.q.win.complete {
 			return nil, nil
 		}
+		s.groups = append(s.groups, offeredGroup{ring: -1})
 		return []claim.Group{{Active: s.w.leases.inQueue(s.q.name)}}, nil
 	case s.one != "":
 		s.done = true
@@ -156,7 +164,7 @@ func (s *flowSource) Groups(need, more int) ([]claim.Group, error) {
 	}
 	f := &s.q.flow
 	n := need + more
-	var out []claim.Group
+	out := make([]claim.Group, 0, min(n, len(f.ring)))
 	for len(out) < n {
 		if s.offered >= len(f.ring) {
 			if len(out) >= need {
@@ -177,14 +185,14 @@ func (s *flowSource) Groups(need, more int) ([]claim.Group, error) {
 		}
 		s.offered++
 		g := f.ring[i]
-		if dry, err := s.dry(g); err != nil || dry {
+		gs := f.groups[g]
+		if dry, err := s.dry(g, gs); err != nil || dry {
 			if err != nil {
 				return nil, err
 			}
 			continue // out of jobs: it leaves the ring at the next compaction
 		}
-		s.at[g] = i
-		out = append(out, s.offer(g))
+		out = append(out, s.offer(g, gs, i))
 	}
 	return out, nil
 }
@@ -200,17 +208,17 @@ func (s *flowSource) oneGroup() ([]claim.Group, error) {
 	case gs == nil:
 		return nil, nil
 	}
-	if dry, err := s.dry(s.one); err != nil || dry {
+	if dry, err := s.dry(s.one, gs); err != nil || dry {
 		return nil, err
 	}
-	return []claim.Group{s.offer(s.one)}, nil
+	return []claim.Group{s.offer(s.one, gs, -1)}, nil
 }
 
 // dry reports whether group g of the ring has no available job, reading
 // its first jobs when its window holds none yet: a group is offered only
 // with jobs, so that its limits count in what held jobs back only then.
-func (s *flowSource) dry(g string) (bool, error) {
-	win := s.q.flow.groups[g].win
+func (s *flowSource) dry(g string, gs *groupState) (bool, error) {
+	win := gs.win
 	if win.len() == 0 && !win.complete {
 		if err := s.w.refillGroup(s.q, g, 1); err != nil {
 			return false, err
@@ -219,18 +227,19 @@ func (s *flowSource) dry(g string) (bool, error) {
 	return win.len() == 0 && win.complete, nil
 }
 
-// offer is group g as the planner sees it. In an ordered queue, a group
-// whose holder is out and not active is shut by it; an available holder
-// is the group's only job to go out.
-func (s *flowSource) offer(g string) claim.Group {
+// offer is group g, of state gs and at place ring of the ring, as the
+// planner sees it. In an ordered queue, a group whose holder is out and
+// not active is shut by it; an available holder is the group's only job
+// to go out.
+func (s *flowSource) offer(g string, gs *groupState, ring int) claim.Group {
 	q := s.q
-	gs := q.flow.groups[g]
-	out := claim.Group{Name: g, Active: s.w.leases.inGroup(q.name, g), Starts: gs.rate}
+	out := claim.Group{Name: g, Ref: len(s.groups), Active: s.w.leases.inGroup(q.name, g), Starts: gs.rate}
+	s.groups = append(s.groups, offeredGroup{name: g, ring: ring})
 	if h := q.holds[g]; q.limits.Ordered && h != nil {
 		switch {
 		case h.avail:
-			out.Holder, out.Held = job.StateAvailable, claim.Head{Seq: h.seq, Attempt: 1, RunAt: fromNanos(h.e.runAt)}
-			s.entries[h.seq] = h.e
+			out.Holder, out.Held = job.StateAvailable, claim.Head{Seq: h.seq, Attempt: 1, RunAt: fromNanos(h.e.runAt), Ref: len(s.entries)}
+			s.entries = append(s.entries, h.e)
 			live := gs.win.live()
 			out.Dry = gs.win.complete && (len(live) == 0 || len(live) == 1 && live[0].seq == h.seq)
 		case out.Active == 0:
@@ -242,27 +251,30 @@ func (s *flowSource) offer(g string) claim.Group {
 
 // Heads offers the next jobs of each group's window, refilling it as
 // needed; see claim.Source.
-func (s *flowSource) Heads(names []string, n []int) ([][]claim.Head, error) {
-	out := make([][]claim.Head, len(names))
+func (s *flowSource) Heads(refs []int, n []int) ([][]claim.Head, error) {
+	out := make([][]claim.Head, len(refs))
 	var unknown []int64
-	for i, g := range names {
-		need := s.read[g] + n[i]
+	for i, ref := range refs {
+		og := &s.groups[ref]
+		g := og.name
+		need := og.read + n[i]
 		if err := s.fill(g, need); err != nil {
 			return nil, err
 		}
 		live := s.q.windowOf(g).live()
-		from, to := min(s.read[g], len(live)), min(need, len(live))
+		from, to := min(og.read, len(live)), min(need, len(live))
+		out[i] = make([]claim.Head, 0, to-from)
 		for _, e := range live[from:to] {
-			h := claim.Head{Seq: e.seq, RunAt: fromNanos(e.runAt)}
+			h := claim.Head{Seq: e.seq, RunAt: fromNanos(e.runAt), Ref: len(s.entries)}
 			if e.body != nil {
 				h.Attempt = e.body.Attempt
 			} else if s.q.settings.MaxWait > 0 {
 				unknown = append(unknown, e.seq)
 			}
-			s.entries[e.seq] = e
+			s.entries = append(s.entries, e)
 			out[i] = append(out[i], h)
 		}
-		s.read[g] = to
+		og.read = to
 	}
 	if len(unknown) > 0 {
 		if err := s.attempts(out, unknown); err != nil {
@@ -311,4 +323,14 @@ func (s *flowSource) attempts(out [][]claim.Head, seqs []int64) error {
 		}
 	}
 	return nil
+}
+
+// ringIndex is the place in the ring of group g, offered from the ring.
+func (s *flowSource) ringIndex(g string) (int, bool) {
+	for i := len(s.groups) - 1; i >= 0; i-- {
+		if og := s.groups[i]; og.name == g && og.ring >= 0 {
+			return og.ring, true
+		}
+	}
+	return 0, false
 }
