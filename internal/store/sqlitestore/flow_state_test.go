@@ -48,7 +48,7 @@ func TestEvictKeepsTheRingsTurn(t *testing.T) {
 	for _, g := range []string{"a", "b", "c", "d"} {
 		gs := f.state(g, r)
 		gs.win = newWindow(groupWindow, false, nil)
-		f.ring = append(f.ring, g)
+		f.ring = append(f.ring, gs)
 		if g != "c" {
 			gs.rate = gs.rate.Add(r, t0, 1) // a start that still counts
 		}
@@ -57,15 +57,24 @@ func TestEvictKeepsTheRingsTurn(t *testing.T) {
 	if !f.evict(r) {
 		t.Fatal("no group dropped, though c has no rate that counts")
 	}
-	if want := []string{"a", "b", "d"}; fmt.Sprint(f.ring) != fmt.Sprint(want) || f.ring[f.next] != "d" {
-		t.Fatalf("ring %v with next %d after the drop, want %v with d's turn", f.ring, f.next, want)
+	if want := []string{"a", "b", "d"}; fmt.Sprint(ringNames(f)) != fmt.Sprint(want) || f.ring[f.next].name != "d" {
+		t.Fatalf("ring %v with next %d after the drop, want %v with d's turn", ringNames(f), f.next, want)
 	}
 	if _, ok := f.groups["c"]; ok || f.known {
 		t.Fatalf("after the drop: c's state kept %v, known %v; want it gone and the ring no longer known whole", ok, f.known)
 	}
 	if f.evict(r) {
-		t.Fatalf("a group dropped though every rate still counts: ring %v", f.ring)
+		t.Fatalf("a group dropped though every rate still counts: ring %v", ringNames(f))
 	}
+}
+
+// ringNames are the names of the groups in f's ring, in turn order.
+func ringNames(f flowState) []string {
+	var names []string
+	for _, gs := range f.ring {
+		names = append(names, gs.name)
+	}
+	return names
 }
 
 // staleRows counts the rows of grouped queues that the claim index by

@@ -184,15 +184,14 @@ func (s *flowSource) Groups(need, more int) ([]claim.Group, error) {
 			i = (s.start + i) % s.rlen
 		}
 		s.offered++
-		g := f.ring[i]
-		gs := f.groups[g]
-		if dry, err := s.dry(g, gs); err != nil || dry {
+		gs := f.ring[i]
+		if dry, err := s.dry(gs.name, gs); err != nil || dry {
 			if err != nil {
 				return nil, err
 			}
 			continue // out of jobs: it leaves the ring at the next compaction
 		}
-		out = append(out, s.offer(g, gs, i))
+		out = append(out, s.offer(gs.name, gs, i))
 	}
 	return out, nil
 }

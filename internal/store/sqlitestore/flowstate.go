@@ -44,7 +44,7 @@ type flowState struct {
 	// ring holds the groups whose windows may hold available jobs, in
 	// turn order; next is the next turn. Groups that ran out leave it
 	// when their turn comes.
-	ring []string
+	ring []*groupState
 	next int
 	// known is set while every group with available jobs is in the ring:
 	// a new group's window then starts complete. Until then (after a
@@ -64,6 +64,7 @@ type flowState struct {
 
 // groupState is what the writer keeps of one group.
 type groupState struct {
+	name string
 	// win is the group's next available jobs in claim order, nil while
 	// the group is out of the ring.
 	win  *window
@@ -125,7 +126,7 @@ func (f *flowState) state(g string, r job.Rate) *groupState {
 		if f.groups == nil {
 			f.groups = make(map[string]*groupState)
 		}
-		gs = &groupState{}
+		gs = &groupState{name: g}
 		f.groups[g] = gs
 	}
 	return gs
@@ -143,7 +144,7 @@ func (f *flowState) join(g string, complete bool, r job.Rate) *groupState {
 	}
 	if gs.win == nil {
 		gs.win = newWindow(groupWindow, complete, f.cache)
-		f.ring = append(f.ring, g)
+		f.ring = append(f.ring, gs)
 	}
 	return gs
 }
@@ -199,14 +200,13 @@ func (f *flowState) groupOf(g string, r job.Rate) (gs *groupState, full bool) {
 // in the database, where a walk finds the group again. It reports whether
 // it found one.
 func (f *flowState) evict(r job.Rate) bool {
-	for i, g := range f.ring {
-		gs := f.groups[g]
+	for i, gs := range f.ring {
 		if !gs.rate.Idle(r, f.now) {
 			continue
 		}
 		gs.win.dropAll()
 		gs.win = nil
-		delete(f.groups, g)
+		delete(f.groups, gs.name)
 		f.ring = slices.Delete(f.ring, i, i+1)
 		if i < f.next {
 			f.next--
@@ -222,15 +222,14 @@ func (f *flowState) evict(r job.Rate) bool {
 // them.
 func (f *flowState) compact(r job.Rate) {
 	kept := f.ring[:0]
-	for _, g := range f.ring {
-		gs := f.groups[g]
+	for _, gs := range f.ring {
 		if gs.win.len() > 0 || !gs.win.complete {
-			kept = append(kept, g)
+			kept = append(kept, gs)
 			continue
 		}
 		gs.win = nil
 		if gs.rate.Idle(r, f.now) {
-			delete(f.groups, g)
+			delete(f.groups, gs.name)
 		}
 	}
 	clear(f.ring[len(kept):])
@@ -275,13 +274,13 @@ func (f *flowState) turnAfter(ringIndex int, moved, wentRound bool, r job.Rate) 
 	if !wentRound && f.next < len(f.ring) {
 		return
 	}
-	cursor := ""
+	var cursor *groupState
 	if f.next > 0 && f.next <= len(f.ring) {
 		cursor = f.ring[f.next-1]
 	}
 	f.compact(r)
 	f.next = 0
-	if i := slices.Index(f.ring, cursor); cursor != "" && i >= 0 {
+	if i := slices.Index(f.ring, cursor); cursor != nil && i >= 0 {
 		f.next = i + 1
 	}
 	if f.next >= len(f.ring) {
