@@ -7,71 +7,35 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/store"
+	"github.com/spoolq/spool/internal/store/consumergroup"
 )
 
-// Consumer groups (store.ConsumerGroups) on PostgreSQL.
+// Consumer groups (store.ConsumerGroups) on PostgreSQL. A group is a row
+// of spool_consumer_groups; its jobs are copies in its lane, whose
+// spool_queues row follows its queue's pause, limits and grouped flag
+// (QueueSetPaused, QueueSetLimits and markGrouped change both in one
+// transaction, under the locks a creation takes too).
 //
-// A group is a row of spool_consumer_groups; its jobs are copies
-// (job.CopyID) in its lane (job.LaneName), a queue like any other. The
-// lane's spool_queues row follows the queue's: a creation gives it the
-// queue's pause, limits and grouped flag; QueueSetPaused and
-// QueueSetLimits change the queue and its lanes in one transaction; a
-// queue that becomes grouped makes its lanes grouped. A creation takes the
-// queue's flow lock and row lock, which those changes take too, so each
-// sees the other whole.
-//
-// Fan-out. The statement that inserts jobs (sqlInsertJobs) also reads the
-// groups of their queues, in its own snapshot; when it finds some, one
-// more statement of the transaction (sqlCopyToLanes) copies the jobs it
-// inserted into each lane, so that a job and its copies commit together.
-// A queue without groups costs one look at the small group table per
-// insert, and nothing else. A lane shares its queue's flow lock
-// (flowLockKey), so that a copy gets the empty group exactly when its lane
-// has flow control, as its job does in its queue.
-//
-// Creation and deletion. Every transaction that puts jobs into a queue
-// holds the queue's flow lock shared from before the statement that reads
-// its groups (flow.go). A creation commits the group under the lock held
-// exclusively, in a short transaction of its own: a writer under way when
-// it came ended first, and a later one reads the group in a snapshot taken
-// after the commit and makes its copies itself. The creation then copies
-// the jobs of its start (sqlStartLane) in a second transaction, under the
-// lock shared, so that inserts go on meanwhile; a job its snapshot holds
-// has its copies there too when its insert saw the group, in either
-// table, and the start skips those. A creation that fails after its
-// commit deletes the group again, so that creating it again starts over.
-// A deletion removes the group and clears its lane under the lock held
-// exclusively; a seek clears the lane and copies its start in one
-// transaction, which leaves each job of the start one copy.
-//
-// Creations, seeks and deletions of one group run one at a time across
-// the nodes, under a session advisory lock of the group's lane.
+// Every transaction that puts jobs into a queue holds the queue's flow
+// lock shared from before the statement that reads its groups, and copies
+// what it inserted into their lanes (sqlCopyToLanes) before it commits.
+// A creation commits the group under the lock held exclusively, so a
+// writer under way ends first and a later one sees the group and makes
+// its copies itself; it then copies its start (sqlStartLane) in a second
+// transaction, under the lock shared, skipping the copies those writers
+// made, and deletes the group again if that fails. A deletion runs under
+// the lock held exclusively; a seek clears the lane and copies its start
+// in one transaction. Creations, seeks and deletions of one group run one
+// at a time across the nodes, under a session lock of its lane.
 
 // copyColumns are the columns a copy sets; the others take their
 // defaults (no attempt, no unique key, no lease).
 const copyColumns = `id, queue, kind, payload, priority, state, run_at, max_attempts, backoff_kind, backoff_base,
 	backoff_max, backoff_jitter, lease_ns, tags, durability, grp, created_at, traceparent`
-
-// groupLag joins each consumer group g with the creation time of its
-// lane's oldest pending job (a seek of the lane index) and its lane's
-// counts, one row a state, as sqlQueues computes them.
-const groupLag = `
-CROSS JOIN LATERAL (
-	SELECT min(j.created_at) AS oldest FROM spool_jobs j
-	WHERE j.queue = g.queue || '` + job.LaneSep + `' || g.name AND j.` + isLane + `
-) o
-LEFT JOIN LATERAL (
-	SELECT state, sum(n)::int8 AS n FROM (
-		SELECT state, n FROM spool_counts WHERE queue = g.queue || '` + job.LaneSep + `' || g.name
-		UNION ALL
-		SELECT state, n FROM spool_count_deltas WHERE queue = g.queue || '` + job.LaneSep + `' || g.name) x
-	GROUP BY state
-) c ON true`
 
 // isLane is the predicate of the lane index: only a lane's name holds
 // job.LaneSep. A query meant for the index states it as written here.
@@ -82,7 +46,6 @@ const isLane = `queue LIKE '%` + job.LaneSep + `%'`
 type consumerGroups struct {
 	*db
 	*beliefs
-	flow   *flowControl
 	queues *queueReader
 }
 
@@ -131,35 +94,30 @@ WHERE NOT EXISTS (SELECT 1 FROM spool_jobs x WHERE x.id = c.id)
 	AND NOT EXISTS (SELECT 1 FROM spool_jobs_done d WHERE d.id = c.id)
 ORDER BY c.seq, c.queue
 ON CONFLICT (id) DO NOTHING`
-	// sqlStartLane gives group $2 of queue $1 a copy (store.CopyOf) of
-	// each job of the queue, pending or finished, created at or after $3
-	// (every job when NULL), in enqueue order, scheduled when due after
-	// $4. It reads both tables whole, since no index of theirs leads to
-	// every job of a queue. A job whose copy the snapshot holds, in
-	// either table, is skipped: checked against the snapshot rather than
-	// left to ON CONFLICT, a copy that an ack moves to spool_jobs_done
-	// meanwhile cannot come back as a second one. It returns how many
-	// copies it made and how many of them are available.
-	sqlStartLane = `WITH src AS (
-	SELECT seq, id, kind, payload, priority, run_at, max_attempts, backoff_kind, backoff_base, backoff_max,
-		backoff_jitter, lease_ns, tags, durability, grp, created_at, traceparent
-	FROM spool_jobs WHERE queue = $1::text AND ($3::timestamptz IS NULL OR created_at >= $3::timestamptz)
+	// sqlStartLane gives lane $2 of queue $1 a copy (store.CopyOf, its id
+	// the job's followed by $3) of each job of the queue, pending or
+	// finished, created at or after $4 (every job when NULL), in enqueue
+	// order, scheduled when due after $5. It reads both tables whole, as
+	// no index leads to every job of a queue. A copy the snapshot holds,
+	// in either table, is skipped: so a copy that an ack moves to
+	// spool_jobs_done meanwhile cannot come back as a second one. It
+	// returns how many copies it made and how many are available.
+	sqlStartLane = `WITH c AS (
+	SELECT seq, id || $3::text AS copy_id, kind, payload, priority, run_at, max_attempts, backoff_kind, backoff_base,
+		backoff_max, backoff_jitter, lease_ns, tags, durability, grp, created_at, traceparent
+	FROM spool_jobs WHERE queue = $1::text AND ($4::timestamptz IS NULL OR created_at >= $4::timestamptz)
 	UNION ALL
-	SELECT seq, id, kind, payload, priority, run_at, max_attempts, backoff_kind, backoff_base, backoff_max,
-		backoff_jitter, lease_ns, tags, durability, grp, created_at, traceparent
-	FROM spool_jobs_done WHERE queue = $1::text AND ($3::timestamptz IS NULL OR created_at >= $3::timestamptz)
-), lane AS (
-	SELECT $1::text || '` + job.LaneSep + `' || $2::text AS name,
-		COALESCE((SELECT flow FROM spool_queues WHERE name = $1::text || '` + job.LaneSep + `' || $2::text), false) AS flow
-), c AS (
-	SELECT src.*, src.id || '` + job.LaneSep + `' || $2::text AS copy_id FROM src
+	SELECT seq, id || $3::text, kind, payload, priority, run_at, max_attempts, backoff_kind, backoff_base,
+		backoff_max, backoff_jitter, lease_ns, tags, durability, grp, created_at, traceparent
+	FROM spool_jobs_done WHERE queue = $1::text AND ($4::timestamptz IS NULL OR created_at >= $4::timestamptz)
 ), ins AS (
 	INSERT INTO spool_jobs (` + copyColumns + `)
-	SELECT c.copy_id, lane.name, c.kind, c.payload, c.priority,
-		CASE WHEN c.run_at > $4::timestamptz THEN 'scheduled' ELSE 'available' END, c.run_at, c.max_attempts,
+	SELECT c.copy_id, $2::text, c.kind, c.payload, c.priority,
+		CASE WHEN c.run_at > $5::timestamptz THEN 'scheduled' ELSE 'available' END, c.run_at, c.max_attempts,
 		c.backoff_kind, c.backoff_base, c.backoff_max, c.backoff_jitter, c.lease_ns, c.tags, c.durability,
-		CASE WHEN c.grp IS NOT NULL THEN c.grp WHEN lane.flow THEN '' END, c.created_at, c.traceparent
-	FROM c CROSS JOIN lane
+		CASE WHEN c.grp IS NOT NULL THEN c.grp WHEN (SELECT flow FROM spool_queues WHERE name = $2::text) THEN '' END,
+		c.created_at, c.traceparent
+	FROM c
 	WHERE NOT EXISTS (SELECT 1 FROM spool_jobs x WHERE x.id = c.copy_id)
 		AND NOT EXISTS (SELECT 1 FROM spool_jobs_done d WHERE d.id = c.copy_id)
 	ORDER BY c.seq
@@ -168,19 +126,24 @@ ON CONFLICT (id) DO NOTHING`
 )
 SELECT count(*), count(*) FILTER (WHERE state = 'available') FROM ins`
 	// sqlGroupList reads the groups of queue $1 in byte order of their
-	// names, each with its lag (groupLag), one row a state.
-	sqlGroupList = `SELECT g.queue, g.name, g.created_at, o.oldest, c.state, c.n
-FROM spool_consumer_groups g` + groupLag + `
-WHERE g.queue = $1
-ORDER BY g.name COLLATE "C"`
-	// sqlGroupListAll reads a page of $3 groups of every queue after the
-	// group ($1, $2), in byte order of queue then name, each with its lag
-	// (groupLag), one row a state.
-	sqlGroupListAll = `SELECT g.queue, g.name, g.created_at, o.oldest, c.state, c.n
-FROM (SELECT queue, name, created_at FROM spool_consumer_groups
-	WHERE queue COLLATE "C" > $1 OR (queue = $1 AND name COLLATE "C" > $2)
-	ORDER BY queue COLLATE "C", name COLLATE "C" LIMIT $3) g` + groupLag + `
-ORDER BY g.queue COLLATE "C", g.name COLLATE "C"`
+	// names; sqlGroupListAll a page of $3 groups of every queue after the
+	// group ($1, $2), in byte order of queue then name.
+	sqlGroupList    = `SELECT queue, name, created_at FROM spool_consumer_groups WHERE queue = $1 ORDER BY name COLLATE "C"`
+	sqlGroupListAll = `SELECT queue, name, created_at FROM spool_consumer_groups
+WHERE queue COLLATE "C" > $1 OR (queue = $1 AND name COLLATE "C" > $2)
+ORDER BY queue COLLATE "C", name COLLATE "C" LIMIT $3`
+	// sqlLaneStanding reads, for each lane of $1, the creation time of
+	// its oldest pending job (a seek of the lane index) and its counts,
+	// one row a state, as sqlQueues computes them.
+	sqlLaneStanding = `SELECT l.name, o.oldest, c.state, c.n FROM unnest($1::text[]) AS l(name)
+CROSS JOIN LATERAL (SELECT min(j.created_at) AS oldest FROM spool_jobs j WHERE j.queue = l.name AND j.` + isLane + `) o
+LEFT JOIN LATERAL (
+	SELECT state, sum(n)::int8 AS n FROM (
+		SELECT state, n FROM spool_counts WHERE queue = l.name
+		UNION ALL
+		SELECT state, n FROM spool_count_deltas WHERE queue = l.name) x
+	GROUP BY state
+) c ON true`
 )
 
 // laneSet holds the consumer groups of queues: their names by queue.
@@ -224,27 +187,8 @@ func (cg *consumerGroups) ConsumerGroupCreate(ctx context.Context, p *store.Cons
 	created := false
 	err := cg.withGroupLock(ctx, lane, func(conn *pgxpool.Conn) error {
 		var flow bool
-		err := cg.txOn(ctx, conn, func(tx pgx.Tx) error {
-			created = false
-			if _, err := tx.Exec(ctx, sqlLockFlow, []string{p.Queue}, lockClass); err != nil {
-				return fmt.Errorf("lock queue: %w", err)
-			}
-			if _, err := tx.Exec(ctx, sqlEnsureQueue, p.Queue); err != nil {
-				return fmt.Errorf("create queue: %w", err)
-			}
-			var grouped bool
-			if err := tx.QueryRow(ctx, sqlLockQueueRow, p.Queue).Scan(&grouped); err != nil {
-				return fmt.Errorf("lock queue: %w", err)
-			}
-			tag, err := tx.Exec(ctx, sqlGroupAdd, p.Queue, p.Name, micro(p.Now))
-			if err != nil {
-				return fmt.Errorf("record consumer group: %w", err)
-			}
-			if tag.RowsAffected() == 0 {
-				return nil
-			}
-			created = true
-			flow, err = cg.followQueue(ctx, tx, p.Queue, lane, grouped)
+		err := cg.txOn(ctx, conn, func(tx pgx.Tx) (err error) {
+			created, flow, err = cg.record(ctx, tx, p, lane)
 			return err
 		})
 		if err != nil || !created {
@@ -255,8 +199,8 @@ func (cg *consumerGroups) ConsumerGroupCreate(ctx context.Context, p *store.Cons
 			return nil
 		}
 		err = cg.txOn(ctx, conn, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, sqlLockFlowShared, []string{p.Queue}, lockClass); err != nil {
-				return fmt.Errorf("lock queue: %w", err)
+			if err := lockFlow(ctx, tx, sqlLockFlowShared, p.Queue); err != nil {
+				return err
 			}
 			_, err := cg.copyStart(ctx, tx, p)
 			return err
@@ -272,29 +216,46 @@ func (cg *consumerGroups) ConsumerGroupCreate(ctx context.Context, p *store.Cons
 	return created, nil
 }
 
-// followQueue gives lane, just created in tx, the pause, limits and
-// grouped flag of its queue, whose flow lock and row lock tx holds, and
-// clears it of the jobs an earlier group of its name may have left. It
-// returns whether the lane has flow control.
-func (cg *consumerGroups) followQueue(ctx context.Context, tx pgx.Tx, queue, lane string, grouped bool) (bool, error) {
-	qs, err := cg.queues.read(ctx, tx, queue, false)
-	if err != nil {
-		return false, fmt.Errorf("read queue: %w", err)
+// record records group p in tx, under its queue's flow lock and row lock,
+// unless it exists, and gives its lane the pause, limits and grouped flag
+// of the queue, clearing it of the jobs an earlier group of its name may
+// have left. It returns whether it created the group and whether the lane
+// has flow control.
+func (cg *consumerGroups) record(ctx context.Context, tx pgx.Tx, p *store.ConsumerGroupParams, lane string) (created, flow bool, err error) {
+	if err := lockFlow(ctx, tx, sqlLockFlow, p.Queue); err != nil {
+		return false, false, err
 	}
-	if len(qs) != 1 {
-		return false, fmt.Errorf("read queue: %d rows", len(qs))
+	if _, err := tx.Exec(ctx, sqlEnsureQueue, p.Queue); err != nil {
+		return false, false, fmt.Errorf("create queue: %w", err)
+	}
+	var grouped bool
+	if err := tx.QueryRow(ctx, sqlLockQueueRow, p.Queue).Scan(&grouped); err != nil {
+		return false, false, fmt.Errorf("lock queue: %w", err)
+	}
+	tag, err := tx.Exec(ctx, sqlGroupAdd, p.Queue, p.Name, micro(p.Now))
+	if err != nil {
+		return false, false, fmt.Errorf("record consumer group: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return false, false, nil
+	}
+	qs, err := cg.queues.read(ctx, tx, p.Queue, false)
+	if err == nil && len(qs) != 1 {
+		err = fmt.Errorf("%d rows", len(qs))
+	}
+	if err != nil {
+		return false, false, fmt.Errorf("read queue: %w", err)
 	}
 	if err := clearLane(ctx, tx, lane); err != nil {
-		return false, err
+		return false, false, err
 	}
-	flow, _, err := applyLimits(ctx, tx, lane, qs[0].Limits, grouped)
-	if err != nil {
-		return false, err
+	if flow, _, err = applyLimits(ctx, tx, lane, qs[0].Limits, grouped); err != nil {
+		return false, false, err
 	}
 	if _, err := tx.Exec(ctx, sqlSetPaused, lane, qs[0].Paused); err != nil {
-		return false, fmt.Errorf("pause lane %s: %w", lane, err)
+		return false, false, fmt.Errorf("pause lane %s: %w", lane, err)
 	}
-	return flow, nil
+	return true, flow, nil
 }
 
 // undoCreate deletes group p, whose start failed with cause, so that
@@ -303,15 +264,14 @@ func (cg *consumerGroups) followQueue(ctx context.Context, tx pgx.Tx, queue, lan
 func (cg *consumerGroups) undoCreate(ctx context.Context, p *store.ConsumerGroupParams, cause error) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	lane := job.LaneName(p.Queue, p.Name)
 	err := cg.tx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, sqlLockFlow, []string{p.Queue}, lockClass); err != nil {
-			return fmt.Errorf("lock queue: %w", err)
+		if err := lockFlow(ctx, tx, sqlLockFlow, p.Queue); err != nil {
+			return err
 		}
 		if _, err := tx.Exec(ctx, sqlGroupRemove, p.Queue, p.Name); err != nil {
 			return fmt.Errorf("remove consumer group: %w", err)
 		}
-		return clearLane(ctx, tx, lane)
+		return clearLane(ctx, tx, job.LaneName(p.Queue, p.Name))
 	})
 	if err != nil {
 		return fmt.Errorf("%w; the group stays without its start (delete it or seek it): %w", cause, err)
@@ -325,7 +285,7 @@ func (cg *consumerGroups) ConsumerGroupSeek(ctx context.Context, p *store.Consum
 	lane := job.LaneName(p.Queue, p.Name)
 	n := 0
 	err := cg.withGroupLock(ctx, lane, func(conn *pgxpool.Conn) error {
-		return cg.txOn(ctx, conn, func(tx pgx.Tx) error {
+		return cg.txOn(ctx, conn, func(tx pgx.Tx) (err error) {
 			var exists bool
 			if err := tx.QueryRow(ctx, sqlGroupExists, p.Queue, p.Name).Scan(&exists); err != nil {
 				return fmt.Errorf("read consumer group: %w", err)
@@ -333,13 +293,12 @@ func (cg *consumerGroups) ConsumerGroupSeek(ctx context.Context, p *store.Consum
 			if !exists {
 				return job.ErrNotFound
 			}
-			if _, err := tx.Exec(ctx, sqlLockFlowShared, []string{p.Queue}, lockClass); err != nil {
-				return fmt.Errorf("lock queue: %w", err)
+			if err := lockFlow(ctx, tx, sqlLockFlowShared, p.Queue); err != nil {
+				return err
 			}
 			if err := clearLane(ctx, tx, lane); err != nil {
 				return err
 			}
-			var err error
 			n, err = cg.copyStart(ctx, tx, p)
 			return err
 		})
@@ -351,16 +310,15 @@ func (cg *consumerGroups) ConsumerGroupSeek(ctx context.Context, p *store.Consum
 }
 
 // ConsumerGroupDelete deletes a group and its lane's jobs, under the
-// queue's flow lock (see the top of this file); see store.ConsumerGroups.
-// The other nodes hear of it once it commits
-// (Hooks.OnConsumerGroupsDeleted). The lane's queue row stays, without
-// jobs.
+// queue's flow lock held exclusively; see store.ConsumerGroups. The other
+// nodes hear of it once it commits (Hooks.OnConsumerGroupsDeleted). The
+// lane's queue row stays, without jobs.
 func (cg *consumerGroups) ConsumerGroupDelete(ctx context.Context, queue, name string) error {
 	lane := job.LaneName(queue, name)
 	err := cg.withGroupLock(ctx, lane, func(conn *pgxpool.Conn) error {
 		return cg.txOn(ctx, conn, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, sqlLockFlow, []string{queue}, lockClass); err != nil {
-				return fmt.Errorf("lock queue: %w", err)
+			if err := lockFlow(ctx, tx, sqlLockFlow, queue); err != nil {
+				return err
 			}
 			tag, err := tx.Exec(ctx, sqlGroupRemove, queue, name)
 			if err != nil {
@@ -378,65 +336,75 @@ func (cg *consumerGroups) ConsumerGroupDelete(ctx context.Context, queue, name s
 			return clearLane(ctx, tx, lane)
 		})
 	})
-	if err != nil {
-		return wrap(fmt.Sprintf("delete consumer group %s of %s", name, queue), err)
-	}
-	return nil
+	return wrap(fmt.Sprintf("delete consumer group %s of %s", name, queue), err)
 }
 
 // ConsumerGroupList lists a queue's groups with their lanes' counts; see
 // store.ConsumerGroups.
 func (cg *consumerGroups) ConsumerGroupList(ctx context.Context, queue string) ([]job.ConsumerGroup, error) {
-	out, err := cg.readGroups(ctx, sqlGroupList, queue)
+	out, err := consumergroup.List(ctx, groupReader{cg}, queue, nil)
 	return out, wrap(fmt.Sprintf("list consumer groups of %s", queue), err)
 }
 
 // ConsumerGroupListAll lists a page of the groups of every queue with
-// their lanes' counts, in one statement; see store.ConsumerGroups.
+// their lanes' counts; see store.ConsumerGroups.
 func (cg *consumerGroups) ConsumerGroupListAll(ctx context.Context, p *job.ConsumerGroupListParams) ([]job.ConsumerGroup, error) {
-	out, err := cg.readGroups(ctx, sqlGroupListAll, p.AfterQueue, p.AfterName, p.PageSize())
+	out, err := consumergroup.List(ctx, groupReader{cg}, "", p)
 	return out, wrap("list consumer groups", err)
 }
 
-// readGroups runs query, which reads groups with their lag (groupLag)
-// in order, one row a state, and gathers each group's rows.
-func (cg *consumerGroups) readGroups(ctx context.Context, query string, args ...any) ([]job.ConsumerGroup, error) {
-	if err := cg.check(); err != nil {
+// groupReader reads the consumer groups in one statement and their lanes'
+// standing in another.
+type groupReader struct{ *consumerGroups }
+
+// Groups reads the groups' rows; see consumergroup.Reader.
+func (r groupReader) Groups(ctx context.Context, queue string, p *job.ConsumerGroupListParams) ([]job.ConsumerGroup, error) {
+	if err := r.check(); err != nil {
 		return nil, err
 	}
-	rows, err := cg.pool.Query(ctx, query, args...)
+	query, args := sqlGroupList, []any{queue}
+	if p != nil {
+		query, args = sqlGroupListAll, []any{p.AfterQueue, p.AfterName, p.PageSize()}
+	}
+	rows, err := r.pool.Query(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
-	out := []job.ConsumerGroup{}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (g job.ConsumerGroup, err error) {
+		err = row.Scan(&g.Queue, &g.Name, &g.CreatedAt)
+		g.CreatedAt = g.CreatedAt.UTC()
+		return g, err
+	})
+}
+
+// Standing reads the lanes' standing (sqlLaneStanding); see
+// consumergroup.Reader.
+func (r groupReader) Standing(ctx context.Context, gs []job.ConsumerGroup) error {
+	lanes := make([]string, len(gs))
+	byLane := make(map[string]*job.ConsumerGroup, len(gs))
+	for i := range gs {
+		lanes[i] = job.LaneName(gs[i].Queue, gs[i].Name)
+		byLane[lanes[i]] = &gs[i]
+	}
+	rows, err := r.pool.Query(ctx, sqlLaneStanding, lanes)
+	if err != nil {
+		return err
+	}
 	var (
-		queue, name string
-		created     time.Time
-		oldest      pgtype.Timestamptz
-		state       *string
-		n           *int64
+		lane   string
+		oldest *time.Time
+		state  *string
+		n      *int64
 	)
-	_, err = pgx.ForEachRow(rows, []any{&queue, &name, &created, &oldest, &state, &n}, func() error {
-		if len(out) == 0 || out[len(out)-1].Queue != queue || out[len(out)-1].Name != name {
-			counts := make(map[job.State]int64, len(job.States))
-			for _, st := range job.States {
-				counts[st] = 0
-			}
-			g := job.ConsumerGroup{Queue: queue, Name: name, CreatedAt: created.UTC(), Counts: counts}
-			if oldest.Valid {
-				g.OldestPending = oldest.Time.UTC()
-			}
-			out = append(out, g)
-		}
+	_, err = pgx.ForEachRow(rows, []any{&lane, &oldest, &state, &n}, func() error {
+		g := byLane[lane]
+		g.OldestPending = utc(oldest)
 		if state != nil && n != nil {
-			out[len(out)-1].Counts[job.State(*state)] += *n
+			g.Counts[job.State(*state)] += *n
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
+	return err
 }
 
 // clearLane deletes every job of lane in tx, active ones with their
@@ -461,14 +429,25 @@ func (cg *consumerGroups) copyStart(ctx context.Context, tx pgx.Tx, p *store.Con
 	if none || err != nil {
 		return 0, err
 	}
+	lane := job.LaneName(p.Queue, p.Name)
 	var n, available int64
-	if err := tx.QueryRow(ctx, sqlStartLane, p.Queue, p.Name, tstz(from), micro(p.Now)).Scan(&n, &available); err != nil {
+	err = tx.QueryRow(ctx, sqlStartLane, p.Queue, lane, job.CopyID("", p.Name), tstz(from), micro(p.Now)).Scan(&n, &available)
+	if err != nil {
 		return 0, fmt.Errorf("copy the start: %w", err)
 	}
 	if available > 0 {
-		cg.announceOnCommit(tx, []string{job.LaneName(p.Queue, p.Name)})
+		cg.announceOnCommit(tx, []string{lane})
 	}
 	return int(n), nil
+}
+
+// lockFlow takes the flow lock of queue in tx, exclusive or shared as
+// lock (sqlLockFlow, sqlLockFlowShared) says.
+func lockFlow(ctx context.Context, tx pgx.Tx, lock, queue string) error {
+	if _, err := tx.Exec(ctx, lock, []string{queue}, lockClass); err != nil {
+		return fmt.Errorf("lock queue: %w", err)
+	}
+	return nil
 }
 
 // withGroupLock runs fn on a connection that holds the session lock of

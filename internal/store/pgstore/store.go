@@ -152,7 +152,7 @@ func newStore(cfg Config, d *db) *Store {
 	b := &beliefs{db: d, defaults: newDefaultsCache()}
 	reader := &queueReader{d, b}
 	flow := &flowControl{d, b}
-	groups := &consumerGroups{db: d, beliefs: b, flow: flow, queues: reader}
+	groups := &consumerGroups{db: d, beliefs: b, queues: reader}
 	letters := &deadLetters{db: d, beliefs: b, flow: flow, groups: groups}
 	fin := &finisher{d, letters}
 	ins := &inserter{db: d, beliefs: b, flow: flow, groups: groups}

@@ -5,30 +5,30 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 
 	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/store"
+	"github.com/spoolq/spool/internal/store/consumergroup"
 )
 
 // The operations of consumer groups (see lanes.go).
 const (
 	sqlConsumerGroupAdd    = `INSERT INTO consumer_groups (queue, name, created_at) VALUES (?, ?, ?)`
 	sqlConsumerGroupRemove = `DELETE FROM consumer_groups WHERE queue = ? AND name = ?`
-	// sqlConsumerGroupsOf reads the groups of one queue, by name.
-	sqlConsumerGroupsOf = `SELECT queue, name, created_at FROM consumer_groups WHERE queue = ? ORDER BY name`
-	// sqlConsumerGroupsAfter reads a page of the groups of every queue
-	// after a group, by the table's key.
+	// sqlConsumerGroupsOf reads the groups of a queue by name;
+	// sqlConsumerGroupsAfter a page of every queue's after a group.
+	sqlConsumerGroupsOf    = `SELECT queue, name, created_at FROM consumer_groups WHERE queue = ? ORDER BY name`
 	sqlConsumerGroupsAfter = `SELECT queue, name, created_at FROM consumer_groups WHERE (queue, name) > (?, ?) ORDER BY queue, name LIMIT ?`
-	// sqlQueueJobsAfter reads the jobs of a queue in seq order, a page at
-	// a time, for the copies of a group's start.
+	// sqlQueueJobsAfter reads a page of a queue's jobs in seq order.
 	sqlQueueJobsAfter = `SELECT ` + jobColumns + ` FROM jobs WHERE queue = ? AND seq > ? ORDER BY seq LIMIT ?`
-	// sqlLaneStates counts the jobs of a queue by state but those of the
-	// seqs ?2, which are leased (their rows may not say so yet).
+	// sqlLaneStates counts a queue's jobs by state but the leased seqs
+	// ?2, whose rows may not say so yet.
 	sqlLaneStates = `SELECT state, count(*) FROM jobs WHERE queue = ?1 AND seq NOT IN (SELECT value FROM json_each(?2)) GROUP BY state`
 	sqlLaneDelete = `DELETE FROM jobs WHERE queue = ?`
 	// sqlOldestPendingSpec reads the spec (which holds the creation time)
-	// of the first pending job of a queue, and nothing else of it: the
-	// lowest seq of each pending state, by the index.
+	// of a queue's first pending job: the lowest seq of each pending
+	// state, by the index.
 	sqlOldestPendingSpec = `SELECT spec FROM jobs WHERE seq = (SELECT min(s) FROM (
 	SELECT (SELECT min(seq) FROM jobs WHERE queue = ?1 AND state = 'scheduled') AS s
 	UNION ALL SELECT (SELECT min(seq) FROM jobs WHERE queue = ?1 AND state = 'available')
@@ -38,40 +38,33 @@ const (
 	startPage = 1000
 )
 
-// ConsumerGroupCreate creates a consumer group and gives it the jobs it
-// starts with; see store.ConsumerGroups.
+// ConsumerGroupCreate creates a consumer group, unless it exists, with a
+// lane that follows its queue's limits and pause and holds the copies of
+// the jobs it starts with; see store.ConsumerGroups.
 func (s *Store) ConsumerGroupCreate(ctx context.Context, p *store.ConsumerGroupParams) (bool, error) {
 	return call(ctx, s, fmt.Sprintf("create consumer group %s of %s", p.Name, p.Queue), func(w *writer) (bool, error) {
-		return w.createGroup(p)
+		if w.lanes.has(p.Queue, p.Name) {
+			return false, nil
+		}
+		q, err := w.ensureQueue(p.Queue)
+		if err != nil {
+			return false, err
+		}
+		w.touched = true
+		if _, err := w.conn.ExecContext(context.Background(), sqlConsumerGroupAdd, p.Queue, p.Name, p.Now.UnixNano()); err != nil {
+			return false, fmt.Errorf("record consumer group: %w", err)
+		}
+		w.lanes.add(p.Queue, p.Name)
+		lane := job.LaneName(p.Queue, p.Name)
+		if err := w.setLimits(lane, q.limits); err != nil {
+			return false, err
+		}
+		if err := w.setPaused(lane, q.paused); err != nil {
+			return false, err
+		}
+		_, err = w.startLane(p)
+		return true, err
 	})
-}
-
-// createGroup creates consumer group p.Name of p.Queue, unless it exists,
-// with a lane that follows the queue's configuration and holds the copies
-// of the jobs p.Start names.
-func (w *writer) createGroup(p *store.ConsumerGroupParams) (bool, error) {
-	if w.lanes.has(p.Queue, p.Name) {
-		return false, nil
-	}
-	q, err := w.ensureQueue(p.Queue)
-	if err != nil {
-		return false, err
-	}
-	w.touched = true
-	now := p.Now.UTC()
-	if _, err := w.conn.ExecContext(context.Background(), sqlConsumerGroupAdd, p.Queue, p.Name, now.UnixNano()); err != nil {
-		return false, fmt.Errorf("record consumer group: %w", err)
-	}
-	w.lanes.add(p.Queue, p.Name)
-	lane := job.LaneName(p.Queue, p.Name)
-	if err := w.setLimits(lane, q.limits); err != nil {
-		return false, err
-	}
-	if err := w.setPaused(lane, q.paused); err != nil {
-		return false, err
-	}
-	_, err = w.startLane(p)
-	return true, err
 }
 
 // ConsumerGroupSeek empties a group's lane and gives it the jobs of its
@@ -107,58 +100,66 @@ func (s *Store) ConsumerGroupDelete(ctx context.Context, queue, name string) err
 }
 
 // ConsumerGroupList lists a queue's groups with their lanes' counts; see
-// store.ConsumerGroups. It reads beside the writer, as
-// ConsumerGroupListAll does.
+// store.ConsumerGroups.
 func (s *Store) ConsumerGroupList(ctx context.Context, queue string) ([]job.ConsumerGroup, error) {
-	out, err := s.consumerGroups(ctx, sqlConsumerGroupsOf, queue)
+	out, err := consumergroup.List(ctx, groupReader{s}, queue, nil)
 	return out, wrap(fmt.Sprintf("list consumer groups of %s", queue), err)
 }
 
 // ConsumerGroupListAll lists a page of the groups of every queue with
 // their lanes' counts; see store.ConsumerGroups.
 func (s *Store) ConsumerGroupListAll(ctx context.Context, p *job.ConsumerGroupListParams) ([]job.ConsumerGroup, error) {
-	out, err := s.consumerGroups(ctx, sqlConsumerGroupsAfter, p.AfterQueue, p.AfterName, p.PageSize())
+	out, err := consumergroup.List(ctx, groupReader{s}, "", p)
 	return out, wrap("list consumer groups", err)
 }
 
-// consumerGroups reads the groups that query selects, and each group's
-// oldest pending job (its spec, for its creation time, and not its
-// payload), from the read pool, and the counts in memory, so that
-// it never waits for the writer.
-func (s *Store) consumerGroups(ctx context.Context, query string, args ...any) ([]job.ConsumerGroup, error) {
-	if err := s.check(); err != nil {
+// groupReader reads the consumer groups from the read pool and their
+// lanes' counts from memory, so that a listing never waits for the
+// writer.
+type groupReader struct{ *Store }
+
+// Groups reads the groups' rows; see consumergroup.Reader.
+func (r groupReader) Groups(ctx context.Context, queue string, p *job.ConsumerGroupListParams) ([]job.ConsumerGroup, error) {
+	if err := r.check(); err != nil {
 		return nil, err
 	}
-	rows, err := s.rdb.QueryContext(ctx, query, args...)
-	out, err := scanAll(rows, err, func(r *sql.Rows, g *job.ConsumerGroup) error {
+	query, args := sqlConsumerGroupsOf, []any{queue}
+	if p != nil {
+		query, args = sqlConsumerGroupsAfter, []any{p.AfterQueue, p.AfterName, p.PageSize()}
+	}
+	rows, err := r.rdb.QueryContext(ctx, query, args...)
+	return scanAll(rows, err, func(r *sql.Rows, g *job.ConsumerGroup) error {
 		var created int64
 		err := r.Scan(&g.Queue, &g.Name, &created)
 		g.CreatedAt = fromNanos(created)
 		return err
 	})
-	if err != nil {
-		return nil, err
-	}
-	for i := range out {
-		g := &out[i]
-		lane := job.LaneName(g.Queue, g.Name)
-		g.Counts = map[job.State]int64{}
-		if info, ok := s.counts.info(lane); ok {
-			g.Counts = info.Counts
+}
+
+// Standing takes each lane's counts from memory and reads the spec of its
+// oldest pending job, for its creation time, not its payload; see
+// consumergroup.Reader.
+func (r groupReader) Standing(ctx context.Context, gs []job.ConsumerGroup) error {
+	for i := range gs {
+		lane := job.LaneName(gs[i].Queue, gs[i].Name)
+		if info, ok := r.counts.info(lane); ok {
+			maps.Copy(gs[i].Counts, info.Counts)
 		}
 		var spec []byte
-		switch err := s.rdb.QueryRowContext(ctx, sqlOldestPendingSpec, lane).Scan(&spec); {
-		case err == nil:
-			var oldest job.Job
-			if err := decodeSpec(spec, &oldest); err != nil {
-				return nil, fmt.Errorf("read the oldest pending job of %s: %w", lane, err)
-			}
-			g.OldestPending = oldest.CreatedAt
-		case !errors.Is(err, sql.ErrNoRows):
-			return nil, fmt.Errorf("read the oldest pending job of %s: %w", lane, err)
+		err := r.rdb.QueryRowContext(ctx, sqlOldestPendingSpec, lane).Scan(&spec)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
 		}
+		var oldest job.Job
+		if err == nil {
+			err = decodeSpec(spec, &oldest)
+		}
+		if err != nil {
+			return fmt.Errorf("read the oldest pending job of %s: %w", lane, err)
+		}
+		gs[i].OldestPending = oldest.CreatedAt
 	}
-	return out, nil
+	return nil
 }
 
 // clearLane deletes every job of lane, active ones too, and forgets
