@@ -94,14 +94,12 @@ WHERE NOT EXISTS (SELECT 1 FROM spool_jobs x WHERE x.id = c.id)
 	AND NOT EXISTS (SELECT 1 FROM spool_jobs_done d WHERE d.id = c.id)
 ORDER BY c.seq, c.queue
 ON CONFLICT (id) DO NOTHING`
-	// sqlStartLane gives lane $2 of queue $1 a copy (store.CopyOf, its id
-	// the job's followed by $3) of each job of the queue, pending or
-	// finished, created at or after $4 (every job when NULL), in enqueue
-	// order, scheduled when due after $5. It reads both tables whole, as
-	// no index leads to every job of a queue. A copy the snapshot holds,
-	// in either table, is skipped: so a copy that an ack moves to
-	// spool_jobs_done meanwhile cannot come back as a second one. It
-	// returns how many copies it made and how many are available.
+	// sqlStartLane gives lane $2 of queue $1 a copy (store.CopyOf, id
+	// suffix $3) of each job of the queue, pending or finished, created
+	// at or after $4 (NULL: every job), in enqueue order, scheduled when
+	// due after $5, and counts them and the available ones. A copy the
+	// snapshot holds in either table is skipped, so one that an ack moves
+	// meanwhile cannot come back as a second one.
 	sqlStartLane = `WITH c AS (
 	SELECT seq, id || $3::text AS copy_id, kind, payload, priority, run_at, max_attempts, backoff_kind, backoff_base,
 		backoff_max, backoff_jitter, lease_ns, tags, durability, grp, created_at, traceparent
@@ -178,10 +176,8 @@ func (cg *consumerGroups) copyToLanes(tx pgx.Tx, batch *pgx.Batch, lanes laneSet
 	cg.announceOnCommit(tx, wake)
 }
 
-// ConsumerGroupCreate creates a consumer group, its lane following its
-// queue, and gives it the jobs it starts with; see store.ConsumerGroups
-// and, for how no job inserted meanwhile goes without a copy, the top of
-// this file.
+// ConsumerGroupCreate creates a consumer group and gives it the jobs it
+// starts with; see store.ConsumerGroups and the top of this file.
 func (cg *consumerGroups) ConsumerGroupCreate(ctx context.Context, p *store.ConsumerGroupParams) (bool, error) {
 	lane := job.LaneName(p.Queue, p.Name)
 	created := false
@@ -216,11 +212,10 @@ func (cg *consumerGroups) ConsumerGroupCreate(ctx context.Context, p *store.Cons
 	return created, nil
 }
 
-// record records group p in tx, under its queue's flow lock and row lock,
-// unless it exists, and gives its lane the pause, limits and grouped flag
-// of the queue, clearing it of the jobs an earlier group of its name may
-// have left. It returns whether it created the group and whether the lane
-// has flow control.
+// record records group p in tx unless it exists, under its queue's flow
+// and row locks, and gives its lane, cleared of what an earlier group of
+// its name left, the queue's pause, limits and grouped flag. It returns
+// whether it created the group and whether the lane has flow control.
 func (cg *consumerGroups) record(ctx context.Context, tx pgx.Tx, p *store.ConsumerGroupParams, lane string) (created, flow bool, err error) {
 	if err := lockFlow(ctx, tx, sqlLockFlow, p.Queue); err != nil {
 		return false, false, err
@@ -309,10 +304,9 @@ func (cg *consumerGroups) ConsumerGroupSeek(ctx context.Context, p *store.Consum
 	return n, nil
 }
 
-// ConsumerGroupDelete deletes a group and its lane's jobs, under the
-// queue's flow lock held exclusively; see store.ConsumerGroups. The other
-// nodes hear of it once it commits (Hooks.OnConsumerGroupsDeleted). The
-// lane's queue row stays, without jobs.
+// ConsumerGroupDelete deletes a group and its lane's jobs, of which the
+// other nodes hear once it commits (Hooks.OnConsumerGroupsDeleted); the
+// lane's queue row stays; see store.ConsumerGroups.
 func (cg *consumerGroups) ConsumerGroupDelete(ctx context.Context, queue, name string) error {
 	lane := job.LaneName(queue, name)
 	err := cg.withGroupLock(ctx, lane, func(conn *pgxpool.Conn) error {
@@ -421,9 +415,8 @@ func clearLane(ctx context.Context, tx pgx.Tx, lane string) error {
 	return nil
 }
 
-// copyStart gives group p.Name the jobs of p.Queue that p.Start names, in
-// tx, which holds the queue's flow lock shared, and returns how many;
-// see sqlStartLane.
+// copyStart gives group p the jobs its start names (sqlStartLane) in tx,
+// which holds the queue's flow lock shared, and returns how many.
 func (cg *consumerGroups) copyStart(ctx context.Context, tx pgx.Tx, p *store.ConsumerGroupParams) (int, error) {
 	from, none, err := p.Since()
 	if none || err != nil {

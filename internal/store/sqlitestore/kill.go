@@ -10,12 +10,9 @@ import (
 	"github.com/spoolq/spool/internal/store"
 )
 
-// Deaths and dead letters in the embedded store: a death that
-// attempt.End sends to a dead-letter queue leaves, in the same
-// transaction, the copy job.DeadLetter makes, which writeLetter, the one
-// writer of copies, writes whole in one statement, with a copy in each
-// consumer group of the dead-letter queue, as an insert would. A copy has
-// no unique key, so it is checked against no other job.
+// Dead letters in the embedded store: the copy job.DeadLetter makes of a
+// job that dies is written whole by writeLetter, in the death's
+// transaction, with a copy in each consumer group of its queue.
 
 const (
 	// sqlDieOfWait records the death of a job past its maximum wait: ?2

@@ -9,13 +9,10 @@ import (
 	"github.com/spoolq/spool/internal/job"
 )
 
-// Consumer groups in the embedded store (see store.ConsumerGroups). The
-// writer keeps the groups of every queue in memory (a laneSet), read at
-// open and after a rollback; an insert into a queue with groups inserts
-// the copies in the same operation, so one commit holds a job and its
-// copies. A lane is a queue of its own: its jobs are claimed, finished and
-// pruned like any other's. The groups' operations are in
-// consumergroups.go.
+// Consumer groups in the embedded store (see store.ConsumerGroups): the
+// writer keeps every queue's groups in memory, read at open and after a
+// rollback, so an insert into a queue with groups inserts their copies in
+// the same operation. Their operations are in consumergroups.go.
 
 // laneSet holds the consumer groups of every queue that has some, each
 // queue's names in byte order.

@@ -8,20 +8,14 @@ import (
 	"github.com/spoolq/spool/internal/job"
 )
 
-// Ordered queues (job.Limits.Ordered) in the embedded store. The writer
-// keeps, for each group of an ordered queue, the job that holds it
-// (job.HoldsGroup): set when a claim hands the group's job out, marked
-// available when that job is available again (after a backoff, an expired
-// lease or a release), dropped when it finishes. A claim skips a group
-// whose holder is out and hands out the holder itself when it is
-// available, whatever its place in the group's window. The holds are read
-// from the database when a claim first needs them (after a start, a
-// resync or a bulk change), so they cost nothing for groups without a job
-// in flight.
+// Ordered queues (job.Limits.Ordered) in the embedded store: the writer
+// keeps the job that holds each group with a job in flight
+// (job.HoldsGroup), read from the database when a claim first needs them;
+// docs/architecture.md tells how a claim uses them.
 
-// sqlHolds lists the jobs of an ordered queue that may hold their groups
-// (job.HoldsGroup judges), lowest seq first: the pending ones that were
-// handed out, found by the state index.
+// sqlHolds lists the pending jobs of an ordered queue that were handed
+// out, which may hold their groups (job.HoldsGroup judges), lowest seq
+// first.
 const sqlHolds = `SELECT grp, seq, state, attempt, priority, run_at FROM jobs
 WHERE queue = ? AND grp IS NOT NULL AND attempt > 0 AND state IN ('scheduled', 'available', 'active', 'retrying')
 ORDER BY seq`
