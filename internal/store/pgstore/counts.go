@@ -1,7 +1,6 @@
 package pgstore
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/store"
+	"github.com/spoolq/spool/internal/store/adminkit"
 )
 
 // queueReader reads the queues with their counts, limits, settings and
@@ -21,19 +21,15 @@ type queueReader struct {
 }
 
 const (
-	// sqlQueues reads every queue with its paused flag, its default
-	// durability, its limits (the ordered flag among them), its settings
-	// and its counts: the folded counts plus the deltas not folded yet. $1
+	// sqlQueues reads every queue with its configuration and its counts:
+	// the folded counts plus the deltas not folded yet, one row a state. $1
 	// names one queue, or '' for all. With $2 it also reads each queue's
 	// oldest available run time (sqlOldest), once per queue.
 	sqlQueues = `WITH q AS MATERIALIZED (
 	SELECT q.*, CASE WHEN $2 THEN (` + sqlOldest + `) END AS oldest FROM spool_queues q
 	WHERE $1 = '' OR q.name = $1
 )
-SELECT q.name, q.paused, q.durability, q.rate_limit, q.rate_period_ns, q.max_active,
-	q.group_rate_limit, q.group_rate_period_ns, q.group_max_active, q.ordered, COALESCE(q.dead_letter_queue, ''), q.max_wait_ns,
-	q.default_lease_ns, q.default_max_attempts, q.default_delay_ns, q.oldest,
-	c.state, c.n FROM q
+SELECT q.name, ` + queueConfig + `, q.oldest, c.state, c.n FROM q
 LEFT JOIN (
 	SELECT queue, state, sum(n)::int8 AS n FROM (
 		SELECT queue, state, n FROM spool_counts
@@ -41,6 +37,11 @@ LEFT JOIN (
 	GROUP BY queue, state
 ) c ON c.queue = q.name
 ORDER BY q.name`
+	// queueConfig are the columns of the configuration of queue q, in
+	// configDest's order.
+	queueConfig = `q.paused, q.durability, q.rate_limit, q.rate_period_ns, q.max_active, q.group_rate_limit,
+	q.group_rate_period_ns, q.group_max_active, q.ordered, COALESCE(q.dead_letter_queue, ''), q.max_wait_ns,
+	q.default_lease_ns, q.default_max_attempts, q.default_delay_ns`
 	// sqlOldest is the earliest run time of the available jobs of queue
 	// q.name, by a loose scan of the claim index: one seek finds each
 	// priority its available jobs use, one more that priority's first job,
@@ -56,6 +57,8 @@ ORDER BY q.name`
 	SELECT min((SELECT j.run_at FROM spool_jobs j WHERE j.queue = q.name AND j.state = 'available' AND j.priority = p.priority
 		ORDER BY j.priority DESC, j.run_at LIMIT 1))
 	FROM p WHERE p.priority IS NOT NULL`
+	// sqlQueueDefaults reads the configuration of one queue.
+	sqlQueueDefaults = `SELECT ` + queueConfig + ` FROM spool_queues q WHERE name = $1`
 	// sqlRollup folds the count deltas into the counts, one node at a
 	// time, in key order so that it never deadlocks with itself.
 	sqlRollupLock = `SELECT pg_try_advisory_xact_lock($1, $2)`
@@ -66,6 +69,14 @@ INSERT INTO spool_counts (queue, state, n)
 SELECT queue, state, sum(n) FROM d GROUP BY queue, state ORDER BY queue, state
 ON CONFLICT (queue, state) DO UPDATE SET n = spool_counts.n + excluded.n`
 )
+
+// configDest are the scan destinations of queueConfig's columns in q.
+func configDest(q *adminkit.Queue) []any {
+	l, s := &q.Limits, &q.Settings
+	return []any{&q.Paused, &q.Durability, &l.Rate.Limit, &l.Rate.Period, &l.MaxActive, &l.GroupRate.Limit,
+		&l.GroupRate.Period, &l.GroupMaxActive, &l.Ordered, &s.DeadLetterQueue, &s.MaxWait,
+		&s.DefaultLease, &s.DefaultMaxAttempts, &s.DefaultDelay}
+}
 
 // QueueList returns every known queue by name; see store.Admin.
 func (r *queueReader) QueueList(ctx context.Context) ([]job.QueueInfo, error) {
@@ -91,11 +102,6 @@ func (r *queueReader) QueueGet(ctx context.Context, name string) (*job.QueueInfo
 	return &qs[0], nil
 }
 
-// sqlQueueDefaults reads what a queue gives its new jobs.
-const sqlQueueDefaults = `SELECT durability, COALESCE(dead_letter_queue, ''), max_wait_ns, default_lease_ns,
-	default_max_attempts, default_delay_ns
-FROM spool_queues WHERE name = $1`
-
 // QueueDefaults returns what a queue gives its new jobs, by one lookup of
 // its row or, while this node listens, from what it read of a queue that
 // exists in the last defaultsTTL (see defaultsCache); see store.Admin.
@@ -108,12 +114,8 @@ func (r *queueReader) QueueDefaults(ctx context.Context, name string) (store.Que
 		return e.d, nil
 	}
 	gen := r.defaults.gen.Load()
-	var (
-		durability, dlq       string
-		maxWait, lease, delay int64
-		defaultMaxAttempts    int32
-	)
-	err := r.pool.QueryRow(ctx, sqlQueueDefaults, name).Scan(&durability, &dlq, &maxWait, &lease, &defaultMaxAttempts, &delay)
+	var q adminkit.Queue
+	err := r.pool.QueryRow(ctx, sqlQueueDefaults, name).Scan(configDest(&q)...)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		// Not kept: an insert on any node may create the queue at any
@@ -123,11 +125,7 @@ func (r *queueReader) QueueDefaults(ctx context.Context, name string) (store.Que
 	case err != nil:
 		return store.QueueDefaults{}, wrap("get queue defaults", err)
 	}
-	d := store.QueueDefaults{
-		Durability: cmp.Or(job.Durability(durability), job.DurabilityFull),
-		Settings: job.QueueSettings{DeadLetterQueue: dlq, MaxWait: time.Duration(maxWait),
-			DefaultLease: time.Duration(lease), DefaultMaxAttempts: int(defaultMaxAttempts), DefaultDelay: time.Duration(delay)},
-	}
+	d := q.Defaults()
 	r.defaults.put(name, gen, cachedDefaults{d: d, expires: now.Add(defaultsTTL)})
 	return d, nil
 }
@@ -142,49 +140,30 @@ func (r *queueReader) read(ctx context.Context, q querier, name string, oldest b
 	if err != nil {
 		return nil, err
 	}
-	out := []job.QueueInfo{}
 	var (
-		qname, durability, dlq      string
-		paused, ordered             bool
-		rate, maxActive             int32
-		groupRate, groupMaxActive   int32
-		ratePeriod, groupRatePeriod int64
-		maxWait                     int64
-		defaultLease, defaultDelay  int64
-		defaultMaxAttempts          int32
-		oldestAt                    *time.Time
-		state                       *string
-		n                           *int64
+		qs       []adminkit.Record
+		oldests  []time.Time
+		row      adminkit.Record
+		oldestAt *time.Time
+		state    *string
+		n        *int64
 	)
-	_, err = pgx.ForEachRow(rows, []any{&qname, &paused, &durability, &rate, &ratePeriod, &maxActive,
-		&groupRate, &groupRatePeriod, &groupMaxActive, &ordered, &dlq, &maxWait,
-		&defaultLease, &defaultMaxAttempts, &defaultDelay, &oldestAt, &state, &n}, func() error {
-		if len(out) == 0 || out[len(out)-1].Name != qname {
-			counts := make(map[job.State]int64, len(job.States))
-			for _, st := range job.States {
-				counts[st] = 0
-			}
-			out = append(out, job.QueueInfo{Name: qname, Paused: paused, Durability: job.Durability(durability), Counts: counts,
-				Limits: job.Limits{
-					Rate:      job.Rate{Limit: int(rate), Period: time.Duration(ratePeriod)},
-					MaxActive: int(maxActive), GroupMaxActive: int(groupMaxActive),
-					GroupRate: job.Rate{Limit: int(groupRate), Period: time.Duration(groupRatePeriod)},
-					Ordered:   ordered,
-				},
-				Settings: job.QueueSettings{
-					DeadLetterQueue: dlq, MaxWait: time.Duration(maxWait),
-					DefaultLease: time.Duration(defaultLease), DefaultMaxAttempts: int(defaultMaxAttempts),
-					DefaultDelay: time.Duration(defaultDelay),
-				},
-				OldestAvailable: utc(oldestAt)})
+	dest := append(append([]any{&row.Name}, configDest(&row.Queue)...), &oldestAt, &state, &n)
+	_, err = pgx.ForEachRow(rows, dest, func() error {
+		if len(qs) == 0 || qs[len(qs)-1].Name != row.Name {
+			qs, oldests = append(qs, row), append(oldests, utc(oldestAt))
 		}
 		if state != nil && n != nil {
-			out[len(out)-1].Counts[job.State(*state)] += *n
+			qs[len(qs)-1].Counts[adminkit.Index(job.State(*state))] += *n
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
+	}
+	out := make([]job.QueueInfo, len(qs))
+	for i := range qs {
+		out[i] = qs[i].Info(oldests[i])
 	}
 	return out, nil
 }

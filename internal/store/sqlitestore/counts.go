@@ -1,62 +1,39 @@
 package sqlitestore
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
 	"slices"
-	"sort"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/store"
+	"github.com/spoolq/spool/internal/store/adminkit"
 )
 
-// numStates is how many job states there are.
-const numStates = 7
-
-// stateIndex maps a state to its slot in a counts array, in job.States order.
-func stateIndex(s job.State) int {
-	if i := slices.Index(job.States, s); i >= 0 {
-		return i
-	}
-	panic(fmt.Sprintf("sqlitestore: unknown job state %q", s))
-}
-
-// stateCounts holds the number of jobs of one queue in every state.
-type stateCounts [numStates]int64
-
-// queueRecord is what the counts know of one queue.
-type queueRecord struct {
-	paused     bool
-	durability job.Durability
-	limits     job.Limits
-	settings   job.QueueSettings
-	counts     stateCounts
-}
-
 // counts is the committed, in-memory view of every known queue: its row
-// of the queues table (pause, durability, limits, settings) and the
-// number of its jobs in each state, which no table holds: they are
-// counted at open and kept since. The writer updates it after each
-// successful commit; QueueList and QueueGet read it without touching the
-// database.
+// of the queues table and the number of its jobs in each state, which no
+// table holds: they are counted at open and kept since. The writer
+// updates it after each successful commit; QueueList and QueueGet read it
+// without touching the database.
 type counts struct {
 	mu     sync.RWMutex
-	queues map[string]*queueRecord
+	queues map[string]*adminkit.Record
 }
 
 // loadCounts reads the queues table and counts jobs by queue and state
 // (one scan of the jobs_queue_state index).
 func loadCounts(ctx context.Context, conn *sql.Conn) (*counts, error) {
-	c := &counts{queues: make(map[string]*queueRecord)}
+	c := &counts{queues: make(map[string]*adminkit.Record)}
 	qs, err := readQueues(ctx, conn)
 	if err != nil {
 		return nil, err
 	}
 	for _, q := range qs {
-		c.queues[q.name] = &queueRecord{paused: q.paused, durability: q.durability, limits: q.limits, settings: q.settings}
+		c.queues[q.name] = &adminkit.Record{Name: q.name, Queue: q.Queue}
 	}
 	rows, err := conn.QueryContext(ctx, `SELECT queue, state, COUNT(*) FROM jobs INDEXED BY jobs_queue_state GROUP BY queue, state`)
 	_, err = scanAll(rows, err, func(r *sql.Rows, _ *struct{}) error {
@@ -69,7 +46,7 @@ func loadCounts(ctx context.Context, conn *sql.Conn) (*counts, error) {
 		if !state.Valid() {
 			return fmt.Errorf("queue %s has jobs in unknown state %q", name, state)
 		}
-		c.record(name).counts[stateIndex(state)] = n
+		c.record(name).Counts[adminkit.Index(state)] = n
 		return nil
 	})
 	if err != nil {
@@ -86,19 +63,16 @@ func (c *counts) apply(d *delta) {
 		set.apply(c.record(set.queue))
 	}
 	for name, cs := range d.counts {
-		q := c.record(name)
-		for i, n := range cs {
-			q.counts[i] += n
-		}
+		c.record(name).Counts.Add(cs)
 	}
 }
 
 // record returns the record of queue name, making it first if needed.
 // c.mu is held.
-func (c *counts) record(name string) *queueRecord {
+func (c *counts) record(name string) *adminkit.Record {
 	q := c.queues[name]
 	if q == nil {
-		q = &queueRecord{}
+		q = &adminkit.Record{Name: name}
 		c.queues[name] = q
 	}
 	return q
@@ -112,7 +86,8 @@ func (c *counts) info(name string) (*job.QueueInfo, bool) {
 	if q == nil {
 		return nil, false
 	}
-	return q.info(name), true
+	info := q.Info(time.Time{})
+	return &info, true
 }
 
 // defaults returns what queue name gives its new jobs.
@@ -123,28 +98,28 @@ func (c *counts) defaults(name string) (store.QueueDefaults, bool) {
 	if q == nil {
 		return store.QueueDefaults{}, false
 	}
-	return store.QueueDefaults{Durability: cmp.Or(q.durability, job.DurabilityFull), Settings: q.settings}, true
+	return q.Defaults(), true
 }
 
 // list returns every known queue by name.
 func (c *counts) list() []job.QueueInfo {
 	c.mu.RLock()
 	out := make([]job.QueueInfo, 0, len(c.queues))
-	for name, q := range c.queues {
-		out = append(out, *q.info(name))
+	for _, q := range c.queues {
+		out = append(out, q.Info(time.Time{}))
 	}
 	c.mu.RUnlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	slices.SortFunc(out, func(a, b job.QueueInfo) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 
 // names returns the names of the known queues that keep takes (given
 // each queue's counts), in byte order.
-func (c *counts) names(keep func(name string, c *stateCounts) bool) []string {
+func (c *counts) names(keep func(name string, c *adminkit.Counts) bool) []string {
 	c.mu.RLock()
 	var out []string
 	for name, q := range c.queues {
-		if keep(name, &q.counts) {
+		if keep(name, &q.Counts) {
 			out = append(out, name)
 		}
 	}
@@ -159,62 +134,64 @@ func (c *counts) totals(states ...job.State) int64 {
 	defer c.mu.RUnlock()
 	var n int64
 	for _, q := range c.queues {
-		for _, s := range states {
-			n += q.counts[stateIndex(s)]
-		}
+		n += sumStates(&q.Counts, states)
 	}
 	return n
 }
 
-func (q *queueRecord) info(name string) *job.QueueInfo {
-	cs := make(map[job.State]int64, numStates)
-	for i, s := range job.States {
-		cs[s] = q.counts[i]
+// sumStates sums the counts of states in cs.
+func sumStates(cs *adminkit.Counts, states []job.State) int64 {
+	var n int64
+	for _, s := range states {
+		n += cs[adminkit.Index(s)]
 	}
-	d := q.durability
-	if d == "" {
-		d = job.DurabilityFull
-	}
-	return &job.QueueInfo{Name: name, Paused: q.paused, Durability: d, Limits: q.limits, Settings: q.settings, Counts: cs}
+	return n
 }
 
 // delta is a change to the counts made by one operation or one batch and
 // not yet committed: moves between the counts, and the changes to the
 // queues' records, in order.
 type delta struct {
-	counts map[string]*stateCounts
+	counts map[string]*adminkit.Counts
 	sets   []recordSet
 }
 
-// recordSet is a change to the record of a queue: apply makes it.
+// recordSet is a change to the record of a queue: apply makes it, and
+// sets only what the change names.
 type recordSet struct {
 	queue string
-	apply func(*queueRecord)
+	apply func(*adminkit.Record)
 }
 
-func newDelta() *delta { return &delta{counts: make(map[string]*stateCounts)} }
+func newDelta() *delta { return &delta{counts: make(map[string]*adminkit.Counts)} }
+
+// of returns the counts of queue in d, making them first if needed.
+func (d *delta) of(queue string) *adminkit.Counts {
+	cs := d.counts[queue]
+	if cs == nil {
+		cs = new(adminkit.Counts)
+		d.counts[queue] = cs
+	}
+	return cs
+}
 
 // move records n jobs of queue leaving state from (empty: none) for state
 // to (empty: none).
 func (d *delta) move(queue string, from, to job.State, n int64) {
-	cs := d.counts[queue]
-	if cs == nil {
-		cs = new(stateCounts)
-		d.counts[queue] = cs
-	}
+	cs := d.of(queue)
 	if from != "" {
-		cs[stateIndex(from)] -= n
+		cs[adminkit.Index(from)] -= n
 	}
 	if to != "" {
-		cs[stateIndex(to)] += n
+		cs[adminkit.Index(to)] += n
 	}
 }
 
 // know records that queue is known, with a record.
-func (d *delta) know(queue string) { d.set(queue, func(*queueRecord) {}) }
+func (d *delta) know(queue string) { d.set(queue, func(*adminkit.Record) {}) }
 
 // set records a change of queue's record.
-func (d *delta) set(queue string, apply func(*queueRecord)) {
+func (d *delta) set(queue string, apply func(*adminkit.Record)) {
 	d.sets = append(d.sets, recordSet{queue: queue, apply: apply})
 }
 
@@ -222,14 +199,7 @@ func (d *delta) set(queue string, apply func(*queueRecord)) {
 func (d *delta) merge(o *delta) {
 	d.sets = append(d.sets, o.sets...)
 	for name, cs := range o.counts {
-		mine := d.counts[name]
-		if mine == nil {
-			mine = new(stateCounts)
-			d.counts[name] = mine
-		}
-		for i, n := range cs {
-			mine[i] += n
-		}
+		d.of(name).Add(cs)
 	}
 }
 
@@ -237,9 +207,7 @@ func (d *delta) merge(o *delta) {
 func (d *delta) total(states ...job.State) int64 {
 	var n int64
 	for _, cs := range d.counts {
-		for _, s := range states {
-			n += cs[stateIndex(s)]
-		}
+		n += sumStates(cs, states)
 	}
 	return n
 }

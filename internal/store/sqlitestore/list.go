@@ -9,6 +9,7 @@ import (
 
 	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/store"
+	"github.com/spoolq/spool/internal/store/adminkit"
 )
 
 const (
@@ -141,14 +142,14 @@ func (s *Store) listStored(ctx context.Context, p *job.ListParams, after int64, 
 // (An index on (state, seq) would serve this one listing and cost every
 // state change two more index updates.)
 func (s *Store) listAcrossQueues(ctx context.Context, prefixes []string, state job.State, after int64, n int) ([]*job.Job, []int64, error) {
-	queues := s.counts.names(func(name string, c *stateCounts) bool {
+	queues := s.counts.names(func(name string, c *adminkit.Counts) bool {
 		if !job.HasPrefix(name, prefixes) {
 			return false
 		}
 		if state != "" {
-			return c[stateIndex(state)] > 0
+			return c[adminkit.Index(state)] > 0
 		}
-		return *c != stateCounts{}
+		return *c != adminkit.Counts{}
 	})
 	var jobs []*job.Job
 	var seqs []int64

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/store"
+	"github.com/spoolq/spool/internal/store/adminkit"
 )
 
 // A queue's configuration: its pause, durability, flow control and
@@ -80,7 +81,7 @@ func (w *writer) withLanes(name string, set func(queue string) error) error {
 // if unknown, then lets change update the writer's view of it (nil:
 // nothing to change) and hands rec, the same change of its record, to
 // the counts with the commit.
-func (w *writer) setQueue(name, query string, arg any, change func(*wqueue) error, rec func(*queueRecord)) error {
+func (w *writer) setQueue(name, query string, arg any, change func(*wqueue) error, rec func(*adminkit.Record)) error {
 	if _, err := w.conn.ExecContext(context.Background(), query, name, arg); err != nil {
 		return fmt.Errorf("configure queue %s: %w", name, err)
 	}
@@ -103,7 +104,7 @@ func (w *writer) setPaused(name string, paused bool) error {
 	return w.setQueue(name, sqlSetPaused, paused, func(q *wqueue) error {
 		q.paused = paused
 		return nil
-	}, func(r *queueRecord) { r.paused = paused })
+	}, func(r *adminkit.Record) { r.Paused = paused })
 }
 
 // setDurability sets the durability of the jobs later enqueued into queue
@@ -112,7 +113,7 @@ func (w *writer) setDurability(name string, d job.Durability) error {
 	if !d.Valid() {
 		return job.Invalid("durability", "must be full, process or memory")
 	}
-	return w.setQueue(name, sqlSetDurability, string(d), nil, func(r *queueRecord) { r.durability = d })
+	return w.setQueue(name, sqlSetDurability, string(d), nil, func(r *adminkit.Record) { r.Durability = d })
 }
 
 // setLimits sets the limits of queue name.
@@ -127,7 +128,7 @@ func (w *writer) setLimits(name string, l job.Limits) error {
 			return w.markGrouped(name)
 		}
 		return nil
-	}, func(r *queueRecord) { r.limits = l })
+	}, func(r *adminkit.Record) { r.Limits = l })
 }
 
 // grouped reports whether queue name is claimed by group.
@@ -171,7 +172,7 @@ func (w *writer) setSettings(name string, st job.QueueSettings) error {
 		}
 		q.settings = st
 		return nil
-	}, func(r *queueRecord) { r.settings = st })
+	}, func(r *adminkit.Record) { r.Settings = st })
 }
 
 // setQueueWaits gives the pending jobs of queue name the deadlines of the

@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/spoolq/spool/internal/job"
+	"github.com/spoolq/spool/internal/store/adminkit"
 )
 
 // A queue's row in the queues table: its pause, durability, flow control
@@ -17,12 +17,9 @@ import (
 
 // queueRow is a queue as its row stores it.
 type queueRow struct {
-	name       string
-	paused     bool
-	durability job.Durability
-	limits     job.Limits
-	grouped    bool
-	settings   job.QueueSettings
+	adminkit.Queue
+	name    string
+	grouped bool
 }
 
 // readQueues reads every row of the queues table.
@@ -30,12 +27,12 @@ func readQueues(ctx context.Context, conn *sql.Conn) ([]queueRow, error) {
 	rows, err := conn.QueryContext(ctx, `SELECT name, paused, durability, limits, grouped, settings FROM queues`)
 	qs, err := scanAll(rows, err, func(r *sql.Rows, q *queueRow) error {
 		var limits, settings []byte
-		err := r.Scan(&q.name, &q.paused, &q.durability, &limits, &q.grouped, &settings)
+		err := r.Scan(&q.name, &q.Paused, &q.Durability, &limits, &q.grouped, &settings)
 		if err == nil {
-			err = decodeJSON(limits, &q.limits)
+			err = decodeJSON(limits, &q.Limits)
 		}
 		if err == nil {
-			err = decodeJSON(settings, &q.settings)
+			err = decodeJSON(settings, &q.Settings)
 		}
 		if err != nil {
 			return fmt.Errorf("queue %s: %w", q.name, err)

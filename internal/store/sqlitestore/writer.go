@@ -7,6 +7,7 @@ import (
 	"log/slog"
 
 	"github.com/spoolq/spool/internal/job"
+	"github.com/spoolq/spool/internal/store/adminkit"
 )
 
 // writer owns the write connection and every piece of in-memory state
@@ -183,7 +184,7 @@ func (w *writer) resync() error {
 	w.cache.reset()
 	for _, r := range rows {
 		q := newQueue(r.name, w.cfg.ReadyWindow, false, w.cache)
-		q.paused, q.limits, q.grouped, q.settings = r.paused, r.limits, r.grouped, r.settings
+		q.paused, q.limits, q.grouped, q.settings = r.Paused, r.Limits, r.grouped, r.Settings
 		if o := old[q.name]; o != nil {
 			q.flow.keepRates(&o.flow, q.limits.GroupRate)
 		}
@@ -258,7 +259,7 @@ func (w *writer) unhold(queue, g string, seq int64) {
 // availableIn is how many jobs of queue are available and not leased, as
 // the running batch leaves them.
 func (w *writer) availableIn(queue string) int64 {
-	i := stateIndex(job.StateAvailable)
+	i := adminkit.Index(job.StateAvailable)
 	n := int64(0)
 	if info, ok := w.counts.info(queue); ok {
 		n = info.Counts[job.StateAvailable]
