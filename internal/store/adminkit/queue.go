@@ -68,3 +68,16 @@ func (r *Record) Info(oldest time.Time) job.QueueInfo {
 func (q *Queue) Defaults() store.QueueDefaults {
 	return store.QueueDefaults{Durability: cmp.Or(q.Durability, job.DurabilityFull), Settings: q.Settings}
 }
+
+// CheckDurability refuses, with an *InputError, a queue durability d
+// that is not a level, or memory when the store keeps no memory jobs
+// (memory false), giving why.
+func CheckDurability(d job.Durability, memory bool, why string) error {
+	if !d.Valid() {
+		return job.Invalid("durability", "must be full, process or memory")
+	}
+	if d == job.DurabilityMemory && !memory {
+		return job.Invalid("durability", "memory durability is not available %s", why)
+	}
+	return nil
+}

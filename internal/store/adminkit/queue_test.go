@@ -1,6 +1,7 @@
 package adminkit
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -44,5 +45,26 @@ func TestRecordInfo(t *testing.T) {
 				t.Fatalf("Defaults = %+v", d)
 			}
 		})
+	}
+}
+
+func TestCheckDurability(t *testing.T) {
+	for _, tc := range []struct {
+		d      job.Durability
+		memory bool
+		ok     bool
+	}{
+		{job.DurabilityFull, false, true},
+		{job.DurabilityProcess, false, true},
+		{job.DurabilityMemory, true, true},
+		{job.DurabilityMemory, false, false},
+		{"", true, false},
+		{"disk", true, false},
+	} {
+		err := CheckDurability(tc.d, tc.memory, "here")
+		var in *job.InputError
+		if (err == nil) != tc.ok || (err != nil && (!errors.As(err, &in) || in.Field != "durability")) {
+			t.Errorf("CheckDurability(%q, %v) = %v, want ok %v or an input error on durability", tc.d, tc.memory, err, tc.ok)
+		}
 	}
 }

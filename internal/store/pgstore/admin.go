@@ -10,6 +10,7 @@ import (
 
 	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/store"
+	"github.com/spoolq/spool/internal/store/adminkit"
 )
 
 // admin reads, lists, cancels, retries and deletes jobs, imports them,
@@ -76,23 +77,22 @@ func (a *admin) JobGet(ctx context.Context, id string) (*job.Job, error) {
 	if err := a.check(); err != nil {
 		return nil, wrap("get job", err)
 	}
-	j, _, err := scanJob(a.pool.QueryRow(ctx, sqlJobByID, id))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("get job %s: %w", id, job.ErrNotFound)
-	}
+	j, err := getJob(ctx, a.pool, id)
 	if err != nil {
-		return nil, wrap("get job", err)
+		return nil, wrap(fmt.Sprintf("get job %s", id), err)
 	}
 	return j, nil
 }
 
-// getTx reads one job inside tx.
-func getTx(ctx context.Context, tx pgx.Tx, id string) (*job.Job, error) {
-	j, _, err := scanJob(tx.QueryRow(ctx, sqlJobByID, id))
-	if err != nil {
-		return nil, fmt.Errorf("read job %s: %w", id, err)
+// getJob reads job id through q, or returns job.ErrNotFound.
+func getJob(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, id string) (*job.Job, error) {
+	j, _, err := scanJob(q.QueryRow(ctx, sqlJobByID, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, job.ErrNotFound
 	}
-	return j, nil
+	return j, err
 }
 
 // lockedJob is a job locked in spool_jobs or, when done, in
@@ -106,11 +106,37 @@ type lockedJob struct {
 	done    bool
 }
 
-// freesGroup reports whether removing r frees its group in an ordered
-// queue: it holds the group and is not active (an active job ends
-// through an ack or fail, which announce the freed place).
-func (r lockedJob) freesGroup() bool {
-	return r.state != job.StateActive && job.HoldsGroup(r.state, r.attempt)
+// jobAction is how onJob runs an action on one job: what names it in
+// errors, flowLock takes the flow lock of the job's queue shared first,
+// read reads the job as the action leaves it.
+type jobAction struct {
+	what           string
+	flowLock, read bool
+}
+
+// onJob runs act on job id, locked (lockJob) in one transaction, as c
+// says.
+func (a *admin) onJob(ctx context.Context, id string, c jobAction, act func(tx pgx.Tx, r lockedJob) error) (*job.Job, error) {
+	var out *job.Job
+	err := a.tx(ctx, func(tx pgx.Tx) error {
+		if c.flowLock {
+			if _, err := tx.Exec(ctx, sqlLockFlowOfJobs, []string{id}, lockClass); err != nil {
+				return fmt.Errorf("lock queue: %w", err)
+			}
+		}
+		r, err := lockJob(ctx, tx, id)
+		if err == nil {
+			err = act(tx, r)
+		}
+		if err == nil && c.read {
+			out, err = getJob(ctx, tx, id)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, wrap(fmt.Sprintf("%s job %s", c.what, id), err)
+	}
+	return out, nil
 }
 
 // lockJob locks job id in spool_jobs, or else in spool_jobs_done, or
@@ -133,9 +159,11 @@ func lockJob(ctx context.Context, tx pgx.Tx, id string) (r lockedJob, err error)
 }
 
 // notifyFreed announces r's queue, in tx, when removing r frees its group
-// (see lockedJob.freesGroup) in an ordered queue.
+// in an ordered queue: r holds the group (job.HoldsGroup) and is not
+// active (an active job ends through an ack or fail, which announce the
+// freed place).
 func (a *admin) notifyFreed(ctx context.Context, tx pgx.Tx, r lockedJob) error {
-	if !r.freesGroup() {
+	if r.state == job.StateActive || !job.HoldsGroup(r.state, r.attempt) {
 		return nil
 	}
 	if _, err := tx.Exec(ctx, sqlNotifyOrdered, a.channel, a.node, r.queue); err != nil {
@@ -148,36 +176,23 @@ func (a *admin) notifyFreed(ctx context.Context, tx pgx.Tx, r lockedJob) error {
 // Cancelling a waiting job that held its group in an ordered queue wakes
 // the fetches parked on the queue on other nodes.
 func (a *admin) JobCancel(ctx context.Context, id string, now time.Time) (*job.Job, error) {
-	var out *job.Job
-	err := a.tx(ctx, func(tx pgx.Tx) error {
-		r, err := lockJob(ctx, tx, id)
-		if err != nil {
-			return err
-		}
+	return a.onJob(ctx, id, jobAction{what: "cancel", read: true}, func(tx pgx.Tx, r lockedJob) error {
 		switch cancel, err := job.CancelOf(r.state); {
 		case err != nil:
 			return err
 		case cancel == job.CancelRequest:
-			if _, err := tx.Exec(ctx, sqlCancelActive, r.seq); err != nil {
-				return err
-			}
+			_, err := tx.Exec(ctx, sqlCancelActive, r.seq)
+			return err
 		case cancel == job.CancelNow:
 			// A cancel asks no rule: the job moves as it is, cancelled.
 			if _, err := tx.Exec(ctx, sqlFinish, []int64{r.seq}, []string{string(job.StateCancelled)}, []int32{int32(r.attempt)},
 				[]string{""}, micro(now)); err != nil {
 				return err
 			}
-			if err := a.notifyFreed(ctx, tx, r); err != nil {
-				return err
-			}
+			return a.notifyFreed(ctx, tx, r)
 		}
-		out, err = getTx(ctx, tx, id)
-		return err
+		return nil
 	})
-	if err != nil {
-		return nil, wrap(fmt.Sprintf("cancel job %s", id), err)
-	}
-	return out, nil
 }
 
 // JobRetry makes a job that job.CheckRetry lets through available now,
@@ -185,47 +200,34 @@ func (a *admin) JobCancel(ctx context.Context, id string, now time.Time) (*job.J
 // store.Admin. The job waits unstarted again, so it gets its wait
 // deadline under its queue's flow lock (see deadline.go).
 func (a *admin) JobRetry(ctx context.Context, id string, now time.Time) (*job.Job, error) {
-	var out *job.Job
-	now = micro(now)
-	err := a.tx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, sqlLockFlowOfJobs, []string{id}, lockClass); err != nil {
-			return fmt.Errorf("lock queue: %w", err)
-		}
-		r, err := lockJob(ctx, tx, id)
-		if err != nil {
-			return err
-		}
+	return a.onJob(ctx, id, jobAction{what: "retry", flowLock: true, read: true}, func(tx pgx.Tx, r lockedJob) error {
 		if err := job.CheckRetry(r.state); err != nil {
 			return err
 		}
-		move := sqlRetryHot
-		if r.done {
-			move = sqlRetryDone
-		}
-		if _, err := tx.Exec(ctx, move, []int64{r.seq}, now, waitDeadline(0, now, r.maxWait)); err != nil {
-			return err
-		}
-		if out, err = getTx(ctx, tx, id); err != nil {
-			return err
-		}
-		a.announceOnCommit(tx, []string{out.Queue})
-		return nil
+		return a.retry(ctx, tx, r.queue, r.done, []int64{r.seq}, now, r.maxWait)
 	})
-	if err != nil {
-		return nil, wrap(fmt.Sprintf("retry job %s", id), err)
+}
+
+// retry makes the jobs of seqs of queue, finished (done) or not,
+// available at now with no attempts and the wait deadline of maxWait.
+func (a *admin) retry(ctx context.Context, tx pgx.Tx, queue string, done bool, seqs []int64, now time.Time, maxWait time.Duration) error {
+	move := sqlRetryHot
+	if done {
+		move = sqlRetryDone
 	}
-	return out, nil
+	now = micro(now)
+	if _, err := tx.Exec(ctx, move, seqs, now, waitDeadline(0, now, maxWait)); err != nil {
+		return err
+	}
+	a.announceOnCommit(tx, []string{queue})
+	return nil
 }
 
 // JobDelete removes a job that job.CheckDelete lets through; see
 // store.Admin. Deleting a job that held its group in an ordered queue
 // wakes the fetches parked on the queue on other nodes.
 func (a *admin) JobDelete(ctx context.Context, id string) error {
-	err := a.tx(ctx, func(tx pgx.Tx) error {
-		r, err := lockJob(ctx, tx, id)
-		if err != nil {
-			return err
-		}
+	_, err := a.onJob(ctx, id, jobAction{what: "delete"}, func(tx pgx.Tx, r lockedJob) error {
 		if err := job.CheckDelete(r.state); err != nil {
 			return err
 		}
@@ -238,10 +240,7 @@ func (a *admin) JobDelete(ctx context.Context, id string) error {
 		}
 		return a.notifyFreed(ctx, tx, r)
 	})
-	if err != nil {
-		return wrap(fmt.Sprintf("delete job %s", id), err)
-	}
-	return nil
+	return err
 }
 
 // JobRetryMany retries every job of one queue in one state that
@@ -253,12 +252,11 @@ func (a *admin) JobRetryMany(ctx context.Context, p *store.JobBulkParams) (int, 
 	if err := job.CheckBulk(true, p.State); err != nil {
 		return 0, err
 	}
-	query, move := sqlRetryManyHot, sqlRetryHot
+	query := sqlRetryManyHot
 	if p.State.Final() {
-		query, move = sqlRetryManyDone, sqlRetryDone
+		query = sqlRetryManyDone
 	}
 	n := 0
-	now := micro(p.Now)
 	err := a.tx(ctx, func(tx pgx.Tx) error {
 		var waits map[string]time.Duration
 		batch := &pgx.Batch{}
@@ -270,11 +268,7 @@ func (a *admin) JobRetryMany(ctx context.Context, p *store.JobBulkParams) (int, 
 		if n = len(seqs); err != nil || n == 0 {
 			return err
 		}
-		if _, err := tx.Exec(ctx, move, seqs, now, waitDeadline(0, now, waits[p.Queue])); err != nil {
-			return err
-		}
-		a.announceOnCommit(tx, []string{p.Queue})
-		return nil
+		return a.retry(ctx, tx, p.Queue, p.State.Final(), seqs, p.Now, waits[p.Queue])
 	})
 	if err != nil {
 		return 0, wrap("retry jobs", err)
@@ -352,13 +346,8 @@ func (a *admin) QueueSetPaused(ctx context.Context, name string, paused bool) er
 // from its queue is then refused by JobInsertMany like any memory job. An
 // unknown level is an error wrapping a *job.InputError.
 func (a *admin) QueueSetDurability(ctx context.Context, name string, d job.Durability) error {
-	switch d {
-	case job.DurabilityFull, job.DurabilityProcess:
-	case job.DurabilityMemory:
-		return fmt.Errorf("set queue durability: %w", job.Invalid("durability",
-			"memory durability is not available with PostgreSQL: every node must see every job"))
-	default:
-		return fmt.Errorf("set queue durability: %w", job.Invalid("durability", "must be full, process or memory"))
+	if err := adminkit.CheckDurability(d, false, "with PostgreSQL: every node must see every job"); err != nil {
+		return fmt.Errorf("set queue durability: %w", err)
 	}
 	err := a.tx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, sqlSetDurability, name, string(d)); err != nil {

@@ -13,8 +13,8 @@ import (
 	"github.com/spoolq/spool/internal/store/adminkit"
 )
 
-// queueReader reads the queues with their counts, limits, settings and
-// job defaults, and folds the count deltas into the counts.
+// queueReader reads the queues with their configuration and counts, and
+// folds the count deltas into the counts.
 type queueReader struct {
 	*db
 	*beliefs
@@ -60,7 +60,7 @@ ORDER BY q.name`
 	// sqlQueueDefaults reads the configuration of one queue.
 	sqlQueueDefaults = `SELECT ` + queueConfig + ` FROM spool_queues q WHERE name = $1`
 	// sqlRollup folds the count deltas into the counts, one node at a
-	// time, in key order so that it never deadlocks with itself.
+	// time (sqlRollupLock), in key order so that it never deadlocks.
 	sqlRollupLock = `SELECT pg_try_advisory_xact_lock($1, $2)`
 	sqlRollup     = `WITH d AS (
 	DELETE FROM spool_count_deltas RETURNING queue, state, n

@@ -10,20 +10,6 @@ import (
 	"github.com/spoolq/spool/internal/store"
 )
 
-// Queues created with their configuration together with the jobs of an
-// insert or a transaction (store.QueueConfig): one statement creates all
-// of them, whatever their number, and reports the ones it created; a
-// queue whose row exists is left as it is.
-//
-// A queue created with limits gets flow control, one created with a
-// maximum wait gives its jobs wait deadlines. So that no job of it is
-// ever left without a group or a deadline, the transaction first takes
-// the exclusive flow lock of such queues (see flow.go): an insert into
-// one of them that holds the lock shared, and so may have read it as
-// plain, has ended and created its row, which the creation then leaves
-// alone; an insert that comes later reads the queue's row in a snapshot
-// taken after the creation committed.
-
 // sqlCreateQueues creates the queues of the arrays $1-$14 that do not
 // exist, in name order, and returns the names of those it created.
 const sqlCreateQueues = `INSERT INTO spool_queues (name, rate_limit, rate_period_ns, max_active, group_rate_limit,
@@ -39,9 +25,13 @@ ORDER BY name
 ON CONFLICT (name) DO NOTHING
 RETURNING name`
 
-// createQueues creates in tx the queues of cfgs that do not exist, with
-// their configuration, and tells the other nodes, and this node's
-// beliefs, of them once tx commits.
+// createQueues creates in tx, by one statement, the queues of cfgs that
+// do not exist (store.QueueConfig), and tells the other nodes, and this
+// node's beliefs, of them once tx commits. It first takes the exclusive
+// flow lock of those with limits or a maximum wait (see flow.go), so
+// that no job of them is left without a group or a deadline: an insert
+// holding the lock shared has ended and the creation leaves its row
+// alone, and a later insert reads the created row.
 func (ins *inserter) createQueues(ctx context.Context, tx pgx.Tx, cfgs []store.QueueConfig) error {
 	if len(cfgs) == 0 {
 		return nil

@@ -8,16 +8,13 @@ import (
 	"github.com/spoolq/spool/internal/store"
 )
 
-// defaultsTTL is how long a node trusts a queue's defaults it read, when
-// nothing said they changed. A change on any node reaches the others at
-// once through a notification (settingsTag); the time bounds only what
-// a node that missed one could keep using.
+// defaultsTTL bounds how long a node that missed a change's notification
+// (settingsTag) keeps using a queue's defaults it read.
 const defaultsTTL = time.Second
 
-// defaultsCache keeps the queues' defaults (QueueDefaults) that every
-// enqueue reads, while this node listens to the others' notifications:
-// a change on this node forgets its queue once committed, a change
-// announced by another forgets it on arrival, a reconnect of the listener
+// defaultsCache keeps the queues' defaults that every enqueue reads while
+// this node listens: a change forgets its queue once committed here or on
+// arrival of another node's notification, a reconnect of the listener
 // forgets all, and an entry lives at most defaultsTTL.
 type defaultsCache struct {
 	listening atomic.Bool   // the listener is connected
@@ -47,8 +44,8 @@ func (c *defaultsCache) get(queue string, now time.Time) (cachedDefaults, bool) 
 	return e, ok && now.Before(e.expires)
 }
 
-// put keeps what a read that began at generation gen found, unless a
-// forget came in between.
+// put keeps what a read begun at generation gen found, unless a forget
+// came in between.
 func (c *defaultsCache) put(queue string, gen uint64, e cachedDefaults) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

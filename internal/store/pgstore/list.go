@@ -31,7 +31,7 @@ func (a *admin) JobList(ctx context.Context, p *job.ListParams) (*job.ListPage, 
 	if p.Queue != "" && !job.HasPrefix(p.Queue, p.QueuePrefixes) {
 		return &job.ListPage{}, nil
 	}
-	query, args := listQuery(p.Queue, p.QueuePrefixes, p.State, p.Worker, after, limit+1)
+	query, args := listQuery(p, after, limit+1)
 	rows, err := a.pool.Query(ctx, query, args...)
 	if err != nil {
 		return nil, wrap("list jobs", err)
@@ -43,54 +43,36 @@ func (a *admin) JobList(ctx context.Context, p *job.ListParams) (*job.ListPage, 
 	return cursors.Page(jobs, seqs, limit), nil
 }
 
-// listQuery builds the listing query for the filters: $1 is the cursor
+// listQuery builds the listing query for p's filters: $1 is the cursor
 // seq, $2 the page size, then the queue, the LIKE patterns of the queue
 // prefixes, the state and the worker when set (a worker only with state
 // active, in spool_jobs, whose worker index the condition names as the
-// index's predicate does).
-func listQuery(queue string, prefixes []string, state job.State, worker string, after int64, limit int) (string, []any) {
+// index's predicate does). "@" in the conditions stands for the table.
+func listQuery(p *job.ListParams, after int64, limit int) (string, []any) {
 	args := []any{after, limit}
-	conds := func(alias string) string {
-		var b strings.Builder
-		fmt.Fprintf(&b, " WHERE %s.seq > $1", alias)
-		n := 2
-		if queue != "" {
-			n++
-			fmt.Fprintf(&b, " AND %s.queue = $%d", alias, n)
-		}
-		if len(prefixes) > 0 {
-			n++
-			fmt.Fprintf(&b, " AND %s.queue LIKE ANY ($%d::text[])", alias, n)
-		}
-		if state != "" {
-			n++
-			fmt.Fprintf(&b, " AND %s.state = $%d", alias, n)
-		}
-		if worker != "" {
-			n++
-			fmt.Fprintf(&b, " AND %[1]s.state = 'active' AND %[1]s.worker IS NOT NULL AND %[1]s.worker = $%[2]d", alias, n)
-		}
-		fmt.Fprintf(&b, " ORDER BY %s.seq LIMIT $2", alias)
-		return b.String()
+	where := " WHERE @.seq > $1"
+	add := func(cond string, arg any) {
+		args = append(args, arg)
+		where += fmt.Sprintf(" AND "+cond, len(args))
 	}
-	if queue != "" {
-		args = append(args, queue)
+	if p.Queue != "" {
+		add("@.queue = $%d", p.Queue)
 	}
-	if len(prefixes) > 0 {
-		args = append(args, prefixPatterns(prefixes))
+	if len(p.QueuePrefixes) > 0 {
+		add("@.queue LIKE ANY ($%d::text[])", prefixPatterns(p.QueuePrefixes))
 	}
-	if state != "" {
-		args = append(args, string(state))
+	if p.State != "" {
+		add("@.state = $%d", string(p.State))
 	}
-	if worker != "" {
-		args = append(args, worker)
+	if p.Worker != "" {
+		add("@.state = 'active' AND @.worker IS NOT NULL AND @.worker = $%d", p.Worker)
 	}
-	hot := hotSelect + conds("j")
-	done := doneSelect + conds("d")
+	where += " ORDER BY @.seq LIMIT $2"
+	hot, done := hotSelect+strings.ReplaceAll(where, "@", "j"), doneSelect+strings.ReplaceAll(where, "@", "d")
 	switch {
-	case state != "" && state.Final():
+	case p.State != "" && p.State.Final():
 		return done, args
-	case state != "":
+	case p.State != "":
 		return hot, args
 	}
 	return `SELECT * FROM ((` + hot + `) UNION ALL (` + done + `)) x ORDER BY x.seq LIMIT $2`, args

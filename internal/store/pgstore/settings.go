@@ -10,12 +10,6 @@ import (
 	"github.com/spoolq/spool/internal/job"
 )
 
-// A queue's settings (job.QueueSettings) live in columns of its row in
-// spool_queues, where the statements that apply them read them. The job
-// defaults (default_lease_ns, default_max_attempts, default_delay_ns) are
-// applied by the engine before an insert, which reads them with the
-// queue (QueueGet).
-
 // sqlSetSettings stores the settings of a queue, creating it if unknown,
 // and returns the maximum wait it had before (0 for a new queue).
 const sqlSetSettings = `WITH old AS (SELECT max_wait_ns FROM spool_queues WHERE name = $1)

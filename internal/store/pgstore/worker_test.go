@@ -39,7 +39,7 @@ func TestWorkerQueriesSeekTheIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	seek := regexp.MustCompile(`"Index Name": "spool_jobs_worker",[^}]*"Index Cond": "[^"]*worker = `)
-	list, listArgs := listQuery("q", nil, job.StateActive, "a", 0, 5)
+	list, listArgs := listQuery(&job.ListParams{Queue: "q", State: job.StateActive, Worker: "a"}, 0, 5)
 	for _, c := range []struct {
 		name, query string
 		args        []any

@@ -2,10 +2,9 @@ package sqlitestore
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spoolq/spool/internal/job"
@@ -14,50 +13,41 @@ import (
 
 const (
 	sqlCancelNow = `UPDATE jobs SET state = 'cancelled', finished_at = ?, lease_expires_at = NULL WHERE seq = ?`
-	// sqlRetry and sqlRetryMany make jobs available at ?1 with no
-	// attempts, and a wait deadline of ?2 (see expire.go). In a queue
-	// claimed by group (?3 true) a job without a group joins the empty
-	// group, as markGrouped left only the pending ones.
+	// sqlRetry makes jobs available at ?1 with no attempts and the wait
+	// deadline ?2 (see expire.go); in a queue claimed by group (?3) a job
+	// without a group joins the empty group, as markGrouped left only the
+	// pending ones. sqlRetryMany retries those of queue ?4 in state ?5.
 	sqlRetry = `UPDATE jobs SET state = 'available', attempt = 0, run_at = ?1, finished_at = NULL,
 	lease_expires_at = NULL, cancel_requested = 0, wait_until = ?2, grp = CASE WHEN ?3 THEN coalesce(grp, '') ELSE grp END
 WHERE seq = ?4`
-	sqlRetryMany = `UPDATE jobs SET state = 'available', attempt = 0, run_at = ?1, finished_at = NULL,
-	lease_expires_at = NULL, cancel_requested = 0, wait_until = ?2, grp = CASE WHEN ?3 THEN coalesce(grp, '') ELSE grp END
-WHERE queue = ?4 AND state = ?5`
 	sqlDelete = `DELETE FROM jobs WHERE seq = ?`
 	// sqlDeleteMany deletes the jobs of queue ?1 in state ?2 but those whose
 	// seqs are in the JSON array ?3 (the active ones).
 	sqlDeleteMany = `DELETE FROM jobs WHERE queue = ?1 AND state = ?2 AND seq NOT IN (SELECT value FROM json_each(?3))`
 )
 
+var sqlRetryMany = strings.Replace(sqlRetry, `seq = ?4`, `queue = ?4 AND state = ?5`, 1)
+
 // JobGet returns one job or job.ErrNotFound.
 func (s *Store) JobGet(ctx context.Context, id string) (*job.Job, error) {
-	if err := s.check(); err != nil {
-		return nil, wrap("get job", err)
-	}
-	j, _, err := scanJob(s.rdb.QueryRowContext(ctx, sqlJobByID, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("get job %s: %w", id, job.ErrNotFound)
-	}
+	jobs, err := s.JobGetMany(ctx, []string{id})
 	if err != nil {
 		return nil, wrap("get job", err)
 	}
-	if l, ok := s.leases.viewOf(id); ok {
-		l.overlay(j)
+	if j := jobs[id]; j != nil {
+		return j, nil
 	}
-	return j, nil
+	return nil, fmt.Errorf("get job %s: %w", id, job.ErrNotFound)
 }
 
 // JobGetMany returns the jobs of ids that exist, by id, as they stand
-// with their leases, in one read beside the writer. Ids that name no job
-// are left out.
+// with their leases, in one read beside the writer.
 func (s *Store) JobGetMany(ctx context.Context, ids []string) (map[string]*job.Job, error) {
 	if err := s.check(); err != nil {
 		return nil, wrap("get jobs", err)
 	}
-	out := make(map[string]*job.Job, len(ids))
 	if len(ids) == 0 {
-		return out, nil
+		return map[string]*job.Job{}, nil
 	}
 	list, err := json.Marshal(ids)
 	if err != nil {
@@ -67,6 +57,7 @@ func (s *Store) JobGetMany(ctx context.Context, ids []string) (map[string]*job.J
 	if err != nil {
 		return nil, wrap("get jobs", err)
 	}
+	out := make(map[string]*job.Job, len(jobs))
 	for _, j := range jobs {
 		if l, ok := s.leases.viewOf(j.ID); ok {
 			l.overlay(j)
@@ -153,11 +144,7 @@ func (w *writer) retry(id string, now time.Time) (*job.Job, error) {
 // retryWait is the stored wait deadline of a job of queue retried by
 // hand at now.
 func (w *writer) retryWait(queue string, now time.Time) any {
-	var maxWait time.Duration
-	if q := w.queues[queue]; q != nil {
-		maxWait = q.settings.MaxWait
-	}
-	return waitDeadline(0, now, maxWait)
+	return waitDeadline(0, now, w.settingsOf(queue).MaxWait)
 }
 
 // JobDelete removes a job that job.CheckDelete lets through; see

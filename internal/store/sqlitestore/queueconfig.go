@@ -12,17 +12,14 @@ import (
 )
 
 // A queue's configuration: its pause, durability, flow control and
-// settings, each written to its row (queuerow.go) and to the writer's
-// view, and handed to the counts with the commit. The lanes of a
-// queue's consumer groups take its limits and pause and follow every
-// change of them.
+// settings, each written to its own column of its row (queuerow.go) and
+// to the writer's view, and handed to the counts with the commit. The
+// lanes of a queue's consumer groups take its limits and pause.
 
 const (
-	sqlSetPaused     = `INSERT INTO queues (name, paused) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET paused = excluded.paused`
-	sqlSetDurability = `INSERT INTO queues (name, durability) VALUES (?, ?)
-ON CONFLICT (name) DO UPDATE SET durability = excluded.durability`
-	sqlSetLimits    = `INSERT INTO queues (name, limits) VALUES (?1, ?2) ON CONFLICT (name) DO UPDATE SET limits = ?2`
-	sqlSetSettings  = `INSERT INTO queues (name, settings) VALUES (?1, ?2) ON CONFLICT (name) DO UPDATE SET settings = ?2`
+	// sqlSetColumn sets column %s of queue ?1's row to ?2 and nothing
+	// else, creating the row if needed.
+	sqlSetColumn    = `INSERT INTO queues (name, %[1]s) VALUES (?1, ?2) ON CONFLICT (name) DO UPDATE SET %[1]s = ?2`
 	sqlMarkGrouped  = `UPDATE queues SET grouped = 1 WHERE name = ?`
 	sqlGroupPending = `UPDATE jobs SET grp = '', gready = CASE WHEN state = 'available' THEN 1 END
 WHERE queue = ? AND grp IS NULL AND state IN ('scheduled', 'available', 'retrying', 'active')`
@@ -77,12 +74,12 @@ func (w *writer) withLanes(name string, set func(queue string) error) error {
 	return nil
 }
 
-// setQueue writes arg to queue name's row by query, creating the queue
+// setQueue writes arg to column of queue name's row, creating the queue
 // if unknown, then lets change update the writer's view of it (nil:
 // nothing to change) and hands rec, the same change of its record, to
 // the counts with the commit.
-func (w *writer) setQueue(name, query string, arg any, change func(*wqueue) error, rec func(*adminkit.Record)) error {
-	if _, err := w.conn.ExecContext(context.Background(), query, name, arg); err != nil {
+func (w *writer) setQueue(name, column string, arg any, change func(*wqueue) error, rec func(*adminkit.Record)) error {
+	if _, err := w.conn.ExecContext(context.Background(), fmt.Sprintf(sqlSetColumn, column), name, arg); err != nil {
 		return fmt.Errorf("configure queue %s: %w", name, err)
 	}
 	q, err := w.ensureQueue(name)
@@ -101,7 +98,7 @@ func (w *writer) setQueue(name, query string, arg any, change func(*wqueue) erro
 
 // setPaused pauses or resumes queue name.
 func (w *writer) setPaused(name string, paused bool) error {
-	return w.setQueue(name, sqlSetPaused, paused, func(q *wqueue) error {
+	return w.setQueue(name, "paused", paused, func(q *wqueue) error {
 		q.paused = paused
 		return nil
 	}, func(r *adminkit.Record) { r.Paused = paused })
@@ -110,10 +107,10 @@ func (w *writer) setPaused(name string, paused bool) error {
 // setDurability sets the durability of the jobs later enqueued into queue
 // name without their own.
 func (w *writer) setDurability(name string, d job.Durability) error {
-	if !d.Valid() {
-		return job.Invalid("durability", "must be full, process or memory")
+	if err := adminkit.CheckDurability(d, true, ""); err != nil {
+		return err
 	}
-	return w.setQueue(name, sqlSetDurability, string(d), nil, func(r *adminkit.Record) { r.Durability = d })
+	return w.setQueue(name, "durability", string(d), nil, func(r *adminkit.Record) { r.Durability = d })
 }
 
 // setLimits sets the limits of queue name.
@@ -122,7 +119,7 @@ func (w *writer) setLimits(name string, l job.Limits) error {
 	if err != nil {
 		return err
 	}
-	return w.setQueue(name, sqlSetLimits, stored, func(q *wqueue) error {
+	return w.setQueue(name, "limits", stored, func(q *wqueue) error {
 		q.limits, q.holds = l, nil
 		if l.Grouped() {
 			return w.markGrouped(name)
@@ -164,7 +161,7 @@ func (w *writer) setSettings(name string, st job.QueueSettings) error {
 	if err != nil {
 		return err
 	}
-	return w.setQueue(name, sqlSetSettings, stored, func(q *wqueue) error {
+	return w.setQueue(name, "settings", stored, func(q *wqueue) error {
 		if st.MaxWait != q.settings.MaxWait {
 			if err := w.setQueueWaits(name, st.MaxWait); err != nil {
 				return fmt.Errorf("set wait deadlines of queue %s: %w", name, err)

@@ -9,13 +9,10 @@ import (
 	"github.com/spoolq/spool/internal/store/adminkit"
 )
 
-// A queue's row in the queues table: its pause, durability, flow control
-// (limits, JSON; grouped, set once its jobs have groups, see queues.go)
-// and settings. The settings are kept whole as the JSON form of
-// job.QueueSettings, a name for each field, so that a setting added later
-// needs no new column and rows written before it read as unset.
-
-// queueRow is a queue as its row stores it.
+// queueRow is a queue as its row in the queues table stores it: limits
+// and settings in their JSON form (a setting added later needs no new
+// column, and rows written before it read it as unset), grouped once its
+// jobs have groups (see queues.go).
 type queueRow struct {
 	adminkit.Queue
 	name    string
@@ -45,8 +42,8 @@ func readQueues(ctx context.Context, conn *sql.Conn) ([]queueRow, error) {
 	return qs, nil
 }
 
-// encodeJSON is the stored form of v, a queue's limits or settings (their
-// JSON form): NULL for none (zero).
+// encodeJSON is the stored form of v, a queue's limits or settings: their
+// JSON form, NULL when zero.
 func encodeJSON(v any, zero bool) (any, error) {
 	if zero {
 		return nil, nil
@@ -58,8 +55,7 @@ func encodeJSON(v any, zero bool) (any, error) {
 	return b, nil
 }
 
-// decodeJSON reads the stored form of a queue's limits or settings into
-// v; NULL leaves it zero.
+// decodeJSON reads encodeJSON's form into v; NULL leaves it zero.
 func decodeJSON(b []byte, v any) error {
 	if len(b) == 0 {
 		return nil
