@@ -8,11 +8,62 @@ import (
 	"github.com/spoolq/spool/internal/store"
 )
 
-// Rounds of fast inserts shared by concurrent calls; see combiner.
+// combiner gathers the fast inserts (insertFast) of concurrent calls into
+// shared rounds, each one statement and one commit. A call queues itself
+// and then either leads a round, when fewer than combineLeaders rounds are
+// under way, taking every call waiting (its own among them) up to
+// maxFastInsert jobs, or waits for the round that took it: a lone caller
+// leads its own round with no hand-off to another goroutine; fifty share
+// a few.
+//
+// Every call keeps its own all-or-none: a round that fails leaves nothing
+// written and answers each of its calls with the failure, and a round that
+// the fast insert refuses (errNotFast, say because one call's id exists)
+// sends each of its calls back to insert alone.
+type combiner struct {
+	calls   chan *combinedCall
+	leaders chan struct{}   // one per round under way
+	ctx     context.Context // the store's: rounds outlive the calls that lead them
+}
 
-// insertCombined inserts jobs, which canInsertFast accepted, in a round.
-// A call refused by a round it shared gets errNotFast with shared set,
-// and may try insertFast alone.
+// combineLeaders is how many rounds may be under way at once: enough to
+// overlap one round's commit with the next round's statement, few enough
+// that rounds stay large and the pool keeps connections for the rest.
+const combineLeaders = 4
+
+// combinedCall is one call of JobInsertMany waiting for a round.
+type combinedCall struct {
+	ctx   context.Context
+	jobs  []store.JobInsertParams
+	now   time.Time
+	reply chan combinedReply
+}
+
+// combinedReply answers a call; shared is set when it went in a round
+// with others.
+type combinedReply struct {
+	out    []store.InsertResult
+	shared bool
+	err    error
+}
+
+func newCombiner(ctx context.Context) *combiner {
+	return &combiner{calls: make(chan *combinedCall, 4096), leaders: make(chan struct{}, combineLeaders), ctx: ctx}
+}
+
+// insertPlain inserts jobs that canInsertFast accepted: in a round with
+// other calls, else alone in one round trip; it returns errNotFast when
+// only the full insert can.
+func (ins *inserter) insertPlain(ctx context.Context, jobs []store.JobInsertParams, now time.Time) ([]store.InsertResult, error) {
+	out, shared, err := ins.insertCombined(ctx, jobs, now)
+	if shared && errors.Is(err, errNotFast) {
+		return ins.insertFast(ctx, jobs, now)
+	}
+	return out, err
+}
+
+// insertCombined inserts jobs in a round; shared is set when the round
+// held other calls.
 func (ins *inserter) insertCombined(ctx context.Context, jobs []store.JobInsertParams, now time.Time) (out []store.InsertResult, shared bool, err error) {
 	cb := ins.combine
 	c := &combinedCall{ctx: ctx, jobs: jobs, now: now, reply: make(chan combinedReply, 1)}
@@ -112,15 +163,4 @@ func (ins *inserter) runRound(round []*combinedCall) {
 		c.reply <- combinedReply{out: out[:len(c.jobs):len(c.jobs)], shared: true}
 		out = out[len(c.jobs):]
 	}
-}
-
-// insertPlain inserts jobs that canInsertFast accepted: in a round with
-// other calls, else alone in one round trip; it returns errNotFast when
-// only the full insert can.
-func (ins *inserter) insertPlain(ctx context.Context, jobs []store.JobInsertParams, now time.Time) ([]store.InsertResult, error) {
-	out, shared, err := ins.insertCombined(ctx, jobs, now)
-	if shared && errors.Is(err, errNotFast) {
-		return ins.insertFast(ctx, jobs, now)
-	}
-	return out, err
 }

@@ -3,7 +3,6 @@ package pgstore
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -27,14 +26,14 @@ const sqlWriteJobs = `WITH flow AS (
 ), u AS (
 	SELECT u.*, nextval(pg_get_serial_sequence('spool_jobs', 'seq')) AS seq
 	FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::int4[], $6::text[], $7::timestamptz[],
-		$8::int4[], $9::int4[], $10::text[], $11::int8[], $12::int8[], $13::float8[], $14::int8[], $15::text[],
-		$16::int8[], $17::text[], $18::bytea[], $19::text[], $20::bytea[], $21::int8[], $22::bool[],
-		$23::timestamptz[], $24::timestamptz[], $25::timestamptz[], $26::timestamptz[], $27::text[], $28::text[],
-		$29::text[], $30::text[], $31::text[], $32::text[], $33::timestamptz[])
-		WITH ORDINALITY AS u(id, queue, kind, payload, priority, state, run_at, attempt, max_attempts, backoff_kind,
-		backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, result, errors, progress,
-		lease_token, cancel_requested, created_at, started_at, finished_at, lease_expires_at, durability, grp,
-		letter_queue, letter_id, worker, traceparent, wait_until, ord)
+		$8::int4[], $9::text[], $10::int8[], $11::int8[], $12::float8[], $13::int8[], $14::text[], $15::int8[],
+		$16::text[], $17::text[], $18::int4[], $19::bytea[], $20::text[], $21::bytea[], $22::int8[], $23::bool[],
+		$24::timestamptz[], $25::timestamptz[], $26::timestamptz[], $27::timestamptz[], $28::text[], $29::text[],
+		$30::text[], $31::text[], $32::text[], $33::timestamptz[])
+		WITH ORDINALITY AS u(id, queue, kind, payload, priority, state, run_at, max_attempts, backoff_kind,
+		backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, durability, attempt,
+		result, errors, progress, lease_token, cancel_requested, created_at, started_at, finished_at,
+		lease_expires_at, grp, letter_queue, letter_id, worker, traceparent, wait_until, ord)
 	WHERE NOT EXISTS (SELECT 1 FROM spool_jobs j WHERE j.id = u.id)
 		AND NOT EXISTS (SELECT 1 FROM spool_jobs_done d WHERE d.id = u.id)
 	ORDER BY ord
@@ -110,58 +109,37 @@ func (a *admin) ImportJobs(ctx context.Context, jobs []*job.Job) (int, error) {
 // wholeJobs are the arguments of sqlWriteJobs for some jobs, but for
 // their wait deadlines.
 type wholeJobs struct {
-	jobs   []*job.Job
-	runAts []time.Time
+	*jobArrays
 	tokens []int64
-	queues []string // the queues of the jobs, each once
-	args   []any    // sqlWriteJobs' $1 to $32
+	args   []any // sqlWriteJobs' $1 to $32
 }
 
 // newWholeJobs builds the arguments that store jobs whole. It refuses an
 // active job without a lease expiry and a level of durability this store
 // does not keep.
 func newWholeJobs(jobs []*job.Job) (*wholeJobs, error) {
+	a, err := newJobArrays(jobs, time.Time{})
+	if err != nil {
+		return nil, err
+	}
 	n := len(jobs)
 	var (
-		ids, queues, kinds, states, bkinds, ukeys, tags, errs = make([]string, n), make([]string, n), make([]string, n),
-			make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		durs, groups                = make([]string, n), make([]string, n)
-		letterQueues, letterIDs     = make([]string, n), make([]string, n)
-		workers, traceParents       = make([]string, n), make([]string, n)
-		payloads, results, progress = make([][]byte, n), make([][]byte, n), make([][]byte, n)
-		prios, attempts, maxAtt     = make([]int32, n), make([]int32, n), make([]int32, n)
-		bases, maxes, leases, ufors = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
-		tokens                      = make([]int64, n)
-		jitters                     = make([]float64, n)
-		cancels                     = make([]bool, n)
-		runAts, created             = make([]time.Time, n), make([]time.Time, n)
-		started, finished, expires  = make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n)
-		distinct                    []string
+		errs, letterQueues, letterIDs, workers = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		results, progress                      = make([][]byte, n), make([][]byte, n)
+		attempts                               = make([]int32, n)
+		tokens                                 = make([]int64, n)
+		cancels                                = make([]bool, n)
+		started, finished, expires             = make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n)
 	)
 	for i, j := range jobs {
-		ids[i], queues[i], kinds[i], states[i], groups[i] = j.ID, j.Queue, j.Kind, string(j.State), j.Group
-		letterQueues[i], letterIDs[i] = j.DeadLetterOf.Queue, j.DeadLetterOf.ID
-		// As the engine keeps them: a NUL, which text cannot hold, as U+FFFD.
-		workers[i], traceParents[i] = job.WorkerName(j.Worker), j.TraceParent
-		payloads[i], results[i], progress[i] = bytesOrNil(j.Payload), bytesOrNil(j.Result), bytesOrNil(j.Progress)
-		prios[i], attempts[i], maxAtt[i] = int32(j.Priority), int32(j.Attempt), int32(j.MaxAttempts)
-		runAts[i], created[i] = micro(j.RunAt), micro(j.CreatedAt)
-		bkinds[i], bases[i], maxes[i], jitters[i] = string(j.Backoff.Kind), int64(j.Backoff.Base), int64(j.Backoff.Max), j.Backoff.Jitter
-		leases[i], ukeys[i], ufors[i] = int64(j.LeaseDuration), j.UniqueKey, int64(j.UniqueFor)
-		tokens[i], cancels[i] = j.LeaseToken, j.CancelRequested
-		started[i], finished[i], expires[i] = tstz(j.StartedAt), tstz(j.FinishedAt), tstz(j.LeaseExpiresAt)
 		if j.State == job.StateActive && j.LeaseExpiresAt.IsZero() {
 			return nil, fmt.Errorf("active job %s has no lease expiry", j.ID)
 		}
-		d, kept := job.StoredDurability(j.Durability, job.DurabilityFull)
-		if !kept {
-			return nil, fmt.Errorf("job %s: %w", j.ID, job.Invalid("durability", "this store does not keep %q jobs", d))
-		}
-		durs[i] = string(d)
-		var err error
-		if tags[i], err = encodeTags(j.ID, j.Tags); err != nil {
-			return nil, err
-		}
+		attempts[i], tokens[i], cancels[i] = int32(j.Attempt), j.LeaseToken, j.CancelRequested
+		results[i], progress[i] = bytesOrNil(j.Result), bytesOrNil(j.Progress)
+		// As the engine keeps them: a NUL, which text cannot hold, as U+FFFD.
+		letterQueues[i], letterIDs[i], workers[i] = j.DeadLetterOf.Queue, j.DeadLetterOf.ID, job.WorkerName(j.Worker)
+		started[i], finished[i], expires[i] = tstz(j.StartedAt), tstz(j.FinishedAt), tstz(j.LeaseExpiresAt)
 		if len(j.Errors) > 0 {
 			kept := make([]job.AttemptError, len(j.Errors))
 			for k, e := range j.Errors {
@@ -173,23 +151,14 @@ func newWholeJobs(jobs []*job.Job) (*wholeJobs, error) {
 			}
 			errs[i] = string(b)
 		}
-		if !slices.Contains(distinct, j.Queue) {
-			distinct = append(distinct, j.Queue)
-		}
 	}
-	return &wholeJobs{jobs: jobs, runAts: runAts, tokens: tokens, queues: distinct,
-		args: []any{ids, queues, kinds, payloads, prios, states, runAts, attempts, maxAtt, bkinds, bases, maxes, jitters,
-			leases, ukeys, ufors, tags, results, errs, progress, tokens, cancels, created, started, finished, expires, durs,
-			groups, letterQueues, letterIDs, workers, traceParents}}, nil
+	return &wholeJobs{jobArrays: a, tokens: tokens, args: append(a.common, attempts, results, errs, progress, tokens, cancels,
+		a.created, started, finished, expires, a.groups, letterQueues, letterIDs, workers, a.traces)}, nil
 }
 
 // queue adds to batch the statement that stores the jobs, each with the
 // wait deadline of its queue's maximum wait in waits, and that sets count
 // to how many it stored.
 func (w *wholeJobs) queue(batch *pgx.Batch, waits map[string]time.Duration, count *int) {
-	deadlines := make([]pgtype.Timestamptz, len(w.jobs))
-	for i, j := range w.jobs {
-		deadlines[i] = waitDeadline(j.Attempt, w.runAts[i], waits[j.Queue])
-	}
-	batch.Queue(sqlWriteJobs, append(w.args, deadlines)...).QueryRow(func(row pgx.Row) error { return row.Scan(count) })
+	batch.Queue(sqlWriteJobs, append(w.args, w.deadlines(waits))...).QueryRow(func(row pgx.Row) error { return row.Scan(count) })
 }

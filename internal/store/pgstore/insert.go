@@ -15,32 +15,21 @@ import (
 )
 
 const (
-	// sqlInsertJobs inserts the jobs given as parallel arrays ($1-$17,
-	// $19, $21, $23, $24), in array order (which makes their seqs enqueue
-	// order), created at $21 or, where that is NULL, at $18, with the
-	// traceparents $23 ('' or NULL for none) and the wait deadlines $24
-	// (NULL for none), skips ids that already exist, and creates the
-	// queues of the jobs it inserted. A job's group ($19) is stored as
-	// given; a job without one gets the empty group in the queues with
-	// flow control among $20, whose flow lock the transaction holds (see
-	// flow.go), and NULL elsewhere. It returns a row (id, NULL, NULL) for
-	// each job it inserted, a row (queue, name, NULL) for each consumer
-	// group of the queues $22, read in the snapshot of the insert (see
-	// lanes.go), and a row (queue, NULL, wait) for each of them whose
-	// maximum wait is not the one of $25 that the deadlines believed (see
-	// waits.go).
-	sqlInsertJobs = sqlInsertCTEs + `SELECT id, NULL::text, NULL::int8 FROM ins
+	// sqlInsertJobs inserts jobs (sqlInsertJobsWith) and creates their
+	// queues. It returns a row (id, NULL, NULL) for each job it inserted,
+	// a row (queue, name, NULL) for each consumer group of the queues $22,
+	// read in the snapshot of the insert (see lanes.go), and a row (queue,
+	// NULL, wait) for each of them whose maximum wait is not the one of
+	// $25 that the deadlines believed (see deadline.go).
+	sqlInsertJobs = sqlInsertJobsWith + `id, queue
+), q AS (
+	INSERT INTO spool_queues (name) SELECT DISTINCT queue FROM ins ON CONFLICT (name) DO NOTHING
+)
+SELECT id, NULL::text, NULL::int8 FROM ins
 UNION ALL
 SELECT queue, name, NULL FROM spool_consumer_groups WHERE queue = ANY($22::text[])
 UNION ALL
 SELECT name, NULL, max_wait_ns FROM (` + waitMismatch + `) w`
-	// sqlInsertCTEs are the common table expressions of sqlInsertJobs:
-	// ins inserts the jobs, q their queues.
-	sqlInsertCTEs = sqlInsertJobsWith + `id, queue
-), q AS (
-	INSERT INTO spool_queues (name) SELECT DISTINCT queue FROM ins ON CONFLICT (name) DO NOTHING
-)
-`
 	// sqlDoneByIDs finds ids that belong to finished jobs. It runs as its
 	// own statement after the insert so that it sees a job that another
 	// transaction moved to spool_jobs_done while the insert waited on it.
@@ -62,26 +51,21 @@ CROSS JOIN LATERAL (
 	) y ORDER BY y.seq DESC LIMIT 1) x`
 )
 
-// JobInsertMany inserts p.Jobs atomically; see store.Inserter. Each job
-// it inserts into a queue with consumer groups gets a copy in each
-// group's lane in the same transaction (see lanes.go), and the queues of
-// p.Create are created in it first (see create.go). A job with
-// a group gives its queue flow control for good (see markGrouped). A job
-// of a durability other than full or process is refused with an error
-// wrapping a *job.InputError, failing the whole insert. When every job it
-// inserts is of process durability, the insert commits without waiting
-// for the WAL flush (see sqlRelaxCommit).
+// JobInsertMany inserts p.Jobs atomically; see store.Inserter. Plain jobs
+// take the fast insert (insertfast.go); the others, and those it sends
+// back, a transaction that creates the queues of p.Create first
+// (create.go) and then inserts them (insert). A job of a durability other
+// than full or process is refused with an error wrapping a
+// *job.InputError, failing the whole insert.
 func (ins *inserter) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams) ([]store.InsertResult, error) {
 	if err := checkInserts(p.Jobs); err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", err)
 	}
+	now := micro(p.Now)
 	if len(p.Create) == 0 && ins.canInsertFast(p.Jobs) {
-		out, err := ins.insertPlain(ctx, p.Jobs, micro(p.Now))
+		out, err := ins.insertPlain(ctx, p.Jobs, now)
 		if !errors.Is(err, errNotFast) {
-			if err != nil {
-				return nil, wrap("insert jobs", err)
-			}
-			return out, nil
+			return out, wrap("insert jobs", err)
 		}
 	}
 	var out []store.InsertResult
@@ -90,7 +74,7 @@ func (ins *inserter) JobInsertMany(ctx context.Context, p *store.JobInsertManyPa
 			return err
 		}
 		var err error
-		out, err = ins.insert(ctx, tx, p.Jobs, micro(p.Now), len(p.Create) == 0)
+		out, err = ins.insert(ctx, tx, p.Jobs, now, len(p.Create) == 0)
 		return err
 	})
 	if err != nil {
@@ -99,65 +83,66 @@ func (ins *inserter) JobInsertMany(ctx context.Context, p *store.JobInsertManyPa
 	return out, nil
 }
 
-// insert decides which jobs are duplicates (store.PlanInserts), inserts
-// the others and notifies the other nodes of the available ones. With
-// relax, tx commits without waiting for the WAL flush when every job
+// insert inserts jps in tx: it marks the queues that get a group grouped
+// (markGrouped), decides which jobs are duplicates (store.PlanInserts,
+// reading what they may duplicate only when one has a unique key),
+// inserts the others and copies them into their queues' consumer groups.
+// With relax, tx commits without waiting for the WAL flush when every job
 // inserted is of process durability: a caller whose transaction writes
 // more than the insert passes false.
-func (ins *inserter) insert(ctx context.Context, tx pgx.Tx, jobs []store.JobInsertParams, now time.Time, relax bool) ([]store.InsertResult, error) {
-	if err := ins.flow.markGrouped(ctx, tx, withGroups(jobs)); err != nil {
+func (ins *inserter) insert(ctx context.Context, tx pgx.Tx, jps []store.JobInsertParams, now time.Time, relax bool) ([]store.InsertResult, error) {
+	if err := ins.flow.markGrouped(ctx, tx, withGroups(jps)); err != nil {
 		return nil, err
 	}
 	var byID map[string]*job.Job
 	var newest map[store.UniqueRef]*job.Job
-	if slices.ContainsFunc(jobs, func(jp store.JobInsertParams) bool { return jp.UniqueKey != "" }) {
+	if slices.ContainsFunc(jps, func(jp store.JobInsertParams) bool { return jp.UniqueKey != "" }) {
 		var err error
-		if byID, newest, err = ins.lookUpDuplicates(ctx, tx, jobs); err != nil {
+		if byID, newest, err = ins.lookUpDuplicates(ctx, tx, jps); err != nil {
 			return nil, err
 		}
 	}
-	out := make([]store.InsertResult, len(jobs))
-	plan, err := store.PlanInserts(jobs, byID, newest, now, out)
+	out := make([]store.InsertResult, len(jps))
+	plan, err := store.PlanInserts(jps, byID, newest, now, out)
 	if err != nil {
 		return nil, err
 	}
 	if len(plan.Insert) > 0 {
-		if err := ins.insertRows(ctx, tx, jobs, plan.Insert, now, relax, out); err != nil {
+		if err := ins.insertRows(ctx, tx, jps, plan.Insert, now, relax, out); err != nil {
 			return nil, err
 		}
 	}
-	if err := plan.SettleDuplicates(jobs, out); err != nil {
+	if err := plan.SettleDuplicates(jps, out); err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-// insertRows inserts the jobs at idx, fills their results, and turns into
-// duplicates those whose id turned out to exist; relax is insert's.
-func (ins *inserter) insertRows(ctx context.Context, tx pgx.Tx, jobs []store.JobInsertParams, idx []int, now time.Time, relax bool,
+// insertRows inserts the jobs of jps at idx, fills their results, and
+// turns into duplicates those whose id turned out to exist; relax is
+// insert's.
+func (ins *inserter) insertRows(ctx context.Context, tx pgx.Tx, jps []store.JobInsertParams, idx []int, now time.Time, relax bool,
 	out []store.InsertResult) error {
-	n := len(idx)
 	waits, err := ins.waiting(ctx, tx)
 	if err != nil {
 		return err
 	}
-	a, err := newInsertArgs(jobs, idx, now, waits)
+	a, err := newJobArrays(newJobs(jps, idx, now), now)
 	if err != nil {
 		return err
 	}
-	ids, runAts := a.ids, a.runAts
 	batch := &pgx.Batch{}
 	if relax && a.allProcess {
 		batch.Queue(sqlRelaxCommit)
 	}
 	batch.Queue(sqlLockFlowShared, a.queues, lockClass)
-	inserted := make(map[string]bool, n)
-	var lanes laneSet                   // the consumer groups of the batch's queues
+	inserted := make(map[string]bool, len(idx))
+	var lanes laneSet                   // the consumer groups of the jobs' queues
 	var actual map[string]time.Duration // the maximum waits the deadlines did not believe
-	var key string                      // a job's id, or a queue's
+	var key string                      // a job's id, or a queue's name
 	var group *string                   // the name of a consumer group of queue key
 	var wait *int64                     // the maximum wait of queue key
-	batch.Queue(sqlInsertJobs, a.args...).Query(func(rows pgx.Rows) error {
+	batch.Queue(sqlInsertJobs, a.insertArgs(now, waits)...).Query(func(rows pgx.Rows) error {
 		_, err := pgx.ForEachRow(rows, []any{&key, &group, &wait}, func() error {
 			switch {
 			case group != nil:
@@ -175,82 +160,62 @@ func (ins *inserter) insertRows(ctx context.Context, tx pgx.Tx, jobs []store.Job
 		})
 		return err
 	})
-	var done []*job.Job
-	batch.Queue(sqlDoneByIDs, ids).Query(func(rows pgx.Rows) (err error) {
-		done, _, err = scanJobs(rows)
-		return err
-	})
+	existing := make(map[string]*job.Job)
+	batch.Queue(sqlDoneByIDs, a.ids).Query(func(rows pgx.Rows) error { return scanInto(rows, existing) })
 	ins.announceOnCommit(tx, a.available)
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 		return fmt.Errorf("insert jobs: %w", err)
 	}
-	existing := make(map[string]*job.Job)
-	var undo []string
-	for _, j := range done {
-		existing[j.ID] = j
-		if inserted[j.ID] {
-			undo = append(undo, j.ID) // the id was finished while we inserted it
-			delete(inserted, j.ID)
-		}
-	}
-	if len(undo) > 0 {
-		if _, err := tx.Exec(ctx, sqlUndoIDs, undo); err != nil {
-			return fmt.Errorf("undo duplicate inserts: %w", err)
+	var undo, missing []string
+	for _, id := range a.ids {
+		if inserted[id] && existing[id] != nil {
+			undo = append(undo, id) // the id was finished while we inserted it
+			delete(inserted, id)
+		} else if !inserted[id] && existing[id] == nil {
+			missing = append(missing, id)
 		}
 	}
 	if len(actual) > 0 {
 		ins.forgetWaits()
-		if err := fixWaits(ctx, tx, ids, a.queueOf, runAts, actual, func(id string) bool { return inserted[id] }); err != nil {
+		if err := fixWaits(ctx, tx, a.ids, a.queueOf, a.runAts, actual, func(id string) bool { return inserted[id] }); err != nil {
 			return err
 		}
 	}
-	var missing []string
-	for _, id := range ids {
-		if !inserted[id] && existing[id] == nil {
-			missing = append(missing, id)
-		}
-	}
-	if len(missing) > 0 {
-		rows, err := tx.Query(ctx, sqlHotByIDs, missing)
-		if err != nil {
-			return fmt.Errorf("read duplicate jobs: %w", err)
-		}
-		hot, _, err := scanJobs(rows)
-		if err != nil {
-			return fmt.Errorf("read duplicate jobs: %w", err)
-		}
-		for _, j := range hot {
-			existing[j.ID] = j
-		}
-	}
-	if len(lanes) > 0 {
-		// The inserted jobs of queues with consumer groups, and the queues
-		// of the available ones.
-		var copied, available []string
-		for k, i := range idx {
-			if jp := &jobs[i]; inserted[ids[k]] && len(lanes[jp.Queue]) > 0 {
-				copied = append(copied, jp.ID)
-				if jp.State == job.StateAvailable {
-					available = appendOnce(available, jp.Queue)
-				}
+	// The jobs inserted into queues with consumer groups, and the queues
+	// of those available.
+	var copied, available []string
+	for _, j := range a.jobs {
+		if inserted[j.ID] && len(lanes[j.Queue]) > 0 {
+			copied = append(copied, j.ID)
+			if j.State == job.StateAvailable {
+				available = appendOnce(available, j.Queue)
 			}
 		}
-		batch := &pgx.Batch{}
-		ins.groups.copyToLanes(tx, batch, lanes, copied, available)
+	}
+	batch = &pgx.Batch{}
+	if len(undo) > 0 {
+		batch.Queue(sqlUndoIDs, undo)
+	}
+	if len(missing) > 0 {
+		batch.Queue(sqlHotByIDs, missing).Query(func(rows pgx.Rows) error { return scanInto(rows, existing) })
+	}
+	ins.groups.copyToLanes(tx, batch, lanes, copied, available)
+	if batch.Len() > 0 {
 		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-			return fmt.Errorf("copy jobs to their consumer groups: %w", err)
+			return fmt.Errorf("settle the inserted jobs: %w", err)
 		}
 	}
 	for k, i := range idx {
-		if inserted[ids[k]] {
-			out[i] = store.InsertResult{Job: newJob(&jobs[i], runAts[k], now)}
+		j := a.jobs[k]
+		if inserted[j.ID] {
+			out[i] = store.InsertResult{Job: j}
 			continue
 		}
-		dup := existing[ids[k]]
+		dup := existing[j.ID]
 		if dup == nil {
-			return fmt.Errorf("insert job %s: neither inserted nor found", ids[k])
+			return fmt.Errorf("insert job %s: neither inserted nor found", j.ID)
 		}
-		if err := job.DuplicateByID(dup, jobs[i].Queue, fmt.Sprintf("jobs[%d].id", i)); err != nil {
+		if err := job.DuplicateByID(dup, j.Queue, fmt.Sprintf("jobs[%d].id", i)); err != nil {
 			return err
 		}
 		out[i] = store.InsertResult{Job: dup, Duplicate: true}
@@ -258,16 +223,17 @@ func (ins *inserter) insertRows(ctx context.Context, tx pgx.Tx, jobs []store.Job
 	return nil
 }
 
-// lookUpDuplicates reads what a batch with unique keys may duplicate:
-// the jobs of its ids and the newest job of each of its queues' keys. It
-// locks the batch's keys first so that racing inserts of one key resolve
-// one after the other.
-func (ins *inserter) lookUpDuplicates(ctx context.Context, tx pgx.Tx, jobs []store.JobInsertParams) (map[string]*job.Job, map[store.UniqueRef]*job.Job, error) {
+// lookUpDuplicates reads what jps, a batch with unique keys, may
+// duplicate: the jobs of its ids and the newest job of each of its
+// queues' keys. It locks the batch's keys first so that racing inserts of
+// one key resolve one after the other.
+func (ins *inserter) lookUpDuplicates(ctx context.Context, tx pgx.Tx, jps []store.JobInsertParams) (map[string]*job.Job, map[store.UniqueRef]*job.Job, error) {
 	var locks []int64
-	var refQueues, refKeys []string
+	var refQueues, refKeys, ids []string
 	seen := make(map[store.UniqueRef]bool)
-	for i := range jobs {
-		r := store.UniqueRef{Queue: jobs[i].Queue, Key: jobs[i].UniqueKey}
+	for i := range jps {
+		ids = append(ids, jps[i].ID)
+		r := store.UniqueRef{Queue: jps[i].Queue, Key: jps[i].UniqueKey}
 		if r.Key == "" || seen[r] {
 			continue
 		}
@@ -278,36 +244,29 @@ func (ins *inserter) lookUpDuplicates(ctx context.Context, tx pgx.Tx, jobs []sto
 		locks = append(locks, int64(h.Sum64()))
 	}
 	slices.Sort(locks)
-	locks = slices.Compact(locks)
-	if _, err := tx.Exec(ctx, sqlLockUnique, locks); err != nil {
-		return nil, nil, fmt.Errorf("lock unique keys: %w", err)
+	byID := make(map[string]*job.Job)
+	newest := make(map[store.UniqueRef]*job.Job)
+	batch := &pgx.Batch{}
+	batch.Queue(sqlLockUnique, slices.Compact(locks))
+	batch.Queue(sqlJobsByIDs, ids).Query(func(rows pgx.Rows) error { return scanInto(rows, byID) })
+	batch.Queue(sqlNewestUnique, refQueues, refKeys).Query(func(rows pgx.Rows) error {
+		found, _, err := scanJobs(rows)
+		for _, j := range found {
+			newest[store.UniqueRef{Queue: j.Queue, Key: j.UniqueKey}] = j
+		}
+		return err
+	})
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		return nil, nil, fmt.Errorf("look up duplicates: %w", err)
 	}
-	ids := make([]string, len(jobs))
-	for i := range jobs {
-		ids[i] = jobs[i].ID
-	}
-	rows, err := tx.Query(ctx, sqlJobsByIDs, ids)
-	if err != nil {
-		return nil, nil, fmt.Errorf("look up job ids: %w", err)
-	}
+	return byID, newest, nil
+}
+
+// scanInto reads rows of jobs into byID.
+func scanInto(rows pgx.Rows, byID map[string]*job.Job) error {
 	found, _, err := scanJobs(rows)
-	if err != nil {
-		return nil, nil, fmt.Errorf("look up job ids: %w", err)
-	}
-	byID := make(map[string]*job.Job, len(found))
 	for _, j := range found {
 		byID[j.ID] = j
 	}
-	rows, err = tx.Query(ctx, sqlNewestUnique, refQueues, refKeys)
-	if err != nil {
-		return nil, nil, fmt.Errorf("look up unique keys: %w", err)
-	}
-	if found, _, err = scanJobs(rows); err != nil {
-		return nil, nil, fmt.Errorf("look up unique keys: %w", err)
-	}
-	newest := make(map[store.UniqueRef]*job.Job, len(found))
-	for _, j := range found {
-		newest[store.UniqueRef{Queue: j.Queue, Key: j.UniqueKey}] = j
-	}
-	return byID, newest, nil
+	return err
 }

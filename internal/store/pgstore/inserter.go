@@ -1,10 +1,8 @@
 package pgstore
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
@@ -13,11 +11,10 @@ import (
 	"github.com/spoolq/spool/internal/store"
 )
 
-// inserter inserts jobs: plain ones in one round trip, alone or in
-// rounds shared with other calls (insertfast.go, combine.go), the others
-// in a transaction that also creates their queues (create.go), decides
-// duplicates and copies them into the lanes of their queues' consumer
-// groups.
+// inserter inserts jobs (insert.go): plain ones in one round trip, alone
+// or in rounds shared by concurrent calls (insertfast.go, combine.go),
+// the others in a transaction that also creates their queues, decides
+// their duplicates and copies them into their consumer groups' lanes.
 type inserter struct {
 	*db
 	*beliefs
@@ -26,52 +23,12 @@ type inserter struct {
 	combine *combiner
 }
 
-// combiner gathers the fast inserts (insertFast) of concurrent calls into
-// shared rounds, each one statement and one commit. A call queues itself
-// and then either leads a round, when fewer than combineLeaders rounds are
-// under way, taking every call waiting (its own among them) up to
-// maxFastInsert jobs, or waits for the round that took it. Calls that
-// come while the rounds are busy wait for the next, so the rounds grow
-// with the load: a lone caller leads its own round with no hand-off to
-// another goroutine; fifty share a few.
-//
-// Every call keeps its own all-or-none: a round that fails leaves nothing
-// written and answers each of its calls with the failure, and a round that
-// the fast insert refuses (errNotFast, say because one call's id exists)
-// sends each of its calls back to insert alone.
-type combiner struct {
-	calls   chan *combinedCall
-	leaders chan struct{}   // one per round under way
-	ctx     context.Context // the store's: rounds outlive the calls that lead them
-}
-
-// combineLeaders is how many rounds may be under way at once: enough to
-// overlap one round's commit with the next round's statement, few enough
-// that rounds stay large and the pool keeps connections for the rest.
-const combineLeaders = 4
-
-// combinedCall is one call of JobInsertMany waiting for a round.
-type combinedCall struct {
-	ctx   context.Context
-	jobs  []store.JobInsertParams
-	now   time.Time
-	reply chan combinedReply
-}
-
-type combinedReply struct {
-	out []store.InsertResult
-	// shared is set when the call went in a round with others.
-	shared bool
-	err    error
-}
-
-func newCombiner(ctx context.Context) *combiner {
-	return &combiner{calls: make(chan *combinedCall, 4096), leaders: make(chan struct{}, combineLeaders), ctx: ctx}
-}
-
-// sqlInsertJobsWith opens the common table expressions of sqlInsertJobs
-// and sqlInsertJobsFast: ins inserts the jobs given as arrays, skipping
-// ids that exist, and returns what follows it.
+// sqlInsertJobsWith opens the statements that insert jobs given as the
+// arrays of jobArrays.insertArgs (sqlInsertJobs, sqlInsertJobsFast): ins
+// inserts them in array order, which makes their seqs enqueue order,
+// skipping ids that exist, and returns what follows. A job without a
+// group gets the empty group in the queues of $20 with flow control,
+// whose flow locks the transaction holds (see flow.go).
 const sqlInsertJobsWith = `WITH flow AS (
 	SELECT ARRAY(SELECT name FROM spool_queues WHERE name = ANY($20::text[]) AND flow) AS names
 ), ins AS (
@@ -98,97 +55,127 @@ func checkInserts(jobs []store.JobInsertParams) error {
 	return store.CheckInserts(jobs, job.DurabilityFull)
 }
 
-// insertArgs are the arguments of sqlInsertJobs for some jobs.
-type insertArgs struct {
-	ids       []string
-	queueOf   []string // the queue of each job
-	runAts    []time.Time
-	queues    []string // the queues of the jobs, each once
-	available []string // the queues of the jobs inserted available
-	// allProcess is set when every job is of process durability.
-	allProcess bool
-	// args are sqlInsertJobs' $1 to $25.
-	args []any
+// newJob is the job jp as inserted at now: created then, unless it says
+// when.
+func newJob(jp *store.JobInsertParams, runAt, now time.Time) *job.Job {
+	created := now
+	if !jp.CreatedAt.IsZero() {
+		created = micro(jp.CreatedAt)
+	}
+	return store.NewJob(jp, runAt, created, durabilityOf(jp.Durability))
 }
 
-// newInsertArgs builds the arguments that insert the jobs at idx at now,
-// with the wait deadlines of the maximum waits waits.
-func newInsertArgs(jobs []store.JobInsertParams, idx []int, now time.Time, waits map[string]time.Duration) (*insertArgs, error) {
-	n := len(idx)
+// newJobs is the jobs of jps at idx, or all of them when idx is nil, as
+// inserted at now.
+func newJobs(jps []store.JobInsertParams, idx []int, now time.Time) []*job.Job {
+	if idx == nil {
+		out := make([]*job.Job, len(jps))
+		for i := range jps {
+			out[i] = newJob(&jps[i], micro(jps[i].RunAt), now)
+		}
+		return out
+	}
+	out := make([]*job.Job, len(idx))
+	for k, i := range idx {
+		out[k] = newJob(&jps[i], micro(jps[i].RunAt), now)
+	}
+	return out
+}
+
+// jobArrays are jobs as the statements that store them over arrays take
+// them, one array a column: an insert (insertArgs) and a write of whole
+// jobs (wholeJobs) share $1 to $17.
+type jobArrays struct {
+	jobs         []*job.Job
+	ids, queueOf []string
+	runAts       []time.Time
+	common       []any // $1 to $17
+	// groups, created and traces are nil when no job has a value other
+	// than none (or the statement's time): unnest reads NULL for each.
+	groups, created, traces any
+	queues                  []string // of the jobs, each once
+	ungrouped               []string // of the jobs without a group, each once
+	available               []string // of the jobs available, each once
+	allProcess              bool     // every job is of process durability
+}
+
+// newJobArrays builds the arrays of jobs stored at now. It refuses a level
+// of durability this store does not keep.
+func newJobArrays(jobs []*job.Job, now time.Time) (*jobArrays, error) {
+	n := len(jobs)
 	var (
 		ids, queues, kinds, states, bkinds, ukeys, tags, durs = make([]string, n), make([]string, n), make([]string, n),
 			make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		groups, traceParents        = make([]string, n), make([]string, n)
-		ungrouped                   []string // queues of the jobs without a group
-		distinct                    []string // queues of the jobs
-		anyGroup, anyCreated        bool
-		anyTraced, anyWait          bool
-		deadlines                   = make([]pgtype.Timestamptz, n)
-		created                     = make([]pgtype.Timestamptz, n)
-		payloads                    = make([][]byte, n)
-		prios, maxAtt               = make([]int32, n), make([]int32, n)
-		runAts                      = make([]time.Time, n)
-		bases, maxes, leases, ufors = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
-		jitters                     = make([]float64, n)
-		availableQueues             []string
+		groups, traces                 = make([]string, n), make([]string, n)
+		payloads                       = make([][]byte, n)
+		prios, maxAtt                  = make([]int32, n), make([]int32, n)
+		runAts                         = make([]time.Time, n)
+		bases, maxes, leases, ufors    = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+		jitters                        = make([]float64, n)
+		created                        = make([]pgtype.Timestamptz, n)
+		anyGroup, anyTraced, anyCreate bool
 	)
-	for k, i := range idx {
-		jp := &jobs[i]
-		ids[k], queues[k], kinds[k], states[k] = jp.ID, jp.Queue, jp.Kind, string(jp.State)
-		payloads[k] = bytesOrNil(jp.Payload)
-		prios[k], maxAtt[k] = int32(jp.Priority), int32(jp.MaxAttempts)
-		runAts[k] = micro(jp.RunAt)
-		bkinds[k], bases[k], maxes[k], jitters[k] = string(jp.Backoff.Kind), int64(jp.Backoff.Base), int64(jp.Backoff.Max), jp.Backoff.Jitter
-		leases[k], ukeys[k], ufors[k] = int64(jp.LeaseDuration), jp.UniqueKey, int64(jp.UniqueFor)
-		durs[k] = string(durabilityOf(jp.Durability))
-		if !slices.Contains(distinct, jp.Queue) {
-			distinct = append(distinct, jp.Queue)
-		}
-		if created[k] = tstz(jp.CreatedAt); created[k].Valid {
-			anyCreated = true
-		}
-		if traceParents[k] = jp.TraceParent; jp.TraceParent != "" {
-			anyTraced = true
-		}
-		if deadlines[k] = waitDeadline(0, runAts[k], waits[jp.Queue]); deadlines[k].Valid {
-			anyWait = true
-		}
-		if groups[k] = jp.Group; jp.Group != "" {
+	a := &jobArrays{jobs: jobs, ids: ids, queueOf: queues, runAts: runAts}
+	for i, j := range jobs {
+		ids[i], queues[i], kinds[i], states[i] = j.ID, j.Queue, j.Kind, string(j.State)
+		payloads[i], prios[i], maxAtt[i], runAts[i] = bytesOrNil(j.Payload), int32(j.Priority), int32(j.MaxAttempts), micro(j.RunAt)
+		bkinds[i], bases[i], maxes[i], jitters[i] = string(j.Backoff.Kind), int64(j.Backoff.Base), int64(j.Backoff.Max), j.Backoff.Jitter
+		leases[i], ukeys[i], ufors[i] = int64(j.LeaseDuration), j.UniqueKey, int64(j.UniqueFor)
+		groups[i], traces[i], created[i] = j.Group, j.TraceParent, tstz(j.CreatedAt)
+		anyTraced = anyTraced || j.TraceParent != ""
+		anyCreate = anyCreate || !created[i].Time.Equal(now)
+		a.queues = appendOnce(a.queues, j.Queue)
+		if j.Group != "" {
 			anyGroup = true
-		} else if !slices.Contains(ungrouped, jp.Queue) {
-			ungrouped = append(ungrouped, jp.Queue)
+		} else {
+			a.ungrouped = appendOnce(a.ungrouped, j.Queue)
 		}
+		if j.State == job.StateAvailable {
+			a.available = appendOnce(a.available, j.Queue)
+		}
+		d, kept := job.StoredDurability(j.Durability, job.DurabilityFull)
+		if !kept {
+			return nil, fmt.Errorf("job %s: %w", j.ID, job.Invalid("durability", "this store does not keep %q jobs", d))
+		}
+		durs[i] = string(d)
 		var err error
-		if tags[k], err = encodeTags(jp.ID, jp.Tags); err != nil {
+		if tags[i], err = encodeTags(j.ID, j.Tags); err != nil {
 			return nil, err
 		}
-		if jp.State == job.StateAvailable && !slices.Contains(availableQueues, jp.Queue) {
-			availableQueues = append(availableQueues, jp.Queue)
-		}
 	}
-	groupsArg := any(groups)
-	if !anyGroup {
-		groupsArg = nil // no job has a group: unnest reads NULL as none for each
+	// Room for the rest of sqlInsertJobsFast's arguments.
+	a.common = append(make([]any, 0, 27), ids, queues, kinds, payloads, prios, states, runAts, maxAtt, bkinds, bases, maxes,
+		jitters, leases, ukeys, ufors, tags, durs)
+	a.groups, a.traces, a.created = orNil(groups, anyGroup), orNil(traces, anyTraced), orNil(created, anyCreate)
+	a.allProcess = allProcess(n, func(i int) job.Durability { return job.Durability(durs[i]) })
+	return a, nil
+}
+
+// insertArgs are sqlInsertJobs' $1 to $25: the jobs inserted at now,
+// with the wait deadlines of the maximum waits this node believes, waits.
+func (a *jobArrays) insertArgs(now time.Time, waits map[string]time.Duration) []any {
+	return append(a.common, now, a.groups, a.ungrouped, a.created, a.queues, a.traces, a.deadlines(waits),
+		believedWaits(a.queues, waits))
+}
+
+// deadlines are the jobs' wait deadlines (job.WaitDeadline) of the
+// maximum waits of their queues, waits; nil when no job has one.
+func (a *jobArrays) deadlines(waits map[string]time.Duration) any {
+	out := make([]pgtype.Timestamptz, len(a.jobs))
+	some := false
+	for i, j := range a.jobs {
+		out[i] = waitDeadline(j.Attempt, a.runAts[i], waits[j.Queue])
+		some = some || out[i].Valid
 	}
-	createdArg := any(created)
-	if !anyCreated {
-		createdArg = nil // every job is created now: unnest reads NULL for each
+	return orNil(out, some)
+}
+
+// orNil is column, or nil when some is unset.
+func orNil[T any](column []T, some bool) any {
+	if !some {
+		return nil
 	}
-	tracedArg := any(traceParents)
-	if !anyTraced {
-		tracedArg = nil // no job has a traceparent: unnest reads NULL for each
-	}
-	deadlinesArg := any(deadlines)
-	if !anyWait {
-		deadlinesArg = nil // no job has a deadline: unnest reads NULL for each
-	}
-	return &insertArgs{
-		ids: ids, queueOf: queues, runAts: runAts, queues: distinct, available: availableQueues,
-		allProcess: allProcess(n, func(k int) job.Durability { return job.Durability(durs[k]) }),
-		args: []any{ids, queues, kinds, payloads, prios, states, runAts, maxAtt, bkinds, bases, maxes,
-			jitters, leases, ukeys, ufors, tags, durs, now, groupsArg, ungrouped, createdArg, distinct, tracedArg,
-			deadlinesArg, believedWaits(distinct, waits)},
-	}, nil
+	return column
 }
 
 // encodeTags is the tags of job id as stored: JSON, or the empty string
@@ -202,19 +189,4 @@ func encodeTags(id string, tags []string) (string, error) {
 		return "", fmt.Errorf("encode tags of job %s: %w", id, err)
 	}
 	return string(b), nil
-}
-
-// newJob is the job jp as inserted at now: created then, unless it says
-// when.
-func newJob(jp *store.JobInsertParams, runAt, now time.Time) *job.Job {
-	return store.NewJob(jp, runAt, createdAt(jp, now), durabilityOf(jp.Durability))
-}
-
-// createdAt is when jp is created, inserted at now: then, unless it says
-// when.
-func createdAt(jp *store.JobInsertParams, now time.Time) time.Time {
-	if jp.CreatedAt.IsZero() {
-		return now
-	}
-	return micro(jp.CreatedAt)
 }

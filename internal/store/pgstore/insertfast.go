@@ -13,22 +13,18 @@ import (
 	"github.com/spoolq/spool/internal/store"
 )
 
-// The fast insert writes and commits plain jobs in one round trip: the
-// statements go out as one pipeline, which PostgreSQL runs as one
-// implicit transaction that commits at its end, with nothing for the node
-// to decide between them. Where the full insert (insert) would decide
-// something (an id that exists, a queue with consumer groups), a
-// statement of the pipeline fails on purpose with notFastMarker in its
-// error, the transaction rolls back whole, and the full insert runs.
-//
-// The pipeline is two statements, three when an id came from the client:
-// sqlFastBegin takes the locks, and the insert (sqlInsertJobFast for one
-// job, sqlInsertJobsFast for more) then reads, in a snapshot taken under
-// them, the queues' flow control, whether the maximum waits its wait
-// deadlines believe hold (waits.go; "wait:" when not), and whether
-// another node listens. The insert writes its count deltas itself
-// (countedSetting), and one job's goes in with a statement of plain
-// values rather than arrays.
+// The fast insert writes and commits plain jobs in one round trip: one
+// pipeline, which PostgreSQL runs as one implicit transaction. Its first
+// statement, sqlFastBegin, takes the locks; the insert (sqlInsertJobFast
+// for one job, given as values, else sqlInsertJobsFast) reads, in a
+// snapshot taken under them, what only the full insert handles (an id
+// that exists, consumer groups, a maximum wait the node did not believe,
+// see deadline.go), writes its count deltas itself (countedSetting) and
+// reads whether another node listens; a third, sqlNoneDone, looks for
+// finished jobs of ids the engine did not make. Where the full insert
+// would decide something, a statement fails on purpose with
+// notFastMarker in its error, the transaction rolls back whole, and the
+// full insert runs.
 const (
 	// notFastMarker starts the text whose cast to int fails a fast
 	// insert: PostgreSQL's error quotes it. The text depends on the rows
@@ -37,11 +33,10 @@ const (
 	notFastMarker = "spool:not-fast:"
 	// sqlFastBegin takes the listeners' lock ($1, $2) and the flow locks
 	// of the queues $3 (see sqlLockFlowShared) shared, marks the
-	// transaction's inserts as counted by themselves (countedSetting), and
-	// when $4 is set lets the transaction commit without waiting for the
-	// WAL flush (see sqlRelaxCommit). No other lock is taken in the same
-	// transaction in another order: a joining node takes the listeners'
-	// lock alone.
+	// transaction's inserts as counted by themselves, and when $4 is set
+	// lets it commit without waiting for the WAL flush (sqlRelaxCommit).
+	// No other lock is taken in the same transaction in another order: a
+	// joining node takes the listeners' lock alone.
 	sqlFastBegin = `SELECT pg_advisory_xact_lock_shared($1, $2), set_config('` + countedSetting + `', 'on', true),
 	CASE WHEN $4::bool THEN set_config('synchronous_commit', 'off', true) END,
 	(SELECT count(pg_advisory_xact_lock_shared($1, k)) FROM (
@@ -49,8 +44,7 @@ const (
 	// sqlInsertJobsFast inserts like sqlInsertJobs, counts what it
 	// inserted, and returns whether a node other than $27 listens; it
 	// fails when the queues $22 have consumer groups or maximum waits
-	// other than $25, or when it inserted fewer jobs than $26 (an id
-	// existed).
+	// other than $25, or when it inserted fewer jobs than $26.
 	sqlInsertJobsFast = sqlInsertJobsWith + `queue, state
 ), counted AS (
 	INSERT INTO spool_count_deltas (queue, state, n) SELECT queue, state, count(*) FROM ins GROUP BY queue, state
@@ -91,12 +85,14 @@ WHERE (SELECT ('` + notFastMarker + `laned:' || queue)::int FROM spool_consumer_
 	AND (SELECT ('` + notFastMarker + `taken:' || count(*))::int FROM ins HAVING count(*) <> 1) IS NULL`
 	// sqlNoneDone fails when one of the ids $1 belongs to a finished job.
 	// It runs as a statement of its own after the insert for the reason
-	// sqlDoneByIDs does, and not at all for ids the engine made (allFresh).
+	// sqlDoneByIDs does.
 	sqlNoneDone = `SELECT ('` + notFastMarker + `done:' || id)::int FROM spool_jobs_done WHERE id = ANY($1)`
 	// countedSetting names the setting by which a transaction tells the
 	// insert trigger of spool_jobs that its statements write their own
 	// count deltas (see migration 11).
 	countedSetting = "spool.counted"
+	// maxFastInsert bounds the jobs of a fast insert, alone or combined.
+	maxFastInsert = 128
 )
 
 // errNotFast is a fast insert that found what only the full insert
@@ -134,97 +130,65 @@ func (ins *inserter) canInsertFast(jobs []store.JobInsertParams) bool {
 	return true
 }
 
-// maxFastInsert bounds the jobs of a fast insert, alone or combined (see
-// combiner).
-const maxFastInsert = 128
-
-// insertFast inserts jobs, which canInsertFast accepted, in one round
+// insertFast inserts jps, which canInsertFast accepted, in one round
 // trip, or returns errNotFast having written nothing. It announces their
 // queues only when another node listens (listeners.go).
-func (ins *inserter) insertFast(ctx context.Context, jobs []store.JobInsertParams, now time.Time) ([]store.InsertResult, error) {
+func (ins *inserter) insertFast(ctx context.Context, jps []store.JobInsertParams, now time.Time) ([]store.InsertResult, error) {
 	waits, err := ins.waiting(ctx, ins.pool)
 	if err != nil {
 		return nil, err
 	}
-	f, err := ins.newFastInsert(jobs, now, waits)
-	if err != nil {
-		return nil, err
-	}
-	var heard bool
-	err = ins.retry(ctx, func() error {
-		return ins.timed(func() error { return ins.sendFast(ctx, f.batch, &heard) })
-	})
-	if err != nil {
-		var nf *notFastError
-		if errors.As(err, &nf) {
-			if q, ok := strings.CutPrefix(nf.reason, "laned:"); ok {
-				ins.lanedQueues.Store(q, struct{}{})
-			}
-			if strings.HasPrefix(nf.reason, "wait:") {
-				ins.forgetWaits()
-			}
-		}
-		return nil, err
-	}
-	if heard {
-		ins.ann.add(f.available)
-	}
-	out := make([]store.InsertResult, len(jobs))
-	for i := range jobs {
-		out[i] = store.InsertResult{Job: newJob(&jobs[i], f.runAts[i], now)}
-	}
-	return out, nil
-}
-
-// fastInsert is the pipeline of a fast insert, with what its answer needs.
-type fastInsert struct {
-	batch     *pgx.Batch
-	runAts    []time.Time
-	available []string // the queues of the jobs inserted available
-}
-
-// newFastInsert makes the pipeline that inserts jobs at now, with the
-// wait deadlines of the maximum waits waits.
-func (ins *inserter) newFastInsert(jobs []store.JobInsertParams, now time.Time, waits map[string]time.Duration) (*fastInsert, error) {
+	jobs := newJobs(jps, nil, now)
 	batch := &pgx.Batch{}
-	lockArgs := func(queues []string, process bool) {
-		batch.Queue(sqlFastBegin, lockClass, ins.lockKey(listenersLock), queues, process)
-	}
-	if len(jobs) == 1 {
-		jp := &jobs[0]
-		f := &fastInsert{batch: batch, runAts: []time.Time{micro(jp.RunAt)}}
-		if jp.State == job.StateAvailable {
-			f.available = []string{jp.Queue}
-		}
-		lockArgs([]string{jp.Queue}, durabilityOf(jp.Durability) == job.DurabilityProcess)
-		tags, err := encodeTags(jp.ID, jp.Tags)
+	var available []string
+	if j := jobs[0]; len(jobs) == 1 {
+		tags, err := encodeTags(j.ID, j.Tags)
 		if err != nil {
 			return nil, err
 		}
-		batch.Queue(sqlInsertJobFast, jp.ID, jp.Queue, jp.Kind, bytesOrNil(jp.Payload), int32(jp.Priority),
-			string(jp.State), f.runAts[0], int32(jp.MaxAttempts), string(jp.Backoff.Kind), int64(jp.Backoff.Base),
-			int64(jp.Backoff.Max), jp.Backoff.Jitter, int64(jp.LeaseDuration), jp.UniqueKey, int64(jp.UniqueFor), tags,
-			string(durabilityOf(jp.Durability)), createdAt(jp, now), jp.Group, jp.TraceParent, ins.node,
-			waitDeadline(0, f.runAts[0], waits[jp.Queue]), int64(waits[jp.Queue]))
-		if !jp.FreshID {
-			batch.Queue(sqlNoneDone, []string{jp.ID})
+		if j.State == job.StateAvailable {
+			available = []string{j.Queue}
 		}
-		return f, nil
+		batch.Queue(sqlFastBegin, lockClass, ins.lockKey(listenersLock), []string{j.Queue}, j.Durability == job.DurabilityProcess)
+		batch.Queue(sqlInsertJobFast, j.ID, j.Queue, j.Kind, bytesOrNil(j.Payload), int32(j.Priority), string(j.State),
+			j.RunAt, int32(j.MaxAttempts), string(j.Backoff.Kind), int64(j.Backoff.Base), int64(j.Backoff.Max),
+			j.Backoff.Jitter, int64(j.LeaseDuration), j.UniqueKey, int64(j.UniqueFor), tags, string(j.Durability),
+			j.CreatedAt, j.Group, j.TraceParent, ins.node, waitDeadline(0, j.RunAt, waits[j.Queue]), int64(waits[j.Queue]))
+		if !jps[0].FreshID {
+			batch.Queue(sqlNoneDone, []string{j.ID})
+		}
+	} else {
+		a, err := newJobArrays(jobs, now)
+		if err != nil {
+			return nil, err
+		}
+		available = a.available
+		batch.Queue(sqlFastBegin, lockClass, ins.lockKey(listenersLock), a.queues, a.allProcess)
+		batch.Queue(sqlInsertJobsFast, append(a.insertArgs(now, waits), int64(len(jobs)), ins.node)...)
+		if !allFresh(jps) {
+			batch.Queue(sqlNoneDone, a.ids)
+		}
 	}
-	idx := make([]int, len(jobs))
-	for i := range idx {
-		idx[i] = i
+	var heard bool
+	err = ins.retry(ctx, func() error {
+		return ins.timed(func() error { return ins.sendFast(ctx, batch, &heard) })
+	})
+	var nf *notFastError
+	if errors.As(err, &nf) {
+		if q, ok := strings.CutPrefix(nf.reason, "laned:"); ok {
+			ins.lanedQueues.Store(q, struct{}{})
+		}
+		if strings.HasPrefix(nf.reason, "wait:") {
+			ins.forgetWaits()
+		}
 	}
-	a, err := newInsertArgs(jobs, idx, now, waits)
 	if err != nil {
 		return nil, err
 	}
-	lockArgs(a.queues, a.allProcess)
-	batch.Queue(sqlInsertJobsFast, append(a.args, int64(len(jobs)), ins.node)...)
-	if !allFresh(jobs) {
-		batch.Queue(sqlNoneDone, a.ids)
+	if heard {
+		ins.ann.add(available)
 	}
-	return &fastInsert{batch: batch, runAts: a.runAts, available: a.available}, nil
+	return inserted(jobs), nil
 }
 
 // sendFast sends batch, a whole implicit transaction that starts with
@@ -258,8 +222,8 @@ func (ins *inserter) sendFast(ctx context.Context, batch *pgx.Batch, heard *bool
 // notFastError is a fast insert that found what only the full insert
 // handles (its reason: "laned:" and a queue with consumer groups,
 // "wait:" and a queue whose maximum wait the node did not know, "taken:"
-// or "done:" for an id that exists); nothing was written. It
-// is errNotFast.
+// or "done:" for an id that exists); nothing was written. It is
+// errNotFast.
 type notFastError struct{ reason string }
 
 func (e *notFastError) Error() string        { return "pgstore: the insert takes the full path: " + e.reason }
@@ -275,4 +239,13 @@ func allFresh(jobs []store.JobInsertParams) bool {
 		}
 	}
 	return true
+}
+
+// inserted are the results of jobs, each inserted.
+func inserted(jobs []*job.Job) []store.InsertResult {
+	out := make([]store.InsertResult, len(jobs))
+	for i, j := range jobs {
+		out[i] = store.InsertResult{Job: j}
+	}
+	return out
 }
