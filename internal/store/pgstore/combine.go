@@ -10,16 +10,11 @@ import (
 
 // combiner gathers the fast inserts (insertFast) of concurrent calls into
 // shared rounds, each one statement and one commit. A call queues itself
-// and then either leads a round, when fewer than combineLeaders rounds are
-// under way, taking every call waiting (its own among them) up to
-// maxFastInsert jobs, or waits for the round that took it: a lone caller
-// leads its own round with no hand-off to another goroutine; fifty share
-// a few.
-//
-// Every call keeps its own all-or-none: a round that fails leaves nothing
-// written and answers each of its calls with the failure, and a round that
-// the fast insert refuses (errNotFast, say because one call's id exists)
-// sends each of its calls back to insert alone.
+// and then either leads a round, when fewer than combineLeaders are under
+// way, taking every call waiting up to maxFastInsert jobs, or waits for
+// the round that took it. Every call keeps its own all-or-none: a failed
+// round answers each call with its failure, and a refused one
+// (errNotFast) sends each call back to insert alone.
 type combiner struct {
 	calls   chan *combinedCall
 	leaders chan struct{}   // one per round under way
@@ -27,8 +22,8 @@ type combiner struct {
 }
 
 // combineLeaders is how many rounds may be under way at once: enough to
-// overlap one round's commit with the next round's statement, few enough
-// that rounds stay large and the pool keeps connections for the rest.
+// overlap one round's commit with the next one's statement, few enough
+// that rounds stay large.
 const combineLeaders = 4
 
 // combinedCall is one call of JobInsertMany waiting for a round.
@@ -55,42 +50,38 @@ func newCombiner(ctx context.Context) *combiner {
 // other calls, else alone in one round trip; it returns errNotFast when
 // only the full insert can.
 func (ins *inserter) insertPlain(ctx context.Context, jobs []store.JobInsertParams, now time.Time) ([]store.InsertResult, error) {
-	out, shared, err := ins.insertCombined(ctx, jobs, now)
-	if shared && errors.Is(err, errNotFast) {
-		return ins.insertFast(ctx, jobs, now)
-	}
-	return out, err
-}
-
-// insertCombined inserts jobs in a round; shared is set when the round
-// held other calls.
-func (ins *inserter) insertCombined(ctx context.Context, jobs []store.JobInsertParams, now time.Time) (out []store.InsertResult, shared bool, err error) {
 	cb := ins.combine
 	c := &combinedCall{ctx: ctx, jobs: jobs, now: now, reply: make(chan combinedReply, 1)}
 	select {
 	case cb.calls <- c:
 	case <-ctx.Done():
-		return nil, false, ctx.Err()
+		return nil, ctx.Err()
 	}
+	var r combinedReply
+wait:
 	for {
 		select {
-		case r := <-c.reply:
-			return r.out, r.shared, r.err
+		case r = <-c.reply:
+			break wait
 		case cb.leaders <- struct{}{}:
 			led := ins.leadRound()
 			<-cb.leaders
 			if led == 0 { // another round took this call: wait for it
 				select {
-				case r := <-c.reply:
-					return r.out, r.shared, r.err
+				case r = <-c.reply:
+					break wait
 				case <-cb.ctx.Done():
-					return nil, false, errClosed
+					return nil, errClosed
 				}
 			}
 		case <-cb.ctx.Done(): // the store closed while the call waited
-			return nil, false, errClosed
+			return nil, errClosed
 		}
 	}
+	if r.shared && errors.Is(r.err, errNotFast) {
+		return ins.insertFast(ctx, jobs, now) // the shared round was refused: try alone
+	}
+	return r.out, r.err
 }
 
 // leadRound takes every call waiting, up to maxFastInsert jobs, inserts
@@ -121,8 +112,7 @@ func (ins *inserter) leadRound() int {
 	}
 }
 
-// runRound inserts the jobs of the calls in round together and answers
-// each call.
+// runRound inserts the jobs of round's calls together and answers each.
 func (ins *inserter) runRound(round []*combinedCall) {
 	live := round[:0]
 	for _, c := range round {

@@ -12,15 +12,12 @@ import (
 	"github.com/spoolq/spool/internal/store"
 )
 
-// sqlWriteJobs stores jobs whole, exactly as given, in array order: seqs
-// are drawn from spool_jobs' sequence in that order, so enqueue order is
-// kept across both tables; pending jobs go to spool_jobs (active ones
-// with their lease row, those waiting unstarted with their wait deadlines
-// $33) and finished ones to spool_jobs_done. Ids that exist are skipped.
-// A job without a group gets the empty group in a queue with flow
-// control, as an insert gives it (see flow.go; the transaction holds the
-// queues' flow locks). It creates the queues and returns how many jobs
-// it stored.
+// sqlWriteJobs stores jobs whole (wholeJobs), skipping ids that exist, in
+// array order, which their seqs keep across both tables: pending ones in
+// spool_jobs, active ones with their leases, finished ones in
+// spool_jobs_done. A job without a group gets the empty group in a queue
+// with flow control, as an insert gives it. It creates the queues and
+// returns how many jobs it stored.
 const sqlWriteJobs = `WITH flow AS (
 	SELECT ARRAY(SELECT name FROM spool_queues WHERE name = ANY($2::text[]) AND flow) AS names
 ), u AS (
@@ -69,19 +66,13 @@ SELECT (SELECT count(*) FROM hot) + (SELECT count(*) FROM done)`
 const sqlTokensAbove = `SELECT setval('spool_lease_tokens', GREATEST(
 	(SELECT last_value FROM spool_lease_tokens), (SELECT COALESCE(max(t), 0) FROM unnest($1::int8[]) AS t)))`
 
-// ImportJobs stores jobs exactly as another store holds them: state,
-// attempts, lease tokens and expiries, errors, results, group, the dead
-// job a dead-letter copy came from, worker, traceparent, times and
-// durability (empty is full; a level this store does not keep fails the
-// whole import with an error wrapping a *job.InputError), in the given
-// order (which becomes their enqueue order after any job already
-// here). A job waiting unstarted gets the wait deadline of its queue's
-// maximum wait here. Jobs whose id exists are skipped, so an interrupted
-// import can be run again. It is meant for an idle database (spool
-// migrate-store): it takes no unique-key locks and sends no
-// notifications. It makes no copies for consumer groups: a source's
-// copies are jobs of its lanes, which come along as they are. It returns
-// how many jobs it stored.
+// ImportJobs stores jobs exactly as another store holds them, in order,
+// skipping ids that exist (storecopy.Importer); a level of durability
+// this store does not keep fails it whole with a *job.InputError. A job
+// waiting unstarted gets the wait deadline of its queue here. Meant for
+// an idle database (spool migrate-store), it takes no unique-key locks,
+// sends no notifications and makes no consumer-group copies: a source's
+// copies are jobs of its lanes, which come along.
 func (a *admin) ImportJobs(ctx context.Context, jobs []*job.Job) (int, error) {
 	w, err := newWholeJobs(jobs)
 	if err != nil {
@@ -106,8 +97,8 @@ func (a *admin) ImportJobs(ctx context.Context, jobs []*job.Job) (int, error) {
 	return count, nil
 }
 
-// wholeJobs are the arguments of sqlWriteJobs for some jobs, but for
-// their wait deadlines.
+// wholeJobs are sqlWriteJobs' arguments for some jobs but their wait
+// deadlines: jobArrays' and the columns only a job that ran has.
 type wholeJobs struct {
 	*jobArrays
 	tokens []int64
@@ -156,9 +147,8 @@ func newWholeJobs(jobs []*job.Job) (*wholeJobs, error) {
 		a.created, started, finished, expires, a.groups, letterQueues, letterIDs, workers, a.traces)}, nil
 }
 
-// queue adds to batch the statement that stores the jobs, each with the
-// wait deadline of its queue's maximum wait in waits, and that sets count
-// to how many it stored.
+// queue adds to batch the statement that stores the jobs, with the wait
+// deadlines of the maximum waits waits, and sets count to how many.
 func (w *wholeJobs) queue(batch *pgx.Batch, waits map[string]time.Duration, count *int) {
 	batch.Queue(sqlWriteJobs, append(w.args, w.deadlines(waits))...).QueryRow(func(row pgx.Row) error { return row.Scan(count) })
 }

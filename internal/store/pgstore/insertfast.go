@@ -13,30 +13,25 @@ import (
 	"github.com/spoolq/spool/internal/store"
 )
 
-// The fast insert writes and commits plain jobs in one round trip: one
-// pipeline, which PostgreSQL runs as one implicit transaction. Its first
-// statement, sqlFastBegin, takes the locks; the insert (sqlInsertJobFast
-// for one job, given as values, else sqlInsertJobsFast) reads, in a
-// snapshot taken under them, what only the full insert handles (an id
-// that exists, consumer groups, a maximum wait the node did not believe,
-// see deadline.go), writes its count deltas itself (countedSetting) and
-// reads whether another node listens; a third, sqlNoneDone, looks for
+// The fast insert writes and commits plain jobs in one round trip: a
+// pipeline that PostgreSQL runs as one implicit transaction. sqlFastBegin
+// takes the locks; the insert then reads, in a snapshot taken under them,
+// what only the full insert handles (an id that exists, consumer groups,
+// a maximum wait the node did not believe) and whether another node
+// listens, and writes its count deltas itself; sqlNoneDone looks for
 // finished jobs of ids the engine did not make. Where the full insert
-// would decide something, a statement fails on purpose with
-// notFastMarker in its error, the transaction rolls back whole, and the
-// full insert runs.
+// would decide something, a statement fails on purpose (notFastMarker),
+// the transaction rolls back whole, and the full insert runs.
 const (
 	// notFastMarker starts the text whose cast to int fails a fast
-	// insert: PostgreSQL's error quotes it. The text depends on the rows
-	// read, so that the planner never folds the cast into a constant that
-	// fails every time.
+	// insert. The text depends on the rows read, so that the planner
+	// never folds the cast into a constant that fails every time.
 	notFastMarker = "spool:not-fast:"
 	// sqlFastBegin takes the listeners' lock ($1, $2) and the flow locks
-	// of the queues $3 (see sqlLockFlowShared) shared, marks the
-	// transaction's inserts as counted by themselves, and when $4 is set
-	// lets it commit without waiting for the WAL flush (sqlRelaxCommit).
-	// No other lock is taken in the same transaction in another order: a
-	// joining node takes the listeners' lock alone.
+	// of the queues $3 shared, marks the transaction's inserts as counted
+	// by themselves, and with $4 relaxes its commit (sqlRelaxCommit). A
+	// joining node takes the listeners' lock alone, so no lock is taken
+	// in another order.
 	sqlFastBegin = `SELECT pg_advisory_xact_lock_shared($1, $2), set_config('` + countedSetting + `', 'on', true),
 	CASE WHEN $4::bool THEN set_config('synchronous_commit', 'off', true) END,
 	(SELECT count(pg_advisory_xact_lock_shared($1, k)) FROM (
@@ -56,11 +51,10 @@ WHERE (SELECT ('` + notFastMarker + `laned:' || queue)::int FROM spool_consumer_
 		WHERE queue = ANY($22::text[]) LIMIT 1) IS NULL
 	AND (SELECT ('` + notFastMarker + `wait:' || name)::int FROM (` + waitMismatch + `) w LIMIT 1) IS NULL
 	AND (SELECT ('` + notFastMarker + `taken:' || count(*))::int FROM ins HAVING count(*) <> $26) IS NULL`
-	// sqlInsertJobFast is sqlInsertJobsFast for one job, given as values:
-	// $1 to $17 as sqlInsertJobs has them for each job, its creation time
-	// $18, its group $19 ('' for none), its traceparent $20 ('' for
-	// none), its wait deadline $22 (NULL for none) and the maximum wait of
-	// its queue that the deadline believes, $23; $21 is the node.
+	// sqlInsertJobFast is sqlInsertJobsFast for one job given as values:
+	// $1 to $17 as in the arrays, then its creation time, group ('' for
+	// none), traceparent ('' for none), the node, its wait deadline and
+	// the maximum wait the deadline believes.
 	sqlInsertJobFast = `WITH ins AS (
 	INSERT INTO spool_jobs (id, queue, kind, payload, priority, state, run_at, max_attempts, backoff_kind,
 		backoff_base, backoff_max, backoff_jitter, lease_ns, unique_key, unique_for, tags, durability, grp, created_at,
@@ -83,13 +77,11 @@ WHERE (SELECT ('` + notFastMarker + `laned:' || queue)::int FROM spool_consumer_
 	AND (SELECT ('` + notFastMarker + `wait:' || name)::int FROM spool_queues
 		WHERE name = $2::text AND max_wait_ns <> $23::int8) IS NULL
 	AND (SELECT ('` + notFastMarker + `taken:' || count(*))::int FROM ins HAVING count(*) <> 1) IS NULL`
-	// sqlNoneDone fails when one of the ids $1 belongs to a finished job.
-	// It runs as a statement of its own after the insert for the reason
-	// sqlDoneByIDs does.
+	// sqlNoneDone fails when one of the ids $1 belongs to a finished job;
+	// it follows the insert for the reason sqlDoneByIDs does.
 	sqlNoneDone = `SELECT ('` + notFastMarker + `done:' || id)::int FROM spool_jobs_done WHERE id = ANY($1)`
-	// countedSetting names the setting by which a transaction tells the
-	// insert trigger of spool_jobs that its statements write their own
-	// count deltas (see migration 11).
+	// countedSetting tells the insert trigger of spool_jobs that the
+	// transaction's statements write their own count deltas.
 	countedSetting = "spool.counted"
 	// maxFastInsert bounds the jobs of a fast insert, alone or combined.
 	maxFastInsert = 128
@@ -100,10 +92,9 @@ WHERE (SELECT ('` + notFastMarker + `laned:' || queue)::int FROM spool_consumer_
 var errNotFast = errors.New("pgstore: the insert takes the full path")
 
 // canInsertFast reports whether jobs may try the fast insert: at most
-// maxFastInsert of them, no unique keys, no id twice, no queue that this
-// node knows to have consumer groups, and no group in a queue not known to
-// be grouped already (the full insert marks it). The test hook
-// beforeCommit needs the full path.
+// maxFastInsert, no unique key, no id twice, no queue known to have
+// consumer groups, no group in a queue not known to be grouped (the full
+// insert marks it), and no test hook beforeCommit.
 func (ins *inserter) canInsertFast(jobs []store.JobInsertParams) bool {
 	if ins.beforeCommit != nil || len(jobs) == 0 || len(jobs) > maxFastInsert {
 		return false
@@ -188,12 +179,15 @@ func (ins *inserter) insertFast(ctx context.Context, jps []store.JobInsertParams
 	if heard {
 		ins.ann.add(available)
 	}
-	return inserted(jobs), nil
+	out := make([]store.InsertResult, len(jobs))
+	for i, j := range jobs {
+		out[i] = store.InsertResult{Job: j}
+	}
+	return out, nil
 }
 
-// sendFast sends batch, a whole implicit transaction that starts with
-// sqlFastBegin and an insert, on one connection, reads every result and
-// sets heard to what the insert read.
+// sendFast sends batch, the whole fast insert, on one connection and sets
+// heard to what its insert read.
 func (ins *inserter) sendFast(ctx context.Context, batch *pgx.Batch, heard *bool) error {
 	c, err := ins.pool.Acquire(ctx)
 	if err != nil {
@@ -219,19 +213,15 @@ func (ins *inserter) sendFast(ctx context.Context, batch *pgx.Batch, heard *bool
 	return err
 }
 
-// notFastError is a fast insert that found what only the full insert
-// handles (its reason: "laned:" and a queue with consumer groups,
-// "wait:" and a queue whose maximum wait the node did not know, "taken:"
-// or "done:" for an id that exists); nothing was written. It is
-// errNotFast.
+// notFastError is errNotFast with its reason: "laned:" or "wait:" and a
+// queue, "taken:" or "done:" for an id that exists.
 type notFastError struct{ reason string }
 
 func (e *notFastError) Error() string        { return "pgstore: the insert takes the full path: " + e.reason }
 func (e *notFastError) Is(target error) bool { return target == errNotFast }
 
 // allFresh reports whether the engine made every job's id just now
-// (store.JobInsertParams.FreshID): no finished job can have one, and the
-// insert needs no look for them.
+// (store.JobInsertParams.FreshID), so that no finished job has one.
 func allFresh(jobs []store.JobInsertParams) bool {
 	for i := range jobs {
 		if !jobs[i].FreshID {
@@ -239,13 +229,4 @@ func allFresh(jobs []store.JobInsertParams) bool {
 		}
 	}
 	return true
-}
-
-// inserted are the results of jobs, each inserted.
-func inserted(jobs []*job.Job) []store.InsertResult {
-	out := make([]store.InsertResult, len(jobs))
-	for i, j := range jobs {
-		out[i] = store.InsertResult{Job: j}
-	}
-	return out
 }
