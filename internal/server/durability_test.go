@@ -17,7 +17,9 @@ func TestRestartKeepsJobsAndLeases(t *testing.T) {
 		jobs[i] = obj{"queue": "keep", "kind": "k", "payload": obj{"n": i}, "priority": i % 3}
 	}
 	b.must(200, "POST", "/v1/jobs/batch", obj{"jobs": jobs})
-	scheduled := b.enqueue(obj{"queue": "keep", "kind": "k", "delay_ms": 500})
+	// Due well after the restart, however slow the machine: the counts
+	// compared across it must not see the job come due.
+	scheduled := b.enqueue(obj{"queue": "keep", "kind": "k", "delay_ms": 4000})
 	leased := b.fetch("keep", 5, 0)
 	b.must(200, "POST", "/v1/queues/keep/pause", nil)
 	before := b.counts("keep")
@@ -44,7 +46,7 @@ func TestRestartKeepsJobsAndLeases(t *testing.T) {
 	}
 	b.must(200, "POST", "/v1/queues/keep/resume", nil)
 	// The scheduled job still comes due after the restart.
-	b.waitFor("the scheduled job to come due", 5*time.Second, func() bool {
+	b.waitFor("the scheduled job to come due", 60*time.Second, func() bool {
 		return b.get(scheduled)["state"] == "available"
 	})
 	rest := b.fetch("keep", 100, 0)
