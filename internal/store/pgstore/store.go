@@ -160,7 +160,7 @@ func newStore(cfg Config, d *db) *Store {
 	return &Store{
 		db: d, beliefs: b, inserter: ins, claimer: &claimer{d, b, exp}, finisher: fin,
 		transactor: &transactor{d, b, fin, ins}, admin: &admin{d, b}, queueReader: reader, flowControl: flow,
-		consumerGroups: groups, maintainer: &maintainer{d, fin}, expirer: exp, scheduler: newScheduler(d, ins),
+		consumerGroups: groups, maintainer: newMaintainer(d, fin), expirer: exp, scheduler: newScheduler(d, ins),
 		sessions: newSessions(d), listener: &listener{d, b, cfg.Hooks}, cfg: cfg,
 	}
 }

@@ -20,7 +20,7 @@ func TestQueryPlansUseIndexes(t *testing.T) {
 		{sqlDueJobs, []any{int64(0), 10}, "jobs_due"},
 		{sqlNextDue, nil, "jobs_due"},
 		{sqlActiveJobs, nil, "jobs_lease"},
-		{sqlPruneOldest, []any{"dead", "dead", 10, int64(0)}, "jobs_finished"},
+		{sqlPruneOldest, []any{`["dead"]`, 10, int64(0)}, "jobs_finished"},
 		{sqlNewestUnique, []any{"q", "k"}, "jobs_unique"},
 		{sqlSeqsQueueState, []any{"q", "dead", 0, 10}, "jobs_queue_state"},
 		{sqlSeqsQueue, []any{"q", "", 0, 10}, "jobs_queue_state"},

@@ -40,6 +40,7 @@ type Store struct {
 	leases *leaseTable
 	*sessions
 	*schedules
+	*maintenance
 
 	closeOnce sync.Once
 	closeErr  error
@@ -80,7 +81,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	wdb.SetMaxIdleConns(1)
 	wdb.SetConnMaxLifetime(0)
 	s := &Store{cfg: cfg, logger: cfg.Logger, wdb: wdb}
-	s.sessions, s.schedules = newSessions(s), newSchedules(s)
+	s.sessions, s.schedules, s.maintenance = newSessions(s), newSchedules(s), newMaintenance(s)
 	if err := s.open(ctx, path); err != nil {
 		_ = s.closeDBs()
 		return nil, err
