@@ -11,6 +11,7 @@ import (
 	"github.com/spoolq/spool/internal/attempt"
 	"github.com/spoolq/spool/internal/job"
 	"github.com/spoolq/spool/internal/store"
+	"github.com/spoolq/spool/internal/store/sqlkit"
 )
 
 // transactor acknowledges, fails and inserts in one transaction.
@@ -30,31 +31,19 @@ const sqlStrictCommit = `SET LOCAL synchronous_commit TO DEFAULT`
 // store.Transactor. It locks the leased jobs of its ack and fail items
 // first, in seq order (as every call that ends leases does, so that two
 // never wait on each other in a cycle), refuses the first item that holds
-// no lease, then creates the queues of p.Create (create.go) and runs the
-// statements of JobComplete, JobFail and JobInsertMany in the same
-// transaction. Each of those lets its commit
-// skip the WAL flush when its own jobs are all of process durability; the
-// transaction decides for the whole at its end, skipping the flush only
-// when every job it wrote is of process durability.
+// no lease, then runs the statements of queue creation (create.go),
+// JobComplete, JobFail and JobInsertMany. Its commit skips the WAL flush
+// only when every job it wrote is of process durability.
 func (t *transactor) JobTransact(ctx context.Context, p *store.JobTransactParams) (*store.TransactResult, error) {
 	if err := checkInserts(p.Insert); err != nil {
-		return nil, fmt.Errorf("transact: %w", job.RenameItems(err, "jobs", "enqueue"))
+		return nil, fmt.Errorf("transact: %w", sqlkit.RenameInserts(err))
 	}
-	acks := len(p.Complete)
-	it := attempt.NewBatch(acks+len(p.Fail), func(i int) (string, int64) {
-		if i < acks {
-			return p.Complete[i].ID, p.Complete[i].Token
-		}
-		return p.Fail[i-acks].ID, p.Fail[i-acks].Token
-	})
+	it := attempt.NewBatch(len(p.Complete)+len(p.Fail), func(i int) (string, int64) { return sqlkit.TransactLease(p, i) })
 	now := micro(p.Now)
 	var res *store.TransactResult
 	err := t.tx(ctx, func(tx pgx.Tx) error {
-		res = &store.TransactResult{
-			Completed: make([]job.Outcome, len(p.Complete)),
-			Failed:    make([]job.Outcome, len(p.Fail)),
-		}
-		held, err := holdAll(ctx, tx, it, acks)
+		res = sqlkit.NewTransactResult(p)
+		held, err := holdAll(ctx, tx, it, p)
 		if err != nil {
 			return err
 		}
@@ -68,12 +57,12 @@ func (t *transactor) JobTransact(ctx context.Context, p *store.JobTransactParams
 		if err := t.transactAcks(ctx, tx, p, now, res.Completed); err != nil {
 			return err
 		}
-		if err := t.transactFails(ctx, tx, p, held[acks:], now, res.Failed); err != nil {
+		if err := t.transactFails(ctx, tx, p, held[len(p.Complete):], now, res.Failed); err != nil {
 			return err
 		}
 		if len(p.Insert) > 0 {
 			if res.Inserted, err = t.ins.insert(ctx, tx, p.Insert, now, false); err != nil {
-				return job.RenameItems(err, "jobs", "enqueue")
+				return sqlkit.RenameInserts(err)
 			}
 		}
 		commit := sqlStrictCommit
@@ -88,43 +77,33 @@ func (t *transactor) JobTransact(ctx context.Context, p *store.JobTransactParams
 	if err != nil {
 		return nil, wrap("transact", err)
 	}
-	if res.Inserted == nil {
-		res.Inserted = []store.InsertResult{}
-	}
 	return res, nil
 }
 
-// holdAll locks the jobs whose leases the items of it hold (the first
-// acks of them acknowledge, the others fail) and returns them in item
-// order, or the *job.ItemError of the first item that holds none: an
-// unknown job, a token that is not current, or a job an earlier item
-// names already.
-func holdAll(ctx context.Context, tx pgx.Tx, it *attempt.Batch, acks int) ([]*leased, error) {
+// holdAll locks the jobs whose leases the items of it, those of p, hold
+// and returns them in item order, or the refusal of the first item that
+// holds none: an unknown job, a token that is not current, or a job an
+// earlier item names already.
+func holdAll(ctx context.Context, tx pgx.Tx, it *attempt.Batch, p *store.JobTransactParams) ([]*leased, error) {
 	locked, err := lockLeased(ctx, tx, it, false)
 	if err != nil {
 		return nil, err
 	}
-	n := it.Len()
-	held := make([]*leased, n)
+	held := make([]*leased, it.Len())
 	matched := make([]bool, len(it.IDs))
 	for k, i := range it.Pos {
 		if l := locked[k]; l != nil {
 			held[i], matched[k] = l, true
 		}
 	}
-	misses := make([]job.Outcome, n)
+	misses := make([]job.Outcome, len(held))
 	if err := settle(ctx, tx, it, misses, matched); err != nil {
 		return nil, err
 	}
 	for i, o := range misses {
-		if o.Err == nil {
-			continue
+		if o.Err != nil {
+			return nil, sqlkit.TransactMiss(p, i, o.Err)
 		}
-		name := fmt.Sprintf("ack[%d]", i)
-		if i >= acks {
-			name = fmt.Sprintf("fail[%d]", i-acks)
-		}
-		return nil, &job.ItemError{Field: job.MissField(name, o.Err), Err: o.Err}
 	}
 	return held, nil
 }
@@ -135,7 +114,7 @@ func (t *transactor) transactAcks(ctx context.Context, tx pgx.Tx, p *store.JobTr
 	if len(p.Complete) == 0 {
 		return nil
 	}
-	it := attempt.NewBatch(len(p.Complete), func(i int) (string, int64) { return p.Complete[i].ID, p.Complete[i].Token })
+	it := attempt.NewBatch(len(p.Complete), func(i int) (string, int64) { return store.CompleteKey(&p.Complete[i]) })
 	results := make([][]byte, len(p.Complete))
 	for i := range p.Complete {
 		results[i] = bytesOrNil(p.Complete[i].Result)
