@@ -498,7 +498,7 @@ func TestGroupActiveCountsSeekTheIndex(t *testing.T) {
 			"look up the holder": holder, "read the heads": heads}},
 	} {
 		var plan string
-		if err := tx.QueryRow(ctx, `EXPLAIN (FORMAT JSON) `+c.query, c.queue, "", false, 10, 1, true).Scan(&plan); err != nil {
+		if err := tx.QueryRow(ctx, `EXPLAIN (FORMAT JSON) `+c.query, c.queue, "", false, 10, 1, true, false).Scan(&plan); err != nil {
 			t.Fatalf("explain the %s: %v", c.name, err)
 		}
 		for what, re := range c.want {

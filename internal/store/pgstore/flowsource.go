@@ -18,13 +18,15 @@ import (
 // them.
 const (
 	// sqlGroupWalk finds up to $4 groups of queue $1 with available jobs,
-	// in byte order from $2 (past it when $3), as found(grp). It skips from
-	// group to group down the group claim index (a loose index scan), so a
-	// claim reads one index entry per group, not every available job. The
-	// groups found go back to the default collation, the one of the held
-	// index and of spool_group_starts: compared in "C", a group could not
-	// be looked up in them, and each count would scan the queue's active
-	// jobs.
+	// in byte order from $2 (past it when $3) and then, when $7, from the
+	// first group on up to $2 (wrapped round, part 1), as found(grp, part).
+	// It skips from group to group down the group claim index (a loose
+	// index scan), so a claim reads one index entry per group, not every
+	// available job, and goes round the whole cycle in one round trip.
+	// The groups found go back to the default collation, the one of the
+	// held index and of spool_group_starts: compared in "C", a group could
+	// not be looked up in them, and each count would scan the queue's
+	// active jobs.
 	sqlGroupWalk = `WITH RECURSIVE g(grp) AS (
 	(SELECT grp COLLATE "C" FROM spool_jobs
 	WHERE queue = $1 COLLATE "C" AND state = 'available' AND grp IS NOT NULL AND grp >= $2 COLLATE "C"
@@ -34,17 +36,30 @@ const (
 		WHERE j.queue = $1 COLLATE "C" AND j.state = 'available' AND j.grp IS NOT NULL AND j.grp COLLATE "C" > g.grp
 		ORDER BY j.grp COLLATE "C" LIMIT 1)
 	FROM g WHERE g.grp IS NOT NULL
+), w(grp) AS (
+	(SELECT grp COLLATE "C" FROM spool_jobs
+	WHERE $7 AND queue = $1 COLLATE "C" AND state = 'available' AND grp IS NOT NULL
+	ORDER BY grp COLLATE "C" LIMIT 1)
+	UNION ALL
+	SELECT (SELECT j.grp COLLATE "C" FROM spool_jobs j
+		WHERE j.queue = $1 COLLATE "C" AND j.state = 'available' AND j.grp IS NOT NULL AND j.grp COLLATE "C" > w.grp
+		ORDER BY j.grp COLLATE "C" LIMIT 1)
+	FROM w WHERE w.grp IS NOT NULL AND w.grp < $2 COLLATE "C"
 ), found AS (
-	SELECT grp COLLATE "default" AS grp FROM g WHERE grp IS NOT NULL AND NOT ($3 AND grp = $2) LIMIT $4
+	SELECT grp COLLATE "default" AS grp, part FROM (
+		SELECT grp, 0 AS part FROM g WHERE grp IS NOT NULL AND NOT ($3 AND grp = $2)
+		UNION ALL
+		SELECT grp, 1 FROM w WHERE grp IS NOT NULL AND grp <= $2 COLLATE "C") u
+	LIMIT $4
 )
 `
 	// sqlGroupOne is sqlGroupWalk for group $2 alone, read with one seek
 	// into the group claim index: found holds it when it has available
 	// jobs. It takes the walk's parameters, so that the same statements
 	// follow it: it finds nothing past $2 ($3) or when asked for none
-	// ($4 = 0).
+	// ($4 = 0), and never wraps round ($7).
 	sqlGroupOne = `WITH found AS (
-	SELECT $2::text AS grp WHERE NOT $3::bool AND $4::int4 > 0 AND EXISTS (SELECT 1 FROM spool_jobs
+	SELECT $2::text AS grp, 0 AS part WHERE NOT $3::bool AND $4::int4 > 0 AND $7::bool IS NOT NULL AND EXISTS (SELECT 1 FROM spool_jobs
 		WHERE queue = $1 COLLATE "C" AND state = 'available' AND grp IS NOT NULL AND grp = $2 COLLATE "C")
 )
 `
@@ -53,9 +68,9 @@ const (
 	groupsTail = `SELECT f.grp,
 	(SELECT count(*) FROM (SELECT 1 FROM spool_jobs a
 		WHERE a.queue = $1 AND a.state = 'active' AND a.grp IS NOT NULL AND a.grp = f.grp LIMIT $5) x),
-	s.starts
+	s.starts, f.part
 FROM found f LEFT JOIN spool_group_starts s ON $6 AND s.queue = $1 AND s.grp = f.grp
-ORDER BY f.grp COLLATE "C"`
+ORDER BY f.part, f.grp COLLATE "C"`
 	// sqlHeldSeek, completed by a state, reads the first job of group
 	// f.grp of queue $1 in that state that was handed out, with a seek
 	// into the held index. Each waiting state has a seek of its own: with
@@ -71,7 +86,7 @@ ORDER BY f.grp COLLATE "C"`
 	// claim order with what job.PastMaxWait needs. A group with an active
 	// job costs one seek; a free one three more into the held index and
 	// one into the group claim index.
-	orderedGroupsTail = `SELECT f.grp, a.n, s.starts, h.seq, h.state, h.attempt, d.seqs, d.attempts, d.run_ats
+	orderedGroupsTail = `SELECT f.grp, a.n, s.starts, f.part, h.seq, h.state, h.attempt, d.seqs, d.attempts, d.run_ats
 FROM found f
 CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM spool_jobs a
 	WHERE a.queue = $1 AND a.state = 'active' AND a.grp IS NOT NULL AND a.grp = f.grp LIMIT $5) x) a
@@ -88,7 +103,7 @@ LEFT JOIN LATERAL (SELECT array_agg(j.seq ORDER BY j.priority DESC, j.run_at, j.
 		ORDER BY j.priority DESC, j.run_at, j.seq LIMIT 2) j
 	WHERE a.n = 0 AND (h.seq IS NULL OR h.state = 'available')) d ON true
 LEFT JOIN spool_group_starts s ON $6 AND s.queue = $1 AND s.grp = f.grp
-ORDER BY f.grp COLLATE "C"`
+ORDER BY f.part, f.grp COLLATE "C"`
 	// sqlGroupHeads reads, for each group of $2, up to $3 of its
 	// available jobs in claim order after the first $4, from the group
 	// claim index, each with what job.PastMaxWait needs.
@@ -151,7 +166,7 @@ func (s *groupSource) Groups(need, more int) ([]claim.Group, error) {
 	var out []claim.Group
 	for len(out) < need && !s.done {
 		chunk := n - len(out)
-		found, err := s.walk(chunk)
+		found, wrapped, err := s.walk(chunk)
 		if err != nil {
 			return nil, err
 		}
@@ -166,27 +181,25 @@ func (s *groupSource) Groups(need, more int) ([]claim.Group, error) {
 		switch {
 		case s.done:
 		case len(found) == chunk:
-			s.from, s.past = found[len(found)-1].Name, true
-		case s.wrapped:
-			s.done = true
+			s.from, s.past, s.wrapped = found[len(found)-1].Name, true, s.wrapped || wrapped
 		default:
-			s.from, s.past, s.wrapped = "", false, true
+			// Fewer than asked for: the walk reached the end and, unless
+			// it had wrapped round before, went on from the first group.
+			s.done = true
 		}
 	}
 	return out, nil
 }
 
 // walk reads the next n groups of the walk, with what the planner needs
-// of each.
-func (s *groupSource) walk(n int) ([]claim.Group, error) {
+// of each, going on from the first group once past the last unless the
+// walk wrapped round before; wrapped reports whether the last group read
+// is one of those.
+func (s *groupSource) walk(n int) (found []claim.Group, wrapped bool, err error) {
 	l := s.limits
-	// Planned for each call's values (QueryExecModeExec, an unnamed
-	// statement): the generic plan a prepared walk may switch to after
-	// five runs cut whole benchmark runs of flow claims to a third.
-	rows, err := s.tx.Query(s.ctx, s.query, pgx.QueryExecModeExec,
-		s.queue, s.from, s.past, n, l.GroupMaxActive, !l.GroupRate.IsZero())
+	rows, err := s.tx.Query(s.ctx, s.query, s.queue, s.from, s.past, n, l.GroupMaxActive, !l.GroupRate.IsZero(), !s.wrapped)
 	if err != nil {
-		return nil, fmt.Errorf("find groups: %w", err)
+		return nil, false, fmt.Errorf("find groups: %w", err)
 	}
 	var (
 		name          string
@@ -198,9 +211,9 @@ func (s *groupSource) walk(n int) ([]claim.Group, error) {
 		seqs          []int64
 		attempts      []int32
 		runAts        []time.Time
-		found         []claim.Group
+		part          int32
 	)
-	scan := []any{&name, &active, &starts}
+	scan := []any{&name, &active, &starts, &part}
 	if l.Ordered {
 		scan = append(scan, &holderSeq, &holderState, &holderAttempt, &seqs, &attempts, &runAts)
 	}
@@ -224,12 +237,13 @@ func (s *groupSource) walk(n int) ([]claim.Group, error) {
 		}
 		s.names, s.read = append(s.names, name), append(s.read, read)
 		found = append(found, g)
+		wrapped = part == 1
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("find groups: %w", err)
+		return nil, false, fmt.Errorf("find groups: %w", err)
 	}
-	return found, nil
+	return found, wrapped, nil
 }
 
 // Heads reads the next jobs of groups in claim order; see claim.Source.

@@ -124,9 +124,9 @@ func TestClaimOfAGroupSeeksTheIndex(t *testing.T) {
 		args  []any
 		want  map[string]*regexp.Regexp
 	}{
-		{"group lookup", sqlGroupOne + groupsTail, []any{"q", "a", false, 9, 2, true},
+		{"group lookup", sqlGroupOne + groupsTail, []any{"q", "a", false, 9, 2, true, false},
 			map[string]*regexp.Regexp{"find the group": claimIndex, "count its active jobs": count}},
-		{"ordered group lookup", sqlGroupOne + orderedGroupsTail, []any{"o", "a", false, 9, 1, true},
+		{"ordered group lookup", sqlGroupOne + orderedGroupsTail, []any{"o", "a", false, 9, 1, true, false},
 			map[string]*regexp.Regexp{"find the group": claimIndex, "count its active jobs": count, "look up its holder": holder}},
 		{"look for the group's jobs", sqlGroupAvailable, []any{"q", "a"}, map[string]*regexp.Regexp{"find them": claimIndex}},
 		{"plain claim of one queue", sqlClaimOneGroup, []any{"imp", now, int64(0), 10, "", "a"}, map[string]*regexp.Regexp{"read the jobs": claimIndex}},
