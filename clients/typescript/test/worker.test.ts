@@ -185,7 +185,8 @@ test("a lease lost between heartbeats aborts the handler and drops its outcome",
 });
 
 test("graceful stop lets handlers finish, then releases the jobs still held", async () => {
-  const w = worker("w-stop", { concurrency: 3, shutdownTimeoutMs: 300 });
+  // The timeout leaves the quick handler time to finish on a loaded machine.
+  const w = worker("w-stop", { concurrency: 3, shutdownTimeoutMs: 2000 });
   const started: string[] = [];
   let stoppedReason: unknown;
   w.handle("quick", async () => {
