@@ -204,13 +204,26 @@ func (c *Client) call(ctx context.Context, method, path string, query url.Values
 	if out == nil || status == http.StatusNoContent {
 		return status, nil
 	}
-	if err := json.NewDecoder(body).Decode(out); err != nil {
+	if err := decodeBody(body, out); err != nil {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
 		return 0, fmt.Errorf("decode answer of %s %s: %w", method, path, err)
 	}
 	return status, nil
+}
+
+// decodeBody decodes the JSON answer body into out: in place when the
+// body is whole in memory already, else through a decoder.
+func decodeBody(body io.Reader, out any) error {
+	if whole, ok := body.(*wholeBody); ok && whole.Len() == len(whole.data) {
+		if err := json.Unmarshal(whole.data, out); err != nil {
+			return err
+		}
+		whole.Reset(nil)
+		return nil
+	}
+	return json.NewDecoder(body).Decode(out)
 }
 
 // decodeError reads an error answer of status. A body that is not a Spool

@@ -59,11 +59,19 @@ func (c *Client) Fetch(ctx context.Context, p FetchParams) ([]*Job, error) {
 	if body.Queues == nil {
 		body.Queues = []string{}
 	}
+	// The jobs decode into their wire form in one pass over the answer,
+	// not through Job.UnmarshalJSON, which would scan each job again.
 	var out struct {
-		Jobs []*Job `json:"jobs"`
+		Jobs []wireJob `json:"jobs"`
 	}
 	if err := c.do(ctx, http.MethodPost, "/v1/fetch", nil, body, &out); err != nil {
 		return nil, fmt.Errorf("fetch jobs: %w", err)
 	}
-	return out.Jobs, nil
+	jobs := make([]Job, len(out.Jobs))
+	ptrs := make([]*Job, len(out.Jobs))
+	for i := range out.Jobs {
+		out.Jobs[i].to(&jobs[i])
+		ptrs[i] = &jobs[i]
+	}
+	return ptrs, nil
 }

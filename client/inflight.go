@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 )
 
@@ -160,7 +161,11 @@ func (w *Worker) forget(e *inflight) {
 // finish acks or fails e's job according to its handler's outcome.
 func (w *Worker) finish(e *inflight, o outcome) {
 	j := e.job
-	log := w.log.With("job_id", j.ID, "kind", j.Kind, "queue", j.Queue, "attempt", j.Attempt)
+	// The job's logger is made only when something is logged: most jobs
+	// log nothing, and With costs allocations per job.
+	log := func() *slog.Logger {
+		return w.log.With("job_id", j.ID, "kind", j.Kind, "queue", j.Queue, "attempt", j.Attempt)
+	}
 	if o.err == nil {
 		raw, err := marshalValue(o.result)
 		if err != nil {
@@ -170,22 +175,26 @@ func (w *Worker) finish(e *inflight, o outcome) {
 			err = w.settle(e, c)
 			switch {
 			case err == nil:
-				log.Debug("job acked", "state", c.acked.State)
+				if w.log.Enabled(context.Background(), slog.LevelDebug) {
+					log().Debug("job acked", "state", c.acked.State)
+				}
 				return
 			case errors.Is(err, ErrPayloadTooLarge):
 				o.err = NoRetry(fmt.Errorf("store result: %w", err))
 			default:
-				w.logSettleError(log, "ack", err)
+				w.logSettleError(log(), "ack", err)
 				return
 			}
 		}
 	}
 	c := &settleCall{id: j.ID, token: e.token, fail: true, params: failParams(o.err)}
 	if err := w.settle(e, c); err != nil {
-		w.logSettleError(log, "fail", err)
+		w.logSettleError(log(), "fail", err)
 		return
 	}
-	log.Debug("job failed", "state", c.failed.State, "err", truncate(c.params.Error, 200))
+	if w.log.Enabled(context.Background(), slog.LevelDebug) {
+		log().Debug("job failed", "state", c.failed.State, "err", truncate(c.params.Error, 200))
+	}
 }
 
 func (w *Worker) logSettleError(log interface{ Warn(string, ...any) }, op string, err error) {

@@ -271,6 +271,12 @@ func (j *Job) UnmarshalJSON(data []byte) error {
 	if err := json.Unmarshal(data, &w); err != nil {
 		return err
 	}
+	w.to(j)
+	return nil
+}
+
+// to sets j to the job w describes.
+func (w *wireJob) to(j *Job) {
 	*j = Job{
 		ID: w.ID, Queue: w.Queue, Kind: w.Kind, Payload: w.Payload, Priority: w.Priority,
 		State: w.State, RunAt: w.RunAt, Attempt: w.Attempt, MaxAttempts: w.MaxAttempts,
@@ -283,7 +289,6 @@ func (j *Job) UnmarshalJSON(data []byte) error {
 	if w.Backoff != nil {
 		j.Backoff = w.Backoff.backoff()
 	}
-	return nil
 }
 
 // Token is the fencing token of the job's current lease, or 0 when it has

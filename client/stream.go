@@ -73,8 +73,18 @@ func (t *streamTransport) answer(method, path string, query url.Values, a stream
 		}
 		return 0, nil, &url.Error{Op: urlOp(method), URL: t.base + target(path, query), Err: err}
 	}
-	return a.Status, io.NopCloser(bytes.NewReader(a.Body)), nil
+	return a.Status, &wholeBody{Reader: bytes.NewReader(a.Body), data: a.Body}, nil
 }
+
+// wholeBody is an answer body read whole already, so that its JSON can be
+// decoded from data in place rather than copied through a decoder's buffer.
+type wholeBody struct {
+	*bytes.Reader
+	data []byte
+}
+
+// Close does nothing: the body is in memory.
+func (*wholeBody) Close() error { return nil }
 
 // target is path with query.
 func target(path string, query url.Values) string {

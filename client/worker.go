@@ -44,9 +44,9 @@ type WorkerConfig struct {
 	// DefaultConcurrency (10).
 	Concurrency int
 	// FetchMax is the most jobs one fetch asks for; a fetch never asks for
-	// more than the free slots, and waits up to SettleDelay for half of
-	// FetchMax to be free while handlers run. Defaults to Concurrency (at
-	// most 1000).
+	// more than the free slots, and waits up to SettleDelay for all of
+	// FetchMax to be free while handlers run and keep finishing. Defaults
+	// to Concurrency (at most 1000).
 	FetchMax int
 	// Wait is the long poll of each fetch: how long the server holds a
 	// fetch open when no job is available (at most 60 s). Defaults to
@@ -98,12 +98,12 @@ type WorkerConfig struct {
 // and goes at once when no other handler runs, when Concurrency outcomes
 // wait, or when the worker stops; each job still gets its own answer, so a
 // stale token fails only its own job. A handler's slot frees when it returns, and
-// a fetch asks for every free slot, waiting up to SettleDelay for half of
-// FetchMax to be free while handlers run. A job stays the worker's, its
+// a fetch asks for every free slot, waiting, while handlers still running
+// keep finishing, up to SettleDelay for all of FetchMax to be free. A job stays the worker's, its
 // lease extended, until its outcome is answered; a worker that dies before
 // then leaves the job to be handed out again when its lease ends, as for a
-// worker that dies while the handler runs. At most twice Concurrency jobs
-// are held at once, however slow the acks.
+// worker that dies while the handler runs. At most four times Concurrency
+// jobs are held at once, however slow the acks.
 //
 // A job whose kind has no handler on this worker is failed (not released)
 // with an error that names the kind: releasing would hand it straight back
@@ -431,21 +431,27 @@ func (w *Worker) fetchLoop(ctx context.Context) error {
 	}
 }
 
-// gatherFree returns the free slots, having waited up to SettleDelay
-// for handlers still running to free half of FetchMax when fewer are free:
-// handlers that finish together then share one fetch, as their outcomes
-// share one call. It does not wait when no handler runs.
+// gatherFree returns the free slots, having waited, while fewer than
+// FetchMax are free, for handlers still running to free more: as long as
+// one frees within gatherQuiet of the last, up to SettleDelay in all.
+// Handlers that finish together then share one fetch, as their outcomes
+// share one call, while a slot freed alone waits at most gatherQuiet. It does not
+// wait when no handler runs.
 func (w *Worker) gatherFree(free int) int {
-	half := (w.cfg.FetchMax + 1) / 2
-	if free >= half || w.idle() {
+	if free >= w.cfg.FetchMax || w.idle() {
 		return free
 	}
-	t := time.NewTimer(SettleDelay)
-	defer t.Stop()
-	for free > 0 && free < half && !w.idle() {
+	deadline := time.NewTimer(SettleDelay)
+	defer deadline.Stop()
+	quiet := time.NewTimer(gatherQuiet)
+	defer quiet.Stop()
+	for free > 0 && free < w.cfg.FetchMax && !w.idle() {
 		select {
 		case <-w.slotFreed:
-		case <-t.C:
+			quiet.Reset(gatherQuiet)
+		case <-quiet.C:
+			return w.waitFree()
+		case <-deadline.C:
 			return w.waitFree()
 		case <-w.stopCh:
 			return 0
@@ -454,6 +460,14 @@ func (w *Worker) gatherFree(free int) int {
 	}
 	return free
 }
+
+// gatherQuiet is how long gatherFree waits for the next slot to free.
+const gatherQuiet = 200 * time.Microsecond
+
+// heldPerSlot bounds the jobs a Worker holds, running or waiting for their
+// outcome's answer, to this many times Concurrency: a batch of acks that
+// waits for the disk does not keep the next fetch from filling the slots.
+const heldPerSlot = 4
 
 // permanent reports whether a fetch error means the request itself is
 // wrong, so that retrying it cannot help.
@@ -466,11 +480,12 @@ func permanent(err error) bool {
 // waitFree blocks until a slot is free and returns how many are, or 0 once
 // the stop began. The jobs whose handlers returned and whose outcomes are
 // not yet answered count too, beyond Concurrency of them, so that a worker
-// never holds more than twice Concurrency jobs however slow its acks.
+// never holds more than heldPerSlot times Concurrency jobs however slow
+// its acks.
 func (w *Worker) waitFree() int {
 	for {
 		w.mu.Lock()
-		free := min(w.cfg.Concurrency-w.running, 2*w.cfg.Concurrency-len(w.jobs))
+		free := min(w.cfg.Concurrency-w.running, heldPerSlot*w.cfg.Concurrency-len(w.jobs))
 		stopping := w.stopping
 		w.mu.Unlock()
 		if stopping {

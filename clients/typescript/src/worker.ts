@@ -169,7 +169,8 @@ const BACKOFF_MAX_MS = 5_000;
  * frees when it returns, and a fetch asks for every free slot. A job stays
  * the worker's, its lease extended, until its outcome is answered (a worker
  * that dies before then leaves it to be handed out again when its lease
- * ends); at most twice `concurrency` jobs are held at once.
+ * ends); at most four times `concurrency` jobs are held at once, so that
+ * acks waiting for the disk do not keep the next fetch from filling the slots.
  */
 export class Worker {
   readonly name: string;
@@ -347,11 +348,11 @@ export class Worker {
 
   /**
    * The free slots: handlers that may start, as long as the jobs held
-   * (running, or waiting for their outcome's answer) stay within twice
+   * (running, or waiting for their outcome's answer) stay within four times
    * `concurrency`.
    */
   private free(): number {
-    return Math.min(this.opts.concurrency - this.handlersRunning, 2 * this.opts.concurrency - this.held.size);
+    return Math.min(this.opts.concurrency - this.handlersRunning, 4 * this.opts.concurrency - this.held.size);
   }
 
   private start(job: Job): void {

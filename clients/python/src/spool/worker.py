@@ -13,8 +13,9 @@ answer, so a stale token fails only its own job. A handler's slot frees when it
 returns, and a fetch asks for every free slot, waiting up to ``SETTLE_DELAY``
 for half of them to be free while handlers run. A job stays the worker's, its
 lease extended, until its outcome is answered (a worker that dies before then
-leaves it to be handed out again when its lease ends); at most twice
-``concurrency`` jobs are held at once.
+leaves it to be handed out again when its lease ends); at most four times
+``concurrency`` jobs are held at once, so that acks waiting for the disk do
+not keep the next fetch from filling the slots.
 """
 
 from __future__ import annotations
@@ -544,8 +545,8 @@ class Worker:
 
     def _free(self) -> int:
         """Free slots: handlers that may start, as long as the jobs held (running,
-        or waiting for their outcome's answer) stay within twice ``concurrency``."""
-        return min(self.concurrency - self._running, 2 * self.concurrency - len(self._inflight))
+        or waiting for their outcome's answer) stay within four times ``concurrency``."""
+        return min(self.concurrency - self._running, 4 * self.concurrency - len(self._inflight))
 
     async def _gather_free(self, free: int) -> int:
         """Waits up to ``SETTLE_DELAY`` for running handlers to free half the slots,
