@@ -496,6 +496,8 @@ func TestGroupActiveCountsSeekTheIndex(t *testing.T) {
 		{"group walk", sqlGroupWalk + groupsTail, "q", map[string]*regexp.Regexp{"count the active jobs": count}},
 		{"ordered group walk", sqlGroupWalk + orderedGroupsTail, "o", map[string]*regexp.Regexp{"count the active jobs": count,
 			"look up the holder": holder, "read the heads": heads}},
+		{"ordered group walk without a maximum wait", sqlGroupWalk + orderedGroupsTailNoWait, "o", map[string]*regexp.Regexp{
+			"count the active jobs": count, "look up the holder": holder, "read the heads": heads}},
 	} {
 		var plan string
 		if err := tx.QueryRow(ctx, `EXPLAIN (FORMAT JSON) `+c.query, c.queue, "", false, 10, 1, true, false).Scan(&plan); err != nil {

@@ -219,7 +219,7 @@ func (c *flowClaim) lock(ctx context.Context) (found bool, err error) {
 // leases — and records what the planner settles: the cursor and the start
 // logs.
 func (c *flowClaim) run(ctx context.Context, x *expirer) error {
-	src := newGroupSource(ctx, c.tx, c.queue, c.q.limits, c.q.lastGroup, c.group)
+	src := newGroupSource(ctx, c.tx, c.queue, c.q.limits, c.q.maxWait, c.q.lastGroup, c.group)
 	d, err := claim.Plan(claim.Queue{Limits: c.q.limits, MaxWait: c.q.maxWait, Active: c.active, Starts: c.q.starts},
 		claim.Request{Now: c.now, Want: c.want, Group: c.group}, src)
 	if err != nil {

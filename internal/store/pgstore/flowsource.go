@@ -104,6 +104,26 @@ LEFT JOIN LATERAL (SELECT array_agg(j.seq ORDER BY j.priority DESC, j.run_at, j.
 	WHERE a.n = 0 AND (h.seq IS NULL OR h.state = 'available')) d ON true
 LEFT JOIN spool_group_starts s ON $6 AND s.queue = $1 AND s.grp = f.grp
 ORDER BY f.part, f.grp COLLATE "C"`
+	// orderedGroupsTailNoWait is orderedGroupsTail for a queue without a
+	// maximum wait, whose heads need no attempts nor run times: it reads
+	// the first two available jobs' seqs alone, with one seek and no
+	// sorting, and leaves the other two arrays NULL.
+	orderedGroupsTailNoWait = `SELECT f.grp, a.n, s.starts, f.part, h.seq, h.state, h.attempt,
+	CASE WHEN a.n = 0 AND (h.seq IS NULL OR h.state = 'available') THEN ARRAY(
+		SELECT j.seq FROM spool_jobs j
+		WHERE j.queue = $1 COLLATE "C" AND j.state = 'available' AND j.grp IS NOT NULL AND j.grp = f.grp COLLATE "C"
+		ORDER BY j.priority DESC, j.run_at, j.seq LIMIT 2) END,
+	NULL::int4[], NULL::timestamptz[]
+FROM found f
+CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM spool_jobs a
+	WHERE a.queue = $1 AND a.state = 'active' AND a.grp IS NOT NULL AND a.grp = f.grp LIMIT $5) x) a
+LEFT JOIN LATERAL (SELECT w.seq, w.state, w.attempt FROM (
+	(` + sqlHeldSeek + `'available' ORDER BY j.seq LIMIT 1)
+	UNION ALL (` + sqlHeldSeek + `'retrying' ORDER BY j.seq LIMIT 1)
+	UNION ALL (` + sqlHeldSeek + `'scheduled' ORDER BY j.seq LIMIT 1)) w
+	WHERE a.n = 0 ORDER BY w.seq LIMIT 1) h ON true
+LEFT JOIN spool_group_starts s ON $6 AND s.queue = $1 AND s.grp = f.grp
+ORDER BY f.part, f.grp COLLATE "C"`
 	// sqlGroupHeads reads, for each group of $2, up to $3 of its
 	// available jobs in claim order after the first $4, from the group
 	// claim index, each with what job.PastMaxWait needs.
@@ -138,20 +158,26 @@ type groupSource struct {
 
 // newGroupSource starts the walk after the cursor last (nil: from the
 // first group); a claim of one group walks that group alone.
-func newGroupSource(ctx context.Context, tx pgx.Tx, queue string, l job.Limits, last *string, group string) *groupSource {
+func newGroupSource(ctx context.Context, tx pgx.Tx, queue string, l job.Limits, maxWait time.Duration, last *string, group string) *groupSource {
 	s := &groupSource{ctx: ctx, tx: tx, queue: queue, limits: l, seen: map[string]bool{}}
 	s.wrapped = last == nil
 	if last != nil {
 		s.from, s.past = *last, true
 	}
+	ordered := orderedGroupsTail
+	if job.WaitDeadline(0, time.Time{}, maxWait).IsZero() {
+		// No job of the queue waits against a deadline (job.WaitDeadline):
+		// the plan needs no head's attempts nor run time.
+		ordered = orderedGroupsTailNoWait
+	}
 	s.query = sqlGroupWalk + groupsTail
 	switch {
 	case group != "" && l.Ordered:
-		s.query = sqlGroupOne + orderedGroupsTail
+		s.query = sqlGroupOne + ordered
 	case group != "":
 		s.query = sqlGroupOne + groupsTail
 	case l.Ordered:
-		s.query = sqlGroupWalk + orderedGroupsTail
+		s.query = sqlGroupWalk + ordered
 	}
 	if group != "" {
 		s.from, s.past, s.wrapped = group, false, true
@@ -230,7 +256,11 @@ func (s *groupSource) walk(n int) (found []claim.Group, wrapped bool, err error)
 		}
 		if l.Ordered && active == 0 && (g.Holder == "" || g.Holder == job.StateAvailable) {
 			for i := range seqs {
-				g.Heads = append(g.Heads, claim.Head{Seq: seqs[i], Attempt: int(attempts[i]), RunAt: runAts[i].UTC()})
+				h := claim.Head{Seq: seqs[i]}
+				if i < len(attempts) && i < len(runAts) {
+					h.Attempt, h.RunAt = int(attempts[i]), runAts[i].UTC()
+				}
+				g.Heads = append(g.Heads, h)
 			}
 			g.Dry = len(seqs) < 2
 			read = len(seqs)
