@@ -87,34 +87,28 @@ ORDER BY f.part, f.grp COLLATE "C"`
 	// job costs one seek; a free one three more into the held index and
 	// one into the group claim index.
 	orderedGroupsTail = `SELECT f.grp, a.n, s.starts, f.part, h.seq, h.state, h.attempt, d.seqs, d.attempts, d.run_ats
-FROM found f
-CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM spool_jobs a
-	WHERE a.queue = $1 AND a.state = 'active' AND a.grp IS NOT NULL AND a.grp = f.grp LIMIT $5) x) a
-LEFT JOIN LATERAL (SELECT w.seq, w.state, w.attempt FROM (
-	(` + sqlHeldSeek + `'available' ORDER BY j.seq LIMIT 1)
-	UNION ALL (` + sqlHeldSeek + `'retrying' ORDER BY j.seq LIMIT 1)
-	UNION ALL (` + sqlHeldSeek + `'scheduled' ORDER BY j.seq LIMIT 1)) w
-	WHERE a.n = 0 ORDER BY w.seq LIMIT 1) h ON true
-LEFT JOIN LATERAL (SELECT array_agg(j.seq ORDER BY j.priority DESC, j.run_at, j.seq) AS seqs,
+` + orderedFound + `LEFT JOIN LATERAL (SELECT array_agg(j.seq ORDER BY j.priority DESC, j.run_at, j.seq) AS seqs,
 		array_agg(j.attempt ORDER BY j.priority DESC, j.run_at, j.seq) AS attempts,
 		array_agg(j.run_at ORDER BY j.priority DESC, j.run_at, j.seq) AS run_ats
 	FROM (SELECT j.seq, j.priority, j.attempt, j.run_at FROM spool_jobs j
 		WHERE j.queue = $1 COLLATE "C" AND j.state = 'available' AND j.grp IS NOT NULL AND j.grp = f.grp COLLATE "C"
 		ORDER BY j.priority DESC, j.run_at, j.seq LIMIT 2) j
-	WHERE a.n = 0 AND (h.seq IS NULL OR h.state = 'available')) d ON true
-LEFT JOIN spool_group_starts s ON $6 AND s.queue = $1 AND s.grp = f.grp
-ORDER BY f.part, f.grp COLLATE "C"`
+	WHERE ` + headsWanted + `) d ON true
+` + orderedEnd
 	// orderedGroupsTailNoWait is orderedGroupsTail for a queue without a
 	// maximum wait, whose heads need no attempts nor run times: it reads
 	// the first two available jobs' seqs alone, with one seek and no
 	// sorting, and leaves the other two arrays NULL.
 	orderedGroupsTailNoWait = `SELECT f.grp, a.n, s.starts, f.part, h.seq, h.state, h.attempt,
-	CASE WHEN a.n = 0 AND (h.seq IS NULL OR h.state = 'available') THEN ARRAY(
+	CASE WHEN ` + headsWanted + ` THEN ARRAY(
 		SELECT j.seq FROM spool_jobs j
 		WHERE j.queue = $1 COLLATE "C" AND j.state = 'available' AND j.grp IS NOT NULL AND j.grp = f.grp COLLATE "C"
 		ORDER BY j.priority DESC, j.run_at, j.seq LIMIT 2) END,
 	NULL::int4[], NULL::timestamptz[]
-FROM found f
+` + orderedFound + orderedEnd
+	// orderedFound joins each group found to its active jobs counted up
+	// to $5 (a) and, when it has none, its candidate holder (h).
+	orderedFound = `FROM found f
 CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM spool_jobs a
 	WHERE a.queue = $1 AND a.state = 'active' AND a.grp IS NOT NULL AND a.grp = f.grp LIMIT $5) x) a
 LEFT JOIN LATERAL (SELECT w.seq, w.state, w.attempt FROM (
@@ -122,7 +116,13 @@ LEFT JOIN LATERAL (SELECT w.seq, w.state, w.attempt FROM (
 	UNION ALL (` + sqlHeldSeek + `'retrying' ORDER BY j.seq LIMIT 1)
 	UNION ALL (` + sqlHeldSeek + `'scheduled' ORDER BY j.seq LIMIT 1)) w
 	WHERE a.n = 0 ORDER BY w.seq LIMIT 1) h ON true
-LEFT JOIN spool_group_starts s ON $6 AND s.queue = $1 AND s.grp = f.grp
+`
+	// headsWanted holds for a group whose first available jobs the plan
+	// may hand out: none active, and no holder that waits.
+	headsWanted = `a.n = 0 AND (h.seq IS NULL OR h.state = 'available')`
+	// orderedEnd adds each group's start log, when $6, and orders the
+	// groups as the walk found them.
+	orderedEnd = `LEFT JOIN spool_group_starts s ON $6 AND s.queue = $1 AND s.grp = f.grp
 ORDER BY f.part, f.grp COLLATE "C"`
 	// sqlGroupHeads reads, for each group of $2, up to $3 of its
 	// available jobs in claim order after the first $4, from the group
