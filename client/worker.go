@@ -97,13 +97,14 @@ type WorkerConfig struct {
 // to join it in one batch call (POST /v1/jobs/ack, POST /v1/jobs/fail),
 // and goes at once when no other handler runs, when Concurrency outcomes
 // wait, or when the worker stops; each job still gets its own answer, so a
-// stale token fails only its own job. A handler's slot frees when it returns, and
-// a fetch asks for every free slot, waiting, while handlers still running
-// keep finishing, up to SettleDelay for all of FetchMax to be free. A job stays the worker's, its
-// lease extended, until its outcome is answered; a worker that dies before
-// then leaves the job to be handed out again when its lease ends, as for a
-// worker that dies while the handler runs. At most four times Concurrency
-// jobs are held at once, however slow the acks.
+// stale token fails only its own job. A handler's slot frees when it
+// returns, and a fetch asks for every free slot, waiting, while handlers
+// still running keep finishing, up to SettleDelay for all of FetchMax to be
+// free. A job stays the worker's, its lease extended, until its outcome is
+// answered; a worker that dies before then leaves the job to be handed out
+// again when its lease ends, as for a worker that dies while the handler
+// runs. At most four times Concurrency jobs are held at once, however slow
+// the acks.
 //
 // A job whose kind has no handler on this worker is failed (not released)
 // with an error that names the kind: releasing would hand it straight back
@@ -435,8 +436,8 @@ func (w *Worker) fetchLoop(ctx context.Context) error {
 // FetchMax are free, for handlers still running to free more: as long as
 // one frees within gatherQuiet of the last, up to SettleDelay in all.
 // Handlers that finish together then share one fetch, as their outcomes
-// share one call, while a slot freed alone waits at most gatherQuiet. It does not
-// wait when no handler runs.
+// share one call, while a slot freed alone waits at most gatherQuiet. It
+// does not wait when no handler runs.
 func (w *Worker) gatherFree(free int) int {
 	if free >= w.cfg.FetchMax || w.idle() {
 		return free
