@@ -481,3 +481,42 @@ func clientGoroutines() string {
 	}
 	return strings.Join(out, "\n\n")
 }
+
+// A Worker holds at most four times its concurrency in jobs, counting those
+// whose outcome waits to be answered: with every outcome held unsent, it
+// fetches until it holds that many and then fetches no more. The held
+// outcomes go when it stops.
+func TestWorkerHoldsAtMostFourTimesItsConcurrency(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const n, concurrency, bound = 100, 5, 4 * 5
+	ps := make([]client.EnqueueParams, n)
+	for i := range ps {
+		ps[i] = client.EnqueueParams{Queue: "bound", Kind: "k"}
+	}
+	if _, err := b.c.EnqueueBatch(b.ctx, ps); err != nil {
+		t.Fatal(err)
+	}
+	w := b.worker(client.WorkerConfig{Queues: []string{"bound"}, Concurrency: concurrency, Wait: 50 * time.Millisecond})
+	client.HoldOutcomes(w, n) // no outcome goes before the stop
+	var handled atomic.Int32
+	reached := make(chan struct{})
+	w.Handle("k", func(context.Context, *client.Job) (any, error) {
+		if handled.Add(1) == bound {
+			close(reached)
+		}
+		return nil, nil
+	})
+	done := runWorker(t, w)
+	recv(t, reached, 10*time.Second, "the handlers of the bound")
+	// Long enough for many more fetches, had the bound let them through.
+	time.Sleep(300 * time.Millisecond)
+	if h := handled.Load(); h != bound {
+		t.Fatalf("%d jobs handled with no outcome answered, want the bound %d", h, bound)
+	}
+	if q, err := b.c.Queue(b.ctx, "bound"); err != nil || q.Counts.Active != bound {
+		t.Fatalf("queue while the outcomes wait: %+v, %v; want %d active", q, err, bound)
+	}
+	stopWorker(t, w, done)
+	b.waitFinished("bound", bound, 0, 10*time.Second)
+}
