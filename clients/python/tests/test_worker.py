@@ -146,6 +146,11 @@ def test_cancel_running_job(server, queue):
 def test_graceful_shutdown_releases_held_jobs(server, queue):
     async def main():
         finished = []
+        # The jobs whose handlers began. A job the server shows active may
+        # still be in a fetch answer the worker has not read; stopping then
+        # releases it unstarted, as it should, so the test waits for the
+        # handlers themselves.
+        started = set()
         async with AsyncClient(server.url) as c:
             # The grace leaves the quick handler time to finish on a loaded
             # machine; the stuck ones still end long before their 30 s.
@@ -153,22 +158,27 @@ def test_graceful_shutdown_releases_held_jobs(server, queue):
 
             @w.handle("quick")
             async def quick(job):
+                started.add(job.id)
                 await asyncio.sleep(0.2)
                 finished.append(job.id)
                 return "ok"
 
             @w.handle("stuck")
             async def stuck(job):
+                started.add(job.id)
                 await asyncio.sleep(30)
 
             @w.handle("stuck_blocking")
             def stuck_blocking(job):
+                started.add(job.id)
                 job.wait_cancelled(30)
+
+            async def all_started():
+                return len(started) == 3
 
             runner = asyncio.ensure_future(w.run(handle_signals=False))
             ids = [(await c.enqueue(k, queue=queue)).id for k in ("stuck", "stuck_blocking", "quick")]
-            for i in ids:
-                await _until(lambda: _active(c, i))
+            await _until(all_started)
             began = time.monotonic()
             w.stop()
             await runner
@@ -190,14 +200,18 @@ def test_sigterm_stops_the_worker(server, queue):
     async def main():
         async with AsyncClient(server.url) as c:
             w = Worker(c, [queue], wait_ms=30000, grace=0.2)
+            began = asyncio.Event()
 
             @w.handle("stuck")
             async def stuck(job):
+                began.set()
                 await asyncio.sleep(30)
 
             runner = asyncio.ensure_future(w.run())
             job_id = (await c.enqueue("stuck", queue=queue)).id
-            await _until(lambda: _active(c, job_id))
+            # The handler itself began: a job only active on the server may
+            # still be in a fetch answer, which the stop would release unread.
+            await asyncio.wait_for(began.wait(), 10)
             os.kill(os.getpid(), signal.SIGTERM)
             await asyncio.wait_for(runner, 5)
             assert w.released == 1
