@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -14,13 +12,15 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/spoolq/spool/client"
 	"github.com/spoolq/spool/internal/bench"
 	"github.com/spoolq/spool/internal/job"
 )
 
-const benchUsage = `usage: spool bench [--mode M] [flags]
-       spool bench --preset seeds [--sync S] [--json]
+const benchLong = `Measure a server's throughput and latency.
 
 Modes:
   enqueue        single-job requests from --concurrency clients
@@ -32,21 +32,26 @@ Modes:
 By default an embedded server runs as a child process on a temporary data
 folder, with the default settings (SPOOL_* variables are not passed to it);
 --server URL targets a running one (add --server-pid PID to measure its CPU
-and memory). Ctrl-C stops the run and prints what was measured.
+and memory). Ctrl-C stops the run and prints what was measured.`
 
-Flags:
-`
+const benchExample = `  spool bench --mode enqueue --concurrency 50 --jobs 100000
+  spool bench --mode process --jobs 100000 --workers 4 --concurrency 500
+  spool bench --mode latency --rate 1000 --duration 10s
+  spool bench --preset seeds --quiet
+  spool bench --server http://10.0.0.5:7311 --server-pid 4242 --mode lifecycle`
 
-// runBench is `spool bench`: a load generator against an embedded server
-// on a temporary data folder, or against --server.
-func runBench(args []string) int { return benchMain(args, os.Stdout, os.Stderr) }
-
-// benchMain runs `spool bench` with args, writing results to stdout and
-// progress and errors to stderr, and returns the exit code: 0 for a clean
-// run, 1 for a run with errors or stopped early, 2 for bad flags.
-func benchMain(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("spool bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+// benchCommand is `spool bench`: a load generator against an embedded
+// server on a temporary data folder, or against --server. It exits 0 for
+// a clean run, 1 for a run with errors or stopped early, 2 for bad flags.
+func (c *cli) benchCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "bench [--mode M] [flags] | bench --preset seeds [--sync S] [--json]",
+		Short:   "Measure a server's throughput and latency",
+		Long:    benchLong,
+		Example: benchExample,
+		Args:    noArgs,
+	}
+	fs := cmd.Flags()
 	var o bench.Options
 	fs.StringVar(&o.Mode, "mode", bench.ModeLifecycle, "one of "+strings.Join(bench.Modes, ", "))
 	fs.StringVar(&o.Server, "server", "", "base URL of a running server (default: an embedded one on a temporary folder)")
@@ -83,41 +88,47 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	quiet := fs.Bool("quiet", false, "no live progress line")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the load generator (not the server) to this file")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), benchUsage)
-		fs.PrintDefaults()
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		return exitCode(c.bench(o, benchRun{fs: fs, limitRate: limitRate, groupRate: groupRate, timeout: *timeout,
+			preset: *preset, asJSON: *asJSON, quiet: *quiet, cpuProfile: *cpuProfile}))
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	o.Limits.Rate = job.Rate{Limit: limitRate.Limit, Period: limitRate.Period}
-	o.Limits.GroupRate = job.Rate{Limit: groupRate.Limit, Period: groupRate.Period}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "spool bench: unexpected argument %q\n", fs.Arg(0))
-		return 2
-	}
-	if *timeout < 0 {
+	return cmd
+}
+
+// benchRun holds the flags of `spool bench` that are not bench.Options.
+type benchRun struct {
+	fs                   *pflag.FlagSet
+	limitRate, groupRate client.Rate
+	timeout              time.Duration
+	preset               string
+	asJSON, quiet        bool
+	cpuProfile           string
+}
+
+// bench runs `spool bench` with o and returns the exit code.
+func (c *cli) bench(o bench.Options, r benchRun) int {
+	stdout, stderr := c.out, c.errOut
+	o.Limits.Rate = job.Rate{Limit: r.limitRate.Limit, Period: r.limitRate.Period}
+	o.Limits.GroupRate = job.Rate{Limit: r.groupRate.Limit, Period: r.groupRate.Period}
+	if r.timeout < 0 {
 		fmt.Fprintln(stderr, "spool bench: --timeout must not be negative")
 		return 2
 	}
 	if o.Token == "" && o.Server != "" {
-		o.Token = os.Getenv("SPOOL_TOKEN")
+		o.Token = c.getenv("SPOOL_TOKEN")
 	}
-	if !*quiet {
+	if !r.quiet {
 		o.Progress = stderr
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if *timeout > 0 {
+	if r.timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, *timeout)
+		ctx, cancel = context.WithTimeout(ctx, r.timeout)
 		defer cancel()
 	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
+	if r.cpuProfile != "" {
+		f, err := os.Create(r.cpuProfile)
 		if err != nil {
 			fmt.Fprintf(stderr, "spool bench: %v\n", err)
 			return 1
@@ -129,15 +140,15 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	if *preset != "" {
-		return benchPreset(ctx, *preset, o, fs, *asJSON, stdout, stderr)
+	if r.preset != "" {
+		return benchPreset(ctx, r.preset, o, r.fs, r.asJSON, stdout, stderr)
 	}
 	res, err := bench.Run(ctx, o)
 	if err != nil {
 		fmt.Fprintf(stderr, "spool bench: %v\n", err)
 		return 1
 	}
-	if *asJSON {
+	if r.asJSON {
 		writeJSON(stdout, res)
 	} else {
 		bench.Print(stdout, res)
@@ -150,11 +161,11 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 
 // benchPreset runs a preset. Only the flags that apply to every
 // configuration may be combined with it.
-func benchPreset(ctx context.Context, name string, o bench.Options, fs *flag.FlagSet, asJSON bool, stdout, stderr io.Writer) int {
+func benchPreset(ctx context.Context, name string, o bench.Options, fs *pflag.FlagSet, asJSON bool, stdout, stderr io.Writer) int {
 	allowed := map[string]bool{"preset": true, "server": true, "server-pid": true, "auth-token": true, "sync": true, "timeout": true,
 		"json": true, "quiet": true, "cpuprofile": true, "payload": true}
 	var bad []string
-	fs.Visit(func(f *flag.Flag) {
+	fs.Visit(func(f *pflag.Flag) {
 		if !allowed[f.Name] {
 			bad = append(bad, "--"+f.Name)
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"strings"
 	"testing"
@@ -28,7 +29,7 @@ func TestMain(m *testing.M) {
 func TestBenchCLI(t *testing.T) {
 	t.Setenv(asSpoolEnv, "1")
 	var out, errOut bytes.Buffer
-	code := benchMain([]string{"--mode", "process", "--jobs", "300", "--workers", "2", "--concurrency", "20",
+	code := benchMain(t, []string{"--mode", "process", "--jobs", "300", "--workers", "2", "--concurrency", "20",
 		"--partitions", "2", "--sync", "normal", "--json", "--quiet", "--timeout", "1m"}, &out, &errOut)
 	if code != 0 {
 		t.Fatalf("exit %d: %s%s", code, out.String(), errOut.String())
@@ -43,6 +44,14 @@ func TestBenchCLI(t *testing.T) {
 	if res.ServerCPUPercent == nil || res.ServerPeakRSSMB == nil || res.ClientCPUPercent == nil {
 		t.Fatalf("resource figures missing: %s", out.String())
 	}
+}
+
+// benchMain runs `spool bench` with args, writing to stdout and stderr,
+// and returns its exit code.
+func benchMain(t *testing.T, args []string, stdout, stderr io.Writer) int {
+	t.Helper()
+	c := &cli{in: strings.NewReader(""), out: stdout, errOut: stderr, getenv: os.Getenv}
+	return c.run(append([]string{"bench"}, args...))
 }
 
 func TestBenchCLIBadFlags(t *testing.T) {
@@ -63,7 +72,7 @@ func TestBenchCLIBadFlags(t *testing.T) {
 		{[]string{"extra"}, 2, "unexpected argument"},
 	} {
 		var out, errOut bytes.Buffer
-		code := benchMain(tc.args, &out, &errOut)
+		code := benchMain(t, tc.args, &out, &errOut)
 		if code != tc.code || !strings.Contains(errOut.String(), tc.want) {
 			t.Errorf("spool bench %s: exit %d, stderr %q; want exit %d and %q", strings.Join(tc.args, " "), code, errOut.String(), tc.code, tc.want)
 		}

@@ -4,9 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -14,32 +15,12 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/spoolq/spool/client"
 	"github.com/spoolq/spool/internal/config"
 )
-
-// cliCommands are the client subcommands, by name.
-var cliCommands = map[string]func(args []string) int{
-	"enqueue":         func(args []string) int { return stdCLI().enqueue(args) },
-	"jobs":            func(args []string) int { return stdCLI().jobs(args) },
-	"queues":          func(args []string) int { return stdCLI().queues(args) },
-	"schedules":       func(args []string) int { return stdCLI().schedules(args) },
-	"consumer-groups": func(args []string) int { return stdCLI().consumerGroups(args) },
-	"fetch":           func(args []string) int { return stdCLI().fetch(args) },
-	"ack":             func(args []string) int { return stdCLI().ackJob(args) },
-	"fail":            func(args []string) int { return stdCLI().failJob(args) },
-	"workers":         func(args []string) int { return stdCLI().workers(args) },
-}
-
-// cli runs client subcommands, reading what they read from standard input
-// from in, writing results to out and problems to errOut.
-type cli struct {
-	in          io.Reader
-	out, errOut io.Writer
-	getenv      func(string) string
-}
-
-func stdCLI() *cli { return &cli{in: os.Stdin, out: os.Stdout, errOut: os.Stderr, getenv: os.Getenv} }
 
 // stdin is what the commands read as standard input: in, or the
 // process's when in is not set.
@@ -50,7 +31,7 @@ func (c *cli) stdin() io.Reader {
 	return c.in
 }
 
-// common are the flags every client subcommand takes.
+// common are the flags every client command takes.
 type common struct {
 	server  string
 	token   string
@@ -58,83 +39,95 @@ type common struct {
 	timeout time.Duration
 }
 
-// flags returns a flag set for the subcommand name with the common flags.
-func (c *cli) flags(name, usage string) (*flag.FlagSet, *common) {
-	fs := flag.NewFlagSet("spool "+name, flag.ContinueOnError)
-	fs.SetOutput(c.errOut)
-	var cm common
+// addCommon defines the common flags on fs, their defaults read from
+// SPOOL_SERVER and SPOOL_TOKEN.
+func (c *cli) addCommon(fs *pflag.FlagSet) {
 	server := c.getenv("SPOOL_SERVER")
 	if server == "" {
 		server = "http://" + config.DefaultAddr
 	}
-	fs.StringVar(&cm.server, "server", server, "base URL of the server (env SPOOL_SERVER)")
-	fs.StringVar(&cm.token, "auth-token", c.getenv("SPOOL_TOKEN"), "bearer token when the server requires one (env SPOOL_TOKEN)")
-	fs.BoolVar(&cm.asJSON, "json", false, "print JSON instead of a table")
-	fs.DurationVar(&cm.timeout, "timeout", 90*time.Second, "longest time the command may take")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: spool %s\n\nflags:\n", usage)
-		fs.PrintDefaults()
-	}
-	return fs, &cm
+	fs.StringVar(&c.cm.server, "server", server, "URL of the server, or HOST:PORT for http:// (env SPOOL_SERVER)")
+	fs.StringVar(&c.cm.token, "auth-token", c.getenv("SPOOL_TOKEN"), "bearer token when the server requires one (env SPOOL_TOKEN)")
+	fs.BoolVar(&c.cm.asJSON, "json", false, "print JSON instead of a table")
+	fs.DurationVar(&c.cm.timeout, "timeout", 90*time.Second, "longest time the command may take")
+	// The token's value is no default to show in help.
+	fs.Lookup("auth-token").DefValue = ""
 }
 
-// parse parses args, flags and positional arguments in any order, and
-// requires exactly positional of the latter. When parsing ends the command
-// (help or bad input) ok is false and code is the exit code.
-func parse(fs *flag.FlagSet, args []string, positional int) (pos []string, code int, ok bool) {
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, 0, false
-			}
-			return nil, 2, false
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			break
-		}
-		pos, args = append(pos, args[0]), args[1:]
+// client makes cmd a client command: the common flags, local to it when
+// persistent is false or for its subcommands too, and a check of --server
+// before it runs.
+func (c *cli) client(cmd *cobra.Command, persistent bool) *cobra.Command {
+	if persistent {
+		c.addCommon(cmd.PersistentFlags())
+		cmd.PersistentPreRunE = c.checkServer
+	} else {
+		c.addCommon(cmd.Flags())
+		cmd.PreRunE = c.checkServer
 	}
-	if len(pos) != positional {
-		fmt.Fprintf(fs.Output(), "spool %s: want %d argument(s), got %d\n", strings.TrimPrefix(fs.Name(), "spool "), positional, len(pos))
-		fs.Usage()
-		return nil, 2, false
+	return cmd
+}
+
+// checkServer reads --server, taking HOST:PORT as http://HOST:PORT.
+func (c *cli) checkServer(*cobra.Command, []string) error {
+	u, err := serverURL(c.cm.server)
+	if err != nil {
+		return err
 	}
-	return pos, 0, true
+	c.cm.server = u
+	return nil
+}
+
+// serverURL is the base URL of the server s names: an http or https URL,
+// or HOST:PORT for http://HOST:PORT.
+func serverURL(s string) (string, error) {
+	raw := strings.TrimSpace(s)
+	if !strings.Contains(raw, "://") {
+		raw = "http://" + raw
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return "", usagef("--server %q is not a server: want http://HOST:PORT, https://HOST or HOST:PORT", s)
+	}
+	return strings.TrimRight(raw, "/"), nil
 }
 
 // connect returns a client and a context bounded by the common flags.
-func (cm *common) connect() (*client.Client, context.Context, context.CancelFunc) {
+func (c *cli) connect() (*client.Client, context.Context, context.CancelFunc) {
 	var opts []client.Option
-	if cm.token != "" {
-		opts = append(opts, client.WithToken(cm.token))
+	if c.cm.token != "" {
+		opts = append(opts, client.WithToken(c.cm.token))
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	ctx, cancel := context.WithTimeout(ctx, cm.timeout)
-	return client.New(cm.server, opts...), ctx, func() { cancel(); stop() }
+	ctx, cancel := context.WithTimeout(ctx, c.cm.timeout)
+	return client.New(c.cm.server, opts...), ctx, func() { cancel(); stop() }
 }
 
-// report reports err and returns the exit code: 1 for errors answered by the
-// server or the network.
-func (c *cli) report(cmd string, err error) int {
+// explain words err for the user: an error the server answered with the
+// field it names, no answer at all with how to start a server.
+func (c *cli) explain(err error) string {
 	var e *client.Error
 	if errors.As(err, &e) && e.Field != "" {
-		fmt.Fprintf(c.errOut, "spool %s: %s (field %s)\n", cmd, e.Message, e.Field)
-	} else {
-		fmt.Fprintf(c.errOut, "spool %s: %v\n", cmd, err)
+		return fmt.Sprintf("%s (field %s)", e.Message, e.Field)
 	}
-	return 1
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" && c.cm.server != "" {
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			return fmt.Sprintf("no Spool server answers at %s: start one with 'spool server' (or pass --server / set SPOOL_SERVER)", c.cm.server)
+		}
+		return fmt.Sprintf("no Spool server answers at %s (%v): check --server / SPOOL_SERVER, or start one with 'spool server'", c.cm.server, op.Err)
+	}
+	return err.Error()
 }
 
 // printJSON writes v as indented JSON.
-func (c *cli) printJSON(v any) int {
+func (c *cli) printJSON(v any) error {
 	enc := json.NewEncoder(c.out)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(v); err != nil {
-		fmt.Fprintf(c.errOut, "spool: encode output: %v\n", err)
-		return 1
+		return fmt.Errorf("encode output: %w", err)
 	}
-	return 0
+	return nil
 }
 
 // table writes rows under a header, aligned.
@@ -147,21 +140,13 @@ func (c *cli) table(header []string, rows [][]string) {
 	_ = tw.Flush()
 }
 
-// sub dispatches "spool <group> <sub> ...".
-func (c *cli) sub(group string, args []string, subs map[string]func([]string) int, names string) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprintf(c.errOut, "usage: spool %s <%s> [flags]\n", group, names)
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
+// show prints v as JSON with --json, else with table.
+func (c *cli) show(v any, table func()) error {
+	if c.cm.asJSON {
+		return c.printJSON(v)
 	}
-	fn, ok := subs[args[0]]
-	if !ok {
-		fmt.Fprintf(c.errOut, "spool %s: unknown subcommand %q (want %s)\n", group, args[0], names)
-		return 2
-	}
-	return fn(args[1:])
+	table()
+	return nil
 }
 
 // shortTime formats t for tables: empty when zero.

@@ -36,8 +36,7 @@ func TestCLIAuthToken(t *testing.T) {
 		var out, errOut bytes.Buffer
 		env["SPOOL_SERVER"] = "http://" + srv.Addr()
 		c := &cli{out: &out, errOut: &errOut, getenv: func(k string) string { return env[k] }}
-		cmds := map[string]func([]string) int{"enqueue": c.enqueue, "queues": c.queues}
-		code := cmds[args[0]](args[1:])
+		code := c.run(args)
 		return code, out.String() + errOut.String()
 	}
 	if code, out := run(map[string]string{}, "enqueue", "--kind", "k"); code != 1 || !strings.Contains(out, "unauthorized") {

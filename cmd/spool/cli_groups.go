@@ -5,109 +5,113 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/spoolq/spool/client"
 )
 
-// consumerGroups creates, lists, moves and deletes the consumer groups of
-// a queue.
-func (c *cli) consumerGroups(args []string) int {
-	return c.sub("consumer-groups", args, map[string]func([]string) int{
-		"list":   c.groupsList,
-		"get":    func(a []string) int { return c.groupsOne("get", a) },
-		"create": func(a []string) int { return c.groupsMove("create", a) },
-		"seek":   func(a []string) int { return c.groupsMove("seek", a) },
-		"delete": func(a []string) int { return c.groupsOne("delete", a) },
-	}, "list|get|create|seek|delete")
+// consumerGroupsCommand creates, lists, moves and deletes the consumer
+// groups of a queue.
+func (c *cli) consumerGroupsCommand() *cobra.Command {
+	return c.client(c.group(&cobra.Command{
+		Use:   "consumer-groups",
+		Short: "List, show, create, seek or delete the consumer groups of a queue",
+		Example: `  spool consumer-groups create orders billing --from new
+  spool consumer-groups list orders
+  spool fetch --queue orders --consumer-group billing`,
+	}, c.groupsListCommand(), c.groupsOneCommand("get"), c.groupsMoveCommand("create"), c.groupsMoveCommand("seek"),
+		c.groupsOneCommand("delete")), true)
 }
 
-func (c *cli) groupsList(args []string) int {
-	fs, cm := c.flags("consumer-groups list", "consumer-groups list QUEUE")
-	pos, code, ok := parse(fs, args, 1)
-	if !ok {
-		return code
+func (c *cli) groupsListCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:     "list QUEUE",
+		Short:   "List the consumer groups of a queue with their pending jobs and lag",
+		Example: "  spool consumer-groups list orders",
+		Args:    exactArgs(1, "QUEUE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, ctx, done := c.connect()
+			defer done()
+			gs, err := cl.ConsumerGroups(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			return c.show(map[string]any{"consumer_groups": gs}, func() { c.printGroups(gs...) })
+		},
 	}
-	cl, ctx, done := cm.connect()
-	defer done()
-	gs, err := cl.ConsumerGroups(ctx, pos[0])
-	if err != nil {
-		return c.report("consumer-groups list", err)
-	}
-	if cm.asJSON {
-		return c.printJSON(map[string]any{"consumer_groups": gs})
-	}
-	c.printGroups(gs...)
-	return 0
 }
 
-// groupsOne gets or deletes one consumer group.
-func (c *cli) groupsOne(action string, args []string) int {
-	fs, cm := c.flags("consumer-groups "+action, "consumer-groups "+action+" QUEUE GROUP")
-	pos, code, ok := parse(fs, args, 2)
-	if !ok {
-		return code
+// groupsOneCommand gets or deletes one consumer group.
+func (c *cli) groupsOneCommand(action string) *cobra.Command {
+	short := map[string]string{"get": "Show one consumer group of a queue",
+		"delete": "Delete a consumer group of a queue with what it kept per job"}[action]
+	return &cobra.Command{
+		Use:     action + " QUEUE GROUP",
+		Short:   short,
+		Example: "  spool consumer-groups " + action + " orders billing",
+		Args:    exactArgs(2, "QUEUE and GROUP"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, ctx, done := c.connect()
+			defer done()
+			if action == "delete" {
+				if err := cl.DeleteConsumerGroup(ctx, args[0], args[1]); err != nil {
+					return err
+				}
+				return c.show(map[string]any{"deleted": args[1]}, func() {
+					fmt.Fprintf(c.out, "deleted consumer group %s of %s\n", args[1], args[0])
+				})
+			}
+			g, err := cl.ConsumerGroup(ctx, args[0], args[1])
+			if err != nil {
+				return err
+			}
+			return c.show(g, func() { c.printGroups(*g) })
+		},
 	}
-	cl, ctx, done := cm.connect()
-	defer done()
-	if action == "delete" {
-		if err := cl.DeleteConsumerGroup(ctx, pos[0], pos[1]); err != nil {
-			return c.report("consumer-groups delete", err)
+}
+
+// groupsMoveCommand creates a consumer group or moves one, to --from.
+func (c *cli) groupsMoveCommand(action string) *cobra.Command {
+	var from string
+	short := map[string]string{"create": "Create a consumer group of a queue, starting where --from says",
+		"seek": "Move a consumer group to where --from says, to replay or skip jobs"}[action]
+	cmd := &cobra.Command{
+		Use:   action + " QUEUE GROUP [--from beginning|new|TIME]",
+		Short: short,
+		Example: fmt.Sprintf("  spool consumer-groups %s orders billing --from new\n"+
+			"  spool consumer-groups %s orders audit --from 2026-11-24T09:00:00Z", action, action),
+		Args: exactArgs(2, "QUEUE and GROUP"),
+	}
+	cmd.Flags().StringVar(&from, "from", "beginning", "where the consumer group starts: beginning (every job the queue holds), new (jobs enqueued from now on) or an RFC 3339 time")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		var start client.GroupStart
+		switch from {
+		case "beginning":
+			start = client.FromBeginning
+		case "new":
+			start = client.FromNew
+		default:
+			t, err := time.Parse(time.RFC3339Nano, from)
+			if err != nil {
+				return usagef("--from must be beginning, new or an RFC 3339 time such as 2026-11-24T09:00:00Z")
+			}
+			start = client.FromTime(t)
 		}
-		if cm.asJSON {
-			return c.printJSON(map[string]any{"deleted": pos[1]})
+		cl, ctx, done := c.connect()
+		defer done()
+		var g *client.ConsumerGroup
+		var err error
+		if action == "create" {
+			g, _, err = cl.CreateConsumerGroup(ctx, args[0], args[1], start)
+		} else {
+			g, err = cl.SeekConsumerGroup(ctx, args[0], args[1], start)
 		}
-		fmt.Fprintf(c.out, "deleted consumer group %s of %s\n", pos[1], pos[0])
-		return 0
-	}
-	g, err := cl.ConsumerGroup(ctx, pos[0], pos[1])
-	if err != nil {
-		return c.report("consumer-groups get", err)
-	}
-	if cm.asJSON {
-		return c.printJSON(g)
-	}
-	c.printGroups(*g)
-	return 0
-}
-
-// groupsMove creates a consumer group or moves one, to --from.
-func (c *cli) groupsMove(action string, args []string) int {
-	fs, cm := c.flags("consumer-groups "+action, "consumer-groups "+action+" QUEUE GROUP [--from beginning|new|TIME]")
-	from := fs.String("from", "beginning", "where the consumer group starts: beginning (every job the queue holds), new (jobs enqueued from now on) or an RFC 3339 time")
-	pos, code, ok := parse(fs, args, 2)
-	if !ok {
-		return code
-	}
-	var start client.GroupStart
-	switch *from {
-	case "beginning":
-		start = client.FromBeginning
-	case "new":
-		start = client.FromNew
-	default:
-		t, err := time.Parse(time.RFC3339Nano, *from)
 		if err != nil {
-			fmt.Fprintf(c.errOut, "spool consumer-groups %s: --from must be beginning, new or an RFC 3339 time such as 2026-11-24T09:00:00Z\n", action)
-			return 2
+			return err
 		}
-		start = client.FromTime(t)
+		return c.show(g, func() { c.printGroups(*g) })
 	}
-	cl, ctx, done := cm.connect()
-	defer done()
-	var g *client.ConsumerGroup
-	var err error
-	if action == "create" {
-		g, _, err = cl.CreateConsumerGroup(ctx, pos[0], pos[1], start)
-	} else {
-		g, err = cl.SeekConsumerGroup(ctx, pos[0], pos[1], start)
-	}
-	if err != nil {
-		return c.report("consumer-groups "+action, err)
-	}
-	if cm.asJSON {
-		return c.printJSON(g)
-	}
-	c.printGroups(*g)
-	return 0
+	return cmd
 }
 
 // printGroups writes groups as a table.

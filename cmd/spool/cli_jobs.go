@@ -2,12 +2,14 @@ package main
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/spoolq/spool/client"
 )
@@ -16,6 +18,8 @@ import (
 type listFlag []string
 
 func (l *listFlag) String() string { return strings.Join(*l, ",") }
+
+func (l *listFlag) Type() string { return "strings" }
 
 func (l *listFlag) Set(v string) error {
 	for _, s := range strings.Split(v, ",") {
@@ -56,7 +60,7 @@ type jobFlags struct {
 
 // addJobFlags defines the flags of a job on fs but its id and run time,
 // which only an enqueue takes.
-func addJobFlags(fs *flag.FlagSet) *jobFlags {
+func addJobFlags(fs *pflag.FlagSet) *jobFlags {
 	f := &jobFlags{}
 	fs.StringVar(&f.p.Queue, "queue", "", "queue (default \"default\")")
 	fs.StringVar(&f.p.Kind, "kind", "", "kind: the handler that runs the job (required)")
@@ -67,7 +71,7 @@ func addJobFlags(fs *flag.FlagSet) *jobFlags {
 	fs.DurationVar(&f.p.Lease, "lease", 0, "lease of each hand-out (default: the queue's default, else 30s)")
 	fs.StringVar(&f.p.UniqueKey, "unique-key", "", "unique key within the queue")
 	fs.DurationVar(&f.p.UniqueFor, "unique-for", 0, "uniqueness window (default: while the job is pending)")
-	fs.Var(&f.tags, "tag", "tag (repeatable)")
+	fs.Var(&f.tags, "tag", "tag (repeatable, or comma-separated)")
 	fs.StringVar(&f.p.Group, "group", "", "the job's group `G`: the tenant, customer or entity it belongs to, for flow control and ordered queues (see spool queues limits)")
 	fs.StringVar(&f.durability, "durability", "", "how the job is kept: full, process or memory (default: the queue's level)")
 	fs.StringVar(&f.p.TraceParent, "traceparent", "", "the W3C traceparent `TP` of the trace the job continues (00-<32 hex>-<16 hex>-<2 hex>)")
@@ -90,110 +94,121 @@ func (f *jobFlags) params(stdin io.Reader) (client.EnqueueParams, error) {
 	return p, nil
 }
 
-func (c *cli) enqueue(args []string) int {
-	fs, cm := c.flags("enqueue", "enqueue --kind KIND [--queue Q] [--payload JSON|-] [flags]")
+func (c *cli) enqueueCommand() *cobra.Command {
 	var id, runAt string
-	fs.StringVar(&id, "id", "", "job id, to make the enqueue idempotent (default: generated)")
-	fs.StringVar(&runAt, "run-at", "", "make the job available at this RFC 3339 time")
-	jf := addJobFlags(fs)
-	_, code, ok := parse(fs, args, 0)
-	if !ok {
-		return code
+	cmd := &cobra.Command{
+		Use:   "enqueue --kind KIND [--queue Q] [--payload JSON|-] [flags]",
+		Short: "Enqueue a job",
+		Example: `  spool enqueue --queue emails --kind welcome --payload '{"user":42}'
+  echo '{"user":42}' | spool enqueue --kind welcome --payload - --delay 10m --tag signup
+  spool enqueue --kind charge --id order-991 --unique-key order-991   # idempotent`,
+		Args: noArgs,
 	}
-	p, err := jf.params(c.stdin())
-	if err != nil {
-		return c.report("enqueue", err)
-	}
-	p.ID = id
-	if runAt != "" {
-		if p.RunAt, err = time.Parse(time.RFC3339Nano, runAt); err != nil {
-			return c.report("enqueue", fmt.Errorf("--run-at: %w", err))
+	cmd.Flags().StringVar(&id, "id", "", "job id, to make the enqueue idempotent (default: generated)")
+	cmd.Flags().StringVar(&runAt, "run-at", "", "make the job available at this RFC 3339 time")
+	jf := addJobFlags(cmd.Flags())
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		p, err := jf.params(c.stdin())
+		if err != nil {
+			return err
 		}
+		p.ID = id
+		if runAt != "" {
+			if p.RunAt, err = time.Parse(time.RFC3339Nano, runAt); err != nil {
+				return fmt.Errorf("--run-at: %w", err)
+			}
+		}
+		cl, ctx, done := c.connect()
+		defer done()
+		res, err := cl.Enqueue(ctx, p)
+		if err != nil {
+			return err
+		}
+		return c.show(res, func() {
+			c.table([]string{"ID", "STATE", "DUPLICATE"}, [][]string{{res.ID, string(res.State), yesNo(res.Duplicate)}})
+		})
 	}
-	cl, ctx, done := cm.connect()
-	defer done()
-	res, err := cl.Enqueue(ctx, p)
-	if err != nil {
-		return c.report("enqueue", err)
-	}
-	if cm.asJSON {
-		return c.printJSON(res)
-	}
-	c.table([]string{"ID", "STATE", "DUPLICATE"}, [][]string{{res.ID, string(res.State), yesNo(res.Duplicate)}})
-	return 0
+	return c.client(cmd, false)
 }
 
-func (c *cli) jobs(args []string) int {
-	return c.sub("jobs", args, map[string]func([]string) int{
-		"list":     c.jobsList,
-		"get":      c.jobsGet,
-		"cancel":   func(a []string) int { return c.jobAction("cancel", a) },
-		"retry":    func(a []string) int { return c.jobAction("retry", a) },
-		"delete":   c.jobsDelete,
-		"transact": c.jobsTransact,
-	}, "list|get|cancel|retry|delete|transact")
+func (c *cli) jobsCommand() *cobra.Command {
+	return c.client(c.group(&cobra.Command{
+		Use:   "jobs",
+		Short: "List, get, cancel, retry or delete jobs; ack, fail and enqueue in one transaction",
+		Example: `  spool jobs list --queue emails --state dead
+  spool jobs get 01JD3Q5W8R2M --wait --timeout 5m
+  spool jobs retry 01JD3Q5W8R2M`,
+	}, c.jobsListCommand(), c.jobsGetCommand(), c.jobActionCommand("cancel"), c.jobActionCommand("retry"),
+		c.jobsDeleteCommand(), c.jobsTransactCommand()), true)
 }
 
-func (c *cli) jobsList(args []string) int {
-	fs, cm := c.flags("jobs list", "jobs list [--queue Q] [--state S] [--worker W] [--limit N] [--cursor C]")
+func (c *cli) jobsListCommand() *cobra.Command {
 	var p client.ListParams
 	var state string
+	cmd := &cobra.Command{
+		Use:   "list [--queue Q] [--state S] [--worker W] [--limit N] [--cursor C]",
+		Short: "List jobs, newest first, a page at a time",
+		Example: `  spool jobs list --queue emails --state dead
+  spool jobs list --worker host-1/pid-77          # the jobs one worker holds
+  spool jobs list --limit 100 --cursor <cursor>   # the next page`,
+		Args: noArgs,
+	}
+	fs := cmd.Flags()
 	fs.StringVar(&p.Queue, "queue", "", "only this queue")
 	fs.StringVar(&state, "state", "", "only this state: scheduled, available, active, retrying, completed, dead or cancelled")
 	fs.StringVar(&p.Worker, "worker", "", "only the jobs this worker holds (state active, the default with --worker)")
 	fs.IntVar(&p.Limit, "limit", 50, "jobs per page, 1 to 1000")
 	fs.StringVar(&p.Cursor, "cursor", "", "continue from the cursor a previous page printed")
-	_, code, ok := parse(fs, args, 0)
-	if !ok {
-		return code
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		p.State = client.State(state)
+		if p.Worker != "" && p.State == "" {
+			p.State = client.StateActive // what a worker holds
+		}
+		cl, ctx, done := c.connect()
+		defer done()
+		page, err := cl.List(ctx, p)
+		if err != nil {
+			return err
+		}
+		return c.show(page, func() {
+			rows := make([][]string, len(page.Jobs))
+			for i, j := range page.Jobs {
+				rows[i] = []string{j.ID, j.Queue, j.Kind, string(j.State), fmt.Sprintf("%d/%d", j.Attempt, j.MaxAttempts),
+					strconv.Itoa(j.Priority), shortTime(j.RunAt), shortTime(j.CreatedAt)}
+			}
+			c.table([]string{"ID", "QUEUE", "KIND", "STATE", "ATTEMPT", "PRIORITY", "RUN AT", "CREATED"}, rows)
+			if page.NextCursor != "" {
+				fmt.Fprintf(c.errOut, "more: --cursor %s\n", page.NextCursor)
+			}
+		})
 	}
-	p.State = client.State(state)
-	if p.Worker != "" && p.State == "" {
-		p.State = client.StateActive // what a worker holds
-	}
-	cl, ctx, done := cm.connect()
-	defer done()
-	page, err := cl.List(ctx, p)
-	if err != nil {
-		return c.report("jobs list", err)
-	}
-	if cm.asJSON {
-		return c.printJSON(page)
-	}
-	rows := make([][]string, len(page.Jobs))
-	for i, j := range page.Jobs {
-		rows[i] = []string{j.ID, j.Queue, j.Kind, string(j.State), fmt.Sprintf("%d/%d", j.Attempt, j.MaxAttempts),
-			strconv.Itoa(j.Priority), shortTime(j.RunAt), shortTime(j.CreatedAt)}
-	}
-	c.table([]string{"ID", "QUEUE", "KIND", "STATE", "ATTEMPT", "PRIORITY", "RUN AT", "CREATED"}, rows)
-	if page.NextCursor != "" {
-		fmt.Fprintf(c.errOut, "more: --cursor %s\n", page.NextCursor)
-	}
-	return 0
+	return cmd
 }
 
-func (c *cli) jobsGet(args []string) int {
-	fs, cm := c.flags("jobs get", "jobs get ID")
-	wait := fs.Bool("wait", false, "wait until the job is completed, dead or cancelled (up to --timeout)")
-	pos, code, ok := parse(fs, args, 1)
-	if !ok {
-		return code
+func (c *cli) jobsGetCommand() *cobra.Command {
+	var wait bool
+	cmd := &cobra.Command{
+		Use:   "get ID",
+		Short: "Show one job: its state, attempts, payload, result, errors and worker",
+		Example: `  spool jobs get 01JD3Q5W8R2M
+  spool jobs get 01JD3Q5W8R2M --wait --timeout 5m --json   # block until it finishes`,
+		Args: exactArgs(1, "ID"),
 	}
-	cl, ctx, done := cm.connect()
-	defer done()
-	get := cl.Get
-	if *wait {
-		get = cl.Await
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the job is completed, dead or cancelled (up to --timeout)")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		cl, ctx, done := c.connect()
+		defer done()
+		get := cl.Get
+		if wait {
+			get = cl.Await
+		}
+		j, err := get(ctx, args[0])
+		if err != nil {
+			return err
+		}
+		return c.show(j, func() { c.printJob(j) })
 	}
-	j, err := get(ctx, pos[0])
-	if err != nil {
-		return c.report("jobs get", err)
-	}
-	if cm.asJSON {
-		return c.printJSON(j)
-	}
-	c.printJob(j)
-	return 0
+	return cmd
 }
 
 // printJob writes a job as aligned "field value" lines.
@@ -245,48 +260,50 @@ func (c *cli) printJob(j *client.Job) {
 	c.table([]string{"FIELD", "VALUE"}, tw)
 }
 
-// jobAction runs cancel or retry on one job.
-func (c *cli) jobAction(action string, args []string) int {
-	fs, cm := c.flags("jobs "+action, "jobs "+action+" ID")
-	pos, code, ok := parse(fs, args, 1)
-	if !ok {
-		return code
+// jobActionCommand is cancel or retry of one job.
+func (c *cli) jobActionCommand(action string) *cobra.Command {
+	short := map[string]string{
+		"cancel": "Cancel a job: at once if it waits, at its worker's next call if it runs",
+		"retry":  "Make a dead, cancelled, retrying or scheduled job available now",
+	}[action]
+	return &cobra.Command{
+		Use:     action + " ID",
+		Short:   short,
+		Example: "  spool jobs " + action + " 01JD3Q5W8R2M",
+		Args:    exactArgs(1, "ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, ctx, done := c.connect()
+			defer done()
+			act := cl.Retry
+			if action == "cancel" {
+				act = cl.Cancel
+			}
+			j, err := act(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			return c.show(j, func() {
+				c.table([]string{"ID", "STATE", "CANCEL REQUESTED"}, [][]string{{j.ID, string(j.State), yesNo(j.CancelRequested)}})
+			})
+		},
 	}
-	cl, ctx, done := cm.connect()
-	defer done()
-	var j *client.Job
-	var err error
-	if action == "cancel" {
-		j, err = cl.Cancel(ctx, pos[0])
-	} else {
-		j, err = cl.Retry(ctx, pos[0])
-	}
-	if err != nil {
-		return c.report("jobs "+action, err)
-	}
-	if cm.asJSON {
-		return c.printJSON(j)
-	}
-	c.table([]string{"ID", "STATE", "CANCEL REQUESTED"}, [][]string{{j.ID, string(j.State), yesNo(j.CancelRequested)}})
-	return 0
 }
 
-func (c *cli) jobsDelete(args []string) int {
-	fs, cm := c.flags("jobs delete", "jobs delete ID")
-	pos, code, ok := parse(fs, args, 1)
-	if !ok {
-		return code
+func (c *cli) jobsDeleteCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:     "delete ID",
+		Short:   "Delete a job that is not active",
+		Example: "  spool jobs delete 01JD3Q5W8R2M",
+		Args:    exactArgs(1, "ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, ctx, done := c.connect()
+			defer done()
+			if err := cl.Delete(ctx, args[0]); err != nil {
+				return err
+			}
+			return c.show(map[string]any{"id": args[0], "deleted": true}, func() { fmt.Fprintf(c.out, "deleted %s\n", args[0]) })
+		},
 	}
-	cl, ctx, done := cm.connect()
-	defer done()
-	if err := cl.Delete(ctx, pos[0]); err != nil {
-		return c.report("jobs delete", err)
-	}
-	if cm.asJSON {
-		return c.printJSON(map[string]any{"id": pos[0], "deleted": true})
-	}
-	fmt.Fprintf(c.out, "deleted %s\n", pos[0])
-	return 0
 }
 
 func yesNo(b bool) string {

@@ -8,7 +8,7 @@ import (
 func TestCLILimits(t *testing.T) {
 	t.Parallel()
 	b := setupCLI(t)
-	q := b.okJSON("queues", "limits", "api", "--rate", "100/1m", "--max-active", "7", "--group-rate", "3/1.5s", "--group-max-active", "2")
+	q := b.okJSON("queues", "limits", "api", "--create", "--rate", "100/1m", "--max-active", "7", "--group-rate", "3/1.5s", "--group-max-active", "2")
 	l, _ := q["limits"].(map[string]any)
 	rate, _ := l["rate"].(map[string]any)
 	groupRate, _ := l["group_rate"].(map[string]any)
@@ -87,10 +87,10 @@ func TestCLILimitsBadInput(t *testing.T) {
 		{[]string{"queues", "limits", "q", "--max-active", "0"}, 2, "--max-active must be at least 1"},
 		{[]string{"queues", "limits", "q", "--group-max-active", "0"}, 2, "--group-max-active must be at least 1"},
 		{[]string{"queues", "limits", "q", "--clear", "--max-active", "2"}, 2, "--clear takes no limit flag"},
-		{[]string{"queues", "limits", "q", "--rate", "0/1s"}, 1, "field rate.limit"},
-		{[]string{"queues", "limits", "q", "--group-rate", "5/25h"}, 1, "field group_rate.period_ms"},
-		{[]string{"queues", "limits", "q", "--max-active", "-1"}, 1, "field max_active"},
-		{[]string{"queues", "limits", "bad name", "--max-active", "1"}, 1, "field queue"},
+		{[]string{"queues", "limits", "q", "--create", "--rate", "0/1s"}, 1, "field rate.limit"},
+		{[]string{"queues", "limits", "q", "--create", "--group-rate", "5/25h"}, 1, "field group_rate.period_ms"},
+		{[]string{"queues", "limits", "q", "--create", "--max-active", "-1"}, 1, "field max_active"},
+		{[]string{"queues", "limits", "bad name", "--create", "--max-active", "1"}, 1, "field queue"},
 		{[]string{"queues", "limits", "nosuch"}, 1, "not_found"},
 		{[]string{"enqueue", "--kind", "k", "--group", "a\x00b"}, 1, "field group"},
 		{[]string{"enqueue", "--kind", "k", "--group", strings.Repeat("g", 257)}, 1, "field group"},
@@ -106,7 +106,7 @@ func TestCLILimitsBadInput(t *testing.T) {
 func TestCLIOrdered(t *testing.T) {
 	t.Parallel()
 	b := setupCLI(t)
-	q := b.okJSON("queues", "limits", "events", "--ordered")
+	q := b.okJSON("queues", "limits", "events", "--create", "--ordered")
 	l, _ := q["limits"].(map[string]any)
 	if l["ordered"] != true || l["group_max_active"] != 1.0 {
 		t.Fatalf("queues limits --ordered --json: %v", q)

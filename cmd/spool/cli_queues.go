@@ -3,47 +3,46 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/spoolq/spool/client"
 )
 
-func (c *cli) queues(args []string) int {
-	return c.sub("queues", args, map[string]func([]string) int{
-		"list":        c.queuesList,
-		"get":         func(a []string) int { return c.queueAction("get", a) },
-		"pause":       func(a []string) int { return c.queueAction("pause", a) },
-		"resume":      func(a []string) int { return c.queueAction("resume", a) },
-		"durability":  c.queuesDurability,
-		"limits":      c.queuesLimits,
-		"settings":    c.queuesSettings,
-		"purge":       c.queuesPurge,
-		"retry":       func(a []string) int { return c.queueBulk("retry", a) },
-		"delete-jobs": func(a []string) int { return c.queueBulk("delete-jobs", a) },
-	}, "list|get|pause|resume|durability|limits|settings|purge|retry|delete-jobs")
+func (c *cli) queuesCommand() *cobra.Command {
+	return c.client(c.group(&cobra.Command{
+		Use:   "queues",
+		Short: "List, show, pause, resume or purge queues; set their durability, limits and settings; retry or delete jobs by state",
+		Example: `  spool queues list
+  spool queues pause emails
+  spool queues limits emails --group-max-active 1 --rate 100/1m
+  spool queues retry emails --state dead`,
+	}, c.queuesListCommand(), c.queueGetCommand(), c.queuePauseCommand(true), c.queuePauseCommand(false),
+		c.queuesDurabilityCommand(), c.queuesLimitsCommand(), c.queuesSettingsCommand(), c.queuesPurgeCommand(),
+		c.queueBulkCommand("retry"), c.queueBulkCommand("delete-jobs")), true)
 }
 
-func (c *cli) queuesList(args []string) int {
-	fs, cm := c.flags("queues list", "queues list")
-	_, code, ok := parse(fs, args, 0)
-	if !ok {
-		return code
+func (c *cli) queuesListCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:     "list",
+		Short:   "List the queues with their job counts, limits and settings",
+		Example: "  spool queues list\n  spool queues list --json",
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, ctx, done := c.connect()
+			defer done()
+			qs, err := cl.Queues(ctx)
+			if err != nil {
+				return err
+			}
+			return c.show(map[string]any{"queues": qs}, func() { c.printQueues(qs...) })
+		},
 	}
-	cl, ctx, done := cm.connect()
-	defer done()
-	qs, err := cl.Queues(ctx)
-	if err != nil {
-		return c.report("queues list", err)
-	}
-	if cm.asJSON {
-		return c.printJSON(map[string]any{"queues": qs})
-	}
-	c.printQueues(qs...)
-	return 0
 }
 
 // printQueues writes queues as a table with their counts, limits and
@@ -62,102 +61,188 @@ func (c *cli) printQueues(qs ...client.Queue) {
 		"SETTINGS"}, rows)
 }
 
-// queueAction runs get, pause or resume on one queue.
-func (c *cli) queueAction(action string, args []string) int {
-	fs, cm := c.flags("queues "+action, "queues "+action+" NAME")
-	pos, code, ok := parse(fs, args, 1)
-	if !ok {
-		return code
+func (c *cli) queueGetCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:     "get NAME",
+		Short:   "Show one queue with its job counts, limits and settings",
+		Example: "  spool queues get emails",
+		Args:    exactArgs(1, "NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, ctx, done := c.connect()
+			defer done()
+			q, err := cl.Queue(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			return c.show(q, func() { c.printQueues(*q) })
+		},
 	}
-	cl, ctx, done := cm.connect()
-	defer done()
-	var q *client.Queue
-	var err error
-	switch action {
-	case "pause":
-		q, err = cl.PauseQueue(ctx, pos[0])
-	case "resume":
-		q, err = cl.ResumeQueue(ctx, pos[0])
-	default:
-		q, err = cl.Queue(ctx, pos[0])
-	}
-	if err != nil {
-		return c.report("queues "+action, err)
-	}
-	if cm.asJSON {
-		return c.printJSON(q)
-	}
-	c.printQueues(*q)
-	return 0
 }
 
-// queuesDurability sets the level of the jobs later enqueued into a queue
-// without one of their own.
-func (c *cli) queuesDurability(args []string) int {
-	fs, cm := c.flags("queues durability", "queues durability NAME full|process|memory")
-	pos, code, ok := parse(fs, args, 2)
-	if !ok {
-		return code
+// queuePauseCommand is pause (pause true) or resume of one queue.
+func (c *cli) queuePauseCommand(pause bool) *cobra.Command {
+	action, short, made := "resume", "Resume a paused queue: its jobs are handed out again", "created, not paused"
+	if pause {
+		action, short, made = "pause", "Pause a queue: it takes jobs but hands none out", "created paused"
 	}
-	cl, ctx, done := cm.connect()
-	defer done()
-	q, err := cl.SetQueueDurability(ctx, pos[0], client.Durability(pos[1]))
-	if err != nil {
-		return c.report("queues durability", err)
+	var create bool
+	cmd := &cobra.Command{
+		Use:     action + " NAME",
+		Short:   short,
+		Example: fmt.Sprintf("  spool queues %s emails\n  spool queues %s reports --create   # a queue that has no jobs yet", action, action),
+		Args:    exactArgs(1, "NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, ctx, done := c.connect()
+			defer done()
+			if err := queueExists(ctx, cl, args[0], create, made); err != nil {
+				return err
+			}
+			set := cl.ResumeQueue
+			if pause {
+				set = cl.PauseQueue
+			}
+			q, err := set(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			return c.show(q, func() { c.printQueues(*q) })
+		},
 	}
-	if cm.asJSON {
-		return c.printJSON(q)
-	}
-	c.printQueues(*q)
-	return 0
+	addCreate(cmd.Flags(), &create, made)
+	return cmd
 }
 
-// queuesLimits sets, shows or clears a queue's flow control. The limit
-// flags replace the queue's limits as a whole; without any it shows them.
-func (c *cli) queuesLimits(args []string) int {
-	fs, cm := c.flags("queues limits",
-		"queues limits NAME [--rate N/DURATION] [--max-active N] [--group-rate N/DURATION] [--group-max-active N] [--ordered] | NAME --clear")
+// addCreate defines --create, which lets a command that names a missing
+// queue create it as made says.
+func addCreate(fs *pflag.FlagSet, create *bool, made string) {
+	fs.BoolVar(create, "create", false, "create the queue if it does not exist ("+made+"); without it a missing queue is an error")
+}
+
+// queueExists refuses to act on a queue that does not exist, unless create
+// is set: the server would create it, and a misspelt name would become a
+// new queue without a word. made says how --create would make it. The
+// check and the action are two calls: a queue created between them is
+// acted on like any other.
+func queueExists(ctx context.Context, cl *client.Client, name string, create bool, made string) error {
+	if create {
+		return nil
+	}
+	_, err := cl.Queue(ctx, name)
+	if !errors.Is(err, client.ErrNotFound) {
+		return err
+	}
+	hint := ""
+	if qs, err := cl.Queues(ctx); err == nil {
+		names := make([]string, len(qs))
+		for i, q := range qs {
+			names[i] = q.Name
+		}
+		hint = didYouMean(closest(name, names), strconv.Quote)
+	}
+	return fmt.Errorf("queue %q does not exist%s; pass --create to create it (%s)", name, hint, made)
+}
+
+// queuesDurabilityCommand sets the level of the jobs later enqueued into a
+// queue without one of their own.
+func (c *cli) queuesDurabilityCommand() *cobra.Command {
+	var create bool
+	const made = "with this level"
+	cmd := &cobra.Command{
+		Use:   "durability NAME full|process|memory",
+		Short: "Set the durability of the jobs later enqueued into a queue without a level of their own",
+		Long: `Set the durability of the jobs later enqueued into a queue without a level
+of their own: full (fsync before the answer; survives power loss), process
+(survives a crash of the process) or memory (lost with the process). Jobs
+already in the queue keep theirs.`,
+		Example: "  spool queues durability metrics process\n  spool queues durability audit full --create",
+		Args:    exactArgs(2, "NAME and LEVEL"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, ctx, done := c.connect()
+			defer done()
+			if err := queueExists(ctx, cl, args[0], create, made); err != nil {
+				return err
+			}
+			q, err := cl.SetQueueDurability(ctx, args[0], client.Durability(args[1]))
+			if err != nil {
+				return err
+			}
+			return c.show(q, func() { c.printQueues(*q) })
+		},
+	}
+	addCreate(cmd.Flags(), &create, made)
+	return cmd
+}
+
+// queuesLimitsCommand sets, shows or clears a queue's flow control. The
+// limit flags replace the queue's limits as a whole; without any it shows
+// them.
+func (c *cli) queuesLimitsCommand() *cobra.Command {
 	var l client.Limits
-	rate, groupRate := &rateFlag{r: &l.Rate}, &rateFlag{r: &l.GroupRate}
-	fs.Var(rate, "rate", "the queue's rate: at most N of its jobs start in any window of DURATION (`N/DURATION`, such as 100/1m or 10/s)")
+	var clearAll, create bool
+	const made = "with these limits"
+	cmd := &cobra.Command{
+		Use:   "limits NAME [--rate N/DURATION] [--max-active N] [--group-rate N/DURATION] [--group-max-active N] [--ordered] | NAME --clear",
+		Short: "Show, set or clear a queue's flow control: rates and caps, per queue and per group, and ordered groups",
+		Long: `Show, set or clear a queue's flow control. The limit flags replace the
+queue's limits as a whole; without any the command shows them.`,
+		Example: `  spool queues limits emails --group-max-active 1 --rate 100/1m
+  spool queues limits orders --ordered
+  spool queues limits emails            # show them
+  spool queues limits emails --clear`,
+		Args: exactArgs(1, "NAME"),
+	}
+	fs := cmd.Flags()
+	fs.Var(&rateFlag{r: &l.Rate}, "rate", "the queue's rate: at most N of its jobs start in any window of DURATION (`N/DURATION`, such as 100/1m or 10/s)")
 	fs.IntVar(&l.MaxActive, "max-active", 0, "at most `N` of the queue's jobs active at once, 1 to 1000000")
-	fs.Var(groupRate, "group-rate", "each group's rate: at most N of its jobs start in any window of DURATION (`N/DURATION`)")
+	fs.Var(&rateFlag{r: &l.GroupRate}, "group-rate", "each group's rate: at most N of its jobs start in any window of DURATION (`N/DURATION`)")
 	fs.IntVar(&l.GroupMaxActive, "group-max-active", 0, "at most `N` jobs of each group active at once (1: one at a time)")
 	fs.BoolVar(&l.Ordered, "ordered", false, "make every group ordered: its jobs run one at a time, in enqueue order, a failed job holding its group until it finishes")
-	clearAll := fs.Bool("clear", false, "remove every limit of the queue")
-	pos, code, ok := parse(fs, args, 1)
-	if !ok {
-		return code
+	fs.BoolVar(&clearAll, "clear", false, "remove every limit of the queue")
+	addCreate(fs, &create, made)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		limitFlags := anyChanged(fs, "rate", "max-active", "group-rate", "group-max-active", "ordered")
+		if clearAll && limitFlags {
+			return usagef("--clear takes no limit flag")
+		}
+		for _, f := range []struct {
+			name string
+			n    int
+		}{{"max-active", l.MaxActive}, {"group-max-active", l.GroupMaxActive}} {
+			if fs.Changed(f.name) && f.n == 0 {
+				return usagef("--%s must be at least 1; leave it out for no limit", f.name)
+			}
+		}
+		return c.replaceOrShow(args[0], clearAll, limitFlags, create, made, (*client.Client).ClearQueueLimits,
+			func(cl *client.Client, ctx context.Context, name string) (*client.Queue, error) {
+				return cl.SetQueueLimits(ctx, name, l)
+			})
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	limitFlags := set["rate"] || set["max-active"] || set["group-rate"] || set["group-max-active"] || set["ordered"]
-	if *clearAll && limitFlags {
-		fmt.Fprintln(c.errOut, "spool queues limits: --clear takes no limit flag")
-		return 2
-	}
-	for _, f := range []struct {
-		name string
-		n    int
-	}{{"max-active", l.MaxActive}, {"group-max-active", l.GroupMaxActive}} {
-		if set[f.name] && f.n == 0 {
-			fmt.Fprintf(c.errOut, "spool queues limits: --%s must be at least 1; leave it out for no limit\n", f.name)
-			return 2
+	return cmd
+}
+
+// anyChanged reports whether any of the flags names was given.
+func anyChanged(fs *pflag.FlagSet, names ...string) bool {
+	for _, n := range names {
+		if fs.Changed(n) {
+			return true
 		}
 	}
-	return c.replaceOrShow("queues limits", cm, pos[0], *clearAll, limitFlags, (*client.Client).ClearQueueLimits,
-		func(cl *client.Client, ctx context.Context, name string) (*client.Queue, error) {
-			return cl.SetQueueLimits(ctx, name, l)
-		})
+	return false
 }
 
 // replaceOrShow ends a command that replaces a part of a queue as a whole:
 // it clears that part, sets it, or with neither shows the queue, and
-// prints the queue.
-func (c *cli) replaceOrShow(cmd string, cm *common, name string, clearIt, setIt bool,
-	clear, set func(cl *client.Client, ctx context.Context, name string) (*client.Queue, error)) int {
-	cl, ctx, done := cm.connect()
+// prints the queue. Clearing or setting a queue that does not exist needs
+// create.
+func (c *cli) replaceOrShow(name string, clearIt, setIt, create bool, made string,
+	clear, set func(cl *client.Client, ctx context.Context, name string) (*client.Queue, error)) error {
+	cl, ctx, done := c.connect()
 	defer done()
+	if clearIt || setIt {
+		if err := queueExists(ctx, cl, name, create, made); err != nil {
+			return err
+		}
+	}
 	var q *client.Queue
 	var err error
 	switch {
@@ -169,62 +254,65 @@ func (c *cli) replaceOrShow(cmd string, cm *common, name string, clearIt, setIt 
 		q, err = cl.Queue(ctx, name)
 	}
 	if err != nil {
-		return c.report(cmd, err)
+		return err
 	}
-	if cm.asJSON {
-		return c.printJSON(q)
-	}
-	c.printQueues(*q)
-	return 0
+	return c.show(q, func() { c.printQueues(*q) })
 }
 
-// queuesSettings sets, shows or clears a queue's settings. The setting
-// flags replace the queue's settings as a whole; without any it shows
-// them.
-func (c *cli) queuesSettings(args []string) int {
-	fs, cm := c.flags("queues settings", "queues settings NAME [--dead-letter-queue QUEUE] [--max-wait DURATION] "+
-		"[--default-lease DURATION] [--default-max-attempts N] [--default-delay DURATION] | NAME --clear")
+// queuesSettingsCommand sets, shows or clears a queue's settings. The
+// setting flags replace the queue's settings as a whole; without any it
+// shows them.
+func (c *cli) queuesSettingsCommand() *cobra.Command {
 	var s client.QueueSettings
+	var clearAll, create bool
+	const made = "with these settings"
+	cmd := &cobra.Command{
+		Use: "settings NAME [--dead-letter-queue QUEUE] [--max-wait DURATION] " +
+			"[--default-lease DURATION] [--default-max-attempts N] [--default-delay DURATION] | NAME --clear",
+		Short: "Show, set or clear a queue's settings: dead-letter queue, maximum wait, defaults of its jobs",
+		Long: `Show, set or clear a queue's settings. The setting flags replace the
+queue's settings as a whole; without any the command shows them.`,
+		Example: `  spool queues settings orders --dead-letter-queue orders-dlq --max-wait 1h
+  spool queues settings orders --default-lease 5m --default-max-attempts 3
+  spool queues settings orders          # show them
+  spool queues settings orders --clear`,
+		Args: exactArgs(1, "NAME"),
+	}
+	fs := cmd.Flags()
 	fs.StringVar(&s.DeadLetterQueue, "dead-letter-queue", "", "the `QUEUE` that gets a copy of every job of this queue that dies")
 	fs.DurationVar(&s.MaxWait, "max-wait", 0, "how long a job may wait unstarted after its run time (`DURATION`, such as 30s or 1h): past it, it dies instead of starting")
 	fs.DurationVar(&s.DefaultLease, "default-lease", 0, "the lease (`DURATION`, such as 5m) of the jobs enqueued without one, in place of the server's 30s")
 	fs.IntVar(&s.DefaultMaxAttempts, "default-max-attempts", 0, "the maximum attempts (`N`, 1 to 1000) of the jobs enqueued without one, in place of the server's 25")
 	fs.DurationVar(&s.DefaultDelay, "default-delay", 0, "the delay (`DURATION`, such as 10s) of the jobs enqueued without a delay or run time: they become available this long after their enqueue")
-	clearAll := fs.Bool("clear", false, "remove every setting of the queue")
-	pos, code, ok := parse(fs, args, 1)
-	if !ok {
-		return code
-	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	settingFlags := set["dead-letter-queue"] || set["max-wait"] || set["default-lease"] ||
-		set["default-max-attempts"] || set["default-delay"]
-	if *clearAll && settingFlags {
-		fmt.Fprintln(c.errOut, "spool queues settings: --clear takes no setting flag")
-		return 2
-	}
-	if set["dead-letter-queue"] && s.DeadLetterQueue == "" {
-		fmt.Fprintln(c.errOut, "spool queues settings: --dead-letter-queue must name a queue; leave it out for none")
-		return 2
-	}
-	for _, f := range []struct {
-		name string
-		set  bool
-	}{
-		{"max-wait", s.MaxWait > 0},
-		{"default-lease", s.DefaultLease > 0},
-		{"default-max-attempts", s.DefaultMaxAttempts > 0},
-		{"default-delay", s.DefaultDelay > 0},
-	} {
-		if set[f.name] && !f.set {
-			fmt.Fprintf(c.errOut, "spool queues settings: --%s must be positive; leave it out for none\n", f.name)
-			return 2
+	fs.BoolVar(&clearAll, "clear", false, "remove every setting of the queue")
+	addCreate(fs, &create, made)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		settingFlags := anyChanged(fs, "dead-letter-queue", "max-wait", "default-lease", "default-max-attempts", "default-delay")
+		if clearAll && settingFlags {
+			return usagef("--clear takes no setting flag")
 		}
+		if fs.Changed("dead-letter-queue") && s.DeadLetterQueue == "" {
+			return usagef("--dead-letter-queue must name a queue; leave it out for none")
+		}
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{
+			{"max-wait", s.MaxWait > 0},
+			{"default-lease", s.DefaultLease > 0},
+			{"default-max-attempts", s.DefaultMaxAttempts > 0},
+			{"default-delay", s.DefaultDelay > 0},
+		} {
+			if fs.Changed(f.name) && !f.set {
+				return usagef("--%s must be positive; leave it out for none", f.name)
+			}
+		}
+		return c.replaceOrShow(args[0], clearAll, settingFlags, create, made, (*client.Client).ClearQueueSettings,
+			func(cl *client.Client, ctx context.Context, name string) (*client.Queue, error) {
+				return cl.SetQueueSettings(ctx, name, s)
+			})
 	}
-	return c.replaceOrShow("queues settings", cm, pos[0], *clearAll, settingFlags, (*client.Client).ClearQueueSettings,
-		func(cl *client.Client, ctx context.Context, name string) (*client.Queue, error) {
-			return cl.SetQueueSettings(ctx, name, s)
-		})
+	return cmd
 }
 
 // formatSettings writes s compactly, in the form of the flags that set it:
@@ -259,6 +347,8 @@ func (f *rateFlag) String() string {
 	}
 	return formatRate(*f.r)
 }
+
+func (f *rateFlag) Type() string { return "rate" }
 
 func (f *rateFlag) Set(v string) error {
 	n, d, ok := strings.Cut(v, "/")
@@ -321,53 +411,55 @@ func formatDuration(d time.Duration) string {
 	return s
 }
 
-func (c *cli) queuesPurge(args []string) int {
-	fs, cm := c.flags("queues purge", "queues purge NAME")
-	pos, code, ok := parse(fs, args, 1)
-	if !ok {
-		return code
+func (c *cli) queuesPurgeCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:     "purge NAME",
+		Short:   "Delete every job of a queue that is not active",
+		Example: "  spool queues purge emails",
+		Args:    exactArgs(1, "NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, ctx, done := c.connect()
+			defer done()
+			n, err := cl.PurgeQueue(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			return c.printCount("purged", n)
+		},
 	}
-	cl, ctx, done := cm.connect()
-	defer done()
-	n, err := cl.PurgeQueue(ctx, pos[0])
-	if err != nil {
-		return c.report("queues purge", err)
-	}
-	return c.printCount(cm, "purged", n)
 }
 
-// queueBulk retries or deletes every job of a queue in one state.
-func (c *cli) queueBulk(action string, args []string) int {
-	fs, cm := c.flags("queues "+action, "queues "+action+" NAME --state STATE")
-	state := fs.String("state", "", "the state of the jobs to "+map[string]string{"retry": "retry (dead, cancelled, retrying or scheduled)", "delete-jobs": "delete (any but active)"}[action])
-	pos, code, ok := parse(fs, args, 1)
-	if !ok {
-		return code
+// queueBulkCommand retries or deletes every job of a queue in one state.
+func (c *cli) queueBulkCommand(action string) *cobra.Command {
+	var state string
+	short := map[string]string{"retry": "Retry every job of a queue in one state (dead, cancelled, retrying or scheduled)",
+		"delete-jobs": "Delete every job of a queue in one state (any but active)"}[action]
+	cmd := &cobra.Command{
+		Use:     action + " NAME --state STATE",
+		Short:   short,
+		Example: fmt.Sprintf("  spool queues %s emails --state dead", action),
+		Args:    exactArgs(1, "NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if state == "" {
+				return usagef("--state is required")
+			}
+			cl, ctx, done := c.connect()
+			defer done()
+			bulk := cl.DeleteQueueJobs
+			if action == "retry" {
+				bulk = cl.RetryQueueJobs
+			}
+			n, err := bulk(ctx, args[0], client.State(state))
+			if err != nil {
+				return err
+			}
+			return c.printCount(map[string]string{"retry": "retried", "delete-jobs": "deleted"}[action], n)
+		},
 	}
-	if *state == "" {
-		fmt.Fprintf(c.errOut, "spool queues %s: --state is required\n", action)
-		return 2
-	}
-	cl, ctx, done := cm.connect()
-	defer done()
-	var n int
-	var err error
-	if action == "retry" {
-		n, err = cl.RetryQueueJobs(ctx, pos[0], client.State(*state))
-	} else {
-		n, err = cl.DeleteQueueJobs(ctx, pos[0], client.State(*state))
-	}
-	if err != nil {
-		return c.report("queues "+action, err)
-	}
-	verb := map[string]string{"retry": "retried", "delete-jobs": "deleted"}[action]
-	return c.printCount(cm, verb, n)
+	cmd.Flags().StringVar(&state, "state", "", "the state of the jobs to "+map[string]string{"retry": "retry (dead, cancelled, retrying or scheduled)", "delete-jobs": "delete (any but active)"}[action])
+	return cmd
 }
 
-func (c *cli) printCount(cm *common, verb string, n int) int {
-	if cm.asJSON {
-		return c.printJSON(map[string]int{"count": n})
-	}
-	fmt.Fprintf(c.out, "%s %d jobs\n", verb, n)
-	return 0
+func (c *cli) printCount(verb string, n int) error {
+	return c.show(map[string]int{"count": n}, func() { fmt.Fprintf(c.out, "%s %d jobs\n", verb, n) })
 }

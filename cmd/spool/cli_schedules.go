@@ -5,38 +5,38 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/spf13/cobra"
+
 	"github.com/spoolq/spool/client"
 )
 
-func (c *cli) schedules(args []string) int {
-	return c.sub("schedules", args, map[string]func([]string) int{
-		"list":    c.schedulesList,
-		"get":     c.schedulesGet,
-		"put":     c.schedulesPut,
-		"delete":  c.schedulesDelete,
-		"pause":   func(a []string) int { return c.scheduleAction("pause", a) },
-		"resume":  func(a []string) int { return c.scheduleAction("resume", a) },
-		"trigger": c.schedulesTrigger,
-	}, "list|get|put|delete|pause|resume|trigger")
+func (c *cli) schedulesCommand() *cobra.Command {
+	return c.client(c.group(&cobra.Command{
+		Use:   "schedules",
+		Short: "List, show, put, delete, pause, resume or trigger cron schedules",
+		Example: `  spool schedules put digest --cron "*/5 * * * *" --queue reports --kind digest
+  spool schedules list
+  spool schedules trigger digest`,
+	}, c.schedulesListCommand(), c.schedulesGetCommand(), c.schedulesPutCommand(), c.schedulesDeleteCommand(),
+		c.scheduleActionCommand("pause"), c.scheduleActionCommand("resume"), c.schedulesTriggerCommand()), true)
 }
 
-func (c *cli) schedulesList(args []string) int {
-	fs, cm := c.flags("schedules list", "schedules list")
-	_, code, ok := parse(fs, args, 0)
-	if !ok {
-		return code
+func (c *cli) schedulesListCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:     "list",
+		Short:   "List the schedules with their timing, job and next run",
+		Example: "  spool schedules list",
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, ctx, done := c.connect()
+			defer done()
+			ss, err := cl.ListSchedules(ctx)
+			if err != nil {
+				return err
+			}
+			return c.show(map[string]any{"schedules": ss}, func() { c.printSchedules(ss...) })
+		},
 	}
-	cl, ctx, done := cm.connect()
-	defer done()
-	ss, err := cl.ListSchedules(ctx)
-	if err != nil {
-		return c.report("schedules list", err)
-	}
-	if cm.asJSON {
-		return c.printJSON(map[string]any{"schedules": ss})
-	}
-	c.printSchedules(ss...)
-	return 0
 }
 
 // printSchedules writes schedules as a table, one line each.
@@ -73,23 +73,22 @@ func templateJob(raw json.RawMessage) (queue, kind string) {
 	return t.Queue, t.Kind
 }
 
-func (c *cli) schedulesGet(args []string) int {
-	fs, cm := c.flags("schedules get", "schedules get NAME")
-	pos, code, ok := parse(fs, args, 1)
-	if !ok {
-		return code
+func (c *cli) schedulesGetCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:     "get NAME",
+		Short:   "Show one schedule with its job template",
+		Example: "  spool schedules get digest",
+		Args:    exactArgs(1, "NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, ctx, done := c.connect()
+			defer done()
+			s, err := cl.GetSchedule(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			return c.show(s, func() { c.printSchedule(s) })
+		},
 	}
-	cl, ctx, done := cm.connect()
-	defer done()
-	s, err := cl.GetSchedule(ctx, pos[0])
-	if err != nil {
-		return c.report("schedules get", err)
-	}
-	if cm.asJSON {
-		return c.printJSON(s)
-	}
-	c.printSchedule(s)
-	return 0
 }
 
 // printSchedule writes a schedule as aligned "field value" lines.
@@ -114,13 +113,21 @@ func (c *cli) printSchedule(s *client.Schedule) {
 	c.table([]string{"FIELD", "VALUE"}, tw)
 }
 
-// schedulesPut creates or replaces a schedule from flags: its timing, its
-// misfire policy and the job it enqueues, described by enqueue's flags.
-func (c *cli) schedulesPut(args []string) int {
-	fs, cm := c.flags("schedules put",
-		"schedules put NAME (--cron EXPR [--timezone TZ] | --every D) --kind KIND [--queue Q] [--payload JSON|-] [flags]")
+// schedulesPutCommand creates or replaces a schedule from flags: its
+// timing, its misfire policy and the job it enqueues, described by
+// enqueue's flags.
+func (c *cli) schedulesPutCommand() *cobra.Command {
 	var spec client.ScheduleSpec
 	var misfire string
+	cmd := &cobra.Command{
+		Use:   "put NAME (--cron EXPR [--timezone TZ] | --every D) --kind KIND [--queue Q] [--payload JSON|-] [flags]",
+		Short: "Create or replace a schedule: when it fires and the job it enqueues",
+		Example: `  spool schedules put digest --cron "*/5 * * * *" --queue reports --kind digest
+  spool schedules put nightly --cron "0 3 * * *" --timezone Europe/Berlin --kind cleanup --misfire run_once
+  spool schedules put pulse --every 1h --kind ping --paused`,
+		Args: exactArgs(1, "NAME"),
+	}
+	fs := cmd.Flags()
 	fs.StringVar(&spec.Cron, "cron", "", "cron expression: minute hour day-of-month month day-of-week, an optional leading seconds field, or @hourly, @daily, …")
 	fs.StringVar(&spec.Timezone, "timezone", "", "IANA time zone the cron expression is read in (default UTC)")
 	fs.DurationVar(&spec.Every, "every", 0, "fire at every multiple of this interval since the Unix epoch, 1s to 8784h (instead of --cron)")
@@ -128,92 +135,88 @@ func (c *cli) schedulesPut(args []string) int {
 	fs.IntVar(&spec.MaxCatchUp, "max-catch-up", 0, "most missed ticks catch_up fires at once, 1 to 10000 (default 100)")
 	fs.BoolVar(&spec.Paused, "paused", false, "create the schedule paused, or pause it (without it, a put resumes the schedule)")
 	jf := addJobFlags(fs)
-	pos, code, ok := parse(fs, args, 1)
-	if !ok {
-		return code
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		spec.Misfire = client.Misfire(misfire)
+		job, err := jf.params(c.stdin())
+		if err != nil {
+			return err
+		}
+		spec.Job = job
+		cl, ctx, done := c.connect()
+		defer done()
+		s, created, err := cl.PutSchedule(ctx, args[0], spec)
+		if err != nil {
+			return err
+		}
+		return c.show(s, func() {
+			c.printSchedules(*s)
+			if !created {
+				fmt.Fprintf(c.errOut, "replaced the definition of schedule %s\n", s.Name)
+			}
+		})
 	}
-	spec.Misfire = client.Misfire(misfire)
-	job, err := jf.params(c.stdin())
-	if err != nil {
-		return c.report("schedules put", err)
-	}
-	spec.Job = job
-	cl, ctx, done := cm.connect()
-	defer done()
-	s, created, err := cl.PutSchedule(ctx, pos[0], spec)
-	if err != nil {
-		return c.report("schedules put", err)
-	}
-	if cm.asJSON {
-		return c.printJSON(s)
-	}
-	c.printSchedules(*s)
-	if !created {
-		fmt.Fprintf(c.errOut, "replaced the definition of schedule %s\n", s.Name)
-	}
-	return 0
+	return cmd
 }
 
-// scheduleAction pauses or resumes one schedule.
-func (c *cli) scheduleAction(action string, args []string) int {
-	fs, cm := c.flags("schedules "+action, "schedules "+action+" NAME")
-	pos, code, ok := parse(fs, args, 1)
-	if !ok {
-		return code
+// scheduleActionCommand pauses or resumes one schedule.
+func (c *cli) scheduleActionCommand(action string) *cobra.Command {
+	short := map[string]string{"pause": "Pause a schedule: it fires no more until resumed",
+		"resume": "Resume a paused schedule"}[action]
+	return &cobra.Command{
+		Use:     action + " NAME",
+		Short:   short,
+		Example: "  spool schedules " + action + " digest",
+		Args:    exactArgs(1, "NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, ctx, done := c.connect()
+			defer done()
+			act := cl.ResumeSchedule
+			if action == "pause" {
+				act = cl.PauseSchedule
+			}
+			s, err := act(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			return c.show(s, func() { c.printSchedules(*s) })
+		},
 	}
-	cl, ctx, done := cm.connect()
-	defer done()
-	var s *client.Schedule
-	var err error
-	if action == "pause" {
-		s, err = cl.PauseSchedule(ctx, pos[0])
-	} else {
-		s, err = cl.ResumeSchedule(ctx, pos[0])
-	}
-	if err != nil {
-		return c.report("schedules "+action, err)
-	}
-	if cm.asJSON {
-		return c.printJSON(s)
-	}
-	c.printSchedules(*s)
-	return 0
 }
 
-func (c *cli) schedulesTrigger(args []string) int {
-	fs, cm := c.flags("schedules trigger", "schedules trigger NAME")
-	pos, code, ok := parse(fs, args, 1)
-	if !ok {
-		return code
+func (c *cli) schedulesTriggerCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:     "trigger NAME",
+		Short:   "Enqueue a schedule's job now, outside its timing",
+		Example: "  spool schedules trigger digest",
+		Args:    exactArgs(1, "NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, ctx, done := c.connect()
+			defer done()
+			res, err := cl.TriggerSchedule(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			return c.show(res, func() {
+				j := res.Job
+				c.table([]string{"ID", "STATE", "DUPLICATE"}, [][]string{{j.ID, string(j.State), yesNo(j.Duplicate)}})
+			})
+		},
 	}
-	cl, ctx, done := cm.connect()
-	defer done()
-	res, err := cl.TriggerSchedule(ctx, pos[0])
-	if err != nil {
-		return c.report("schedules trigger", err)
-	}
-	if cm.asJSON {
-		return c.printJSON(res)
-	}
-	j := res.Job
-	c.table([]string{"ID", "STATE", "DUPLICATE"}, [][]string{{j.ID, string(j.State), yesNo(j.Duplicate)}})
-	return 0
 }
 
-func (c *cli) schedulesDelete(args []string) int {
-	fs, cm := c.flags("schedules delete", "schedules delete NAME")
-	pos, code, ok := parse(fs, args, 1)
-	if !ok {
-		return code
+func (c *cli) schedulesDeleteCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:     "delete NAME",
+		Short:   "Delete a schedule; the jobs it enqueued stay",
+		Example: "  spool schedules delete digest",
+		Args:    exactArgs(1, "NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, ctx, done := c.connect()
+			defer done()
+			if err := cl.DeleteSchedule(ctx, args[0]); err != nil {
+				return err
+			}
+			return c.show(map[string]any{"name": args[0], "deleted": true}, func() { fmt.Fprintf(c.out, "deleted schedule %s\n", args[0]) })
+		},
 	}
-	cl, ctx, done := cm.connect()
-	defer done()
-	if err := cl.DeleteSchedule(ctx, pos[0]); err != nil {
-		return c.report("schedules delete", err)
-	}
-	if cm.asJSON {
-		return c.printJSON(map[string]any{"name": pos[0], "deleted": true})
-	}
-	fmt.Fprintf(c.out, "deleted schedule %s\n", pos[0])
-	return 0
 }

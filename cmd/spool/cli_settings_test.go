@@ -8,7 +8,7 @@ import (
 func TestCLISettings(t *testing.T) {
 	t.Parallel()
 	b := setupCLI(t)
-	q := b.okJSON("queues", "settings", "orders", "--dead-letter-queue", "orders-dlq", "--max-wait", "90s")
+	q := b.okJSON("queues", "settings", "orders", "--create", "--dead-letter-queue", "orders-dlq", "--max-wait", "90s")
 	s, _ := q["settings"].(map[string]any)
 	if q["name"] != "orders" || s["dead_letter_queue"] != "orders-dlq" || s["max_wait_ms"] != 90000.0 {
 		t.Fatalf("queues settings --json: %v", q)
@@ -84,13 +84,13 @@ func TestCLISettingsBadInput(t *testing.T) {
 		{[]string{"queues", "settings", "q", "--default-max-attempts", "0"}, 2, "--default-max-attempts must be positive"},
 		{[]string{"queues", "settings", "q", "--default-max-attempts", "many"}, 2, "invalid value"},
 		{[]string{"queues", "settings", "q", "--default-delay", "-1s"}, 2, "--default-delay must be positive"},
-		{[]string{"queues", "settings", "q", "--default-lease", "10ms"}, 1, "field default_lease_ms"},
-		{[]string{"queues", "settings", "q", "--default-max-attempts", "1001"}, 1, "field default_max_attempts"},
-		{[]string{"queues", "settings", "q", "--default-delay", "9000h"}, 1, "field default_delay_ms"},
-		{[]string{"queues", "settings", "q", "--dead-letter-queue", "q"}, 1, "field dead_letter_queue"},
-		{[]string{"queues", "settings", "q", "--dead-letter-queue", "bad name"}, 1, "field dead_letter_queue"},
-		{[]string{"queues", "settings", "q", "--max-wait", "9000h"}, 1, "field max_wait_ms"},
-		{[]string{"queues", "settings", "bad name", "--max-wait", "1s"}, 1, "field queue"},
+		{[]string{"queues", "settings", "q", "--create", "--default-lease", "10ms"}, 1, "field default_lease_ms"},
+		{[]string{"queues", "settings", "q", "--create", "--default-max-attempts", "1001"}, 1, "field default_max_attempts"},
+		{[]string{"queues", "settings", "q", "--create", "--default-delay", "9000h"}, 1, "field default_delay_ms"},
+		{[]string{"queues", "settings", "q", "--create", "--dead-letter-queue", "q"}, 1, "field dead_letter_queue"},
+		{[]string{"queues", "settings", "q", "--create", "--dead-letter-queue", "bad name"}, 1, "field dead_letter_queue"},
+		{[]string{"queues", "settings", "q", "--create", "--max-wait", "9000h"}, 1, "field max_wait_ms"},
+		{[]string{"queues", "settings", "bad name", "--create", "--max-wait", "1s"}, 1, "field queue"},
 		{[]string{"queues", "settings", "nosuch"}, 1, "not_found"},
 	})
 	if qs := b.okJSON("queues", "list")["queues"].([]any); len(qs) != 0 {

@@ -54,11 +54,7 @@ func (b *cliBundle) runIn(in io.Reader, args ...string) (code int, stdout, stder
 		}
 		return ""
 	}}
-	cmds := map[string]func([]string) int{
-		"enqueue": c.enqueue, "jobs": c.jobs, "queues": c.queues, "schedules": c.schedules, "fetch": c.fetch,
-		"ack": c.ackJob, "fail": c.failJob, "consumer-groups": c.consumerGroups, "workers": c.workers,
-	}
-	code = cmds[args[0]](args[1:])
+	code = c.run(args)
 	return code, out.String(), errOut.String()
 }
 

@@ -9,6 +9,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/spoolq/spool/client"
 )
 
@@ -113,54 +115,58 @@ func readTransaction(r io.Reader) (client.Transaction, error) {
 	return tx, nil
 }
 
-// jobsTransact acks, fails and enqueues in one transaction read as JSON,
-// the body of POST /v1/transactions, from a file or standard input.
-func (c *cli) jobsTransact(args []string) int {
-	fs, cm := c.flags("jobs transact", `jobs transact [--file FILE|-]
-
-Acks and fails leased jobs and enqueues jobs, all or nothing. The file (or
+// jobsTransactCommand acks, fails and enqueues in one transaction read
+// as JSON, the body of POST /v1/transactions, from a file or standard
+// input.
+func (c *cli) jobsTransactCommand() *cobra.Command {
+	var file string
+	cmd := &cobra.Command{
+		Use:   "transact [--file FILE|-]",
+		Short: "Ack and fail leased jobs and enqueue jobs, all or nothing",
+		Long: `Ack and fail leased jobs and enqueue jobs, all or nothing. The file (or
 standard input) holds the body of POST /v1/transactions:
   {"ack": [{"id": "…", "token": 7, "result": {…}}],
    "fail": [{"id": "…", "token": 9, "error": "…", "retry_after_ms": 0, "no_retry": false}],
-   "enqueue": [{"queue": "…", "kind": "…", "payload": {…}}]}`)
-	file := fs.String("file", "-", "file holding the transaction as JSON, or - for standard input")
-	_, code, ok := parse(fs, args, 0)
-	if !ok {
-		return code
+   "enqueue": [{"queue": "…", "kind": "…", "payload": {…}}]}`,
+		Example: `  spool jobs transact --file tx.json
+  echo '{"ack":[{"id":"01JD3Q5W8R2M","token":7}],"enqueue":[{"kind":"next"}]}' | spool jobs transact`,
+		Args: noArgs,
 	}
-	in, name := c.stdin(), "standard input"
-	if *file != "-" {
-		name = *file
-		f, err := os.Open(*file)
-		if err != nil {
-			return c.report("jobs transact", err)
+	cmd.Flags().StringVar(&file, "file", "-", "file holding the transaction as JSON, or - for standard input")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		in, name := c.stdin(), "standard input"
+		if file != "-" {
+			name = file
+			f, err := os.Open(file)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			in = f
 		}
-		defer f.Close()
-		in = f
+		tx, err := readTransaction(in)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", name, err)
+		}
+		cl, ctx, done := c.connect()
+		defer done()
+		res, err := cl.Transact(ctx, tx)
+		if err != nil {
+			return err
+		}
+		return c.show(res, func() {
+			var rows [][]string
+			for i, r := range res.Acked {
+				rows = append(rows, []string{fmt.Sprintf("ack[%d]", i), r.ID, string(r.State), "", ""})
+			}
+			for i, r := range res.Failed {
+				rows = append(rows, []string{fmt.Sprintf("fail[%d]", i), r.ID, string(r.State), shortTime(r.RunAt), ""})
+			}
+			for i, r := range res.Jobs {
+				rows = append(rows, []string{fmt.Sprintf("enqueue[%d]", i), r.ID, string(r.State), "", yesNo(r.Duplicate)})
+			}
+			c.table([]string{"ITEM", "ID", "STATE", "RUN AT", "DUPLICATE"}, rows)
+		})
 	}
-	tx, err := readTransaction(in)
-	if err != nil {
-		return c.report("jobs transact", fmt.Errorf("read %s: %w", name, err))
-	}
-	cl, ctx, done := cm.connect()
-	defer done()
-	res, err := cl.Transact(ctx, tx)
-	if err != nil {
-		return c.report("jobs transact", err)
-	}
-	if cm.asJSON {
-		return c.printJSON(res)
-	}
-	var rows [][]string
-	for i, r := range res.Acked {
-		rows = append(rows, []string{fmt.Sprintf("ack[%d]", i), r.ID, string(r.State), "", ""})
-	}
-	for i, r := range res.Failed {
-		rows = append(rows, []string{fmt.Sprintf("fail[%d]", i), r.ID, string(r.State), shortTime(r.RunAt), ""})
-	}
-	for i, r := range res.Jobs {
-		rows = append(rows, []string{fmt.Sprintf("enqueue[%d]", i), r.ID, string(r.State), "", yesNo(r.Duplicate)})
-	}
-	c.table([]string{"ITEM", "ID", "STATE", "RUN AT", "DUPLICATE"}, rows)
-	return 0
+	return cmd
 }

@@ -2,28 +2,31 @@ package main
 
 import (
 	"strconv"
+
+	"github.com/spf13/cobra"
 )
 
-// workers lists the workers the server has seen fetch.
-func (c *cli) workers(args []string) int {
-	fs, cm := c.flags("workers", "workers")
-	_, code, ok := parse(fs, args, 0)
-	if !ok {
-		return code
-	}
-	cl, ctx, done := cm.connect()
-	defer done()
-	ws, err := cl.Workers(ctx)
-	if err != nil {
-		return c.report("workers", err)
-	}
-	if cm.asJSON {
-		return c.printJSON(map[string]any{"workers": ws})
-	}
-	rows := make([][]string, len(ws))
-	for i, w := range ws {
-		rows[i] = []string{w.Name, strconv.Itoa(w.Active), shortTime(w.FirstSeenAt), shortTime(w.LastSeenAt)}
-	}
-	c.table([]string{"WORKER", "ACTIVE", "FIRST SEEN", "LAST SEEN"}, rows)
-	return 0
+// workersCommand lists the workers the server has seen fetch.
+func (c *cli) workersCommand() *cobra.Command {
+	return c.client(&cobra.Command{
+		Use:     "workers",
+		Short:   "List the workers the server has seen fetch, with the jobs each holds",
+		Example: "  spool workers\n  spool jobs list --worker host-1/pid-77   # what one of them holds",
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, ctx, done := c.connect()
+			defer done()
+			ws, err := cl.Workers(ctx)
+			if err != nil {
+				return err
+			}
+			return c.show(map[string]any{"workers": ws}, func() {
+				rows := make([][]string, len(ws))
+				for i, w := range ws {
+					rows[i] = []string{w.Name, strconv.Itoa(w.Active), shortTime(w.FirstSeenAt), shortTime(w.LastSeenAt)}
+				}
+				c.table([]string{"WORKER", "ACTIVE", "FIRST SEEN", "LAST SEEN"}, rows)
+			})
+		},
+	}, false)
 }

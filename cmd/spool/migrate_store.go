@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,43 +11,46 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/spoolq/spool/internal/store/pgstore"
 	"github.com/spoolq/spool/internal/store/sqlitestore"
 	"github.com/spoolq/spool/internal/storecopy"
 )
 
-// runMigrateStore is `spool migrate-store --from sqlite:DIR --to
+// migrateStoreCommand is `spool migrate-store --from sqlite:DIR --to
 // postgres://…`: it copies every job and queue of an embedded store into a
 // PostgreSQL database and checks the copy (see package storecopy). Stop
 // the embedded server first: its store belongs to one process. Leases
 // survive the move, so workers that held jobs ack them on the new nodes
 // with the tokens they have.
-func runMigrateStore(args []string) int {
-	fs := flag.NewFlagSet("spool migrate-store", flag.ContinueOnError)
-	from := fs.String("from", "", "the embedded store: sqlite:DIR (the stopped server's --data folder)")
-	to := fs.String("to", os.Getenv("SPOOL_DB"), "PostgreSQL URL, postgres://user:pass@host/db (env SPOOL_DB)")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: spool migrate-store --from sqlite:DIR --to postgres://…")
-		fs.PrintDefaults()
+func (c *cli) migrateStoreCommand() *cobra.Command {
+	var from, to string
+	cmd := &cobra.Command{
+		Use:   "migrate-store --from sqlite:DIR --to postgres://…",
+		Short: "Copy an embedded store into PostgreSQL and check the copy",
+		Long: `Copy every job, queue and schedule of an embedded store into a PostgreSQL
+database and check that every queue's counts match. Stop the embedded
+server first: its store belongs to one process. Leases survive the move.`,
+		Example: `  spool migrate-store --from sqlite:./spool-data --to "postgres://spool:secret@db.internal/spool"`,
+		Args:    noArgs,
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
+	cmd.Flags().StringVar(&from, "from", "", "the embedded store: sqlite:DIR (the stopped server's --data folder)")
+	cmd.Flags().StringVar(&to, "to", c.getenv("SPOOL_DB"), "PostgreSQL URL, postgres://user:pass@host/db (env SPOOL_DB)")
+	cmd.Flags().Lookup("to").DefValue = "" // a URL with a password is no default to show
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		dir, ok := strings.CutPrefix(from, "sqlite:")
+		if !ok || dir == "" {
+			return usagef("--from must name the embedded store as sqlite:DIR")
 		}
-		return 2
+		if to == "" {
+			return usagef("--to is required (or set SPOOL_DB)")
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return migrateStore(ctx, dir, to, c.out)
 	}
-	dir, ok := strings.CutPrefix(*from, "sqlite:")
-	if !ok || dir == "" || *to == "" || fs.NArg() > 0 {
-		fs.Usage()
-		return 2
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := migrateStore(ctx, dir, *to, os.Stdout); err != nil {
-		fmt.Fprintf(os.Stderr, "spool migrate-store: %v\n", err)
-		return 1
-	}
-	return 0
+	return cmd
 }
 
 // migrateStore copies the embedded store in dir into the database at url.

@@ -3,42 +3,138 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
+	"io"
+	"io/fs"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/pprof"
 	"syscall"
+
+	"github.com/spf13/cobra"
 
 	"github.com/spoolq/spool/internal/config"
 	"github.com/spoolq/spool/internal/server"
 )
 
-// runServer is `spool server`: it runs a server until SIGINT or SIGTERM,
-// then shuts it down gracefully.
-func runServer(args []string) int {
-	cfg, err := config.Load(args, os.Getenv, os.Stderr)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		fmt.Fprintf(os.Stderr, "spool server: %v\n", err)
-		return 2
+const serverLong = `Run a Spool node until SIGINT or SIGTERM, then shut it down gracefully.
+
+Every flag is also an environment variable (--max-batch is SPOOL_MAX_BATCH)
+and a key of the JSON file --config names; a flag wins over the variable,
+the variable over the file. The address is checked free, and the data
+folder writable, before anything is written.`
+
+const serverExample = `  spool server                                        # 127.0.0.1:7311, data in ./spool-data
+  spool server --addr 0.0.0.0:7311 --auth --auth-file tokens.txt
+  spool server --addr 0.0.0.0:7311 --db postgres://spool:secret@db.internal/spool
+  SPOOL_LOG_LEVEL=debug spool server --data /var/lib/spool`
+
+// serverCommand is `spool server`.
+func (c *cli) serverCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "server [flags]",
+		Short:   "Run a Spool node (embedded SQLite in ./spool-data by default, or PostgreSQL with --db)",
+		Long:    serverLong,
+		Example: serverExample,
+		Args:    noArgs,
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel(cfg.LogLevel)}))
-	tuneGC(os.Getenv)
-	tuneProcs(os.Getenv, cfg.DB == "")
-	holdProcIfWanted(os.Getenv)
-	if path := os.Getenv("SPOOL_CPUPROFILE"); path != "" {
+	flags := addServerFlags(cmd.Flags())
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		cfg, err := config.Load(serverArgs(cmd.Flags(), flags), c.getenv, c.errOut)
+		if err != nil {
+			return usagef("%v", err)
+		}
+		if err := preflight(cfg); err != nil {
+			return err
+		}
+		return exitCode(runServer(cfg, c.getenv, c.errOut))
+	}
+	return cmd
+}
+
+// exitCode is the error that ends a command with code, nil for 0.
+func exitCode(code int) error {
+	if code == 0 {
+		return nil
+	}
+	return exitError(code)
+}
+
+// preflight checks, before the server writes anything, what would stop it
+// half-way: an address another process holds, and a data folder it cannot
+// write. The address is bound and let go: a process that takes it in
+// between is still reported, by the server's own listen.
+func preflight(cfg config.Config) error {
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("address %s is already in use: another process (another spool server?) listens there; stop it or pick another address with --addr", cfg.Addr)
+		}
+		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	}
+	if err := ln.Close(); err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	}
+	if cfg.DB != "" {
+		return nil
+	}
+	return checkDataDir(cfg.Data)
+}
+
+// checkDataDir reports a data folder that exists but is no folder or
+// cannot be written, naming it. A folder that does not exist yet is
+// created at start.
+func checkDataDir(dir string) error {
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	denied := func(err error) error {
+		return fmt.Errorf("data folder %s is not writable: permission denied (%v): give the user running spool write access to it, or pick another folder with --data", dir, err)
+	}
+	info, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case errors.Is(err, fs.ErrPermission):
+		return denied(err)
+	case err != nil:
+		return fmt.Errorf("data folder %s: %w", dir, err)
+	case !info.IsDir():
+		return fmt.Errorf("data folder %s is a file, not a folder: pick another with --data", dir)
+	}
+	f, err := os.CreateTemp(dir, ".spool-write-check-*")
+	switch {
+	case errors.Is(err, fs.ErrPermission):
+		return denied(err)
+	case errors.Is(err, syscall.EROFS):
+		return fmt.Errorf("data folder %s is not writable: it is on a read-only file system; pick another folder with --data", dir)
+	case err != nil:
+		return fmt.Errorf("data folder %s: write a file: %w", dir, err)
+	}
+	name := f.Name()
+	f.Close()
+	return os.Remove(name)
+}
+
+// runServer runs a server for cfg until SIGINT or SIGTERM, then shuts it
+// down gracefully, and returns the exit code.
+func runServer(cfg config.Config, getenv func(string) string, stderr io.Writer) int {
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: logLevel(cfg.LogLevel)}))
+	tuneGC(getenv)
+	tuneProcs(getenv, cfg.DB == "")
+	holdProcIfWanted(getenv)
+	if path := getenv("SPOOL_CPUPROFILE"); path != "" {
 		stopProfile, err := startCPUProfile(path)
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "spool server: %v\n", err)
+			fmt.Fprintf(stderr, "spool server: %v\n", err)
 			return 1
 		}
 		defer stopProfile()
 	}
-	if path := os.Getenv("SPOOL_MEMPROFILE"); path != "" {
+	if path := getenv("SPOOL_MEMPROFILE"); path != "" {
 		defer writeAllocProfile(path, logger)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -48,7 +144,7 @@ func runServer(args []string) int {
 		logger.Error("start failed", "err", err)
 		return 1
 	}
-	fmt.Fprintf(os.Stderr, "spool listening on http://%s (data %s, sync %s)\n", srv.Addr(), cfg.Data, cfg.Sync)
+	fmt.Fprintf(stderr, "spool listening on http://%s (data %s, sync %s)\n", srv.Addr(), cfg.Data, cfg.Sync)
 	<-ctx.Done()
 	stop() // a second signal now kills the process at once
 	logger.Info("shutting down")
