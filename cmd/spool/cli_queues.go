@@ -81,9 +81,9 @@ func (c *cli) queueGetCommand() *cobra.Command {
 
 // queuePauseCommand is pause (pause true) or resume of one queue.
 func (c *cli) queuePauseCommand(pause bool) *cobra.Command {
-	action, short, made := "resume", "Resume a paused queue: its jobs are handed out again", "created, not paused"
+	action, short, made := "resume", "Resume a paused queue: its jobs are handed out again", "not paused"
 	if pause {
-		action, short, made = "pause", "Pause a queue: it takes jobs but hands none out", "created paused"
+		action, short, made = "pause", "Pause a queue: it takes jobs but hands none out", "paused"
 	}
 	var create bool
 	cmd := &cobra.Command{
@@ -131,15 +131,17 @@ func queueExists(ctx context.Context, cl *client.Client, name string, create boo
 	if !errors.Is(err, client.ErrNotFound) {
 		return err
 	}
-	hint := ""
+	hint := ";"
 	if qs, err := cl.Queues(ctx); err == nil {
 		names := make([]string, len(qs))
 		for i, q := range qs {
 			names[i] = q.Name
 		}
-		hint = didYouMean(closest(name, names), strconv.Quote)
+		if s := closest(name, names); s != "" {
+			hint = fmt.Sprintf("; did you mean %q?", s)
+		}
 	}
-	return fmt.Errorf("queue %q does not exist%s; pass --create to create it (%s)", name, hint, made)
+	return fmt.Errorf("queue %q does not exist%s pass --create to create it %s", name, hint, made)
 }
 
 // queuesDurabilityCommand sets the level of the jobs later enqueued into a
