@@ -1,10 +1,7 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -19,43 +16,15 @@ type serverFlag struct {
 	name, typ, usage, def string
 }
 
-// serverFlags reads the flags of `spool server` out of the help that
-// config.Load prints in the standard flag package's layout:
-//
-//	-name type
-//	  	usage (default value)
+// serverFlags are the flags of `spool server`, from config.Flags.
 func serverFlags() []serverFlag {
-	var help bytes.Buffer
-	_, _ = config.Load([]string{"-h"}, func(string) string { return "" }, &help)
 	var flags []serverFlag
-	sc := bufio.NewScanner(&help)
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "  -"):
-			f := strings.Fields(line[3:])
-			sf := serverFlag{name: f[0], typ: "bool"}
-			if len(f) > 1 {
-				sf.typ = f[1]
-			}
-			flags = append(flags, sf)
-		case strings.HasPrefix(line, "    \t") && len(flags) > 0:
-			last := &flags[len(flags)-1]
-			last.usage = strings.TrimSpace(last.usage + " " + strings.TrimSpace(line))
+	for _, f := range config.Flags() {
+		typ := "bool"
+		if !f.Bool {
+			typ = typeOf(f.Default)
 		}
-	}
-	for i := range flags {
-		f := &flags[i]
-		if at := strings.LastIndex(f.usage, " (default "); at >= 0 && strings.HasSuffix(f.usage, ")") {
-			f.def = f.usage[at+len(" (default ") : len(f.usage)-1]
-			f.usage = f.usage[:at]
-			if s, err := strconv.Unquote(f.def); err == nil {
-				f.def = s
-			}
-		}
-		if f.typ == "value" {
-			f.typ = typeOf(f.def)
-		}
+		flags = append(flags, serverFlag{name: f.Name, typ: typ, usage: f.Usage, def: f.Default})
 	}
 	return flags
 }

@@ -326,6 +326,28 @@ func EnvName(name string) string {
 	return "SPOOL_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 }
 
+// Flag is one setting of `spool server` as a command line names it.
+type Flag struct {
+	Name    string
+	Usage   string // ends with the setting's environment variable
+	Default string // the value when nothing sets it, as text
+	Bool    bool   // needs no value: --auth is --auth=true
+}
+
+// Flags lists the flags of `spool server` that Load reads, --config last:
+// a command-line parser defines these and hands what was given to Load.
+func Flags() []Flag {
+	cfg := Default()
+	var out []Flag
+	for _, s := range settings() {
+		out = append(out, Flag{Name: s.name, Usage: s.usage + " (env " + EnvName(s.name) + ")", Default: s.get(&cfg), Bool: s.boolean})
+	}
+	return append(out, Flag{Name: "config", Usage: configUsage})
+}
+
+// configUsage describes --config.
+const configUsage = "optional JSON config file with the same names as keys (env SPOOL_CONFIG)"
+
 // Load builds the Config from args (flags of `spool server`), the
 // environment (getenv) and the JSON file named by --config or SPOOL_CONFIG,
 // over the defaults, then validates it. Usage goes to usage.
@@ -340,7 +362,7 @@ func Load(args []string, getenv func(string) string, usage io.Writer) (Config, e
 		fs.Var(v, s.name, s.usage+" (env "+EnvName(s.name)+")")
 		values[s.name] = &v.text
 	}
-	configFile := fs.String("config", getenv("SPOOL_CONFIG"), "optional JSON config file with the same names as keys (env SPOOL_CONFIG)")
+	configFile := fs.String("config", getenv("SPOOL_CONFIG"), configUsage)
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
