@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 	"os/exec"
 	"strings"
 	"time"
@@ -168,6 +169,10 @@ type Options struct {
 	Timeout time.Duration
 	// Progress, when set, receives a live progress line once a second.
 	Progress io.Writer
+	// Warnings receives a line before the run when the machine is busy,
+	// and one after it when the machine was busy during it (MachineLoad).
+	// Defaults to Progress, or os.Stderr when Progress is nil too.
+	Warnings io.Writer
 	// Label prefixes the progress line (the preset names its runs).
 	Label string
 	// ScrapeMetrics, when set, scrapes GET /metrics at this interval
@@ -353,6 +358,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		ctx, cancel = context.WithTimeout(ctx, o.Timeout)
 		defer cancel()
 	}
+	before := sampleBefore(ctx)
+	o.warn(before)
 	t, err := openTarget(ctx, o)
 	if err != nil {
 		return nil, err
@@ -361,5 +368,27 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err := t.close(res); err != nil {
 		res.addError(err.Error())
 	}
+	res.MachineBefore = before
+	o.warn(res.MachineDuring)
 	return res, nil
+}
+
+// warn writes m's warning, if the machine was busy, to o.Warnings.
+func (o Options) warn(m *MachineLoad) {
+	msg := m.warning()
+	if msg == "" {
+		return
+	}
+	w := o.Warnings
+	if w == nil {
+		w = o.Progress
+	}
+	if w == nil {
+		w = os.Stderr
+	}
+	label := ""
+	if o.Label != "" {
+		label = " " + o.Label
+	}
+	fmt.Fprintf(w, "spool bench%s: %s\n", label, msg)
 }

@@ -235,7 +235,7 @@ func runPreset(ctx context.Context, name string, cases []presetCase, base Option
 		} else {
 			o := c.opts
 			o.Server, o.ServerPID, o.Token, o.Sync, o.ServerCommand = base.Server, base.ServerPID, base.Token, base.Sync, base.ServerCommand
-			o.Progress = base.Progress
+			o.Progress, o.Warnings = base.Progress, base.Warnings
 			if base.PayloadBytes != 0 {
 				o.PayloadBytes = base.PayloadBytes
 			}

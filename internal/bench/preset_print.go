@@ -4,11 +4,12 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
+	"unicode/utf8"
 )
 
 // PrintPresetPlan lists the configurations a preset will run, with their
-// job counts, before it starts.
+// job counts, before it starts: a block of two lines each, the number and
+// name, then the settings, no line wider than maxWidth.
 func PrintPresetPlan(w io.Writer, name string, base Options) {
 	cases, err := presetCases(name)
 	if err != nil {
@@ -18,20 +19,19 @@ func PrintPresetPlan(w io.Writer, name string, base Options) {
 	if base.Server != "" {
 		target = base.Server
 	}
-	fmt.Fprintf(w, "spool bench --preset %s: %d configurations against %s\n", name, len(cases), target)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	printWrapped(w, "", "  ", fmt.Sprintf("spool bench --preset %s: %d configurations against %s", name, len(cases), target))
 	for i, c := range cases {
 		if c.shared != "" {
 			continue
 		}
+		fmt.Fprintf(w, "%4d  %s\n", i+1, c.name)
 		o, err := c.opts.withDefaults()
 		if err != nil {
-			fmt.Fprintf(tw, "  %d\t%s\t%v\n", i+1, c.name, err)
+			printWrapped(w, "      ", "      ", err.Error())
 			continue
 		}
-		fmt.Fprintf(tw, "  %d\t%s\t%s: %s\n", i+1, c.name, o.Mode, describePlanned(o))
+		printWrapped(w, "      ", "      ", o.Mode+": "+describePlanned(o))
 	}
-	tw.Flush()
 	fmt.Fprintln(w)
 }
 
@@ -50,27 +50,32 @@ func describePlanned(o Options) string {
 }
 
 // PrintPreset writes a preset's figures side by side with the published
-// ones, then its ratios, then the sources of the published figures, then
-// any run that had errors.
+// ones, then its ratios, then the setups of the published figures, their
+// sources, and any run that had errors or ran on a busy machine; no line
+// is wider than maxWidth. The rows are numbered as in the plan.
 func PrintPreset(w io.Writer, p *PresetResult) {
 	if n := p.Errors(); n > 0 || p.Interrupted != "" {
-		fmt.Fprintf(w, "!!! %s — SEE BELOW !!!\n\n", presetWarning(p))
+		printWrapped(w, "", "    ", fmt.Sprintf("!!! %s — SEE BELOW !!!", presetWarning(p)))
+		fmt.Fprintln(w)
 	}
-	fmt.Fprintf(w, "spool bench --preset %s — %s server", p.Preset, p.Server)
+	head := fmt.Sprintf("spool bench --preset %s — %s server", p.Preset, p.Server)
 	if p.Sync != "" {
-		fmt.Fprintf(w, ", sync %s", p.Sync)
+		head += ", sync " + p.Sync
 	}
-	fmt.Fprintf(w, ", %d CPUs, %.0f s in all\n\n", p.CPUs, p.Seconds)
+	printWrapped(w, "", "  ", fmt.Sprintf("%s, %d CPUs, %.0f s in all", head, p.CPUs, p.Seconds))
+	fmt.Fprintln(w)
 
 	sources := map[string]int{}
 	var order []string
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "configuration\tspool jobs/s\tspool MB/s\tserver CPU\terrors\tpublished msg/s\tpublished MB/s\tsetup [source]")
-	for _, r := range p.Runs {
+	tab := table{header: []string{"#", "configuration", "spool jobs/s", "spool MB/s", "server CPU", "errors", "pub. msg/s", "pub. MB/s", "src"},
+		left: map[int]bool{1: true}}
+	var setups []string
+	stopped := false
+	for i, r := range p.Runs {
 		spool, spoolMB, cpu, errs := "failed", "", "", ""
 		switch {
 		case r.Error != "":
-			errs = "start failed"
+			errs = "-"
 		case r.Spool != nil:
 			spool = thousands(*r.Spool)
 		}
@@ -81,55 +86,83 @@ func PrintPreset(w io.Writer, p *PresetResult) {
 			cpu = orUnknown(res.ServerCPUPercent, "%.0f%%")
 			errs = fmt.Sprint(res.Errors)
 			if res.Interrupted != "" {
-				spool += " (stopped early)"
+				spool += " *"
+				stopped = true
 			}
 		}
 		if r.SameRunAs != "" {
 			cpu, errs = "″", "″"
 		}
-		published, publishedMB := "n/a", "n/a"
-		ref := ""
-		if r.Reference != nil {
-			if r.Reference.Figure != nil {
-				published = thousands(*r.Reference.Figure)
+		published, publishedMB, src := "n/a", "n/a", ""
+		if ref := r.Reference; ref != nil {
+			if ref.Figure != nil {
+				published = thousands(*ref.Figure)
 			}
-			if r.Reference.FigureMBps != nil {
-				publishedMB = formatMBps(*r.Reference.FigureMBps)
+			if ref.FigureMBps != nil {
+				publishedMB = formatMBps(*ref.FigureMBps)
 			}
-			key := r.Reference.Source
-			if sources[key] == 0 {
-				order = append(order, key)
-				sources[key] = len(order)
+			if sources[ref.Source] == 0 {
+				order = append(order, ref.Source)
+				sources[ref.Source] = len(order)
 			}
-			ref = fmt.Sprintf("%s [%d]", r.Reference.Setup, sources[key])
+			src = fmt.Sprintf("[%d]", sources[ref.Source])
+			setups = append(setups, fmt.Sprintf("%4d  ", i+1), ref.Setup+" "+src)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, spool, spoolMB, cpu, errs, published, publishedMB, ref)
+		tab.rows = append(tab.rows, []string{fmt.Sprint(i + 1), r.Name, spool, spoolMB, cpu, errs, published, publishedMB, src})
 	}
-	tw.Flush()
+	tab.print(w)
+	if stopped {
+		fmt.Fprintln(w, "  * the run stopped early (see below)")
+	}
+	fmt.Fprintln(w, "  pub.: the published figure, in its source's units; ″: a second figure of an earlier row's run")
 	if len(p.Ratios) > 0 {
 		fmt.Fprintln(w)
 	}
 	for _, r := range p.Ratios {
-		fmt.Fprintln(w, formatRatio(r, p.Runs))
+		printWrapped(w, "", "  ", formatRatio(r, p.Runs))
 	}
 
+	if len(setups) > 0 {
+		fmt.Fprintln(w, "\nSetups of the published figures, by row ([n]: the source below):")
+		for i := 0; i < len(setups); i += 2 {
+			printWrapped(w, setups[i], "      ", setups[i+1])
+		}
+	}
 	fmt.Fprintln(w, "\nSources (figures as published, on their hardware — not measured here):")
 	for i, src := range order {
 		for _, r := range p.Runs {
 			if r.Reference != nil && r.Reference.Source == src {
-				fmt.Fprintf(w, "  [%d] %s\n      %s; %s\n", i+1, src, r.Reference.System, r.Reference.Hardware)
+				printWrapped(w, fmt.Sprintf("  [%d] ", i+1), "      ", src)
+				printWrapped(w, "      ", "        ", r.Reference.System+"; "+r.Reference.Hardware)
 				if r.Reference.Note != "" {
-					fmt.Fprintf(w, "      Note: %s\n", r.Reference.Note)
+					printWrapped(w, "      ", "        ", "Note: "+r.Reference.Note)
 				}
 				break
 			}
 		}
 	}
 	fmt.Fprintln(w, "  n/a: the source publishes no figure for that configuration.")
-	fmt.Fprintln(w, "Spool's figures are jobs a second in the timed window: enqueued in the enqueue modes and the push rows,")
-	fmt.Fprintln(w, "acked (processed) elsewhere. Other machines, other durability settings: compare orders of magnitude, not digits.")
-	fmt.Fprintln(w, "Spool's MB/s are jobs/s × payload bytes / 1,000,000: payload bytes only (the plan gives each configuration's payload),")
-	fmt.Fprintln(w, "not the JSON and HTTP around them. Published MB/s are as their source counts them: see its note.")
+	printWrapped(w, "", "", "Spool's figures are jobs a second in the timed window: enqueued in the enqueue modes and the push rows, "+
+		"acked (processed) elsewhere. Other machines, other durability settings: compare orders of magnitude, not digits.")
+	printWrapped(w, "", "", "Spool's MB/s are jobs/s × payload bytes / 1,000,000: payload bytes only (the plan gives each configuration's payload), "+
+		"not the JSON and HTTP around them. Published MB/s are as their source counts them: see its note.")
+
+	var busy []string
+	for _, r := range p.Runs {
+		if res := r.Result; res != nil {
+			for _, m := range []*MachineLoad{res.MachineBefore, res.MachineDuring} {
+				if m != nil && m.Busy {
+					busy = append(busy, r.Name+": "+m.describe())
+				}
+			}
+		}
+	}
+	if len(busy) > 0 {
+		fmt.Fprintln(w, "\nRuns on a busy machine (their figures are lower than on an idle one):")
+		for _, b := range busy {
+			printWrapped(w, "  ", "    ", b)
+		}
+	}
 
 	var bad []string
 	for _, r := range p.Runs {
@@ -148,13 +181,45 @@ func PrintPreset(w io.Writer, p *PresetResult) {
 		}
 	}
 	if len(bad) > 0 || p.Interrupted != "" {
-		fmt.Fprintf(w, "\n!!! %s !!!\n", presetWarning(p))
+		fmt.Fprintln(w)
+		printWrapped(w, "", "    ", fmt.Sprintf("!!! %s !!!", presetWarning(p)))
 		if p.Interrupted != "" {
-			fmt.Fprintln(w, "  "+p.Interrupted)
+			printWrapped(w, "  ", "    ", p.Interrupted)
 		}
 		for _, b := range bad {
-			fmt.Fprintln(w, "  "+b)
+			printWrapped(w, "  ", "    ", b)
 		}
+	}
+}
+
+// table is a table of text cells, numbers right-aligned under their
+// headers and the columns in left left-aligned, two spaces apart.
+type table struct {
+	header []string
+	rows   [][]string
+	left   map[int]bool
+}
+
+func (t table) print(w io.Writer) {
+	width := make([]int, len(t.header))
+	for _, row := range append([][]string{t.header}, t.rows...) {
+		for i, c := range row {
+			width[i] = max(width[i], utf8.RuneCountInString(c))
+		}
+	}
+	for _, row := range append([][]string{t.header}, t.rows...) {
+		var b strings.Builder
+		for i, c := range row {
+			if i > 0 {
+				b.WriteString("  ")
+			}
+			if t.left[i] {
+				fmt.Fprintf(&b, "%-*s", width[i], c)
+			} else {
+				fmt.Fprintf(&b, "%*s", width[i], c)
+			}
+		}
+		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
 	}
 }
 

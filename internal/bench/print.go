@@ -11,51 +11,57 @@ import (
 	"github.com/spoolq/spool/internal/humanize"
 )
 
-// Print writes res as a table for people. A run with errors, or one that
-// stopped early, says so first and last, in capitals.
+// Print writes res as a table for people, no line wider than maxWidth. A
+// run with errors, or one that stopped early, says so first and last, in
+// capitals.
 func Print(w io.Writer, res *Result) {
 	warn := warning(res)
 	if warn != "" {
-		fmt.Fprintln(w, warn)
+		printWrapped(w, "", "    ", warn)
 	}
-	fmt.Fprintf(w, "spool bench %s — %s server", res.Mode, res.Server)
+	head := fmt.Sprintf("spool bench %s — %s server", res.Mode, res.Server)
 	if res.Sync != "" {
-		fmt.Fprintf(w, ", sync %s", res.Sync)
+		head += ", sync " + res.Sync
 	}
 	if res.Transport != "" {
-		fmt.Fprintf(w, ", transport %s", res.Transport)
+		head += ", transport " + res.Transport
 	}
-	fmt.Fprintf(w, ", %d CPUs\n", res.CPUs)
-	fmt.Fprintf(w, "  %s\n\n", describeSettings(res))
+	printWrapped(w, "", "  ", fmt.Sprintf("%s, %d CPUs", head, res.CPUs))
+	printWrapped(w, "  ", "  ", describeSettings(res))
+	fmt.Fprintln(w)
 
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "elapsed\t%.2f s\n", res.Seconds)
-	fmt.Fprintf(tw, "jobs\t%s enqueued, %s processed\n", thousands(float64(res.Enqueued)), thousands(float64(res.Processed)))
-	fmt.Fprintf(tw, "throughput\t%s jobs/s   %s requests/s\n", thousands(res.JobsPerSec), thousands(res.OpsPerSec))
+	printField(w, "elapsed", fmt.Sprintf("%.2f s", res.Seconds))
+	printField(w, "jobs", fmt.Sprintf("%s enqueued, %s processed", thousands(float64(res.Enqueued)), thousands(float64(res.Processed))))
+	printField(w, "throughput", fmt.Sprintf("%s jobs/s   %s requests/s", thousands(res.JobsPerSec), thousands(res.OpsPerSec)))
 	if res.Efficiency != nil {
-		fmt.Fprintf(tw, "efficiency\t%.1f%% of the theoretical %s jobs/s (workers × concurrency / work)\n",
-			100**res.Efficiency, thousands(*res.TheoreticalJobsPerSec))
+		printField(w, "efficiency", fmt.Sprintf("%.1f%% of the theoretical %s jobs/s (workers × concurrency / work)",
+			100**res.Efficiency, thousands(*res.TheoreticalJobsPerSec)))
 	}
-	fmt.Fprintf(tw, "server CPU\t%s   peak RSS %s (sampled max %s)\n",
-		orUnknown(res.ServerCPUPercent, "%.0f%%"), orUnknown(res.ServerPeakRSSMB, "%.1f MB"), orUnknown(res.ServerSampledRSSMB, "%.1f MB"))
-	fmt.Fprintf(tw, "client CPU\t%s   peak RSS %s\n", orUnknown(res.ClientCPUPercent, "%.0f%%"), orUnknown(res.ClientPeakRSSMB, "%.1f MB"))
-	fmt.Fprintf(tw, "errors\t%d\n", res.Errors)
+	printField(w, "server CPU", fmt.Sprintf("%s   peak RSS %s (sampled max %s)",
+		orUnknown(res.ServerCPUPercent, "%.0f%%"), orUnknown(res.ServerPeakRSSMB, "%.1f MB"), orUnknown(res.ServerSampledRSSMB, "%.1f MB")))
+	printField(w, "client CPU", fmt.Sprintf("%s   peak RSS %s", orUnknown(res.ClientCPUPercent, "%.0f%%"), orUnknown(res.ClientPeakRSSMB, "%.1f MB")))
+	for _, m := range []*MachineLoad{res.MachineBefore, res.MachineDuring} {
+		if m != nil && m.Busy {
+			printField(w, "machine", m.describe())
+		}
+	}
+	printField(w, "errors", fmt.Sprint(res.Errors))
 	if o := res.Observers; o != nil {
 		if o.ScrapeEvery != "" {
 			lat := "no answer"
 			if s := o.ScrapeLatency; s != nil {
 				lat = fmt.Sprintf("p50 %.2f ms, max %.2f ms", s.P50, s.Max)
 			}
-			fmt.Fprintf(tw, "metrics	scraped every %s: %d scrapes (%s), %s KiB each\n", o.ScrapeEvery, o.Scrapes, lat, thousands(float64(o.ScrapeBytes)/1024))
+			printField(w, "metrics", fmt.Sprintf("scraped every %s: %d scrapes (%s), %s KiB each", o.ScrapeEvery, o.Scrapes, lat, thousands(float64(o.ScrapeBytes)/1024)))
 		}
 		if o.Watched {
-			fmt.Fprintf(tw, "events	watched: %s events read, %d drops\n", thousands(float64(o.Events)), o.Drops)
+			printField(w, "events", fmt.Sprintf("watched: %s events read, %d drops", thousands(float64(o.Events)), o.Drops))
 		}
 		if o.DashboardLoads > 0 {
-			fmt.Fprintf(tw, "dashboard	overview reloaded %d times (every %v)\n", o.DashboardLoads, DashboardRefresh)
+			printField(w, "dashboard", fmt.Sprintf("overview reloaded %d times (every %v)", o.DashboardLoads, DashboardRefresh))
 		}
 		if o.Failures > 0 {
-			fmt.Fprintf(tw, "observers	%d failed requests\n", o.Failures)
+			printField(w, "observers", fmt.Sprintf("%d failed requests", o.Failures))
 		}
 	}
 	if v := res.Verification; v != nil {
@@ -63,28 +69,27 @@ func Print(w io.Writer, res *Result) {
 		if !v.OK {
 			verdict = "MISMATCH"
 		}
-		fmt.Fprintf(tw, "server counts\t%s: %s (expected %d)\n", verdict, formatCounts(v.Counts), v.Expected)
+		printField(w, "server counts", fmt.Sprintf("%s: %s (expected %d)", verdict, formatCounts(v.Counts), v.Expected))
 	}
-	tw.Flush()
 
 	printLatencies(w, res.Latency)
 	if res.Latency.Fetch != nil {
-		fmt.Fprintf(w, "(fetches long-poll up to %d ms when no job is ready, so their latency includes waiting for work)\n", fetchWaitMS)
+		printWrapped(w, "", " ", fmt.Sprintf("(fetches long-poll up to %d ms when no job is ready, so their latency includes waiting for work)", fetchWaitMS))
 	}
 	if res.Mode == ModeLatency {
-		fmt.Fprintln(w, "(latency mode measures from each job's send, or from its scheduled send time when its sender was behind, so stalls are not hidden)")
+		printWrapped(w, "", " ", "(latency mode measures from each job's send, or from its scheduled send time when its sender was behind, so stalls are not hidden)")
 	}
 	if len(res.ServerLog) > 0 {
 		fmt.Fprintln(w, "\nserver log:")
 		for _, l := range res.ServerLog {
-			fmt.Fprintln(w, "  "+l)
+			printWrapped(w, "  ", "    ", l)
 		}
 	}
 	if warn != "" {
 		fmt.Fprintln(w)
-		fmt.Fprintln(w, strings.Replace(warn, "FIGURES BELOW", "FIGURES ABOVE", 1))
+		printWrapped(w, "", "    ", strings.Replace(warn, "FIGURES BELOW", "FIGURES ABOVE", 1))
 		for _, s := range res.ErrorSamples {
-			fmt.Fprintln(w, "  "+s)
+			printWrapped(w, "  ", "    ", s)
 		}
 	}
 }

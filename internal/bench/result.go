@@ -57,6 +57,12 @@ type Result struct {
 	// failed checks; ErrorSamples holds the first few messages.
 	Errors       int64    `json:"errors"`
 	ErrorSamples []string `json:"error_samples,omitempty"`
+	// MachineBefore and MachineDuring are how busy the machine was apart
+	// from the run, just before it and during its timed window (Busy set
+	// when the run warned that its figures are lower than on an idle
+	// machine); nil where the machine cannot be read (not Linux).
+	MachineBefore *MachineLoad `json:"machine_before,omitempty"`
+	MachineDuring *MachineLoad `json:"machine_during,omitempty"`
 	// Observers is what the scrapes of /metrics and the reader of
 	// /v1/events saw; nil when the run had neither.
 	Observers *Observers `json:"observers,omitempty"`

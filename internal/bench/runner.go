@@ -243,12 +243,16 @@ type window struct {
 	serverOK  bool
 	clientCPU time.Duration
 	clientOK  bool
+	machine   cpuTimes
+	machineOK bool
 }
 
 func (r *runner) beginWindow() *window {
 	w := &window{}
 	w.server, w.serverOK = r.t.usage()
 	w.clientCPU, _, w.clientOK = selfUsage()
+	m, err := readCPUTimes()
+	w.machine, w.machineOK = m, err == nil
 	r.rssMax.Store(w.server.RSS)
 	r.requests.Store(0)
 	r.inWindow.Store(true)
@@ -267,14 +271,30 @@ func (r *runner) endWindow(w *window) {
 	wall := time.Since(w.start)
 	res := r.res
 	res.Seconds = end.Sub(w.start).Seconds()
+	machine, machineErr := readCPUTimes()
+	// The CPU time of the bench and its server in the window, which the
+	// machine's is compared with; unknown without the server's, or when
+	// the server is spread over PostgreSQL's processes too.
+	var own time.Duration
+	ownKnown := r.t.db == ""
 	if u, ok := r.t.usage(); ok && w.serverOK {
+		own += u.CPU - w.server.CPU
 		res.ServerCPUPercent = ptr(percent(u.CPU-w.server.CPU, wall))
 		res.ServerPeakRSSMB = ptr(mb(u.HWM))
 		res.ServerSampledRSSMB = ptr(mb(max(r.rssMax.Load(), u.RSS)))
+	} else {
+		ownKnown = false
 	}
 	if cpu, peak, ok := selfUsage(); ok && w.clientOK {
+		own += cpu - w.clientCPU
 		res.ClientCPUPercent = ptr(percent(cpu-w.clientCPU, wall))
 		res.ClientPeakRSSMB = ptr(mb(peak))
+	} else {
+		ownKnown = false
+	}
+	if w.machineOK && machineErr == nil {
+		res.MachineDuring = machineLoad(loadSample{phase: PhaseDuring, from: w.machine, to: machine, wall: wall,
+			cpus: runtime.NumCPU(), load1: readLoad1(), own: own, ownKnown: ownKnown})
 	}
 }
 
