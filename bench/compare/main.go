@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/spoolq/spool/client"
 )
 
 func main() {
@@ -30,6 +32,7 @@ func main() {
 	flag.IntVar(&o.n, "n", 1000, "jobs in the case (lat: ignored, rate × duration)")
 	flag.IntVar(&o.rep, "rep", 1, "repetition number, copied into the result")
 	flag.StringVar(&o.spoolURL, "spool", "", "URL of the Spool server (system spool)")
+	flag.StringVar(&o.durability, "durability", "", "Spool durability of every job: full or process (default: the queue's, full)")
 	flag.StringVar(&o.redisAddr, "redis", "", "HOST:PORT of Redis (system asynq)")
 	flag.StringVar(&o.pgURL, "pg", "", "PostgreSQL URL of an empty database (system river)")
 	flag.DurationVar(&o.fetchCooldown, "fetch-cooldown", 0, "River FetchCooldown (0: River's default, 100 ms)")
@@ -58,13 +61,14 @@ func main() {
 
 // options are the command's flags.
 type options struct {
-	system, label, caseName    string
-	n, rep                     int
-	spoolURL, redisAddr, pgURL string
-	fetchCooldown              time.Duration
-	latDuration                time.Duration
-	latRate                    int
-	timeout                    time.Duration
+	system, label, caseName string
+	n, rep                  int
+	spoolURL, durability    string
+	redisAddr, pgURL        string
+	fetchCooldown           time.Duration
+	latDuration             time.Duration
+	latRate                 int
+	timeout                 time.Duration
 }
 
 // run opens the system, runs the case on it within the timeout, and fills res.
@@ -93,7 +97,12 @@ func openSystem(ctx context.Context, o *options) (queueSystem, error) {
 		if o.spoolURL == "" {
 			return nil, errors.New("-spool: required for system spool")
 		}
-		return openSpool(ctx, o.spoolURL)
+		switch client.Durability(o.durability) {
+		case "", client.DurabilityFull, client.DurabilityProcess:
+		default:
+			return nil, fmt.Errorf("-durability: unknown level %q (full or process)", o.durability)
+		}
+		return openSpool(ctx, o.spoolURL, client.Durability(o.durability))
 	case "asynq":
 		if o.redisAddr == "" {
 			return nil, errors.New("-redis: required for system asynq")

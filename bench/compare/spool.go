@@ -19,19 +19,20 @@ const (
 
 // spoolSystem drives a Spool server through its Go client with its
 // defaults: the stream transport, each job at the queue's durability
-// (full unless the server was told otherwise).
+// (full) unless a level is given.
 type spoolSystem struct {
-	c *client.Client
+	c          *client.Client
+	durability client.Durability
 }
 
 // openSpool connects to the server at url once it answers ready, since
 // the server of each case has just been started.
-func openSpool(ctx context.Context, url string) (*spoolSystem, error) {
+func openSpool(ctx context.Context, url string, durability client.Durability) (*spoolSystem, error) {
 	c := client.New(url)
 	for {
 		err := c.Ready(ctx)
 		if err == nil {
-			return &spoolSystem{c: c}, nil
+			return &spoolSystem{c: c, durability: durability}, nil
 		}
 		select {
 		case <-time.After(50 * time.Millisecond):
@@ -41,19 +42,19 @@ func openSpool(ctx context.Context, url string) (*spoolSystem, error) {
 	}
 }
 
-func spoolParams(a jobArgs) client.EnqueueParams {
-	return client.EnqueueParams{Queue: spoolQueue, Kind: spoolKind, Payload: a}
+func (s *spoolSystem) params(a jobArgs) client.EnqueueParams {
+	return client.EnqueueParams{Queue: spoolQueue, Kind: spoolKind, Payload: a, Durability: s.durability}
 }
 
 func (s *spoolSystem) Enqueue(ctx context.Context, a jobArgs) error {
-	_, err := s.c.Enqueue(ctx, spoolParams(a))
+	_, err := s.c.Enqueue(ctx, s.params(a))
 	return err
 }
 
 func (s *spoolSystem) EnqueueBatch(ctx context.Context, as []jobArgs) error {
 	ps := make([]client.EnqueueParams, len(as))
 	for i, a := range as {
-		ps[i] = spoolParams(a)
+		ps[i] = s.params(a)
 	}
 	_, err := s.c.EnqueueBatch(ctx, ps)
 	return err
