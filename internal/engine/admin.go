@@ -251,6 +251,38 @@ func (e *Engine) SetSettings(ctx context.Context, name string, s job.QueueSettin
 	return e.Queue(ctx, name)
 }
 
+// PatchSettings changes some of a queue's settings and keeps the others
+// (job.SettingsPatch.Merge, run by the store in the transaction that
+// writes its result), creating the queue if unknown as SetSettings does,
+// and returns the queue. A patch whose field or result the queue may not
+// have is an *job.InputError naming the field, and changes nothing.
+func (e *Engine) PatchSettings(ctx context.Context, name string, p job.SettingsPatch) (*job.QueueInfo, error) {
+	if !job.ValidName(name) {
+		return nil, job.Invalid("queue", "must be a queue name")
+	}
+	if _, err := e.st.QueuePatchSettings(ctx, name, p); err != nil {
+		return nil, fmt.Errorf("patch queue settings: %w", err)
+	}
+	return e.Queue(ctx, name)
+}
+
+// PatchLimits changes some of a queue's limits and keeps the others
+// (job.LimitsPatch.Merge, run by the store in the transaction that writes
+// its result), creating the queue if unknown as SetLimits does, and
+// returns the queue. A patch whose field or result is out of range is an
+// *job.InputError naming the field, and changes nothing. The fetches
+// parked on the queue look again.
+func (e *Engine) PatchLimits(ctx context.Context, name string, p job.LimitsPatch) (*job.QueueInfo, error) {
+	if !job.ValidName(name) {
+		return nil, job.Invalid("queue", "must be a queue name")
+	}
+	if _, err := e.st.QueuePatchLimits(ctx, name, p); err != nil {
+		return nil, fmt.Errorf("patch queue limits: %w", err)
+	}
+	e.NotifyAvailable([]string{name})
+	return e.Queue(ctx, name)
+}
+
 // Purge deletes a queue's available jobs.
 func (e *Engine) Purge(ctx context.Context, name string) (int, error) {
 	if !job.ValidName(name) {

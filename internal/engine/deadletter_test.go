@@ -140,3 +140,31 @@ func TestDeadLetterOfAClaimWakesItsQueue(t *testing.T) {
 	}
 	b.wantWoken(got, id)
 }
+
+// A settings patch keeps what it does not name: the README's dead-letter
+// queue and maximum wait survive a change of the default lease, and a
+// patch the queue may not have changes nothing.
+func TestPatchSettingsKeepsTheRest(t *testing.T) {
+	t.Parallel()
+	b := setupDeadLetters(t)
+	if _, err := b.e.PatchSettings(b.ctx, "no spaces", job.SettingsPatch{}); err == nil {
+		t.Fatal("patch of a bad queue name: no error")
+	}
+	q, err := b.e.PatchSettings(b.ctx, "orders", job.SettingsPatch{DefaultLease: job.Set(5 * time.Minute)})
+	want := job.QueueSettings{DeadLetterQueue: "orders-dlq", MaxWait: time.Minute, DefaultLease: 5 * time.Minute}
+	if err != nil || q.Settings != want {
+		t.Fatalf("patch: %+v, %v, want settings %v", q, err, want)
+	}
+	_, err = b.e.PatchSettings(b.ctx, "orders", job.SettingsPatch{MaxWait: job.Clear[time.Duration](), DeadLetterQueue: job.Set("orders")})
+	var in *job.InputError
+	if !errors.As(err, &in) || in.Field != "dead_letter_queue" {
+		t.Fatalf("patch to itself: %v, want an InputError on dead_letter_queue", err)
+	}
+	if q, err := b.e.Queue(b.ctx, "orders"); err != nil || q.Settings != want {
+		t.Fatalf("after a refused patch: %+v, %v, want settings %v", q, err, want)
+	}
+	q, err = b.e.PatchLimits(b.ctx, "orders", job.LimitsPatch{MaxActive: job.Set(3)})
+	if err != nil || q.Limits != (job.Limits{MaxActive: 3}) || q.Settings != want {
+		t.Fatalf("limits patch: %+v, %v", q, err)
+	}
+}

@@ -29,14 +29,14 @@ func toQueueJSON(q *job.QueueInfo) queueJSON {
 }
 
 // limitsJSON is a queue's flow control on the wire: the body of PUT
-// /v1/queues/{name}/limits and the limits of a queue. A field left out
-// sets no limit.
+// /v1/queues/{name}/limits and the limits of a queue, where a field left
+// out sets no limit, and the body of PATCH, where it is kept.
 type limitsJSON struct {
 	Rate           *rateJSON `json:"rate,omitempty"`
 	MaxActive      *int      `json:"max_active,omitempty"`
 	GroupRate      *rateJSON `json:"group_rate,omitempty"`
 	GroupMaxActive *int      `json:"group_max_active,omitempty"`
-	Ordered        bool      `json:"ordered,omitempty"`
+	Ordered        *bool     `json:"ordered,omitempty"`
 }
 
 // rateJSON is a rate on the wire: at most limit starts in any window of
@@ -67,7 +67,9 @@ func toLimitsJSON(l job.Limits) *limitsJSON {
 		n := l.GroupMaxActive
 		out.GroupMaxActive = &n
 	}
-	out.Ordered = l.Ordered
+	if l.Ordered {
+		out.Ordered = &l.Ordered
+	}
 	return out
 }
 
@@ -108,7 +110,7 @@ func (in *limitsJSON) limits() (job.Limits, error) {
 		}
 		*m.dst = *m.src
 	}
-	l.Ordered = in.Ordered
+	l.Ordered = in.Ordered != nil && *in.Ordered
 	return l, nil
 }
 
@@ -138,8 +140,8 @@ func (a *API) clearQueueLimits(w http.ResponseWriter, r *http.Request) {
 }
 
 // settingsJSON is a queue's settings on the wire: the body of PUT
-// /v1/queues/{name}/settings and the settings of a queue. A field left out
-// is unset.
+// /v1/queues/{name}/settings and the settings of a queue, where a field
+// left out is unset, and the body of PATCH, where it is kept.
 type settingsJSON struct {
 	DeadLetterQueue    *string `json:"dead_letter_queue,omitempty"`
 	MaxWaitMS          *int64  `json:"max_wait_ms,omitempty"`

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/spoolq/spool/internal/httpapi/auth"
+	"github.com/spoolq/spool/internal/httpapi/wire"
 	"github.com/spoolq/spool/internal/job"
 )
 
@@ -177,6 +178,26 @@ func withBody[In any](h func(w http.ResponseWriter, r *http.Request, in *In)) en
 			if a.decodeChecked(w, r, s, &in) {
 				h(w, r, &in)
 			}
+		}
+	}}
+}
+
+// withMergePatch serves a route whose body is a JSON merge patch (RFC
+// 7396) of type In: as withBody, except that members may be null, and h
+// is handed the paths of the null members with the decoded body.
+func withMergePatch[In any](h func(w http.ResponseWriter, r *http.Request, in *In, nulls []string)) endpoint {
+	return endpoint{kind: servesBody, in: reflect.TypeFor[In](), build: func(a *API, s *scope) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			var in In
+			nulls, err := wire.DecodeMergePatch(w, r, a.opts.MaxBodyBytes, &in)
+			if err == nil {
+				err = a.checkDecoded(r, s, &in)
+			}
+			if err != nil {
+				a.writeError(w, r, err)
+				return
+			}
+			h(w, r, &in, nulls)
 		}
 	}}
 }

@@ -272,6 +272,19 @@ type Admin interface {
 	// call on to every job of the queue: a new maximum wait holds for the
 	// jobs already waiting, from their run times.
 	QueueSetSettings(ctx context.Context, name string, s job.QueueSettings) error
+	// QueuePatchSettings changes some of a queue's settings (creating the
+	// queue if unknown) in one transaction: it reads the queue's
+	// settings, merges p into them with job.SettingsPatch.Merge and
+	// writes the result as QueueSetSettings would, so that concurrent
+	// patches of different fields, from any node, all survive. It returns
+	// the settings written. A patch that Merge refuses returns Merge's
+	// *job.InputError and changes nothing, not even creating the queue.
+	QueuePatchSettings(ctx context.Context, name string, p job.SettingsPatch) (job.QueueSettings, error)
+	// QueuePatchLimits changes some of a queue's limits, its lanes' with
+	// them, as QueuePatchSettings changes settings: read, merge with
+	// job.LimitsPatch.Merge, write as QueueSetLimits would, in one
+	// transaction. It returns the limits written.
+	QueuePatchLimits(ctx context.Context, name string, p job.LimitsPatch) (job.Limits, error)
 }
 
 // Maintainer is what the background services need.

@@ -71,6 +71,36 @@ def test_queue_admin(server, queue):
         assert c.queue(queue).counts["available"] == 0
 
 
+def test_update_settings_and_limits_keep_the_rest(server, queue):
+    with Client(server.url) as c:
+        c.set_settings(queue, {"dead_letter_queue": queue + "-dlq", "max_wait_ms": 600000})
+        q = c.update_settings(queue, {"default_lease_ms": 300000})
+        assert q.settings == {"dead_letter_queue": queue + "-dlq", "max_wait_ms": 600000,
+                              "default_lease_ms": 300000}
+        q = c.update_settings(queue, {"max_wait_ms": None, "default_max_attempts": 4})
+        assert q.settings == {"dead_letter_queue": queue + "-dlq", "default_lease_ms": 300000,
+                              "default_max_attempts": 4}
+        with pytest.raises(spool.InvalidArgument) as e:
+            c.update_settings(queue, {"dead_letter_queue": queue, "default_lease_ms": None})
+        assert e.value.field == "dead_letter_queue"
+        assert c.queue(queue).settings == q.settings
+        c.set_limits(queue, {"rate": {"limit": 50, "period_ms": 1000}, "max_active": 20})
+        q = c.update_limits(queue, {"rate": {"limit": 100}, "max_active": None})
+        assert q.limits == {"rate": {"limit": 100, "period_ms": 1000}}
+
+
+def test_update_settings_async(server, queue):
+    async def main():
+        async with AsyncClient(server.url) as c:
+            await c.set_settings(queue, {"max_wait_ms": 60000})
+            q = await c.update_settings(queue, {"default_delay_ms": 1000})
+            assert q.settings == {"max_wait_ms": 60000, "default_delay_ms": 1000}
+            q = await c.update_limits(queue, {"max_active": 3})
+            assert q.limits == {"max_active": 3} and q.settings == {"max_wait_ms": 60000,
+                                                                     "default_delay_ms": 1000}
+    run(main())
+
+
 def test_lease_expiry_and_stale_token(server, queue):
     with Client(server.url) as c:
         job_id = c.enqueue("k", queue=queue, backoff={"type": "fixed", "base_ms": 0, "max_ms": 0}).id

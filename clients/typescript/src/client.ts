@@ -23,9 +23,11 @@ import type {
   JobState,
   JSONValue,
   Limits,
+  LimitsPatch,
   ListJobsParams,
   Queue,
   QueueSettings,
+  QueueSettingsPatch,
   ReleaseItem,
   ReleaseResult,
   Schedule,
@@ -366,6 +368,16 @@ export class SpoolClient {
     return (await this.request<Queue>("PUT", queuePath(name, "/limits"), { ...options, body: limits })).body;
   }
 
+  /**
+   * Changes the limits that `patch` names and keeps the others (PATCH
+   * /v1/queues/{name}/limits): a value sets a limit, `null` removes it, a field
+   * left out stays as it is. The server merges and writes in one transaction,
+   * so updates of different fields made at once all take effect.
+   */
+  async updateQueueLimits(name: string, patch: LimitsPatch, options: CallOptions = {}): Promise<Queue> {
+    return (await this.request<Queue>("PATCH", queuePath(name, "/limits"), { ...options, body: patch, idempotent: true })).body;
+  }
+
   /** Removes the queue's flow control. */
   async deleteQueueLimits(name: string, options: CallOptions = {}): Promise<Queue> {
     return (await this.request<Queue>("DELETE", queuePath(name, "/limits"), options)).body;
@@ -374,6 +386,16 @@ export class SpoolClient {
   /** Replaces the queue's settings (PUT /v1/queues/{name}/settings). */
   async setQueueSettings(name: string, settings: QueueSettings, options: CallOptions = {}): Promise<Queue> {
     return (await this.request<Queue>("PUT", queuePath(name, "/settings"), { ...options, body: settings })).body;
+  }
+
+  /**
+   * Changes the settings that `patch` names and keeps the others (PATCH
+   * /v1/queues/{name}/settings): a value sets a setting, `null` clears it, a
+   * field left out stays as it is. The server merges and writes in one
+   * transaction, so updates of different fields made at once all take effect.
+   */
+  async updateQueueSettings(name: string, patch: QueueSettingsPatch, options: CallOptions = {}): Promise<Queue> {
+    return (await this.request<Queue>("PATCH", queuePath(name, "/settings"), { ...options, body: patch, idempotent: true })).body;
   }
 
   /** Clears the queue's settings. */

@@ -274,6 +274,37 @@ export interface QueueSettings {
   default_delay_ms?: number;
 }
 
+/** A merge patch of a rate: a member with a number sets it, `null` clears it, one left out stays as it is. */
+export interface RatePatch {
+  limit?: number | null;
+  period_ms?: number | null;
+}
+
+/**
+ * A merge patch of a queue's limits (`PATCH /v1/queues/{name}/limits`, RFC 7396):
+ * a field with a value sets it, `null` removes that limit, a field left out stays
+ * as it is; a rate object is merged member by member and must come out whole.
+ */
+export interface LimitsPatch {
+  rate?: RatePatch | null;
+  max_active?: number | null;
+  group_rate?: RatePatch | null;
+  group_max_active?: number | null;
+  ordered?: boolean | null;
+}
+
+/**
+ * A merge patch of a queue's settings (`PATCH /v1/queues/{name}/settings`, RFC 7396):
+ * a field with a value sets it, `null` clears it, a field left out stays as it is.
+ */
+export interface QueueSettingsPatch {
+  dead_letter_queue?: string | null;
+  max_wait_ms?: number | null;
+  default_lease_ms?: number | null;
+  default_max_attempts?: number | null;
+  default_delay_ms?: number | null;
+}
+
 export interface Queue {
   name: string;
   paused: boolean;

@@ -174,6 +174,21 @@ test("getJob with wait_ms, awaitJob and enqueueAndWait", async () => {
   await assert.rejects(client.awaitJob("await-2", { waitMs: 300 }), { name: "TimeoutError" });
 });
 
+test("queue admin: updates change what they name and keep the rest", async () => {
+  await client.setQueueSettings("c-patch", { dead_letter_queue: "c-patch-dlq", max_wait_ms: 600_000 });
+  let q = await client.updateQueueSettings("c-patch", { default_lease_ms: 300_000 });
+  assert.deepEqual(q.settings, { dead_letter_queue: "c-patch-dlq", max_wait_ms: 600_000, default_lease_ms: 300_000 });
+  q = await client.updateQueueSettings("c-patch", { max_wait_ms: null, default_max_attempts: 4 });
+  assert.deepEqual(q.settings, { dead_letter_queue: "c-patch-dlq", default_lease_ms: 300_000, default_max_attempts: 4 });
+  const err = await client.updateQueueSettings("c-patch", { dead_letter_queue: "c-patch", default_lease_ms: null }).catch((e) => e);
+  assert.ok(err instanceof InvalidArgumentError);
+  assert.equal(err.field, "dead_letter_queue");
+  assert.deepEqual((await client.getQueue("c-patch")).settings, q.settings);
+  await client.setQueueLimits("c-patch", { rate: { limit: 50, period_ms: 1_000 }, max_active: 20 });
+  q = await client.updateQueueLimits("c-patch", { rate: { limit: 100 }, max_active: null, group_max_active: 2 });
+  assert.deepEqual(q.limits, { rate: { limit: 100, period_ms: 1_000 }, group_max_active: 2 });
+});
+
 test("queue admin: pause, resume, durability, limits, settings, purge", async () => {
   await client.enqueue({ queue: "c-admin", kind: "k" });
   assert.equal((await client.pauseQueue("c-admin")).paused, true);

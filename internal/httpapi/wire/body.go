@@ -62,25 +62,12 @@ func (e *TooLargeError) Error() string {
 // which http.MaxBytesReader tells to close the connection after a body
 // too large.
 func DecodeBody(w http.ResponseWriter, r *http.Request, limit int64, dst any, emptyOK bool) error {
-	if r.ContentLength > limit {
-		// Refuse before reading a byte; the server closes the connection
-		// rather than drain the rest.
-		return &TooLargeError{Limit: limit}
-	}
-	body := http.MaxBytesReader(w, r.Body, limit)
 	buf := getBuffer()
 	defer putBuffer(buf)
-	if r.ContentLength > 0 {
-		buf.Grow(int(r.ContentLength) + 1) // +1: ReadFrom wants room to see EOF
+	data, err := readBody(w, r, limit, buf)
+	if err != nil {
+		return err
 	}
-	if _, err := buf.ReadFrom(body); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return &TooLargeError{Limit: limit}
-		}
-		return invalid("", "read request body: %v", err)
-	}
-	data := bytes.Trim(buf.Bytes(), jsonSpace)
 	if len(data) == 0 {
 		if emptyOK {
 			return nil
@@ -88,6 +75,54 @@ func DecodeBody(w http.ResponseWriter, r *http.Request, limit int64, dst any, em
 		return invalid("", "request body must be a JSON object")
 	}
 	return DecodeJSON(data, dst)
+}
+
+// DecodeMergePatch reads the body of r, a JSON merge patch (RFC 7396),
+// into dst by the rules of DecodeBody but one: a member of an object may
+// be null, which dst reads as left out. It returns the paths of the null
+// members ("max_wait_ms", "rate.limit"), in the body's order, for the
+// caller to clear them. The media type is not checked, so a client may
+// send application/merge-patch+json or application/json.
+func DecodeMergePatch(w http.ResponseWriter, r *http.Request, limit int64, dst any) (nulls []string, err error) {
+	buf := getBuffer()
+	defer putBuffer(buf)
+	data, err := readBody(w, r, limit, buf)
+	if err != nil {
+		return nil, err
+	}
+	if len(data) == 0 || data[0] != '{' {
+		return nil, invalid("", "request body must be a JSON object")
+	}
+	if !utf8.Valid(data) {
+		return nil, invalid("", "request body is not valid UTF-8")
+	}
+	nulls = []string{}
+	if err := decodeStrictKeys(data, dst, &nulls); err != nil {
+		return nil, err
+	}
+	return nulls, nil
+}
+
+// readBody reads the body of r, at most limit bytes, into buf and returns
+// it without the white space around it.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64, buf *bytes.Buffer) ([]byte, error) {
+	if r.ContentLength > limit {
+		// Refuse before reading a byte; the server closes the connection
+		// rather than drain the rest.
+		return nil, &TooLargeError{Limit: limit}
+	}
+	body := http.MaxBytesReader(w, r.Body, limit)
+	if r.ContentLength > 0 {
+		buf.Grow(int(r.ContentLength) + 1) // +1: ReadFrom wants room to see EOF
+	}
+	if _, err := buf.ReadFrom(body); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, &TooLargeError{Limit: limit}
+		}
+		return nil, invalid("", "read request body: %v", err)
+	}
+	return bytes.Trim(buf.Bytes(), jsonSpace), nil
 }
 
 // DecodeJSON decodes data, which must be exactly one JSON object of the
@@ -122,7 +157,10 @@ func fastDecode(data []byte, dst any) bool {
 // decodeStrict decodes data, valid UTF-8 starting with '{', into dst with
 // encoding/json, refusing unknown fields, trailing data, inexact or
 // repeated keys and nulls.
-func decodeStrict(data []byte, dst any) error {
+func decodeStrict(data []byte, dst any) error { return decodeStrictKeys(data, dst, nil) }
+
+// decodeStrictKeys is decodeStrict, taking nulls as scanKeys does.
+func decodeStrictKeys(data []byte, dst any, nulls *[]string) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
@@ -132,7 +170,7 @@ func decodeStrict(data []byte, dst any) error {
 		// More would miss a stray "}" or "]": data ends in no white space.
 		return invalid("", "request body holds more than one JSON value")
 	}
-	return exactKeys(data)
+	return scanKeys(data, nulls)
 }
 
 // jsonSpace is the white space JSON allows around values.

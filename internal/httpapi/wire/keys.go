@@ -29,7 +29,12 @@ func isFreeField(key []byte) bool {
 // so a key that survived decoding with DisallowUnknownFields is exact when
 // it is lower case. data must be valid JSON. The scan allocates only for
 // nesting and escaped keys.
-func exactKeys(data []byte) error {
+func exactKeys(data []byte) error { return scanKeys(data, nil) }
+
+// scanKeys is exactKeys, except that with nulls set it takes a null
+// outside arrays and appends its field's path ("max_wait_ms",
+// "rate.limit") to *nulls, as the members of a merge patch may be null.
+func scanKeys(data []byte, nulls *[]string) error {
 	type frame = keyFrame
 	var key []byte    // the field being read, for errors
 	var stack []frame // the open objects and arrays
@@ -39,6 +44,11 @@ func exactKeys(data []byte) error {
 		case '"':
 		case 'n': // outside strings, only null has an n
 			field := fieldPath(stack, key)
+			if n := len(stack); nulls != nil && n > 0 && !stack[n-1].array {
+				*nulls = append(*nulls, field)
+				i += len("null")
+				continue
+			}
 			return invalid(field, "%s: must not be null; leave the field out instead", field)
 		case '{', '[':
 			stack = append(stack, frame{field: key, firstKey: len(keys), array: data[i] == '['})

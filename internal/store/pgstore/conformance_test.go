@@ -36,6 +36,7 @@ func harness() storetest.Harness {
 			}
 			return open(tb, old.cfg.URL)
 		},
+		Node:         func(tb testing.TB, s store.Store) store.Store { return open(tb, s.(*Store).cfg.URL) },
 		Capabilities: store.Capabilities{MultiNode: true, ListenNotify: true},
 	}
 }

@@ -80,6 +80,10 @@ ON CONFLICT (name) DO UPDATE SET rate_limit = excluded.rate_limit, rate_period_n
 	ordered = excluded.ordered, flow = spool_queues.grouped OR excluded.flow,
 	rate_starts = CASE WHEN excluded.rate_limit = 0 THEN NULL ELSE spool_queues.rate_starts END
 RETURNING flow, paused`
+	// sqlLimitsForUpdate reads the limits of queue $1 and locks its row
+	// until the transaction ends.
+	sqlLimitsForUpdate = `SELECT rate_limit, rate_period_ns, max_active, group_rate_limit, group_rate_period_ns,
+	group_max_active, ordered FROM spool_queues WHERE name = $1 FOR UPDATE`
 	// sqlClearGroupStarts drops the group start logs of a queue whose
 	// group rate is cleared.
 	sqlClearGroupStarts = `DELETE FROM spool_group_starts WHERE queue = $1`
@@ -108,28 +112,73 @@ func (f *flowControl) QueueSetLimits(ctx context.Context, name string, l job.Lim
 		if _, err := tx.Exec(ctx, sqlLockFlow, []string{name}, lockClass); err != nil {
 			return fmt.Errorf("lock queue: %w", err)
 		}
-		names, err := withLanes(ctx, tx, name)
-		if err != nil {
-			return err
-		}
-		var wake []string
-		for _, n := range names {
-			flow, paused, err := applyLimits(ctx, tx, n, l, false)
-			if err != nil {
-				return err
-			}
-			flows[n] = flow
-			if !paused {
-				wake = append(wake, n)
-			}
-		}
-		f.announceOnCommit(tx, wake)
-		return nil
+		return f.writeLimits(ctx, tx, name, l, flows)
 	})
 	if err != nil {
 		return wrap("set queue limits", err)
 	}
 	f.rememberFlow(flows)
+	return nil
+}
+
+// QueuePatchLimits changes some of a queue's limits, its lanes' with
+// them, creating the queue if unknown; see store.Admin. Under the queue's
+// flow lock, it reads the queue's row FOR UPDATE, merges the patch and
+// writes the result as QueueSetLimits does, in the same transaction, so
+// the patches of every node follow one another.
+func (f *flowControl) QueuePatchLimits(ctx context.Context, name string, p job.LimitsPatch) (job.Limits, error) {
+	var out job.Limits
+	flows := make(map[string]bool)
+	err := f.tx(ctx, func(tx pgx.Tx) error {
+		clear(flows)
+		if _, err := tx.Exec(ctx, sqlLockFlow, []string{name}, lockClass); err != nil {
+			return fmt.Errorf("lock queue: %w", err)
+		}
+		if _, err := tx.Exec(ctx, sqlEnsureQueue, name); err != nil {
+			return fmt.Errorf("create queue: %w", err)
+		}
+		var cur job.Limits
+		var ratePeriod, groupRatePeriod int64
+		if err := tx.QueryRow(ctx, sqlLimitsForUpdate, name).Scan(&cur.Rate.Limit, &ratePeriod, &cur.MaxActive,
+			&cur.GroupRate.Limit, &groupRatePeriod, &cur.GroupMaxActive, &cur.Ordered); err != nil {
+			return fmt.Errorf("read limits: %w", err)
+		}
+		cur.Rate.Period, cur.GroupRate.Period = time.Duration(ratePeriod), time.Duration(groupRatePeriod)
+		l, err := p.Merge(cur)
+		if err != nil {
+			return err
+		}
+		out = l
+		return f.writeLimits(ctx, tx, name, l, flows)
+	})
+	if err != nil {
+		return job.Limits{}, wrap("patch queue limits", err)
+	}
+	f.rememberFlow(flows)
+	return out, nil
+}
+
+// writeLimits stores limits l, normalized, of queue name and of its
+// lanes in tx, which holds the queue's flow lock, noting in flows which
+// of them have flow control, and wakes the fetches parked on those not
+// paused once tx commits.
+func (f *flowControl) writeLimits(ctx context.Context, tx pgx.Tx, name string, l job.Limits, flows map[string]bool) error {
+	names, err := withLanes(ctx, tx, name)
+	if err != nil {
+		return err
+	}
+	var wake []string
+	for _, n := range names {
+		flow, paused, err := applyLimits(ctx, tx, n, l, false)
+		if err != nil {
+			return err
+		}
+		flows[n] = flow
+		if !paused {
+			wake = append(wake, n)
+		}
+	}
+	f.announceOnCommit(tx, wake)
 	return nil
 }
 

@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -19,7 +20,9 @@ import (
 const (
 	// sqlSetColumn sets column %s of queue ?1's row to ?2 and nothing
 	// else, creating the row if needed.
-	sqlSetColumn    = `INSERT INTO queues (name, %[1]s) VALUES (?1, ?2) ON CONFLICT (name) DO UPDATE SET %[1]s = ?2`
+	sqlSetColumn = `INSERT INTO queues (name, %[1]s) VALUES (?1, ?2) ON CONFLICT (name) DO UPDATE SET %[1]s = ?2`
+	// sqlQueueColumn reads column %s of queue ?1's row.
+	sqlQueueColumn  = `SELECT %s FROM queues WHERE name = ?1`
 	sqlMarkGrouped  = `UPDATE queues SET grouped = 1 WHERE name = ?`
 	sqlGroupPending = `UPDATE jobs SET grp = '', gready = CASE WHEN state = 'available' THEN 1 END
 WHERE queue = ? AND grp IS NULL AND state IN ('scheduled', 'available', 'retrying', 'active')`
@@ -58,6 +61,52 @@ func (s *Store) QueueSetLimits(ctx context.Context, name string, l job.Limits) e
 // unknown; see store.Admin.
 func (s *Store) QueueSetSettings(ctx context.Context, name string, st job.QueueSettings) error {
 	return wrap("set queue settings", s.do(ctx, 1, func(w *writer) error { return w.setSettings(name, st) }))
+}
+
+// QueuePatchSettings changes some of a queue's settings in one write
+// transaction; see store.Admin.
+func (s *Store) QueuePatchSettings(ctx context.Context, name string, p job.SettingsPatch) (job.QueueSettings, error) {
+	return call(ctx, s, "patch queue settings", func(w *writer) (job.QueueSettings, error) {
+		var cur job.QueueSettings
+		if err := w.readConfig(name, "settings", &cur); err != nil {
+			return cur, err
+		}
+		st, err := p.Merge(name, cur)
+		if err != nil {
+			return cur, err
+		}
+		return st, w.setSettings(name, st)
+	})
+}
+
+// QueuePatchLimits changes some of a queue's limits, its lanes' with
+// them, in one write transaction; see store.Admin.
+func (s *Store) QueuePatchLimits(ctx context.Context, name string, p job.LimitsPatch) (job.Limits, error) {
+	return call(ctx, s, "patch queue limits", func(w *writer) (job.Limits, error) {
+		var cur job.Limits
+		if err := w.readConfig(name, "limits", &cur); err != nil {
+			return cur, err
+		}
+		l, err := p.Merge(cur)
+		if err != nil {
+			return cur, err
+		}
+		return l, w.withLanes(name, func(queue string) error { return w.setLimits(queue, l) })
+	})
+}
+
+// readConfig reads column (limits or settings) of queue name's row into
+// v, in the writer's transaction; an unknown queue leaves v zero.
+func (w *writer) readConfig(name, column string, v any) error {
+	var stored []byte
+	err := w.conn.QueryRowContext(context.Background(), fmt.Sprintf(sqlQueueColumn, column), name).Scan(&stored)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read %s of queue %s: %w", column, name, err)
+	}
+	return decodeJSON(stored, v)
 }
 
 // withLanes runs set on queue name and on the lane of each of its

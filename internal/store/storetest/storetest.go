@@ -30,6 +30,12 @@ type Harness struct {
 	// restart of the server would, registering the new store's release
 	// with tb.Cleanup. Nil leaves out the restart checks.
 	Reopen func(tb testing.TB, s store.Store) store.Store
+	// Node opens another store on the data of s, as another server
+	// sharing s's database would, registering its release with
+	// tb.Cleanup. Nil for a store that one process alone opens; where it
+	// is set, the checks of concurrent changes spread their calls over
+	// both nodes.
+	Node func(tb testing.TB, s store.Store) store.Store
 	// Capabilities is what the store must report.
 	Capabilities store.Capabilities
 	// Durabilities are the levels of the jobs the store keeps; the suite
@@ -72,7 +78,7 @@ func Run(t *testing.T, h Harness) {
 	}
 	groups := [][]group{insertTests(), claimTests(), leaseTests(), transactTests(), adminTests(), queueTests(),
 		maintenanceTests(), lifecycleTests(h), concurrencyTests(), modelTests(), durabilityTests(), scheduleTests(), flowTests(),
-		orderedTests(), groupClaimTests(), turnTests(), deadLetterFlowTests(), deadLetterTests(), errorHistoryTests(), laneTests(), workerTests(), observeTests(), createTests(), sessionTests()}
+		orderedTests(), groupClaimTests(), turnTests(), deadLetterFlowTests(), deadLetterTests(), errorHistoryTests(), laneTests(), workerTests(), observeTests(), createTests(), sessionTests(), patchTests()}
 	for _, gs := range groups {
 		for _, g := range gs {
 			t.Run(g.name, func(t *testing.T) {

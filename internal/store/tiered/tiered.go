@@ -65,6 +65,11 @@ type Store struct {
 	gate sync.RWMutex
 	// ids registers the ids of the inserts in flight once used is set.
 	ids *idGuard
+	// config is held by a change of a queue's limits or settings from
+	// its write in the durable tier to the memory tier's copy of the
+	// result, so that the memory tier takes the changes in the durable
+	// tier's order.
+	config sync.Mutex
 }
 
 var _ store.Store = (*Store)(nil)
@@ -523,19 +528,49 @@ func (s *Store) QueueSetPaused(ctx context.Context, name string, paused bool) er
 // QueueSetLimits sets the queue's limits in both tiers, each of which
 // holds them for its own jobs; see store.Admin.
 func (s *Store) QueueSetLimits(ctx context.Context, name string, l job.Limits) error {
+	s.config.Lock()
+	defer s.config.Unlock()
 	if err := s.disk.QueueSetLimits(ctx, name, l); err != nil {
 		return err
 	}
 	return s.mem.QueueSetLimits(ctx, name, l)
 }
 
+// QueuePatchLimits patches the queue's limits in the durable tier, which
+// keeps the queues' configuration, and gives the memory tier the limits
+// that came out; see store.Admin.
+func (s *Store) QueuePatchLimits(ctx context.Context, name string, p job.LimitsPatch) (job.Limits, error) {
+	s.config.Lock()
+	defer s.config.Unlock()
+	l, err := s.disk.QueuePatchLimits(ctx, name, p)
+	if err != nil {
+		return job.Limits{}, err
+	}
+	return l, s.mem.QueueSetLimits(ctx, name, l)
+}
+
 // QueueSetSettings sets the queue's settings in both tiers, each of which
 // applies them to its own jobs; see store.Admin.
 func (s *Store) QueueSetSettings(ctx context.Context, name string, st job.QueueSettings) error {
+	s.config.Lock()
+	defer s.config.Unlock()
 	if err := s.disk.QueueSetSettings(ctx, name, st); err != nil {
 		return err
 	}
 	return s.mem.QueueSetSettings(ctx, name, st)
+}
+
+// QueuePatchSettings patches the queue's settings in the durable tier,
+// which keeps the queues' configuration, and gives the memory tier the
+// settings that came out; see store.Admin.
+func (s *Store) QueuePatchSettings(ctx context.Context, name string, p job.SettingsPatch) (job.QueueSettings, error) {
+	s.config.Lock()
+	defer s.config.Unlock()
+	st, err := s.disk.QueuePatchSettings(ctx, name, p)
+	if err != nil {
+		return job.QueueSettings{}, err
+	}
+	return st, s.mem.QueueSetSettings(ctx, name, st)
 }
 
 // QueueSetDurability sets the queue's level in the durable store, which
