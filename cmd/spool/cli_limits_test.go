@@ -23,14 +23,22 @@ func TestCLILimits(t *testing.T) {
 		!hasRow(shown, append([]string{"api", "no", "full", "0", "0", "0", "0", "0", "0", "0"}, all...)...) {
 		t.Fatalf("queues limits without flags:\n%s", shown)
 	}
-	// The flags replace the limits as a whole; a bare unit is one of it.
-	if table := b.ok("queues", "limits", "api", "--rate", "10/s"); !hasRow(table, "api", "no", "full", "0", "0", "0", "0", "0", "0", "0", "rate=10/1s") ||
-		strings.Contains(table, "max-active") {
+	// The flags change the limits they name and leave the others; a bare
+	// unit is one of it.
+	if table := b.ok("queues", "limits", "api", "--rate", "10/s"); !hasRow(table, "api", "no", "full", "0", "0", "0", "0", "0", "0", "0",
+		"rate=10/1s", "max-active=7", "group-rate=3/1.5s", "group-max-active=2") {
 		t.Fatalf("queues limits --rate 10/s:\n%s", table)
 	}
-	b.ok("queues", "limits", "api", "--max-active", "1", "--group-rate", "5/24h")
-	if table := b.ok("queues", "list"); !hasRow(table, "api", "no", "full", "0", "0", "0", "0", "0", "0", "0", "max-active=1", "group-rate=5/24h") {
-		t.Fatalf("queues list with limits:\n%s", table)
+	// --unset removes the named ones.
+	if table := b.ok("queues", "limits", "api", "--unset", "group-rate,max-active"); !hasRow(table, "api", "no", "full", "0", "0", "0", "0", "0", "0", "0",
+		"rate=10/1s", "group-max-active=2") || strings.Contains(table, "max-active=7") || strings.Contains(table, "group-rate") {
+		t.Fatalf("queues limits --unset group-rate,max-active:\n%s", table)
+	}
+	// --replace makes the flags the limits as a whole.
+	b.ok("queues", "limits", "api", "--replace", "--max-active", "1", "--group-rate", "5/24h")
+	if table := b.ok("queues", "list"); !hasRow(table, "api", "no", "full", "0", "0", "0", "0", "0", "0", "0", "max-active=1", "group-rate=5/24h") ||
+		strings.Contains(table, "rate=10/1s") || strings.Contains(table, "group-max-active") {
+		t.Fatalf("queues list with limits replaced:\n%s", table)
 	}
 
 	// The cap holds: of three jobs one is handed out.
@@ -86,7 +94,11 @@ func TestCLILimitsBadInput(t *testing.T) {
 		{[]string{"queues", "limits", "q", "--group-rate", "5/fortnight"}, 2, "read the window"},
 		{[]string{"queues", "limits", "q", "--max-active", "0"}, 2, "--max-active must be at least 1"},
 		{[]string{"queues", "limits", "q", "--group-max-active", "0"}, 2, "--group-max-active must be at least 1"},
-		{[]string{"queues", "limits", "q", "--clear", "--max-active", "2"}, 2, "--clear takes no limit flag"},
+		{[]string{"queues", "limits", "q", "--clear", "--max-active", "2"}, 2, "--clear takes no other flag"},
+		{[]string{"queues", "limits", "q", "--unset", "speed"}, 2, `--unset: unknown name "speed"`},
+		{[]string{"queues", "limits", "q", "--unset", "rate", "--rate", "1/s"}, 2, "contradict each other"},
+		{[]string{"queues", "limits", "q", "--replace"}, 2, "--replace needs the flags to set"},
+		{[]string{"queues", "limits", "q", "--replace", "--rate", "1/s", "--unset", "ordered"}, 2, "leave out --unset"},
 		{[]string{"queues", "limits", "q", "--create", "--rate", "0/1s"}, 1, "field rate.limit"},
 		{[]string{"queues", "limits", "q", "--create", "--group-rate", "5/25h"}, 1, "field group_rate.period_ms"},
 		{[]string{"queues", "limits", "q", "--create", "--max-active", "-1"}, 1, "field max_active"},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -176,20 +177,26 @@ already in the queue keep theirs.`,
 }
 
 // queuesLimitsCommand sets, shows or clears a queue's flow control. The
-// limit flags replace the queue's limits as a whole; without any it shows
-// them.
+// limit flags change the limits they name and leave the others (a merge,
+// PATCH); --replace makes them the queue's limits as a whole (PUT). Without
+// any it shows them.
 func (c *cli) queuesLimitsCommand() *cobra.Command {
 	var l client.Limits
-	var clearAll, create bool
+	var clearAll, replace, create bool
+	var unset []string
 	const made = "with these limits"
 	cmd := &cobra.Command{
-		Use:   "limits NAME [--rate N/DURATION] [--max-active N] [--group-rate N/DURATION] [--group-max-active N] [--ordered] | NAME --clear",
+		Use:   "limits NAME [--rate N/DURATION] [--max-active N] [--group-rate N/DURATION] [--group-max-active N] [--ordered] [--unset LIMIT,…] [--replace] | NAME --clear",
 		Short: "Show, set or clear a queue's flow control: rates and caps, per queue and per group, and ordered groups",
-		Long: `Show, set or clear a queue's flow control. The limit flags replace the
-queue's limits as a whole; without any the command shows them.`,
+		Long: `Show, set or clear a queue's flow control. The limit flags change the
+limits they name and leave the others as they are; --unset removes the
+named ones; --replace makes the flags the queue's limits as a whole,
+removing those not named. Without any the command shows them.`,
 		Example: `  spool queues limits emails --group-max-active 1 --rate 100/1m
-  spool queues limits orders --ordered
-  spool queues limits emails            # show them
+  spool queues limits emails --max-active 50     # the rate and group cap stay
+  spool queues limits emails --unset rate
+  spool queues limits orders --ordered --create
+  spool queues limits emails                     # show them
   spool queues limits emails --clear`,
 		Args: exactArgs(1, "NAME"),
 	}
@@ -199,27 +206,106 @@ queue's limits as a whole; without any the command shows them.`,
 	fs.Var(&rateFlag{r: &l.GroupRate}, "group-rate", "each group's rate: at most N of its jobs start in any window of DURATION (`N/DURATION`)")
 	fs.IntVar(&l.GroupMaxActive, "group-max-active", 0, "at most `N` jobs of each group active at once (1: one at a time)")
 	fs.BoolVar(&l.Ordered, "ordered", false, "make every group ordered: its jobs run one at a time, in enqueue order, a failed job holding its group until it finishes")
+	fs.StringSliceVar(&unset, "unset", nil, "remove the named `LIMIT`s (rate, max-active, group-rate, group-max-active, ordered), leaving the others")
+	fs.BoolVar(&replace, "replace", false, "make the limit flags the queue's limits as a whole: remove those not named")
 	fs.BoolVar(&clearAll, "clear", false, "remove every limit of the queue")
 	addCreate(fs, &create, made)
+	names := []string{"rate", "max-active", "group-rate", "group-max-active", "ordered"}
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		limitFlags := anyChanged(fs, "rate", "max-active", "group-rate", "group-max-active", "ordered")
-		if clearAll && limitFlags {
-			return usagef("--clear takes no limit flag")
-		}
 		for _, f := range []struct {
 			name string
 			n    int
 		}{{"max-active", l.MaxActive}, {"group-max-active", l.GroupMaxActive}} {
 			if fs.Changed(f.name) && f.n == 0 {
-				return usagef("--%s must be at least 1; leave it out for no limit", f.name)
+				return usagef("--%s must be at least 1; remove it with --unset %s", f.name, f.name)
 			}
 		}
-		return c.replaceOrShow(args[0], clearAll, limitFlags, create, made, (*client.Client).ClearQueueLimits,
-			func(cl *client.Client, ctx context.Context, name string) (*client.Queue, error) {
+		mode, err := changeMode(fs, names, unset, clearAll, replace)
+		if err != nil {
+			return err
+		}
+		var p client.LimitsPatch
+		for _, n := range unset {
+			switch n {
+			case "rate":
+				p.Rate = client.Unset[client.RatePatch]()
+			case "max-active":
+				p.MaxActive = client.Unset[int]()
+			case "group-rate":
+				p.GroupRate = client.Unset[client.RatePatch]()
+			case "group-max-active":
+				p.GroupMaxActive = client.Unset[int]()
+			case "ordered":
+				p.Ordered = client.Unset[bool]()
+			}
+		}
+		if fs.Changed("rate") {
+			p.Rate = client.SetRate(l.Rate)
+		}
+		if fs.Changed("max-active") {
+			p.MaxActive = client.SetTo(l.MaxActive)
+		}
+		if fs.Changed("group-rate") {
+			p.GroupRate = client.SetRate(l.GroupRate)
+		}
+		if fs.Changed("group-max-active") {
+			p.GroupMaxActive = client.SetTo(l.GroupMaxActive)
+		}
+		if fs.Changed("ordered") {
+			p.Ordered = client.SetTo(l.Ordered)
+		}
+		return c.changeOrShow(args[0], mode, create, made, queueChanges{
+			clear: (*client.Client).ClearQueueLimits,
+			replace: func(cl *client.Client, ctx context.Context, name string) (*client.Queue, error) {
 				return cl.SetQueueLimits(ctx, name, l)
-			})
+			},
+			merge: func(cl *client.Client, ctx context.Context, name string) (*client.Queue, error) {
+				return cl.UpdateQueueLimits(ctx, name, p)
+			},
+		})
 	}
 	return cmd
+}
+
+// changeKind is what a limits or settings command does to the queue.
+type changeKind int
+
+const (
+	showPart    changeKind = iota // change nothing: show the queue
+	mergePart                     // change the named fields (PATCH)
+	replacePart                   // replace the part as a whole (PUT)
+	clearPart                     // remove the whole part (DELETE)
+)
+
+// changeMode tells what a limits or settings command was asked to do from
+// its flags: the field flags names, --unset's list, --clear and --replace.
+// A name --unset does not know, or flags that contradict each other, are
+// a usage error.
+func changeMode(fs *pflag.FlagSet, names, unset []string, clearAll, replace bool) (changeKind, error) {
+	for _, n := range unset {
+		if !slices.Contains(names, n) {
+			return 0, usagef("--unset: unknown name %q; want one of %s", n, strings.Join(names, ", "))
+		}
+		if fs.Changed(n) {
+			return 0, usagef("--unset %s and --%s contradict each other", n, n)
+		}
+	}
+	fields := anyChanged(fs, names...)
+	switch {
+	case clearAll && (fields || replace || len(unset) > 0):
+		return 0, usagef("--clear takes no other flag but --create")
+	case clearAll:
+		return clearPart, nil
+	case replace && len(unset) > 0:
+		return 0, usagef("--replace removes what it does not name: leave out --unset")
+	case replace && !fields:
+		return 0, usagef("--replace needs the flags to set; --clear removes everything")
+	case replace:
+		return replacePart, nil
+	case fields || len(unset) > 0:
+		return mergePart, nil
+	}
+	return showPart, nil
 }
 
 // anyChanged reports whether any of the flags names was given.
@@ -232,26 +318,32 @@ func anyChanged(fs *pflag.FlagSet, names ...string) bool {
 	return false
 }
 
-// replaceOrShow ends a command that replaces a part of a queue as a whole:
-// it clears that part, sets it, or with neither shows the queue, and
-// prints the queue. Clearing or setting a queue that does not exist needs
-// create.
-func (c *cli) replaceOrShow(name string, clearIt, setIt, create bool, made string,
-	clear, set func(cl *client.Client, ctx context.Context, name string) (*client.Queue, error)) error {
+// queueChanges are the calls that change one part of a queue (its limits
+// or its settings) in each way.
+type queueChanges struct {
+	clear, replace, merge func(cl *client.Client, ctx context.Context, name string) (*client.Queue, error)
+}
+
+// changeOrShow ends a command that changes a part of a queue as mode says,
+// or shows the queue, and prints the queue. Changing a queue that does not
+// exist needs create.
+func (c *cli) changeOrShow(name string, mode changeKind, create bool, made string, calls queueChanges) error {
 	cl, ctx, done := c.connect()
 	defer done()
-	if clearIt || setIt {
+	if mode != showPart {
 		if err := queueExists(ctx, cl, name, create, made); err != nil {
 			return err
 		}
 	}
 	var q *client.Queue
 	var err error
-	switch {
-	case clearIt:
-		q, err = clear(cl, ctx, name)
-	case setIt:
-		q, err = set(cl, ctx, name)
+	switch mode {
+	case clearPart:
+		q, err = calls.clear(cl, ctx, name)
+	case replacePart:
+		q, err = calls.replace(cl, ctx, name)
+	case mergePart:
+		q, err = calls.merge(cl, ctx, name)
 	default:
 		q, err = cl.Queue(ctx, name)
 	}
@@ -262,21 +354,26 @@ func (c *cli) replaceOrShow(name string, clearIt, setIt, create bool, made strin
 }
 
 // queuesSettingsCommand sets, shows or clears a queue's settings. The
-// setting flags replace the queue's settings as a whole; without any it
-// shows them.
+// setting flags change the settings they name and leave the others (a
+// merge, PATCH); --replace makes them the queue's settings as a whole
+// (PUT). Without any it shows them.
 func (c *cli) queuesSettingsCommand() *cobra.Command {
 	var s client.QueueSettings
-	var clearAll, create bool
+	var clearAll, replace, create bool
+	var unset []string
 	const made = "with these settings"
 	cmd := &cobra.Command{
 		Use: "settings NAME [--dead-letter-queue QUEUE] [--max-wait DURATION] " +
-			"[--default-lease DURATION] [--default-max-attempts N] [--default-delay DURATION] | NAME --clear",
+			"[--default-lease DURATION] [--default-max-attempts N] [--default-delay DURATION] [--unset SETTING,…] [--replace] | NAME --clear",
 		Short: "Show, set or clear a queue's settings: dead-letter queue, maximum wait, defaults of its jobs",
-		Long: `Show, set or clear a queue's settings. The setting flags replace the
-queue's settings as a whole; without any the command shows them.`,
+		Long: `Show, set or clear a queue's settings. The setting flags change the
+settings they name and leave the others as they are; --unset removes the
+named ones; --replace makes the flags the queue's settings as a whole,
+removing those not named. Without any the command shows them.`,
 		Example: `  spool queues settings orders --dead-letter-queue orders-dlq --max-wait 1h
-  spool queues settings orders --default-lease 5m --default-max-attempts 3
-  spool queues settings orders          # show them
+  spool queues settings orders --default-lease 5m   # the dead-letter queue and maximum wait stay
+  spool queues settings orders --unset max-wait
+  spool queues settings orders                      # show them
   spool queues settings orders --clear`,
 		Args: exactArgs(1, "NAME"),
 	}
@@ -286,15 +383,14 @@ queue's settings as a whole; without any the command shows them.`,
 	fs.DurationVar(&s.DefaultLease, "default-lease", 0, "the lease (`DURATION`, such as 5m) of the jobs enqueued without one, in place of the server's 30s")
 	fs.IntVar(&s.DefaultMaxAttempts, "default-max-attempts", 0, "the maximum attempts (`N`, 1 to 1000) of the jobs enqueued without one, in place of the server's 25")
 	fs.DurationVar(&s.DefaultDelay, "default-delay", 0, "the delay (`DURATION`, such as 10s) of the jobs enqueued without a delay or run time: they become available this long after their enqueue")
+	fs.StringSliceVar(&unset, "unset", nil, "remove the named `SETTING`s (dead-letter-queue, max-wait, default-lease, default-max-attempts, default-delay), leaving the others")
+	fs.BoolVar(&replace, "replace", false, "make the setting flags the queue's settings as a whole: remove those not named")
 	fs.BoolVar(&clearAll, "clear", false, "remove every setting of the queue")
 	addCreate(fs, &create, made)
+	names := []string{"dead-letter-queue", "max-wait", "default-lease", "default-max-attempts", "default-delay"}
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		settingFlags := anyChanged(fs, "dead-letter-queue", "max-wait", "default-lease", "default-max-attempts", "default-delay")
-		if clearAll && settingFlags {
-			return usagef("--clear takes no setting flag")
-		}
 		if fs.Changed("dead-letter-queue") && s.DeadLetterQueue == "" {
-			return usagef("--dead-letter-queue must name a queue; leave it out for none")
+			return usagef("--dead-letter-queue must name a queue; remove it with --unset dead-letter-queue")
 		}
 		for _, f := range []struct {
 			name string
@@ -306,13 +402,52 @@ queue's settings as a whole; without any the command shows them.`,
 			{"default-delay", s.DefaultDelay > 0},
 		} {
 			if fs.Changed(f.name) && !f.set {
-				return usagef("--%s must be positive; leave it out for none", f.name)
+				return usagef("--%s must be positive; remove it with --unset %s", f.name, f.name)
 			}
 		}
-		return c.replaceOrShow(args[0], clearAll, settingFlags, create, made, (*client.Client).ClearQueueSettings,
-			func(cl *client.Client, ctx context.Context, name string) (*client.Queue, error) {
+		mode, err := changeMode(fs, names, unset, clearAll, replace)
+		if err != nil {
+			return err
+		}
+		var p client.QueueSettingsPatch
+		for _, n := range unset {
+			switch n {
+			case "dead-letter-queue":
+				p.DeadLetterQueue = client.Unset[string]()
+			case "max-wait":
+				p.MaxWait = client.Unset[time.Duration]()
+			case "default-lease":
+				p.DefaultLease = client.Unset[time.Duration]()
+			case "default-max-attempts":
+				p.DefaultMaxAttempts = client.Unset[int]()
+			case "default-delay":
+				p.DefaultDelay = client.Unset[time.Duration]()
+			}
+		}
+		if fs.Changed("dead-letter-queue") {
+			p.DeadLetterQueue = client.SetTo(s.DeadLetterQueue)
+		}
+		if fs.Changed("max-wait") {
+			p.MaxWait = client.SetTo(s.MaxWait)
+		}
+		if fs.Changed("default-lease") {
+			p.DefaultLease = client.SetTo(s.DefaultLease)
+		}
+		if fs.Changed("default-max-attempts") {
+			p.DefaultMaxAttempts = client.SetTo(s.DefaultMaxAttempts)
+		}
+		if fs.Changed("default-delay") {
+			p.DefaultDelay = client.SetTo(s.DefaultDelay)
+		}
+		return c.changeOrShow(args[0], mode, create, made, queueChanges{
+			clear: (*client.Client).ClearQueueSettings,
+			replace: func(cl *client.Client, ctx context.Context, name string) (*client.Queue, error) {
 				return cl.SetQueueSettings(ctx, name, s)
-			})
+			},
+			merge: func(cl *client.Client, ctx context.Context, name string) (*client.Queue, error) {
+				return cl.UpdateQueueSettings(ctx, name, p)
+			},
+		})
 	}
 	return cmd
 }

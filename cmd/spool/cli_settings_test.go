@@ -19,10 +19,15 @@ func TestCLISettings(t *testing.T) {
 		!hasRow(shown, "orders", "no", "full", "0", "0", "0", "0", "0", "0", "0", "dead-letter-queue=orders-dlq", "max-wait=1m30s") {
 		t.Fatalf("queues settings without flags:\n%s", shown)
 	}
-	// The flags replace the settings as a whole.
-	if table := b.ok("queues", "settings", "orders", "--dead-letter-queue", "orders-dlq"); !hasRow(table, "orders", "no", "full",
+	// The flags change the settings they name and leave the others.
+	if table := b.ok("queues", "settings", "orders", "--max-wait", "2m"); !hasRow(table, "orders", "no", "full",
+		"0", "0", "0", "0", "0", "0", "0", "dead-letter-queue=orders-dlq", "max-wait=2m") {
+		t.Fatalf("queues settings --max-wait 2m:\n%s", table)
+	}
+	// --replace makes the flags the settings as a whole.
+	if table := b.ok("queues", "settings", "orders", "--replace", "--dead-letter-queue", "orders-dlq"); !hasRow(table, "orders", "no", "full",
 		"0", "0", "0", "0", "0", "0", "0", "dead-letter-queue=orders-dlq") || strings.Contains(table, "max-wait") {
-		t.Fatalf("queues settings --dead-letter-queue:\n%s", table)
+		t.Fatalf("queues settings --replace --dead-letter-queue:\n%s", table)
 	}
 
 	// A job that fails for good goes on to the dead-letter queue, whose
@@ -42,17 +47,23 @@ func TestCLISettings(t *testing.T) {
 		t.Fatalf("jobs get of the copy:\n%s", detail)
 	}
 
-	// The job defaults are set, shown and given to the jobs enqueued
-	// without their own.
+	// The job defaults are set beside the dead-letter queue, shown and
+	// given to the jobs enqueued without their own.
 	q = b.okJSON("queues", "settings", "orders", "--default-lease", "5m", "--default-max-attempts", "3", "--default-delay", "10s")
 	s, _ = q["settings"].(map[string]any)
-	if len(s) != 3 || s["default_lease_ms"] != 300000.0 || s["default_max_attempts"] != 3.0 || s["default_delay_ms"] != 10000.0 {
+	if len(s) != 4 || s["dead_letter_queue"] != "orders-dlq" || s["default_lease_ms"] != 300000.0 || s["default_max_attempts"] != 3.0 || s["default_delay_ms"] != 10000.0 {
 		t.Fatalf("queues settings with defaults --json: %v", q)
 	}
 	if table := b.ok("queues", "settings", "orders"); !hasRow(table, "orders", "no", "full",
-		"0", "0", "0", "0", "0", "1", "0", "default-lease=5m", "default-max-attempts=3", "default-delay=10s") {
+		"0", "0", "0", "0", "0", "1", "0", "dead-letter-queue=orders-dlq", "default-lease=5m", "default-max-attempts=3", "default-delay=10s") {
 		t.Fatalf("queues settings with defaults:\n%s", table)
 	}
+	// --unset removes the named ones.
+	q = b.okJSON("queues", "settings", "orders", "--unset", "default-delay,default-max-attempts")
+	if s, _ = q["settings"].(map[string]any); len(s) != 2 || s["dead_letter_queue"] != "orders-dlq" || s["default_lease_ms"] != 300000.0 {
+		t.Fatalf("queues settings --unset: %v", q)
+	}
+	b.ok("queues", "settings", "orders", "--default-max-attempts", "3", "--default-delay", "10s")
 	id = b.okJSON("enqueue", "--queue", "orders", "--kind", "charge")["id"].(string)
 	if j := b.okJSON("jobs", "get", id); j["lease_ms"] != 300000.0 || j["max_attempts"] != 3.0 || j["state"] != "scheduled" {
 		t.Fatalf("job with the queue's defaults: %v", j)
@@ -78,9 +89,12 @@ func TestCLISettingsBadInput(t *testing.T) {
 		{[]string{"queues", "settings", "q", "--max-wait", "soon"}, 2, "invalid value"},
 		{[]string{"queues", "settings", "q", "--max-wait", "0s"}, 2, "--max-wait must be positive"},
 		{[]string{"queues", "settings", "q", "--dead-letter-queue", ""}, 2, "--dead-letter-queue must name a queue"},
-		{[]string{"queues", "settings", "q", "--clear", "--max-wait", "1s"}, 2, "--clear takes no setting flag"},
-		{[]string{"queues", "settings", "q", "--clear", "--default-delay", "1s"}, 2, "--clear takes no setting flag"},
+		{[]string{"queues", "settings", "q", "--clear", "--max-wait", "1s"}, 2, "--clear takes no other flag"},
+		{[]string{"queues", "settings", "q", "--clear", "--default-delay", "1s"}, 2, "--clear takes no other flag"},
 		{[]string{"queues", "settings", "q", "--default-lease", "0s"}, 2, "--default-lease must be positive"},
+		{[]string{"queues", "settings", "q", "--unset", "lease"}, 2, `--unset: unknown name "lease"`},
+		{[]string{"queues", "settings", "q", "--unset", "max-wait", "--max-wait", "1s"}, 2, "contradict each other"},
+		{[]string{"queues", "settings", "q", "--replace"}, 2, "--replace needs the flags to set"},
 		{[]string{"queues", "settings", "q", "--default-max-attempts", "0"}, 2, "--default-max-attempts must be positive"},
 		{[]string{"queues", "settings", "q", "--default-max-attempts", "many"}, 2, "invalid value"},
 		{[]string{"queues", "settings", "q", "--default-delay", "-1s"}, 2, "--default-delay must be positive"},
