@@ -15,7 +15,7 @@ import (
 func (c *cli) consumerGroupsCommand() *cobra.Command {
 	return c.client(c.group(&cobra.Command{
 		Use:   "consumer-groups",
-		Short: "List, show, create, seek or delete the consumer groups of a queue",
+		Short: "List, get, create, seek or delete the consumer groups of a queue",
 		Example: `  spool consumer-groups create orders billing --from new
   spool consumer-groups list orders
   spool fetch --queue orders --consumer-group billing`,
@@ -47,6 +47,7 @@ func (c *cli) groupsOneCommand(action string) *cobra.Command {
 		"delete": "Delete a consumer group of a queue with what it kept per job"}[action]
 	return &cobra.Command{
 		Use:     action + " QUEUE GROUP",
+		Aliases: map[string][]string{"get": {"show"}}[action],
 		Short:   short,
 		Example: "  spool consumer-groups " + action + " orders billing",
 		Args:    exactArgs(2, "QUEUE and GROUP"),

@@ -188,8 +188,9 @@ func (c *cli) jobsListCommand() *cobra.Command {
 func (c *cli) jobsGetCommand() *cobra.Command {
 	var wait bool
 	cmd := &cobra.Command{
-		Use:   "get ID",
-		Short: "Show one job: its state, attempts, payload, result, errors and worker",
+		Use:     "get ID",
+		Aliases: []string{"show"},
+		Short:   "Show one job: its state, attempts, payload, result, errors and worker",
 		Example: `  spool jobs get 01JD3Q5W8R2M
   spool jobs get 01JD3Q5W8R2M --wait --timeout 5m --json   # block until it finishes`,
 		Args: exactArgs(1, "ID"),

@@ -18,7 +18,7 @@ import (
 func (c *cli) queuesCommand() *cobra.Command {
 	return c.client(c.group(&cobra.Command{
 		Use:   "queues",
-		Short: "List, show, pause, resume or purge queues; set their durability, limits and settings; retry or delete jobs by state",
+		Short: "List, get, pause, resume or purge queues; set their durability, limits and settings; retry or delete jobs by state",
 		Example: `  spool queues list
   spool queues pause emails
   spool queues limits emails --group-max-active 1 --rate 100/1m
@@ -65,6 +65,7 @@ func (c *cli) printQueues(qs ...client.Queue) {
 func (c *cli) queueGetCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:     "get NAME",
+		Aliases: []string{"show"},
 		Short:   "Show one queue with its job counts, limits and settings",
 		Example: "  spool queues get emails",
 		Args:    exactArgs(1, "NAME"),

@@ -13,7 +13,7 @@ import (
 func (c *cli) schedulesCommand() *cobra.Command {
 	return c.client(c.group(&cobra.Command{
 		Use:   "schedules",
-		Short: "List, show, put, delete, pause, resume or trigger cron schedules",
+		Short: "List, get, put, delete, pause, resume or trigger cron schedules",
 		Example: `  spool schedules put digest --cron "*/5 * * * *" --queue reports --kind digest
   spool schedules list
   spool schedules trigger digest`,
@@ -76,6 +76,7 @@ func templateJob(raw json.RawMessage) (queue, kind string) {
 func (c *cli) schedulesGetCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:     "get NAME",
+		Aliases: []string{"show"},
 		Short:   "Show one schedule with its job template",
 		Example: "  spool schedules get digest",
 		Args:    exactArgs(1, "NAME"),

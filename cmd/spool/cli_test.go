@@ -255,3 +255,25 @@ func hasRow(table string, want ...string) bool {
 }
 
 func formatInt(f float64) string { return strconv.FormatInt(int64(f), 10) }
+
+// TestCLIShowIsGet checks that "show", which help texts of other tools
+// use, reaches each get command rather than an unknown-subcommand error.
+func TestCLIShowIsGet(t *testing.T) {
+	t.Parallel()
+	b := setupCLI(t)
+	id := b.okJSON("enqueue", "--queue", "emails", "--kind", "welcome")["id"].(string)
+	if j := b.okJSON("jobs", "show", id); j["id"] != id {
+		t.Fatalf("jobs show: %v", j)
+	}
+	if q := b.okJSON("queues", "show", "emails"); q["name"] != "emails" {
+		t.Fatalf("queues show: %v", q)
+	}
+	b.ok("consumer-groups", "create", "emails", "billing")
+	if g := b.okJSON("consumer-groups", "show", "emails", "billing"); g["name"] != "billing" {
+		t.Fatalf("consumer-groups show: %v", g)
+	}
+	b.ok("schedules", "put", "digest", "--cron", "*/5 * * * *", "--queue", "reports", "--kind", "digest")
+	if s := b.okJSON("schedules", "show", "digest"); s["name"] != "digest" {
+		t.Fatalf("schedules show: %v", s)
+	}
+}
