@@ -188,7 +188,7 @@ func (m *MachineLoad) describe() string {
 	if m.OtherCPUPercent != nil {
 		s += fmt.Sprintf("other processes %.0f%% of the CPU time, ", *m.OtherCPUPercent)
 	}
-	return s + fmt.Sprintf("steal %.1f%%, over %.1f s (%s the run)", m.StealPercent, m.Seconds, m.Phase)
+	return s + fmt.Sprintf("steal %.1f%%, over %.1f s %s the run", m.StealPercent, m.Seconds, m.Phase)
 }
 
 // warning is the line a busy sample prints, "" for a machine that is not
