@@ -225,3 +225,15 @@ def test_consumer_groups(server, queue):
         c.delete_consumer_group(queue, "audit")
         with pytest.raises(spool.NotFound):
             c.consumer_group(queue, "audit")
+
+
+def test_the_server_url_comes_from_spool_server_first(server, queue, monkeypatch):
+    # SPOOL_SERVER, which the CLI reads, wins over SPOOL_URL.
+    monkeypatch.setenv("SPOOL_SERVER", server.url)
+    monkeypatch.setenv("SPOOL_URL", "http://127.0.0.1:1")
+    with Client() as c:
+        assert c.url == server.url
+        assert c.enqueue("k", queue=queue).state == "available"
+    monkeypatch.delenv("SPOOL_SERVER")
+    with Client() as c:
+        assert c.url == "http://127.0.0.1:1"

@@ -129,7 +129,8 @@ class _Base:
     """Configuration and the operations both clients share.
 
     Args:
-        url: the server's base URL (default ``$SPOOL_URL`` or http://127.0.0.1:7311).
+        url: the server's base URL (default ``$SPOOL_SERVER``, which the CLI
+            reads too, then ``$SPOOL_URL``, then http://127.0.0.1:7311).
         token: bearer token for a server with auth (default ``$SPOOL_TOKEN``).
         timeout: seconds each call may take, on top of any long-poll wait.
         retries: how many times an idempotent call (GETs, and enqueues whose
@@ -139,7 +140,8 @@ class _Base:
 
     def __init__(self, url: Optional[str] = None, *, token: Optional[str] = None,
                  timeout: float = 30.0, retries: int = 3) -> None:
-        self.url = (url or os.environ.get("SPOOL_URL") or DEFAULT_URL).rstrip("/")
+        self.url = (url or os.environ.get("SPOOL_SERVER") or os.environ.get("SPOOL_URL")
+                    or DEFAULT_URL).rstrip("/")
         token = token if token is not None else os.environ.get("SPOOL_TOKEN")
         self.timeout = timeout
         self.retries = retries
