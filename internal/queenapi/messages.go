@@ -178,15 +178,19 @@ type pushBody struct {
 	Items *[]pushItem `json:"items"`
 }
 
-// pushResultJSON is the answer for one pushed message.
+// pushResultJSON is the answer for one pushed message, in Queen's field
+// names: a queued message names its partition and trace (null when it
+// has none), a duplicate
+// only the message already stored under its transactionId, whose id it
+// answers.
 type pushResultJSON struct {
 	Index         int    `json:"index"`
+	TransactionID string `json:"transaction_id"`
 	Status        string `json:"status"`
-	TransactionID string `json:"transactionId"`
-	MessageID     string `json:"messageId"`
-	Queue         string `json:"queue"`
-	Partition     string `json:"partition"`
-	PartitionID   string `json:"partitionId"`
+	MessageID     string `json:"message_id"`
+	PartitionID   string `json:"partition_id,omitempty"`
+	TraceID       any    `json:"trace_id,omitempty"`
+	QueueName     string `json:"queueName"`
 }
 
 // push enqueues messages, all or none, into their queues' partitions,
@@ -231,13 +235,16 @@ func (a *API) push(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
 }
 
 func pushResult(i int, req *engine.EnqueueRequest, duplicate bool) pushResultJSON {
-	status := "queued"
+	out := pushResultJSON{Index: i, TransactionID: txIDOfRequest(req), Status: "duplicate", MessageID: req.ID, QueueName: req.Queue}
 	if duplicate {
-		status = "duplicate"
+		return out
 	}
-	partition := req.Group
-	return pushResultJSON{Index: i, Status: status, TransactionID: txIDOfRequest(req), MessageID: req.ID,
-		Queue: req.Queue, Partition: partition, PartitionID: partitionID(req.Queue, partition)}
+	out.Status, out.PartitionID = "queued", partitionID(req.Queue, req.Group)
+	out.TraceID = json.RawMessage("null")
+	if trace := traceIDOf(&job.Job{Tags: req.Tags}); trace != nil {
+		out.TraceID = *trace
+	}
+	return out
 }
 
 // txIDOfRequest is the transactionId of a message about to be pushed.

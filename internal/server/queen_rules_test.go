@@ -343,7 +343,7 @@ func TestQueenHonoursTheServersMaxBatch(t *testing.T) {
 	acks := func(n int) obj {
 		list := make([]obj, n)
 		for i := range list {
-			list[i] = obj{"transactionId": fmt.Sprintf("t%d", i), "partitionId": pushed[0]["partitionId"]}
+			list[i] = obj{"transactionId": fmt.Sprintf("t%d", i), "partitionId": pushed[0]["partition_id"]}
 		}
 		return obj{"acknowledgments": list}
 	}
