@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -53,6 +54,20 @@ func (c *cli) serverCommand() *cobra.Command {
 		return exitCode(runServer(cfg, c.getenv, c.errOut))
 	}
 	return cmd
+}
+
+// storeOf says where cfg keeps its jobs, for the start-up line: the data
+// folder and sync of the embedded store, or PostgreSQL's host and database
+// (never its user or password).
+func storeOf(cfg config.Config) string {
+	if cfg.DB == "" {
+		return fmt.Sprintf("data %s, sync %s", cfg.Data, cfg.Sync)
+	}
+	u, err := url.Parse(cfg.DB)
+	if err != nil || u.Host == "" {
+		return "PostgreSQL"
+	}
+	return "PostgreSQL at " + u.Host + u.Path
 }
 
 // exitCode is the error that ends a command with code, nil for 0.
@@ -144,7 +159,7 @@ func runServer(cfg config.Config, getenv func(string) string, stderr io.Writer) 
 		logger.Error("start failed", "err", err)
 		return 1
 	}
-	fmt.Fprintf(stderr, "spool listening on http://%s (data %s, sync %s)\n", srv.Addr(), cfg.Data, cfg.Sync)
+	fmt.Fprintf(stderr, "spool listening on http://%s (%s)\n", srv.Addr(), storeOf(cfg))
 	<-ctx.Done()
 	stop() // a second signal now kills the process at once
 	logger.Info("shutting down")
