@@ -93,8 +93,19 @@ func seedCases() []presetCase {
 		o.Groups, o.Limits = 1000, job.Limits{Ordered: ordered}
 		return o
 	}
+	// fewPartitions is the shape of Queen's tool: queenThreads workers each
+	// fetching up to 1,000 jobs of one queue spread over 4 groups, ordered
+	// (Queen's partitions) or not; jobs as many as make a run of a second
+	// or more.
+	fewPartitions := func(ordered bool, jobs int) Options {
+		o := proc(queenThreads, 1000, jobs)
+		o.Groups, o.Limits = 4, job.Limits{Ordered: ordered}
+		return o
+	}
 	j, b, qb := srcJobbie, srcBullMQ, srcQueenBP
 	const ownSetup = "Spool's own: ordered vs unordered, same settings otherwise"
+	const fewSetup = "Spool's own: Queen's tool's shape, 10 workers fetching up to 1,000 of 4 partitions, ordered vs unordered " +
+		"(100,000 jobs unordered, 20,000 ordered)"
 	return []presetCase{
 		{name: "Jobbie enqueue c=1", opts: enq(1, 15_000), ref: ref(j, 2532, "enqueue, 1 client"), metric: "jobs"},
 		{name: "Jobbie enqueue c=10", opts: enq(10, 50_000), ref: ref(j, 7928, "enqueue, 10 clients"), metric: "jobs"},
@@ -130,6 +141,9 @@ func seedCases() []presetCase {
 		{name: "unordered, 1,000 groups", opts: partitions(false), ref: ref(srcSpool, 0, ownSetup), metric: "jobs"},
 		{name: "ordered, 1,000 partitions", opts: partitions(true), ref: ref(srcSpool, 0, ownSetup), metric: "jobs",
 			over: "unordered, 1,000 groups", ratio: "ordered / unordered, 1,000 partitions"},
+		{name: "unordered, 4 groups, fetch 1,000", opts: fewPartitions(false, 100_000), ref: ref(srcSpool, 0, fewSetup), metric: "jobs"},
+		{name: "ordered, 4 partitions, fetch 1,000", opts: fewPartitions(true, 20_000), ref: ref(srcSpool, 0, fewSetup), metric: "jobs",
+			over: "unordered, 4 groups, fetch 1,000", ratio: "ordered / unordered, 4 partitions"},
 	}
 }
 

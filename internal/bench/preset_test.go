@@ -160,6 +160,22 @@ func TestSeedOrderedCases(t *testing.T) {
 			t.Errorf("%s: %v msg/s, %v MB/s, setup %q: want no figure, Spool's own", c.name, value(c.ref.Figure), value(c.ref.FigureMBps), c.ref.Setup)
 		}
 	}
+
+	// Queen's tool's shape: 10 workers fetching up to 1,000 of one queue's
+	// 4 partitions, ordered beside unordered.
+	few, fewUnord := byName["ordered, 4 partitions, fetch 1,000"], byName["unordered, 4 groups, fetch 1,000"]
+	if few.ref == nil || fewUnord.ref == nil {
+		t.Fatal("the comparison of 4 partitions is missing")
+	}
+	if !few.opts.Limits.Ordered || fewUnord.opts.Limits.Ordered || few.over != fewUnord.name || few.ratio != "ordered / unordered, 4 partitions" {
+		t.Errorf("4 partitions: ordered %v, unordered %v, ratio %q over %q", few.opts.Limits.Ordered, fewUnord.opts.Limits.Ordered, few.ratio, few.over)
+	}
+	for _, c := range []presetCase{few, fewUnord} {
+		o := c.opts
+		if o.Mode != ModeProcess || o.Workers != queenThreads || o.Concurrency != 1000 || o.Groups != 4 || o.Queues > 1 {
+			t.Errorf("%s: settings %+v: want process, 10 workers × 1,000, one queue of 4 groups", c.name, o)
+		}
+	}
 }
 
 // TestRunPreset runs a small preset of two runs and three rows and checks
