@@ -211,7 +211,14 @@ removing those not named. Without any the command shows them.`,
 	fs.BoolVar(&replace, "replace", false, "make the limit flags the queue's limits as a whole: remove those not named")
 	fs.BoolVar(&clearAll, "clear", false, "remove every limit of the queue")
 	addCreate(fs, &create, made)
-	names := []string{"rate", "max-active", "group-rate", "group-max-active", "ordered"}
+	var p client.LimitsPatch
+	fields := []patchField{
+		{"rate", func() { p.Rate = client.SetRate(l.Rate) }, func() { p.Rate = client.Unset[client.RatePatch]() }},
+		{"max-active", func() { p.MaxActive = client.SetTo(l.MaxActive) }, func() { p.MaxActive = client.Unset[int]() }},
+		{"group-rate", func() { p.GroupRate = client.SetRate(l.GroupRate) }, func() { p.GroupRate = client.Unset[client.RatePatch]() }},
+		{"group-max-active", func() { p.GroupMaxActive = client.SetTo(l.GroupMaxActive) }, func() { p.GroupMaxActive = client.Unset[int]() }},
+		{"ordered", func() { p.Ordered = client.SetTo(l.Ordered) }, func() { p.Ordered = client.Unset[bool]() }},
+	}
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		for _, f := range []struct {
 			name string
@@ -221,40 +228,11 @@ removing those not named. Without any the command shows them.`,
 				return usagef("--%s must be at least 1; remove it with --unset %s", f.name, f.name)
 			}
 		}
-		mode, err := changeMode(fs, names, unset, clearAll, replace)
+		mode, err := changeMode(fs, fields, unset, clearAll, replace)
 		if err != nil {
 			return err
 		}
-		var p client.LimitsPatch
-		for _, n := range unset {
-			switch n {
-			case "rate":
-				p.Rate = client.Unset[client.RatePatch]()
-			case "max-active":
-				p.MaxActive = client.Unset[int]()
-			case "group-rate":
-				p.GroupRate = client.Unset[client.RatePatch]()
-			case "group-max-active":
-				p.GroupMaxActive = client.Unset[int]()
-			case "ordered":
-				p.Ordered = client.Unset[bool]()
-			}
-		}
-		if fs.Changed("rate") {
-			p.Rate = client.SetRate(l.Rate)
-		}
-		if fs.Changed("max-active") {
-			p.MaxActive = client.SetTo(l.MaxActive)
-		}
-		if fs.Changed("group-rate") {
-			p.GroupRate = client.SetRate(l.GroupRate)
-		}
-		if fs.Changed("group-max-active") {
-			p.GroupMaxActive = client.SetTo(l.GroupMaxActive)
-		}
-		if fs.Changed("ordered") {
-			p.Ordered = client.SetTo(l.Ordered)
-		}
+		buildPatch(fs, fields, unset)
 		return c.changeOrShow(args[0], mode, create, made, queueChanges{
 			clear: (*client.Client).ClearQueueLimits,
 			replace: func(cl *client.Client, ctx context.Context, name string) (*client.Queue, error) {
@@ -268,6 +246,27 @@ removing those not named. Without any the command shows them.`,
 	return cmd
 }
 
+// patchField is a field of a queue's limits or settings as a command's
+// flag names it: set puts the flag's value in the command's patch, unset
+// clears the field there.
+type patchField struct {
+	name       string
+	set, unset func()
+}
+
+// buildPatch fills a command's patch from its flags: the fields unset
+// names are cleared, those whose flag was given set.
+func buildPatch(fs *pflag.FlagSet, fields []patchField, unset []string) {
+	for _, f := range fields {
+		if slices.Contains(unset, f.name) {
+			f.unset()
+		}
+		if fs.Changed(f.name) {
+			f.set()
+		}
+	}
+}
+
 // changeKind is what a limits or settings command does to the queue.
 type changeKind int
 
@@ -279,10 +278,14 @@ const (
 )
 
 // changeMode tells what a limits or settings command was asked to do from
-// its flags: the field flags names, --unset's list, --clear and --replace.
+// its flags: those of fields, --unset's list, --clear and --replace.
 // A name --unset does not know, or flags that contradict each other, are
 // a usage error.
-func changeMode(fs *pflag.FlagSet, names, unset []string, clearAll, replace bool) (changeKind, error) {
+func changeMode(fs *pflag.FlagSet, fields []patchField, unset []string, clearAll, replace bool) (changeKind, error) {
+	names := make([]string, len(fields))
+	for i, f := range fields {
+		names[i] = f.name
+	}
 	for _, n := range unset {
 		if !slices.Contains(names, n) {
 			return 0, usagef("--unset: unknown name %q; want one of %s", n, strings.Join(names, ", "))
@@ -291,19 +294,19 @@ func changeMode(fs *pflag.FlagSet, names, unset []string, clearAll, replace bool
 			return 0, usagef("--unset %s and --%s contradict each other", n, n)
 		}
 	}
-	fields := anyChanged(fs, names...)
+	given := anyChanged(fs, names...)
 	switch {
-	case clearAll && (fields || replace || len(unset) > 0):
+	case clearAll && (given || replace || len(unset) > 0):
 		return 0, usagef("--clear takes no other flag but --create")
 	case clearAll:
 		return clearPart, nil
 	case replace && len(unset) > 0:
 		return 0, usagef("--replace removes what it does not name: leave out --unset")
-	case replace && !fields:
+	case replace && !given:
 		return 0, usagef("--replace needs the flags to set; --clear removes everything")
 	case replace:
 		return replacePart, nil
-	case fields || len(unset) > 0:
+	case given || len(unset) > 0:
 		return mergePart, nil
 	}
 	return showPart, nil
@@ -388,7 +391,14 @@ removing those not named. Without any the command shows them.`,
 	fs.BoolVar(&replace, "replace", false, "make the setting flags the queue's settings as a whole: remove those not named")
 	fs.BoolVar(&clearAll, "clear", false, "remove every setting of the queue")
 	addCreate(fs, &create, made)
-	names := []string{"dead-letter-queue", "max-wait", "default-lease", "default-max-attempts", "default-delay"}
+	var p client.QueueSettingsPatch
+	fields := []patchField{
+		{"dead-letter-queue", func() { p.DeadLetterQueue = client.SetTo(s.DeadLetterQueue) }, func() { p.DeadLetterQueue = client.Unset[string]() }},
+		{"max-wait", func() { p.MaxWait = client.SetTo(s.MaxWait) }, func() { p.MaxWait = client.Unset[time.Duration]() }},
+		{"default-lease", func() { p.DefaultLease = client.SetTo(s.DefaultLease) }, func() { p.DefaultLease = client.Unset[time.Duration]() }},
+		{"default-max-attempts", func() { p.DefaultMaxAttempts = client.SetTo(s.DefaultMaxAttempts) }, func() { p.DefaultMaxAttempts = client.Unset[int]() }},
+		{"default-delay", func() { p.DefaultDelay = client.SetTo(s.DefaultDelay) }, func() { p.DefaultDelay = client.Unset[time.Duration]() }},
+	}
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if fs.Changed("dead-letter-queue") && s.DeadLetterQueue == "" {
 			return usagef("--dead-letter-queue must name a queue; remove it with --unset dead-letter-queue")
@@ -406,40 +416,11 @@ removing those not named. Without any the command shows them.`,
 				return usagef("--%s must be positive; remove it with --unset %s", f.name, f.name)
 			}
 		}
-		mode, err := changeMode(fs, names, unset, clearAll, replace)
+		mode, err := changeMode(fs, fields, unset, clearAll, replace)
 		if err != nil {
 			return err
 		}
-		var p client.QueueSettingsPatch
-		for _, n := range unset {
-			switch n {
-			case "dead-letter-queue":
-				p.DeadLetterQueue = client.Unset[string]()
-			case "max-wait":
-				p.MaxWait = client.Unset[time.Duration]()
-			case "default-lease":
-				p.DefaultLease = client.Unset[time.Duration]()
-			case "default-max-attempts":
-				p.DefaultMaxAttempts = client.Unset[int]()
-			case "default-delay":
-				p.DefaultDelay = client.Unset[time.Duration]()
-			}
-		}
-		if fs.Changed("dead-letter-queue") {
-			p.DeadLetterQueue = client.SetTo(s.DeadLetterQueue)
-		}
-		if fs.Changed("max-wait") {
-			p.MaxWait = client.SetTo(s.MaxWait)
-		}
-		if fs.Changed("default-lease") {
-			p.DefaultLease = client.SetTo(s.DefaultLease)
-		}
-		if fs.Changed("default-max-attempts") {
-			p.DefaultMaxAttempts = client.SetTo(s.DefaultMaxAttempts)
-		}
-		if fs.Changed("default-delay") {
-			p.DefaultDelay = client.SetTo(s.DefaultDelay)
-		}
+		buildPatch(fs, fields, unset)
 		return c.changeOrShow(args[0], mode, create, made, queueChanges{
 			clear: (*client.Client).ClearQueueSettings,
 			replace: func(cl *client.Client, ctx context.Context, name string) (*client.Queue, error) {

@@ -40,15 +40,7 @@ func TestSettingsPatchMerge(t *testing.T) {
 			cur, "default_delay_ms"},
 	} {
 		got, err := c.p.Merge("orders", cur)
-		var in *InputError
-		switch {
-		case c.field == "" && err != nil:
-			t.Errorf("%s: %v, want valid", c.name, err)
-		case c.field != "" && (!errors.As(err, &in) || in.Field != c.field):
-			t.Errorf("%s: %v, want an InputError on %s", c.name, err, c.field)
-		case got != c.want:
-			t.Errorf("%s: got %v, want %v", c.name, got, c.want)
-		}
+		checkMerge(t, c.name, got, err, c.want, c.field)
 	}
 }
 
@@ -102,15 +94,7 @@ func TestLimitsPatchMerge(t *testing.T) {
 			Limits{GroupMaxActive: 1}, ""},
 	} {
 		got, err := c.p.Merge(c.cur)
-		var in *InputError
-		switch {
-		case c.field == "" && err != nil:
-			t.Errorf("%s: %v, want valid", c.name, err)
-		case c.field != "" && (!errors.As(err, &in) || in.Field != c.field):
-			t.Errorf("%s: %v, want an InputError on %s", c.name, err, c.field)
-		case got != c.want:
-			t.Errorf("%s: got %v, want %v", c.name, got, c.want)
-		}
+		checkMerge(t, c.name, got, err, c.want, c.field)
 	}
 }
 
@@ -129,5 +113,20 @@ func TestPatchesOfDifferentFieldsCommute(t *testing.T) {
 	want := QueueSettings{DeadLetterQueue: "dlq", DefaultLease: time.Minute}
 	if ab != want || ba != want {
 		t.Fatalf("a then b %v, b then a %v, want %v", ab, ba, want)
+	}
+}
+
+// checkMerge fails t unless a merge named name gave want, or, with field
+// set, an InputError on field.
+func checkMerge[T comparable](t *testing.T, name string, got T, err error, want T, field string) {
+	t.Helper()
+	var in *InputError
+	switch {
+	case field == "" && err != nil:
+		t.Errorf("%s: %v, want valid", name, err)
+	case field != "" && (!errors.As(err, &in) || in.Field != field):
+		t.Errorf("%s: %v, want an InputError on %s", name, err, field)
+	case got != want:
+		t.Errorf("%s: got %v, want %v", name, got, want)
 	}
 }
