@@ -11,6 +11,7 @@
 package attempt
 
 import (
+	"slices"
 	"time"
 
 	"github.com/spoolq/spool/internal/job"
@@ -98,6 +99,30 @@ func PastWait(attempt int, letter bool, s job.QueueSettings, now time.Time) End 
 // HoldsGroup reports whether the job still holds its group of an ordered
 // queue after e (job.HoldsGroup).
 func (e *End) HoldsGroup() bool { return job.HoldsGroup(e.State, e.Attempt) }
+
+// ReturnsRun reports whether e, the end of an attempt of a job of group
+// (empty: none) of a queue that is ordered or not, sends the rest of the
+// job's run back (RunTail): it does when the job waits again, after a
+// failure with retries left, an expired lease or a release, so that none
+// of the group's later jobs finishes before it. Each of those goes back
+// as handed back unrun (Release): available, its attempt not counted.
+func ReturnsRun(ordered bool, group string, e *End) bool {
+	return ordered && group != "" && !e.State.Final()
+}
+
+// RunTail is the rest of the run of the job with seq: of the seqs of its
+// group's active jobs, those after it, in enqueue order. A group's active
+// jobs are one run (claim.Request.Runs), taken in enqueue order.
+func RunTail(seq int64, active []int64) []int64 {
+	var out []int64
+	for _, s := range active {
+		if s > seq {
+			out = append(out, s)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
 
 // Available reports whether e makes the job available at once, so that
 // its queue's fetches are woken.

@@ -40,6 +40,12 @@ type Request struct {
 	// Group, when set, is the one group the claim takes jobs of; it
 	// leaves the round-robin's cursor where it was.
 	Group string
+	// Runs lets a free group of an ordered queue give the claim a run:
+	// several of its jobs in claim order instead of one (see admit).
+	Runs bool
+	// MaxGroups, when positive, bounds how many groups give the claim
+	// jobs.
+	MaxGroups int
 }
 
 // Group is a group of the queue with available jobs, as a Source offers

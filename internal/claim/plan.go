@@ -80,7 +80,7 @@ func Plan(q Queue, req Request, src Source) (*Decision, error) {
 // groups in all. The groups without room count in what held jobs back.
 func (d *Decision) find(src Source, room int) ([]*group, error) {
 	var admitted []*group
-	for len(admitted) < room && d.visited < MaxGroupVisits {
+	for len(admitted) < room && d.visited < MaxGroupVisits && !d.groupsFull() {
 		if len(d.pending) == 0 {
 			if d.exhausted {
 				break
@@ -125,7 +125,10 @@ func (d *Decision) newGroup(g Group) *group {
 // group without room counts in what held jobs back. In an ordered queue a
 // group whose holder waits (retrying, scheduled) has no room and counts as
 // capped: its holder's return or end frees the group as an active job's
-// would.
+// would. A claim of runs (Request.Runs) may take a run of a free ordered
+// group, one without an active job or a holder: its jobs in claim order
+// as far as the rest of the plan lets (see runEnds); a group with an
+// available holder gives that job alone.
 func (d *Decision) admit(g *group) bool {
 	l := d.q.Limits
 	if g.Stalled {
@@ -139,6 +142,9 @@ func (d *Decision) admit(g *group) bool {
 			g.room = 0
 		}
 		d.capped = d.capped || g.room == 0
+		if l.Ordered && d.req.Runs && g.Active == 0 && g.Holder == "" {
+			g.room = -1
+		}
 	}
 	if r, next := g.Starts.Room(l.GroupRate, d.req.Now); r >= 0 {
 		if r == 0 {
@@ -153,7 +159,13 @@ func (d *Decision) admit(g *group) bool {
 
 // moreGroups reports whether find may still admit groups.
 func (d *Decision) moreGroups() bool {
-	return !d.stopped && (len(d.pending) > 0 || !d.exhausted)
+	return !d.stopped && !d.groupsFull() && (len(d.pending) > 0 || !d.exhausted)
+}
+
+// groupsFull reports whether the plan admitted as many groups as the
+// request lets give jobs.
+func (d *Decision) groupsFull() bool {
+	return d.req.MaxGroups > 0 && len(d.groups) >= d.req.MaxGroups
 }
 
 // prepare sorts the heads the groups were offered with into the jobs
@@ -194,7 +206,7 @@ func (d *Decision) share(src Source, live []*group, room int) ([]*group, error) 
 		slices.SortStableFunc(live, func(a, b *group) int { return a.taken - b.taken })
 		for t := 0; t < turns && room > 0; t++ {
 			for _, g := range live {
-				if room > 0 && g.taken < len(g.avail) && g.hasRoom() && (!first || g.taken == 0) {
+				if room > 0 && g.taken < len(g.avail) && g.hasRoom() && (!first || g.taken == 0) && !d.runEnds(g) {
 					d.Take = append(d.Take, Pick{Group: g.Name, Head: g.avail[g.taken], admitted: g.index})
 					g.taken++
 					room--
@@ -207,6 +219,19 @@ func (d *Decision) share(src Source, live []*group, room int) ([]*group, error) 
 		}
 	}
 	return live, nil
+}
+
+// runEnds reports whether the run of ordered group g ends before its next
+// job, and then closes g: a run takes a group's jobs in claim order while
+// each was enqueued after the one before it, so that a run's order is its
+// jobs' enqueue order, the order in which its group's holders go out
+// again (job.HoldsGroup) and the rest of a run goes back (ReturnsRun).
+func (d *Decision) runEnds(g *group) bool {
+	if !d.q.Limits.Ordered || g.taken == 0 || g.avail[g.taken].Seq > g.avail[g.taken-1].Seq {
+		return false
+	}
+	g.room = g.taken
+	return true
 }
 
 // fresh is how many groups of live took nothing yet and may give a job.

@@ -33,6 +33,12 @@ type FetchRequest struct {
 	// enqueue's. Every other rule of a fetch holds as without it (see
 	// store.Claimer.JobClaim). Empty: the jobs of every group.
 	Group string
+	// Runs lets a free group of an ordered queue hand out several of its
+	// jobs in order, a run, instead of one (store.JobClaimParams.Runs).
+	Runs bool
+	// MaxGroups, when positive, bounds how many groups of each queue give
+	// the fetch jobs: 1 for a fetch of one group's run, whichever group.
+	MaxGroups int
 }
 
 func (e *Engine) validateFetch(req *FetchRequest) error {
@@ -179,6 +185,8 @@ func (e *Engine) claim(ctx context.Context, req *FetchRequest) (*store.ClaimResu
 		Max:           req.Max,
 		LeaseDuration: req.LeaseDuration,
 		Group:         req.Group,
+		Runs:          req.Runs,
+		MaxGroups:     req.MaxGroups,
 		Worker:        req.Worker,
 		Now:           e.Now(),
 	})

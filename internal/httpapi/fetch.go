@@ -22,6 +22,8 @@ type fetchJSON struct {
 	// Group takes the jobs of that group alone (a job's group, not a
 	// consumer group).
 	Group *string `json:"group"`
+	// Runs lets a free group of an ordered queue give a run of its jobs.
+	Runs bool `json:"runs"`
 }
 
 // releaseTimeout bounds the hand-back of jobs claimed for a caller that
@@ -32,7 +34,7 @@ const releaseTimeout = 5 * time.Second
 func fetchQueues(in *fetchJSON) []string { return in.Queues }
 
 func (a *API) fetch(w http.ResponseWriter, r *http.Request, in *fetchJSON) {
-	req := engine.FetchRequest{Queues: in.Queues, Wait: millis(in.WaitMS), Worker: in.Worker}
+	req := engine.FetchRequest{Queues: in.Queues, Wait: millis(in.WaitMS), Worker: in.Worker, Runs: in.Runs}
 	if g := in.ConsumerGroup; g != nil {
 		if *g == "" {
 			a.writeError(w, r, job.Invalid("consumer_group", "must be a consumer group name; leave the field out for the queues' own jobs"))

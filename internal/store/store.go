@@ -415,6 +415,12 @@ type JobClaimParams struct {
 	// group (one group of an ordered queue); jobs without a group are
 	// never handed out then. Empty: every job. See Claimer.JobClaim.
 	Group string
+	// Runs lets a free group of an ordered queue give several of its jobs
+	// in claim order, a run (claim.Request.Runs), instead of one.
+	Runs bool
+	// MaxGroups, when positive, bounds how many groups of each queue
+	// give the claim jobs.
+	MaxGroups int
 	// Worker is the name the fetch gave its worker (job.WorkerName: valid
 	// UTF-8 without NUL), which each claimed job keeps as its Worker
 	// until its next claim; empty for none, which clears it.

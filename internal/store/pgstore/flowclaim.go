@@ -114,7 +114,8 @@ func (cl *claimer) claimFlow(ctx context.Context, q string, p *store.JobClaimPar
 	var c *flowClaim
 	plain := false
 	err := cl.tx(ctx, func(tx pgx.Tx) error {
-		c = &flowClaim{tx: tx, queue: q, group: p.Group, now: micro(p.Now), want: want, lease: p.LeaseDuration, worker: p.Worker}
+		c = &flowClaim{tx: tx, queue: q, group: p.Group, runs: p.Runs, maxGroups: p.MaxGroups, now: micro(p.Now), want: want,
+			lease: p.LeaseDuration, worker: p.Worker}
 		found, err := c.lock(ctx)
 		if err != nil {
 			return err
@@ -152,11 +153,14 @@ type flowClaim struct {
 	tx    pgx.Tx
 	queue string
 	// group, when set, is the one group the claim takes jobs of.
-	group  string
-	now    time.Time
-	want   int
-	lease  time.Duration
-	worker string // the claiming worker's name ("" for none)
+	group string
+	// runs and maxGroups are claim.Request's.
+	runs      bool
+	maxGroups int
+	now       time.Time
+	want      int
+	lease     time.Duration
+	worker    string // the claiming worker's name ("" for none)
 
 	q      flowQueue
 	active int        // the queue's active jobs, counted up to its cap
@@ -221,7 +225,7 @@ func (c *flowClaim) lock(ctx context.Context) (found bool, err error) {
 func (c *flowClaim) run(ctx context.Context, x *expirer) error {
 	src := newGroupSource(ctx, c.tx, c.queue, c.q.limits, c.q.maxWait, c.q.lastGroup, c.group)
 	d, err := claim.Plan(claim.Queue{Limits: c.q.limits, MaxWait: c.q.maxWait, Active: c.active, Starts: c.q.starts},
-		claim.Request{Now: c.now, Want: c.want, Group: c.group}, src)
+		claim.Request{Now: c.now, Want: c.want, Group: c.group, Runs: c.runs, MaxGroups: c.maxGroups}, src)
 	if err != nil {
 		return err
 	}

@@ -201,7 +201,43 @@ func (w *writer) finish(l *lease, state job.State) {
 
 // endAttempt writes the end of l's attempt at now as end says, leaving
 // the dead-letter copy of a job that dies, whose queue and id it returns.
+// In an ordered queue, an end that sends the job back to wait sends the
+// rest of its run back too (attempt.ReturnsRun).
 func (w *writer) endAttempt(l *lease, end *attempt.End, now time.Time) (job.JobRef, error) {
+	ref, err := w.endOne(l, end, now)
+	if err != nil {
+		return ref, err
+	}
+	q := w.queues[l.queue]
+	if q == nil || !attempt.ReturnsRun(q.limits.Ordered, l.group, end) || w.leases.inGroup(l.queue, l.group) == 0 {
+		return ref, nil
+	}
+	return ref, w.returnRun(l, now)
+}
+
+// returnRun hands the rest of l's run back unrun (attempt.RunTail,
+// attempt.Release), its last job first.
+func (w *writer) returnRun(l *lease, now time.Time) error {
+	var active []int64
+	for _, o := range w.leases.ofQueue(l.queue) {
+		if o.group == l.group {
+			active = append(active, o.seq)
+		}
+	}
+	tail := attempt.RunTail(l.seq, active)
+	for i := len(tail) - 1; i >= 0; i-- {
+		o := w.leases.bySeq[tail[i]]
+		h := o.held()
+		end := attempt.Release(&h)
+		if _, err := w.endOne(o, &end, now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// endOne is endAttempt for l alone.
+func (w *writer) endOne(l *lease, end *attempt.End, now time.Time) (job.JobRef, error) {
 	var finished, run, msg any
 	if end.State.Final() {
 		finished = now.UnixNano()

@@ -35,7 +35,7 @@ func (w *writer) claimFlow(q *wqueue, want int, p *store.JobClaimParams, res *st
 	}
 	src := newFlowSource(w, q, p.Group)
 	d, err := claim.Plan(claim.Queue{Limits: q.limits, MaxWait: q.settings.MaxWait, Active: w.leases.inQueue(q.name), Starts: q.flow.rate},
-		claim.Request{Now: now, Want: want, Group: p.Group}, src)
+		claim.Request{Now: now, Want: want, Group: p.Group, Runs: p.Runs, MaxGroups: p.MaxGroups}, src)
 	if err != nil {
 		return nil, err
 	}
