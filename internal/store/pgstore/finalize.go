@@ -63,7 +63,8 @@ SELECT id, queue, state, kind, attempt, started_at FROM moved CROSS JOIN relax C
 	// what the rules and the writes need.
 	sqlLockLeased = `SELECT i.ord, j.seq, j.queue, j.cancel_requested, j.attempt, j.max_attempts, j.run_at, j.lease_ns,
 	j.backoff_kind, j.backoff_base, j.backoff_max, j.backoff_jitter, j.durability, COALESCE(q.dead_letter_queue, ''),
-	COALESCE(q.max_wait_ns, 0), j.kind, j.started_at, j.dead_letter_of_id IS NOT NULL, j.errors
+	COALESCE(q.max_wait_ns, 0), j.kind, j.started_at, j.dead_letter_of_id IS NOT NULL, j.errors, COALESCE(j.grp, ''),
+	COALESCE(q.ordered, false)
 FROM unnest($1::text[], $2::int8[]) WITH ORDINALITY AS i(id, token, ord)
 JOIN spool_jobs j ON j.id = i.id AND j.lease_token = i.token AND j.state = 'active'
 LEFT JOIN spool_queues q ON q.name = j.queue
@@ -206,6 +207,8 @@ type leased struct {
 	settings job.QueueSettings
 	// errors is the job's errors column.
 	errors []byte
+	// run is what a return of runs needs of the job.
+	run runMember
 }
 
 // lockLeased locks the active jobs of it whose token is current and
@@ -229,7 +232,7 @@ func lockLeased(ctx context.Context, tx pgx.Tx, it *attempt.Batch, waits bool) (
 		)
 		_, err := pgx.ForEachRow(rows, []any{&ord, &l.seq, &l.Queue, &l.CancelRequested, &att, &maxAtt, &l.runAt,
 			&leaseNS, &kind, &base, &maxD, &l.Backoff.Jitter, &durability, &l.settings.DeadLetterQueue, &maxWait,
-			&l.Kind, &startedAt, &l.Letter, &l.errors}, func() error {
+			&l.Kind, &startedAt, &l.Letter, &l.errors, &l.run.group, &l.run.ordered}, func() error {
 			c := l
 			c.errors = slices.Clone(l.errors)
 			c.StartedAt = utc(startedAt)
@@ -396,15 +399,26 @@ func (fin *finisher) endLeases(ctx context.Context, what string, it *attempt.Bat
 		}
 		matched := make([]bool, len(it.IDs))
 		changes := make([]change, 0, len(locked))
+		members := make([]runMember, 0, len(locked))
 		positions := make([]int, 0, len(locked))
 		for k, i := range it.Pos {
 			if l := locked[k]; l != nil {
 				matched[k] = true
 				changes, positions = append(changes, l.changeOf(end(i, l))), append(positions, i)
+				members = append(members, l.run)
 				out[i] = store.EndOutcome(&l.Held, &changes[len(changes)-1].end)
 			}
 		}
-		if err := fin.endAll(ctx, tx, changes, now, func(k int, ref job.JobRef) { out[positions[k]].DeadLetter = ref }); err != nil {
+		changes, dropped, err := withRunReturns(ctx, tx, changes, members)
+		if err != nil {
+			return err
+		}
+		positions = keptPositions(positions, dropped, out)
+		if err := fin.endAll(ctx, tx, changes, now, func(k int, ref job.JobRef) {
+			if k < len(positions) {
+				out[positions[k]].DeadLetter = ref
+			}
+		}); err != nil {
 			return err
 		}
 		return settle(ctx, tx, it, out, matched)
@@ -413,6 +427,23 @@ func (fin *finisher) endLeases(ctx context.Context, what string, it *attempt.Bat
 		return nil, wrap(what, err)
 	}
 	return out, nil
+}
+
+// keptPositions is the item positions of the changes withRunReturns
+// kept, the items of those it dropped answered as leases lost.
+func keptPositions(positions []int, dropped []bool, out []job.Outcome) []int {
+	if dropped == nil {
+		return positions
+	}
+	kept := positions[:0:0]
+	for k, i := range positions {
+		if dropped[k] {
+			out[i] = job.Outcome{Err: job.ErrLeaseLost}
+			continue
+		}
+		kept = append(kept, i)
+	}
+	return kept
 }
 
 // JobExtend moves leases forward item by item, rewriting only their lease

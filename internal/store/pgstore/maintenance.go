@@ -30,11 +30,11 @@ FOR UPDATE SKIP LOCKED`
 	// their queues' dead-letter queues, whether each is a dead-letter
 	// copy, and their errors.
 	sqlExpired = `SELECT j.seq, j.queue, j.cancel_requested, j.attempt, j.max_attempts, j.run_at, COALESCE(q.dead_letter_queue, ''),
-	j.dead_letter_of_id IS NOT NULL, j.errors
+	j.dead_letter_of_id IS NOT NULL, j.errors, COALESCE(j.grp, ''), COALESCE(q.ordered, false)
 FROM spool_leases l JOIN spool_jobs j ON j.seq = l.seq
 LEFT JOIN spool_queues q ON q.name = j.queue
 WHERE l.expires_at <= $1 AND j.state = 'active'
-ORDER BY l.expires_at LIMIT $2
+ORDER BY l.expires_at, l.seq LIMIT $2
 FOR UPDATE OF j, l SKIP LOCKED`
 	sqlNextExpiry = `SELECT min(expires_at) FROM spool_leases`
 
@@ -78,23 +78,37 @@ func (m maintained) Rescue(ctx context.Context, c sqlkit.Conn, now time.Time, li
 	}
 	var (
 		changes     []change
+		members     []runMember
 		l           leased
 		att, maxAtt int32
 	)
 	if _, err := pgx.ForEachRow(rows, []any{&l.seq, &l.Queue, &l.CancelRequested, &att, &maxAtt, &l.runAt,
-		&l.settings.DeadLetterQueue, &l.Letter, &l.errors}, func() error {
+		&l.settings.DeadLetterQueue, &l.Letter, &l.errors, &l.run.group, &l.run.ordered}, func() error {
 		c := l
 		c.Attempt, c.MaxAttempts, c.runAt, c.errors = int(att), int(maxAtt), l.runAt.UTC(), slices.Clone(l.errors)
-		changes = append(changes, c.changeOf(attempt.Expire(&c.Held, c.settings, now)))
+		changes, members = append(changes, c.changeOf(attempt.Expire(&c.Held, c.settings, now))), append(members, c.run)
 		return nil
 	}); err != nil {
 		return err
 	}
+	// The rest of an expired job's run goes back unrun; an expired job
+	// of it is returned, not expired.
+	all, dropped, err := withRunReturns(ctx, tx, changes, members)
+	if err != nil {
+		return err
+	}
+	expired := len(changes)
+	for _, d := range dropped {
+		if d {
+			expired--
+		}
+	}
+	changes = all
 	letters := make([]string, len(changes))
 	if err := m.fin.endAll(ctx, tx, changes, now, func(k int, ref job.JobRef) { letters[k] = ref.Queue }); err != nil {
 		return err
 	}
-	for k := range changes {
+	for k := range changes[:expired] {
 		sqlkit.NoteRescued(res, changes[k].queue, &changes[k].end, letters[k])
 	}
 	return scanNullTime(tx.QueryRow(ctx, sqlNextExpiry), &res.Next)

@@ -50,6 +50,27 @@ func TestOrderedGroupsAcrossNodes(t *testing.T) {
 	storetest.OrderedWorkers(t, []store.Store{nodes[0], nodes[1]}, "q", parts, workers, t0)
 }
 
+// Two nodes claiming runs of one ordered queue at once, with workers that
+// fail or release some jobs of their runs, never hand out a group's run
+// while a job of it is out, and every group's jobs complete in enqueue
+// order.
+func TestOrderedRunsAcrossNodes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.Schema(t)
+	nodes := []*Store{open(t, url), open(t, url)}
+	const groups, perGroup, workers = 100, 8, 6
+	ps, parts := orderedJobs("q", groups, perGroup)
+	for i := range ps {
+		ps[i].MaxAttempts = 1000
+	}
+	mustInsert(t, nodes[0], ps)
+	if err := nodes[1].QueueSetLimits(ctx, "q", job.Limits{Ordered: true}); err != nil {
+		t.Fatal(err)
+	}
+	storetest.OrderedRunWorkers(t, []store.Store{nodes[0], nodes[1]}, "q", parts, workers, t0)
+}
+
 // A waiting job that held its group in an ordered queue and is cancelled
 // or deleted wakes the fetches parked on the queue on other nodes, since
 // the group's next job may go; in a queue that is not ordered it sends

@@ -26,6 +26,10 @@ type hold struct {
 	// avail is set while the job is available; e is then its entry.
 	avail bool
 	e     entry
+	// more is set when other jobs of the group were handed out too (a
+	// run, or its rest): the next of them holds the group once this one
+	// lets it go.
+	more bool
 }
 
 // holds are the holds of an ordered queue's groups, by group; nil until a
@@ -50,8 +54,12 @@ func loadHolds(conn *sql.Conn, queue string, leases *leaseTable) (holds, error) 
 	}
 	out := holds{}
 	for _, v := range found {
-		if out[v.g] != nil || !job.HoldsGroup(v.state, v.attempt) {
-			continue // a lower seq holds the group
+		if !job.HoldsGroup(v.state, v.attempt) {
+			continue
+		}
+		if h := out[v.g]; h != nil {
+			h.more = true // a lower seq holds the group
+			continue
 		}
 		h := v.h
 		h.e.seq = h.seq
@@ -61,8 +69,13 @@ func loadHolds(conn *sql.Conn, queue string, leases *leaseTable) (holds, error) 
 	// A job out on its first attempt holds its group too, though its row
 	// says attempt 0 until the attempt ends: its lease lives in memory.
 	for _, l := range leases.ofQueue(queue) {
-		if h := out[l.group]; h == nil || l.seq < h.seq {
+		switch h := out[l.group]; {
+		case h == nil:
 			out[l.group] = &hold{seq: l.seq}
+		case l.seq < h.seq:
+			out[l.group] = &hold{seq: l.seq, more: true}
+		default:
+			h.more = true
 		}
 	}
 	return out, nil
@@ -87,19 +100,22 @@ func (hs holds) taken(g string, seq int64) {
 // leased records that a claim leased job seq of group g, which holds the
 // group unless another job does.
 func (hs holds) leased(g string, seq int64) {
-	if hs[g] == nil {
-		hs[g] = &hold{seq: seq}
+	if h := hs[g]; h != nil {
+		h.more = h.more || h.seq != seq
+		return
 	}
+	hs[g] = &hold{seq: seq}
 }
 
 // release records that job seq of group g finished or was deleted: the
 // group is free again if it held it. It reports whether the holds must be
-// read again: the group's jobs still active (the queue was made ordered
-// while several ran, active says how many) hold it in turn.
+// read again: the group's other jobs handed out (the rest of a run, or
+// jobs still active when the queue was made ordered, active says how
+// many) hold it in turn.
 func (hs holds) release(g string, seq int64, active int) (reread bool) {
 	if h := hs[g]; h != nil && h.seq == seq {
 		delete(hs, g)
-		return active > 0
+		return active > 0 || h.more
 	}
 	return false
 }

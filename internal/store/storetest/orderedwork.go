@@ -129,3 +129,105 @@ func endOrdered(ctx context.Context, t testing.TB, s store.Store, j *job.Job, ro
 	}
 	return roll > 1
 }
+
+// OrderedRunWorkers is OrderedWorkers with claims of runs: each worker
+// claims runs, works each group's run in order and, after a job it fails
+// or releases, drops the rest of the run, which the store sent back. It
+// fails t unless every job completed, never a group's run went out while
+// a job of the group was out, and every group completed in enqueue order.
+func OrderedRunWorkers(t testing.TB, nodes []store.Store, queue string, parts map[string][]string, workers int, start time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	total := int64(0)
+	for _, ids := range parts {
+		total += int64(len(ids))
+	}
+	var clock atomic.Int64
+	now := func() time.Time { return start.Add(time.Duration(clock.Add(1)) * time.Millisecond) }
+	var (
+		mu        sync.Mutex
+		active    = map[string]string{}
+		completed = map[string][]string{}
+		done      atomic.Int64
+		stop      = make(chan struct{})
+		promoter  sync.WaitGroup
+	)
+	promoter.Add(1)
+	go func() {
+		defer promoter.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+			}
+			if _, err := nodes[0].JobPromoteDue(ctx, now(), 1000); err != nil {
+				t.Errorf("promote: %v", err)
+				return
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := nodes[w%len(nodes)]
+			rnd := rand.New(rand.NewPCG(uint64(w), 13))
+			deadline := time.Now().Add(2 * time.Minute)
+			for done.Load() < total && time.Now().Before(deadline) {
+				js, err := store.ClaimedJobs(s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{queue}, Max: 1 + rnd.IntN(25),
+					Runs: true, Now: now()}))
+				if err != nil {
+					t.Errorf("claim: %v", err)
+					return
+				}
+				var order []string
+				runs := map[string][]*job.Job{}
+				mu.Lock()
+				for _, j := range js {
+					if len(runs[j.Group]) == 0 {
+						if other, ok := active[j.Group]; ok {
+							t.Errorf("group %s: %s handed out while %s is out", j.Group, j.ID, other)
+						}
+						order = append(order, j.Group)
+					}
+					active[j.Group] = j.ID
+					runs[j.Group] = append(runs[j.Group], j)
+				}
+				mu.Unlock()
+				for _, g := range order {
+					for i, j := range runs[g] {
+						roll := rnd.IntN(10)
+						if i < len(runs[g])-1 && roll <= 1 {
+							// The rest of the run goes back with this job.
+							mu.Lock()
+							delete(active, g)
+							mu.Unlock()
+						}
+						if endOrdered(ctx, t, s, j, roll, now, &mu, active, completed) {
+							done.Add(1)
+						}
+						if roll <= 1 {
+							break
+						}
+					}
+				}
+				if len(js) == 0 {
+					time.Sleep(time.Millisecond)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	promoter.Wait()
+	if n := done.Load(); n != total {
+		t.Fatalf("%d of %d jobs completed", n, total)
+	}
+	for p, ids := range parts {
+		if !slices.Equal(completed[p], ids) {
+			t.Fatalf("group %s completed %v, enqueued %v", p, completed[p], ids)
+		}
+	}
+}

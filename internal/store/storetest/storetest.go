@@ -78,7 +78,7 @@ func Run(t *testing.T, h Harness) {
 	}
 	groups := [][]group{insertTests(), claimTests(), leaseTests(), transactTests(), adminTests(), queueTests(),
 		maintenanceTests(), lifecycleTests(h), concurrencyTests(), modelTests(), durabilityTests(), scheduleTests(), flowTests(),
-		orderedTests(), groupClaimTests(), turnTests(), deadLetterFlowTests(), deadLetterTests(), errorHistoryTests(), laneTests(), workerTests(), observeTests(), createTests(), sessionTests(), patchTests()}
+		orderedTests(), orderedRunTests(), groupClaimTests(), turnTests(), deadLetterFlowTests(), deadLetterTests(), errorHistoryTests(), laneTests(), workerTests(), observeTests(), createTests(), sessionTests(), patchTests()}
 	for _, gs := range groups {
 		for _, g := range gs {
 			t.Run(g.name, func(t *testing.T) {
