@@ -22,7 +22,7 @@ func modelTests() []group {
 // modelSeeds are the fixed seeds of the model test; one more seed, drawn
 // at random and named in the subtest, widens the search on every run. A
 // failure names its seed and step: add the seed here to replay it.
-var modelSeeds = []uint64{1, 2, 3, 4, 8414030082721589302, 12544774761695590, 16357571949874080954}
+var modelSeeds = []uint64{6661828786723815283, 7867749701326483747, 1, 2, 3, 4, 8414030082721589302, 12544774761695590, 16357571949874080954}
 
 // modelSteps is how many random operations one seed runs.
 const modelSteps = 300
@@ -157,6 +157,9 @@ func (m *model) begin() {
 		case 2:
 			r.GroupRate = job.Rate{Limit: 2, Period: 10 * time.Second}
 		}
+		if q == "o" && m.rng.IntN(2) == 0 {
+			r = job.Limits{} // runs as long as the group's jobs
+		}
 		m.rates[q] = r
 		m.setLimits(q)
 	}
@@ -252,6 +255,10 @@ func (m *model) randomJob(queue string) store.JobInsertParams {
 	}
 	p.Priority = m.rng.IntN(4) - 1
 	p.RunAt = m.now.Add(-time.Duration(m.rng.IntN(3)) * time.Second)
+	if queue == "o" && m.rng.IntN(2) == 0 {
+		// Jobs in enqueue order, which runs take together.
+		p.Priority, p.RunAt = 0, m.now
+	}
 	if m.rng.IntN(5) == 0 {
 		p.State, p.RunAt = job.StateScheduled, m.now.Add(time.Duration(m.rng.IntN(30))*time.Second)
 	}
@@ -278,6 +285,15 @@ func (m *model) insert() {
 	ps := make([]store.JobInsertParams, n)
 	for i := range ps {
 		ps[i] = m.randomJob(m.pickQueue())
+	}
+	if m.rng.IntN(6) == 0 {
+		// A group's events in order, as an ordered queue's runs take them.
+		g := modelGroups[1+m.rng.IntN(len(modelGroups)-1)]
+		for range 2 + m.rng.IntN(4) {
+			p := m.randomJob("o")
+			p.ID, p.Queue, p.Group, p.Priority, p.RunAt, p.State = job.NewID(m.now), "o", g, 0, m.now, job.StateAvailable
+			ps = append(ps, p)
+		}
 	}
 	m.insertJobs(ps)
 }
@@ -397,6 +413,12 @@ func (m *model) outcome() {
 	kind := kinds[m.rng.IntN(len(kinds))]
 	m.op = kind
 	j := m.pick(func(j *mjob) bool { return j.state == job.StateActive })
+	if m.rng.IntN(2) == 0 {
+		// Now and then a job of a run with more of it out after it.
+		if h := m.pick(m.aheadInRun); h != nil {
+			j = h
+		}
+	}
 	token := int64(0)
 	valid := j != nil && m.rng.IntN(8) != 0
 	if j == nil || !valid {
@@ -446,6 +468,7 @@ func (m *model) outcome() {
 			m.finish(j, job.StateDead)
 		default:
 			j.state, j.runAt, j.leaseExp = job.StateRetrying, m.now.Add(modelBackoff), time.Time{}
+			m.returnRun(j)
 		}
 		m.wantLetter(o.DeadLetter)
 	case "release":
@@ -454,6 +477,7 @@ func (m *model) outcome() {
 			m.finish(j, job.StateCancelled)
 		} else {
 			j.state, j.leaseExp = job.StateAvailable, time.Time{}
+			m.returnRun(j)
 		}
 	case "extend":
 		j.leaseExp = m.now.Add(j.lease)
@@ -464,6 +488,20 @@ func (m *model) outcome() {
 	if o.State != j.state || o.Queue != j.queue {
 		m.fatalf("job %s: outcome state %s in %s, want %s in %s", j.id, o.State, o.Queue, j.state, j.queue)
 	}
+}
+
+// aheadInRun reports whether j is an active job of an ordered queue with
+// a later job of its group active too: the rest of a run.
+func (m *model) aheadInRun(j *mjob) bool {
+	if j.state != job.StateActive || j.group == "" || !m.limitsOf(j.queue).Ordered {
+		return false
+	}
+	for _, o := range m.jobs {
+		if o.queue == j.queue && o.group == j.group && o.state == job.StateActive && o.seq > j.seq {
+			return true
+		}
+	}
+	return false
 }
 
 // recordError records the error message of attempt on j now.

@@ -1,8 +1,10 @@
 package storetest
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/spoolq/spool/internal/job"
@@ -114,16 +116,27 @@ func (m *model) rescue() {
 	queues := make(map[string]bool)
 	count := 0
 	var next time.Time
+	var expired []*mjob
 	for _, id := range m.ids {
 		j := m.jobs[id]
 		if j == nil || j.state != job.StateActive {
 			continue
 		}
-		if j.leaseExp.After(m.now) {
-			if next.IsZero() || j.leaseExp.Before(next) {
-				next = j.leaseExp
-			}
-			continue
+		if !j.leaseExp.After(m.now) {
+			expired = append(expired, j)
+		}
+	}
+	// Leases end in the order they ran out; one that sends the rest of
+	// its run back ends theirs unrun.
+	slices.SortFunc(expired, func(a, c *mjob) int {
+		if d := a.leaseExp.Compare(c.leaseExp); d != 0 {
+			return d
+		}
+		return cmp.Compare(a.seq, c.seq)
+	})
+	for _, j := range expired {
+		if j.state != job.StateActive {
+			continue // sent back with the rest of a run
 		}
 		count++
 		m.recordError(j, j.attempt, job.LeaseExpiredMessage)
@@ -135,6 +148,13 @@ func (m *model) rescue() {
 		default:
 			j.state, j.leaseExp = job.StateAvailable, time.Time{}
 			queues[j.queue] = true
+			m.returnRun(j)
+		}
+	}
+	// The next expiry is of the leases left, which returns may have ended.
+	for _, j := range m.jobs {
+		if j.state == job.StateActive && (next.IsZero() || j.leaseExp.Before(next)) {
+			next = j.leaseExp
 		}
 	}
 	for _, e := range m.expect {

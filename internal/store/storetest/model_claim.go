@@ -24,6 +24,7 @@ func (m *model) randomClaim() *store.JobClaimParams {
 	if m.rng.IntN(4) == 0 {
 		p.Group = modelGroups[2+m.rng.IntN(len(modelGroups)-2)]
 	}
+	p.Runs = m.rng.IntN(3) == 0
 	if cg := m.pickConsumerGroup(); cg != "" && m.rng.IntN(3) == 0 {
 		for _, q := range modelLaneQueues {
 			if slices.Contains(m.lanes[q], cg) && (len(p.Queues) == 0 || m.rng.IntN(2) == 0) {
@@ -37,6 +38,9 @@ func (m *model) randomClaim() *store.JobClaimParams {
 		if m.rng.IntN(2) == 0 {
 			p.Queues = append(p.Queues, q)
 		}
+	}
+	if p.Runs && m.rng.IntN(2) == 0 {
+		p.Queues = []string{"o"} // runs of the ordered queue alone
 	}
 	m.rng.Shuffle(len(p.Queues), func(i, k int) { p.Queues[i], p.Queues[k] = p.Queues[k], p.Queues[i] })
 	letters := make(map[string]bool)
@@ -77,7 +81,7 @@ func (m *model) claimable(names []string) []string {
 // dead-letter queues that got copies.
 func (m *model) claim() {
 	p := m.randomClaim()
-	m.op = fmt.Sprintf("claim %d of %v%s", p.Max, p.Queues, groupNote(p.Group))
+	m.op = fmt.Sprintf("claim %d of %v%s%s", p.Max, p.Queues, groupNote(p.Group), map[bool]string{true: " with runs"}[p.Runs])
 	res, err := m.b.s.JobClaim(m.b.ctx, p)
 	if err != nil || res == nil {
 		m.fatalf("%+v, %v", res, err)
@@ -111,7 +115,7 @@ func (m *model) claim() {
 		for k < len(rest) && rest[k].Queue == q {
 			k++
 		}
-		reports[q] = m.checkFlow(q, want, p.Group, rest[:k], killed[q])
+		reports[q] = m.checkFlow(q, want, p.Group, p.Runs, rest[:k], killed[q])
 		rest, handed = rest[k:], handed+k
 	}
 	if len(rest) > 0 {

@@ -117,19 +117,53 @@ func (m *model) recordStarts(q, g string, n int) {
 }
 
 // holder is the job that holds group g of the ordered queue q
-// (job.HoldsGroup), or nil: at most one, since a group hands out
-// nothing while it is held.
+// (job.HoldsGroup), or nil: the first enqueued of those that do. Jobs of
+// one run that failed each hold the group, and go out again one at a
+// time in enqueue order.
 func (m *model) holder(q, g string) *mjob {
 	var h *mjob
 	for _, j := range m.jobs {
-		if j.queue == q && j.group == g && job.HoldsGroup(j.state, j.attempt) {
-			if h != nil {
-				m.fatalf("group %q of ordered queue %s has two holders, %s and %s", g, q, h.id, j.id)
-			}
+		if j.queue == q && j.group == g && job.HoldsGroup(j.state, j.attempt) && (h == nil || j.seq < h.seq) {
 			h = j
 		}
 	}
 	return h
+}
+
+// runOf is the run a free group of an ordered queue gives a claim of
+// runs, of its jobs free in claim order: those up to the first enqueued
+// before the one ahead of it.
+func runOf(free []*mjob) []*mjob {
+	for i := 1; i < len(free); i++ {
+		if free[i].seq < free[i-1].seq {
+			return free[:i]
+		}
+	}
+	return free
+}
+
+// returnRun sends back, after j of an ordered queue went back to wait,
+// the active jobs of its group enqueued after it, as handed back unrun
+// (job.AfterRelease); it returns them.
+func (m *model) returnRun(j *mjob) []*mjob {
+	if !m.limitsOf(j.queue).Ordered || j.group == "" {
+		return nil
+	}
+	var back []*mjob
+	for _, o := range m.jobs {
+		if o.queue == j.queue && o.group == j.group && o.state == job.StateActive && o.seq > j.seq {
+			back = append(back, o)
+		}
+	}
+	for _, o := range back {
+		o.attempt--
+		if o.cancel {
+			m.finish(o, job.StateCancelled)
+		} else {
+			o.state, o.leaseExp = job.StateAvailable, time.Time{}
+		}
+	}
+	return back
 }
 
 // mgroup is one group of a queue as a claim finds it.
@@ -176,7 +210,7 @@ type flowReport struct {
 // counting the jobs of each group it killed for their waits, and returns
 // what the claim must and may report of q. The model holds the claim's
 // kills already and not yet its hand-outs.
-func (m *model) checkFlow(q string, want int, only string, seg []*job.Job, killed map[string]int) flowReport {
+func (m *model) checkFlow(q string, want int, only string, runs bool, seg []*job.Job, killed map[string]int) flowReport {
 	m.b.t.Helper()
 	l := m.limitsOf(q)
 	fail := func(format string, args ...any) {
@@ -237,6 +271,10 @@ func (m *model) checkFlow(q string, want int, only string, seg []*job.Job, kille
 		g.cands = g.free
 		if l.Ordered {
 			switch h := m.holder(q, name); {
+			case h == nil && runs && g.active == 0:
+				// A run is bound by the group's rate alone.
+				g.cands = runOf(g.free)
+				g.room, _ = rateRoom(l.GroupRate, m.groupStarts[q][name], m.now)
 			case h == nil:
 			case h.state == job.StateAvailable:
 				g.cands = []*mjob{h}
