@@ -1,8 +1,14 @@
 package client_test
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"slices"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/spoolq/spool/client"
 )
@@ -60,4 +66,84 @@ func TestFetchRuns(t *testing.T) {
 			t.Fatalf("fetch without runs: %d jobs, want the group's first alone (%s)", len(jobs), without[0])
 		}
 	})
+}
+
+// A Worker with Runs completes each group's jobs of an ordered queue in
+// enqueue order, one at a time, although a job in the middle of a run
+// fails its first attempt: the jobs after it are dropped unrun, not
+// failed, and run again after it.
+func TestWorkerRuns(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	groups := []string{"g0", "g1", "g2"}
+	const each = 20
+	ids := b.orderedJobs("ordered", groups, each)
+
+	// Concurrency 20 fetches 20 jobs at first, shared over the 3 groups:
+	// g0's run holds more than its first 3 jobs.
+	w := b.worker(client.WorkerConfig{Queues: []string{"ordered"}, Concurrency: 20, Runs: true})
+	var (
+		mu       sync.Mutex
+		done     = map[string][]int{}
+		running  = map[string]int{}
+		problems []string
+	)
+	finished := make(chan struct{}, len(groups)*each)
+	w.Handle("k", func(ctx context.Context, j *client.Job) (any, error) {
+		var p struct{ N int }
+		if err := json.Unmarshal(j.Payload, &p); err != nil {
+			return nil, client.NoRetry(err)
+		}
+		mu.Lock()
+		running[j.Group]++
+		if running[j.Group] > 1 {
+			problems = append(problems, fmt.Sprintf("group %s ran two jobs at once", j.Group))
+		}
+		mu.Unlock()
+		time.Sleep(time.Millisecond) // a job of the group that ran alongside would show
+		mu.Lock()
+		defer mu.Unlock()
+		running[j.Group]--
+		if j.Group == "g0" && p.N == 2 && j.Attempt == 1 {
+			return nil, client.RetryAfter(errors.New("not yet"), 20*time.Millisecond)
+		}
+		done[j.Group] = append(done[j.Group], p.N)
+		finished <- struct{}{}
+		return nil, nil
+	})
+	run := runWorker(t, w)
+	for range len(groups) * each {
+		recv(t, finished, 20*time.Second, "the handlers")
+	}
+	stopWorker(t, w, run)
+
+	mu.Lock()
+	defer mu.Unlock()
+	if len(problems) > 0 {
+		t.Fatal(problems)
+	}
+	want := make([]int, each)
+	for i := range want {
+		want[i] = i
+	}
+	for _, g := range groups {
+		if !slices.Equal(done[g], want) {
+			t.Errorf("group %s completed %v, want 0 to %d in order", g, done[g], each-1)
+		}
+	}
+	if n := client.Dropped(w); n == 0 {
+		t.Error("no job of g0's run was dropped after its job 2 failed")
+	}
+	for _, g := range groups {
+		for i, id := range ids[g] {
+			j := b.get(id)
+			wantErrors := 0
+			if g == "g0" && i == 2 {
+				wantErrors = 1
+			}
+			if j.State != client.StateCompleted || len(j.Errors) != wantErrors {
+				t.Errorf("group %s job %d: %s with %d errors, want completed with %d", g, i, j.State, len(j.Errors), wantErrors)
+			}
+		}
+	}
 }
