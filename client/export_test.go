@@ -7,6 +7,10 @@ func HoldOutcomes(w *Worker, n int) {
 	w.settler.holdFor = n
 }
 
+// BeginStop begins w's graceful stop and returns: w starts no job after
+// it.
+func BeginStop(w *Worker) { w.beginStop() }
+
 // Dropped is how many jobs of runs w dropped unrun.
 func Dropped(w *Worker) int {
 	w.mu.Lock()

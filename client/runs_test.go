@@ -147,3 +147,55 @@ func TestWorkerRuns(t *testing.T) {
 		}
 	}
 }
+
+// A Worker with Runs that stops while a run's job runs lets that job
+// finish and starts none after it: it releases the next, the server sends
+// the rest back, and the group gives them all again, in order, unfailed.
+func TestWorkerRunsStop(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ids := b.orderedJobs("ordered", []string{"g"}, 5)["g"]
+	w := b.worker(client.WorkerConfig{Queues: []string{"ordered"}, Concurrency: 10, Runs: true})
+	started := make(chan string, 5)
+	finish := make(chan struct{})
+	w.Handle("k", func(ctx context.Context, j *client.Job) (any, error) {
+		started <- j.ID
+		<-finish
+		return nil, nil
+	})
+	run := runWorker(t, w)
+	if id := recv(t, started, 10*time.Second, "the run's first job"); id != ids[0] {
+		t.Fatalf("first job run: %s, want %s", id, ids[0])
+	}
+	client.BeginStop(w)
+	close(finish)
+	stopWorker(t, w, run)
+	select {
+	case id := <-started:
+		t.Fatalf("job %s started after the stop began", id)
+	default:
+	}
+
+	if j := b.get(ids[0]); j.State != client.StateCompleted {
+		t.Fatalf("the running job: %s, want completed", j.State)
+	}
+	for i, id := range ids[1:] {
+		if j := b.get(id); j.State != client.StateAvailable || len(j.Errors) != 0 {
+			t.Errorf("job %d after the stop: %s with %d errors, want available without", i+1, j.State, len(j.Errors))
+		}
+	}
+	if n := client.Dropped(w); n != 4 {
+		t.Errorf("dropped %d jobs of the run, want 4", n)
+	}
+	jobs, err := b.c.Fetch(b.ctx, client.FetchParams{Queues: []string{"ordered"}, Max: 10, Runs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, j := range jobs {
+		got = append(got, j.ID)
+	}
+	if !slices.Equal(got, ids[1:]) {
+		t.Fatalf("fetch after the stop: %v, want %v", got, ids[1:])
+	}
+}
