@@ -33,6 +33,17 @@ type FetchParams struct {
 	// without NUL. The queues' limits and the group's hold as for any
 	// fetch. Defaults to every group.
 	Group string
+	// Runs lets a free group of an ordered queue (none of its jobs active
+	// or waiting out a retry) hand out several of its jobs at once, a run,
+	// in claim order while each was enqueued after the one before it;
+	// Max is shared round-robin over the free groups. Each job keeps its
+	// own lease. Run a run's jobs one after another, in order, and stop
+	// at the first that fails with retries left or is released: the
+	// server has then sent the rest of the run back, and their acks get
+	// ErrLeaseLost. A job that completes, dies or is cancelled lets the
+	// run go on. Queues that are not ordered ignore it. Defaults to false:
+	// an ordered group hands out one job at a time.
+	Runs bool
 }
 
 // Fetch leases up to p.Max jobs (POST /v1/fetch). Each job comes back
@@ -54,8 +65,9 @@ func (c *Client) Fetch(ctx context.Context, p FetchParams) ([]*Job, error) {
 		Worker  string   `json:"worker,omitempty"`
 		CGroup  string   `json:"consumer_group,omitempty"`
 		Group   string   `json:"group,omitempty"`
+		Runs    bool     `json:"runs,omitempty"`
 	}{Queues: p.Queues, Max: p.Max, WaitMS: msec(p.Wait), LeaseMS: msec(p.Lease), Worker: p.Worker, CGroup: p.ConsumerGroup,
-		Group: p.Group}
+		Group: p.Group, Runs: p.Runs}
 	if body.Queues == nil {
 		body.Queues = []string{}
 	}

@@ -107,7 +107,7 @@ func (w *Worker) beat(batch []*inflight) {
 				w.log.Debug("job cancelled by a user; handler told", "job_id", e.job.ID)
 			}
 		case errors.Is(r.Err, ErrLeaseLost) || errors.Is(r.Err, ErrNotFound):
-			if !e.lost && !e.handlerDone && !e.abandoned {
+			if !e.lost && !e.handlerDone && !e.abandoned && !e.queued {
 				w.log.Warn("lease lost; handler cancelled and its result will be dropped", "job_id", e.job.ID, "kind", e.job.Kind, "err", r.Err)
 			}
 			e.lost = true

@@ -25,6 +25,7 @@ type inflight struct {
 	cancel  context.CancelCauseFunc
 	abandon chan struct{} // closed by hardStop
 
+	queued      bool // waits in its run for the jobs ahead of it; not started
 	handlerDone bool // the handler returned; the job is being acked or failed
 	arrived     bool // its outcome reached the settler (runJob's goroutine only)
 	lost        bool // the lease is gone; drop the result, stop heartbeats
@@ -68,9 +69,21 @@ func (w *Worker) start(jobs []*Job) (unstarted []ReleaseItem) {
 		}
 	}
 
+	var runs [][]*inflight
+	if w.cfg.Runs {
+		runs = runsOf(entries)
+	}
 	w.mu.Lock()
 	if w.stopping {
 		w.mu.Unlock()
+		if w.cfg.Runs {
+			// The first job of each run: the server sends the rest of its
+			// run back with it.
+			for _, run := range runs {
+				unstarted = append(unstarted, ReleaseItem{ID: run[0].job.ID, Token: run[0].token})
+			}
+			return unstarted
+		}
 		for _, j := range jobs {
 			unstarted = append(unstarted, ReleaseItem{ID: j.ID, Token: j.Token()})
 		}
@@ -80,15 +93,28 @@ func (w *Worker) start(jobs []*Job) (unstarted []ReleaseItem) {
 		e.ctx, e.cancel = context.WithCancelCause(w.hardCtx)
 		w.jobs[e] = struct{}{}
 	}
+	for _, run := range runs {
+		for _, e := range run[1:] {
+			e.queued = true
+		}
+	}
 	w.running += len(entries)
 	w.jobsWG.Add(len(entries))
 	w.mu.Unlock()
-	w.settler.expect(len(entries))
 
 	select {
 	case w.hbWake <- struct{}{}:
 	default:
 	}
+	if w.cfg.Runs {
+		// The settler expects the outcome of each run's running job only.
+		w.settler.expect(len(runs))
+		for _, run := range runs {
+			go w.runRun(run)
+		}
+		return nil
+	}
+	w.settler.expect(len(entries))
 	for _, e := range entries {
 		go w.runJob(e)
 	}
@@ -97,8 +123,9 @@ func (w *Worker) start(jobs []*Job) (unstarted []ReleaseItem) {
 
 // runJob runs e's handler in a goroutine of its own, so that a handler that
 // ignores its cancelled context cannot hold up a stop, then acks or fails
-// the job.
-func (w *Worker) runJob(e *inflight) {
+// the job. It reports whether the job ended (completed, dead or cancelled,
+// as the server answered): whether the rest of its run may go on.
+func (w *Worker) runJob(e *inflight) (ended bool) {
 	defer w.jobsWG.Done()
 	defer w.forget(e)
 	defer func() {
@@ -136,7 +163,7 @@ func (w *Worker) runJob(e *inflight) {
 	select {
 	case o = <-results:
 	case <-e.abandon:
-		return
+		return false
 	}
 	w.mu.Lock()
 	drop := e.abandoned || e.lost
@@ -144,9 +171,9 @@ func (w *Worker) runJob(e *inflight) {
 	w.mu.Unlock()
 	if drop {
 		w.log.Warn("job result dropped: lease lost or worker stopped", "job_id", e.job.ID, "kind", e.job.Kind, "cause", context.Cause(e.ctx))
-		return
+		return false
 	}
-	w.finish(e, o)
+	return w.finish(e, o)
 }
 
 // forget removes e once its runner is done.
@@ -158,8 +185,10 @@ func (w *Worker) forget(e *inflight) {
 	w.signalFree()
 }
 
-// finish acks or fails e's job according to its handler's outcome.
-func (w *Worker) finish(e *inflight, o outcome) {
+// finish acks or fails e's job according to its handler's outcome. It
+// reports whether the server answered that the job ended: acked, or
+// failed into a final state (dead, cancelled).
+func (w *Worker) finish(e *inflight, o outcome) (ended bool) {
 	j := e.job
 	// The job's logger is made only when something is logged: most jobs
 	// log nothing, and With costs allocations per job.
@@ -178,23 +207,24 @@ func (w *Worker) finish(e *inflight, o outcome) {
 				if w.log.Enabled(context.Background(), slog.LevelDebug) {
 					log().Debug("job acked", "state", c.acked.State)
 				}
-				return
+				return true
 			case errors.Is(err, ErrPayloadTooLarge):
 				o.err = NoRetry(fmt.Errorf("store result: %w", err))
 			default:
 				w.logSettleError(log(), "ack", err)
-				return
+				return false
 			}
 		}
 	}
 	c := &settleCall{id: j.ID, token: e.token, fail: true, params: failParams(o.err)}
 	if err := w.settle(e, c); err != nil {
 		w.logSettleError(log(), "fail", err)
-		return
+		return false
 	}
 	if w.log.Enabled(context.Background(), slog.LevelDebug) {
 		log().Debug("job failed", "state", c.failed.State, "err", truncate(c.params.Error, 200))
 	}
+	return c.failed.State.Final()
 }
 
 func (w *Worker) logSettleError(log interface{ Warn(string, ...any) }, op string, err error) {

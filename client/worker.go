@@ -74,6 +74,21 @@ type WorkerConfig struct {
 	// FetchParams.Group): a worker of one tenant, or of one group of an
 	// ordered queue. Defaults to every group.
 	Group string
+	// Runs, for workers of ordered queues, fetches with FetchParams.Runs
+	// and runs each run one job after another, in the order received, in
+	// one goroutine: the jobs of one queue and one group in a fetch's
+	// answer are one run. The run stops at the first job that does not
+	// end (its handler fails with retries left, its lease is lost, the
+	// worker stops): its later jobs, which the server has sent back, are
+	// dropped unrun, neither acked, failed nor released. A job that
+	// completes, dies or is cancelled lets the run go on. Each job of a
+	// run holds a slot from its fetch until it ends or is dropped, so
+	// Concurrency still bounds the jobs held and the handlers running.
+	// On a queue that is not ordered the jobs of a group in one fetch
+	// also run one after another, but those dropped after a failure wait
+	// out their leases. Defaults to false: every job runs in its own
+	// goroutine.
+	Runs bool
 	// Logger receives the worker's logs: failed calls at warn, jobs it had
 	// to drop at warn, each job's outcome at debug. Defaults to
 	// slog.Default().
@@ -84,7 +99,8 @@ type WorkerConfig struct {
 // registered for their kinds, up to Concurrency at once.
 //
 // It fetches in batches of up to its free slots with long polling; runs
-// each job in its own goroutine; heartbeats all held jobs' leases in one
+// each job in its own goroutine (each run of an ordered queue in one, with
+// WorkerConfig.Runs); heartbeats all held jobs' leases in one
 // call per interval; acks each job with its handler's result or fails it
 // with its error; and stops a handler's context when the server reports
 // the job cancelled or its lease lost (see HandlerFunc). Failed calls are
@@ -137,6 +153,7 @@ type Worker struct {
 	jobs        map[*inflight]struct{} // jobs held: running, or finished and not yet answered
 	abandoned   []*inflight            // jobs to release at the end of Run
 	released    int                    // jobs released unfinished
+	dropped     int                    // jobs of runs dropped unrun (see dropRun)
 	hbFailures  int                    // heartbeat calls failed in a row
 	baseCtx     context.Context        // Run's context without its cancellation
 	hardCtx     context.Context        // parent of every handler's context
@@ -364,8 +381,8 @@ func (w *Worker) hardStop() {
 	w.hardOnce.Do(func() {
 		w.mu.Lock()
 		for e := range w.jobs {
-			if e.handlerDone || e.abandoned {
-				continue
+			if e.handlerDone || e.abandoned || e.queued {
+				continue // a queued job's run releases or drops it
 			}
 			e.abandoned = true
 			e.cancel(ErrWorkerStopped) // before the runner, which cancels on exit, can go
@@ -401,6 +418,7 @@ func (w *Worker) fetchLoop(ctx context.Context) error {
 			ConsumerGroup: w.cfg.ConsumerGroup,
 			// The jobs of one group, when it serves one.
 			Group: w.cfg.Group,
+			Runs:  w.cfg.Runs,
 		})
 		if unstarted := w.start(jobs); len(unstarted) > 0 {
 			w.release(unstarted, "fetched during shutdown")

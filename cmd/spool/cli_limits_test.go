@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -147,6 +148,32 @@ func TestCLIOrdered(t *testing.T) {
 	}
 	if code, _, errOut := b.run("queues", "limits", "events", "--ordered", "--group-max-active", "2"); code == 0 || !strings.Contains(errOut, "group_max_active") {
 		t.Fatalf("--ordered with --group-max-active 2: exit %d, %s", code, errOut)
+	}
+}
+
+// fetch --runs takes a free ordered group's jobs as one run, in enqueue
+// order; without it the group gives one.
+func TestCLIFetchRuns(t *testing.T) {
+	t.Parallel()
+	b := setupCLI(t)
+	b.ok("queues", "limits", "events", "--create", "--ordered")
+	var want []any
+	for range 3 {
+		want = append(want, b.okJSON("enqueue", "--queue", "events", "--kind", "e", "--group", "order-7")["id"])
+	}
+	b.ok("queues", "limits", "other", "--create", "--ordered")
+	for range 3 {
+		b.ok("enqueue", "--queue", "other", "--kind", "e", "--group", "order-7")
+	}
+	var got []any
+	for _, j := range b.okJSON("fetch", "--queue", "events", "--max", "5", "--runs")["jobs"].([]any) {
+		got = append(got, j.(map[string]any)["id"])
+	}
+	if len(want) != 3 || !slices.Equal(got, want) {
+		t.Fatalf("fetch --runs: %v, want the group's jobs in enqueue order %v", got, want)
+	}
+	if jobs := b.okJSON("fetch", "--queue", "other", "--max", "5")["jobs"].([]any); len(jobs) != 1 {
+		t.Fatalf("fetch without --runs: %d jobs, want 1", len(jobs))
 	}
 }
 

@@ -1,0 +1,201 @@
+package client_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/spoolq/spool/client"
+)
+
+// orderedJobs makes queue ordered and enqueues each of groups' jobs
+// 0 to n-1, the groups' jobs interleaved, with their number as payload.
+// It returns each group's job ids in enqueue order.
+func (b *bundle) orderedJobs(queue string, groups []string, n int) map[string][]string {
+	b.t.Helper()
+	if _, err := b.c.SetQueueLimits(b.ctx, queue, client.Limits{Ordered: true}); err != nil {
+		b.t.Fatal(err)
+	}
+	var ps []client.EnqueueParams
+	for i := range n {
+		for _, g := range groups {
+			ps = append(ps, client.EnqueueParams{Queue: queue, Kind: "k", Group: g, Payload: map[string]int{"n": i}})
+		}
+	}
+	res, err := b.c.EnqueueBatch(b.ctx, ps)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	ids := map[string][]string{}
+	for i, r := range res {
+		ids[ps[i].Group] = append(ids[ps[i].Group], r.ID)
+	}
+	return ids
+}
+
+// A fetch with Runs takes a free ordered group's jobs as one run, in
+// enqueue order; without it the group gives one job.
+func TestFetchRuns(t *testing.T) {
+	t.Parallel()
+	eachTransport(t, func(t *testing.T, b *bundle) {
+		withRuns := b.orderedJobs("with-runs", []string{"g"}, 5)["g"]
+		without := b.orderedJobs("without-runs", []string{"g"}, 5)["g"]
+
+		jobs, err := b.c.Fetch(b.ctx, client.FetchParams{Queues: []string{"with-runs"}, Max: 10, Runs: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, j := range jobs {
+			got = append(got, j.ID)
+		}
+		if !slices.Equal(got, withRuns) {
+			t.Fatalf("fetch with runs: %v, want the group's 5 jobs in enqueue order %v", got, withRuns)
+		}
+
+		jobs, err = b.c.Fetch(b.ctx, client.FetchParams{Queues: []string{"without-runs"}, Max: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(jobs) != 1 || jobs[0].ID != without[0] {
+			t.Fatalf("fetch without runs: %d jobs, want the group's first alone (%s)", len(jobs), without[0])
+		}
+	})
+}
+
+// A Worker with Runs completes each group's jobs of an ordered queue in
+// enqueue order, one at a time, although a job in the middle of a run
+// fails its first attempt: the jobs after it are dropped unrun, not
+// failed, and run again after it.
+func TestWorkerRuns(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	groups := []string{"g0", "g1", "g2"}
+	const each = 20
+	ids := b.orderedJobs("ordered", groups, each)
+
+	// Concurrency 20 fetches 20 jobs at first, shared over the 3 groups:
+	// g0's run holds more than its first 3 jobs.
+	w := b.worker(client.WorkerConfig{Queues: []string{"ordered"}, Concurrency: 20, Runs: true})
+	var (
+		mu       sync.Mutex
+		done     = map[string][]int{}
+		running  = map[string]int{}
+		problems []string
+	)
+	finished := make(chan struct{}, len(groups)*each)
+	w.Handle("k", func(ctx context.Context, j *client.Job) (any, error) {
+		var p struct{ N int }
+		if err := json.Unmarshal(j.Payload, &p); err != nil {
+			return nil, client.NoRetry(err)
+		}
+		mu.Lock()
+		running[j.Group]++
+		if running[j.Group] > 1 {
+			problems = append(problems, fmt.Sprintf("group %s ran two jobs at once", j.Group))
+		}
+		mu.Unlock()
+		time.Sleep(time.Millisecond) // a job of the group that ran alongside would show
+		mu.Lock()
+		defer mu.Unlock()
+		running[j.Group]--
+		if j.Group == "g0" && p.N == 2 && j.Attempt == 1 {
+			return nil, client.RetryAfter(errors.New("not yet"), 20*time.Millisecond)
+		}
+		done[j.Group] = append(done[j.Group], p.N)
+		finished <- struct{}{}
+		return nil, nil
+	})
+	run := runWorker(t, w)
+	for range len(groups) * each {
+		recv(t, finished, 20*time.Second, "the handlers")
+	}
+	stopWorker(t, w, run)
+
+	mu.Lock()
+	defer mu.Unlock()
+	if len(problems) > 0 {
+		t.Fatal(problems)
+	}
+	want := make([]int, each)
+	for i := range want {
+		want[i] = i
+	}
+	for _, g := range groups {
+		if !slices.Equal(done[g], want) {
+			t.Errorf("group %s completed %v, want 0 to %d in order", g, done[g], each-1)
+		}
+	}
+	if n := client.Dropped(w); n == 0 {
+		t.Error("no job of g0's run was dropped after its job 2 failed")
+	}
+	for _, g := range groups {
+		for i, id := range ids[g] {
+			j := b.get(id)
+			wantErrors := 0
+			if g == "g0" && i == 2 {
+				wantErrors = 1
+			}
+			if j.State != client.StateCompleted || len(j.Errors) != wantErrors {
+				t.Errorf("group %s job %d: %s with %d errors, want completed with %d", g, i, j.State, len(j.Errors), wantErrors)
+			}
+		}
+	}
+}
+
+// A Worker with Runs that stops while a run's job runs lets that job
+// finish and starts none after it: it releases the next, the server sends
+// the rest back, and the group gives them all again, in order, unfailed.
+func TestWorkerRunsStop(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ids := b.orderedJobs("ordered", []string{"g"}, 5)["g"]
+	w := b.worker(client.WorkerConfig{Queues: []string{"ordered"}, Concurrency: 10, Runs: true})
+	started := make(chan string, 5)
+	finish := make(chan struct{})
+	w.Handle("k", func(ctx context.Context, j *client.Job) (any, error) {
+		started <- j.ID
+		<-finish
+		return nil, nil
+	})
+	run := runWorker(t, w)
+	if id := recv(t, started, 10*time.Second, "the run's first job"); id != ids[0] {
+		t.Fatalf("first job run: %s, want %s", id, ids[0])
+	}
+	client.BeginStop(w)
+	close(finish)
+	stopWorker(t, w, run)
+	select {
+	case id := <-started:
+		t.Fatalf("job %s started after the stop began", id)
+	default:
+	}
+
+	if j := b.get(ids[0]); j.State != client.StateCompleted {
+		t.Fatalf("the running job: %s, want completed", j.State)
+	}
+	for i, id := range ids[1:] {
+		if j := b.get(id); j.State != client.StateAvailable || len(j.Errors) != 0 {
+			t.Errorf("job %d after the stop: %s with %d errors, want available without", i+1, j.State, len(j.Errors))
+		}
+	}
+	if n := client.Dropped(w); n != 4 {
+		t.Errorf("dropped %d jobs of the run, want 4", n)
+	}
+	jobs, err := b.c.Fetch(b.ctx, client.FetchParams{Queues: []string{"ordered"}, Max: 10, Runs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, j := range jobs {
+		got = append(got, j.ID)
+	}
+	if !slices.Equal(got, ids[1:]) {
+		t.Fatalf("fetch after the stop: %v, want %v", got, ids[1:])
+	}
+}
