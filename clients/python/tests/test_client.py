@@ -237,3 +237,17 @@ def test_the_server_url_comes_from_spool_server_first(server, queue, monkeypatch
     monkeypatch.delenv("SPOOL_SERVER")
     with Client() as c:
         assert c.url == "http://127.0.0.1:1"
+
+
+def test_fetch_runs_of_an_ordered_group(server, queue):
+    with Client(server.url) as c:
+        plain, runs = queue + "-one", queue + "-run"
+        for q in (plain, runs):
+            c.set_limits(q, {"ordered": True})
+            c.enqueue_many([JobSpec("k", i, queue=q, group="g") for i in range(5)])
+        # Without runs an ordered group hands out one job at a time.
+        assert [j.payload for j in c.fetch([plain], max=10)] == [0]
+        # With runs the free group hands out all of its jobs, in enqueue order.
+        jobs = c.fetch([runs], max=10, runs=True)
+        assert [j.payload for j in jobs] == [0, 1, 2, 3, 4]
+        assert len({j.token for j in jobs}) == 5

@@ -7,7 +7,7 @@ import time
 
 import spool
 from conftest import run
-from spool import AsyncClient, Backoff, JobContext, NoRetry, RetryAfter, Worker
+from spool import AsyncClient, Backoff, JobContext, JobSpec, NoRetry, RetryAfter, Worker
 
 TP = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 FAST = Backoff("fixed", base_ms=0, max_ms=0, jitter=0)
@@ -448,3 +448,89 @@ def test_calls_per_job_with_100_handlers(server, queue):
 
 async def _true(value):
     return value
+
+
+def test_runs_in_order_and_a_failure_stops_its_run(server, queue):
+    groups = {f"g{n}": [] for n in range(3)}  # each group's payloads, as their handlers end
+    started = {g: [] for g in groups}  # each group's payloads, as their handlers start
+    retry = Backoff("fixed", base_ms=50, max_ms=50, jitter=0)
+    longest = [0]  # the most jobs of one group in one fetch answer
+
+    async def main():
+        async with AsyncClient(server.url) as c:
+            await c.set_limits(queue, {"ordered": True})
+            specs = [JobSpec("step", {"g": g, "i": i}, queue=queue, group=g, backoff=retry,
+                             max_attempts=3)
+                     for i in range(20) for g in groups]
+            ids = [r.id for r in await c.enqueue_many(specs)]
+            w = Worker(c, [queue], concurrency=12, wait_ms=200, runs=True)
+            fetch = c.fetch
+
+            async def counting_fetch(*args, **kwargs):
+                jobs = await fetch(*args, **kwargs)
+                for g in groups:
+                    longest[0] = max(longest[0], sum(j.group == g for j in jobs))
+                return jobs
+
+            c.fetch = counting_fetch
+
+            @w.handle("step")
+            async def step(job: JobContext):
+                g, i = job.payload["g"], job.payload["i"]
+                started[g].append(i)
+                await asyncio.sleep(0.001)
+                if g == "g0" and i == 2 and job.attempt == 1:
+                    raise ValueError("first attempt of g0's third job")
+                groups[g].append(i)
+
+            runner = asyncio.ensure_future(w.run(handle_signals=False))
+            try:
+                await _until(lambda: _all_done(groups), timeout=20)
+            finally:
+                w.stop()
+                await runner
+            jobs = [await c.get(i) for i in ids]
+            assert [j.state for j in jobs] == ["completed"] * 60
+            assert sum(j.attempt for j in jobs) == 61
+    run(main(), timeout=40)
+    for g, done in groups.items():
+        assert done == list(range(20)), g
+    # The failure stopped g0's run: its later jobs were not run before the
+    # third ran again.
+    assert started["g0"] == [0, 1, 2] + list(range(2, 20))
+    assert started["g1"] == started["g2"] == list(range(20))
+    assert longest[0] > 1
+
+
+async def _all_done(groups):
+    return all(len(done) >= 20 for done in groups.values())
+
+
+def test_runs_stop_hands_back_the_rest_of_a_run(server, queue):
+    async def main():
+        async with AsyncClient(server.url) as c:
+            await c.set_limits(queue, {"ordered": True})
+            ids = [r.id for r in await c.enqueue_many(
+                [JobSpec("step", i, queue=queue, group="g") for i in range(5)])]
+            w = Worker(c, [queue], concurrency=10, wait_ms=200, runs=True)
+            first_runs = asyncio.Event()
+            go_on = asyncio.Event()
+            ran = []
+
+            @w.handle("step")
+            async def step(job: JobContext):
+                ran.append(job.payload)
+                first_runs.set()
+                await go_on.wait()
+
+            runner = asyncio.ensure_future(w.run(handle_signals=False))
+            await asyncio.wait_for(first_runs.wait(), 10)
+            w.stop()  # the first job finishes within the grace; the rest wait
+            go_on.set()
+            await runner
+            assert ran == [0]
+            assert w.released == 1  # the run's next job; the server put back the rest with it
+            jobs = [await c.get(i) for i in ids]
+            assert [j.state for j in jobs] == ["completed"] + ["available"] * 4
+            assert [j.attempt for j in jobs] == [1, 0, 0, 0, 0]
+    run(main())

@@ -279,9 +279,10 @@ export class SpoolClient {
 
   /** Leases up to `max` jobs (POST /v1/fetch); with `wait_ms` a long poll that may answer none. */
   async fetchJobs(req: FetchRequest, options: CallOptions = {}): Promise<Job[]> {
+    const { runs, ...rest } = req;
     const { body } = await this.request<{ jobs: Job[] }>("POST", "/v1/fetch", {
       ...options,
-      body: req,
+      body: runs ? { ...rest, runs: true } : rest,
       holdMs: req.wait_ms,
     });
     return body.jobs;

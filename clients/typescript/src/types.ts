@@ -163,6 +163,13 @@ export interface FetchRequest {
   worker?: string;
   consumer_group?: string;
   group?: string;
+  /**
+   * A free group of an ordered queue may give several of its jobs, a run,
+   * in enqueue order (`max` is shared across groups). Handle a run's jobs
+   * one after another and stop at the first that fails or is released: the
+   * server has put the rest of the run back already. Sent only when true.
+   */
+  runs?: boolean;
 }
 
 export interface AckResult {

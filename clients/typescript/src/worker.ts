@@ -112,6 +112,16 @@ export interface WorkerOptions {
   consumerGroup?: string;
   /** Run only the jobs of this group (the `group` jobs are enqueued with). */
   group?: string;
+  /**
+   * Fetch runs of ordered groups (FetchRequest.runs) and run the jobs of one
+   * queue and group in a fetch answer one after another, in the order
+   * received, each once the one before it is answered completed, dead or
+   * cancelled. At the first job that waits again (a fail with retries left,
+   * a release, a lost lease) the run stops and its later jobs are dropped
+   * without a call: the server has put them back. A job waiting its turn
+   * holds a slot of `concurrency` and has its lease extended. Default false.
+   */
+  runs?: boolean;
   /** Stop gracefully on SIGTERM and SIGINT while running. Default true. */
   handleSignals?: boolean;
   /** Default: warnings to console.warn, no debug logs. */
@@ -132,6 +142,8 @@ interface Held {
   abandoned: boolean;
   /** Its outcome reached the settler. */
   arrived?: boolean;
+  /** The job before it in its run, if any (WorkerOptions.runs). */
+  follows?: Held;
 }
 
 /**
@@ -141,6 +153,9 @@ interface Held {
  * stops.
  */
 export const SETTLE_DELAY_MS = 2;
+
+/** The states of a job whose attempt ended for good: the rest of its run goes on. */
+const ENDED: ReadonlySet<string> = new Set(["completed", "dead", "cancelled"]);
 
 const MAX_FETCH = 1000;
 const MAX_HEARTBEAT_BATCH = 1000;
@@ -183,7 +198,7 @@ export class Worker {
   private readonly settler: Settler;
   private readonly held = new Map<string, Held>();
   /** The runners of held jobs: their handlers, then their outcomes. */
-  private readonly running = new Set<Promise<void>>();
+  private readonly running = new Set<Promise<unknown>>();
   /** Handlers running: slots in use. */
   private handlersRunning = 0;
   private started = false;
@@ -286,7 +301,11 @@ export class Worker {
       h.abandoned = true;
       abortJob(h, new WorkerStoppedError());
     }
-    await this.releaseAll(left);
+    // The first job of a run still held is released; the server puts back
+    // the run's later jobs with it, so they are dropped without a call.
+    const later = left.filter((h) => h.follows !== undefined && this.held.has(h.follows.job.id));
+    for (const h of later) this.held.delete(h.job.id);
+    await this.releaseAll(left.filter((h) => !later.includes(h)));
     this.hbAbort.abort();
     await this.hbLoop;
     this.resolveRun();
@@ -330,6 +349,7 @@ export class Worker {
             worker: this.name,
             consumer_group: this.opts.consumerGroup,
             group: this.opts.group,
+            runs: this.opts.runs,
           },
           { signal: this.fetchAbort.signal },
         );
@@ -341,7 +361,8 @@ export class Worker {
         await sleep(backoff(failures), this.fetchAbort.signal).catch(() => {});
         continue;
       }
-      for (const job of jobs) this.start(job);
+      if (this.opts.runs) for (const run of runsOf(jobs)) this.startRun(run);
+      else for (const job of jobs) this.start(job);
       if (this.stopping) break;
     }
   }
@@ -355,7 +376,8 @@ export class Worker {
     return Math.min(this.opts.concurrency - this.handlersRunning, 4 * this.opts.concurrency - this.held.size);
   }
 
-  private start(job: Job): void {
+  /** Holds job: its lease is extended from now until its outcome is answered. */
+  private hold(job: Job): Held {
     const h: Held = {
       job,
       token: job.lease?.token ?? 0,
@@ -366,6 +388,11 @@ export class Worker {
     };
     this.held.set(job.id, h);
     this.ensureHeartbeat();
+    return h;
+  }
+
+  private start(job: Job): void {
+    const h = this.hold(job);
     if (this.stopping) {
       // Fetched as the worker stopped: hand it back unrun.
       h.abandoned = true;
@@ -383,9 +410,62 @@ export class Worker {
     this.running.add(p);
   }
 
+  /** Runs the jobs of one run in order; each holds a slot from now until its handler returns or it is dropped. */
+  private startRun(jobs: Job[]): void {
+    const run = jobs.map((job) => this.hold(job));
+    run.forEach((h, i) => (h.follows = i > 0 ? run[i - 1] : undefined));
+    if (this.stopping) {
+      // Fetched as the worker stopped: hand it back unrun.
+      for (const h of run) h.abandoned = true;
+      return;
+    }
+    this.handlersRunning += run.length;
+    const p = this.runInOrder(run)
+      .catch((err) => this.log.warn("run failed", { job_id: run[0].job.id, err: messageOf(err) }))
+      .finally(() => {
+        this.running.delete(p);
+        this.wake?.();
+      });
+    this.running.add(p);
+  }
+
+  /**
+   * Runs each job of run once the one before it ended. Once one does not
+   * end, its later jobs are dropped (the server put them back with it); once
+   * the worker stops, the next is left for stop() to release.
+   */
+  private async runInOrder(run: Held[]): Promise<void> {
+    for (let i = 0; i < run.length; i++) {
+      if (this.stopping) {
+        this.handlersRunning -= run.length - i;
+        return;
+      }
+      const h = run[i];
+      this.settler.expect(1);
+      let ended = false;
+      try {
+        ended = await this.runJob(h);
+      } finally {
+        if (!h.arrived) this.settler.expect(-1); // its outcome will not come
+      }
+      if (!ended) {
+        for (const later of run.slice(i + 1)) {
+          if (!later.abandoned) this.held.delete(later.job.id);
+        }
+        this.handlersRunning -= run.length - i - 1;
+        return;
+      }
+    }
+  }
+
   // ---- running ---------------------------------------------------------
 
-  private async runJob(h: Held): Promise<void> {
+  /**
+   * Runs h's handler and sends its outcome; resolves true when the job
+   * ended (answered completed, dead or cancelled), so that the rest of its
+   * run may go on.
+   */
+  private async runJob(h: Held): Promise<boolean> {
     const { job } = h;
     const handler = this.handlers.get(job.kind);
     let result: unknown;
@@ -393,6 +473,8 @@ export class Worker {
     let error: unknown;
     let threw = false;
     try {
+      // A job of a run may be told to stop before its turn: its handler does not run.
+      if (h.abortReason !== undefined) throw h.abortReason;
       if (!handler) throw new Error(`no handler for kind "${job.kind}" on worker ${this.name}`);
       const ctx: JobContext = {
         get signal(): AbortSignal {
@@ -420,22 +502,24 @@ export class Worker {
     // The slot is free before the outcome is sent.
     this.handlersRunning--;
     this.wake?.();
-    if (h.abandoned) return; // released by stop()
+    if (h.abandoned) return false; // released by stop()
     if (h.lost) {
       this.held.delete(job.id);
       this.log.warn("lease lost; the handler's outcome is dropped", { job_id: job.id });
-      return;
+      return false;
     }
     try {
+      let answer: AckResult | FailResult | undefined;
       if (threw) {
         const { message, opts } = failOf(error);
         const item: FailItem = { id: job.id, token: h.token, error: message, ...opts };
-        await this.settle(h, (arrived) => this.settler.fail(item, arrived, this.stopping));
+        answer = await this.settle(h, (arrived) => this.settler.fail(item, arrived, this.stopping));
       } else {
         const item: AckItem = { id: job.id, token: h.token };
         if (result !== undefined) item.result = result as JSONValue;
-        await this.settle(h, (arrived) => this.settler.ack(item, resultSize, arrived, this.stopping));
+        answer = await this.settle(h, (arrived) => this.settler.ack(item, resultSize, arrived, this.stopping));
       }
+      return answer !== undefined && ENDED.has(answer.state);
     } finally {
       if (!h.abandoned) this.held.delete(job.id);
     }
@@ -443,27 +527,27 @@ export class Worker {
 
   /**
    * Sends an ack or fail with those of the jobs that finish with it,
-   * retrying transport failures while the lease may still hold.
+   * retrying transport failures while the lease may still hold; resolves
+   * with its answer, or undefined when none came.
    */
-  private async settle(h: Held, call: (arrived: boolean) => Promise<unknown>): Promise<void> {
+  private async settle<T>(h: Held, call: (arrived: boolean) => Promise<T>): Promise<T | undefined> {
     for (let attempt = 1; ; attempt++) {
       try {
         const arrived = !h.arrived;
         h.arrived = true;
-        await call(arrived);
-        return;
+        return await call(arrived);
       } catch (err) {
         if (err instanceof LeaseLostError || err instanceof NotFoundError) {
           this.log.warn("lease lost before the outcome was sent; dropped", { job_id: h.job.id, err: err.message });
-          return;
+          return undefined;
         }
         if (err instanceof SpoolError && err.status < 500) {
           this.log.warn("outcome refused", { job_id: h.job.id, err: err.message });
-          return;
+          return undefined;
         }
         if (attempt >= 5 || h.abandoned) {
           this.log.warn("outcome not sent; the job runs again once its lease runs out", { job_id: h.job.id, err: messageOf(err) });
-          return;
+          return undefined;
         }
         await sleep(backoff(attempt));
       }
@@ -560,6 +644,18 @@ export class Worker {
     }
     for (const h of list) this.held.delete(h.job.id);
   }
+}
+
+/** Splits fetched jobs into runs: those of one queue and group, in the order received; a job without a group runs alone. */
+function runsOf(jobs: Job[]): Job[][] {
+  const runs = new Map<string, Job[]>();
+  for (const job of jobs) {
+    const key = job.group ? JSON.stringify([job.queue, job.group]) : `id:${job.id}`;
+    const run = runs.get(key);
+    if (run) run.push(job);
+    else runs.set(key, [job]);
+  }
+  return [...runs.values()];
 }
 
 /** Tells h's handler to stop, with reason, unless it was told already. */

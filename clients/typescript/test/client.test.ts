@@ -210,3 +210,15 @@ test("queue admin: pause, resume, durability, limits, settings, purge", async ()
   await client.health();
   await client.ready();
 });
+
+test("a fetch of runs takes a free ordered group's jobs in enqueue order; without runs one", { timeout: 20_000 }, async () => {
+  for (const queue of ["c-runs-one", "c-runs-run"]) {
+    await client.setQueueLimits(queue, { ordered: true });
+    await client.enqueueMany(Array.from({ length: 5 }, (_, i) => ({ queue, kind: "k", payload: i, group: "g" })));
+  }
+  const one = await client.fetchJobs({ queues: ["c-runs-one"], max: 10 });
+  assert.deepEqual(one.map((j) => j.payload), [0]);
+  const run = await client.fetchJobs({ queues: ["c-runs-run"], max: 10, runs: true });
+  assert.deepEqual(run.map((j) => j.payload), [0, 1, 2, 3, 4]);
+  assert.equal(new Set(run.map((j) => j.lease!.token)).size, 5);
+});

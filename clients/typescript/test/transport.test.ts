@@ -71,3 +71,14 @@ test("timeouts abort a call; a long poll's wait is added to the timeout", async 
   setTimeout(() => ctl.abort(new Error("caller gave up")), 50);
   await assert.rejects(c.getJob("a", { signal: ctl.signal, timeoutMs: 5_000 }), /caller gave up/);
 });
+
+test("a fetch sends runs only when it is true", async () => {
+  const jobs = () => new Response(JSON.stringify({ jobs: [] }), { status: 200 });
+  const f = fakeFetch([jobs]);
+  const c = new SpoolClient("http://spool.test", { fetch: f.fn });
+  await c.fetchJobs({ queues: ["q"] });
+  await c.fetchJobs({ queues: ["q"], runs: false });
+  await c.fetchJobs({ queues: ["q"], runs: true });
+  const bodies = f.calls.map((call) => JSON.parse(call.init.body as string));
+  assert.deepEqual(bodies, [{ queues: ["q"] }, { queues: ["q"] }, { queues: ["q"], runs: true }]);
+});

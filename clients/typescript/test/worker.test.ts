@@ -317,3 +317,88 @@ test("a result over the server's limit fails only its own ack", async () => {
     await small.stop();
   }
 });
+
+test("with runs, each group's jobs end in enqueue order and a failure stops its run", { timeout: 40_000 }, async () => {
+  const queue = "w-runs";
+  const groups = ["g0", "g1", "g2"];
+  await client.setQueueLimits(queue, { ordered: true });
+  const ids = (
+    await client.enqueueMany(
+      Array.from({ length: 20 }, (_, i) =>
+        groups.map((g) => ({
+          queue,
+          kind: "step",
+          payload: { g, i },
+          group: g,
+          max_attempts: 3,
+          backoff: { type: "fixed" as const, base_ms: 50, max_ms: 50, jitter: 0 },
+        })),
+      ).flat(),
+    )
+  ).map((r) => r.id);
+  const started = new Map(groups.map((g) => [g, [] as number[]]));
+  const done = new Map(groups.map((g) => [g, [] as number[]]));
+  let longest = 0; // the most jobs of one group in one fetch answer
+  class CountingClient extends SpoolClient {
+    override async fetchJobs(...args: Parameters<SpoolClient["fetchJobs"]>): Promise<Job[]> {
+      const jobs = await super.fetchJobs(...args);
+      for (const g of groups) longest = Math.max(longest, jobs.filter((j) => j.group === g).length);
+      return jobs;
+    }
+  }
+  const w = new Worker(new CountingClient(server.url), { queues: [queue], concurrency: 12, waitMs: 200, handleSignals: false, logger: quiet, runs: true });
+  w.handle("step", async (job, ctx) => {
+    const { g, i } = job.payload as { g: string; i: number };
+    started.get(g)!.push(i);
+    await new Promise((r) => setTimeout(r, 1));
+    if (g === "g0" && i === 2 && ctx.attempt === 1) throw new Error("first attempt of g0's third job");
+    done.get(g)!.push(i);
+  });
+  const running = w.run();
+  try {
+    await eventually(() => groups.every((g) => done.get(g)!.length >= 20), 20_000);
+  } finally {
+    await w.stop();
+    await running;
+  }
+  const inOrder = Array.from({ length: 20 }, (_, i) => i);
+  for (const g of groups) assert.deepEqual(done.get(g), inOrder, g);
+  // The failure stopped g0's run: its later jobs did not run before the third ran again.
+  assert.deepEqual(started.get("g0"), [0, 1, 2, ...inOrder.slice(2)]);
+  assert.deepEqual(started.get("g1"), inOrder);
+  assert.deepEqual(started.get("g2"), inOrder);
+  assert.ok(longest > 1, `the most jobs of one group in one fetch: ${longest}`);
+  const jobs = await Promise.all(ids.map((id) => client.getJob(id)));
+  assert.ok(jobs.every((j) => j.state === "completed"));
+  assert.equal(jobs.reduce((n, j) => n + j.attempt, 0), 61);
+});
+
+test("with runs, stop releases a run's next job and the server puts back the rest", { timeout: 20_000 }, async () => {
+  const queue = "w-runs-stop";
+  await client.setQueueLimits(queue, { ordered: true });
+  const ids = (
+    await client.enqueueMany(Array.from({ length: 5 }, (_, i) => ({ queue, kind: "step", payload: i, group: "g" })))
+  ).map((r) => r.id);
+  const w = worker(queue, { concurrency: 10, runs: true });
+  const ran: number[] = [];
+  let firstRuns!: () => void;
+  const first = new Promise<void>((r) => (firstRuns = r));
+  let goOn!: () => void;
+  const release = new Promise<void>((r) => (goOn = r));
+  w.handle("step", async (job) => {
+    ran.push(job.payload as number);
+    firstRuns();
+    await release;
+  });
+  const running = w.run();
+  await first;
+  const stopped = w.stop(); // the first job finishes within the grace; the rest wait
+  goOn();
+  await stopped;
+  await running;
+  assert.deepEqual(ran, [0]);
+  const jobs = await Promise.all(ids.map((id) => client.getJob(id)));
+  assert.deepEqual(jobs.map((j) => j.state), ["completed", "available", "available", "available", "available"]);
+  assert.deepEqual(jobs.map((j) => j.attempt), [1, 0, 0, 0, 0]);
+  assert.equal(w.heldCount, 0);
+});

@@ -228,11 +228,19 @@ class _Base:
 
     def fetch(self, queues: Sequence[str], *, max: int = 1, wait_ms: int = 0,
               lease_ms: Optional[int] = None, worker: Optional[str] = None,
-              consumer_group: Optional[str] = None, group: Optional[str] = None) -> Any:
-        """Leases up to ``max`` jobs, long polling up to ``wait_ms``; returns a list of :class:`Job`."""
+              consumer_group: Optional[str] = None, group: Optional[str] = None,
+              runs: bool = False) -> Any:
+        """Leases up to ``max`` jobs, long polling up to ``wait_ms``; returns a list of :class:`Job`.
+
+        With ``runs``, a free group of an ordered queue may give several of its
+        jobs, a run, in enqueue order (``max`` is shared across groups). Handle
+        a run's jobs one after another and stop at the first that fails or is
+        released: the server has put the rest of the run back already.
+        """
         body = _drop_none({"queues": list(queues), "max": max, "wait_ms": wait_ms or None,
                            "lease_ms": lease_ms, "worker": worker,
-                           "consumer_group": consumer_group, "group": group})
+                           "consumer_group": consumer_group, "group": group,
+                           "runs": True if runs else None})
         return self._do(_Call("POST", "/v1/fetch", body=body, wait_ms=wait_ms,
                               parse=lambda b: [Job.from_dict(j) for j in b["jobs"]]))
 
@@ -474,6 +482,7 @@ class AsyncClient(_Base):
             worker: Optional[str] = None,
             consumer_group: Optional[str] = None,
             group: Optional[str] = None,
+            runs: bool = False,
         ) -> List[Job]: ...
         async def ack(self, job_id: str, token: int, result: Any = None) -> ItemResult: ...
         async def fail(
@@ -665,6 +674,7 @@ class Client(_Base):
             worker: Optional[str] = None,
             consumer_group: Optional[str] = None,
             group: Optional[str] = None,
+            runs: bool = False,
         ) -> List[Job]: ...
         def ack(self, job_id: str, token: int, result: Any = None) -> ItemResult: ...
         def fail(

@@ -16,6 +16,14 @@ lease extended, until its outcome is answered (a worker that dies before then
 leaves it to be handed out again when its lease ends); at most four times
 ``concurrency`` jobs are held at once, so that acks waiting for the disk do
 not keep the next fetch from filling the slots.
+
+A worker made with ``runs=True`` fetches runs (see :meth:`Client.fetch`): the
+jobs of one queue and group in one fetch answer run one after another, in the
+order received, in one task; a job of a run waiting its turn holds a slot and
+its lease is extended. A run goes on after a job that ends completed, dead or
+cancelled, and stops at one that waits again (a fail with retries left, a
+release, a lost lease) or whose outcome went unrecorded: the server has put
+the rest of the run back, and the worker drops them without a call.
 """
 
 from __future__ import annotations
@@ -176,7 +184,7 @@ class _Entry:
     def __init__(self, job: Job, ctx: JobContext, lease_ms: int) -> None:
         self.job = job
         self.ctx = ctx
-        self.task: Optional["asyncio.Task[None]"] = None
+        self.task: Optional["asyncio.Task[bool]"] = None
         self.lease_ms = lease_ms
         self.next_extend = 0.0
         self.reason: Optional[str] = None  # why the worker cancelled it
@@ -314,6 +322,9 @@ def _single_error(err: SpoolError) -> SpoolError:
     return type(err)(err.message, code=err.code, field=field or None, status=err.status)
 
 
+# The states of a job whose attempt ended for good: the rest of its run goes on.
+_ENDED = frozenset(("completed", "dead", "cancelled"))
+
 # Errors retrying a fetch does not fix.
 _PERMANENT = (Unauthorized, Forbidden, InvalidArgument, InvalidJSON, NotFound)
 
@@ -337,13 +348,18 @@ class Worker:
         threads: size of the pool for blocking handlers (default ``concurrency``).
         consumer_group, group: fetch the jobs of a consumer group, or of one
             group (the ``group`` jobs are enqueued with) only.
+        runs: fetch runs of ordered groups and handle each run's jobs in
+            order, one after another, stopping the run at the first job that
+            does not end (see the module's documentation). Jobs waiting their
+            turn in a run count against ``concurrency``.
     """
 
     def __init__(self, client: AsyncClient, queues: Union[str, Sequence[str]], *,
                  concurrency: int = 10, name: Optional[str] = None,
                  lease_ms: Optional[int] = None, wait_ms: int = 30000, grace: float = 30.0,
                  heartbeat: float = 1 / 3, threads: Optional[int] = None,
-                 consumer_group: Optional[str] = None, group: Optional[str] = None) -> None:
+                 consumer_group: Optional[str] = None, group: Optional[str] = None,
+                 runs: bool = False) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         self.client = client
@@ -356,10 +372,12 @@ class Worker:
         self.heartbeat = heartbeat
         self.consumer_group = consumer_group
         self.group = group
+        self.runs = runs
         self._threads = threads or concurrency
         self._handlers: Dict[str, Handler] = {}
         self._is_async: Dict[str, bool] = {}
         self._inflight: Dict[str, _Entry] = {}
+        self._chains: Set["asyncio.Task[None]"] = set()  # the tasks running runs
         self._running = 0  # handlers running: slots in use
         self._executor: Optional[concurrent.futures.ThreadPoolExecutor] = None
         self._stopping: Optional[asyncio.Event] = None
@@ -425,6 +443,7 @@ class Worker:
         self._hard = asyncio.Event()
         self._changed = asyncio.Event()
         self._abandoned = []
+        self._chains = set()
         self.released = 0
         self._running = 0
         self._settler = _Settler(self.client, min(self.concurrency, _MAX_SETTLE_ITEMS))
@@ -462,7 +481,7 @@ class Worker:
 
     async def _drain(self) -> None:
         assert self._hard is not None
-        tasks = [e.task for e in self._inflight.values() if e.task is not None]
+        tasks = [e.task for e in self._inflight.values() if e.task is not None] + list(self._chains)
         if tasks and self.grace > 0:
             hard = asyncio.ensure_future(self._hard.wait())
             deadline = time.monotonic() + self.grace
@@ -477,7 +496,9 @@ class Worker:
             hard.cancel()
         for e in list(self._inflight.values()):
             e.cancel("shutdown")
-        rest = [e.task for e in self._inflight.values() if e.task is not None]
+        # A run's next job, cancelled before it started, is handed back by its
+        # run's task, which drops the rest of the run.
+        rest = [e.task for e in self._inflight.values() if e.task is not None] + list(self._chains)
         if rest:
             await asyncio.wait(rest, timeout=5)
         if self._abandoned:
@@ -511,7 +532,8 @@ class Worker:
                         continue
                 fetch = asyncio.ensure_future(self.client.fetch(
                     self.queues, max=free, wait_ms=self.wait_ms, lease_ms=self.lease_ms,
-                    worker=self.name, consumer_group=self.consumer_group, group=self.group))
+                    worker=self.name, consumer_group=self.consumer_group, group=self.group,
+                    runs=self.runs))
                 await asyncio.wait({fetch, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
                 if not fetch.done():
                     fetch.cancel()
@@ -538,7 +560,9 @@ class Worker:
                     if jobs:
                         await self._release_now(jobs)
                     break
-                if jobs:
+                if jobs and self.runs:
+                    self._start_runs(jobs)
+                elif jobs:
                     self._start(jobs)
         finally:
             stop_wait.cancel()
@@ -591,6 +615,49 @@ class Worker:
         self._settler.expect(len(jobs))
         changed.set()
 
+    def _start_runs(self, jobs: List[Job]) -> None:
+        """Runs fetched jobs run by run: those of one queue and group, in the
+        order received, one after another in a task of their own. Each job
+        holds a slot from now until its handler returns or it is dropped."""
+        loop, changed = self._loop, self._changed
+        assert loop is not None and changed is not None
+        now = time.monotonic()
+        runs: Dict[Any, List[_Entry]] = {}
+        for job in jobs:
+            lease_ms = self.lease_ms or job.lease_ms or 30000
+            entry = _Entry(job, JobContext(self, job, loop), lease_ms)
+            entry.next_extend = now + lease_ms / 1000.0 * self.heartbeat
+            self._inflight[job.id] = entry
+            key = (job.queue, job.group) if job.group else job.id
+            runs.setdefault(key, []).append(entry)
+        self._running += len(jobs)
+        for run in runs.values():
+            task = loop.create_task(self._run_chain(run))
+            self._chains.add(task)
+            task.add_done_callback(self._chains.discard)
+        changed.set()
+
+    async def _run_chain(self, run: List[_Entry]) -> None:
+        """Runs the jobs of one run in order, each once the one before it ended
+        (its outcome answered); once one does not end, or the worker stops, the
+        next is handed back (when stopping) and the rest are dropped, put back
+        by the server with it."""
+        loop = asyncio.get_running_loop()
+        assert self._stopping is not None
+        for i, entry in enumerate(run):
+            if i > 0 and self._stopping.is_set():
+                entry.cancel("shutdown")
+            self._settler.expect(1)
+            entry.task = loop.create_task(self._run_job(entry))
+            try:
+                ended = await asyncio.shield(entry.task)
+            except asyncio.CancelledError:
+                ended = False
+            if not ended:
+                for later in run[i + 1:]:
+                    self._forget(later, started=False)
+                return
+
     async def _call_blocking(self, handler: Handler, ctx: JobContext) -> Any:
         """Runs a plain function handler in the thread pool (with the context of
         the task, which holds the job)."""
@@ -603,15 +670,20 @@ class Worker:
             result = await result
         return result
 
-    async def _run_job(self, entry: _Entry) -> None:
+    async def _run_job(self, entry: _Entry) -> bool:
+        """Runs ``entry``'s handler and sends its outcome; reports whether the job
+        ended (completed, dead or cancelled), so that the rest of its run may go on."""
         job = entry.job
         token = job.token or 0
         try:
+            if entry.reason is not None:
+                # Cancelled while it waited its turn in a run.
+                self._handler_done(entry)
+                return await self._cancelled(entry)
             handler = self._handlers.get(job.kind)
             if handler is None:
                 self._handler_done(entry)
-                await self._fail(entry, f"no handler for kind {job.kind!r} on worker {self.name}")
-                return
+                return await self._fail(entry, f"no handler for kind {job.kind!r} on worker {self.name}")
             try:
                 ctx_token = _current.set(entry.ctx)
                 try:
@@ -623,21 +695,17 @@ class Worker:
                     _current.reset(ctx_token)
                     self._handler_done(entry)
             except asyncio.CancelledError:
-                await self._cancelled(entry)
-                return
+                return await self._cancelled(entry)
             except NoRetry as err:
-                await self._fail(entry, _error_text(err), no_retry=True)
-                return
+                return await self._fail(entry, _error_text(err), no_retry=True)
             except RetryAfter as err:
-                await self._fail(entry, _error_text(err), retry_after_ms=max(0, int(err.seconds * 1000)))
-                return
+                return await self._fail(entry, _error_text(err),
+                                        retry_after_ms=max(0, int(err.seconds * 1000)))
             except Exception as err:
-                await self._fail(entry, _error_text(err))
-                return
+                return await self._fail(entry, _error_text(err))
             if entry.reason is not None:
                 # Cancelled while a blocking handler ran: its result is not kept.
-                await self._cancelled(entry)
-                return
+                return await self._cancelled(entry)
             item: Dict[str, Any] = {"id": job.id, "token": token}
             size = 64
             if result is not None:
@@ -649,21 +717,27 @@ class Worker:
                     try:
                         size += len(json.dumps(result, allow_nan=False))
                     except (TypeError, ValueError) as err:
-                        await self._fail(entry, f"the handler's result is not JSON: {err}")
-                        return
+                        return await self._fail(entry, f"the handler's result is not JSON: {err}")
                 item["result"] = result
-            await self._finish(entry, False, item, size)
+            return await self._finish(entry, False, item, size)
         except asyncio.CancelledError:
             if entry.reason == "shutdown":
                 self._abandoned.append(entry)
+            return False
         finally:
-            self._handler_done(entry)
-            if not entry.arrived:  # dropped: its outcome will not come
-                entry.arrived = True
-                self._settler.expect(-1)
-            self._inflight.pop(job.id, None)
-            if self._changed is not None:
-                self._changed.set()
+            self._forget(entry, started=True)
+
+    def _forget(self, entry: _Entry, *, started: bool) -> None:
+        """Lets go of ``entry``: its slot frees, its lease is no longer extended,
+        and (``started``: its outcome was counted on) an outcome that did not
+        come is no longer waited for."""
+        self._handler_done(entry)
+        if started and not entry.arrived:  # dropped: its outcome will not come
+            entry.arrived = True
+            self._settler.expect(-1)
+        self._inflight.pop(entry.job.id, None)
+        if self._changed is not None:
+            self._changed.set()
 
     def _handler_done(self, entry: _Entry) -> None:
         """Frees the slot of ``entry``'s handler, once."""
@@ -674,30 +748,32 @@ class Worker:
                 self._changed.set()
 
     async def _fail(self, entry: _Entry, error: str, *, no_retry: bool = False,
-                    retry_after_ms: Optional[int] = None) -> None:
+                    retry_after_ms: Optional[int] = None) -> bool:
         item: Dict[str, Any] = {"id": entry.job.id, "token": entry.job.token or 0, "error": error}
         if no_retry:
             item["no_retry"] = True
         if retry_after_ms is not None:
             item["retry_after_ms"] = retry_after_ms
-        await self._finish(entry, True, item, 64 + len(error))
+        return await self._finish(entry, True, item, 64 + len(error))
 
-    async def _cancelled(self, entry: _Entry) -> None:
+    async def _cancelled(self, entry: _Entry) -> bool:
         job = entry.job
         if entry.reason == "cancel_requested":
-            await self._fail(entry, "cancelled")
-        elif entry.reason == "shutdown":
+            return await self._fail(entry, "cancelled")
+        if entry.reason == "shutdown":
             self._abandoned.append(entry)
         elif entry.reason == "lost":
             log.warning("job %s: lease lost; its handler was cancelled", job.id)
         else:
             # Cancelled from outside the worker: hand the job back.
             self._abandoned.append(entry)
+        return False
 
-    async def _finish(self, entry: _Entry, fail: bool, item: Dict[str, Any], size: int) -> None:
+    async def _finish(self, entry: _Entry, fail: bool, item: Dict[str, Any], size: int) -> bool:
         """Sends a job's outcome, with those of the jobs that finish with it, again
         after errors that retrying can fix, for as long as the job's lease lasts;
-        it is not cancelled meanwhile."""
+        it is not cancelled meanwhile. Reports whether the job ended: its outcome
+        was answered completed, dead or cancelled."""
         entry.finishing = True
         assert self._stopping is not None
         deadline = time.monotonic() + entry.lease_ms / 1000.0
@@ -708,22 +784,22 @@ class Worker:
             try:
                 # The item is sent whatever happens to this task: the settler
                 # holds it, and cancelling the wait cancels only the wait.
-                await self._settler.submit(fail, item, size, arrived, self._stopping.is_set())
-                return
+                answer = await self._settler.submit(fail, item, size, arrived, self._stopping.is_set())
+                return answer.state in _ENDED
             except (LeaseLost, NotFound):
                 log.warning("job %s: lease lost; its outcome was dropped", entry.job.id)
-                return
+                return False
             except (TransportError, Unavailable, StorageFull, InternalError) as err:
                 attempt += 1
                 delay = min(2.0, 0.05 * 2 ** attempt)
                 if time.monotonic() + delay >= deadline:
                     log.warning("job %s: could not record its outcome; it runs again when its "
                                 "lease expires: %s", entry.job.id, err)
-                    return
+                    return False
                 await asyncio.sleep(delay)
             except SpoolError as err:
                 log.warning("job %s: could not record its outcome: %s", entry.job.id, err)
-                return
+                return False
 
     # ---- heartbeat --------------------------------------------------------
 
