@@ -74,6 +74,7 @@ func (c *cli) benchCommand() *cobra.Command {
 	fs.IntVar(&o.Limits.MaxActive, "max-active", 0, "set this cap on the jobs of each queue active at once")
 	fs.IntVar(&o.Limits.GroupMaxActive, "group-max-active", 0, "set this cap on the jobs of each group active at once")
 	fs.BoolVar(&o.Limits.Ordered, "ordered", false, "make each queue ordered: every group's jobs run one at a time, in order (with --groups)")
+	fs.BoolVar(&o.Runs, "runs", false, "workers fetch runs of ordered groups: a free group hands a worker several of its jobs in order (with --ordered)")
 	var limitRate, groupRate client.Rate
 	fs.Var(&rateFlag{r: &limitRate}, "limit-rate", "set this rate on each queue's job starts: N/DURATION, e.g. 500/1s")
 	fs.Var(&rateFlag{r: &groupRate}, "group-rate", "set this rate on each group's job starts: N/DURATION, e.g. 5/1s")

@@ -155,6 +155,9 @@ type Options struct {
 	// Limits, when set, are set on every queue of the run before the load
 	// starts (PUT /v1/queues/{name}/limits). Defaults to none.
 	Limits job.Limits
+	// Runs makes the workers fetch runs of ordered groups (the fetch's
+	// "runs"): a free group hands a worker several of its jobs in order.
+	Runs bool
 	// Rate is the enqueue rate of latency mode, in jobs a second. Defaults
 	// to 1000.
 	Rate float64

@@ -83,7 +83,11 @@ func newBodies(o Options, queues []string) *bodies {
 		}
 		f.WriteString(strconv.Quote(q))
 	}
-	f.WriteString(`],"wait_ms":` + strconv.Itoa(fetchWaitMS) + `,"max":`)
+	f.WriteString(`],`)
+	if o.Runs {
+		f.WriteString(`"runs":true,`)
+	}
+	f.WriteString(`"wait_ms":` + strconv.Itoa(fetchWaitMS) + `,"max":`)
 	b.fetch = []byte(f.String())
 	return b
 }

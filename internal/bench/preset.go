@@ -38,6 +38,8 @@ const (
 	// queenThreads is the threads of the tool's documented runs, which
 	// Spool runs as producers (enqueue-batch clients) or workers.
 	queenThreads = 10
+	// queenPartitions is the partitions of the tool's single-queue mode.
+	queenPartitions = 4
 	// queenPayloadBytes is the payload of those configurations, for the
 	// tool's message: its MB/s count 300 bytes for each pushed message in
 	// MiB (24.57 at 85,862 msg/s), which is 286 bytes in the megabytes of
@@ -48,23 +50,25 @@ const (
 // queenCPPCase is test (T1 to T5) of Queen's C++ benchmark as Spool runs
 // it: the producer as queenThreads clients enqueueing batches of batch,
 // the consumer as a prefilled backlog drained by queenThreads workers,
-// each fetching up to batch at a time; both spread over queenThreads
-// unordered groups with payloads of queenPayloadBytes. published is the
-// test's message count and jobs Spool's, larger where the published count
-// would be timed in a fraction of a second.
+// each fetching runs of up to batch at a time; both spread over
+// queenPartitions groups, ordered for the consumer (Queen's partitions),
+// with payloads of queenPayloadBytes. published is the test's message
+// count and jobs Spool's, larger where the published count would be timed
+// in a fraction of a second.
 func queenCPPCase(test string, consumer bool, batch, published, jobs int, figure, mbps float64) presetCase {
 	role := "producer"
 	o := Options{Mode: ModeEnqueueBatch, Concurrency: queenThreads, Batch: batch}
+	groups := "groups"
 	if consumer {
-		role = "consumer"
-		o = Options{Mode: ModeProcess, Workers: queenThreads, Concurrency: batch}
+		role, groups = "consumer", "ordered partitions, runs"
+		o = Options{Mode: ModeProcess, Workers: queenThreads, Concurrency: batch, Limits: job.Limits{Ordered: true}, Runs: true}
 	}
-	o.Jobs, o.Groups, o.PayloadBytes = jobs, queenThreads, queenPayloadBytes
+	o.Jobs, o.Groups, o.PayloadBytes = jobs, queenPartitions, queenPayloadBytes
 	setup := fmt.Sprintf("%s %s: %d threads × batch %s, %s messages (Spool: ", test, role, queenThreads, thousands(float64(batch)), thousands(float64(published)))
 	if jobs != published {
 		setup += thousands(float64(jobs)) + " jobs for a run of a second or more, "
 	}
-	setup += fmt.Sprintf("%d unordered groups)", queenThreads)
+	setup += fmt.Sprintf("%d %s)", queenPartitions, groups)
 	return presetCase{
 		name:   fmt.Sprintf("Queen %s %s, batch %d", test, role, batch),
 		opts:   o,
@@ -94,18 +98,17 @@ func seedCases() []presetCase {
 		return o
 	}
 	// fewPartitions is the shape of Queen's tool: queenThreads workers each
-	// fetching up to 1,000 jobs of one queue spread over 4 groups, ordered
-	// (Queen's partitions) or not; jobs as many as make a run of a second
-	// or more.
+	// fetching up to 1,000 jobs of one queue spread over queenPartitions
+	// groups, ordered (Queen's partitions, taken in runs) or not; jobs as
+	// many as make a run of a second or more.
 	fewPartitions := func(ordered bool, jobs int) Options {
 		o := proc(queenThreads, 1000, jobs)
-		o.Groups, o.Limits = 4, job.Limits{Ordered: ordered}
+		o.Groups, o.Limits, o.Runs = queenPartitions, job.Limits{Ordered: ordered}, ordered
 		return o
 	}
 	j, b, qb := srcJobbie, srcBullMQ, srcQueenBP
 	const ownSetup = "Spool's own: ordered vs unordered, same settings otherwise"
-	const fewSetup = "Spool's own: Queen's tool's shape, 10 workers fetching up to 1,000 of 4 partitions, ordered vs unordered " +
-		"(100,000 jobs unordered, 20,000 ordered)"
+	const fewSetup = "Spool's own: Queen's tool's shape, 10 workers fetching up to 1,000 of 4 partitions, ordered (in runs) vs unordered"
 	return []presetCase{
 		{name: "Jobbie enqueue c=1", opts: enq(1, 15_000), ref: ref(j, 2532, "enqueue, 1 client"), metric: "jobs"},
 		{name: "Jobbie enqueue c=10", opts: enq(10, 50_000), ref: ref(j, 7928, "enqueue, 10 clients"), metric: "jobs"},
@@ -142,8 +145,8 @@ func seedCases() []presetCase {
 		{name: "ordered, 1,000 partitions", opts: partitions(true), ref: ref(srcSpool, 0, ownSetup), metric: "jobs",
 			over: "unordered, 1,000 groups", ratio: "ordered / unordered, 1,000 partitions"},
 		{name: "unordered, 4 groups, fetch 1,000", opts: fewPartitions(false, 100_000), ref: ref(srcSpool, 0, fewSetup), metric: "jobs"},
-		{name: "ordered, 4 partitions, fetch 1,000", opts: fewPartitions(true, 20_000), ref: ref(srcSpool, 0, fewSetup), metric: "jobs",
-			over: "unordered, 4 groups, fetch 1,000", ratio: "ordered / unordered, 4 partitions"},
+		{name: "ordered runs, 4 partitions, fetch 1,000", opts: fewPartitions(true, 100_000), ref: ref(srcSpool, 0, fewSetup), metric: "jobs",
+			over: "unordered, 4 groups, fetch 1,000", ratio: "ordered in runs / unordered, 4 partitions"},
 	}
 }
 

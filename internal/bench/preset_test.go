@@ -86,9 +86,10 @@ func TestSeedQueenCPP(t *testing.T) {
 			continue
 		}
 		o := c.opts
-		if o.PayloadBytes != queenPayloadBytes || o.Groups != 10 || o.Limits.Ordered || c.metric != "jobs" {
-			t.Errorf("%s: payload %d, %d groups, ordered %v, metric %s: want %d-byte payloads over 10 unordered groups",
-				c.name, o.PayloadBytes, o.Groups, o.Limits.Ordered, c.metric, queenPayloadBytes)
+		consumer := o.Mode == ModeProcess
+		if o.PayloadBytes != queenPayloadBytes || o.Groups != 4 || o.Limits.Ordered != consumer || o.Runs != consumer || c.metric != "jobs" {
+			t.Errorf("%s: payload %d, %d groups, ordered %v, runs %v, metric %s: want %d-byte payloads over 4 groups, "+
+				"ordered partitions taken in runs for a consumer", c.name, o.PayloadBytes, o.Groups, o.Limits.Ordered, o.Runs, c.metric, queenPayloadBytes)
 		}
 		// At least the published count; more only to time a run of a
 		// second or more, within the preset's few minutes.
@@ -162,13 +163,15 @@ func TestSeedOrderedCases(t *testing.T) {
 	}
 
 	// Queen's tool's shape: 10 workers fetching up to 1,000 of one queue's
-	// 4 partitions, ordered beside unordered.
-	few, fewUnord := byName["ordered, 4 partitions, fetch 1,000"], byName["unordered, 4 groups, fetch 1,000"]
+	// 4 partitions, ordered in runs beside unordered.
+	few, fewUnord := byName["ordered runs, 4 partitions, fetch 1,000"], byName["unordered, 4 groups, fetch 1,000"]
 	if few.ref == nil || fewUnord.ref == nil {
 		t.Fatal("the comparison of 4 partitions is missing")
 	}
-	if !few.opts.Limits.Ordered || fewUnord.opts.Limits.Ordered || few.over != fewUnord.name || few.ratio != "ordered / unordered, 4 partitions" {
-		t.Errorf("4 partitions: ordered %v, unordered %v, ratio %q over %q", few.opts.Limits.Ordered, fewUnord.opts.Limits.Ordered, few.ratio, few.over)
+	if !few.opts.Limits.Ordered || !few.opts.Runs || fewUnord.opts.Limits.Ordered || fewUnord.opts.Runs || few.over != fewUnord.name ||
+		few.ratio != "ordered in runs / unordered, 4 partitions" {
+		t.Errorf("4 partitions: ordered %v runs %v, unordered %v, ratio %q over %q", few.opts.Limits.Ordered, few.opts.Runs,
+			fewUnord.opts.Limits.Ordered, few.ratio, few.over)
 	}
 	for _, c := range []presetCase{few, fewUnord} {
 		o := c.opts
@@ -356,8 +359,8 @@ func TestPrintPresetPlan(t *testing.T) {
 	PrintPresetPlan(&b, PresetSeeds, Options{})
 	out := strings.Join(strings.Fields(b.String()), " ") // as read, lines wrapped or not
 	for _, want := range []string{"Jobbie enqueue c=1", "enqueue: 15,000 jobs · 1 client", "BullMQ add_bulk 100,000", "100,000 jobs · 8 clients × batch 100",
-		"Queen T1 consumer, batch 1", "process: 10,000 jobs · 10 workers × concurrency 1 · prefill batch 1000 · 1 queue · payload 290 B · 10 groups",
-		"Queen T2 producer, batch 10", "enqueue-batch: 100,000 jobs · 10 clients × batch 10 · 1 queue · payload 290 B · 10 groups",
+		"Queen T1 consumer, batch 1", "process: 10,000 jobs · 10 workers × concurrency 1 · prefill batch 1000 · 1 queue · payload 290 B · 4 groups · ordered, runs",
+		"Queen T2 producer, batch 10", "enqueue-batch: 100,000 jobs · 10 clients × batch 10 · 1 queue · payload 290 B · 4 groups",
 		"100,000 jobs · 4 workers × concurrency 500 · prefill batch 1000 · 1 queue · payload 100 B · 1,000 groups · ordered"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("plan lacks %q:\n%s", want, out)

@@ -108,6 +108,9 @@ func settingsOf(o Options) Settings {
 		Producers: o.Producers, Queues: o.Queues, Groups: o.Groups, Rate: o.Rate, PayloadBytes: o.PayloadBytes}
 	if !o.Limits.IsZero() {
 		s.Limits = describeLimits(o.Limits)
+		if o.Runs {
+			s.Limits += ", runs"
+		}
 	}
 	if o.Duration > 0 {
 		s.Duration = o.Duration.String()

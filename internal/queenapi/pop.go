@@ -168,8 +168,10 @@ func (a *API) pop(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
 		return
 	}
 	ctx := r.Context()
+	// As Queen leases one partition to a pop, a pop takes a run of one
+	// partition: its messages in order, up to the batch.
 	fetch := engine.FetchRequest{Queues: []string{name}, Max: pp.batch, Wait: pp.wait,
-		Worker: "queen", ConsumerGroup: pp.group, Group: partition}
+		Worker: "queen", ConsumerGroup: pp.group, Group: partition, Runs: true, MaxGroups: 1}
 	jobs, err := a.engine.Fetch(ctx, fetch)
 	var missing *engine.NotFoundError
 	if pp.group != "" && errors.As(err, &missing) && missing.Field == "consumer_group" {
