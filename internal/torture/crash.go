@@ -90,6 +90,9 @@ type CrashResult struct {
 	CallErrors map[string]int `json:"call_errors,omitempty"`
 	// History is the file the history was written to.
 	History string `json:"history"`
+	// Ordered is what the ordered queue beside the load checked: its
+	// groups' runs in flight at the kills, each group finished in order.
+	Ordered orderedResult `json:"ordered"`
 }
 
 // RunCrash runs the kill -9 scenario: a server under mixed load (enqueue
@@ -99,6 +102,8 @@ type CrashResult struct {
 // server must be ready within ReadyLimit. Then the queue is drained and
 // the history checked: nothing acknowledged lost, no stale ack or double
 // ack accepted, duplicates within the leases outstanding at the kills.
+// An ordered queue beside it takes runs through the kills; each of its
+// groups must finish in enqueue order (orderedLoad).
 func RunCrash(ctx context.Context, cfg CrashConfig) (*CrashResult, error) {
 	cfg.normalize()
 	began := time.Now()
@@ -114,6 +119,11 @@ func RunCrash(ctx context.Context, cfg CrashConfig) (*CrashResult, error) {
 	cfg.Load.SlowConsumer = true
 	load := StartLoad(c, h, cfg.Load)
 	defer load.Abort()
+	ordered, err := startOrdered(ctx, c, cfg.Load.Queue+"-ordered", cfg.Seed)
+	if err != nil {
+		return nil, err
+	}
+	defer ordered.stopWork()
 	if err := killCycles(ctx, cfg, srv, h, res); err != nil {
 		return nil, err
 	}
@@ -121,6 +131,7 @@ func RunCrash(ctx context.Context, cfg CrashConfig) (*CrashResult, error) {
 		res.finish(began)
 		return res, nil
 	}
+	res.Ordered = ordered.finish(ctx, &res.Verdict, cfg.DrainLimit)
 
 	out, err := endLoad(ctx, &res.Verdict, c, load, h, cfg.Load.Queue, cfg.DrainLimit, cfg.Dir)
 	if err != nil {
