@@ -2,6 +2,7 @@ package attempt
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -119,5 +120,34 @@ func TestBatch(t *testing.T) {
 	}
 	if !errors.Is(Miss(true), job.ErrLeaseLost) || !errors.Is(Miss(false), job.ErrNotFound) {
 		t.Error("Miss: want ErrLeaseLost for a job that exists, ErrNotFound otherwise")
+	}
+}
+
+func TestRunReturns(t *testing.T) {
+	retrying := End{State: job.StateRetrying, Attempt: 1}
+	dead := End{State: job.StateDead, Attempt: 3}
+	cases := []struct {
+		name    string
+		ordered bool
+		group   string
+		end     End
+		want    bool
+	}{
+		{"a job that waits again in an ordered group", true, "g", retrying, true},
+		{"a released job", true, "g", End{State: job.StateAvailable}, true},
+		{"a job that dies", true, "g", dead, false},
+		{"a queue that is not ordered", false, "g", retrying, false},
+		{"a job without a group", true, "", retrying, false},
+	}
+	for _, c := range cases {
+		if got := ReturnsRun(c.ordered, c.group, &c.end); got != c.want {
+			t.Errorf("%s: ReturnsRun %v, want %v", c.name, got, c.want)
+		}
+	}
+	if got := RunTail(5, []int64{9, 3, 5, 7}); !slices.Equal(got, []int64{7, 9}) {
+		t.Errorf("RunTail(5) = %v, want the later jobs in enqueue order [7 9]", got)
+	}
+	if got := RunTail(9, []int64{9, 3}); len(got) != 0 {
+		t.Errorf("RunTail of the last job = %v, want none", got)
 	}
 }

@@ -239,6 +239,47 @@ func TestPlanOrderedGroups(t *testing.T) {
 	}
 }
 
+func TestPlanOrderedRuns(t *testing.T) {
+	q := Queue{Limits: job.Limits{Ordered: true}}
+	held := Head{Seq: 15, Attempt: 1, RunAt: t0}
+	behind := jobs(50, 4)
+	behind[2].Seq = 5 // enqueued before the ones ahead of it: a priority put it behind
+	groups := func() []fakeGroup {
+		return []fakeGroup{
+			{Group: Group{Name: "a", Holder: job.StateRetrying}, jobs: jobs(10, 3)},
+			{Group: Group{Name: "b", Holder: job.StateAvailable, Held: held}, jobs: append(jobs(11, 2), held)},
+			fg("c", jobs(30, 5)),
+			{Group: Group{Name: "d", Active: 1}, jobs: jobs(40, 3)},
+			fg("e", behind),
+		}
+	}
+	cases := []struct {
+		name string
+		req  Request
+		want []int64
+	}{
+		{"a run of each free group, the holder alone, shared round-robin", Request{Want: 20, Runs: true},
+			[]int64{15, 30, 50, 31, 51, 32, 33, 34}},
+		{"max counts across groups", Request{Want: 4, Runs: true}, []int64{15, 30, 50, 31}},
+		{"one group", Request{Want: 20, Runs: true, MaxGroups: 1}, []int64{15}},
+		{"without runs one job a group", Request{Want: 20}, []int64{15, 30, 50}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d := plan(t, q, c.req, &fakeSource{groups: groups()})
+			if got := seqs(d.Take); !slices.Equal(got, c.want) {
+				t.Fatalf("took %v, want %v", got, c.want)
+			}
+		})
+	}
+	src := &fakeSource{groups: groups()[2:3]}
+	src.groups[0].Group.Starts = nil
+	rated := Queue{Limits: job.Limits{Ordered: true, GroupRate: job.Rate{Limit: 2, Period: time.Second}}}
+	if got := seqs(plan(t, rated, Request{Want: 20, Runs: true}, src).Take); !slices.Equal(got, []int64{30, 31}) {
+		t.Fatalf("a run under a group rate of 2: took %v", got)
+	}
+}
+
 func TestPlanKillsJobsPastTheirWaitAndReadsOnForTheirPlaces(t *testing.T) {
 	wait := time.Minute
 	old := func(seq int64, attempt int) Head { return Head{Seq: seq, Attempt: attempt, RunAt: t0.Add(-2 * wait)} }
