@@ -11,7 +11,8 @@ func HoldOutcomes(w *Worker, n int) {
 // it.
 func BeginStop(w *Worker) { w.beginStop() }
 
-// Dropped is how many jobs of runs w dropped unrun.
+// Dropped is how many jobs of runs w dropped unrun, once the call that
+// released them was answered.
 func Dropped(w *Worker) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()

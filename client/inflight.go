@@ -76,14 +76,6 @@ func (w *Worker) start(jobs []*Job) (unstarted []ReleaseItem) {
 	w.mu.Lock()
 	if w.stopping {
 		w.mu.Unlock()
-		if w.cfg.Runs {
-			// The first job of each run: the server sends the rest of its
-			// run back with it.
-			for _, run := range runs {
-				unstarted = append(unstarted, ReleaseItem{ID: run[0].job.ID, Token: run[0].token})
-			}
-			return unstarted
-		}
 		for _, j := range jobs {
 			unstarted = append(unstarted, ReleaseItem{ID: j.ID, Token: j.Token()})
 		}

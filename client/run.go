@@ -31,15 +31,15 @@ func runsOf(entries []*inflight) [][]*inflight {
 // runRun runs the jobs of one run one after another, in order, each once
 // the one before it ended as the server answered. It stops at the first
 // job that does not end, or once the worker stops, and gives up the jobs
-// after (see endRun). The settler expects the outcome of run[0] already.
+// after (see dropRun). The settler expects the outcome of run[0] already.
 func (w *Worker) runRun(run []*inflight) {
 	for i, e := range run {
 		if i > 0 && !w.dequeue(e) {
-			w.endRun(run[i:])
+			w.dropRun(run[i:], "run not started before shutdown")
 			return
 		}
 		if !w.runJob(e) {
-			w.dropRun(run[i+1:])
+			w.dropRun(run[i+1:], "run stopped")
 			return
 		}
 	}
@@ -59,28 +59,31 @@ func (w *Worker) dequeue(e *inflight) bool {
 	return true
 }
 
-// endRun gives up rest, the jobs of a run not started, in order. Once the
-// worker stops it releases the first, whose lease still holds, so that it
-// runs again at once: the server then sends the others back, as for any
-// job of a run that goes back to wait. Then it drops them all.
-func (w *Worker) endRun(rest []*inflight) {
-	w.mu.Lock()
-	release := w.stopping && !rest[0].lost
-	w.mu.Unlock()
-	if release {
-		w.release([]ReleaseItem{{ID: rest[0].job.ID, Token: rest[0].token}}, "run not started before shutdown")
-	}
-	w.dropRun(rest)
-}
-
-// dropRun forgets rest, the jobs of a run after one that did not end,
-// unrun and without a call: the server sent them back when that job went
-// back to wait, and their acks would be refused. Their slots free.
-func (w *Worker) dropRun(rest []*inflight) {
+// dropRun gives up rest, the jobs of a run not started, unrun: it hands
+// those whose leases it holds back to the server in one release call, in
+// order, then forgets them all and frees their slots. On an ordered queue
+// the server has already sent them back when the job before them went back
+// to wait (or sends the later ones back with the first released), and
+// answers lease_lost for them, as expected; on any other queue the release
+// is what makes them available again before their leases run out. A
+// failed call is logged, and the jobs then wait out their leases. They
+// count as dropped (see Worker.dropped), not released.
+func (w *Worker) dropRun(rest []*inflight, why string) {
 	if len(rest) == 0 {
 		return
 	}
-	w.log.Debug("run stopped; its later jobs dropped unrun", "jobs", len(rest), "first_job_id", rest[0].job.ID,
+	w.mu.Lock()
+	items := make([]ReleaseItem, 0, len(rest))
+	for _, e := range rest {
+		if !e.lost {
+			items = append(items, ReleaseItem{ID: e.job.ID, Token: e.token})
+		}
+	}
+	w.mu.Unlock()
+	if len(items) > 0 {
+		w.release(items, why, ErrLeaseLost, ErrNotFound)
+	}
+	w.log.Debug("run stopped; its later jobs dropped unrun", "why", why, "jobs", len(rest), "first_job_id", rest[0].job.ID,
 		"queue", rest[0].job.Queue, "group", rest[0].job.Group)
 	w.mu.Lock()
 	for _, e := range rest {

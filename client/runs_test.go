@@ -149,13 +149,29 @@ func TestWorkerRuns(t *testing.T) {
 }
 
 // A Worker with Runs that stops while a run's job runs lets that job
-// finish and starts none after it: it releases the next, the server sends
-// the rest back, and the group gives them all again, in order, unfailed.
+// finish and starts none after it: it releases the rest of the run, and
+// the group gives them all again, in order, unfailed. On an ordered queue
+// the server sends the rest back with the first released; on any other
+// queue each is released.
 func TestWorkerRunsStop(t *testing.T) {
 	t.Parallel()
+	for _, ordered := range []bool{true, false} {
+		t.Run(fmt.Sprintf("ordered=%v", ordered), func(t *testing.T) {
+			t.Parallel()
+			testWorkerRunsStop(t, ordered)
+		})
+	}
+}
+
+func testWorkerRunsStop(t *testing.T, ordered bool) {
 	b := setup(t)
-	ids := b.orderedJobs("ordered", []string{"g"}, 5)["g"]
-	w := b.worker(client.WorkerConfig{Queues: []string{"ordered"}, Concurrency: 10, Runs: true})
+	var ids []string
+	if ordered {
+		ids = b.orderedJobs("q", []string{"g"}, 5)["g"]
+	} else {
+		ids = b.groupJobs("q", "g", 5, 10*time.Minute)
+	}
+	w := b.worker(client.WorkerConfig{Queues: []string{"q"}, Concurrency: 10, Runs: true})
 	started := make(chan string, 5)
 	finish := make(chan struct{})
 	w.Handle("k", func(ctx context.Context, j *client.Job) (any, error) {
@@ -187,7 +203,7 @@ func TestWorkerRunsStop(t *testing.T) {
 	if n := client.Dropped(w); n != 4 {
 		t.Errorf("dropped %d jobs of the run, want 4", n)
 	}
-	jobs, err := b.c.Fetch(b.ctx, client.FetchParams{Queues: []string{"ordered"}, Max: 10, Runs: true})
+	jobs, err := b.c.Fetch(b.ctx, client.FetchParams{Queues: []string{"q"}, Max: 10, Runs: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,5 +213,89 @@ func TestWorkerRunsStop(t *testing.T) {
 	}
 	if !slices.Equal(got, ids[1:]) {
 		t.Fatalf("fetch after the stop: %v, want %v", got, ids[1:])
+	}
+}
+
+// groupJobs enqueues jobs 0 to n-1 of group on queue, which is not
+// ordered, each leased for lease at a fetch, with their number as
+// payload. It returns their ids in enqueue order.
+func (b *bundle) groupJobs(queue, group string, n int, lease time.Duration) []string {
+	b.t.Helper()
+	var ps []client.EnqueueParams
+	for i := range n {
+		ps = append(ps, client.EnqueueParams{Queue: queue, Kind: "k", Group: group, Payload: map[string]int{"n": i}, Lease: lease})
+	}
+	res, err := b.c.EnqueueBatch(b.ctx, ps)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	var ids []string
+	for _, r := range res {
+		ids = append(ids, r.ID)
+	}
+	return ids
+}
+
+// On a queue that is not ordered, a Worker with Runs whose handler fails
+// a run's second job with retries left releases the jobs after it, which
+// the server does not send back by itself: they are available again long
+// before their 10-minute leases run out, unfailed, and all complete.
+func TestWorkerRunsReleaseDroppedJobsOfUnorderedQueue(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const queue = "unordered"
+	ids := b.groupJobs(queue, "g", 5, 10*time.Minute)
+	w := b.worker(client.WorkerConfig{Queues: []string{queue}, Concurrency: 5, Runs: true})
+	completed := make(chan int, 5)
+	w.Handle("k", func(ctx context.Context, j *client.Job) (any, error) {
+		var p struct{ N int }
+		if err := json.Unmarshal(j.Payload, &p); err != nil {
+			return nil, client.NoRetry(err)
+		}
+		if p.N == 1 && j.Attempt == 1 {
+			// The queue paused, the worker fetches nothing more: the
+			// released jobs stay available for the test to see.
+			if _, err := b.c.PauseQueue(ctx, queue); err != nil {
+				return nil, client.NoRetry(err)
+			}
+			return nil, client.RetryAfter(errors.New("not yet"), 10*time.Millisecond)
+		}
+		completed <- p.N
+		return nil, nil
+	})
+	run := runWorker(t, w)
+
+	// The worker counts the dropped jobs once their release was answered.
+	deadline := time.Now().Add(20 * time.Second)
+	for client.Dropped(w) < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("dropped %d jobs of the run after 20s, want 3", client.Dropped(w))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for i, id := range ids[2:] {
+		if j := b.get(id); j.State != client.StateAvailable || len(j.Errors) != 0 {
+			t.Errorf("job %d after job 1 failed: %s with %d errors, want available without", i+2, j.State, len(j.Errors))
+		}
+	}
+
+	if _, err := b.c.ResumeQueue(b.ctx, queue); err != nil {
+		t.Fatal(err)
+	}
+	for range ids {
+		recv(t, completed, 20*time.Second, "the handlers")
+	}
+	stopWorker(t, w, run)
+	for i, id := range ids {
+		wantErrors := 0
+		if i == 1 {
+			wantErrors = 1
+		}
+		if j := b.get(id); j.State != client.StateCompleted || len(j.Errors) != wantErrors {
+			t.Errorf("job %d: %s with %d errors, want completed with %d", i, j.State, len(j.Errors), wantErrors)
+		}
+	}
+	if n := client.Dropped(w); n != 3 {
+		t.Errorf("dropped %d jobs, want 3", n)
 	}
 }

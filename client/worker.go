@@ -79,15 +79,16 @@ type WorkerConfig struct {
 	// one goroutine: the jobs of one queue and one group in a fetch's
 	// answer are one run. The run stops at the first job that does not
 	// end (its handler fails with retries left, its lease is lost, the
-	// worker stops): its later jobs, which the server has sent back, are
-	// dropped unrun, neither acked, failed nor released. A job that
-	// completes, dies or is cancelled lets the run go on. Each job of a
-	// run holds a slot from its fetch until it ends or is dropped, so
-	// Concurrency still bounds the jobs held and the handlers running.
-	// On a queue that is not ordered the jobs of a group in one fetch
-	// also run one after another, but those dropped after a failure wait
-	// out their leases. Defaults to false: every job runs in its own
-	// goroutine.
+	// worker stops): its later jobs are dropped unrun, neither acked nor
+	// failed, and handed back in one release call. On an ordered queue
+	// the server has already sent them back and refuses their release
+	// with lease_lost, which the worker ignores; on a queue that is not
+	// ordered, where the jobs of a group in one fetch also run one after
+	// another, the release makes them available again at once. A job
+	// that completes, dies or is cancelled lets the run go on. Each job
+	// of a run holds a slot from its fetch until it ends or is dropped,
+	// so Concurrency still bounds the jobs held and the handlers running.
+	// Defaults to false: every job runs in its own goroutine.
 	Runs bool
 	// Logger receives the worker's logs: failed calls at warn, jobs it had
 	// to drop at warn, each job's outcome at debug. Defaults to
@@ -153,7 +154,7 @@ type Worker struct {
 	jobs        map[*inflight]struct{} // jobs held: running, or finished and not yet answered
 	abandoned   []*inflight            // jobs to release at the end of Run
 	released    int                    // jobs released unfinished
-	dropped     int                    // jobs of runs dropped unrun (see dropRun)
+	dropped     int                    // jobs of runs dropped unrun, counted once their release was answered (see dropRun)
 	hbFailures  int                    // heartbeat calls failed in a row
 	baseCtx     context.Context        // Run's context without its cancellation
 	hardCtx     context.Context        // parent of every handler's context
@@ -421,7 +422,13 @@ func (w *Worker) fetchLoop(ctx context.Context) error {
 			Runs:  w.cfg.Runs,
 		})
 		if unstarted := w.start(jobs); len(unstarted) > 0 {
-			w.release(unstarted, "fetched during shutdown")
+			var expected []error
+			if w.cfg.Runs {
+				// On an ordered queue the release of a run's first job
+				// sends the rest of the run back before their own items.
+				expected = []error{ErrLeaseLost}
+			}
+			w.release(unstarted, "fetched during shutdown", expected...)
 		}
 		if w.isStopping() {
 			return nil
@@ -563,8 +570,12 @@ func (w *Worker) sleep(d time.Duration) bool {
 	}
 }
 
-// release hands jobs the worker will not run back to the server.
-func (w *Worker) release(items []ReleaseItem, why string) {
+// release hands jobs the worker will not run back to the server in one
+// call. An item refused with one of expected (such as ErrLeaseLost for a
+// job of a run the server already sent back) is logged at debug only;
+// other refusals, and a failed call, are logged as warnings: those jobs
+// run again when their leases expire.
+func (w *Worker) release(items []ReleaseItem, why string, expected ...error) {
 	ctx, cancel := context.WithTimeout(w.baseCtx, callTimeout)
 	defer cancel()
 	results, err := w.c.ReleaseBatch(ctx, items)
@@ -573,12 +584,25 @@ func (w *Worker) release(items []ReleaseItem, why string) {
 		return
 	}
 	for _, r := range results {
-		if r.Err != nil {
-			w.log.Warn("release job failed", "why", why, "job_id", r.ID, "err", r.Err)
-		} else {
+		switch {
+		case r.Err == nil:
 			w.log.Debug("job released", "why", why, "job_id", r.ID, "state", r.State)
+		case isAny(r.Err, expected):
+			w.log.Debug("job not released: already back with the server", "why", why, "job_id", r.ID, "err", r.Err)
+		default:
+			w.log.Warn("release job failed", "why", why, "job_id", r.ID, "err", r.Err)
 		}
 	}
+}
+
+// isAny reports whether err matches any of targets.
+func isAny(err error, targets []error) bool {
+	for _, t := range targets {
+		if errors.Is(err, t) {
+			return true
+		}
+	}
+	return false
 }
 
 // releaseAbandoned releases the jobs whose handlers hardStop gave up on.

@@ -534,3 +534,81 @@ def test_runs_stop_hands_back_the_rest_of_a_run(server, queue):
             assert [j.state for j in jobs] == ["completed"] + ["available"] * 4
             assert [j.attempt for j in jobs] == [1, 0, 0, 0, 0]
     run(main())
+
+
+def test_runs_stop_releases_the_rest_of_a_run_of_an_unordered_queue(server, queue):
+    async def main():
+        async with AsyncClient(server.url) as c:
+            ids = [r.id for r in await c.enqueue_many(
+                [JobSpec("step", i, queue=queue, group="g", lease_ms=600_000) for i in range(5)])]
+            w = Worker(c, [queue], concurrency=10, wait_ms=200, runs=True)
+            first_runs = asyncio.Event()
+            go_on = asyncio.Event()
+            ran = []
+
+            @w.handle("step")
+            async def step(job: JobContext):
+                ran.append(job.payload)
+                first_runs.set()
+                await go_on.wait()
+
+            runner = asyncio.ensure_future(w.run(handle_signals=False))
+            await asyncio.wait_for(first_runs.wait(), 10)
+            w.stop()  # the first job finishes within the grace; the rest wait
+            go_on.set()
+            await runner
+            assert ran == [0]
+            assert w.released == 4  # the server puts none back by itself
+            jobs = [await c.get(i) for i in ids]
+            assert [j.state for j in jobs] == ["completed"] + ["available"] * 4
+            assert [j.attempt for j in jobs] == [1, 0, 0, 0, 0]
+    run(main())
+
+
+def test_runs_failure_releases_the_rest_of_a_run_of_an_unordered_queue(server, queue):
+    retry = Backoff("fixed", base_ms=10, max_ms=10, jitter=0)
+
+    async def main():
+        async with AsyncClient(server.url) as c:
+            # Leases of 10 minutes: only a release makes the jobs available
+            # again within the test.
+            ids = [r.id for r in await c.enqueue_many(
+                [JobSpec("step", i, queue=queue, group="g", lease_ms=600_000, backoff=retry,
+                         max_attempts=3) for i in range(5)])]
+            w = Worker(c, [queue], concurrency=5, wait_ms=200, runs=True)
+            release_many = c.release_many
+            released = asyncio.Event()
+
+            async def noting_release_many(items):
+                results = await release_many(items)
+                released.set()
+                return results
+
+            c.release_many = noting_release_many
+            done = []
+
+            @w.handle("step")
+            async def step(job: JobContext):
+                if job.payload == 1 and job.attempt == 1:
+                    # The queue paused, the worker fetches nothing more: the
+                    # released jobs stay available for the test to see.
+                    await c.pause(queue)
+                    raise ValueError("first attempt of the second job")
+                done.append(job.payload)
+
+            runner = asyncio.ensure_future(w.run(handle_signals=False))
+            try:
+                await asyncio.wait_for(released.wait(), 20)
+                jobs = [await c.get(i) for i in ids]
+                assert [j.state for j in jobs[2:]] == ["available"] * 3
+                assert [len(j.errors) for j in jobs[2:]] == [0] * 3
+                await c.resume(queue)
+                await _until(lambda: _true(len(done) == 5), timeout=20)
+            finally:
+                w.stop()
+                await runner
+            assert sorted(done) == list(range(5))
+            jobs = [await c.get(i) for i in ids]
+            assert [j.state for j in jobs] == ["completed"] * 5
+            assert [len(j.errors) for j in jobs] == [0, 1, 0, 0, 0]
+    run(main(), timeout=40)

@@ -118,8 +118,11 @@ export interface WorkerOptions {
    * received, each once the one before it is answered completed, dead or
    * cancelled. At the first job that waits again (a fail with retries left,
    * a release, a lost lease) the run stops and its later jobs are dropped
-   * without a call: the server has put them back. A job waiting its turn
-   * holds a slot of `concurrency` and has its lease extended. Default false.
+   * unrun and released in one call: on an ordered queue the server has put
+   * them back already (their lease_lost is ignored); on a queue that is not
+   * ordered the release makes them available again at once. A job waiting
+   * its turn holds a slot of `concurrency` and has its lease extended; at
+   * stop() all of a run's jobs not started are released. Default false.
    */
   runs?: boolean;
   /** Stop gracefully on SIGTERM and SIGINT while running. Default true. */
@@ -301,11 +304,10 @@ export class Worker {
       h.abandoned = true;
       abortJob(h, new WorkerStoppedError());
     }
-    // The first job of a run still held is released; the server puts back
-    // the run's later jobs with it, so they are dropped without a call.
-    const later = left.filter((h) => h.follows !== undefined && this.held.has(h.follows.job.id));
-    for (const h of later) this.held.delete(h.job.id);
-    await this.releaseAll(left.filter((h) => !later.includes(h)));
+    // Every job of a run still held is released too: on an ordered queue the
+    // release of the first sends the later ones back, and theirs answer
+    // lease_lost (see releaseAll).
+    await this.releaseAll(left);
     this.hbAbort.abort();
     await this.hbLoop;
     this.resolveRun();
@@ -431,8 +433,8 @@ export class Worker {
 
   /**
    * Runs each job of run once the one before it ended. Once one does not
-   * end, its later jobs are dropped (the server put them back with it); once
-   * the worker stops, the next is left for stop() to release.
+   * end, its later jobs are dropped (see dropRun); once the worker stops,
+   * the jobs not started are left for stop() to release.
    */
   private async runInOrder(run: Held[]): Promise<void> {
     for (let i = 0; i < run.length; i++) {
@@ -449,12 +451,37 @@ export class Worker {
         if (!h.arrived) this.settler.expect(-1); // its outcome will not come
       }
       if (!ended) {
-        for (const later of run.slice(i + 1)) {
-          if (!later.abandoned) this.held.delete(later.job.id);
-        }
-        this.handlersRunning -= run.length - i - 1;
+        await this.dropRun(run.slice(i + 1));
         return;
       }
+    }
+  }
+
+  /**
+   * Drops rest, the jobs of a run after one that did not end, unrun: lets
+   * go of those stop() has not taken, hands those whose leases are not known
+   * lost back in one release call, in order, then frees their slots. On an
+   * ordered queue the server has put them back already and answers
+   * lease_lost (or not_found), as expected; on another queue the release
+   * makes them available again before their leases run out. A failed call
+   * is logged, and the jobs then wait out their leases.
+   */
+  private async dropRun(rest: Held[]): Promise<void> {
+    const mine = rest.filter((h) => !h.abandoned);
+    for (const h of mine) this.held.delete(h.job.id);
+    const items = mine.filter((h) => !h.lost).map((h) => ({ id: h.job.id, token: h.token }));
+    try {
+      if (items.length > 0) {
+        const results = await this.client.releaseMany(items, { timeoutMs: CALL_TIMEOUT_MS });
+        results.forEach((r, i) => {
+          if (r instanceof SpoolError && !expectedForRun(r)) this.log.warn("release refused", { job_id: items[i].id, err: r.message });
+        });
+      }
+    } catch (err) {
+      this.log.warn("release of a run's dropped jobs failed; they run again once their leases run out", { jobs: items.length, err: messageOf(err) });
+    } finally {
+      this.handlersRunning -= rest.length;
+      this.wake?.();
     }
   }
 
@@ -631,7 +658,10 @@ export class Worker {
           { timeoutMs: CALL_TIMEOUT_MS },
         );
         results.forEach((r, i) => {
-          if (r instanceof SpoolError) this.log.warn("release refused", { job_id: list[i].job.id, err: r.message });
+          // A later job of a run on an ordered queue went back with the first.
+          if (r instanceof SpoolError && !(list[i].follows !== undefined && expectedForRun(r))) {
+            this.log.warn("release refused", { job_id: list[i].job.id, err: r.message });
+          }
         });
         break;
       } catch (err) {
@@ -644,6 +674,11 @@ export class Worker {
     }
     for (const h of list) this.held.delete(h.job.id);
   }
+}
+
+/** Reports whether err, refusing the release of a job of a run, is expected: the server sent the job back already. */
+function expectedForRun(err: SpoolError): boolean {
+  return err instanceof LeaseLostError || err instanceof NotFoundError;
 }
 
 /** Splits fetched jobs into runs: those of one queue and group, in the order received; a job without a group runs alone. */

@@ -373,7 +373,7 @@ test("with runs, each group's jobs end in enqueue order and a failure stops its 
   assert.equal(jobs.reduce((n, j) => n + j.attempt, 0), 61);
 });
 
-test("with runs, stop releases a run's next job and the server puts back the rest", { timeout: 20_000 }, async () => {
+test("with runs, stop releases the jobs of a run not started; on an ordered queue the server sent the later ones back with the first", { timeout: 20_000 }, async () => {
   const queue = "w-runs-stop";
   await client.setQueueLimits(queue, { ordered: true });
   const ids = (
@@ -401,4 +401,88 @@ test("with runs, stop releases a run's next job and the server puts back the res
   assert.deepEqual(jobs.map((j) => j.state), ["completed", "available", "available", "available", "available"]);
   assert.deepEqual(jobs.map((j) => j.attempt), [1, 0, 0, 0, 0]);
   assert.equal(w.heldCount, 0);
+});
+
+test("with runs, stop releases the rest of a run of a queue that is not ordered", { timeout: 20_000 }, async () => {
+  const queue = "w-runs-stop-unordered";
+  // Leases of 10 minutes: only a release makes the jobs available again within the test.
+  const ids = (
+    await client.enqueueMany(Array.from({ length: 5 }, (_, i) => ({ queue, kind: "step", payload: i, group: "g", lease_ms: 600_000 })))
+  ).map((r) => r.id);
+  const w = worker(queue, { concurrency: 10, runs: true });
+  const ran: number[] = [];
+  let firstRuns!: () => void;
+  const first = new Promise<void>((r) => (firstRuns = r));
+  let goOn!: () => void;
+  const release = new Promise<void>((r) => (goOn = r));
+  w.handle("step", async (job) => {
+    ran.push(job.payload as number);
+    firstRuns();
+    await release;
+  });
+  const running = w.run();
+  await first;
+  const stopped = w.stop(); // the first job finishes within the grace; the rest wait
+  goOn();
+  await stopped;
+  await running;
+  assert.deepEqual(ran, [0]);
+  const jobs = await Promise.all(ids.map((id) => client.getJob(id)));
+  assert.deepEqual(jobs.map((j) => j.state), ["completed", "available", "available", "available", "available"]);
+  assert.deepEqual(jobs.map((j) => j.attempt), [1, 0, 0, 0, 0]);
+  assert.equal(w.heldCount, 0);
+});
+
+test("with runs, a failure releases the rest of its run on a queue that is not ordered", { timeout: 40_000 }, async () => {
+  const queue = "w-runs-unordered";
+  // Leases of 10 minutes: only a release makes the jobs available again within the test.
+  const ids = (
+    await client.enqueueMany(
+      Array.from({ length: 5 }, (_, i) => ({
+        queue,
+        kind: "step",
+        payload: i,
+        group: "g",
+        lease_ms: 600_000,
+        max_attempts: 3,
+        backoff: { type: "fixed" as const, base_ms: 10, max_ms: 10, jitter: 0 },
+      })),
+    )
+  ).map((r) => r.id);
+  let released!: () => void;
+  const releasedOnce = new Promise<void>((r) => (released = r));
+  class NotingClient extends SpoolClient {
+    override async releaseMany(...args: Parameters<SpoolClient["releaseMany"]>): ReturnType<SpoolClient["releaseMany"]> {
+      const results = await super.releaseMany(...args);
+      released();
+      return results;
+    }
+  }
+  const w = new Worker(new NotingClient(server.url), { queues: [queue], concurrency: 5, waitMs: 200, handleSignals: false, logger: quiet, runs: true });
+  const done: number[] = [];
+  w.handle("step", async (job, ctx) => {
+    if (job.payload === 1 && ctx.attempt === 1) {
+      // The queue paused, the worker fetches nothing more: the released
+      // jobs stay available for the test to see.
+      await client.pauseQueue(queue);
+      throw new Error("first attempt of the second job");
+    }
+    done.push(job.payload as number);
+  });
+  const running = w.run();
+  try {
+    await releasedOnce;
+    const later = await Promise.all(ids.slice(2).map((id) => client.getJob(id)));
+    assert.deepEqual(later.map((j) => j.state), ["available", "available", "available"]);
+    assert.deepEqual(later.map((j) => (j.errors ?? []).length), [0, 0, 0]);
+    await client.resumeQueue(queue);
+    await eventually(() => done.length === 5, 20_000);
+  } finally {
+    await w.stop();
+    await running;
+  }
+  assert.deepEqual([...done].sort(), [0, 1, 2, 3, 4]);
+  const jobs = await Promise.all(ids.map((id) => client.getJob(id)));
+  assert.deepEqual(jobs.map((j) => j.state), ["completed", "completed", "completed", "completed", "completed"]);
+  assert.deepEqual(jobs.map((j) => (j.errors ?? []).length), [0, 1, 0, 0, 0]);
 });

@@ -22,8 +22,11 @@ jobs of one queue and group in one fetch answer run one after another, in the
 order received, in one task; a job of a run waiting its turn holds a slot and
 its lease is extended. A run goes on after a job that ends completed, dead or
 cancelled, and stops at one that waits again (a fail with retries left, a
-release, a lost lease) or whose outcome went unrecorded: the server has put
-the rest of the run back, and the worker drops them without a call.
+release, a lost lease) or whose outcome went unrecorded, or once the worker
+stops: the worker drops the rest of the run unrun and hands them back in one
+release call. On an ordered queue the server has put them back already and
+answers ``lease_lost``, which the worker ignores; on a queue that is not
+ordered the release makes them available again at once.
 """
 
 from __future__ import annotations
@@ -389,7 +392,8 @@ class Worker:
         self._stop_early = False
         self._lock = threading.Lock()
         self._settler = _Settler(client, min(concurrency, _MAX_SETTLE_ITEMS))
-        #: How many jobs the last run released unfinished at shutdown.
+        #: How many jobs the last run released unfinished at shutdown (those of
+        #: a run the server had put back already not counted).
         self.released = 0
 
     # ---- registration -----------------------------------------------------
@@ -496,14 +500,13 @@ class Worker:
             hard.cancel()
         for e in list(self._inflight.values()):
             e.cancel("shutdown")
-        # A run's next job, cancelled before it started, is handed back by its
-        # run's task, which drops the rest of the run.
+        # The jobs of a run not started are handed back by its run's task.
         rest = [e.task for e in self._inflight.values() if e.task is not None] + list(self._chains)
         if rest:
             await asyncio.wait(rest, timeout=5)
         if self._abandoned:
             items = [{"id": e.job.id, "token": e.job.token} for e in self._abandoned]
-            self.released = len(items)
+            self.released += len(items)
             try:
                 results = await self.client.release_many(items)
                 for r in results:
@@ -640,13 +643,13 @@ class Worker:
     async def _run_chain(self, run: List[_Entry]) -> None:
         """Runs the jobs of one run in order, each once the one before it ended
         (its outcome answered); once one does not end, or the worker stops, the
-        next is handed back (when stopping) and the rest are dropped, put back
-        by the server with it."""
+        jobs not started are dropped (see :meth:`_drop_run`)."""
         loop = asyncio.get_running_loop()
         assert self._stopping is not None
         for i, entry in enumerate(run):
             if i > 0 and self._stopping.is_set():
-                entry.cancel("shutdown")
+                await self._drop_run(run[i:])
+                return
             self._settler.expect(1)
             entry.task = loop.create_task(self._run_job(entry))
             try:
@@ -654,9 +657,34 @@ class Worker:
             except asyncio.CancelledError:
                 ended = False
             if not ended:
-                for later in run[i + 1:]:
-                    self._forget(later, started=False)
+                await self._drop_run(run[i + 1:])
                 return
+
+    async def _drop_run(self, rest: List[_Entry]) -> None:
+        """Drops ``rest``, the jobs of a run not started, unrun: hands those whose
+        leases are not known lost back in one release call, in order, then lets
+        them all go. On an ordered queue the server has put them back already (or
+        puts the later ones back with the first released) and answers
+        ``lease_lost``, as expected; on another queue the release makes them
+        available again before their leases run out. A failed call is logged, and
+        the jobs then wait out their leases."""
+        assert self._stopping is not None
+        items = [{"id": e.job.id, "token": e.job.token} for e in rest if e.reason != "lost"]
+        if items:
+            try:
+                results = await self.client.release_many(items)
+            except SpoolError as err:
+                log.warning("release of %d dropped jobs of a run failed; they run again when "
+                            "their leases expire: %s", len(items), err)
+            else:
+                for r in results:
+                    if r.error is None:
+                        if self._stopping.is_set():
+                            self.released += 1
+                    elif not isinstance(r.error, (LeaseLost, NotFound)):
+                        log.warning("release of job %s failed: %s", r.id, r.error)
+        for e in rest:
+            self._forget(e, started=False)
 
     async def _call_blocking(self, handler: Handler, ctx: JobContext) -> Any:
         """Runs a plain function handler in the thread pool (with the context of
