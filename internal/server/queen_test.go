@@ -119,17 +119,20 @@ func testQueenFlow(t *testing.T, b *bundle) {
 		return objs(b.queenMust(200, "POST", "/api/v1/ack", body))[0]
 	}
 
-	// Queue mode: one message per partition at a time, in push order.
-	first := pop("batch=10")
-	if len(first) != 2 || first[0]["consumerGroup"] != "__QUEUE_MODE__" {
-		t.Fatalf("first pop: %v, want the head of each partition in queue mode", first)
+	// Queue mode: a pop takes a run of one partition, in push order.
+	txIDs := func(ms []obj) string {
+		var ids []string
+		for _, m := range ms {
+			ids = append(ids, m["transactionId"].(string))
+		}
+		return strings.Join(ids, " ")
 	}
-	heads := map[string]string{}
-	for _, m := range first {
-		heads[m["partition"].(string)] = m["transactionId"].(string)
+	first, second := pop("batch=10"), pop("batch=10")
+	if len(first) == 0 || first[0]["consumerGroup"] != "__QUEUE_MODE__" {
+		t.Fatalf("first pop: %v, want a partition's messages in queue mode", first)
 	}
-	if heads["a"] != "a0" || heads["b"] != "b0" {
-		t.Fatalf("first pop: heads %v, want a0 and b0", heads)
+	if got := txIDs(first) + " / " + txIDs(second); got != "a0 a1 a2 / b0 b1 b2" && got != "b0 b1 b2 / a0 a1 a2" {
+		t.Fatalf("two pops: %s, want each partition's messages in push order, one partition a pop", got)
 	}
 	if more := pop("batch=10"); len(more) != 0 {
 		t.Fatalf("a pop while both partitions are leased got %v", more)
@@ -140,15 +143,27 @@ func testQueenFlow(t *testing.T, b *bundle) {
 	if r := ack(first[0], "completed", ""); r["success"] != false || r["error"] != "Invalid or expired lease" {
 		t.Fatalf("the same ack again: %v, want refused for its lease", r)
 	}
-	next := pop("batch=10")
-	if len(next) != 1 || next[0]["partition"] != first[0]["partition"] {
-		t.Fatalf("after the ack: %v, want the next message of %v", next, first[0]["partition"])
+	// A failure with a retry left sends the message and the rest of its
+	// pop back, the message first.
+	if r := ack(first[1], "failed", ""); r["success"] != true || r["dlq"] != false {
+		t.Fatalf("nack with a retry left: %v", r)
+	}
+	if r := ack(first[2], "completed", ""); r["success"] != false {
+		t.Fatalf("ack of a message its pop's failure sent back: %v, want refused", r)
+	}
+	var next []obj
+	b.waitFor("the failed message back", 5e9, func() bool {
+		next = pop("batch=10")
+		return len(next) > 0
+	})
+	if len(next) != 1 || next[0]["transactionId"] != first[1]["transactionId"] || next[0]["retryCount"] != 1.0 {
+		t.Fatalf("after the failure: %v, want the failed message %v alone, retried", next, first[1]["transactionId"])
 	}
 
 	// A consumer group gets every message, from the start, on its own.
 	g1 := pop("batch=10&consumerGroup=g1")
-	if len(g1) != 2 || g1[0]["consumerGroup"] != "g1" {
-		t.Fatalf("g1's first pop: %v", g1)
+	if len(g1) < 2 || g1[0]["consumerGroup"] != "g1" || g1[1]["partition"] != g1[0]["partition"] {
+		t.Fatalf("g1's first pop: %v, want a run of one partition", g1)
 	}
 	if r := ack(g1[0], "dlq", "g1"); r["success"] != true || r["dlq"] != true {
 		t.Fatalf("nack to the dead letters: %v", r)
