@@ -67,6 +67,9 @@ type Group struct {
 	// available one is the group's only job to go out, Held.
 	Holder job.State
 	Held   Head
+	// OneHolder is set when Held is the group's only job that holds it:
+	// a claim of runs may then take the jobs enqueued after it with it.
+	OneHolder bool
 	// Heads are the group's first available jobs in claim order, when
 	// the store read them with the group; the plan asks the Source for
 	// those after them. Dry is set when Heads are all it has.

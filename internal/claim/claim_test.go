@@ -272,6 +272,16 @@ func TestPlanOrderedRuns(t *testing.T) {
 			}
 		})
 	}
+	one := groups()[1:2]
+	one[0].Group.OneHolder = true
+	if got := seqs(plan(t, q, Request{Want: 20, Runs: true}, &fakeSource{groups: one}).Take); !slices.Equal(got, []int64{15}) {
+		t.Fatalf("the one holder of a group whose other jobs were enqueued before it: took %v, want it alone", got)
+	}
+	one = []fakeGroup{{Group: Group{Name: "f", Holder: job.StateAvailable, Held: held, OneHolder: true},
+		jobs: append([]Head{held}, jobs(16, 3)...)}}
+	if got := seqs(plan(t, q, Request{Want: 20, Runs: true}, &fakeSource{groups: one}).Take); !slices.Equal(got, []int64{15, 16, 17, 18}) {
+		t.Fatalf("the one holder of a group and the jobs after it: took %v, want [15 16 17 18]", got)
+	}
 	src := &fakeSource{groups: groups()[2:3]}
 	src.groups[0].Group.Starts = nil
 	rated := Queue{Limits: job.Limits{Ordered: true, GroupRate: job.Rate{Limit: 2, Period: time.Second}}}

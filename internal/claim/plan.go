@@ -26,6 +26,9 @@ type group struct {
 	started int
 	// index is its place in Decision.groups.
 	index int
+	// follow is set when a run may go on past the group's available
+	// holder (admit).
+	follow bool
 }
 
 // Plan decides what a claim of q hands out, reading candidates from src:
@@ -127,8 +130,9 @@ func (d *Decision) newGroup(g Group) *group {
 // capped: its holder's return or end frees the group as an active job's
 // would. A claim of runs (Request.Runs) may take a run of a free ordered
 // group, one without an active job or a holder: its jobs in claim order
-// as far as the rest of the plan lets (see runEnds); a group with an
-// available holder gives that job alone.
+// as far as the rest of the plan lets (see runEnds). A group whose holder
+// is available gives that job first; a run goes on past it only when it
+// is the group's one holder (Group.OneHolder), else it goes alone.
 func (d *Decision) admit(g *group) bool {
 	l := d.q.Limits
 	if g.Stalled {
@@ -142,8 +146,13 @@ func (d *Decision) admit(g *group) bool {
 			g.room = 0
 		}
 		d.capped = d.capped || g.room == 0
-		if l.Ordered && d.req.Runs && g.Active == 0 && g.Holder == "" {
-			g.room = -1
+		if l.Ordered && d.req.Runs && g.Active == 0 {
+			switch {
+			case g.Holder == "":
+				g.room = -1
+			case g.Holder == job.StateAvailable && g.OneHolder:
+				g.room, g.follow = -1, true
+			}
 		}
 	}
 	if r, next := g.Starts.Room(l.GroupRate, d.req.Now); r >= 0 {
@@ -176,6 +185,9 @@ func (d *Decision) prepare(groups []*group) {
 		if d.q.Limits.Ordered && g.Holder == job.StateAvailable {
 			d.sort(g, []Head{g.Held})
 			g.dry = g.Dry && !hasOther(g.Heads, g.Held.Seq)
+			if g.follow {
+				d.sort(g, without(g.Heads, g.Held.Seq))
+			}
 			continue
 		}
 		d.sort(g, g.Heads)
@@ -262,7 +274,7 @@ func (g *group) hasRoom() bool { return g.room < 0 || g.taken < g.room }
 // canRead reports whether more of g's jobs may be read: it has some, and
 // the plan may still kill those past their wait it would read first.
 func (d *Decision) canRead(g *group) bool {
-	return !g.dry && len(d.Kill) < MaxKills && !(d.q.Limits.Ordered && g.Holder == job.StateAvailable)
+	return !g.dry && len(d.Kill) < MaxKills && !(d.q.Limits.Ordered && g.Holder == job.StateAvailable && !g.follow)
 }
 
 // read reads, for each group of live that lacks them, jobs enough for
@@ -295,8 +307,11 @@ func (d *Decision) read(src Source, live []*group, turns int) error {
 		if i < len(heads) {
 			hs = heads[i]
 		}
-		d.sort(g, hs)
 		g.dry = len(hs) < asks[i]
+		if g.follow {
+			hs = without(hs, g.Held.Seq) // read again, in its place in claim order
+		}
+		d.sort(g, hs)
 	}
 	return nil
 }
@@ -315,6 +330,15 @@ func (d *Decision) sort(g *group, hs []Head) {
 		}
 		g.avail = append(g.avail, h)
 	}
+}
+
+// without is hs without the job seq.
+func without(hs []Head, seq int64) []Head {
+	i := slices.IndexFunc(hs, func(h Head) bool { return h.Seq == seq })
+	if i < 0 {
+		return hs
+	}
+	return slices.Delete(slices.Clone(hs), i, i+1)
 }
 
 // hasOther reports whether hs holds a job other than seq.

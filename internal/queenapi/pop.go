@@ -61,7 +61,10 @@ func messageOf(j *job.Job, queueName, group string, leased bool) messageJSON {
 
 // popParams are the query parameters of a pop.
 type popParams struct {
-	batch   int
+	batch int
+	// partitions is how many partitions a pop may take runs of (Queen's
+	// v4 multi-partition pop), sharing the batch.
+	partitions int
 	wait    time.Duration
 	group   string
 	start   job.ConsumerGroupStart
@@ -70,10 +73,10 @@ type popParams struct {
 }
 
 // parsePop reads a pop's query. Parameters Spool sizes for itself
-// (partitions, autopilot's choices) or has no use for (namespace, task,
+// (autopilot's choices) or has no use for (namespace, task,
 // conflation) are accepted and ignored.
 func parsePop(q url.Values) (popParams, error) {
-	pp := popParams{batch: 1}
+	pp := popParams{batch: 1, partitions: 1}
 	autopilot := q.Get("autopilot") == "true"
 	if autopilot {
 		pp.batch = autopilotBatch
@@ -84,6 +87,13 @@ func parsePop(q url.Values) (popParams, error) {
 			return pp, job.Invalid("batch", "must be a whole number between 1 and %d", engine.MaxFetch)
 		}
 		pp.batch = n
+	}
+	if s := q.Get("partitions"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			return pp, job.Invalid("partitions", "must be a whole number of at least 1")
+		}
+		pp.partitions = min(n, engine.MaxFetch)
 	}
 	wait, err := boolParam(q, "wait")
 	if err != nil {
@@ -168,10 +178,11 @@ func (a *API) pop(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
 		return
 	}
 	ctx := r.Context()
-	// As Queen leases one partition to a pop, a pop takes a run of one
-	// partition: its messages in order, up to the batch.
+	// As Queen leases a partition to a pop (up to partitions of them), a
+	// pop takes runs of its partitions: their messages in order, sharing
+	// the batch.
 	fetch := engine.FetchRequest{Queues: []string{name}, Max: pp.batch, Wait: pp.wait,
-		Worker: "queen", ConsumerGroup: pp.group, Group: partition, Runs: true, MaxGroups: 1}
+		Worker: "queen", ConsumerGroup: pp.group, Group: partition, Runs: true, MaxGroups: pp.partitions}
 	jobs, err := a.engine.Fetch(ctx, fetch)
 	var missing *engine.NotFoundError
 	if pp.group != "" && errors.As(err, &missing) && missing.Field == "consumer_group" {

@@ -144,7 +144,7 @@ func testQueenFlow(t *testing.T, b *bundle) {
 		t.Fatalf("the same ack again: %v, want refused for its lease", r)
 	}
 	// A failure with a retry left sends the message and the rest of its
-	// pop back, the message first.
+	// pop back; the next pop takes them again, the message first.
 	if r := ack(first[1], "failed", ""); r["success"] != true || r["dlq"] != false {
 		t.Fatalf("nack with a retry left: %v", r)
 	}
@@ -156,8 +156,8 @@ func testQueenFlow(t *testing.T, b *bundle) {
 		next = pop("batch=10")
 		return len(next) > 0
 	})
-	if len(next) != 1 || next[0]["transactionId"] != first[1]["transactionId"] || next[0]["retryCount"] != 1.0 {
-		t.Fatalf("after the failure: %v, want the failed message %v alone, retried", next, first[1]["transactionId"])
+	if txIDs(next) != txIDs(first[1:]) || next[0]["retryCount"] != 1.0 || next[1]["retryCount"] != 0.0 {
+		t.Fatalf("after the failure: %v, want the failed message %v again first, then the rest of its pop", next, first[1]["transactionId"])
 	}
 
 	// A consumer group gets every message, from the start, on its own.
@@ -226,6 +226,35 @@ func testQueenFlow(t *testing.T, b *bundle) {
 	}
 	if got := pop("batch=10&consumerGroup=g1"); len(got) != 0 {
 		t.Fatalf("after a seek to the end g1 got %v", got)
+	}
+
+	// partitions=N: runs of up to N partitions share the batch.
+	var multi []obj
+	for _, p := range []string{"x", "y", "z"} {
+		for n := range 2 {
+			multi = append(multi, obj{"queue": "multi", "partition": p, "payload": obj{"p": p, "n": n}, "transactionId": p + string(rune('0'+n))})
+		}
+	}
+	b.queenMust(201, "POST", "/api/v1/push", obj{"items": multi})
+	if status, out := b.queenCall("", "GET", "/api/v1/pop/queue/multi?partitions=0", nil); status != http.StatusBadRequest {
+		t.Fatalf("pop with partitions=0: %d %v, want 400", status, out)
+	}
+	status, out := b.queenCall("", "GET", "/api/v1/pop/queue/multi?batch=10&partitions=2", nil)
+	if status != http.StatusOK {
+		t.Fatalf("pop of 2 partitions: %d %v", status, out)
+	}
+	got := objs(out.(obj)["messages"])
+	parts := map[string][]string{}
+	for _, m := range got {
+		parts[m["partition"].(string)] = append(parts[m["partition"].(string)], m["transactionId"].(string))
+	}
+	if len(got) != 4 || len(parts) != 2 {
+		t.Fatalf("pop of 2 partitions: %v, want the 2 messages of each of 2 partitions", parts)
+	}
+	for p, ids := range parts {
+		if strings.Join(ids, " ") != p+"0 "+p+"1" {
+			t.Fatalf("pop of 2 partitions: partition %s gave %v, want its messages in push order", p, ids)
+		}
 	}
 }
 

@@ -86,7 +86,7 @@ ORDER BY f.part, f.grp COLLATE "C"`
 	// claim order with what job.PastMaxWait needs. A group with an active
 	// job costs one seek; a free one three more into the held index and
 	// one into the group claim index.
-	orderedGroupsTail = `SELECT f.grp, a.n, s.starts, f.part, h.seq, h.state, h.attempt, d.seqs, d.attempts, d.run_ats
+	orderedGroupsTail = `SELECT f.grp, a.n, s.starts, f.part, h.seq, h.state, h.attempt, h.holders, d.seqs, d.attempts, d.run_ats
 ` + orderedFound + `LEFT JOIN LATERAL (SELECT array_agg(j.seq ORDER BY j.priority DESC, j.run_at, j.seq) AS seqs,
 		array_agg(j.attempt ORDER BY j.priority DESC, j.run_at, j.seq) AS attempts,
 		array_agg(j.run_at ORDER BY j.priority DESC, j.run_at, j.seq) AS run_ats
@@ -99,7 +99,7 @@ ORDER BY f.part, f.grp COLLATE "C"`
 	// maximum wait, whose heads need no attempts nor run times: it reads
 	// the first two available jobs' seqs alone, with one seek and no
 	// sorting, and leaves the other two arrays NULL.
-	orderedGroupsTailNoWait = `SELECT f.grp, a.n, s.starts, f.part, h.seq, h.state, h.attempt,
+	orderedGroupsTailNoWait = `SELECT f.grp, a.n, s.starts, f.part, h.seq, h.state, h.attempt, h.holders,
 	CASE WHEN ` + headsWanted + ` THEN ARRAY(
 		SELECT j.seq FROM spool_jobs j
 		WHERE j.queue = $1 COLLATE "C" AND j.state = 'available' AND j.grp IS NOT NULL AND j.grp = f.grp COLLATE "C"
@@ -107,14 +107,15 @@ ORDER BY f.part, f.grp COLLATE "C"`
 	NULL::int4[], NULL::timestamptz[]
 ` + orderedFound + orderedEnd
 	// orderedFound joins each group found to its active jobs counted up
-	// to $5 (a) and, when it has none, its candidate holder (h).
+	// to $5 (a) and, when it has none, its candidate holder (h) with how
+	// many candidates it has, counted up to 2 a state.
 	orderedFound = `FROM found f
 CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM spool_jobs a
 	WHERE a.queue = $1 AND a.state = 'active' AND a.grp IS NOT NULL AND a.grp = f.grp LIMIT $5) x) a
-LEFT JOIN LATERAL (SELECT w.seq, w.state, w.attempt FROM (
-	(` + sqlHeldSeek + `'available' ORDER BY j.seq LIMIT 1)
-	UNION ALL (` + sqlHeldSeek + `'retrying' ORDER BY j.seq LIMIT 1)
-	UNION ALL (` + sqlHeldSeek + `'scheduled' ORDER BY j.seq LIMIT 1)) w
+LEFT JOIN LATERAL (SELECT w.seq, w.state, w.attempt, count(*) OVER () AS holders FROM (
+	(` + sqlHeldSeek + `'available' ORDER BY j.seq LIMIT 2)
+	UNION ALL (` + sqlHeldSeek + `'retrying' ORDER BY j.seq LIMIT 2)
+	UNION ALL (` + sqlHeldSeek + `'scheduled' ORDER BY j.seq LIMIT 2)) w
 	WHERE a.n = 0 ORDER BY w.seq LIMIT 1) h ON true
 `
 	// headsWanted holds for a group whose first available jobs the plan
@@ -234,6 +235,7 @@ func (s *groupSource) walk(n int) (found []claim.Group, wrapped bool, err error)
 		holderSeq     *int64
 		holderState   *string
 		holderAttempt *int32
+		holders       *int64
 		seqs          []int64
 		attempts      []int32
 		runAts        []time.Time
@@ -241,7 +243,7 @@ func (s *groupSource) walk(n int) (found []claim.Group, wrapped bool, err error)
 	)
 	scan := []any{&name, &active, &starts, &part}
 	if l.Ordered {
-		scan = append(scan, &holderSeq, &holderState, &holderAttempt, &seqs, &attempts, &runAts)
+		scan = append(scan, &holderSeq, &holderState, &holderAttempt, &holders, &seqs, &attempts, &runAts)
 	}
 	_, err = pgx.ForEachRow(rows, scan, func() error {
 		log, err := decodeStarts(starts, l.GroupRate.Limit)
@@ -253,6 +255,7 @@ func (s *groupSource) walk(n int) (found []claim.Group, wrapped bool, err error)
 		if holderSeq != nil && job.HoldsGroup(job.State(*holderState), int(*holderAttempt)) {
 			g.Holder = job.State(*holderState)
 			g.Held = claim.Head{Seq: *holderSeq, Attempt: int(*holderAttempt)}
+			g.OneHolder = holders != nil && *holders == 1
 		}
 		if l.Ordered && active == 0 && (g.Holder == "" || g.Holder == job.StateAvailable) {
 			for i := range seqs {

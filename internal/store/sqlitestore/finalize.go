@@ -212,6 +212,8 @@ func (w *writer) endAttempt(l *lease, end *attempt.End, now time.Time) (job.JobR
 	if q == nil || !attempt.ReturnsRun(q.limits.Ordered, l.group, end) || w.leases.inGroup(l.queue, l.group) == 0 {
 		return ref, nil
 	}
+	// The holds are read again: the run's rest holds nothing any more.
+	q.holds = nil
 	return ref, w.returnRun(l, now)
 }
 

@@ -238,6 +238,7 @@ func (s *flowSource) offer(g string, gs *groupState, ring int) claim.Group {
 		switch {
 		case h.avail:
 			out.Holder, out.Held = job.StateAvailable, claim.Head{Seq: h.seq, Attempt: 1, RunAt: fromNanos(h.e.runAt), Ref: len(s.entries)}
+			out.OneHolder = !h.more
 			s.entries = append(s.entries, h.e)
 			live := gs.win.live()
 			out.Dry = gs.win.complete && (len(live) == 0 || len(live) == 1 && live[0].seq == h.seq)

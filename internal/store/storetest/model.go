@@ -22,7 +22,7 @@ func modelTests() []group {
 // modelSeeds are the fixed seeds of the model test; one more seed, drawn
 // at random and named in the subtest, widens the search on every run. A
 // failure names its seed and step: add the seed here to replay it.
-var modelSeeds = []uint64{6661828786723815283, 7867749701326483747, 1, 2, 3, 4, 8414030082721589302, 12544774761695590, 16357571949874080954}
+var modelSeeds = []uint64{6661828786723815283, 7867749701326483747, 4941575286406635048, 1, 2, 3, 4, 8414030082721589302, 12544774761695590, 16357571949874080954}
 
 // modelSteps is how many random operations one seed runs.
 const modelSteps = 300

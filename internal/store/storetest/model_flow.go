@@ -130,6 +130,17 @@ func (m *model) holder(q, g string) *mjob {
 	return h
 }
 
+// holders counts the jobs that hold group g of the ordered queue q.
+func (m *model) holders(q, g string) int {
+	n := 0
+	for _, j := range m.jobs {
+		if j.queue == q && j.group == g && j.holds() {
+			n++
+		}
+	}
+	return n
+}
+
 // runOf is the run a free group of an ordered queue gives a claim of
 // runs, of its jobs free in claim order: those up to the first enqueued
 // before the one ahead of it.
@@ -276,6 +287,10 @@ func (m *model) checkFlow(q string, want int, only string, runs bool, seg []*job
 				g.cands = runOf(g.free)
 				g.room, _ = rateRoom(l.GroupRate, m.groupStarts[q][name], m.now)
 			case h == nil:
+			case h.state == job.StateAvailable && runs && g.active == 0 && m.holders(q, name) == 1:
+				// The holder first, then the run after it.
+				g.cands = runOf(append([]*mjob{h}, slices.DeleteFunc(slices.Clone(g.free), func(j *mjob) bool { return j == h })...))
+				g.room, _ = rateRoom(l.GroupRate, m.groupStarts[q][name], m.now)
 			case h.state == job.StateAvailable:
 				g.cands = []*mjob{h}
 			default:

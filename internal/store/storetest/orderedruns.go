@@ -21,7 +21,8 @@ func orderedRunTests() []group {
 		{"ADeadJobLetsTheRestOfItsRunGoOn", testRunDeathLetsRestGo},
 		{"ABatchAppliesItsItemsInOrder", testRunBatchInOrder},
 		{"ARunEndsBeforeAJobEnqueuedEarlier", testRunEndsAtEnqueueOrder},
-		{"AHolderGoesOutAlone", testRunHolderAlone},
+		{"AHolderGoesOutFirstWithTheJobsAfterIt", testRunHolderFirst},
+		{"TwoHoldersGoOutOneAtATime", testRunTwoHolders},
 		{"ConsumerGroupsKeepTheirOwnRuns", testRunLanes},
 		{"GroupsFinishInOrderUnderFailingRunWorkers", testRunConcurrent},
 	}}}
@@ -39,15 +40,20 @@ func (b *bundle) claimRuns(now time.Time, max, maxGroups int, queue string) []*j
 }
 
 // wantRun fails unless js are the jobs ids, in that order, each on the
-// attempt wanted.
-func (b *bundle) wantRun(what string, js []*job.Job, ids []string, attempt int) {
+// attempt wanted: the first on attempt, the others on the attempts given
+// after it, else on attempt too.
+func (b *bundle) wantRun(what string, js []*job.Job, ids []string, attempt int, rest ...int) {
 	b.t.Helper()
 	if !slices.Equal(idsOf(js), ids) {
 		b.t.Fatalf("%s: %v, want %v", what, idsOf(js), ids)
 	}
-	for _, j := range js {
-		if j.Attempt != attempt {
-			b.t.Fatalf("%s: job %s on attempt %d, want %d", what, j.ID, j.Attempt, attempt)
+	for i, j := range js {
+		want := attempt
+		if i > 0 && len(rest) > 0 {
+			want = rest[0]
+		}
+		if j.Attempt != want {
+			b.t.Fatalf("%s: job %s on attempt %d, want %d", what, j.ID, j.Attempt, want)
 		}
 	}
 }
@@ -118,8 +124,8 @@ func testRunMaxGroups(b *bundle) {
 
 // A job of a run that fails into a retry sends the group's later active
 // jobs back unrun; their acks lose their leases; the jobs before it go
-// on. The failed job goes out alone once its backoff is over, then the
-// rest as a run.
+// on. Once its backoff is over the failed job goes out first again, the
+// rest of the run with it.
 func testRunFailReturnsTail(b *bundle) {
 	ids := b.orderedQueue("q", 1, 5)["p0"]
 	run := b.claimRuns(t0, 10, 0, "q")
@@ -140,9 +146,7 @@ func testRunFailReturnsTail(b *bundle) {
 	}
 	b.promote(at(2 * time.Second))
 	again := b.claimRuns(at(2*time.Second), 10, 0, "q")
-	b.wantRun("claim after the backoff", again, ids[2:3], 2)
-	b.completeAll(at(2*time.Second), again)
-	b.wantRun("claim after the failed job completed", b.claimRuns(at(2*time.Second), 10, 0, "q"), ids[3:], 1)
+	b.wantRun("claim after the backoff", again, ids[2:], 2, 1)
 }
 
 // A released job of a run sends the rest back; itself counts as never
@@ -174,10 +178,7 @@ func testRunExpiryReturnsTail(b *bundle) {
 	for _, id := range ids[1:] {
 		b.wantWaiting(id, job.StateAvailable, 0)
 	}
-	first := b.claimRuns(at(3*time.Second), 10, 0, "q")
-	b.wantRun("claim after the lease ran out", first, ids[:1], 2)
-	b.completeAll(at(3*time.Second), first)
-	b.wantRun("claim after the first job completed", b.claimRuns(at(3*time.Second), 10, 0, "q"), ids[1:], 1)
+	b.wantRun("claim after the lease ran out", b.claimRuns(at(3*time.Second), 10, 0, "q"), ids, 2, 1)
 }
 
 // A job of a run that dies finishes: the rest of its run goes on.
@@ -215,16 +216,31 @@ func testRunEndsAtEnqueueOrder(b *bundle) {
 	b.wantRun("claim of the rest", b.claimRuns(t0, 10, 0, "q"), low, 1)
 }
 
-// A group whose handed-out job is available again gives that job alone.
-func testRunHolderAlone(b *bundle) {
+// A group whose handed-out job is available again gives that job first
+// to a claim of runs, and the jobs after it with it; to a claim without
+// runs, that job alone.
+func testRunHolderFirst(b *bundle) {
 	ids := b.orderedQueue("q", 1, 3)["p0"]
 	a := b.claimID(t0, "q", ids[0])
 	b.accepted("fail", b.fail(t0, job.FailItem{ID: a.ID, Token: a.LeaseToken, Message: "boom", RetryAfter: time.Second}), job.StateRetrying)
 	b.promote(at(2 * time.Second))
-	again := b.claimRuns(at(2*time.Second), 10, 0, "q")
-	b.wantRun("claim of the held group", again, ids[:1], 2)
-	b.completeAll(at(2*time.Second), again)
-	b.wantRun("claim after the holder completed", b.claimRuns(at(2*time.Second), 10, 0, "q"), ids[1:], 1)
+	b.wantRun("claim of the held group", b.claimRuns(at(2*time.Second), 10, 0, "q"), ids, 2, 1)
+}
+
+// When two jobs of a run hold their group (each failed, the later one
+// first), they go out one at a time in enqueue order, each alone while
+// the other holds the group, then the rest as a run.
+func testRunTwoHolders(b *bundle) {
+	ids := b.orderedQueue("q", 1, 4)["p0"]
+	run := b.claimRuns(t0, 10, 0, "q")
+	for _, j := range []*job.Job{run[1], run[0]} {
+		b.accepted("fail", b.fail(t0, job.FailItem{ID: j.ID, Token: j.LeaseToken, Message: "boom", RetryAfter: time.Second}), job.StateRetrying)
+	}
+	b.promote(at(2 * time.Second))
+	first := b.claimRuns(at(2*time.Second), 10, 0, "q")
+	b.wantRun("claim with two holders", first, ids[:1], 2)
+	b.completeAll(at(2*time.Second), first)
+	b.wantRun("claim after the first holder completed", b.claimRuns(at(2*time.Second), 10, 0, "q"), ids[1:], 2, 1)
 }
 
 // Each consumer group takes its own runs, and a failure in one sends
