@@ -65,11 +65,11 @@ type popParams struct {
 	// partitions is how many partitions a pop may take runs of (Queen's
 	// v4 multi-partition pop), sharing the batch.
 	partitions int
-	wait    time.Duration
-	group   string
-	start   job.ConsumerGroupStart
-	from    time.Time
-	autoAck bool
+	wait       time.Duration
+	group      string
+	start      job.ConsumerGroupStart
+	from       time.Time
+	autoAck    bool
 }
 
 // parsePop reads a pop's query. Parameters Spool sizes for itself
