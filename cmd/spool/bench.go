@@ -75,6 +75,7 @@ func (c *cli) benchCommand() *cobra.Command {
 	fs.IntVar(&o.Limits.GroupMaxActive, "group-max-active", 0, "set this cap on the jobs of each group active at once")
 	fs.BoolVar(&o.Limits.Ordered, "ordered", false, "make each queue ordered: every group's jobs run one at a time, in order (with --groups)")
 	fs.BoolVar(&o.Runs, "runs", false, "workers fetch runs of ordered groups: a free group hands a worker several of its jobs in order (with --ordered)")
+	fs.IntVar(&o.MaxGroups, "max-groups", 0, "workers fetch the jobs of at most this many groups of each queue at once, e.g. 1 for one partition's run (default any)")
 	var limitRate, groupRate client.Rate
 	fs.Var(&rateFlag{r: &limitRate}, "limit-rate", "set this rate on each queue's job starts: N/DURATION, e.g. 500/1s")
 	fs.Var(&rateFlag{r: &groupRate}, "group-rate", "set this rate on each group's job starts: N/DURATION, e.g. 5/1s")

@@ -158,6 +158,9 @@ type Options struct {
 	// Runs makes the workers fetch runs of ordered groups (the fetch's
 	// "runs"): a free group hands a worker several of its jobs in order.
 	Runs bool
+	// MaxGroups, when positive, bounds the groups of each queue a worker's
+	// fetch takes jobs of (the fetch's "max_groups").
+	MaxGroups int
 	// Rate is the enqueue rate of latency mode, in jobs a second. Defaults
 	// to 1000.
 	Rate float64

@@ -87,6 +87,9 @@ func newBodies(o Options, queues []string) *bodies {
 	if o.Runs {
 		f.WriteString(`"runs":true,`)
 	}
+	if o.MaxGroups > 0 {
+		f.WriteString(`"max_groups":` + strconv.Itoa(o.MaxGroups) + `,`)
+	}
 	f.WriteString(`"wait_ms":` + strconv.Itoa(fetchWaitMS) + `,"max":`)
 	b.fetch = []byte(f.String())
 	return b

@@ -50,7 +50,8 @@ const (
 // queenCPPCase is test (T1 to T5) of Queen's C++ benchmark as Spool runs
 // it: the producer as queenThreads clients enqueueing batches of batch,
 // the consumer as a prefilled backlog drained by queenThreads workers,
-// each fetching runs of up to batch at a time; both spread over
+// each fetching a run of one partition of up to batch at a time, as the
+// tool's consumer leases one partition a pop; both spread over
 // queenPartitions groups, ordered for the consumer (Queen's partitions),
 // with payloads of queenPayloadBytes. published is the test's message
 // count and jobs Spool's, larger where the published count would be timed
@@ -60,8 +61,8 @@ func queenCPPCase(test string, consumer bool, batch, published, jobs int, figure
 	o := Options{Mode: ModeEnqueueBatch, Concurrency: queenThreads, Batch: batch}
 	groups := "groups"
 	if consumer {
-		role, groups = "consumer", "ordered partitions, runs"
-		o = Options{Mode: ModeProcess, Workers: queenThreads, Concurrency: batch, Limits: job.Limits{Ordered: true}, Runs: true}
+		role, groups = "consumer", "ordered partitions, a run of one a fetch"
+		o = Options{Mode: ModeProcess, Workers: queenThreads, Concurrency: batch, Limits: job.Limits{Ordered: true}, Runs: true, MaxGroups: 1}
 	}
 	o.Jobs, o.Groups, o.PayloadBytes = jobs, queenPartitions, queenPayloadBytes
 	setup := fmt.Sprintf("%s %s: %d threads × batch %s, %s messages (Spool: ", test, role, queenThreads, thousands(float64(batch)), thousands(float64(published)))

@@ -87,7 +87,8 @@ func TestSeedQueenCPP(t *testing.T) {
 		}
 		o := c.opts
 		consumer := o.Mode == ModeProcess
-		if o.PayloadBytes != queenPayloadBytes || o.Groups != 4 || o.Limits.Ordered != consumer || o.Runs != consumer || c.metric != "jobs" {
+		if o.PayloadBytes != queenPayloadBytes || o.Groups != 4 || o.Limits.Ordered != consumer || o.Runs != consumer ||
+			(o.MaxGroups == 1) != consumer || c.metric != "jobs" {
 			t.Errorf("%s: payload %d, %d groups, ordered %v, runs %v, metric %s: want %d-byte payloads over 4 groups, "+
 				"ordered partitions taken in runs for a consumer", c.name, o.PayloadBytes, o.Groups, o.Limits.Ordered, o.Runs, c.metric, queenPayloadBytes)
 		}
@@ -359,7 +360,7 @@ func TestPrintPresetPlan(t *testing.T) {
 	PrintPresetPlan(&b, PresetSeeds, Options{})
 	out := strings.Join(strings.Fields(b.String()), " ") // as read, lines wrapped or not
 	for _, want := range []string{"Jobbie enqueue c=1", "enqueue: 15,000 jobs · 1 client", "BullMQ add_bulk 100,000", "100,000 jobs · 8 clients × batch 100",
-		"Queen T1 consumer, batch 1", "process: 10,000 jobs · 10 workers × concurrency 1 · prefill batch 1000 · 1 queue · payload 290 B · 4 groups · ordered, runs",
+		"Queen T1 consumer, batch 1", "process: 10,000 jobs · 10 workers × concurrency 1 · prefill batch 1000 · 1 queue · payload 290 B · 4 groups · ordered, runs, max-groups 1",
 		"Queen T2 producer, batch 10", "enqueue-batch: 100,000 jobs · 10 clients × batch 10 · 1 queue · payload 290 B · 4 groups",
 		"100,000 jobs · 4 workers × concurrency 500 · prefill batch 1000 · 1 queue · payload 100 B · 1,000 groups · ordered"} {
 		if !strings.Contains(out, want) {

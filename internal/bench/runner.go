@@ -111,6 +111,9 @@ func settingsOf(o Options) Settings {
 		if o.Runs {
 			s.Limits += ", runs"
 		}
+		if o.MaxGroups > 0 {
+			s.Limits += fmt.Sprintf(", max-groups %d", o.MaxGroups)
+		}
 	}
 	if o.Duration > 0 {
 		s.Duration = o.Duration.String()

@@ -58,10 +58,11 @@ type workerCalls struct {
 
 // newWorker returns one worker of the run, shaped like the Go client's
 // Worker: Concurrency jobs at once, each running for Work, fetching more
-// while finished jobs wait for their batch ack.
+// while finished jobs wait for their batch ack. A worker that takes runs
+// fetches once its run is acked, as its groups are held until then.
 func newWorker(r *runner) loadgen.Worker[lease] {
 	c := &workerCalls{r: r}
-	return loadgen.Worker[lease]{Concurrency: r.o.Concurrency, Overlap: true, Work: r.o.Work, Fetch: c.fetch, Ack: c.ack}
+	return loadgen.Worker[lease]{Concurrency: r.o.Concurrency, Overlap: !r.o.Runs, Work: r.o.Work, Fetch: c.fetch, Ack: c.ack}
 }
 
 // fetch leases up to n jobs; in latency mode it records each job's time

@@ -37,7 +37,8 @@ type FetchRequest struct {
 	// jobs in order, a run, instead of one (store.JobClaimParams.Runs).
 	Runs bool
 	// MaxGroups, when positive, bounds how many groups of each queue give
-	// the fetch jobs: 1 for a fetch of one group's run, whichever group.
+	// the fetch jobs (0 to MaxFetch): 1 for a fetch of one group's run,
+	// whichever group.
 	MaxGroups int
 }
 
@@ -58,6 +59,9 @@ func (e *Engine) validateFetch(req *FetchRequest) error {
 	}
 	if req.Max < 1 || req.Max > MaxFetch {
 		return job.Invalid("max", "must be between 1 and %d", MaxFetch)
+	}
+	if req.MaxGroups < 0 || req.MaxGroups > MaxFetch {
+		return job.Invalid("max_groups", "must be between 1 and %d", MaxFetch)
 	}
 	if req.Wait < 0 || req.Wait > MaxWait {
 		return job.Invalid("wait_ms", "must be between 0 and %d", MaxWait.Milliseconds())

@@ -24,6 +24,8 @@ type fetchJSON struct {
 	Group *string `json:"group"`
 	// Runs lets a free group of an ordered queue give a run of its jobs.
 	Runs bool `json:"runs"`
+	// MaxGroups bounds the groups of each queue that give the fetch jobs.
+	MaxGroups *int `json:"max_groups"`
 }
 
 // releaseTimeout bounds the hand-back of jobs claimed for a caller that
@@ -47,6 +49,7 @@ func (a *API) fetch(w http.ResponseWriter, r *http.Request, in *fetchJSON) {
 		optional(in.Max, &req.Max, fieldName, "max", "must be between 1 and %d", engine.MaxFetch),
 		optional(in.LeaseMS, &leaseMS, fieldName, "lease_ms", leaseRule, engine.MinLease.Milliseconds(), engine.MaxLease.Milliseconds()),
 		optional(in.Group, &req.Group, fieldName, "group", "must be 1-%d bytes", engine.MaxGroupBytes),
+		optional(in.MaxGroups, &req.MaxGroups, fieldName, "max_groups", "must be between 1 and %d", engine.MaxFetch),
 	); err != nil {
 		a.writeError(w, r, err)
 		return
