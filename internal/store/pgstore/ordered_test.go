@@ -30,24 +30,31 @@ func orderedJobs(queue string, groups, n int) ([]store.JobInsertParams, map[stri
 	return ps, ids
 }
 
-// Two nodes claiming one ordered queue at once, with workers that fail or
-// release some of their jobs, never hand out two jobs of a group at
-// once, and every group's jobs complete in enqueue order.
-func TestOrderedGroupsAcrossNodes(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
+// orderedNodes opens two nodes on one fresh schema with an ordered queue
+// q of groups × perGroup jobs, each with attempts enough for any number
+// of failures, and returns them with each group's ids in enqueue order.
+func orderedNodes(t *testing.T, groups, perGroup int) ([]store.Store, map[string][]string) {
+	t.Helper()
 	url := pgtest.Schema(t)
 	nodes := []*Store{open(t, url), open(t, url)}
-	const groups, perGroup, workers = 300, 4, 6
 	ps, parts := orderedJobs("q", groups, perGroup)
 	for i := range ps {
 		ps[i].MaxAttempts = 1000
 	}
 	mustInsert(t, nodes[0], ps)
-	if err := nodes[1].QueueSetLimits(ctx, "q", job.Limits{Ordered: true}); err != nil {
+	if err := nodes[1].QueueSetLimits(context.Background(), "q", job.Limits{Ordered: true}); err != nil {
 		t.Fatal(err)
 	}
-	storetest.OrderedWorkers(t, []store.Store{nodes[0], nodes[1]}, "q", parts, workers, t0)
+	return []store.Store{nodes[0], nodes[1]}, parts
+}
+
+// Two nodes claiming one ordered queue at once, with workers that fail or
+// release some of their jobs, never hand out two jobs of a group at
+// once, and every group's jobs complete in enqueue order.
+func TestOrderedGroupsAcrossNodes(t *testing.T) {
+	t.Parallel()
+	nodes, parts := orderedNodes(t, 300, 4)
+	storetest.OrderedWorkers(t, nodes, "q", parts, 6, t0)
 }
 
 // Two nodes claiming runs of one ordered queue at once, with workers that
@@ -56,19 +63,8 @@ func TestOrderedGroupsAcrossNodes(t *testing.T) {
 // order.
 func TestOrderedRunsAcrossNodes(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	url := pgtest.Schema(t)
-	nodes := []*Store{open(t, url), open(t, url)}
-	const groups, perGroup, workers = 100, 8, 6
-	ps, parts := orderedJobs("q", groups, perGroup)
-	for i := range ps {
-		ps[i].MaxAttempts = 1000
-	}
-	mustInsert(t, nodes[0], ps)
-	if err := nodes[1].QueueSetLimits(ctx, "q", job.Limits{Ordered: true}); err != nil {
-		t.Fatal(err)
-	}
-	storetest.OrderedRunWorkers(t, []store.Store{nodes[0], nodes[1]}, "q", parts, workers, t0)
+	nodes, parts := orderedNodes(t, 100, 8)
+	storetest.OrderedRunWorkers(t, nodes, "q", parts, 6, t0)
 }
 
 // A waiting job that held its group in an ordered queue and is cancelled
