@@ -44,6 +44,12 @@ type FetchParams struct {
 	// run go on. Queues that are not ordered ignore it. Defaults to false:
 	// an ordered group hands out one job at a time.
 	Runs bool
+	// MaxGroups, when set, takes the jobs of at most this many groups of
+	// each queue (EnqueueParams.Group; the jobs without a group are one
+	// group): 1 to 1000. With Runs, 1 takes one free group's run, up to
+	// Max, whichever group, as a consumer takes one partition. Defaults to
+	// 0: any number of groups.
+	MaxGroups int
 }
 
 // Fetch leases up to p.Max jobs (POST /v1/fetch). Each job comes back
@@ -58,16 +64,17 @@ type FetchParams struct {
 // start.
 func (c *Client) Fetch(ctx context.Context, p FetchParams) ([]*Job, error) {
 	body := struct {
-		Queues  []string `json:"queues"`
-		Max     int      `json:"max,omitempty"`
-		WaitMS  int64    `json:"wait_ms,omitempty"`
-		LeaseMS int64    `json:"lease_ms,omitempty"`
-		Worker  string   `json:"worker,omitempty"`
-		CGroup  string   `json:"consumer_group,omitempty"`
-		Group   string   `json:"group,omitempty"`
-		Runs    bool     `json:"runs,omitempty"`
+		Queues    []string `json:"queues"`
+		Max       int      `json:"max,omitempty"`
+		WaitMS    int64    `json:"wait_ms,omitempty"`
+		LeaseMS   int64    `json:"lease_ms,omitempty"`
+		Worker    string   `json:"worker,omitempty"`
+		CGroup    string   `json:"consumer_group,omitempty"`
+		Group     string   `json:"group,omitempty"`
+		Runs      bool     `json:"runs,omitempty"`
+		MaxGroups int      `json:"max_groups,omitempty"`
 	}{Queues: p.Queues, Max: p.Max, WaitMS: msec(p.Wait), LeaseMS: msec(p.Lease), Worker: p.Worker, CGroup: p.ConsumerGroup,
-		Group: p.Group, Runs: p.Runs}
+		Group: p.Group, Runs: p.Runs, MaxGroups: p.MaxGroups}
 	if body.Queues == nil {
 		body.Queues = []string{}
 	}

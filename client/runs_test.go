@@ -68,6 +68,59 @@ func TestFetchRuns(t *testing.T) {
 	})
 }
 
+// A fetch with Runs and MaxGroups 1 takes one free group's run, in
+// enqueue order, and leaves the other groups' jobs to the next fetch; a
+// MaxGroups past 1000 is refused naming max_groups.
+func TestFetchRunsMaxGroups(t *testing.T) {
+	t.Parallel()
+	eachTransport(t, func(t *testing.T, b *bundle) {
+		ids := b.orderedJobs("one-group", []string{"g0", "g1", "g2"}, 3)
+
+		seen := map[string]bool{}
+		for range 2 {
+			jobs, err := b.c.Fetch(b.ctx, client.FetchParams{Queues: []string{"one-group"}, Max: 10, Runs: true, MaxGroups: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(jobs) == 0 {
+				t.Fatal("fetch with max groups 1: no jobs")
+			}
+			g := jobs[0].Group
+			var got []string
+			for _, j := range jobs {
+				got = append(got, j.ID)
+			}
+			if !slices.Equal(got, ids[g]) {
+				t.Fatalf("fetch with max groups 1: %v, want group %s's 3 jobs in enqueue order %v", got, g, ids[g])
+			}
+			if seen[g] {
+				t.Fatalf("group %s gave a second run while its first is active", g)
+			}
+			seen[g] = true
+		}
+
+		_, err := b.c.Fetch(b.ctx, client.FetchParams{Queues: []string{"one-group"}, Max: 10, Runs: true, MaxGroups: 1001})
+		var apiErr *client.Error
+		if !errors.As(err, &apiErr) || !errors.Is(err, client.ErrInvalidArgument) || apiErr.Field != "max_groups" {
+			t.Fatalf("fetch with max groups 1001: %v, want invalid_argument naming max_groups", err)
+		}
+	})
+}
+
+// A Worker sends its MaxGroups with each fetch: one the server refuses
+// stops the worker with the server's error naming max_groups.
+func TestWorkerMaxGroupsSent(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	w := b.worker(client.WorkerConfig{Queues: []string{"ordered"}, Runs: true, MaxGroups: 1001})
+	w.Handle("k", func(context.Context, *client.Job) (any, error) { return nil, nil })
+	err := recv(t, runWorker(t, w), 10*time.Second, "Run to return")
+	var apiErr *client.Error
+	if !errors.As(err, &apiErr) || apiErr.Field != "max_groups" {
+		t.Fatalf("run with max groups 1001: %v, want invalid_argument naming max_groups", err)
+	}
+}
+
 // A Worker with Runs completes each group's jobs of an ordered queue in
 // enqueue order, one at a time, although a job in the middle of a run
 // fails its first attempt: the jobs after it are dropped unrun, not

@@ -90,6 +90,11 @@ type WorkerConfig struct {
 	// so Concurrency still bounds the jobs held and the handlers running.
 	// Defaults to false: every job runs in its own goroutine.
 	Runs bool
+	// MaxGroups, with Runs, fetches with FetchParams.MaxGroups: 1 takes
+	// one group's run a fetch, whichever group, so that each fetch's jobs
+	// are one run. Without Runs it only bounds the groups of each fetch.
+	// Defaults to 0: any number of groups.
+	MaxGroups int
 	// Logger receives the worker's logs: failed calls at warn, jobs it had
 	// to drop at warn, each job's outcome at debug. Defaults to
 	// slog.Default().
@@ -418,8 +423,9 @@ func (w *Worker) fetchLoop(ctx context.Context) error {
 			// The jobs of a consumer group, when the worker serves one.
 			ConsumerGroup: w.cfg.ConsumerGroup,
 			// The jobs of one group, when it serves one.
-			Group: w.cfg.Group,
-			Runs:  w.cfg.Runs,
+			Group:     w.cfg.Group,
+			Runs:      w.cfg.Runs,
+			MaxGroups: w.cfg.MaxGroups,
 		})
 		if unstarted := w.start(jobs); len(unstarted) > 0 {
 			var expected []error

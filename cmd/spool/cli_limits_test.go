@@ -152,7 +152,8 @@ func TestCLIOrdered(t *testing.T) {
 }
 
 // fetch --runs takes a free ordered group's jobs as one run, in enqueue
-// order; without it the group gives one.
+// order; without it the group gives one. With --max-groups 1 it takes one
+// group's run of a queue with several free groups.
 func TestCLIFetchRuns(t *testing.T) {
 	t.Parallel()
 	b := setupCLI(t)
@@ -175,6 +176,27 @@ func TestCLIFetchRuns(t *testing.T) {
 	if jobs := b.okJSON("fetch", "--queue", "other", "--max", "5")["jobs"].([]any); len(jobs) != 1 {
 		t.Fatalf("fetch without --runs: %d jobs, want 1", len(jobs))
 	}
+
+	// With --max-groups 1 a fetch takes one group's run, whichever group.
+	b.ok("queues", "limits", "partitions", "--create", "--ordered")
+	ids := map[string][]any{}
+	for range 3 {
+		for _, g := range []string{"p0", "p1", "p2"} {
+			ids[g] = append(ids[g], b.okJSON("enqueue", "--queue", "partitions", "--kind", "e", "--group", g)["id"])
+		}
+	}
+	jobs := b.okJSON("fetch", "--queue", "partitions", "--max", "10", "--runs", "--max-groups", "1")["jobs"].([]any)
+	got = nil
+	for _, j := range jobs {
+		got = append(got, j.(map[string]any)["id"])
+	}
+	if len(jobs) == 0 || !slices.Equal(got, ids[jobs[0].(map[string]any)["group"].(string)]) {
+		t.Fatalf("fetch --runs --max-groups 1: %v, want one group's 3 jobs in enqueue order of %v", got, ids)
+	}
+	b.refused([]refusal{
+		{[]string{"fetch", "--queue", "partitions", "--max-groups", "0"}, 2, "--max-groups must be at least 1"},
+		{[]string{"fetch", "--queue", "partitions", "--max-groups", "1001"}, 1, "max_groups"},
+	})
 }
 
 // spool jobs get shows who holds a job, and after its run who ran it

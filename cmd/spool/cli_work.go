@@ -13,7 +13,7 @@ func (c *cli) fetchCommand() *cobra.Command {
 	var p client.FetchParams
 	var queues listFlag
 	cmd := &cobra.Command{
-		Use:   "fetch --queue Q [--queue Q2] [--max N] [--wait D] [--lease D] [--consumer-group NAME] [--group G] [--runs]",
+		Use:   "fetch --queue Q [--queue Q2] [--max N] [--wait D] [--lease D] [--consumer-group NAME] [--group G] [--runs] [--max-groups N]",
 		Short: "Lease jobs as a worker would, to ack or fail them by hand",
 		Example: `  spool fetch --queue emails --max 5 --wait 30s
   spool fetch --queue orders --consumer-group billing --json`,
@@ -28,9 +28,13 @@ func (c *cli) fetchCommand() *cobra.Command {
 	fs.StringVar(&p.ConsumerGroup, "consumer-group", "", "take the jobs of this consumer group of the queues")
 	fs.StringVar(&p.Group, "group", "", "take only the jobs of this group: a tenant, or one group of an ordered queue, whose jobs run in order")
 	fs.BoolVar(&p.Runs, "runs", false, "let a free group of an ordered queue hand out a run of its jobs, in order, instead of one")
+	fs.IntVar(&p.MaxGroups, "max-groups", 0, "take the jobs of at most this many groups of each queue, 1 to 1000; with --runs, 1 takes one group's run (default any)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if len(queues) == 0 {
 			return usagef("--queue is required")
+		}
+		if fs.Changed("max-groups") && p.MaxGroups < 1 {
+			return usagef("--max-groups must be at least 1")
 		}
 		p.Queues = queues
 		cl, ctx, done := c.connect()

@@ -251,3 +251,19 @@ def test_fetch_runs_of_an_ordered_group(server, queue):
         jobs = c.fetch([runs], max=10, runs=True)
         assert [j.payload for j in jobs] == [0, 1, 2, 3, 4]
         assert len({j.token for j in jobs}) == 5
+
+
+def test_fetch_max_groups_takes_one_groups_run(server, queue):
+    with Client(server.url) as c:
+        c.set_limits(queue, {"ordered": True})
+        specs = [JobSpec("k", i, queue=queue, group=g) for i in range(3) for g in ("g0", "g1", "g2")]
+        ids = {}
+        for spec, r in zip(specs, c.enqueue_many(specs)):
+            ids.setdefault(spec.group, []).append(r.id)
+        # With max_groups=1 the fetch takes one group's run, whichever group.
+        jobs = c.fetch([queue], max=10, runs=True, max_groups=1)
+        assert jobs and [j.id for j in jobs] == ids[jobs[0].group]
+        for bad in (0, 1001):
+            with pytest.raises(spool.InvalidArgument) as e:
+                c.fetch([queue], max=10, runs=True, max_groups=bad)
+            assert e.value.field == "max_groups"

@@ -502,8 +502,43 @@ def test_runs_in_order_and_a_failure_stops_its_run(server, queue):
     assert longest[0] > 1
 
 
-async def _all_done(groups):
-    return all(len(done) >= 20 for done in groups.values())
+def test_runs_with_max_groups_fetch_one_groups_run(server, queue):
+    groups = {f"g{n}": [] for n in range(3)}  # each group's payloads, as their handlers end
+    answers = []  # the groups of each non-empty fetch answer
+
+    async def main():
+        async with AsyncClient(server.url) as c:
+            await c.set_limits(queue, {"ordered": True})
+            await c.enqueue_many([JobSpec("step", {"g": g, "i": i}, queue=queue, group=g)
+                                  for i in range(3) for g in groups])
+            w = Worker(c, [queue], concurrency=9, wait_ms=200, runs=True, max_groups=1)
+            fetch = c.fetch
+
+            async def recording_fetch(*args, **kwargs):
+                jobs = await fetch(*args, **kwargs)
+                if jobs:
+                    answers.append({j.group for j in jobs})
+                return jobs
+
+            c.fetch = recording_fetch
+
+            @w.handle("step")
+            async def step(job: JobContext):
+                groups[job.payload["g"]].append(job.payload["i"])
+
+            runner = asyncio.ensure_future(w.run(handle_signals=False))
+            try:
+                await _until(lambda: _all_done(groups, 3), timeout=20)
+            finally:
+                w.stop()
+                await runner
+    run(main(), timeout=40)
+    assert all(done == [0, 1, 2] for done in groups.values()), groups
+    assert answers and all(len(gs) == 1 for gs in answers), answers
+
+
+async def _all_done(groups, n=20):
+    return all(len(done) >= n for done in groups.values())
 
 
 def test_runs_stop_hands_back_the_rest_of_a_run(server, queue):

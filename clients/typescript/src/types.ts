@@ -170,6 +170,11 @@ export interface FetchRequest {
    * server has put the rest of the run back already. Sent only when true.
    */
   runs?: boolean;
+  /**
+   * 1…1000: take the jobs of at most this many groups of each queue; with
+   * `runs`, 1 takes one group's run, whichever group. Default: any number.
+   */
+  max_groups?: number;
 }
 
 export interface AckResult {

@@ -125,6 +125,12 @@ export interface WorkerOptions {
    * stop() all of a run's jobs not started are released. Default false.
    */
   runs?: boolean;
+  /**
+   * With `runs`, fetch the jobs of at most this many groups of each queue
+   * (FetchRequest.max_groups): 1 takes one group's run a fetch, whichever
+   * group. Default: any number.
+   */
+  maxGroups?: number;
   /** Stop gracefully on SIGTERM and SIGINT while running. Default true. */
   handleSignals?: boolean;
   /** Default: warnings to console.warn, no debug logs. */
@@ -352,6 +358,7 @@ export class Worker {
             consumer_group: this.opts.consumerGroup,
             group: this.opts.group,
             runs: this.opts.runs,
+            max_groups: this.opts.maxGroups,
           },
           { signal: this.fetchAbort.signal },
         );

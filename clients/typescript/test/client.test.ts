@@ -222,3 +222,23 @@ test("a fetch of runs takes a free ordered group's jobs in enqueue order; withou
   assert.deepEqual(run.map((j) => j.payload), [0, 1, 2, 3, 4]);
   assert.equal(new Set(run.map((j) => j.lease!.token)).size, 5);
 });
+
+test("a fetch of runs with max_groups 1 takes one group's run, whichever group", { timeout: 20_000 }, async () => {
+  const queue = "c-runs-one-group";
+  const groups = ["g0", "g1", "g2"];
+  await client.setQueueLimits(queue, { ordered: true });
+  const specs = [0, 1, 2].flatMap((i) => groups.map((group) => ({ queue, kind: "k", payload: i, group })));
+  const ids = new Map<string, string[]>(groups.map((g) => [g, []]));
+  (await client.enqueueMany(specs)).forEach((r, n) => ids.get(specs[n].group)!.push(r.id));
+  const run = await client.fetchJobs({ queues: [queue], max: 10, runs: true, max_groups: 1 });
+  assert.ok(run.length > 0);
+  assert.deepEqual(
+    run.map((j) => j.id),
+    ids.get(run[0].group!),
+  );
+  for (const bad of [0, 1001]) {
+    const err = await client.fetchJobs({ queues: [queue], max: 10, runs: true, max_groups: bad }).catch((e) => e);
+    assert.ok(err instanceof InvalidArgumentError, String(err));
+    assert.equal(err.field, "max_groups");
+  }
+});

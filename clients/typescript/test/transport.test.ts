@@ -82,3 +82,13 @@ test("a fetch sends runs only when it is true", async () => {
   const bodies = f.calls.map((call) => JSON.parse(call.init.body as string));
   assert.deepEqual(bodies, [{ queues: ["q"] }, { queues: ["q"] }, { queues: ["q"], runs: true }]);
 });
+
+test("a fetch sends max_groups only when set", async () => {
+  const jobs = () => new Response(JSON.stringify({ jobs: [] }), { status: 200 });
+  const f = fakeFetch([jobs]);
+  const c = new SpoolClient("http://spool.test", { fetch: f.fn });
+  await c.fetchJobs({ queues: ["q"] });
+  await c.fetchJobs({ queues: ["q"], runs: true, max_groups: 1 });
+  const bodies = f.calls.map((call) => JSON.parse(call.init.body as string));
+  assert.deepEqual(bodies, [{ queues: ["q"] }, { queues: ["q"], runs: true, max_groups: 1 }]);
+});

@@ -373,6 +373,38 @@ test("with runs, each group's jobs end in enqueue order and a failure stops its 
   assert.equal(jobs.reduce((n, j) => n + j.attempt, 0), 61);
 });
 
+test("with runs and maxGroups 1, each fetch takes one group's run", { timeout: 40_000 }, async () => {
+  const queue = "w-runs-one-group";
+  const groups = ["g0", "g1", "g2"];
+  await client.setQueueLimits(queue, { ordered: true });
+  await client.enqueueMany([0, 1, 2].flatMap((i) => groups.map((g) => ({ queue, kind: "step", payload: { g, i }, group: g }))));
+  const answers: string[][] = []; // the groups of each fetch answer with jobs
+  class RecordingClient extends SpoolClient {
+    override async fetchJobs(...args: Parameters<SpoolClient["fetchJobs"]>): Promise<Job[]> {
+      const jobs = await super.fetchJobs(...args);
+      if (jobs.length > 0) answers.push([...new Set(jobs.map((j) => j.group!))]);
+      return jobs;
+    }
+  }
+  const c = new RecordingClient(server.url);
+  const w = new Worker(c, { queues: [queue], concurrency: 9, waitMs: 200, handleSignals: false, logger: quiet, runs: true, maxGroups: 1 });
+  const done = new Map(groups.map((g) => [g, [] as number[]]));
+  w.handle("step", async (job) => {
+    const { g, i } = job.payload as { g: string; i: number };
+    done.get(g)!.push(i);
+  });
+  const running = w.run();
+  try {
+    await eventually(() => groups.every((g) => done.get(g)!.length >= 3), 20_000);
+  } finally {
+    await w.stop();
+    await running;
+    c.close();
+  }
+  for (const g of groups) assert.deepEqual(done.get(g), [0, 1, 2], g);
+  assert.ok(answers.length > 0 && answers.every((gs) => gs.length === 1), JSON.stringify(answers));
+});
+
 test("with runs, stop releases the jobs of a run not started; on an ordered queue the server sent the later ones back with the first", { timeout: 20_000 }, async () => {
   const queue = "w-runs-stop";
   await client.setQueueLimits(queue, { ordered: true });

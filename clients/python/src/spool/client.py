@@ -229,18 +229,22 @@ class _Base:
     def fetch(self, queues: Sequence[str], *, max: int = 1, wait_ms: int = 0,
               lease_ms: Optional[int] = None, worker: Optional[str] = None,
               consumer_group: Optional[str] = None, group: Optional[str] = None,
-              runs: bool = False) -> Any:
+              runs: bool = False, max_groups: Optional[int] = None) -> Any:
         """Leases up to ``max`` jobs, long polling up to ``wait_ms``; returns a list of :class:`Job`.
 
         With ``runs``, a free group of an ordered queue may give several of its
         jobs, a run, in enqueue order (``max`` is shared across groups). Handle
         a run's jobs one after another and stop at the first that fails or is
         released: the server has put the rest of the run back already.
+
+        ``max_groups`` (1 to 1000) takes the jobs of at most that many groups
+        of each queue; with ``runs``, 1 takes one group's run, whichever group.
+        None: any number of groups.
         """
         body = _drop_none({"queues": list(queues), "max": max, "wait_ms": wait_ms or None,
                            "lease_ms": lease_ms, "worker": worker,
                            "consumer_group": consumer_group, "group": group,
-                           "runs": True if runs else None})
+                           "runs": True if runs else None, "max_groups": max_groups})
         return self._do(_Call("POST", "/v1/fetch", body=body, wait_ms=wait_ms,
                               parse=lambda b: [Job.from_dict(j) for j in b["jobs"]]))
 
@@ -483,6 +487,7 @@ class AsyncClient(_Base):
             consumer_group: Optional[str] = None,
             group: Optional[str] = None,
             runs: bool = False,
+            max_groups: Optional[int] = None,
         ) -> List[Job]: ...
         async def ack(self, job_id: str, token: int, result: Any = None) -> ItemResult: ...
         async def fail(
@@ -675,6 +680,7 @@ class Client(_Base):
             consumer_group: Optional[str] = None,
             group: Optional[str] = None,
             runs: bool = False,
+            max_groups: Optional[int] = None,
         ) -> List[Job]: ...
         def ack(self, job_id: str, token: int, result: Any = None) -> ItemResult: ...
         def fail(

@@ -355,6 +355,9 @@ class Worker:
             order, one after another, stopping the run at the first job that
             does not end (see the module's documentation). Jobs waiting their
             turn in a run count against ``concurrency``.
+        max_groups: with ``runs``, fetch the jobs of at most this many groups
+            of each queue (``fetch(..., max_groups=...)``): 1 takes one
+            group's run a fetch, whichever group. None: any number.
     """
 
     def __init__(self, client: AsyncClient, queues: Union[str, Sequence[str]], *,
@@ -362,7 +365,7 @@ class Worker:
                  lease_ms: Optional[int] = None, wait_ms: int = 30000, grace: float = 30.0,
                  heartbeat: float = 1 / 3, threads: Optional[int] = None,
                  consumer_group: Optional[str] = None, group: Optional[str] = None,
-                 runs: bool = False) -> None:
+                 runs: bool = False, max_groups: Optional[int] = None) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         self.client = client
@@ -376,6 +379,7 @@ class Worker:
         self.consumer_group = consumer_group
         self.group = group
         self.runs = runs
+        self.max_groups = max_groups
         self._threads = threads or concurrency
         self._handlers: Dict[str, Handler] = {}
         self._is_async: Dict[str, bool] = {}
@@ -536,7 +540,7 @@ class Worker:
                 fetch = asyncio.ensure_future(self.client.fetch(
                     self.queues, max=free, wait_ms=self.wait_ms, lease_ms=self.lease_ms,
                     worker=self.name, consumer_group=self.consumer_group, group=self.group,
-                    runs=self.runs))
+                    runs=self.runs, max_groups=self.max_groups))
                 await asyncio.wait({fetch, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
                 if not fetch.done():
                     fetch.cancel()
