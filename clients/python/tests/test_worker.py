@@ -5,6 +5,8 @@ import asyncio
 import threading
 import time
 
+import pytest
+
 import spool
 from conftest import run
 from spool import AsyncClient, Backoff, JobContext, JobSpec, NoRetry, RetryAfter, Worker
@@ -541,39 +543,14 @@ async def _all_done(groups, n=20):
     return all(len(done) >= n for done in groups.values())
 
 
-def test_runs_stop_hands_back_the_rest_of_a_run(server, queue):
+@pytest.mark.parametrize("ordered, released", [(True, 1), (False, 4)])
+def test_runs_stop_hands_back_the_rest_of_a_run(server, queue, ordered, released):
+    # An ordered queue takes back the rest of a run with the next job the
+    # worker releases; another queue takes back only what it releases.
     async def main():
         async with AsyncClient(server.url) as c:
-            await c.set_limits(queue, {"ordered": True})
-            ids = [r.id for r in await c.enqueue_many(
-                [JobSpec("step", i, queue=queue, group="g") for i in range(5)])]
-            w = Worker(c, [queue], concurrency=10, wait_ms=200, runs=True)
-            first_runs = asyncio.Event()
-            go_on = asyncio.Event()
-            ran = []
-
-            @w.handle("step")
-            async def step(job: JobContext):
-                ran.append(job.payload)
-                first_runs.set()
-                await go_on.wait()
-
-            runner = asyncio.ensure_future(w.run(handle_signals=False))
-            await asyncio.wait_for(first_runs.wait(), 10)
-            w.stop()  # the first job finishes within the grace; the rest wait
-            go_on.set()
-            await runner
-            assert ran == [0]
-            assert w.released == 1  # the run's next job; the server put back the rest with it
-            jobs = [await c.get(i) for i in ids]
-            assert [j.state for j in jobs] == ["completed"] + ["available"] * 4
-            assert [j.attempt for j in jobs] == [1, 0, 0, 0, 0]
-    run(main())
-
-
-def test_runs_stop_releases_the_rest_of_a_run_of_an_unordered_queue(server, queue):
-    async def main():
-        async with AsyncClient(server.url) as c:
+            if ordered:
+                await c.set_limits(queue, {"ordered": True})
             ids = [r.id for r in await c.enqueue_many(
                 [JobSpec("step", i, queue=queue, group="g", lease_ms=600_000) for i in range(5)])]
             w = Worker(c, [queue], concurrency=10, wait_ms=200, runs=True)
@@ -593,7 +570,7 @@ def test_runs_stop_releases_the_rest_of_a_run_of_an_unordered_queue(server, queu
             go_on.set()
             await runner
             assert ran == [0]
-            assert w.released == 4  # the server puts none back by itself
+            assert w.released == released
             jobs = [await c.get(i) for i in ids]
             assert [j.state for j in jobs] == ["completed"] + ["available"] * 4
             assert [j.attempt for j in jobs] == [1, 0, 0, 0, 0]

@@ -405,65 +405,38 @@ test("with runs and maxGroups 1, each fetch takes one group's run", { timeout: 4
   assert.ok(answers.length > 0 && answers.every((gs) => gs.length === 1), JSON.stringify(answers));
 });
 
-test("with runs, stop releases the jobs of a run not started; on an ordered queue the server sent the later ones back with the first", { timeout: 20_000 }, async () => {
-  const queue = "w-runs-stop";
-  await client.setQueueLimits(queue, { ordered: true });
-  const ids = (
-    await client.enqueueMany(Array.from({ length: 5 }, (_, i) => ({ queue, kind: "step", payload: i, group: "g" })))
-  ).map((r) => r.id);
-  const w = worker(queue, { concurrency: 10, runs: true });
-  const ran: number[] = [];
-  let firstRuns!: () => void;
-  const first = new Promise<void>((r) => (firstRuns = r));
-  let goOn!: () => void;
-  const release = new Promise<void>((r) => (goOn = r));
-  w.handle("step", async (job) => {
-    ran.push(job.payload as number);
-    firstRuns();
-    await release;
+for (const ordered of [true, false]) {
+  test(`with runs, stop hands back the jobs of a run not started (${ordered ? "ordered: the server sends the later ones back with the first" : "not ordered: the worker releases them all"})`, { timeout: 20_000 }, async () => {
+    const queue = ordered ? "w-runs-stop" : "w-runs-stop-unordered";
+    if (ordered) await client.setQueueLimits(queue, { ordered: true });
+    // Leases of 10 minutes: only a release makes the jobs available again within the test.
+    const ids = (
+      await client.enqueueMany(Array.from({ length: 5 }, (_, i) => ({ queue, kind: "step", payload: i, group: "g", lease_ms: 600_000 })))
+    ).map((r) => r.id);
+    const w = worker(queue, { concurrency: 10, runs: true });
+    const ran: number[] = [];
+    let firstRuns!: () => void;
+    const first = new Promise<void>((r) => (firstRuns = r));
+    let goOn!: () => void;
+    const release = new Promise<void>((r) => (goOn = r));
+    w.handle("step", async (job) => {
+      ran.push(job.payload as number);
+      firstRuns();
+      await release;
+    });
+    const running = w.run();
+    await first;
+    const stopped = w.stop(); // the first job finishes within the grace; the rest wait
+    goOn();
+    await stopped;
+    await running;
+    assert.deepEqual(ran, [0]);
+    const jobs = await Promise.all(ids.map((id) => client.getJob(id)));
+    assert.deepEqual(jobs.map((j) => j.state), ["completed", "available", "available", "available", "available"]);
+    assert.deepEqual(jobs.map((j) => j.attempt), [1, 0, 0, 0, 0]);
+    assert.equal(w.heldCount, 0);
   });
-  const running = w.run();
-  await first;
-  const stopped = w.stop(); // the first job finishes within the grace; the rest wait
-  goOn();
-  await stopped;
-  await running;
-  assert.deepEqual(ran, [0]);
-  const jobs = await Promise.all(ids.map((id) => client.getJob(id)));
-  assert.deepEqual(jobs.map((j) => j.state), ["completed", "available", "available", "available", "available"]);
-  assert.deepEqual(jobs.map((j) => j.attempt), [1, 0, 0, 0, 0]);
-  assert.equal(w.heldCount, 0);
-});
-
-test("with runs, stop releases the rest of a run of a queue that is not ordered", { timeout: 20_000 }, async () => {
-  const queue = "w-runs-stop-unordered";
-  // Leases of 10 minutes: only a release makes the jobs available again within the test.
-  const ids = (
-    await client.enqueueMany(Array.from({ length: 5 }, (_, i) => ({ queue, kind: "step", payload: i, group: "g", lease_ms: 600_000 })))
-  ).map((r) => r.id);
-  const w = worker(queue, { concurrency: 10, runs: true });
-  const ran: number[] = [];
-  let firstRuns!: () => void;
-  const first = new Promise<void>((r) => (firstRuns = r));
-  let goOn!: () => void;
-  const release = new Promise<void>((r) => (goOn = r));
-  w.handle("step", async (job) => {
-    ran.push(job.payload as number);
-    firstRuns();
-    await release;
-  });
-  const running = w.run();
-  await first;
-  const stopped = w.stop(); // the first job finishes within the grace; the rest wait
-  goOn();
-  await stopped;
-  await running;
-  assert.deepEqual(ran, [0]);
-  const jobs = await Promise.all(ids.map((id) => client.getJob(id)));
-  assert.deepEqual(jobs.map((j) => j.state), ["completed", "available", "available", "available", "available"]);
-  assert.deepEqual(jobs.map((j) => j.attempt), [1, 0, 0, 0, 0]);
-  assert.equal(w.heldCount, 0);
-});
+}
 
 test("with runs, a failure releases the rest of its run on a queue that is not ordered", { timeout: 40_000 }, async () => {
   const queue = "w-runs-unordered";
