@@ -15,9 +15,10 @@ import (
 
 // sqlHolds lists the pending jobs of an ordered queue that were handed
 // out, which may hold their groups (job.HoldsGroup judges), lowest seq
-// first.
-const sqlHolds = `SELECT grp, seq, state, attempt, priority, run_at FROM jobs
-WHERE queue = ? AND grp IS NOT NULL AND attempt > 0 AND state IN ('scheduled', 'available', 'active', 'retrying')
+// first, from the index of those (jobs_held); the active ones are the
+// leases in memory.
+const sqlHolds = `SELECT grp, seq, state, attempt, priority, run_at FROM jobs INDEXED BY jobs_held
+WHERE queue = ? AND attempt > 0 AND grp IS NOT NULL AND ` + condHeld + `
 ORDER BY seq`
 
 // hold is the job that holds a group of an ordered queue.

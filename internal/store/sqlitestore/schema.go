@@ -157,6 +157,11 @@ CREATE TABLE sessions (
 CREATE INDEX sessions_token ON sessions (token_name, created_at, id_hash);
 CREATE INDEX sessions_expiry ON sessions (expires_at);
 `},
+	// The jobs of ordered queues that were handed out and wait to go out
+	// again (ordered.go's holds): a claim reads them without reading the
+	// queue's waiting jobs. Only retries enter it, never a first attempt,
+	// whose row says attempt 0 until it ends.
+	{sql: `CREATE INDEX jobs_held ON jobs (queue, seq) WHERE attempt > 0 AND grp IS NOT NULL AND ` + condHeld + `;`},
 }
 
 // Partial-index conditions, repeated verbatim in queries so that SQLite's
@@ -165,6 +170,8 @@ CREATE INDEX sessions_expiry ON sessions (expires_at);
 // planner would often choose another index and sort.
 const (
 	condDue = `(state = 'scheduled' OR state = 'retrying')`
+	// condHeld is the waiting states of a job that may hold its group.
+	condHeld = `state IN ('scheduled', 'available', 'retrying')`
 )
 
 // migrate brings the schema of conn up to date in one transaction.
