@@ -115,8 +115,10 @@ func (w *Worker) start(jobs []*Job) (unstarted []ReleaseItem) {
 
 // runJob runs e's handler in a goroutine of its own, so that a handler that
 // ignores its cancelled context cannot hold up a stop, then acks or fails
-// the job. It reports whether the job ended (completed, dead or cancelled,
-// as the server answered): whether the rest of its run may go on.
+// the job. It reports whether the job was acked (completed, or cancelled
+// when a cancel was asked, as the server answered): whether the rest of its
+// run may go on, since the server sends a run's rest back after any other
+// end of a job of it.
 func (w *Worker) runJob(e *inflight) (ended bool) {
 	defer w.jobsWG.Done()
 	defer w.forget(e)
@@ -216,7 +218,7 @@ func (w *Worker) finish(e *inflight, o outcome) (ended bool) {
 	if w.log.Enabled(context.Background(), slog.LevelDebug) {
 		log().Debug("job failed", "state", c.failed.State, "err", truncate(c.params.Error, 200))
 	}
-	return c.failed.State.Final()
+	return false // a failure ends the run: the server sent its rest back
 }
 
 func (w *Worker) logSettleError(log interface{ Warn(string, ...any) }, op string, err error) {

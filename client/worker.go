@@ -77,15 +77,14 @@ type WorkerConfig struct {
 	// Runs, for workers of ordered queues, fetches with FetchParams.Runs
 	// and runs each run one job after another, in the order received, in
 	// one goroutine: the jobs of one queue and one group in a fetch's
-	// answer are one run. The run stops at the first job that does not
-	// end (its handler fails with retries left, its lease is lost, the
-	// worker stops): its later jobs are dropped unrun, neither acked nor
-	// failed, and handed back in one release call. On an ordered queue
+	// answer are one run. The run stops at the first job that is not
+	// acked (its handler fails, its lease is lost, the worker stops): its
+	// later jobs are dropped unrun, neither acked nor failed, and handed
+	// back in one release call. On an ordered queue
 	// the server has already sent them back and refuses their release
 	// with lease_lost, which the worker ignores; on a queue that is not
 	// ordered, where the jobs of a group in one fetch also run one after
-	// another, the release makes them available again at once. A job
-	// that completes, dies or is cancelled lets the run go on. Each job
+	// another, the release makes them available again at once. Each job
 	// of a run holds a slot from its fetch until it ends or is dropped,
 	// so Concurrency still bounds the jobs held and the handlers running.
 	// Defaults to false: every job runs in its own goroutine.

@@ -47,6 +47,9 @@ type End struct {
 	// DeadLetter is the queue that gets a copy of a job that dies, or ""
 	// (job.QueueSettings.DeadLetterFor).
 	DeadLetter string
+	// CutsRun is set for an attempt that did not complete (a failure, a
+	// hand-back, an expired lease): see ReturnsRun.
+	CutsRun bool
 }
 
 // Failure is what a worker says of a failed attempt.
@@ -68,14 +71,15 @@ func Fail(h *Held, f *Failure, s job.QueueSettings, now time.Time, rnd func() fl
 	state, runAt := job.AfterFailure(&job.Failure{CancelRequested: h.CancelRequested, Attempt: h.Attempt,
 		MaxAttempts: h.MaxAttempts, NoRetry: f.NoRetry, RetryAfter: f.RetryAfter, Backoff: h.Backoff}, now, rnd)
 	return End{State: state, RunAt: runAt, Attempt: h.Attempt, Record: true,
-		Error: job.AttemptError{Attempt: h.Attempt, Message: f.Message, At: now}, DeadLetter: s.DeadLetterFor(state, h.Letter)}
+		Error: job.AttemptError{Attempt: h.Attempt, Message: f.Message, At: now}, DeadLetter: s.DeadLetterFor(state, h.Letter),
+		CutsRun: true}
 }
 
 // Release is the end of h handed back unrun: job.AfterRelease, which
 // takes the attempt back and records nothing.
 func Release(h *Held) End {
 	state, attempt := job.AfterRelease(h.CancelRequested, h.Attempt)
-	return End{State: state, Attempt: attempt}
+	return End{State: state, Attempt: attempt, CutsRun: true}
 }
 
 // Expire is the end of h whose lease ran out by now, in a queue with
@@ -85,7 +89,7 @@ func Expire(h *Held, s job.QueueSettings, now time.Time) End {
 	state := job.AfterLeaseExpiry(h.CancelRequested, h.Attempt, h.MaxAttempts)
 	return End{State: state, Attempt: h.Attempt, Record: true,
 		Error:      job.AttemptError{Attempt: h.Attempt, Message: job.LeaseExpiredMessage, At: now},
-		DeadLetter: s.DeadLetterFor(state, h.Letter)}
+		DeadLetter: s.DeadLetterFor(state, h.Letter), CutsRun: true}
 }
 
 // PastWait is the end of the wait of a job handed out attempt times so
@@ -102,12 +106,15 @@ func (e *End) HoldsGroup() bool { return job.HoldsGroup(e.State, e.Attempt) }
 
 // ReturnsRun reports whether e, the end of an attempt of a job of group
 // (empty: none) of a queue that is ordered or not, sends the rest of the
-// job's run back (RunTail): it does when the job waits again, after a
-// failure with retries left, an expired lease or a release, so that none
-// of the group's later jobs finishes before it. Each of those goes back
-// as handed back unrun (Release): available, its attempt not counted.
+// job's run back (RunTail): it does when the attempt did not complete (a
+// failure, whether the job retries or dies, a hand-back, an expired
+// lease), as a Queen partition's lease ends with a failure, so that none
+// of the group's later jobs finishes before a job that waits again, and
+// a worker that stops its run at a failure leaves nothing leased. Each of
+// those goes back as handed back unrun (Release): available, its attempt
+// not counted.
 func ReturnsRun(ordered bool, group string, e *End) bool {
-	return ordered && group != "" && !e.State.Final()
+	return ordered && group != "" && e.CutsRun
 }
 
 // RunTail is the rest of the run of the job with seq: of the seqs of its

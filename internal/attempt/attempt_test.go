@@ -32,25 +32,25 @@ func TestEnds(t *testing.T) {
 		{"ack", Complete(&second), End{State: job.StateCompleted, Attempt: 2}},
 		{"ack of a cancelled job", Complete(&cancelled), End{State: job.StateCancelled, Attempt: 1}},
 		{"fail retries after the backoff", Fail(&second, &Failure{Message: "boom"}, dlq, now, nil),
-			End{State: job.StateRetrying, RunAt: now.Add(time.Minute), Attempt: 2, Record: true, Error: failed(2, "boom")}},
+			End{State: job.StateRetrying, RunAt: now.Add(time.Minute), Attempt: 2, Record: true, Error: failed(2, "boom"), CutsRun: true}},
 		{"fail retries after the worker's delay", Fail(&second, &Failure{RetryAfter: time.Second}, dlq, now, nil),
-			End{State: job.StateRetrying, RunAt: now.Add(time.Second), Attempt: 2, Record: true, Error: failed(2, "")}},
+			End{State: job.StateRetrying, RunAt: now.Add(time.Second), Attempt: 2, Record: true, Error: failed(2, ""), CutsRun: true}},
 		{"fail of the last attempt dies into the dead-letter queue", Fail(&last, &Failure{Message: "x"}, dlq, now, nil),
-			End{State: job.StateDead, Attempt: 3, Record: true, Error: failed(3, "x"), DeadLetter: "dlq"}},
+			End{State: job.StateDead, Attempt: 3, Record: true, Error: failed(3, "x"), DeadLetter: "dlq", CutsRun: true}},
 		{"fail without retry dies", Fail(&second, &Failure{NoRetry: true}, job.QueueSettings{}, now, nil),
-			End{State: job.StateDead, Attempt: 2, Record: true, Error: failed(2, "")}},
+			End{State: job.StateDead, Attempt: 2, Record: true, Error: failed(2, ""), CutsRun: true}},
 		{"a copy dies without a copy", Fail(&letter, &Failure{}, dlq, now, nil),
-			End{State: job.StateDead, Attempt: 3, Record: true, Error: failed(3, "")}},
+			End{State: job.StateDead, Attempt: 3, Record: true, Error: failed(3, ""), CutsRun: true}},
 		{"fail of a cancelled job", Fail(&cancelled, &Failure{}, dlq, now, nil),
-			End{State: job.StateCancelled, Attempt: 1, Record: true, Error: failed(1, "")}},
-		{"release takes the attempt back", Release(&second), End{State: job.StateAvailable, Attempt: 1}},
-		{"release of a cancelled job", Release(&cancelled), End{State: job.StateCancelled}},
+			End{State: job.StateCancelled, Attempt: 1, Record: true, Error: failed(1, ""), CutsRun: true}},
+		{"release takes the attempt back", Release(&second), End{State: job.StateAvailable, Attempt: 1, CutsRun: true}},
+		{"release of a cancelled job", Release(&cancelled), End{State: job.StateCancelled, CutsRun: true}},
 		{"expiry makes the job available", Expire(&second, dlq, now),
-			End{State: job.StateAvailable, Attempt: 2, Record: true, Error: lost(2)}},
+			End{State: job.StateAvailable, Attempt: 2, Record: true, Error: lost(2), CutsRun: true}},
 		{"expiry of the last attempt dies", Expire(&last, dlq, now),
-			End{State: job.StateDead, Attempt: 3, Record: true, Error: lost(3), DeadLetter: "dlq"}},
+			End{State: job.StateDead, Attempt: 3, Record: true, Error: lost(3), DeadLetter: "dlq", CutsRun: true}},
 		{"expiry of a cancelled job", Expire(&cancelled, dlq, now),
-			End{State: job.StateCancelled, Attempt: 1, Record: true, Error: lost(1)}},
+			End{State: job.StateCancelled, Attempt: 1, Record: true, Error: lost(1), CutsRun: true}},
 		{"past the wait", PastWait(0, false, dlq, now), End{State: job.StateDead, Record: true,
 			Error: job.AttemptError{Attempt: 1, Message: job.MaxWaitMessage, At: now}, DeadLetter: "dlq"}},
 		{"a copy past the wait", PastWait(0, true, dlq, now), End{State: job.StateDead, Record: true,
@@ -124,8 +124,8 @@ func TestBatch(t *testing.T) {
 }
 
 func TestRunReturns(t *testing.T) {
-	retrying := End{State: job.StateRetrying, Attempt: 1}
-	dead := End{State: job.StateDead, Attempt: 3}
+	retrying := End{State: job.StateRetrying, Attempt: 1, CutsRun: true}
+	dead := End{State: job.StateDead, Attempt: 3, CutsRun: true}
 	cases := []struct {
 		name    string
 		ordered bool
@@ -134,8 +134,9 @@ func TestRunReturns(t *testing.T) {
 		want    bool
 	}{
 		{"a job that waits again in an ordered group", true, "g", retrying, true},
-		{"a released job", true, "g", End{State: job.StateAvailable}, true},
-		{"a job that dies", true, "g", dead, false},
+		{"a released job", true, "g", End{State: job.StateAvailable, CutsRun: true}, true},
+		{"a job that fails and dies", true, "g", dead, true},
+		{"a job that completes", true, "g", End{State: job.StateCompleted, Attempt: 1}, false},
 		{"a queue that is not ordered", false, "g", retrying, false},
 		{"a job without a group", true, "", retrying, false},
 	}

@@ -176,16 +176,31 @@ func testQueenFlow(t *testing.T, b *bundle) {
 	if n := b.counts("orders")["dead"]; n != 0 {
 		t.Fatalf("the queue itself has %d dead jobs; a group's death is its own", n)
 	}
+	// The nack sent the rest of the pop back: its ack is refused, and the
+	// next pop gets it again.
+	if r := ack(g1[1], "completed", "g1"); r["success"] != false {
+		t.Fatalf("ack of a message a nack sent back: %v, want refused", r)
+	}
+	var back obj // the first message of g1[1]'s partition in the next pop
+	for _, m := range pop("batch=10&consumerGroup=g1&partitions=2") {
+		if back == nil && m["partition"] == g1[1]["partition"] {
+			back = m
+		}
+	}
+	if back == nil || back["transactionId"] != g1[1]["transactionId"] {
+		t.Fatalf("g1's pop after the nack: %v first of its partition, want %v", back, g1[1]["transactionId"])
+	}
+	againG1 := []obj{back}
 	// A failure with retries left delivers the message again, before
 	// the rest of its partition.
-	if r := ack(g1[1], "failed", "g1"); r["success"] != true || r["dlq"] != false {
+	if r := ack(againG1[0], "failed", "g1"); r["success"] != true || r["dlq"] != false {
 		t.Fatalf("nack with a retry left: %v", r)
 	}
 	var retried []obj
 	b.waitFor("the failed message back", 5e9, func() bool {
 		retried = append(retried, pop("batch=10&consumerGroup=g1")...)
 		for _, m := range retried {
-			if m["transactionId"] == g1[1]["transactionId"] {
+			if m["transactionId"] == againG1[0]["transactionId"] {
 				return true
 			}
 		}

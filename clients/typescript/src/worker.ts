@@ -115,9 +115,9 @@ export interface WorkerOptions {
   /**
    * Fetch runs of ordered groups (FetchRequest.runs) and run the jobs of one
    * queue and group in a fetch answer one after another, in the order
-   * received, each once the one before it is answered completed, dead or
-   * cancelled. At the first job that waits again (a fail with retries left,
-   * a release, a lost lease) the run stops and its later jobs are dropped
+   * received, each once the one before it is acked (answered completed, or
+   * cancelled when asked). At the first job that fails, is released or loses
+   * its lease (the server sends the rest of a run back then) the run stops and its later jobs are dropped
    * unrun and released in one call: on an ordered queue the server has put
    * them back already (their lease_lost is ignored); on a queue that is not
    * ordered the release makes them available again at once. A job waiting
@@ -163,8 +163,8 @@ interface Held {
  */
 export const SETTLE_DELAY_MS = 2;
 
-/** The states of a job whose attempt ended for good: the rest of its run goes on. */
-const ENDED: ReadonlySet<string> = new Set(["completed", "dead", "cancelled"]);
+/** The states of an acked job: the rest of its run goes on. After a failure the server sends the rest of a run back. */
+const ACKED: ReadonlySet<string> = new Set(["completed", "cancelled"]);
 
 const MAX_FETCH = 1000;
 const MAX_HEARTBEAT_BATCH = 1000;
@@ -496,7 +496,7 @@ export class Worker {
 
   /**
    * Runs h's handler and sends its outcome; resolves true when the job
-   * ended (answered completed, dead or cancelled), so that the rest of its
+   * was acked (answered completed, or cancelled when asked), so that the rest of its
    * run may go on.
    */
   private async runJob(h: Held): Promise<boolean> {
@@ -553,7 +553,7 @@ export class Worker {
         if (result !== undefined) item.result = result as JSONValue;
         answer = await this.settle(h, (arrived) => this.settler.ack(item, resultSize, arrived, this.stopping));
       }
-      return answer !== undefined && ENDED.has(answer.state);
+      return !threw && answer !== undefined && ACKED.has(answer.state);
     } finally {
       if (!h.abandoned) this.held.delete(job.id);
     }

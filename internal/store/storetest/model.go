@@ -468,8 +468,8 @@ func (m *model) outcome() {
 			m.finish(j, job.StateDead)
 		default:
 			j.state, j.runAt, j.leaseExp = job.StateRetrying, m.now.Add(modelBackoff), time.Time{}
-			m.returnRun(j)
 		}
+		m.returnRun(j)
 		m.wantLetter(o.DeadLetter)
 	case "release":
 		j.attempt--
@@ -477,8 +477,8 @@ func (m *model) outcome() {
 			m.finish(j, job.StateCancelled)
 		} else {
 			j.state, j.leaseExp = job.StateAvailable, time.Time{}
-			m.returnRun(j)
 		}
+		m.returnRun(j)
 	case "extend":
 		j.leaseExp = m.now.Add(j.lease)
 		if !o.LeaseExpiresAt.Equal(j.leaseExp) || o.CancelRequested != j.cancel {

@@ -148,8 +148,8 @@ func (m *model) rescue() {
 		default:
 			j.state, j.leaseExp = job.StateAvailable, time.Time{}
 			queues[j.queue] = true
-			m.returnRun(j)
 		}
+		m.returnRun(j)
 	}
 	// The next expiry is of the leases left, which returns may have ended.
 	for _, j := range m.jobs {

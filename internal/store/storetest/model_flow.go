@@ -153,9 +153,10 @@ func runOf(free []*mjob) []*mjob {
 	return free
 }
 
-// returnRun sends back, after j of an ordered queue went back to wait,
-// the active jobs of its group enqueued after it, as handed back unrun
-// (job.AfterRelease); it returns them.
+// returnRun sends back, after an attempt of j of an ordered queue that
+// did not complete (attempt.ReturnsRun), the active jobs of its group
+// enqueued after it, as handed back unrun (job.AfterRelease); it returns
+// them.
 func (m *model) returnRun(j *mjob) []*mjob {
 	if !m.limitsOf(j.queue).Ordered || j.group == "" {
 		return nil

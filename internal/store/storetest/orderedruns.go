@@ -18,7 +18,8 @@ func orderedRunTests() []group {
 		{"AFailedJobSendsTheRestOfItsRunBack", testRunFailReturnsTail},
 		{"AReleasedJobSendsTheRestOfItsRunBack", testRunReleaseReturnsTail},
 		{"AnExpiredRunGoesBackWithOneAttemptCounted", testRunExpiryReturnsTail},
-		{"ADeadJobLetsTheRestOfItsRunGoOn", testRunDeathLetsRestGo},
+		{"ADeadJobSendsTheRestOfItsRunBack", testRunDeathReturnsTail},
+		{"ACompletedJobLetsTheRestOfItsRunGoOn", testRunCompletionLetsRestGo},
 		{"ABatchAppliesItsItemsInOrder", testRunBatchInOrder},
 		{"ARunEndsBeforeAJobEnqueuedEarlier", testRunEndsAtEnqueueOrder},
 		{"AHolderGoesOutFirstWithTheJobsAfterIt", testRunHolderFirst},
@@ -181,12 +182,22 @@ func testRunExpiryReturnsTail(b *bundle) {
 	b.wantRun("claim after the lease ran out", b.claimRuns(at(3*time.Second), 10, 0, "q"), ids, 2, 1)
 }
 
-// A job of a run that dies finishes: the rest of its run goes on.
-func testRunDeathLetsRestGo(b *bundle) {
-	b.orderedQueue("q", 1, 3, withMaxAttempts(1))
+// A job of a run that fails and dies sends the rest of its run back too,
+// as a worker that stops its run at a failure leaves it; the rest goes
+// out again as a run.
+func testRunDeathReturnsTail(b *bundle) {
+	ids := b.orderedQueue("q", 1, 3, withMaxAttempts(1))["p0"]
 	run := b.claimRuns(t0, 10, 0, "q")
 	b.accepted("fail", b.fail(t0, job.FailItem{ID: run[0].ID, Token: run[0].LeaseToken, Message: "no"}), job.StateDead)
-	b.completeAll(t0, run[1:])
+	b.wantLost("ack of a job the death sent back", b.complete(t0, job.CompleteItem{ID: run[1].ID, Token: run[1].LeaseToken}), 0)
+	b.wantRun("claim after the death", b.claimRuns(t0, 10, 0, "q"), ids[1:], 1)
+}
+
+// Jobs of a run that complete let the rest go on.
+func testRunCompletionLetsRestGo(b *bundle) {
+	b.orderedQueue("q", 1, 3)
+	run := b.claimRuns(t0, 10, 0, "q")
+	b.completeAll(t0, run)
 }
 
 // A batch ends its items in order: once an item sent the rest of its run

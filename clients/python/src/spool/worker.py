@@ -20,9 +20,9 @@ not keep the next fetch from filling the slots.
 A worker made with ``runs=True`` fetches runs (see :meth:`Client.fetch`): the
 jobs of one queue and group in one fetch answer run one after another, in the
 order received, in one task; a job of a run waiting its turn holds a slot and
-its lease is extended. A run goes on after a job that ends completed, dead or
-cancelled, and stops at one that waits again (a fail with retries left, a
-release, a lost lease) or whose outcome went unrecorded, or once the worker
+its lease is extended. A run goes on after a job that is acked, and stops at
+one that fails (the server sends the rest of a run back after any failure, a
+release or a lost lease) or whose outcome went unrecorded, or once the worker
 stops: the worker drops the rest of the run unrun and hands them back in one
 release call. On an ordered queue the server has put them back already and
 answers ``lease_lost``, which the worker ignores; on a queue that is not
@@ -325,8 +325,9 @@ def _single_error(err: SpoolError) -> SpoolError:
     return type(err)(err.message, code=err.code, field=field or None, status=err.status)
 
 
-# The states of a job whose attempt ended for good: the rest of its run goes on.
-_ENDED = frozenset(("completed", "dead", "cancelled"))
+# The states of an acked job: the rest of its run goes on. After a failure
+# the server sends the rest of a run back.
+_ACKED = frozenset(("completed", "cancelled"))
 
 # Errors retrying a fetch does not fix.
 _PERMANENT = (Unauthorized, Forbidden, InvalidArgument, InvalidJSON, NotFound)
@@ -704,7 +705,8 @@ class Worker:
 
     async def _run_job(self, entry: _Entry) -> bool:
         """Runs ``entry``'s handler and sends its outcome; reports whether the job
-        ended (completed, dead or cancelled), so that the rest of its run may go on."""
+        was acked (completed, or cancelled when asked), so that the rest of its run
+        may go on."""
         job = entry.job
         token = job.token or 0
         try:
@@ -805,7 +807,7 @@ class Worker:
         """Sends a job's outcome, with those of the jobs that finish with it, again
         after errors that retrying can fix, for as long as the job's lease lasts;
         it is not cancelled meanwhile. Reports whether the job ended: its outcome
-        was answered completed, dead or cancelled."""
+        was an ack answered completed or cancelled."""
         entry.finishing = True
         assert self._stopping is not None
         deadline = time.monotonic() + entry.lease_ms / 1000.0
@@ -817,7 +819,7 @@ class Worker:
                 # The item is sent whatever happens to this task: the settler
                 # holds it, and cancelling the wait cancels only the wait.
                 answer = await self._settler.submit(fail, item, size, arrived, self._stopping.is_set())
-                return answer.state in _ENDED
+                return not fail and answer.state in _ACKED
             except (LeaseLost, NotFound):
                 log.warning("job %s: lease lost; its outcome was dropped", entry.job.id)
                 return False
