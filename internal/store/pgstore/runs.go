@@ -69,13 +69,10 @@ func withRunReturns(ctx context.Context, tx pgx.Tx, changes []change, members []
 		if !attempt.ReturnsRun(members[k].ordered, members[k].group, &c.end) {
 			continue
 		}
-		var active []int64
-		for _, t := range tails[c.seq] {
-			active = append(active, t.seq)
-		}
+		active := make([]int64, len(tails[c.seq]))
 		byseq := make(map[int64]*leased, len(tails[c.seq]))
-		for _, t := range tails[c.seq] {
-			byseq[t.seq] = t
+		for i, t := range tails[c.seq] {
+			active[i], byseq[t.seq] = t.seq, t
 		}
 		for _, seq := range attempt.RunTail(c.seq, active) {
 			if ended[seq] || returned[seq] {
